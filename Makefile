@@ -1,0 +1,11 @@
+# Remake the committed grids (about 10 minutes on 2 cores) and the committed reports.
+PY ?= python
+JOBS ?= 2
+GRIDS = main wide workers variants paired smoke
+
+grids: $(GRIDS:%=data/%.csv)
+
+data/%.csv: data/specs/%.toml
+	fitrules simulate $< --out $@ --jobs $(JOBS)
+
+.PHONY: grids

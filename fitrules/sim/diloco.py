@@ -1,0 +1,226 @@
+"""DiLoCo-style local SGD with compressed deltas, and the synchronous data-parallel baseline.
+
+M workers start from the global model, each takes H inner optimiser steps on its own shard,
+then each worker's delta (its parameters minus the global ones) is compressed, the deltas are
+aggregated, and an outer SGD step with Nesterov momentum moves the global model along the
+aggregate. Inner optimiser state stays with each worker across rounds, as in DiLoCo.
+
+Random streams are keyed by the seed alone (initialisation, data order, compression masks),
+so two configurations with the same seed start from the same model and see the same batches:
+that is what makes runs pairable by seed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from fitrules.errors import SimError
+from fitrules.sim.corpus import Corpus
+from fitrules.sim.model import MLPShape, init_params, loss_and_grad, mean_loss
+
+ALGOS = ("diloco", "sync")
+COMPRESSORS = ("none", "randk", "topk")
+MASKS = ("independent", "shared")
+AGGREGATORS = ("mean", "median", "trimmed")
+INNER_OPTS = ("adam", "adamw", "sgd")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training run. Every field is a factor a grid spec may vary."""
+
+    algo: str = "diloco"
+    M: int = 4
+    H: int = 16
+    keep: float = 1.0
+    compressor: str = "randk"
+    masks: str = "independent"
+    aggregator: str = "mean"
+    trim: float = 0.25
+    inner_opt: str = "adam"
+    lr: float = 3e-4
+    weight_decay: float = 0.0
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.9
+    nesterov: bool = True
+    width: int = 256
+    embed: int = 16
+    context: int = 8
+    steps: int = 2048
+    batch: int = 32
+    eval_windows: int = 16384
+    seed: int = 0
+
+    def validate(self) -> RunConfig:
+        """Return self, or raise :class:`SimError` naming the bad field and what is allowed."""
+        choices = {"algo": ALGOS, "compressor": COMPRESSORS, "masks": MASKS,
+                   "aggregator": AGGREGATORS, "inner_opt": INNER_OPTS}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise SimError(f"{name}={getattr(self, name)!r} is unknown; allowed: "
+                               + ", ".join(allowed))
+        if not 0 < self.keep <= 1:
+            raise SimError(f"keep={self.keep} is outside (0, 1]")
+        for name in ("H", "M", "steps", "batch", "width", "embed", "context", "eval_windows"):
+            if int(getattr(self, name)) < 1:
+                raise SimError(f"{name}={getattr(self, name)} must be >= 1")
+        if self.lr <= 0 or self.outer_lr <= 0:
+            raise SimError(f"lr={self.lr}, outer_lr={self.outer_lr}: learning rates must be > 0")
+        if not 0 <= self.outer_momentum < 1:
+            raise SimError(f"outer_momentum={self.outer_momentum} is outside [0, 1)")
+        if not 0 <= self.trim < 0.5:
+            raise SimError(f"trim={self.trim} is outside [0, 0.5)")
+        return self
+
+    @property
+    def omega(self) -> float:
+        """Variance factor of unbiased rand-k, 1/keep - 1; for top-k only a nominal label."""
+        return 1.0 / self.keep - 1.0 if self.compressor != "none" else 0.0
+
+    def shape(self, vocab: int) -> MLPShape:
+        return MLPShape(vocab=vocab, context=self.context, embed=self.embed, hidden=self.width)
+
+
+class _Adam:
+    """Adam / AdamW / SGD over a (M, P) parameter array, one state per worker."""
+
+    def __init__(self, kind: str, lr: float, weight_decay: float, shape: tuple[int, int]):
+        self.kind, self.lr, self.wd = kind, np.float32(lr), np.float32(weight_decay)
+        self.b1, self.b2, self.eps = np.float32(0.9), np.float32(0.999), np.float32(1e-8)
+        self.t = 0
+        if kind != "sgd":
+            self.m = np.zeros(shape, np.float32)
+            self.v = np.zeros(shape, np.float32)
+
+    def step(self, params: np.ndarray, grad: np.ndarray) -> None:
+        if self.kind == "sgd":
+            params -= self.lr * grad
+            return
+        self.t += 1
+        self.m *= self.b1
+        self.m += (1 - self.b1) * grad
+        self.v *= self.b2
+        self.v += (1 - self.b2) * grad * grad
+        c1 = 1 - float(self.b1) ** self.t
+        c2 = 1 - float(self.b2) ** self.t
+        if self.kind == "adamw" and self.wd > 0:
+            params *= 1 - self.lr * self.wd
+        step = self.m / (np.sqrt(self.v / np.float32(c2)) + self.eps)
+        params -= np.float32(self.lr / c1) * step
+
+
+def _batches(corpus: Corpus, cfg: RunConfig):
+    """Yield (x, y) of shape (M, B, context), (M, B) per inner step; worker m reads shard m."""
+    windows = sliding_window_view(corpus.train, cfg.context + 1)
+    shard = len(windows) // cfg.M
+    rng = np.random.default_rng([cfg.seed, 1])
+    offsets = (np.arange(cfg.M) * shard)[:, None]
+    for _ in range(cfg.steps):
+        w = windows[offsets + rng.integers(0, shard, size=(cfg.M, cfg.batch))]
+        yield w[..., :-1], w[..., -1]
+
+
+def _validation(corpus: Corpus, cfg: RunConfig) -> tuple[np.ndarray, np.ndarray]:
+    windows = sliding_window_view(corpus.valid, cfg.context + 1)
+    pick = np.linspace(0, len(windows) - 1, min(cfg.eval_windows, len(windows))).astype(int)
+    w = windows[pick]
+    return w[:, :-1], w[:, -1]
+
+
+def _compress(delta, cfg: RunConfig, rng, error):
+    if cfg.compressor == "none" or cfg.keep >= 1.0:
+        return delta
+    if cfg.compressor == "randk":
+        rows = 1 if cfg.masks == "shared" else delta.shape[0]
+        mask = rng.random((rows, delta.shape[1]), dtype=np.float32) < np.float32(cfg.keep)
+        return delta * mask * np.float32(1.0 / cfg.keep)
+    # top-k with error feedback: what is not sent this round is added to the next delta
+    acc = delta + error
+    k = max(1, int(round(cfg.keep * acc.shape[1])))
+    idx = np.argpartition(np.abs(acc), acc.shape[1] - k, axis=1)[:, -k:]
+    rows = np.arange(acc.shape[0])[:, None]
+    sent = np.zeros_like(acc)
+    sent[rows, idx] = acc[rows, idx]
+    error[:] = acc - sent
+    return sent
+
+
+def _aggregate(c: np.ndarray, cfg: RunConfig) -> np.ndarray:
+    if cfg.aggregator == "mean":
+        return c.mean(axis=0)
+    if cfg.aggregator == "median":
+        return np.median(c, axis=0)
+    cut = int(math.floor(cfg.trim * c.shape[0]))
+    s = np.sort(c, axis=0)
+    return s[cut : c.shape[0] - cut].mean(axis=0)
+
+
+def run(cfg: RunConfig, corpus: Corpus) -> dict:
+    """Train one configuration and return its results row (config fields + outcomes)."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    shape = cfg.shape(corpus.vocab_size)
+    global_p = init_params(shape, np.random.default_rng([cfg.seed, 0]))
+    workers = np.tile(global_p, (cfg.M, 1))
+    grad = np.empty_like(workers)
+    diverged = False
+    train_losses = np.full(cfg.M, np.nan)
+
+    if cfg.algo == "sync":
+        opt = _Adam(cfg.inner_opt, cfg.lr, cfg.weight_decay, (1, shape.n_params))
+        single = global_p[None, :].copy()
+        for x, y in _batches(corpus, cfg):
+            workers[:] = single
+            train_losses, _ = loss_and_grad(workers, x, y, shape, grad)
+            opt.step(single, grad.mean(axis=0, keepdims=True))
+            if not np.isfinite(train_losses).all():
+                diverged = True
+                break
+        global_p = single[0]
+    else:
+        opt = _Adam(cfg.inner_opt, cfg.lr, cfg.weight_decay, workers.shape)
+        rng_c = np.random.default_rng([cfg.seed, 2])
+        error = np.zeros_like(workers) if cfg.compressor == "topk" else None
+        buf = np.zeros_like(global_p)
+        mu = np.float32(cfg.outer_momentum)
+        for t, (x, y) in enumerate(_batches(corpus, cfg)):
+            train_losses, _ = loss_and_grad(workers, x, y, shape, grad)
+            if not np.isfinite(train_losses).all():
+                diverged = True
+                break
+            opt.step(workers, grad)
+            if (t + 1) % cfg.H == 0 or t + 1 == cfg.steps:
+                outer_grad = -_aggregate(_compress(workers - global_p, cfg, rng_c, error), cfg)
+                buf = mu * buf + outer_grad
+                step = outer_grad + mu * buf if cfg.nesterov else buf
+                global_p = global_p - np.float32(cfg.outer_lr) * step
+                workers[:] = global_p
+
+    if diverged or not np.isfinite(global_p).all():
+        loss = float("nan")
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            loss = mean_loss(global_p, *_validation(corpus, cfg), shape)
+    diverged = diverged or not np.isfinite(loss) or loss > math.log(corpus.vocab_size)
+    row = asdict(cfg)
+    row.update(omega=cfg.omega, n_params=shape.n_params, loss=loss,
+               train_loss=float(np.mean(train_losses)), diverged=bool(diverged),
+               wall_s=round(time.perf_counter() - t0, 3))
+    return row
+
+
+def train_single(cfg: RunConfig, corpus: Corpus) -> np.ndarray:
+    """Plain single-worker training with the inner optimiser: the M=1, H=1 reference."""
+    shape = cfg.shape(corpus.vocab_size)
+    params = init_params(shape, np.random.default_rng([cfg.seed, 0]))[None, :].copy()
+    opt = _Adam(cfg.inner_opt, cfg.lr, cfg.weight_decay, params.shape)
+    grad = np.empty_like(params)
+    for x, y in _batches(corpus, RunConfig(**{**asdict(cfg), "M": 1})):
+        loss_and_grad(params, x, y, shape, grad)
+        opt.step(params, grad)
+    return params[0]

@@ -1,0 +1,153 @@
+"""Grid specs: TOML files naming the factors, their levels, fixed settings and seeds.
+
+A spec is a list of blocks whose runs are united; each block is the Cartesian product of its
+factors, on top of its own and the spec's fixed settings::
+
+    name = "main"
+    seeds = [0, 1, 2]
+    [fixed]
+    M = 4
+    [[block]]
+    [block.factors]
+    H = [1, 4, 16, 64]
+    keep = [1.0, 0.5]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from fitrules.errors import SimError
+from fitrules.sim.diloco import RunConfig
+
+CONFIG_FIELDS = {f.name: f.type for f in fields(RunConfig)}
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """A parsed spec: its name, source text and the runs it asks for, in a fixed order."""
+
+    name: str
+    text: str
+    runs: tuple[RunConfig, ...]
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def _check_keys(where: str, mapping: dict, source: str) -> None:
+    for key in mapping:
+        if key not in CONFIG_FIELDS or key == "seed":
+            allowed = ", ".join(k for k in CONFIG_FIELDS if k != "seed")
+            raise SimError(f"{source}: unknown factor {key!r} in {where}; allowed: {allowed}"
+                           " (seeds go in 'seeds')")
+
+
+def _config(values: dict, source: str) -> RunConfig:
+    kinds = {"int": int, "float": float, "bool": bool, "str": str}
+    coerced = {}
+    for key, value in values.items():
+        kind = kinds[str(CONFIG_FIELDS[key])]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise SimError(f"{source}: {key}={value!r} must be of type {kind.__name__}")
+        coerced[key] = value
+    try:
+        return RunConfig(**coerced).validate()
+    except SimError as err:
+        raise SimError(f"{source}: {err}") from None
+
+
+def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
+    """Parse spec text into a :class:`GridSpec`, validating every run before any is made."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SimError(f"{source}: not valid TOML ({err})") from None
+    unknown = set(doc) - {"name", "description", "seeds", "fixed", "block"}
+    if unknown:
+        raise SimError(f"{source}: unknown top-level key(s) {sorted(unknown)}; allowed: name, "
+                       "description, seeds, fixed, block")
+    seeds = doc.get("seeds", [0])
+    if not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise SimError(f"{source}: seeds={seeds!r} must be a non-empty list of integers >= 0")
+    fixed = doc.get("fixed", {})
+    _check_keys("[fixed]", fixed, source)
+    runs: list[RunConfig] = []
+    for i, block in enumerate(doc.get("block", [{}])):
+        bfixed = block.get("fixed", {})
+        factors = block.get("factors", {})
+        _check_keys(f"block {i + 1} [fixed]", bfixed, source)
+        _check_keys(f"block {i + 1} [factors]", factors, source)
+        for name, levels in factors.items():
+            if not isinstance(levels, list) or not levels:
+                raise SimError(f"{source}: factor {name!r} needs a non-empty list of levels")
+        names = list(factors)
+        for combo in itertools.product(*(factors[n] for n in names)):
+            for seed in seeds:
+                values = {**fixed, **bfixed, **dict(zip(names, combo, strict=True)), "seed": seed}
+                runs.append(_config(values, source))
+    if len(set(runs)) != len(runs):
+        raise SimError(f"{source}: the blocks ask for the same run twice")
+    return GridSpec(str(doc.get("name", Path(source).stem)), text, tuple(runs))
+
+
+def load_spec(path: Path) -> GridSpec:
+    path = Path(path)
+    if not path.exists():
+        raise SimError(f"{path}: spec file not found")
+    return parse_spec(path.read_text(), str(path))
+
+
+def parse_cell(cell: str, base: dict | None = None, source: str = "--cell") -> dict:
+    """Parse ``"H=8,keep=0.25"`` into config values on top of ``base``."""
+    values = dict(base or {})
+    for part in filter(None, (p.strip() for p in cell.split(","))):
+        if "=" not in part:
+            raise SimError(f"{source}: {part!r} is not of the form NAME=VALUE")
+        key, raw = (s.strip() for s in part.split("=", 1))
+        _check_keys(source, {key: None}, source)
+        kind = str(CONFIG_FIELDS[key])
+        try:
+            if kind == "bool":
+                if raw.lower() not in ("true", "false"):
+                    raise ValueError
+                value: object = raw.lower() == "true"
+            else:
+                value = {"int": int, "float": float, "str": str}[kind](raw)
+        except ValueError:
+            raise SimError(f"{source}: {key}={raw!r} is not a valid {kind}") from None
+        values[key] = value
+    return values
+
+
+def cell_spec(cell: str, base: GridSpec | None = None, seeds: str | None = None) -> GridSpec:
+    """A one-configuration spec from ``--cell``, on top of ``base``'s fixed settings.
+
+    The base's first run supplies the settings the cell does not name (the spec's fixed
+    values and its factors' first levels); seeds default to the base's seeds, or 0.
+    """
+    base_values: dict = {}
+    seed_list = [0]
+    if base is not None:
+        first = base.runs[0]
+        base_values = {k: getattr(first, k) for k in CONFIG_FIELDS if k != "seed"}
+        seed_list = sorted({r.seed for r in base.runs})
+    if seeds is not None:
+        try:
+            seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+        except ValueError:
+            raise SimError(f"--seeds {seeds!r}: expected integers separated by commas") from None
+    values = parse_cell(cell, base_values)
+    runs = tuple(_config({**values, "seed": s}, "--cell") for s in seed_list)
+    desc = ",".join(f"{k}={v}" for k, v in parse_cell(cell).items())
+    text = f"# --cell {desc}\n" + "\n".join(f"{k} = {v!r}" for k, v in sorted(values.items()))
+    return GridSpec(f"cell:{desc}", text + f"\nseeds = {seed_list!r}\n", runs)

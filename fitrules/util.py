@@ -1,0 +1,47 @@
+"""Small helpers shared by the modules: atomic writes, progress bars, hashing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from tqdm import tqdm
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and rename: never a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextmanager
+def progress(total: int, desc: str = "", enabled: bool | None = None, initial: int = 0):
+    """A tqdm bar on stderr, shown by default only when stderr is a terminal."""
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    bar = tqdm(total=total, initial=initial, desc=desc, disable=not enabled, file=sys.stderr,
+               leave=False, dynamic_ncols=True)
+    try:
+        yield bar
+    finally:
+        bar.close()
