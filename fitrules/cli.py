@@ -47,6 +47,226 @@ def _simulate(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- shared options
+def _fraction(text: str) -> float:
+    try:
+        if "/" in text:
+            num, den = text.split("/", 1)
+            return float(num) / float(den)
+        return float(text)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or fraction") from None
+
+
+def _add_data_options(p) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument("--data", type=Path, default=None,
+                   help="results table (CSV or Parquet), one row a run (default: the committed "
+                   "main grid at inner lr 3e-4)")
+    g.add_argument("--metric", default=None, help="metric column (default: loss, else val_loss)")
+    g.add_argument("--where", action="append", default=None, metavar="COND",
+                   help='keep rows where COND holds, e.g. "lr == 3e-4" (repeatable)')
+    g.add_argument("--derive", action="append", default=[], metavar="NAME=EXPR",
+                   help='add a column, e.g. "omega = 1/keep - 1" (repeatable)')
+
+
+def _load(args):
+    from fitrules.grids import default_grid, load_grid
+
+    path, where = (args.data, args.where or []) if args.data else default_grid(args.where)
+    return load_grid(path, metric=args.metric, where=where, derive=args.derive)
+
+
+def _add_output_options(p) -> None:
+    p.add_argument("--json", dest="json_out", default=None, metavar="PATH",
+                   help="write the full result as JSON to PATH ('-' for stdout)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+
+
+def _write_json(target: str | None, payload: dict) -> None:
+    import json
+
+    from fitrules.util import atomic_write_text
+
+    if target is None:
+        return
+    text = json.dumps(payload, indent=1, sort_keys=False, allow_nan=False) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(Path(target), text)
+
+
+def _add_fit_options(p) -> None:
+    g = p.add_argument_group("fitting")
+    g.add_argument("--objective", default="rel_ls", choices=["rel_ls", "log_huber", "abs_ls"],
+                   help="training objective (default rel_ls: relative least squares)")
+    g.add_argument("--delta", type=float, default=1e-3, help="Huber delta for log_huber "
+                   "(default 1e-3)")
+
+
+# ---------------------------------------------------------------- validate
+def _add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="check a results grid and summarise it",
+                       description="Check a results table and print runs, cells, levels per "
+                       "factor, seeds per cell and excluded rows.")
+    p.add_argument("path", nargs="?", type=Path, help="results table (default: main grid)")
+    _add_data_options(p)
+    p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    p.set_defaults(func=_validate)
+
+
+def _validate(args) -> int:
+    from fitrules.report.text import render_summary
+
+    if args.path is not None:
+        args.data = args.path
+    summary = _load(args).summary()
+    if args.json_out != "-":
+        print(render_summary(summary))
+    _write_json(args.json_out, summary)
+    return 0
+
+
+# ---------------------------------------------------------------- compare
+def _add_compare(sub) -> None:
+    p = sub.add_parser("compare", help="fit forms on paired random splits, compare held-out "
+                       "error", description="Fit every candidate form on the same random "
+                       "subsets of cells and compare their held-out errors, split by split.")
+    _add_data_options(p)
+    g = p.add_argument_group("forms")
+    g.add_argument("--forms", default=None, metavar="NAMES",
+                   help="comma-separated form names (default: the built-in set; see "
+                   "'fitrules forms list')")
+    g.add_argument("--form", action="append", default=[], metavar='"NAME = EXPR"',
+                   help="add a form given inline (repeatable)")
+    g = p.add_argument_group("splits")
+    g.add_argument("--splits", type=int, default=300, help="number of splits (default 300)")
+    g.add_argument("--train-frac", type=_fraction, default=1 / 3,
+                   help="fraction of cells fitted in each split (default 1/3)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the split sequence (default 0)")
+    _add_fit_options(p)
+    p.add_argument("--keep-degenerate", action="store_true",
+                   help="keep flagged (split, form) pairs in summaries and paired verdicts")
+    p.add_argument("--strict", action="store_true",
+                   help="exit with status 1 if any (split, form) pair is degenerate")
+    _add_output_options(p)
+    p.set_defaults(func=_compare)
+
+
+def _compare(args) -> int:
+    from fitrules.compare import compare
+    from fitrules.fit import Objective
+    from fitrules.forms import select_forms
+    from fitrules.report.text import render_comparison
+    from fitrules.splits import RandomSplit
+    from fitrules.util import progress
+
+    names = [n.strip() for n in args.forms.split(",") if n.strip()] if args.forms else None
+    forms = select_forms(names, args.form)
+    objective = Objective(args.objective, args.delta)
+    splitter = RandomSplit(args.splits, args.train_frac, args.seed)
+    grid = _load(args)
+    with progress(total=args.splits * len(forms), desc="fitting", enabled=args.progress) as bar:
+        result = compare(grid, forms, splitter, objective, args.keep_degenerate,
+                         on_progress=bar.update)
+    payload = result.to_dict()
+    payload["command"] = _command_line()
+    if args.json_out != "-":
+        print(render_comparison(result))
+    _write_json(args.json_out, payload)
+    if args.strict and result.results["degenerate"].any():
+        n = int(result.results["degenerate"].sum())
+        print(f"fitrules compare: {n} degenerate (split, form) pairs (--strict)", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------- fit
+def _add_fit(sub) -> None:
+    p = sub.add_parser("fit", help="fit one form on all cells",
+                       description="Fit one form on every cell of the grid and print its "
+                       "constants, training error and diagnostics.")
+    _add_data_options(p)
+    p.add_argument("--form", required=True, metavar="NAME or \"NAME = EXPR\"",
+                   help="a form name or an inline form")
+    _add_fit_options(p)
+    p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    p.set_defaults(func=_fit)
+
+
+def _fit(args) -> int:
+    from fitrules.api import fit_grid
+    from fitrules.forms import parse_form_line, select_forms
+    from fitrules.report.text import render_fit
+
+    form = (parse_form_line(args.form) if "=" in args.form else select_forms([args.form])[0])
+    out = fit_grid(_load(args), form, args.objective, args.delta)
+    if args.json_out != "-":
+        print(render_fit(out["form"], out["result"], out["cells"], out["train_error"]))
+    _write_json(args.json_out, out["json"] | {"command": _command_line()})
+    return 0
+
+
+# ---------------------------------------------------------------- forms
+def _add_forms(sub) -> None:
+    p = sub.add_parser("forms", help="list, show or add candidate forms")
+    fsub = p.add_subparsers(dest="forms_command", required=True, metavar="ACTION")
+    q = fsub.add_parser("list", help="list the available forms")
+    q.set_defaults(func=_forms_list)
+    q = fsub.add_parser("show", help="explain one form")
+    q.add_argument("name")
+    q.set_defaults(func=_forms_show)
+    q = fsub.add_parser("add", help="add a form to forms.toml in the working directory")
+    q.add_argument("name")
+    q.add_argument("expression")
+    q.set_defaults(func=_forms_add)
+
+
+def _forms_list(args) -> int:
+    from fitrules.forms import available_forms
+
+    forms = available_forms()
+    w = max(len(n) for n in forms)
+    for name, f in forms.items():
+        print(f"{name.ljust(w)}  {f.expression}    [{f.source}]")
+    return 0
+
+
+def _forms_show(args) -> int:
+    from fitrules.forms import select_forms
+
+    f = select_forms([args.name])[0]
+    if f.variables is None:
+        from fitrules.grids import default_grid, load_grid
+
+        path, where = default_grid(None)
+        f = f.bind(load_grid(path, where=where).columns)
+    s = f.structure
+    print(f"{f.name} = {f.expression}")
+    if f.description:
+        print(f"  {f.description}")
+    print(f"  source: {f.source}")
+    print(f"  variables: {', '.join(f.variables)}")
+    print(f"  constants entering linearly (solved exactly): {', '.join(s.linear) or 'none'}")
+    print(f"  nonlinear constants (grid search, then polish): {', '.join(s.nonlinear) or 'none'}")
+    for c, lo, hi in zip(s.constants, s.lower, s.upper, strict=True):
+        if c in s.nonlinear:
+            i = s.nonlinear.index(c)
+            print(f"    {c}: bounds [{lo:g}, {hi:g}], starting grid over "
+                  f"[{s.start_lo[i]:g}, {s.start_hi[i]:g}]")
+    return 0
+
+
+def _forms_add(args) -> int:
+    from fitrules.forms import add_form_to_file
+
+    path = add_form_to_file(args.name, args.expression)
+    print(f"added {args.name} = {args.expression} to {path}")
+    return 0
+
+
 # ---------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     from fitrules import __version__
@@ -61,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_ADDERS = [_add_simulate]
+_ADDERS = [_add_compare, _add_fit, _add_validate, _add_forms, _add_simulate]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -160,10 +160,9 @@ def _aggregate(c: np.ndarray, cfg: RunConfig) -> np.ndarray:
     return s[cut : c.shape[0] - cut].mean(axis=0)
 
 
-def run(cfg: RunConfig, corpus: Corpus) -> dict:
-    """Train one configuration and return its results row (config fields + outcomes)."""
+def train(cfg: RunConfig, corpus: Corpus) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Train one configuration; return the global parameters, last train losses, diverged."""
     cfg.validate()
-    t0 = time.perf_counter()
     shape = cfg.shape(corpus.vocab_size)
     global_p = init_params(shape, np.random.default_rng([cfg.seed, 0]))
     workers = np.tile(global_p, (cfg.M, 1))
@@ -177,35 +176,47 @@ def run(cfg: RunConfig, corpus: Corpus) -> dict:
         for x, y in _batches(corpus, cfg):
             workers[:] = single
             train_losses, _ = loss_and_grad(workers, x, y, shape, grad)
+            if not np.isfinite(train_losses).all():
+                diverged = True
+                break
             opt.step(single, grad.mean(axis=0, keepdims=True))
-            if not np.isfinite(train_losses).all():
-                diverged = True
-                break
-        global_p = single[0]
-    else:
-        opt = _Adam(cfg.inner_opt, cfg.lr, cfg.weight_decay, workers.shape)
-        rng_c = np.random.default_rng([cfg.seed, 2])
-        error = np.zeros_like(workers) if cfg.compressor == "topk" else None
-        buf = np.zeros_like(global_p)
-        mu = np.float32(cfg.outer_momentum)
-        for t, (x, y) in enumerate(_batches(corpus, cfg)):
-            train_losses, _ = loss_and_grad(workers, x, y, shape, grad)
-            if not np.isfinite(train_losses).all():
-                diverged = True
-                break
-            opt.step(workers, grad)
-            if (t + 1) % cfg.H == 0 or t + 1 == cfg.steps:
-                outer_grad = -_aggregate(_compress(workers - global_p, cfg, rng_c, error), cfg)
-                buf = mu * buf + outer_grad
-                step = outer_grad + mu * buf if cfg.nesterov else buf
-                global_p = global_p - np.float32(cfg.outer_lr) * step
-                workers[:] = global_p
+        return single[0], train_losses, diverged
 
-    if diverged or not np.isfinite(global_p).all():
+    opt = _Adam(cfg.inner_opt, cfg.lr, cfg.weight_decay, workers.shape)
+    rng_c = np.random.default_rng([cfg.seed, 2])
+    error = np.zeros_like(workers) if cfg.compressor == "topk" else None
+    buf = np.zeros_like(global_p)
+    mu = np.float32(cfg.outer_momentum)
+    for t, (x, y) in enumerate(_batches(corpus, cfg)):
+        train_losses, _ = loss_and_grad(workers, x, y, shape, grad)
+        if not np.isfinite(train_losses).all():
+            diverged = True
+            break
+        opt.step(workers, grad)
+        if (t + 1) % cfg.H == 0 or t + 1 == cfg.steps:
+            outer_grad = -_aggregate(_compress(workers - global_p, cfg, rng_c, error), cfg)
+            buf = mu * buf + outer_grad
+            step = outer_grad + mu * buf if cfg.nesterov else buf
+            global_p = global_p - np.float32(cfg.outer_lr) * step
+            workers[:] = global_p
+    return global_p, train_losses, diverged
+
+
+def run(cfg: RunConfig, corpus: Corpus) -> dict:
+    """Train one configuration and return its results row (config fields + outcomes).
+
+    The loss is the validation cross-entropy (nats per character) of the final global model;
+    a run whose loss is not finite or exceeds ln(vocabulary size), a uniform guess, is
+    recorded with ``diverged = True``.
+    """
+    t0 = time.perf_counter()
+    params, train_losses, diverged = train(cfg, corpus)
+    shape = cfg.shape(corpus.vocab_size)
+    if diverged or not np.isfinite(params).all():
         loss = float("nan")
     else:
         with np.errstate(over="ignore", invalid="ignore"):
-            loss = mean_loss(global_p, *_validation(corpus, cfg), shape)
+            loss = mean_loss(params, *_validation(corpus, cfg), shape)
     diverged = diverged or not np.isfinite(loss) or loss > math.log(corpus.vocab_size)
     row = asdict(cfg)
     row.update(omega=cfg.omega, n_params=shape.n_params, loss=loss,

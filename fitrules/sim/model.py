@@ -99,9 +99,12 @@ def loss_and_grad(
     np.matmul(xe.transpose(0, 2, 1), dpre, out=g["w1"])
     g["b1"][:] = dpre.sum(axis=1)
     dxe = (dpre @ p["w1"].transpose(0, 2, 1)).reshape(m * b * c, shape.embed)
-    g["emb"][:] = 0.0
+    # Scatter-add into a contiguous buffer: g["emb"] is a strided view of the flat gradient,
+    # and reshaping it to (M*V, D) would silently give a copy.
+    demb = np.zeros((m * shape.vocab, shape.embed), dtype=grad.dtype)
     flat_idx = (np.arange(m)[:, None, None] * shape.vocab + x).reshape(-1)
-    np.add.at(g["emb"].reshape(m * shape.vocab, shape.embed), flat_idx, dxe)
+    np.add.at(demb, flat_idx, dxe)
+    g["emb"][:] = demb.reshape(m, shape.vocab, shape.embed)
     return loss, grad
 
 

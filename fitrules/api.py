@@ -1,0 +1,29 @@
+"""Library entry points behind the CLI commands that combine several modules."""
+
+from __future__ import annotations
+
+from fitrules.compare import _clean, heldout_errors
+from fitrules.fit import Objective, fit, predict
+from fitrules.forms import Form
+from fitrules.grids import Grid
+
+
+def fit_grid(grid: Grid, form: Form, objective: str = "rel_ls", delta: float = 1e-3) -> dict:
+    """Fit ``form`` on every cell of ``grid``: the result, the cells and a JSON view."""
+    form = form.bind(grid.columns)
+    cells = grid.cells(form.variables)
+    obj = Objective(objective, delta)
+    result = fit(form, cells.X, cells.y, obj)
+    pred = predict(form, cells.X, result.constants)
+    train_error = heldout_errors(cells.y, pred)
+    payload = _clean({
+        "data": {"path": str(grid.path), "sha256": grid.sha256, "runs": len(grid.runs),
+                 "cells": len(cells), "where": list(grid.where), "metric": grid.metric},
+        "form": form.to_dict(), "objective": obj.describe(),
+        "constants": result.constants, "train_objective": result.objective,
+        "train_error": train_error, "condition_number": result.cond,
+        "degenerate": result.degenerate, "reasons": result.reasons,
+        "cells": cells.table.assign(predicted=pred).to_dict("records"),
+    })
+    return {"form": form, "result": result, "cells": cells, "train_error": train_error,
+            "json": payload}

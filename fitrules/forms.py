@@ -1,0 +1,326 @@
+"""Candidate forms: named closed-form rules, their constants, and the registry of forms.
+
+A form is data: a name, an expression over variables (grid columns) and constants, and
+optional bounds and starting ranges for the constants. Adding one is a line::
+
+    fitrules compare --form "mine = L0 + a*omega**c*(H/16)**b"
+
+or ``mine = "L0 + a*omega**c*(H/16)**b"`` in a ``forms.toml`` in the working directory.
+The variables are the names that are columns of the grid; write ``mine(H, omega) = ...``
+to declare them instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from fitrules import expr as ex
+from fitrules.errors import FormError
+
+FORMS_FILE = "forms.toml"
+DEFAULT_NONLINEAR_BOUNDS = (-10.0, 10.0)
+DEFAULT_NONLINEAR_START = (-3.0, 3.0)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+@dataclass(frozen=True)
+class Form:
+    """A candidate rule.
+
+    Parameters
+    ----------
+    name : identifier used in tables and on the command line.
+    expression : arithmetic over variables and constants (+ - * / **, log, exp, sqrt).
+    variables : the names that are grid columns; ``None`` resolves them against the grid.
+    bounds : per constant, (low, high); nonlinear constants default to (-10, 10).
+    start : per nonlinear constant, the range searched by the starting grid (default (-3, 3)).
+    description : one sentence for ``fitrules forms show``.
+
+    Examples
+    --------
+    >>> f = Form("composition", "L0 + a*omega*(H/16)**b", variables=("H", "omega"))
+    >>> f.constants
+    ('L0', 'a', 'b')
+    """
+
+    name: str
+    expression: str
+    variables: tuple[str, ...] | None = None
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    start: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    description: str = ""
+    source: str = "command line"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise FormError(f"form name {self.name!r} is not allowed; use letters, digits, _ or -"
+                            ", starting with a letter")
+        tree = ex.parse(self.expression, what=f"form {self.name!r}")
+        object.__setattr__(self, "_tree", tree)
+        if self.variables is not None:
+            object.__setattr__(self, "variables", tuple(self.variables))
+            missing = [v for v in self.variables if v not in ex.names(tree)]
+            if missing:
+                raise FormError(f"form {self.name!r}: declared variable(s) {missing} do not "
+                                f"appear in {self.expression!r}")
+            self._check_constant_options()
+
+    def _check_constant_options(self) -> None:
+        for label, opts in (("bounds", self.bounds), ("start", self.start)):
+            for key, pair in opts.items():
+                if key not in self.constants:
+                    raise FormError(f"form {self.name!r}: {label} given for {key!r}, which is "
+                                    f"not a constant of it (constants: {', '.join(self.constants)})")
+                try:
+                    lo, hi = (float(x) for x in pair)
+                except (TypeError, ValueError):
+                    raise FormError(f"form {self.name!r}: {label} of {key!r} must be two numbers"
+                                    f", got {pair!r}") from None
+                if not lo < hi:
+                    raise FormError(f"form {self.name!r}: {label} of {key!r} must have low < "
+                                    f"high, got {pair!r}")
+
+    @property
+    def tree(self) -> ex.Node:
+        return self._tree  # type: ignore[attr-defined]
+
+    @property
+    def names(self) -> list[str]:
+        return ex.names(self.tree)
+
+    @property
+    def constants(self) -> tuple[str, ...]:
+        if self.variables is None:
+            raise FormError(f"form {self.name!r}: variables are not resolved yet")
+        return tuple(n for n in self.names if n not in self.variables)
+
+    def bind(self, columns: Iterable[str]) -> Form:
+        """This form with its variables resolved against (and checked in) ``columns``."""
+        columns = list(columns)
+        if self.variables is not None:
+            lacking = [v for v in self.variables if v not in columns]
+            if lacking:
+                hint = _close(lacking[0], columns)
+                if lacking[0] == "omega" and "keep" in columns:
+                    hint = " (add --derive 'omega = 1/keep - 1')"
+                raise FormError(f"form {self.name!r} reads variable {lacking[0]!r}, which the "
+                                f"grid lacks{hint}; columns: {', '.join(columns)}")
+            return self
+        variables = tuple(n for n in self.names if n in columns)
+        for n in self.names:
+            if n not in columns:
+                hint = _close(n, columns)
+                if hint:
+                    raise FormError(f"form {self.name!r}: {n!r} is not a column of the grid"
+                                    f"{hint}; if it is a constant, declare the variables, e.g. "
+                                    f"{self.name}(H, omega) = ...")
+        if not variables:
+            raise FormError(f"form {self.name!r} reads no column of the grid "
+                            f"({self.expression!r}); columns: {', '.join(columns)}")
+        return Form(self.name, self.expression, variables, dict(self.bounds), dict(self.start),
+                    self.description, self.source)
+
+    def describe(self) -> str:
+        return f"{self.name} = {self.expression}"
+
+    def to_dict(self) -> dict:
+        out: dict = {"name": self.name, "expression": self.expression}
+        if self.variables is not None:
+            out["variables"] = list(self.variables)
+            out["constants"] = list(self.constants)
+        if self.bounds:
+            out["bounds"] = {k: list(v) for k, v in self.bounds.items()}
+        if self.start:
+            out["start"] = {k: list(v) for k, v in self.start.items()}
+        return out
+
+    @cached_property
+    def structure(self) -> Structure:
+        return Structure.of(self)
+
+
+def _close(name: str, columns: Sequence[str]) -> str:
+    lower = {c.lower(): c for c in columns}
+    match = lower.get(name.lower()) or next(
+        iter(difflib.get_close_matches(name, columns, n=1, cutoff=0.75)), None)
+    return f" (did you mean {match!r}?)" if match and match != name else ""
+
+
+@dataclass(frozen=True)
+class Structure:
+    """How a bound form's constants enter it, and the compiled pieces fitting needs.
+
+    The expression is a sum of terms; a constant that multiplies exactly one term and appears
+    nowhere else enters linearly: for fixed nonlinear constants the linear ones solve a
+    least-squares problem exactly (variable projection).
+    """
+
+    constants: tuple[str, ...]
+    linear: tuple[str, ...]
+    nonlinear: tuple[str, ...]
+    basis: tuple[ex.Node, ...]  # one per linear constant: its term with the constant set to 1
+    offset: ex.Node  # the terms with no linear constant
+    gradient: tuple[ex.Node, ...]  # d expression / d constant, in the order of `constants`
+    lower: tuple[float, ...]
+    upper: tuple[float, ...]
+    start_lo: tuple[float, ...]  # starting ranges of the nonlinear constants
+    start_hi: tuple[float, ...]
+
+    @classmethod
+    def of(cls, form: Form) -> Structure:
+        tree, consts = form.tree, form.constants
+        linear, basis, offset = [], [], ex.ZERO
+        for sign, term in ex.terms(tree):
+            signed = term if sign > 0 else ex.neg(term)
+            pick = next((n for n in ex.numerator_names(term)
+                         if n in consts and n not in linear and ex.count(tree, n) == 1), None)
+            if pick is None:
+                offset = ex.add(offset, signed)
+            else:
+                linear.append(pick)
+                basis.append(ex.substitute(signed, {pick: ex.ONE}))
+        nonlinear = tuple(c for c in consts if c not in linear)
+        lower, upper = [], []
+        for c in consts:
+            default = DEFAULT_NONLINEAR_BOUNDS if c in nonlinear else (-math.inf, math.inf)
+            lo, hi = form.bounds.get(c, default)
+            lower.append(float(lo))
+            upper.append(float(hi))
+        s_lo, s_hi = [], []
+        for c in nonlinear:
+            lo, hi = form.start.get(c, DEFAULT_NONLINEAR_START)
+            i = consts.index(c)
+            s_lo.append(max(float(lo), lower[i]))
+            s_hi.append(min(float(hi), upper[i]))
+        return cls(tuple(consts), tuple(linear), nonlinear, tuple(basis), offset,
+                   tuple(ex.diff(tree, c) for c in consts), tuple(lower), tuple(upper),
+                   tuple(s_lo), tuple(s_hi))
+
+
+# ------------------------------------------------------------------ built-ins and registry
+BUILTIN_FORMS: dict[str, Form] = {
+    f.name: f
+    for f in [
+        Form("composition", "L0 + a*omega*(H/16)**b", ("H", "omega"),
+             description="Compression noise scales linearly in omega and by a power of H: "
+             "the three-constant composition rule.", source="built-in"),
+        Form("additive", "L0 + a*omega**c + b*(H/16)**d", ("H", "omega"),
+             description="Separate power laws in omega and H, added: five constants.",
+             source="built-in"),
+        Form("free_omega", "L0 + a*omega**c*(H/16)**b", ("H", "omega"),
+             description="The composition rule with a free exponent on omega.",
+             source="built-in"),
+        Form("omega_only", "L0 + a*omega", ("omega",),
+             description="Linear in omega, no dependence on H: the null model for H.",
+             source="built-in"),
+        Form("log_additive", "L0 + a*omega + b*log(H/16)", ("H", "omega"),
+             description="Linear in omega plus a log-linear H effect; every constant linear.",
+             source="built-in"),
+    ]
+}
+DEFAULT_FORMS = ("composition", "additive", "free_omega", "omega_only", "log_additive")
+
+_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*(?:\(([^)]*)\))?\s*=\s*(.+)$", re.S)
+
+
+def parse_form_line(line: str, source: str = "--form") -> Form:
+    """Parse ``"name = expr"`` or ``"name(var, ...) = expr"`` into a :class:`Form`."""
+    m = _LINE.match(line or "")
+    if not m:
+        raise FormError(f"{source}: {line!r} is not of the form 'NAME = EXPRESSION' "
+                        "(or 'NAME(var1, var2) = EXPRESSION')")
+    name, declared, text = m.group(1), m.group(2), m.group(3).strip()
+    variables = None
+    if declared is not None:
+        variables = tuple(v.strip() for v in declared.split(",") if v.strip())
+    return Form(name, text, variables, source=source)
+
+
+def _form_from_toml(name: str, value: object, source: str) -> Form:
+    if isinstance(value, str):
+        return parse_form_line(f"{name} = {value}", source)
+    if isinstance(value, dict):
+        unknown = set(value) - {"expr", "variables", "bounds", "start", "description"}
+        if unknown or "expr" not in value:
+            raise FormError(f"{source}: form {name!r} needs 'expr' and may have variables, "
+                            f"bounds, start, description; got {sorted(value)}")
+        variables = value.get("variables")
+        return Form(name, value["expr"], tuple(variables) if variables is not None else None,
+                    value.get("bounds", {}), value.get("start", {}),
+                    value.get("description", ""), source)
+    raise FormError(f"{source}: form {name!r} must be a string expression or a table")
+
+
+def load_forms_file(path: Path) -> dict[str, Form]:
+    """Forms defined in a TOML file: ``name = "expr"`` lines or ``[name]`` tables."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise FormError(f"{path}: not valid TOML ({err})") from None
+    out = {}
+    for name, value in doc.items():
+        if name in BUILTIN_FORMS:
+            raise FormError(f"{path}: {name!r} is a built-in form; choose another name")
+        out[name] = _form_from_toml(name, value, str(path))
+    return out
+
+
+def available_forms(cwd: Path | None = None) -> dict[str, Form]:
+    """Built-in forms plus those in ``forms.toml`` of ``cwd`` (the working directory)."""
+    forms = dict(BUILTIN_FORMS)
+    path = Path(cwd or ".") / FORMS_FILE
+    if path.exists():
+        forms.update(load_forms_file(path))
+    return forms
+
+
+def select_forms(names: Sequence[str] | None, extra: Sequence[str] = (),
+                 cwd: Path | None = None) -> list[Form]:
+    """Forms to compare: the named ones (default: the built-in set) plus ``--form`` lines."""
+    pool = available_forms(cwd)
+    added = [parse_form_line(line) for line in extra]
+    if names:
+        chosen = []
+        for n in names:
+            if n not in pool:
+                raise FormError(f"unknown form {n!r}; available: {', '.join(pool)} "
+                                "(or add one with --form 'NAME = EXPR')")
+            chosen.append(pool[n])
+    else:
+        chosen = [] if added else [pool[n] for n in DEFAULT_FORMS]
+    out = chosen + added
+    seen: set[str] = set()
+    for f in out:
+        if f.name in seen:
+            raise FormError(f"form {f.name!r} is given twice")
+        seen.add(f.name)
+    return out
+
+
+def add_form_to_file(name: str, expression: str, cwd: Path | None = None) -> Path:
+    """Append ``name = "expression"`` to ``forms.toml`` after checking it parses."""
+    form = parse_form_line(f"{name} = {expression}", "fitrules forms add")
+    path = Path(cwd or ".") / FORMS_FILE
+    existing = load_forms_file(path) if path.exists() else {}
+    if name in BUILTIN_FORMS or name in existing:
+        raise FormError(f"form {name!r} already exists ({'built-in' if name in BUILTIN_FORMS else path}); "
+                        "choose another name")
+    lines = path.read_text().splitlines() if path.exists() else []
+    # json.dumps gives a valid TOML basic string for any expression text. A top-level key
+    # must come before the first [table], or TOML would read it as part of that table.
+    entry = f"{form.name} = {json.dumps(form.expression)}"
+    at = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("[")), len(lines))
+    text = "\n".join([*lines[:at], entry, *lines[at:]]) + "\n"
+    from fitrules.util import atomic_write_text
+
+    atomic_write_text(path, text)
+    return path

@@ -1,0 +1,357 @@
+"""Results grids: load a long table (one row a run), check it, and reduce it to cells.
+
+A cell is one combination of the variables the forms read; its value is the mean of the
+metric over the runs (seeds) in it, with the seed count and standard error kept. Rows flagged
+``diverged`` or whose metric is not finite are set aside and counted, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fitrules import expr as ex
+from fitrules.errors import ExpressionError, GridError
+from fitrules.util import sha256_file
+
+METRIC_DEFAULTS = ("loss", "val_loss")
+SEED_COLUMNS = ("seed",)
+# Columns the harness writes that describe a run's outcome or bookkeeping, not its design.
+NON_FACTORS = {"diverged", "train_loss", "wall_s", "n_params", "spec", "spec_sha256", "run",
+               "run_id", "loss", "val_loss"}
+# Domain checks for columns with a known meaning: name -> (test, what is allowed).
+DOMAIN = {
+    "keep": (lambda v: (v > 0) & (v <= 1), "keep must be in (0, 1]"),
+    "H": (lambda v: v >= 1, "H must be >= 1"),
+    "M": (lambda v: v >= 1, "M must be >= 1"),
+    "omega": (lambda v: v >= 0, "omega must be >= 0"),
+}
+
+
+DEFAULT_GRID = "main.csv"
+DEFAULT_WHERE = ("lr == 3e-4",)
+
+
+def default_grid(where: Sequence[str] | None = None) -> tuple[Path, list[str]]:
+    """The committed main grid at the inner learning rate the composition rule is tested at."""
+    from fitrules.paths import data_dir
+
+    return data_dir() / DEFAULT_GRID, list(DEFAULT_WHERE) + list(where or [])
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory or the checkout, never this machine's root."""
+    from fitrules.paths import project_root
+
+    path = Path(path)
+    for base in (Path.cwd(), project_root()):
+        try:
+            return str(path.resolve().relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return str(path) if not path.is_absolute() else path.name
+
+
+def _line(index: int) -> int:
+    return int(index) + 2  # 1-based line in the file, after the header
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Cell means of the metric over one set of variables.
+
+    Attributes
+    ----------
+    table : one row per cell: the variables, then ``value`` (mean), ``n_seeds``, ``std``, ``sem``.
+    variables : the columns that define a cell.
+    metric : the metric the values are means of.
+    """
+
+    table: pd.DataFrame
+    variables: tuple[str, ...]
+    metric: str
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def y(self) -> np.ndarray:
+        return self.table["value"].to_numpy(float)
+
+    @property
+    def X(self) -> dict[str, np.ndarray]:
+        return {v: self.table[v].to_numpy(float) for v in self.variables}
+
+    def label(self, i: int) -> str:
+        row = self.table.iloc[i]
+        return ", ".join(f"{v}={_fmt(row[v])}" for v in self.variables)
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, float | np.floating):
+        return f"{float(v):g}"
+    return str(v)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A checked results table.
+
+    Attributes
+    ----------
+    runs : the rows kept (metric finite, not diverged), with derived columns added.
+    excluded : rows set aside, with a ``reason`` column.
+    metric : the metric column; seed : the seed column, if any.
+    path, sha256 : where the table came from.
+    """
+
+    runs: pd.DataFrame
+    excluded: pd.DataFrame
+    metric: str
+    seed: str | None
+    path: Path | None = None
+    sha256: str | None = None
+    where: tuple[str, ...] = ()
+    derive: tuple[str, ...] = ()
+    rows_read: int = 0
+    filtered_out: int = 0
+    name: str = field(default="")
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.runs.columns)
+
+    @property
+    def factors(self) -> list[str]:
+        """Design columns: everything but the metric, seed and outcome/bookkeeping columns."""
+        out = []
+        for c in self.runs.columns:
+            if c == self.metric or c == self.seed or c in NON_FACTORS:
+                continue
+            col = self.runs[c]
+            continuous = (col.dtype.kind == "f" and len(col) > 3 and col.nunique() == len(col))
+            if not continuous:
+                out.append(c)
+        return out
+
+    @property
+    def varying_factors(self) -> list[str]:
+        return [c for c in self.factors if self.runs[c].nunique(dropna=False) > 1]
+
+    def cells(self, variables: Sequence[str]) -> Cells:
+        """Reduce the runs to cells over ``variables`` (mean, seed count, standard error).
+
+        Raises
+        ------
+        GridError
+            If a variable is missing, not numeric or has missing values, or if a cell mixes
+            runs that differ in a factor no form reads (filter with ``--where``).
+        """
+        variables = tuple(dict.fromkeys(variables))
+        where = self.path or "grid"
+        for v in variables:
+            if v not in self.runs.columns:
+                raise GridError(f"{where}: no column {v!r}; columns: {', '.join(self.columns)}")
+            col = self.runs[v]
+            if col.dtype.kind not in "biuf":
+                raise GridError(f"{where}: column {v!r} is read by a form but is not numeric "
+                                f"(e.g. {_plain(col.iloc[0])!r})")
+            if col.isna().any():
+                i = col.index[col.isna()][0]
+                raise GridError(f"{where}: column {v!r} has a missing value in line {_line(i)}")
+        if len(self.runs) == 0:
+            raise GridError(f"{where}: no runs left to fit")
+        others = [c for c in self.varying_factors if c not in variables]
+        groups = self.runs.groupby(list(variables), sort=True)
+        for c in others:
+            within = groups[c].nunique(dropna=False)
+            if (within > 1).any():
+                key = within.index[(within > 1).to_numpy()][0]
+                key = key if isinstance(key, tuple) else (key,)
+                cell = ", ".join(f"{v}={_fmt(k)}" for v, k in zip(variables, key, strict=True))
+                levels = sorted(self.runs[c].unique().tolist(), key=str)
+                raise GridError(f"{where}: cell {cell} mixes runs with different {c!r} "
+                                f"(levels {levels}); no form reads {c!r}, so filter with "
+                                f"--where, e.g. --where \"{c} == {levels[0]!r}\"")
+        if self.seed is not None:
+            dup = self.runs.duplicated(list(variables) + [self.seed], keep=False)
+            if dup.any():
+                i = dup.index[dup.to_numpy()][0]
+                raise GridError(f"{where}: seed {_plain(self.runs.loc[i, self.seed])!r} appears more "
+                                f"than once in one cell (line {_line(i)})")
+        agg = groups[self.metric].agg(["mean", "count", "std"]).reset_index()
+        agg.columns = [*variables, "value", "n_seeds", "std"]
+        agg["sem"] = agg["std"] / np.sqrt(agg["n_seeds"])
+        return Cells(agg, variables, self.metric)
+
+    def summary(self) -> dict:
+        """Runs, cells, levels per factor, seeds per cell, excluded rows."""
+        varying = self.varying_factors
+        fixed = {c: _plain(self.runs[c].iloc[0]) for c in self.factors if c not in varying}
+        levels = {c: sorted(_plain(v) for v in self.runs[c].unique()) for c in varying}
+        if varying:
+            counts = self.runs.groupby(varying).size()
+        else:
+            counts = pd.Series([len(self.runs)])
+        m = self.runs[self.metric]
+        return {
+            "path": str(self.path) if self.path else None,
+            "sha256": self.sha256,
+            "rows_read": self.rows_read,
+            "filtered_out": self.filtered_out,
+            "runs": len(self.runs),
+            "excluded": self.excluded["reason"].value_counts().sort_index().to_dict()
+            if len(self.excluded) else {},
+            "metric": self.metric,
+            "metric_range": [float(m.min()), float(m.max())] if len(m) else None,
+            "seed_column": self.seed,
+            "cells": int(len(counts)),
+            "seeds_per_cell": {"min": int(counts.min()), "median": float(counts.median()),
+                               "max": int(counts.max())} if len(counts) else None,
+            "levels": levels,
+            "fixed": fixed,
+        }
+
+
+def _plain(v: object) -> object:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _read(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        raise GridError(f"{display_path(path)}: file not found")
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        return pd.read_csv(path)
+    except ImportError as err:
+        raise GridError(f"{display_path(path)}: cannot read Parquet here ({err}); install pyarrow or use CSV")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
+            ValueError) as err:
+        raise GridError(f"{display_path(path)}: not a readable results table ({err})") from None
+
+
+def _as_bool(col: pd.Series, where: str) -> pd.Series:
+    if col.dtype == bool:
+        return col
+    text = col.astype(str).str.strip().str.lower()
+    ok = text.isin(["true", "false", "1", "0", "1.0", "0.0", "yes", "no"])
+    if not ok.all():
+        i = col.index[~ok.to_numpy()][0]
+        raise GridError(f"{where}: column 'diverged' has {_plain(col[i])!r} in line {_line(i)}; "
+                        "allowed: true/false, 1/0")
+    return text.isin(["true", "1", "1.0", "yes"])
+
+
+def _eval(node: ex.Node, frame: pd.DataFrame, text: str, where: str, option: str):
+    for n in ex.names(node):
+        if n not in frame.columns:
+            raise GridError(f"{where}: {option} {text!r} names {n!r}, which is not a column; "
+                            f"columns: {', '.join(frame.columns)}")
+    env = {c: frame[c].to_numpy() for c in ex.names(node)}
+    try:
+        with np.errstate(all="ignore"):
+            return ex.evaluate(node, env)
+    except (TypeError, ValueError) as err:
+        raise GridError(f"{where}: {option} {text!r} cannot be evaluated ({err})") from None
+
+
+def load_grid(path: Path | str, metric: str | None = None, where: Sequence[str] = (),
+              derive: Sequence[str] = (), frame: pd.DataFrame | None = None) -> Grid:
+    """Load and check a results table.
+
+    Parameters
+    ----------
+    path : CSV (or Parquet) file, one row a run.
+    metric : the metric column; default the first of ``loss``, ``val_loss`` present.
+    where : filters, e.g. ``"lr == 3e-4"``; rows failing any are left out (and counted).
+    derive : new columns, e.g. ``"omega = 1/keep - 1"``; evaluated before the filters.
+    frame : an already loaded table (``path`` then only names it in messages).
+
+    Raises
+    ------
+    GridError
+        For a missing file or column, a non-numeric metric, a bad filter or derivation,
+        or a value outside its allowed range; the message names file, column and line.
+
+    Examples
+    --------
+    >>> grid = load_grid("data/main.csv", where=["lr == 3e-4"])  # doctest: +SKIP
+    >>> grid.cells(["H", "omega"]).table.head()  # doctest: +SKIP
+    """
+    path = Path(path)
+    df = _read(path) if frame is None else frame.copy()
+    label = display_path(path)
+    if len(df) == 0:
+        raise GridError(f"{label}: the table has no rows")
+    df.columns = [str(c).strip() for c in df.columns]
+    rows_read = len(df)
+
+    for text in derive:
+        name, sep, rhs = text.partition("=")
+        name = name.strip().strip("`")
+        if not sep or not name or not rhs.strip():
+            raise GridError(f"--derive {text!r}: expected 'NAME = EXPRESSION'")
+        if name in df.columns:
+            raise GridError(f"--derive {text!r}: {label} already has a column {name!r}")
+        try:
+            node = ex.parse(rhs, what=f"--derive {text!r}")
+        except ExpressionError as err:
+            raise GridError(str(err)) from None
+        df[name] = np.asarray(_eval(node, df, text, label, "--derive"), dtype=float)
+
+    if metric is None:
+        metric = next((m for m in METRIC_DEFAULTS if m in df.columns), None)
+        if metric is None:
+            raise GridError(f"{label}: no metric column (looked for {', '.join(METRIC_DEFAULTS)}); "
+                            f"choose one with --metric; columns: {', '.join(df.columns)}")
+    elif metric not in df.columns:
+        raise GridError(f"{label}: no column {metric!r} for --metric; columns: "
+                        f"{', '.join(df.columns)}")
+    values = pd.to_numeric(df[metric], errors="coerce")
+    text_rows = values.isna() & df[metric].notna() & ~df[metric].astype(str).str.strip().str.lower(
+    ).isin(["nan", "inf", "-inf", ""])
+    if text_rows.any():
+        i = df.index[text_rows.to_numpy()][0]
+        raise GridError(f"{label}: column {metric!r} holds text ({_plain(df.loc[i, metric])!r} in line "
+                        f"{_line(i)}); the metric must be numeric")
+    df[metric] = values.astype(float)
+
+    for col, (test, allowed) in DOMAIN.items():
+        if col in df.columns:
+            v = pd.to_numeric(df[col], errors="coerce")
+            bad = v.isna() | ~test(v.fillna(np.nan))
+            if bad.any():
+                i = df.index[bad.to_numpy()][0]
+                raise GridError(f"{label}: column {col!r} has {_plain(df.loc[i, col])!r} in line "
+                                f"{_line(i)}; {allowed}")
+
+    keep = np.ones(len(df), bool)
+    for text in where:
+        try:
+            node = ex.parse(text, logical=True, what=f"--where {text!r}")
+        except ExpressionError as err:
+            raise GridError(str(err)) from None
+        mask = np.asarray(_eval(node, df, text, label, "--where"))
+        if mask.dtype != bool or mask.shape != (len(df),):
+            raise GridError(f"--where {text!r}: is not a true/false condition on each row")
+        keep &= mask
+    filtered_out = int((~keep).sum())
+    df = df[keep]
+    if len(df) == 0:
+        raise GridError(f"{label}: --where {' and '.join(where)!r} leaves no rows")
+
+    reason = pd.Series("", index=df.index)
+    if "diverged" in df.columns:
+        reason[_as_bool(df["diverged"], label)] = "diverged"
+    reason[(reason == "") & ~np.isfinite(df[metric])] = "non-finite metric"
+    excluded = df[reason != ""].assign(reason=reason[reason != ""])
+    runs = df[reason == ""].reset_index(drop=True)
+    seed = next((s for s in SEED_COLUMNS if s in df.columns), None)
+    sha = sha256_file(path) if frame is None else None
+    return Grid(runs, excluded, metric, seed, Path(label), sha, tuple(where), tuple(derive),
+                rows_read, filtered_out, path.stem)

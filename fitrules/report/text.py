@@ -1,0 +1,123 @@
+"""Plain-text views for the terminal."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from fitrules.fit import FitResult
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "n/a"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+def fmt_pct(x: float) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def verdict_sentence(row: dict) -> str:
+    """'composition beat additive in 288 of 300 splits ...' for one paired row."""
+    a, b, n = row["a"], row["b"], row["n"]
+    if n == 0:
+        return f"{a} vs {b}: no split is valid for both"
+    if row["b_better"] > row["a_better"]:
+        win, lose, wins, losses = b, a, row["b_better"], row["a_better"]
+        med = -row["median_diff_pct"]
+    else:
+        win, lose, wins, losses = a, b, row["a_better"], row["b_better"]
+        med = row["median_diff_pct"]
+    ties = f", {row['ties']} tied" if row["ties"] else ""
+    return (f"{win} beat {lose} in {wins} of {n} valid splits ({losses} lost{ties}); "
+            f"median paired difference {med:+.3f} points; Wilcoxon p = {fmt_p(row['wilcoxon_p'])}")
+
+
+def table(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
+    """Fixed-width table: columns are (key, header, format) with format '' for str()."""
+    cells = [[h for _, h, _ in columns]]
+    for _, row in df.iterrows():
+        cells.append([(format(row[k], f) if f and not pd.isna(row[k]) else
+                       ("n/a" if pd.isna(row[k]) else str(row[k]))) for k, _, f in columns])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = []
+    for j, r in enumerate(cells):
+        parts = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, len(r))]
+        lines.append("  ".join(parts).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+SUMMARY_COLUMNS = [("form", "form", ""), ("constants", "constants", "d"),
+                   ("valid_splits", "valid", "d"), ("degenerate_splits", "degenerate", "d"),
+                   ("mean_pct", "mean %", ".3f"), ("median_pct", "median %", ".3f"),
+                   ("p90_pct", "p90 %", ".3f"), ("max_pct", "max %", ".3f")]
+
+
+def data_line(data: dict) -> str:
+    where = f" where {' and '.join(data['where'])}" if data.get("where") else ""
+    excl = data.get("excluded") or {}
+    excluded = ", ".join(f"{v} {k}" for k, v in excl.items()) or "none"
+    sha = (data.get("sha256") or "")[:12]
+    return (f"data: {data['path']} (sha256 {sha}){where}: {data['runs']} runs in "
+            f"{data['cells']} cells; excluded: {excluded}")
+
+
+def render_comparison(cmp) -> str:
+    s = cmp.settings
+    n_train = int(cmp.results["n_train"].iloc[0]) if len(cmp.results) else 0
+    lines = [
+        data_line(cmp.data),
+        f"splits: {s['n_splits']} {s['protocol']}, {n_train} of {cmp.data['cells']} cells fitted "
+        f"(train fraction {s['train_frac']:.3g}), seed {s['seed']}; objective {s['objective']}; "
+        f"held-out error = mean |relative error| over held-out cells, in %",
+        "",
+        table(cmp.summary, SUMMARY_COLUMNS),
+        "",
+        "Paired, on splits valid for both forms:",
+    ]
+    lines += [f"  {verdict_sentence(r)}" for r in cmp.paired.to_dict("records")]
+    flagged = {k: v for k, v in cmp.reasons.items() if v}
+    if flagged:
+        lines += ["", "Degenerate (split, form) pairs" + (
+            " (kept: --keep-degenerate)" if s["keep_degenerate"] else
+            " set aside (--keep-degenerate keeps them)") + ":"]
+        for form, counts in flagged.items():
+            lines.append(f"  {form}: " + "; ".join(f"{c} x {r}" for r, c in counts.items()))
+    return "\n".join(lines)
+
+
+def render_fit(form, result: FitResult, cells, train_error: dict) -> str:
+    lines = [f"form {form.name} = {form.expression}",
+             f"fitted on all {len(cells)} cells; objective {result.objective:.6g}; "
+             f"condition number {result.cond:.3g}",
+             "", "constants:"]
+    w = max(len(c) for c in result.constants)
+    lines += [f"  {c.ljust(w)} = {v:.6g}" for c, v in result.constants.items()]
+    lines += ["", f"training error: mean {train_error['heldout_error_pct']:.3f}%, max "
+              f"{train_error['max_pct']:.3f}%, rmse {train_error['rmse']:.4g}"]
+    lines += ["diagnostics: " + ("none (well posed)" if not result.reasons else
+                                 "; ".join(result.reasons))]
+    return "\n".join(lines)
+
+
+def render_summary(summary: dict) -> str:
+    lines = [f"{summary['path']}: sha256 {summary['sha256']}",
+             f"rows read: {summary['rows_read']}; filtered out by --where: "
+             f"{summary['filtered_out']}; runs kept: {summary['runs']}",
+             "excluded: " + (", ".join(f"{v} {k}" for k, v in summary["excluded"].items())
+                             or "none"),
+             f"metric: {summary['metric']} (range {summary['metric_range'][0]:.4g} to "
+             f"{summary['metric_range'][1]:.4g}); seed column: {summary['seed_column']}",
+             f"cells: {summary['cells']}; runs per cell: min {summary['seeds_per_cell']['min']}, "
+             f"median {summary['seeds_per_cell']['median']:g}, max "
+             f"{summary['seeds_per_cell']['max']}",
+             "levels of the varying factors:"]
+    for k, v in summary["levels"].items():
+        lines.append(f"  {k} ({len(v)}): {', '.join(f'{x:g}' if isinstance(x, float) else str(x) for x in v)}")
+    if summary["fixed"]:
+        lines.append("fixed: " + ", ".join(f"{k}={v}" for k, v in summary["fixed"].items()))
+    return "\n".join(lines)
