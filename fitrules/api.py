@@ -16,14 +16,70 @@ def fit_grid(grid: Grid, form: Form, objective: str = "rel_ls", delta: float = 1
     result = fit(form, cells.X, cells.y, obj)
     pred = predict(form, cells.X, result.constants)
     train_error = heldout_errors(cells.y, pred)
-    payload = _clean({
-        "data": {"path": str(grid.path), "sha256": grid.sha256, "runs": len(grid.runs),
-                 "cells": len(cells), "where": list(grid.where), "metric": grid.metric},
-        "form": form.to_dict(), "objective": obj.describe(),
-        "constants": result.constants, "train_objective": result.objective,
-        "train_error": train_error, "condition_number": result.cond,
-        "degenerate": result.degenerate, "reasons": result.reasons,
-        "cells": cells.table.assign(predicted=pred).to_dict("records"),
-    })
-    return {"form": form, "result": result, "cells": cells, "train_error": train_error,
-            "json": payload}
+    payload = _clean(
+        {
+            "data": {
+                "path": str(grid.path),
+                "sha256": grid.sha256,
+                "runs": len(grid.runs),
+                "cells": len(cells),
+                "where": list(grid.where),
+                "metric": grid.metric,
+            },
+            "form": form.to_dict(),
+            "objective": obj.describe(),
+            "constants": result.constants,
+            "train_objective": result.objective,
+            "train_error": train_error,
+            "condition_number": result.cond,
+            "degenerate": result.degenerate,
+            "reasons": result.reasons,
+            "cells": cells.table.assign(predicted=pred).to_dict("records"),
+        }
+    )
+    return {
+        "form": form,
+        "result": result,
+        "cells": cells,
+        "train_error": train_error,
+        "json": payload,
+    }
+
+
+def paired_seed_report(
+    grid: Grid,
+    baseline: str,
+    treatments: list[str],
+    sweep: str | None,
+    level: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+):
+    """Paired-seed intervals of each treatment against the baseline, and a JSON view."""
+    from fitrules.stats import paired_ci, parse_selection, sweep_treatments
+
+    base = parse_selection(baseline, "--baseline")
+    sels = [parse_selection(t, "--treatment") for t in treatments]
+    if sweep is not None:
+        sels += sweep_treatments(grid.runs, base, sweep)
+    results = paired_ci(grid.runs, grid.metric, grid.seed, base, sels, level, resamples, seed)
+    payload = _clean(
+        {
+            "data": {
+                "path": str(grid.path),
+                "sha256": grid.sha256,
+                "runs": len(grid.runs),
+                "metric": grid.metric,
+                "where": list(grid.where),
+                "excluded": grid.summary()["excluded"],
+            },
+            "settings": {
+                "baseline": baseline,
+                "level": level,
+                "resamples": resamples,
+                "seed": seed,
+            },
+            "results": [dict(r.to_dict(), sentence=r.sentence()) for r in results],
+        }
+    )
+    return results, payload

@@ -16,18 +16,31 @@ def _command_line() -> str:
 
 # ---------------------------------------------------------------- simulate
 def _add_simulate(sub) -> None:
-    p = sub.add_parser("simulate", help="run a DiLoCo simulation grid (spec TOML) or one cell",
-                       description="Run the numpy DiLoCo harness over a grid spec, appending "
-                       "each finished run to --out (resumable), and write a manifest beside it.")
+    p = sub.add_parser(
+        "simulate",
+        help="run a DiLoCo simulation grid (spec TOML) or one cell",
+        description="Run the numpy DiLoCo harness over a grid spec, appending "
+        "each finished run to --out (resumable), and write a manifest beside it.",
+    )
     p.add_argument("spec", nargs="?", type=Path, help="grid spec (TOML); see data/specs/")
     p.add_argument("--out", type=Path, required=True, help="results CSV to create or resume")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    p.add_argument("--cell", help='one configuration, e.g. "H=8,keep=0.25", on top of the '
-                   "spec's fixed settings when a spec is given")
-    p.add_argument("--seeds", default=None, help="seeds for --cell, e.g. 0,1,2 (default: the "
-                   "spec's seeds, or 0)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar (default: when stderr is a terminal)")
+    p.add_argument(
+        "--cell",
+        help='one configuration, e.g. "H=8,keep=0.25", on top of the '
+        "spec's fixed settings when a spec is given",
+    )
+    p.add_argument(
+        "--seeds",
+        default=None,
+        help="seeds for --cell, e.g. 0,1,2 (default: the spec's seeds, or 0)",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar (default: when stderr is a terminal)",
+    )
     p.set_defaults(func=_simulate)
 
 
@@ -40,8 +53,9 @@ def _simulate(args) -> int:
     spec = load_spec(args.spec) if args.spec is not None else None
     if args.cell is not None:
         spec = cell_spec(args.cell, spec, args.seeds)
-    table = simulate(spec, args.out, jobs=args.jobs, show_progress=args.progress,
-                     command=_command_line())
+    table = simulate(
+        spec, args.out, jobs=args.jobs, show_progress=args.progress, command=_command_line()
+    )
     n_div = int(table["diverged"].astype(str).str.lower().eq("true").sum())
     print(f"{args.out}: {len(table)} runs of {spec.name!r} ({n_div} diverged)")
     return 0
@@ -60,14 +74,28 @@ def _fraction(text: str) -> float:
 
 def _add_data_options(p) -> None:
     g = p.add_argument_group("data")
-    g.add_argument("--data", type=Path, default=None,
-                   help="results table (CSV or Parquet), one row a run (default: the committed "
-                   "main grid at inner lr 3e-4)")
+    g.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="results table (CSV or Parquet), one row a run (default: the committed "
+        "main grid at inner lr 3e-4)",
+    )
     g.add_argument("--metric", default=None, help="metric column (default: loss, else val_loss)")
-    g.add_argument("--where", action="append", default=None, metavar="COND",
-                   help='keep rows where COND holds, e.g. "lr == 3e-4" (repeatable)')
-    g.add_argument("--derive", action="append", default=[], metavar="NAME=EXPR",
-                   help='add a column, e.g. "omega = 1/keep - 1" (repeatable)')
+    g.add_argument(
+        "--where",
+        action="append",
+        default=None,
+        metavar="COND",
+        help='keep rows where COND holds, e.g. "lr == 3e-4" (repeatable)',
+    )
+    g.add_argument(
+        "--derive",
+        action="append",
+        default=[],
+        metavar="NAME=EXPR",
+        help='add a column, e.g. "omega = 1/keep - 1" (repeatable)',
+    )
 
 
 def _load(args):
@@ -78,10 +106,19 @@ def _load(args):
 
 
 def _add_output_options(p) -> None:
-    p.add_argument("--json", dest="json_out", default=None, metavar="PATH",
-                   help="write the full result as JSON to PATH ('-' for stdout)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")
+    p.add_argument(
+        "--json",
+        dest="json_out",
+        default=None,
+        metavar="PATH",
+        help="write the full result as JSON to PATH ('-' for stdout)",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
 
 
 def _write_json(target: str | None, payload: dict) -> None:
@@ -98,19 +135,46 @@ def _write_json(target: str | None, payload: dict) -> None:
         atomic_write_text(Path(target), text)
 
 
+def _add_report_options(p) -> None:
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write a report directory (report.md, figures, results.json)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --report DIR")
+
+
+def _check_outputs(args) -> None:
+    """Refuse an existing report directory before any work is done."""
+    if getattr(args, "report", None) is not None:
+        from fitrules.report.directory import check_target
+
+        check_target(args.report, args.force)
+
+
 def _add_fit_options(p) -> None:
     g = p.add_argument_group("fitting")
-    g.add_argument("--objective", default="rel_ls", choices=["rel_ls", "log_huber", "abs_ls"],
-                   help="training objective (default rel_ls: relative least squares)")
-    g.add_argument("--delta", type=float, default=1e-3, help="Huber delta for log_huber "
-                   "(default 1e-3)")
+    g.add_argument(
+        "--objective",
+        default="rel_ls",
+        choices=["rel_ls", "log_huber", "abs_ls"],
+        help="training objective (default rel_ls: relative least squares)",
+    )
+    g.add_argument(
+        "--delta", type=float, default=1e-3, help="Huber delta for log_huber (default 1e-3)"
+    )
 
 
 # ---------------------------------------------------------------- validate
 def _add_validate(sub) -> None:
-    p = sub.add_parser("validate", help="check a results grid and summarise it",
-                       description="Check a results table and print runs, cells, levels per "
-                       "factor, seeds per cell and excluded rows.")
+    p = sub.add_parser(
+        "validate",
+        help="check a results grid and summarise it",
+        description="Check a results table and print runs, cells, levels per "
+        "factor, seeds per cell and excluded rows.",
+    )
     p.add_argument("path", nargs="?", type=Path, help="results table (default: main grid)")
     _add_data_options(p)
     p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
@@ -131,27 +195,49 @@ def _validate(args) -> int:
 
 # ---------------------------------------------------------------- compare
 def _add_compare(sub) -> None:
-    p = sub.add_parser("compare", help="fit forms on paired random splits, compare held-out "
-                       "error", description="Fit every candidate form on the same random "
-                       "subsets of cells and compare their held-out errors, split by split.")
+    p = sub.add_parser(
+        "compare",
+        help="fit forms on paired random splits, compare held-out error",
+        description="Fit every candidate form on the same random "
+        "subsets of cells and compare their held-out errors, split by split.",
+    )
     _add_data_options(p)
     g = p.add_argument_group("forms")
-    g.add_argument("--forms", default=None, metavar="NAMES",
-                   help="comma-separated form names (default: the built-in set; see "
-                   "'fitrules forms list')")
-    g.add_argument("--form", action="append", default=[], metavar='"NAME = EXPR"',
-                   help="add a form given inline (repeatable)")
+    g.add_argument(
+        "--forms",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated form names (default: the built-in set; see 'fitrules forms list')",
+    )
+    g.add_argument(
+        "--form",
+        action="append",
+        default=[],
+        metavar='"NAME = EXPR"',
+        help="add a form given inline (repeatable)",
+    )
     g = p.add_argument_group("splits")
     g.add_argument("--splits", type=int, default=300, help="number of splits (default 300)")
-    g.add_argument("--train-frac", type=_fraction, default=1 / 3,
-                   help="fraction of cells fitted in each split (default 1/3)")
+    g.add_argument(
+        "--train-frac",
+        type=_fraction,
+        default=1 / 3,
+        help="fraction of cells fitted in each split (default 1/3)",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed of the split sequence (default 0)")
     _add_fit_options(p)
-    p.add_argument("--keep-degenerate", action="store_true",
-                   help="keep flagged (split, form) pairs in summaries and paired verdicts")
-    p.add_argument("--strict", action="store_true",
-                   help="exit with status 1 if any (split, form) pair is degenerate")
+    p.add_argument(
+        "--keep-degenerate",
+        action="store_true",
+        help="keep flagged (split, form) pairs in summaries and paired verdicts",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit with status 1 if any (split, form) pair is degenerate",
+    )
     _add_output_options(p)
+    _add_report_options(p)
     p.set_defaults(func=_compare)
 
 
@@ -163,18 +249,25 @@ def _compare(args) -> int:
     from fitrules.splits import RandomSplit
     from fitrules.util import progress
 
+    _check_outputs(args)
     names = [n.strip() for n in args.forms.split(",") if n.strip()] if args.forms else None
     forms = select_forms(names, args.form)
     objective = Objective(args.objective, args.delta)
     splitter = RandomSplit(args.splits, args.train_frac, args.seed)
     grid = _load(args)
     with progress(total=args.splits * len(forms), desc="fitting", enabled=args.progress) as bar:
-        result = compare(grid, forms, splitter, objective, args.keep_degenerate,
-                         on_progress=bar.update)
+        result = compare(
+            grid, forms, splitter, objective, args.keep_degenerate, on_progress=bar.update
+        )
     payload = result.to_dict()
-    payload["command"] = _command_line()
+    if args.report is not None:
+        from fitrules.report.markdown import comparison_report
+
+        comparison_report(result, payload, args.report, _command_line(), args.force)
     if args.json_out != "-":
         print(render_comparison(result))
+        if args.report is not None:
+            print(f"\nreport written to {args.report}/report.md")
     _write_json(args.json_out, payload)
     if args.strict and result.results["degenerate"].any():
         n = int(result.results["degenerate"].sum())
@@ -185,14 +278,22 @@ def _compare(args) -> int:
 
 # ---------------------------------------------------------------- fit
 def _add_fit(sub) -> None:
-    p = sub.add_parser("fit", help="fit one form on all cells",
-                       description="Fit one form on every cell of the grid and print its "
-                       "constants, training error and diagnostics.")
+    p = sub.add_parser(
+        "fit",
+        help="fit one form on all cells",
+        description="Fit one form on every cell of the grid and print its "
+        "constants, training error and diagnostics.",
+    )
     _add_data_options(p)
-    p.add_argument("--form", required=True, metavar="NAME or \"NAME = EXPR\"",
-                   help="a form name or an inline form")
+    p.add_argument(
+        "--form",
+        required=True,
+        metavar='NAME or "NAME = EXPR"',
+        help="a form name or an inline form",
+    )
     _add_fit_options(p)
     p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    _add_report_options(p)
     p.set_defaults(func=_fit)
 
 
@@ -201,11 +302,16 @@ def _fit(args) -> int:
     from fitrules.forms import parse_form_line, select_forms
     from fitrules.report.text import render_fit
 
-    form = (parse_form_line(args.form) if "=" in args.form else select_forms([args.form])[0])
+    _check_outputs(args)
+    form = parse_form_line(args.form) if "=" in args.form else select_forms([args.form])[0]
     out = fit_grid(_load(args), form, args.objective, args.delta)
+    if args.report is not None:
+        from fitrules.report.markdown import fit_report
+
+        fit_report(out, args.report, _command_line(), args.force)
     if args.json_out != "-":
         print(render_fit(out["form"], out["result"], out["cells"], out["train_error"]))
-    _write_json(args.json_out, out["json"] | {"command": _command_line()})
+    _write_json(args.json_out, out["json"])
     return 0
 
 
@@ -254,8 +360,10 @@ def _forms_show(args) -> int:
     for c, lo, hi in zip(s.constants, s.lower, s.upper, strict=True):
         if c in s.nonlinear:
             i = s.nonlinear.index(c)
-            print(f"    {c}: bounds [{lo:g}, {hi:g}], starting grid over "
-                  f"[{s.start_lo[i]:g}, {s.start_hi[i]:g}]")
+            print(
+                f"    {c}: bounds [{lo:g}, {hi:g}], starting grid over "
+                f"[{s.start_lo[i]:g}, {s.start_hi[i]:g}]"
+            )
     return 0
 
 
@@ -267,13 +375,91 @@ def _forms_add(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- ci
+def _add_ci(sub) -> None:
+    p = sub.add_parser(
+        "ci",
+        help="paired-seed confidence intervals: treatment vs baseline",
+        description="Pair runs by seed and estimate treatment - baseline with a "
+        "paired t interval, a BCa bootstrap interval, Wilcoxon and sign-flip "
+        "p-values. With no --data: the committed paired grid, synchronous "
+        "baseline against DiLoCo at H=16.",
+    )
+    _add_data_options(p)
+    p.add_argument(
+        "--baseline", default=None, metavar="SEL", help='baseline runs, e.g. "algo=sync"'
+    )
+    p.add_argument(
+        "--treatment",
+        action="append",
+        default=[],
+        metavar="SEL",
+        help='treatment runs, e.g. "algo=diloco,H=16,keep=1" (repeatable)',
+    )
+    p.add_argument(
+        "--treatment-sweep",
+        default=None,
+        metavar="COL",
+        help="compare every level of COL against the baseline, other factors fixed",
+    )
+    p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
+    p.add_argument(
+        "--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    _add_report_options(p)
+    p.set_defaults(func=_ci)
+
+
+def _ci(args) -> int:
+    from fitrules.api import paired_seed_report
+
+    _check_outputs(args)
+    if args.data is None:
+        from fitrules.grids import DEFAULT_PAIRED, load_grid
+
+        grid = load_grid(
+            DEFAULT_PAIRED, metric=args.metric, where=args.where or [], derive=args.derive
+        )
+        if args.baseline is None and not args.treatment and args.treatment_sweep is None:
+            args.baseline, args.treatment = "algo=sync", ["algo=diloco,H=16,keep=1"]
+    else:
+        grid = _load(args)
+    if args.baseline is None:
+        raise FitrulesError("--baseline is required with --data")
+    if not args.treatment and args.treatment_sweep is None:
+        raise FitrulesError("give --treatment SEL (repeatable) or --treatment-sweep COL")
+    results, payload = paired_seed_report(
+        grid,
+        args.baseline,
+        args.treatment,
+        args.treatment_sweep,
+        args.level,
+        args.resamples,
+        args.seed,
+    )
+    payload["command"] = _command_line()
+    if args.report is not None:
+        from fitrules.report.markdown import ci_report
+
+        ci_report(results, payload, args.report, _command_line(), args.force)
+    if args.json_out != "-":
+        from fitrules.report.text import render_ci
+
+        print(render_ci(results, payload))
+    _write_json(args.json_out, payload)
+    return 0
+
+
 # ---------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     from fitrules import __version__
 
     parser = argparse.ArgumentParser(
         prog="fitrules",
-        description="Decide honestly whether a closed-form rule predicts a grid of experiments.")
+        description="Decide honestly whether a closed-form rule predicts a grid of experiments.",
+    )
     parser.add_argument("--version", action="version", version=f"fitrules {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _ADDERS:
@@ -281,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_ADDERS = [_add_compare, _add_fit, _add_validate, _add_forms, _add_simulate]
+_ADDERS = [_add_compare, _add_fit, _add_validate, _add_ci, _add_forms, _add_simulate]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,20 +43,28 @@ class Comparison:
 
     def to_dict(self) -> dict:
         """Everything, JSON-ready (NaN and infinities become null)."""
-        return _clean({
-            "fitrules_version": __version__,
-            "data": self.data,
-            "settings": self.settings,
-            "forms": [f.to_dict() for f in self.forms],
-            "summary": self.summary.to_dict("records"),
-            "paired": self.paired.to_dict("records"),
-            "degenerate_reasons": self.reasons,
-            "full_fit": {name: {"constants": r.constants, "train_objective": r.objective,
-                                "degenerate": r.degenerate, "reasons": r.reasons}
-                         for name, r in self.full_fits.items()},
-            "cells": self.cells.table.to_dict("records"),
-            "results": self.results.to_dict("records"),
-        })
+        return _clean(
+            {
+                "fitrules_version": __version__,
+                "data": self.data,
+                "settings": self.settings,
+                "forms": [f.to_dict() for f in self.forms],
+                "summary": self.summary.to_dict("records"),
+                "paired": self.paired.to_dict("records"),
+                "degenerate_reasons": self.reasons,
+                "full_fit": {
+                    name: {
+                        "constants": r.constants,
+                        "train_objective": r.objective,
+                        "degenerate": r.degenerate,
+                        "reasons": r.reasons,
+                    }
+                    for name, r in self.full_fits.items()
+                },
+                "cells": self.cells.table.to_dict("records"),
+                "results": self.results.to_dict("records"),
+            }
+        )
 
 
 def _clean(obj):
@@ -78,14 +86,22 @@ def _reason_key(reason: str) -> str:
 
 def heldout_errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
     rel = np.abs(y_pred - y_true) / np.abs(y_true)
-    return {"heldout_error_pct": float(100 * rel.mean()), "max_pct": float(100 * rel.max()),
-            "rmse": float(np.sqrt(np.mean((y_pred - y_true) ** 2)))}
+    return {
+        "heldout_error_pct": float(100 * rel.mean()),
+        "max_pct": float(100 * rel.max()),
+        "rmse": float(np.sqrt(np.mean((y_pred - y_true) ** 2))),
+    }
 
 
-def compare(grid: Grid, forms: Sequence[Form], splitter: RandomSplit | None = None,
-            objective: Objective | None = None, keep_degenerate: bool = False,
-            options: FitOptions | None = None,
-            on_progress: Callable[[int], None] | None = None) -> Comparison:
+def compare(
+    grid: Grid,
+    forms: Sequence[Form],
+    splitter: RandomSplit | None = None,
+    objective: Objective | None = None,
+    keep_degenerate: bool = False,
+    options: FitOptions | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
     Parameters
@@ -114,9 +130,11 @@ def compare(grid: Grid, forms: Sequence[Form], splitter: RandomSplit | None = No
         p = len(f.constants)
         if n_train < p:
             need = (p - 0.5) / n
-            raise SplitError(f"form {f.name!r} has {p} constants but each split fits only "
-                             f"{n_train} of {n} cells; raise --train-frac to at least "
-                             f"{need:.2f} or drop the form")
+            raise SplitError(
+                f"form {f.name!r} has {p} constants but each split fits only "
+                f"{n_train} of {n} cells; raise --train-frac to at least "
+                f"{need:.2f} or drop the form"
+            )
     masks = splitter.masks(n)
     X, y = cells.X, cells.y
     rows = []
@@ -135,10 +153,19 @@ def compare(grid: Grid, forms: Sequence[Form], splitter: RandomSplit | None = No
                 errs = {"heldout_error_pct": np.nan, "max_pct": np.nan, "rmse": np.nan}
             else:
                 errs = heldout_errors(y[test], pred)
-            rows.append({"split": s, "form": f.name, **errs, "train_objective": r.objective,
-                         "n_train": int(mask.sum()), "n_test": int(test.sum()),
-                         "degenerate": bool(reasons), "reasons": reasons,
-                         "constants": r.constants})
+            rows.append(
+                {
+                    "split": s,
+                    "form": f.name,
+                    **errs,
+                    "train_objective": r.objective,
+                    "n_train": int(mask.sum()),
+                    "n_test": int(test.sum()),
+                    "degenerate": bool(reasons),
+                    "reasons": reasons,
+                    "constants": r.constants,
+                }
+            )
         if on_progress:
             on_progress(len(masks))
         full[f.name] = fit_splits(f, X, y, np.ones((1, n), bool), objective, options)[0]
@@ -154,14 +181,18 @@ def compare(grid: Grid, forms: Sequence[Form], splitter: RandomSplit | None = No
         e = df.loc[usable(df), "heldout_error_pct"].to_numpy()
         counts = Counter(_reason_key(x) for rs in df["reasons"] for x in rs)
         reasons[f.name] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-        summary_rows.append({
-            "form": f.name, "constants": len(f.constants),
-            "valid_splits": int(len(e)), "degenerate_splits": int(df["degenerate"].sum()),
-            "mean_pct": float(e.mean()) if len(e) else np.nan,
-            "median_pct": float(np.median(e)) if len(e) else np.nan,
-            "p90_pct": float(np.percentile(e, 90)) if len(e) else np.nan,
-            "max_pct": float(df.loc[usable(df), "max_pct"].max()) if len(e) else np.nan,
-        })
+        summary_rows.append(
+            {
+                "form": f.name,
+                "constants": len(f.constants),
+                "valid_splits": int(len(e)),
+                "degenerate_splits": int(df["degenerate"].sum()),
+                "mean_pct": float(e.mean()) if len(e) else np.nan,
+                "median_pct": float(np.median(e)) if len(e) else np.nan,
+                "p90_pct": float(np.percentile(e, 90)) if len(e) else np.nan,
+                "max_pct": float(df.loc[usable(df), "max_pct"].max()) if len(e) else np.nan,
+            }
+        )
     summary = pd.DataFrame(summary_rows)
 
     wide = results.pivot(index="split", columns="form", values="heldout_error_pct")
@@ -171,13 +202,34 @@ def compare(grid: Grid, forms: Sequence[Form], splitter: RandomSplit | None = No
         both = (ok[a] & ok[b]).to_numpy(bool)
         v = paired_verdict(wide[a].to_numpy()[both], wide[b].to_numpy()[both])
         paired_rows.append({"a": a, "b": b, **v})
-    paired = pd.DataFrame(paired_rows, columns=["a", "b", "n", "a_better", "b_better", "ties",
-                                                "median_diff_pct", "mean_diff_pct",
-                                                "wilcoxon_p"])
-    data = {"path": str(grid.path) if grid.path else None, "sha256": grid.sha256,
-            "runs": int(len(grid.runs)), "cells": int(n), "metric": grid.metric,
-            "where": list(grid.where), "derive": list(grid.derive),
-            "excluded": grid.summary()["excluded"], "variables": variables}
-    settings = {**splitter.describe(), "objective": objective.describe(),
-                "keep_degenerate": bool(keep_degenerate)}
+    paired = pd.DataFrame(
+        paired_rows,
+        columns=[
+            "a",
+            "b",
+            "n",
+            "a_better",
+            "b_better",
+            "ties",
+            "median_diff_pct",
+            "mean_diff_pct",
+            "wilcoxon_p",
+        ],
+    )
+    data = {
+        "path": str(grid.path) if grid.path else None,
+        "sha256": grid.sha256,
+        "runs": int(len(grid.runs)),
+        "cells": int(n),
+        "metric": grid.metric,
+        "where": list(grid.where),
+        "derive": list(grid.derive),
+        "excluded": grid.summary()["excluded"],
+        "variables": variables,
+    }
+    settings = {
+        **splitter.describe(),
+        "objective": objective.describe(),
+        "keep_degenerate": bool(keep_degenerate),
+    }
     return Comparison(results, summary, paired, bound, cells, full, data, settings, reasons)

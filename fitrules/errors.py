@@ -1,4 +1,4 @@
-"""The exceptions fitrules raises for bad input; each message names the bad value and what is allowed.
+"""Exceptions for bad input; each message names the bad value and what is allowed.
 
 The CLI turns any :class:`FitrulesError` into one line on stderr and exit status 2.
 """

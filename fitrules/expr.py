@@ -90,8 +90,9 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
         allowed = "numbers, names, + - * / **, unary minus, log(), exp(), sqrt()"
         if logical:
             allowed += ", comparisons, and/or/not, strings"
-        return ExpressionError(f"{what}: {piece!r} is not allowed in {text!r}{why}; "
-                               f"allowed: {allowed}")
+        return ExpressionError(
+            f"{what}: {piece!r} is not allowed in {text!r}{why}; allowed: {allowed}"
+        )
 
     def conv(n: ast.AST) -> Node:
         if isinstance(n, ast.Constant):
@@ -108,8 +109,9 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
             if type(n.op) in _BIN:
                 return Node(_BIN[type(n.op)], (conv(n.left), conv(n.right)))
             if logical and isinstance(n.op, ast.BitAnd | ast.BitOr):
-                return Node("and" if isinstance(n.op, ast.BitAnd) else "or",
-                            (conv(n.left), conv(n.right)))
+                return Node(
+                    "and" if isinstance(n.op, ast.BitAnd) else "or", (conv(n.left), conv(n.right))
+                )
             raise bad(n)
         if isinstance(n, ast.UnaryOp):
             if isinstance(n.op, ast.USub):
@@ -120,8 +122,12 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
                 return Node("not", (conv(n.operand),))
             raise bad(n)
         if isinstance(n, ast.Call):
-            if (isinstance(n.func, ast.Name) and n.func.id in FUNCTIONS and len(n.args) == 1
-                    and not n.keywords):
+            if (
+                isinstance(n.func, ast.Name)
+                and n.func.id in FUNCTIONS
+                and len(n.args) == 1
+                and not n.keywords
+            ):
                 return Node(n.func.id, (conv(n.args[0]),))
             raise bad(n, " (only log(x), exp(x), sqrt(x) may be called)")
         if logical and isinstance(n, ast.Compare):
@@ -167,11 +173,24 @@ def count(node: Node, name: str) -> int:
 
 
 _NUMPY: dict[str, Callable] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
-    "neg": np.negative, "log": np.log, "exp": np.exp, "sqrt": np.sqrt,
-    "cmp:==": np.equal, "cmp:!=": np.not_equal, "cmp:<": np.less, "cmp:<=": np.less_equal,
-    "cmp:>": np.greater, "cmp:>=": np.greater_equal,
-    "and": np.logical_and, "or": np.logical_or, "not": np.logical_not,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "pow": np.power,
+    "neg": np.negative,
+    "log": np.log,
+    "exp": np.exp,
+    "sqrt": np.sqrt,
+    "cmp:==": np.equal,
+    "cmp:!=": np.not_equal,
+    "cmp:<": np.less,
+    "cmp:<=": np.less_equal,
+    "cmp:>": np.greater,
+    "cmp:>=": np.greater_equal,
+    "and": np.logical_and,
+    "or": np.logical_or,
+    "not": np.logical_not,
 }
 
 

@@ -42,8 +42,9 @@ class Objective:
 
     def __post_init__(self) -> None:
         if self.kind not in OBJECTIVES:
-            raise FitrulesError(f"objective {self.kind!r} is unknown; allowed: "
-                                + ", ".join(OBJECTIVES))
+            raise FitrulesError(
+                f"objective {self.kind!r} is unknown; allowed: " + ", ".join(OBJECTIVES)
+            )
         if not self.delta > 0:
             raise FitrulesError(f"huber delta {self.delta} must be > 0")
 
@@ -127,7 +128,8 @@ class CompiledForm:
         n = len(next(iter(X.values())))
         with np.errstate(all="ignore"):
             return np.broadcast_to(ex.evaluate(self.form.tree, self.env(X, params)), (n,)).astype(
-                float)
+                float
+            )
 
     def jacobian(self, X: dict[str, np.ndarray], params: np.ndarray) -> np.ndarray:
         """d prediction / d constants, shape (n, p)."""
@@ -269,7 +271,7 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_polish: int)
     span = np.maximum(np.array(s.start_hi) - np.array(s.start_lo), 1e-12)
     step = span / max(2, round(len(thetas) ** (1 / thetas.shape[1])) - 1)
     picked = [int(order[0])]
-    for i in order[1 : 200]:
+    for i in order[1:200]:
         if all(np.any(np.abs(thetas[i] - thetas[j]) > 2.5 * step) for j in picked):
             picked.append(int(i))
             if len(picked) >= n_polish:
@@ -294,9 +296,17 @@ def _polish(cf: CompiledForm, X, y, objective: Objective, x0: np.ndarray, max_nf
         return np.where(np.isfinite(J), J, 0.0)
 
     loss = "huber" if objective.kind == "log_huber" else "linear"
-    return least_squares(fun, x0, jac=jac, bounds=(lo, hi), method="trf", loss=loss,
-                         f_scale=objective.delta if loss == "huber" else 1.0, max_nfev=max_nfev,
-                         x_scale="jac")
+    return least_squares(
+        fun,
+        x0,
+        jac=jac,
+        bounds=(lo, hi),
+        method="trf",
+        loss=loss,
+        f_scale=objective.delta if loss == "huber" else 1.0,
+        max_nfev=max_nfev,
+        x_scale="jac",
+    )
 
 
 def _diagnose(cf: CompiledForm, X, y, params, objective, converged) -> tuple[float, list[str]]:
@@ -331,26 +341,37 @@ def _diagnose(cf: CompiledForm, X, y, params, objective, converged) -> tuple[flo
         values = np.unique(X[v])
         if len(values) == 1:
             which = [c for c in names if c in weak]
-            what = (f"{', '.join(which)} {'is' if len(which) == 1 else 'are'} not identifiable"
-                    if which else "its effect cannot be identified")
+            what = (
+                f"{', '.join(which)} {'is' if len(which) == 1 else 'are'} not identifiable"
+                if which
+                else "its effect cannot be identified"
+            )
             design.append(f"all training cells have {v}={values[0]:g}: {what}")
     reasons.extend(design)
     if not design and n >= cf.p:
         if null.any():
             rank = int((~null).sum())
-            reasons.append(f"Jacobian is rank-deficient at the fit (rank {rank} of {cf.p}; "
-                           f"{', '.join(c for c in names if c in weak)} not identifiable)")
+            reasons.append(
+                f"Jacobian is rank-deficient at the fit (rank {rank} of {cf.p}; "
+                f"{', '.join(c for c in names if c in weak)} not identifiable)"
+            )
         elif cond > COND_LIMIT:
             worst = np.abs(vt[np.argmin(sv_full)])
             top = [names[j] for j in np.argsort(-worst)[:2]]
-            reasons.append(f"Jacobian is badly conditioned at the fit (condition number "
-                           f"{cond:.1e}; weakest direction mostly {', '.join(top)})")
+            reasons.append(
+                f"Jacobian is badly conditioned at the fit (condition number "
+                f"{cond:.1e}; weakest direction mostly {', '.join(top)})"
+            )
     lo, hi = np.array(s.lower), np.array(s.upper)
     for j, c in enumerate(names):
-        width = max(1.0, abs(lo[j]) if np.isfinite(lo[j]) else 1.0,
-                    abs(hi[j]) if np.isfinite(hi[j]) else 1.0)
+        width = max(
+            1.0,
+            abs(lo[j]) if np.isfinite(lo[j]) else 1.0,
+            abs(hi[j]) if np.isfinite(hi[j]) else 1.0,
+        )
         if (np.isfinite(lo[j]) and params[j] - lo[j] <= 1e-6 * width) or (
-                np.isfinite(hi[j]) and hi[j] - params[j] <= 1e-6 * width):
+            np.isfinite(hi[j]) and hi[j] - params[j] <= 1e-6 * width
+        ):
             bound = lo[j] if params[j] - lo[j] <= hi[j] - params[j] else hi[j]
             reasons.append(f"constant {c} is at its bound {bound:g}")
     if not converged:
@@ -358,9 +379,14 @@ def _diagnose(cf: CompiledForm, X, y, params, objective, converged) -> tuple[flo
     return cond, reasons
 
 
-def fit_splits(form: Form, X: dict[str, np.ndarray], y: np.ndarray, masks: np.ndarray,
-               objective: Objective | None = None, options: FitOptions | None = None
-               ) -> list[FitResult]:
+def fit_splits(
+    form: Form,
+    X: dict[str, np.ndarray],
+    y: np.ndarray,
+    masks: np.ndarray,
+    objective: Objective | None = None,
+    options: FitOptions | None = None,
+) -> list[FitResult]:
     """Fit ``form`` on the training cells of each split.
 
     Parameters
@@ -381,8 +407,10 @@ def fit_splits(form: Form, X: dict[str, np.ndarray], y: np.ndarray, masks: np.nd
     masks = np.atleast_2d(np.asarray(masks, bool))
     y = np.asarray(y, float)
     if objective.kind != "abs_ls" and (y <= 0).any():
-        raise FitrulesError(f"objective {objective.kind} needs a positive metric; "
-                            f"found {y.min():g} (use --objective abs_ls)")
+        raise FitrulesError(
+            f"objective {objective.kind} needs a positive metric; "
+            f"found {y.min():g} (use --objective abs_ls)"
+        )
     thetas = _theta_grid(cf.s, options)
     values, coefs = _profile(cf, X, y, masks, objective, thetas)
     lin_idx = [cf.s.constants.index(c) for c in cf.s.linear]
@@ -418,20 +446,42 @@ def fit_splits(form: Form, X: dict[str, np.ndarray], y: np.ndarray, masks: np.nd
     for si, mask in enumerate(masks):
         if si not in best:  # every grid point invalid: nothing finite to start from
             params = [float("nan")] * cf.p
-            results.append(FitResult(form.name, dict(zip(cf.s.constants, params, strict=True)),
-                                     float("inf"), int(mask.sum()), False, float("inf"),
-                                     ["no starting point gives a finite prediction"]))
+            results.append(
+                FitResult(
+                    form.name,
+                    dict(zip(cf.s.constants, params, strict=True)),
+                    float("inf"),
+                    int(mask.sum()),
+                    False,
+                    float("inf"),
+                    ["no starting point gives a finite prediction"],
+                )
+            )
             continue
         val, params, converged = best[si]
         Xt = {v: a[mask] for v, a in X.items()}
         cond, reasons = _diagnose(cf, Xt, y[mask], params, objective, converged)
-        results.append(FitResult(form.name, dict(zip(cf.s.constants, params.tolist(), strict=True)),
-                                 val, int(mask.sum()), converged, cond, reasons))
+        results.append(
+            FitResult(
+                form.name,
+                dict(zip(cf.s.constants, params.tolist(), strict=True)),
+                val,
+                int(mask.sum()),
+                converged,
+                cond,
+                reasons,
+            )
+        )
     return results
 
 
-def fit(form: Form, X: dict[str, np.ndarray], y: np.ndarray, objective: Objective | None = None,
-        options: FitOptions | None = None) -> FitResult:
+def fit(
+    form: Form,
+    X: dict[str, np.ndarray],
+    y: np.ndarray,
+    objective: Objective | None = None,
+    options: FitOptions | None = None,
+) -> FitResult:
     """Fit ``form`` on all cells; see :func:`fit_splits`."""
     return fit_splits(form, X, y, np.ones((1, len(y)), bool), objective, options)[0]
 

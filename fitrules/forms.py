@@ -61,32 +61,40 @@ class Form:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise FormError(f"form name {self.name!r} is not allowed; use letters, digits, _ or -"
-                            ", starting with a letter")
+            raise FormError(
+                f"form name {self.name!r} is not allowed; use letters, digits, _ or -"
+                ", starting with a letter"
+            )
         tree = ex.parse(self.expression, what=f"form {self.name!r}")
         object.__setattr__(self, "_tree", tree)
         if self.variables is not None:
             object.__setattr__(self, "variables", tuple(self.variables))
             missing = [v for v in self.variables if v not in ex.names(tree)]
             if missing:
-                raise FormError(f"form {self.name!r}: declared variable(s) {missing} do not "
-                                f"appear in {self.expression!r}")
+                raise FormError(
+                    f"form {self.name!r}: declared variable(s) {missing} do not "
+                    f"appear in {self.expression!r}"
+                )
             self._check_constant_options()
 
     def _check_constant_options(self) -> None:
         for label, opts in (("bounds", self.bounds), ("start", self.start)):
             for key, pair in opts.items():
                 if key not in self.constants:
-                    raise FormError(f"form {self.name!r}: {label} given for {key!r}, which is "
-                                    f"not a constant of it (constants: {', '.join(self.constants)})")
+                    raise FormError(
+                        f"form {self.name!r}: {label} given for {key!r}, which is "
+                        f"not a constant of it (constants: {', '.join(self.constants)})"
+                    )
                 try:
                     lo, hi = (float(x) for x in pair)
                 except (TypeError, ValueError):
-                    raise FormError(f"form {self.name!r}: {label} of {key!r} must be two numbers"
-                                    f", got {pair!r}") from None
+                    raise FormError(
+                        f"form {self.name!r}: {label} of {key!r} must be two numbers, got {pair!r}"
+                    ) from None
                 if not lo < hi:
-                    raise FormError(f"form {self.name!r}: {label} of {key!r} must have low < "
-                                    f"high, got {pair!r}")
+                    raise FormError(
+                        f"form {self.name!r}: {label} of {key!r} must have low < high, got {pair!r}"
+                    )
 
     @property
     def tree(self) -> ex.Node:
@@ -111,22 +119,35 @@ class Form:
                 hint = _close(lacking[0], columns)
                 if lacking[0] == "omega" and "keep" in columns:
                     hint = " (add --derive 'omega = 1/keep - 1')"
-                raise FormError(f"form {self.name!r} reads variable {lacking[0]!r}, which the "
-                                f"grid lacks{hint}; columns: {', '.join(columns)}")
+                raise FormError(
+                    f"form {self.name!r} reads variable {lacking[0]!r}, which the "
+                    f"grid lacks{hint}; columns: {', '.join(columns)}"
+                )
             return self
         variables = tuple(n for n in self.names if n in columns)
         for n in self.names:
             if n not in columns:
                 hint = _close(n, columns)
                 if hint:
-                    raise FormError(f"form {self.name!r}: {n!r} is not a column of the grid"
-                                    f"{hint}; if it is a constant, declare the variables, e.g. "
-                                    f"{self.name}(H, omega) = ...")
+                    raise FormError(
+                        f"form {self.name!r}: {n!r} is not a column of the grid"
+                        f"{hint}; if it is a constant, declare the variables, e.g. "
+                        f"{self.name}(H, omega) = ..."
+                    )
         if not variables:
-            raise FormError(f"form {self.name!r} reads no column of the grid "
-                            f"({self.expression!r}); columns: {', '.join(columns)}")
-        return Form(self.name, self.expression, variables, dict(self.bounds), dict(self.start),
-                    self.description, self.source)
+            raise FormError(
+                f"form {self.name!r} reads no column of the grid "
+                f"({self.expression!r}); columns: {', '.join(columns)}"
+            )
+        return Form(
+            self.name,
+            self.expression,
+            variables,
+            dict(self.bounds),
+            dict(self.start),
+            self.description,
+            self.source,
+        )
 
     def describe(self) -> str:
         return f"{self.name} = {self.expression}"
@@ -150,7 +171,8 @@ class Form:
 def _close(name: str, columns: Sequence[str]) -> str:
     lower = {c.lower(): c for c in columns}
     match = lower.get(name.lower()) or next(
-        iter(difflib.get_close_matches(name, columns, n=1, cutoff=0.75)), None)
+        iter(difflib.get_close_matches(name, columns, n=1, cutoff=0.75)), None
+    )
     return f" (did you mean {match!r}?)" if match and match != name else ""
 
 
@@ -180,8 +202,14 @@ class Structure:
         linear, basis, offset = [], [], ex.ZERO
         for sign, term in ex.terms(tree):
             signed = term if sign > 0 else ex.neg(term)
-            pick = next((n for n in ex.numerator_names(term)
-                         if n in consts and n not in linear and ex.count(tree, n) == 1), None)
+            pick = next(
+                (
+                    n
+                    for n in ex.numerator_names(term)
+                    if n in consts and n not in linear and ex.count(tree, n) == 1
+                ),
+                None,
+            )
             if pick is None:
                 offset = ex.add(offset, signed)
             else:
@@ -200,30 +228,60 @@ class Structure:
             i = consts.index(c)
             s_lo.append(max(float(lo), lower[i]))
             s_hi.append(min(float(hi), upper[i]))
-        return cls(tuple(consts), tuple(linear), nonlinear, tuple(basis), offset,
-                   tuple(ex.diff(tree, c) for c in consts), tuple(lower), tuple(upper),
-                   tuple(s_lo), tuple(s_hi))
+        return cls(
+            tuple(consts),
+            tuple(linear),
+            nonlinear,
+            tuple(basis),
+            offset,
+            tuple(ex.diff(tree, c) for c in consts),
+            tuple(lower),
+            tuple(upper),
+            tuple(s_lo),
+            tuple(s_hi),
+        )
 
 
 # ------------------------------------------------------------------ built-ins and registry
 BUILTIN_FORMS: dict[str, Form] = {
     f.name: f
     for f in [
-        Form("composition", "L0 + a*omega*(H/16)**b", ("H", "omega"),
-             description="Compression noise scales linearly in omega and by a power of H: "
-             "the three-constant composition rule.", source="built-in"),
-        Form("additive", "L0 + a*omega**c + b*(H/16)**d", ("H", "omega"),
-             description="Separate power laws in omega and H, added: five constants.",
-             source="built-in"),
-        Form("free_omega", "L0 + a*omega**c*(H/16)**b", ("H", "omega"),
-             description="The composition rule with a free exponent on omega.",
-             source="built-in"),
-        Form("omega_only", "L0 + a*omega", ("omega",),
-             description="Linear in omega, no dependence on H: the null model for H.",
-             source="built-in"),
-        Form("log_additive", "L0 + a*omega + b*log(H/16)", ("H", "omega"),
-             description="Linear in omega plus a log-linear H effect; every constant linear.",
-             source="built-in"),
+        Form(
+            "composition",
+            "L0 + a*omega*(H/16)**b",
+            ("H", "omega"),
+            description="Compression noise scales linearly in omega and by a power of H: "
+            "the three-constant composition rule.",
+            source="built-in",
+        ),
+        Form(
+            "additive",
+            "L0 + a*omega**c + b*(H/16)**d",
+            ("H", "omega"),
+            description="Separate power laws in omega and H, added: five constants.",
+            source="built-in",
+        ),
+        Form(
+            "free_omega",
+            "L0 + a*omega**c*(H/16)**b",
+            ("H", "omega"),
+            description="The composition rule with a free exponent on omega.",
+            source="built-in",
+        ),
+        Form(
+            "omega_only",
+            "L0 + a*omega",
+            ("omega",),
+            description="Linear in omega, no dependence on H: the null model for H.",
+            source="built-in",
+        ),
+        Form(
+            "log_additive",
+            "L0 + a*omega + b*log(H/16)",
+            ("H", "omega"),
+            description="Linear in omega plus a log-linear H effect; every constant linear.",
+            source="built-in",
+        ),
     ]
 }
 DEFAULT_FORMS = ("composition", "additive", "free_omega", "omega_only", "log_additive")
@@ -235,8 +293,10 @@ def parse_form_line(line: str, source: str = "--form") -> Form:
     """Parse ``"name = expr"`` or ``"name(var, ...) = expr"`` into a :class:`Form`."""
     m = _LINE.match(line or "")
     if not m:
-        raise FormError(f"{source}: {line!r} is not of the form 'NAME = EXPRESSION' "
-                        "(or 'NAME(var1, var2) = EXPRESSION')")
+        raise FormError(
+            f"{source}: {line!r} is not of the form 'NAME = EXPRESSION' "
+            "(or 'NAME(var1, var2) = EXPRESSION')"
+        )
     name, declared, text = m.group(1), m.group(2), m.group(3).strip()
     variables = None
     if declared is not None:
@@ -250,12 +310,20 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
     if isinstance(value, dict):
         unknown = set(value) - {"expr", "variables", "bounds", "start", "description"}
         if unknown or "expr" not in value:
-            raise FormError(f"{source}: form {name!r} needs 'expr' and may have variables, "
-                            f"bounds, start, description; got {sorted(value)}")
+            raise FormError(
+                f"{source}: form {name!r} needs 'expr' and may have variables, "
+                f"bounds, start, description; got {sorted(value)}"
+            )
         variables = value.get("variables")
-        return Form(name, value["expr"], tuple(variables) if variables is not None else None,
-                    value.get("bounds", {}), value.get("start", {}),
-                    value.get("description", ""), source)
+        return Form(
+            name,
+            value["expr"],
+            tuple(variables) if variables is not None else None,
+            value.get("bounds", {}),
+            value.get("start", {}),
+            value.get("description", ""),
+            source,
+        )
     raise FormError(f"{source}: form {name!r} must be a string expression or a table")
 
 
@@ -283,8 +351,9 @@ def available_forms(cwd: Path | None = None) -> dict[str, Form]:
     return forms
 
 
-def select_forms(names: Sequence[str] | None, extra: Sequence[str] = (),
-                 cwd: Path | None = None) -> list[Form]:
+def select_forms(
+    names: Sequence[str] | None, extra: Sequence[str] = (), cwd: Path | None = None
+) -> list[Form]:
     """Forms to compare: the named ones (default: the built-in set) plus ``--form`` lines."""
     pool = available_forms(cwd)
     added = [parse_form_line(line) for line in extra]
@@ -292,8 +361,10 @@ def select_forms(names: Sequence[str] | None, extra: Sequence[str] = (),
         chosen = []
         for n in names:
             if n not in pool:
-                raise FormError(f"unknown form {n!r}; available: {', '.join(pool)} "
-                                "(or add one with --form 'NAME = EXPR')")
+                raise FormError(
+                    f"unknown form {n!r}; available: {', '.join(pool)} "
+                    "(or add one with --form 'NAME = EXPR')"
+                )
             chosen.append(pool[n])
     else:
         chosen = [] if added else [pool[n] for n in DEFAULT_FORMS]
@@ -312,8 +383,10 @@ def add_form_to_file(name: str, expression: str, cwd: Path | None = None) -> Pat
     path = Path(cwd or ".") / FORMS_FILE
     existing = load_forms_file(path) if path.exists() else {}
     if name in BUILTIN_FORMS or name in existing:
-        raise FormError(f"form {name!r} already exists ({'built-in' if name in BUILTIN_FORMS else path}); "
-                        "choose another name")
+        raise FormError(
+            f"form {name!r} already exists ({'built-in' if name in BUILTIN_FORMS else path}); "
+            "choose another name"
+        )
     lines = path.read_text().splitlines() if path.exists() else []
     # json.dumps gives a valid TOML basic string for any expression text. A top-level key
     # must come before the first [table], or TOML would read it as part of that table.

@@ -21,8 +21,18 @@ from fitrules.util import sha256_file
 METRIC_DEFAULTS = ("loss", "val_loss")
 SEED_COLUMNS = ("seed",)
 # Columns the harness writes that describe a run's outcome or bookkeeping, not its design.
-NON_FACTORS = {"diverged", "train_loss", "wall_s", "n_params", "spec", "spec_sha256", "run",
-               "run_id", "loss", "val_loss"}
+NON_FACTORS = {
+    "diverged",
+    "train_loss",
+    "wall_s",
+    "n_params",
+    "spec",
+    "spec_sha256",
+    "run",
+    "run_id",
+    "loss",
+    "val_loss",
+}
 # Domain checks for columns with a known meaning: name -> (test, what is allowed).
 DOMAIN = {
     "keep": (lambda v: (v > 0) & (v <= 1), "keep must be in (0, 1]"),
@@ -34,6 +44,15 @@ DOMAIN = {
 
 DEFAULT_GRID = "main.csv"
 DEFAULT_WHERE = ("lr == 3e-4",)
+
+
+def _data_file(name: str) -> Path:
+    from fitrules.paths import data_dir
+
+    return data_dir() / name
+
+
+DEFAULT_PAIRED = _data_file("paired.csv")
 
 
 def default_grid(where: Sequence[str] | None = None) -> tuple[Path, list[str]]:
@@ -133,7 +152,7 @@ class Grid:
             if c == self.metric or c == self.seed or c in NON_FACTORS:
                 continue
             col = self.runs[c]
-            continuous = (col.dtype.kind == "f" and len(col) > 3 and col.nunique() == len(col))
+            continuous = col.dtype.kind == "f" and len(col) > 3 and col.nunique() == len(col)
             if not continuous:
                 out.append(c)
         return out
@@ -158,8 +177,10 @@ class Grid:
                 raise GridError(f"{where}: no column {v!r}; columns: {', '.join(self.columns)}")
             col = self.runs[v]
             if col.dtype.kind not in "biuf":
-                raise GridError(f"{where}: column {v!r} is read by a form but is not numeric "
-                                f"(e.g. {_plain(col.iloc[0])!r})")
+                raise GridError(
+                    f"{where}: column {v!r} is read by a form but is not numeric "
+                    f"(e.g. {_plain(col.iloc[0])!r})"
+                )
             if col.isna().any():
                 i = col.index[col.isna()][0]
                 raise GridError(f"{where}: column {v!r} has a missing value in line {_line(i)}")
@@ -174,15 +195,19 @@ class Grid:
                 key = key if isinstance(key, tuple) else (key,)
                 cell = ", ".join(f"{v}={_fmt(k)}" for v, k in zip(variables, key, strict=True))
                 levels = sorted(self.runs[c].unique().tolist(), key=str)
-                raise GridError(f"{where}: cell {cell} mixes runs with different {c!r} "
-                                f"(levels {levels}); no form reads {c!r}, so filter with "
-                                f"--where, e.g. --where \"{c} == {levels[0]!r}\"")
+                raise GridError(
+                    f"{where}: cell {cell} mixes runs with different {c!r} "
+                    f"(levels {levels}); no form reads {c!r}, so filter with "
+                    f'--where, e.g. --where "{c} == {levels[0]!r}"'
+                )
         if self.seed is not None:
             dup = self.runs.duplicated(list(variables) + [self.seed], keep=False)
             if dup.any():
                 i = dup.index[dup.to_numpy()][0]
-                raise GridError(f"{where}: seed {_plain(self.runs.loc[i, self.seed])!r} appears more "
-                                f"than once in one cell (line {_line(i)})")
+                raise GridError(
+                    f"{where}: seed {_plain(self.runs.loc[i, self.seed])!r} appears more "
+                    f"than once in one cell (line {_line(i)})"
+                )
         agg = groups[self.metric].agg(["mean", "count", "std"]).reset_index()
         agg.columns = [*variables, "value", "n_seeds", "std"]
         agg["sem"] = agg["std"] / np.sqrt(agg["n_seeds"])
@@ -205,13 +230,19 @@ class Grid:
             "filtered_out": self.filtered_out,
             "runs": len(self.runs),
             "excluded": self.excluded["reason"].value_counts().sort_index().to_dict()
-            if len(self.excluded) else {},
+            if len(self.excluded)
+            else {},
             "metric": self.metric,
             "metric_range": [float(m.min()), float(m.max())] if len(m) else None,
             "seed_column": self.seed,
             "cells": int(len(counts)),
-            "seeds_per_cell": {"min": int(counts.min()), "median": float(counts.median()),
-                               "max": int(counts.max())} if len(counts) else None,
+            "seeds_per_cell": {
+                "min": int(counts.min()),
+                "median": float(counts.median()),
+                "max": int(counts.max()),
+            }
+            if len(counts)
+            else None,
             "levels": levels,
             "fixed": fixed,
         }
@@ -229,9 +260,10 @@ def _read(path: Path) -> pd.DataFrame:
             return pd.read_parquet(path)
         return pd.read_csv(path)
     except ImportError as err:
-        raise GridError(f"{display_path(path)}: cannot read Parquet here ({err}); install pyarrow or use CSV")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
-            ValueError) as err:
+        raise GridError(
+            f"{display_path(path)}: cannot read Parquet here ({err}); install pyarrow or use CSV"
+        ) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
         raise GridError(f"{display_path(path)}: not a readable results table ({err})") from None
 
 
@@ -242,16 +274,20 @@ def _as_bool(col: pd.Series, where: str) -> pd.Series:
     ok = text.isin(["true", "false", "1", "0", "1.0", "0.0", "yes", "no"])
     if not ok.all():
         i = col.index[~ok.to_numpy()][0]
-        raise GridError(f"{where}: column 'diverged' has {_plain(col[i])!r} in line {_line(i)}; "
-                        "allowed: true/false, 1/0")
+        raise GridError(
+            f"{where}: column 'diverged' has {_plain(col[i])!r} in line {_line(i)}; "
+            "allowed: true/false, 1/0"
+        )
     return text.isin(["true", "1", "1.0", "yes"])
 
 
 def _eval(node: ex.Node, frame: pd.DataFrame, text: str, where: str, option: str):
     for n in ex.names(node):
         if n not in frame.columns:
-            raise GridError(f"{where}: {option} {text!r} names {n!r}, which is not a column; "
-                            f"columns: {', '.join(frame.columns)}")
+            raise GridError(
+                f"{where}: {option} {text!r} names {n!r}, which is not a column; "
+                f"columns: {', '.join(frame.columns)}"
+            )
     env = {c: frame[c].to_numpy() for c in ex.names(node)}
     try:
         with np.errstate(all="ignore"):
@@ -260,8 +296,13 @@ def _eval(node: ex.Node, frame: pd.DataFrame, text: str, where: str, option: str
         raise GridError(f"{where}: {option} {text!r} cannot be evaluated ({err})") from None
 
 
-def load_grid(path: Path | str, metric: str | None = None, where: Sequence[str] = (),
-              derive: Sequence[str] = (), frame: pd.DataFrame | None = None) -> Grid:
+def load_grid(
+    path: Path | str,
+    metric: str | None = None,
+    where: Sequence[str] = (),
+    derive: Sequence[str] = (),
+    frame: pd.DataFrame | None = None,
+) -> Grid:
     """Load and check a results table.
 
     Parameters
@@ -307,18 +348,26 @@ def load_grid(path: Path | str, metric: str | None = None, where: Sequence[str] 
     if metric is None:
         metric = next((m for m in METRIC_DEFAULTS if m in df.columns), None)
         if metric is None:
-            raise GridError(f"{label}: no metric column (looked for {', '.join(METRIC_DEFAULTS)}); "
-                            f"choose one with --metric; columns: {', '.join(df.columns)}")
+            raise GridError(
+                f"{label}: no metric column (looked for {', '.join(METRIC_DEFAULTS)}); "
+                f"choose one with --metric; columns: {', '.join(df.columns)}"
+            )
     elif metric not in df.columns:
-        raise GridError(f"{label}: no column {metric!r} for --metric; columns: "
-                        f"{', '.join(df.columns)}")
+        raise GridError(
+            f"{label}: no column {metric!r} for --metric; columns: {', '.join(df.columns)}"
+        )
     values = pd.to_numeric(df[metric], errors="coerce")
-    text_rows = values.isna() & df[metric].notna() & ~df[metric].astype(str).str.strip().str.lower(
-    ).isin(["nan", "inf", "-inf", ""])
+    text_rows = (
+        values.isna()
+        & df[metric].notna()
+        & ~df[metric].astype(str).str.strip().str.lower().isin(["nan", "inf", "-inf", ""])
+    )
     if text_rows.any():
         i = df.index[text_rows.to_numpy()][0]
-        raise GridError(f"{label}: column {metric!r} holds text ({_plain(df.loc[i, metric])!r} in line "
-                        f"{_line(i)}); the metric must be numeric")
+        raise GridError(
+            f"{label}: column {metric!r} holds text ({_plain(df.loc[i, metric])!r} in line "
+            f"{_line(i)}); the metric must be numeric"
+        )
     df[metric] = values.astype(float)
 
     for col, (test, allowed) in DOMAIN.items():
@@ -327,8 +376,10 @@ def load_grid(path: Path | str, metric: str | None = None, where: Sequence[str] 
             bad = v.isna() | ~test(v.fillna(np.nan))
             if bad.any():
                 i = df.index[bad.to_numpy()][0]
-                raise GridError(f"{label}: column {col!r} has {_plain(df.loc[i, col])!r} in line "
-                                f"{_line(i)}; {allowed}")
+                raise GridError(
+                    f"{label}: column {col!r} has {_plain(df.loc[i, col])!r} in line "
+                    f"{_line(i)}; {allowed}"
+                )
 
     keep = np.ones(len(df), bool)
     for text in where:
@@ -353,5 +404,16 @@ def load_grid(path: Path | str, metric: str | None = None, where: Sequence[str] 
     runs = df[reason == ""].reset_index(drop=True)
     seed = next((s for s in SEED_COLUMNS if s in df.columns), None)
     sha = sha256_file(path) if frame is None else None
-    return Grid(runs, excluded, metric, seed, Path(label), sha, tuple(where), tuple(derive),
-                rows_read, filtered_out, path.stem)
+    return Grid(
+        runs,
+        excluded,
+        metric,
+        seed,
+        Path(label),
+        sha,
+        tuple(where),
+        tuple(derive),
+        rows_read,
+        filtered_out,
+        path.stem,
+    )

@@ -49,8 +49,10 @@ class RandomSplit:
             raise SplitError(f"--train-frac {self.train_frac}: must be in (0, 1)")
         k = self.n_train(n_cells)
         if k < 1 or k >= n_cells:
-            raise SplitError(f"--train-frac {self.train_frac:g} of {n_cells} cells gives {k} "
-                             f"training and {n_cells - k} held-out cells; each needs at least 1")
+            raise SplitError(
+                f"--train-frac {self.train_frac:g} of {n_cells} cells gives {k} "
+                f"training and {n_cells - k} held-out cells; each needs at least 1"
+            )
 
     def split(self, n_cells: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield ``(train, test)`` sorted index arrays, disjoint and covering all cells."""
@@ -72,5 +74,9 @@ class RandomSplit:
         return out
 
     def describe(self) -> dict:
-        return {"protocol": self.name, "n_splits": int(self.n_splits),
-                "train_frac": float(self.train_frac), "seed": int(self.seed)}
+        return {
+            "protocol": self.name,
+            "n_splits": int(self.n_splits),
+            "train_frac": float(self.train_frac),
+            "seed": int(self.seed),
+        }

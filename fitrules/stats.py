@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import asdict, dataclass, field
+
 import numpy as np
+import pandas as pd
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from fitrules.errors import SelectionError
 
 TIE_TOL = 1e-9  # held-out errors (in percent) closer than this count as a tie
 
@@ -29,6 +36,287 @@ def paired_verdict(err_a: np.ndarray, err_b: np.ndarray) -> dict:
     }
     nz = d[~tie]
     if len(nz) >= 1:
-        out["wilcoxon_p"] = float(stats.wilcoxon(nz, zero_method="wilcox",
-                                                 alternative="two-sided").pvalue)
+        out["wilcoxon_p"] = float(
+            stats.wilcoxon(nz, zero_method="wilcox", alternative="two-sided").pvalue
+        )
     return out
+
+
+# ------------------------------------------------------------------ paired-seed intervals
+EXACT_SIGNFLIP_MAX_N = 20  # 2**20 sign patterns: exact enumeration stays cheap
+
+
+def parse_selection(text: str, what: str) -> dict[str, str]:
+    """``"algo=diloco,H=16"`` -> {"algo": "diloco", "H": "16"} (values compared later)."""
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise SelectionError(f"{what} {text!r}: {part!r} is not of the form COLUMN=VALUE")
+        out[key.strip()] = value.strip()
+    if not out:
+        raise SelectionError(f"{what}: empty selection; give COLUMN=VALUE pairs")
+    return out
+
+
+def label(sel: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sel.items())
+
+
+def _match(runs: pd.DataFrame, sel: dict[str, str], what: str) -> pd.Series:
+    mask = pd.Series(True, index=runs.index)
+    for col, raw in sel.items():
+        if col not in runs.columns:
+            raise SelectionError(
+                f"{what} {label(sel)!r}: the grid has no column {col!r}; "
+                f"columns: {', '.join(map(str, runs.columns))}"
+            )
+        values = runs[col]
+        if values.dtype.kind in "biuf" and values.dtype != bool:
+            try:
+                target = float(raw)
+            except ValueError:
+                raise SelectionError(
+                    f"{what}: {col}={raw!r} is not a number, but {col!r} is numeric"
+                ) from None
+            hit = np.isclose(values.astype(float), target, rtol=1e-9, atol=0)
+        else:
+            hit = values.astype(str).str.lower() == raw.lower()
+        if not hit.any():
+            levels = ", ".join(sorted(map(str, values.unique())))
+            raise SelectionError(f"{what}: no runs with {col}={raw} (levels of {col}: {levels})")
+        mask &= hit
+    if not mask.any():
+        raise SelectionError(f"{what} {label(sel)!r}: no run matches all of it")
+    return mask
+
+
+def _by_seed(runs, mask, seed_col, metric, sel, what) -> pd.Series:
+    side = runs.loc[mask, [seed_col, metric]]
+    dup = side[seed_col].duplicated(keep=False)
+    if dup.any():
+        seed = side.loc[dup, seed_col].iloc[0]
+        raise SelectionError(
+            f"{what} {label(sel)!r} has {int((side[seed_col] == seed).sum())} "
+            f"runs for seed {seed}; narrow it with more COLUMN=VALUE pairs"
+        )
+    return side.set_index(seed_col)[metric]
+
+
+def signflip_p(d: np.ndarray, seed: int = 0) -> tuple[float, bool]:
+    """Two-sided sign-flip permutation p of the mean; exact up to 20 pairs."""
+    n = len(d)
+    obs = abs(d.mean())
+    if n <= EXACT_SIGNFLIP_MAX_N:
+        signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+        means = np.abs(signs @ d) / n
+        return float(np.mean(means >= obs - 1e-12 * max(1.0, obs))), True
+    res = stats.permutation_test(
+        (d,),
+        np.mean,
+        permutation_type="samples",
+        n_resamples=100_000,
+        alternative="two-sided",
+        random_state=np.random.default_rng(seed),
+    )
+    return float(res.pvalue), False
+
+
+@dataclass
+class PairedCI:
+    """Paired-seed comparison of one treatment against the baseline."""
+
+    treatment: str
+    baseline: str
+    n: int
+    seeds: list
+    diffs: list[float]
+    mean_diff: float
+    pct_of_baseline: float
+    sd_diff: float
+    level: float
+    t_interval: tuple[float, float]
+    t_p: float
+    bootstrap_interval: tuple[float | None, float | None]
+    wilcoxon_p: float | None
+    signflip_p: float | None
+    signflip_exact: bool
+    dropped_seeds: dict[str, list] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    holm_t_p: float | None = None
+    holm_wilcoxon_p: float | None = None
+    units: str = "nats"
+
+    def sentence(self, lower_is_better: bool = True) -> str:
+        lo, hi = self.t_interval
+        pct = round(100 * self.level)
+        interval = f"{pct}% interval {lo:+.3g} to {hi:+.3g}"
+        over = f"over {self.n} paired seeds"
+        if lo <= 0 <= hi:
+            return (
+                f"{self.treatment} vs {self.baseline}: mean difference {self.mean_diff:+.3g} "
+                f"{self.units} {over} ({interval}): not distinguishable from zero"
+            )
+        better = (self.mean_diff < 0) == lower_is_better
+        verb = "beat" if better else "was worse than"
+        return (
+            f"{self.treatment} {verb} {self.baseline} by {abs(self.mean_diff):.3g} "
+            f"{self.units} {over} ({self.pct_of_baseline:+.2f}% of the baseline; {interval})"
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def paired_ci(
+    runs: pd.DataFrame,
+    metric: str,
+    seed_col: str | None,
+    baseline: dict[str, str],
+    treatments: list[dict[str, str]],
+    level: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> list[PairedCI]:
+    """Pair runs by seed and estimate treatment - baseline for each treatment.
+
+    Raises
+    ------
+    SelectionError
+        For a column the grid lacks, a value not present, several runs for one seed on one
+        side, a treatment equal to the baseline, or no seed common to both sides.
+    """
+    if seed_col is None:
+        raise SelectionError("the grid has no 'seed' column: runs cannot be paired by seed")
+    if not 0 < level < 1:
+        raise SelectionError(f"--level {level}: must be in (0, 1)")
+    if n_resamples < 1000:
+        raise SelectionError(f"--resamples {n_resamples}: use at least 1000")
+    base_mask = _match(runs, baseline, "--baseline")
+    base = _by_seed(runs, base_mask, seed_col, metric, baseline, "baseline")
+    out = []
+    for sel in treatments:
+        mask = _match(runs, sel, "--treatment")
+        if (mask == base_mask).all():
+            raise SelectionError(
+                f"treatment {label(sel)!r} selects the same runs as the baseline "
+                f"{label(baseline)!r}"
+            )
+        treat = _by_seed(runs, mask, seed_col, metric, sel, "treatment")
+        common = sorted(set(base.index) & set(treat.index))
+        if not common:
+            raise SelectionError(
+                f"treatment {label(sel)!r} and baseline {label(baseline)!r} share no seed"
+            )
+        dropped = {
+            "baseline_only": sorted(set(base.index) - set(common)),
+            "treatment_only": sorted(set(treat.index) - set(common)),
+        }
+        d = treat.loc[common].to_numpy(float) - base.loc[common].to_numpy(float)
+        n = len(d)
+        mean = float(d.mean())
+        sd = float(d.std(ddof=1)) if n > 1 else float("nan")
+        warnings = []
+        if n < 5:
+            warnings.append(f"only {n} pairs: intervals rest on very little data")
+        if n > 1 and sd > 0:
+            tq = stats.t.ppf(0.5 + level / 2, n - 1)
+            half = tq * sd / math.sqrt(n)
+            t_int = (mean - half, mean + half)
+            t_p = float(stats.ttest_1samp(d, 0.0).pvalue)
+        else:
+            t_int, t_p = (mean, mean) if n > 1 else (float("nan"), float("nan")), float("nan")
+        boot: tuple[float | None, float | None] = (None, None)
+        if n >= 3 and sd > 0:
+            res = stats.bootstrap(
+                (d,),
+                np.mean,
+                confidence_level=level,
+                n_resamples=n_resamples,
+                method="BCa",
+                random_state=np.random.default_rng(seed),
+            )
+            boot = (float(res.confidence_interval.low), float(res.confidence_interval.high))
+        w_p = None
+        if np.any(d != 0):
+            w_p = float(stats.wilcoxon(d, method="auto").pvalue)
+        sf_p, exact = signflip_p(d, seed) if n >= 1 else (None, False)
+        if n >= 3 and sd > 0:
+            sw = stats.shapiro(d).pvalue
+            if sw < 0.05:
+                warnings.append(
+                    f"differences look non-normal (Shapiro-Wilk p = {sw:.2g}): the "
+                    "t interval is shown beside the bootstrap interval; prefer the "
+                    "bootstrap"
+                )
+        base_mean = float(base.loc[common].mean())
+        units = "nats" if metric in ("loss", "val_loss") else f"({metric})"
+        out.append(
+            PairedCI(
+                label(sel),
+                label(baseline),
+                n,
+                [_plain(s) for s in common],
+                d.tolist(),
+                mean,
+                100 * mean / base_mean,
+                sd,
+                level,
+                (float(t_int[0]), float(t_int[1])),
+                t_p,
+                boot,
+                w_p,
+                sf_p,
+                exact,
+                {k: [_plain(s) for s in v] for k, v in dropped.items()},
+                warnings,
+                units=units,
+            )
+        )
+    if len(out) > 1:
+        for key, attr in (("t_p", "holm_t_p"), ("wilcoxon_p", "holm_wilcoxon_p")):
+            ps = [getattr(r, key) for r in out]
+            ok = [i for i, p in enumerate(ps) if p is not None and np.isfinite(p)]
+            if ok:
+                adj = multipletests([ps[i] for i in ok], method="holm")[1]
+                for i, p in zip(ok, adj, strict=True):
+                    setattr(out[i], attr, float(p))
+    return out
+
+
+def sweep_treatments(
+    runs: pd.DataFrame, baseline: dict[str, str], column: str
+) -> list[dict[str, str]]:
+    """Every level of ``column`` except the baseline's, other selected factors fixed."""
+    if column not in runs.columns:
+        raise SelectionError(f"--treatment-sweep {column}: the grid has no column {column!r}")
+    base_rows = (
+        runs[_match(runs, {k: v for k, v in baseline.items() if k != column}, "--baseline")]
+        if len(baseline) > 1 or column not in baseline
+        else runs
+    )
+    levels = sorted(base_rows[column].unique().tolist(), key=lambda v: (str(type(v)), v))
+    out = []
+    for v in levels:
+        sel = {**baseline, column: _fmt_level(v)}
+        if column in baseline and _same_level(baseline[column], v):
+            continue
+        out.append(sel)
+    if not out:
+        raise SelectionError(f"--treatment-sweep {column}: no level other than the baseline's")
+    return out
+
+
+def _fmt_level(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _same_level(raw: str, v) -> bool:
+    try:
+        return math.isclose(float(raw), float(v), rel_tol=1e-9)
+    except (TypeError, ValueError):
+        return str(v).lower() == raw.lower()
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v

@@ -42,8 +42,15 @@ def progress(total: int, desc: str = "", enabled: bool | None = None, initial: i
     """A tqdm bar on stderr, shown by default only when stderr is a terminal."""
     if enabled is None:
         enabled = sys.stderr.isatty()
-    bar = tqdm(total=total, initial=initial, desc=desc, disable=not enabled, file=sys.stderr,
-               leave=False, dynamic_ncols=True)
+    bar = tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        disable=not enabled,
+        file=sys.stderr,
+        leave=False,
+        dynamic_ncols=True,
+    )
     try:
         yield bar
     finally:

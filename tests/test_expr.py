@@ -5,10 +5,26 @@ from fitrules import expr as ex
 from fitrules.errors import ExpressionError
 
 
-@pytest.mark.parametrize("text", [
-    '__import__("os").system("true")', "a.b", "x[0]", "lambda: 1", "f(x)", "log(x, 2)",
-    "a if b else c", "[1, 2]", "a == b", '"text"', "a +", "", "x @ y", "a and b", "`unclosed",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '__import__("os").system("true")',
+        "a.b",
+        "x[0]",
+        "lambda: 1",
+        "f(x)",
+        "log(x, 2)",
+        "a if b else c",
+        "[1, 2]",
+        "a == b",
+        '"text"',
+        "a +",
+        "",
+        "x @ y",
+        "a and b",
+        "`unclosed",
+    ],
+)
 def test_unsafe_or_unparsable_is_refused(text):
     with pytest.raises(ExpressionError):
         ex.parse(text)
@@ -17,23 +33,32 @@ def test_unsafe_or_unparsable_is_refused(text):
 def test_where_grammar_allows_comparisons_and_strings():
     node = ex.parse("lr == 3e-4 and `model size` > 2 and algo != 'sync'", logical=True)
     assert ex.names(node) == ["lr", "model size", "algo"]
-    env = {"lr": np.array([3e-4, 1e-3]), "model size": np.array([3, 3]),
-           "algo": np.array(["diloco", "diloco"])}
+    env = {
+        "lr": np.array([3e-4, 1e-3]),
+        "model size": np.array([3, 3]),
+        "algo": np.array(["diloco", "diloco"]),
+    }
     assert ex.evaluate(node, env).tolist() == [True, False]
 
 
 def test_evaluate_matches_python():
     node = ex.parse("L0 + a*omega**c + b*(H/16)**d - sqrt(x)/exp(-y) + log(z)")
     env = dict(L0=2.0, a=0.5, omega=3.0, c=0.7, b=0.1, H=4.0, d=0.3, x=2.0, y=0.5, z=1.5)
-    want = (2.0 + 0.5 * 3.0**0.7 + 0.1 * (4 / 16) ** 0.3 - np.sqrt(2.0) / np.exp(-0.5)
-            + np.log(1.5))
+    want = 2.0 + 0.5 * 3.0**0.7 + 0.1 * (4 / 16) ** 0.3 - np.sqrt(2.0) / np.exp(-0.5) + np.log(1.5)
     assert ex.evaluate(node, env) == pytest.approx(want, rel=1e-14)
 
 
-@pytest.mark.parametrize("text", [
-    "L0 + a*omega*(H/16)**b", "L0 + a*omega**c + b*(H/16)**d", "E + A/N**alpha + B/D**beta",
-    "a*exp(-k*x) + sqrt(c + x**2)", "log(a + b*x) / (c - x)", "-a**2 * x / (1 + b)",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "L0 + a*omega*(H/16)**b",
+        "L0 + a*omega**c + b*(H/16)**d",
+        "E + A/N**alpha + B/D**beta",
+        "a*exp(-k*x) + sqrt(c + x**2)",
+        "log(a + b*x) / (c - x)",
+        "-a**2 * x / (1 + b)",
+    ],
+)
 def test_derivatives_match_finite_differences(text):
     node = ex.parse(text)
     rng = np.random.default_rng(1)
@@ -54,8 +79,9 @@ def test_power_derivative_is_finite_at_zero_base():
     assert out.tolist() == pytest.approx([0.0, 2**0.5 * np.log(2)])
 
 
-@pytest.mark.parametrize("text", ["a - (b - c)", "a/(b*c)", "(a**b)**c", "a**(b**c)",
-                                  "-(a + b)", "2**-x", "(a - b)*c"])
+@pytest.mark.parametrize(
+    "text", ["a - (b - c)", "a/(b*c)", "(a**b)**c", "a**(b**c)", "-(a + b)", "2**-x", "(a - b)*c"]
+)
 def test_unparse_round_trips(text):
     node = ex.parse(text)
     again = ex.parse(ex.unparse(node))
@@ -66,4 +92,8 @@ def test_unparse_round_trips(text):
 def test_terms_split_signs():
     parts = ex.terms(ex.parse("a - b*x + (c - d)"))
     assert [(s, ex.unparse(t)) for s, t in parts] == [
-        (1.0, "a"), (-1.0, "b*x"), (1.0, "c"), (-1.0, "d")]
+        (1.0, "a"),
+        (-1.0, "b*x"),
+        (1.0, "c"),
+        (-1.0, "d"),
+    ]

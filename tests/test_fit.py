@@ -42,8 +42,13 @@ def test_global_optimum_where_a_single_default_start_fails():
     # gradient in m is ~0 and curve_fit stays in a worse local optimum.
     x = np.linspace(0, 10, 41)
     y = 1.0 + 0.5 * np.exp(-((x - 7.0) ** 2) / 0.8)
-    form = Form("bump", "L0 + a*exp(-(x - m)**2 / w)", ("x",), bounds={"w": (0.05, 20)},
-                start={"m": (0, 10), "w": (0.1, 5)})
+    form = Form(
+        "bump",
+        "L0 + a*exp(-(x - m)**2 / w)",
+        ("x",),
+        bounds={"w": (0.05, 20)},
+        start={"m": (0, 10), "w": (0.1, 5)},
+    )
 
     def model(x, L0, a, m, w):
         return L0 + a * np.exp(-((x - m) ** 2) / w)
@@ -62,8 +67,9 @@ def test_log_huber_matches_a_direct_minimisation():
     D = np.geomspace(1e9, 1e12, 7)
     NN, DD = (a.ravel() for a in np.meshgrid(N, D))
     y = (1.8 + 480 / NN**0.35 + 2000 / DD**0.37) * np.exp(0.01 * rng.standard_normal(NN.size))
-    form = Form("chin", "E + A/N**alpha + B/D**beta", ("N", "D"),
-                start={"alpha": (0, 1), "beta": (0, 1)})
+    form = Form(
+        "chin", "E + A/N**alpha + B/D**beta", ("N", "D"), start={"alpha": (0, 1), "beta": (0, 1)}
+    )
     obj = Objective("log_huber", 1e-3)
     r = fit(form, {"N": NN, "D": DD}, y, obj)
     # No start point of a plain multi-start gets below fitrules' optimum.
@@ -73,23 +79,35 @@ def test_log_huber_matches_a_direct_minimisation():
         pred = p[0] + p[1] / NN ** p[3] + p[2] / DD ** p[4]
         return obj.value(obj.residuals(pred, y))
 
-    best = min(minimize(f, [e, a, b, al, be], method="Nelder-Mead",
-                        options={"maxiter": 4000, "xatol": 1e-10, "fatol": 1e-14}).fun
-               for e in (1.5, 2.0) for a, b in ((100, 1000), (1000, 3000))
-               for al in (0.2, 0.5) for be in (0.2, 0.5))
+    best = min(
+        minimize(
+            f,
+            [e, a, b, al, be],
+            method="Nelder-Mead",
+            options={"maxiter": 4000, "xatol": 1e-10, "fatol": 1e-14},
+        ).fun
+        for e in (1.5, 2.0)
+        for a, b in ((100, 1000), (1000, 3000))
+        for al in (0.2, 0.5)
+        for be in (0.2, 0.5)
+    )
     assert r.objective <= best * (1 + 1e-6) + 1e-15
 
 
 def test_single_h_grid_flags_every_split_of_forms_with_an_h_exponent(tmp_path):
     grid = _grid(tmp_path, h_levels=(16,))
-    forms = [BUILTIN_FORMS["composition"], BUILTIN_FORMS["free_omega"],
-             BUILTIN_FORMS["omega_only"]]
+    forms = [BUILTIN_FORMS["composition"], BUILTIN_FORMS["free_omega"], BUILTIN_FORMS["omega_only"]]
     cmp = compare(grid, forms, RandomSplit(40, 0.8, seed=0))
     res = cmp.results
     for name in ("composition", "free_omega"):
         reasons = res[res.form == name]["reasons"]
-        assert all(any(r.startswith("all training cells have H=16: ") and "b" in r.split(":")[1]
-                       for r in rs) for rs in reasons)
+        assert all(
+            any(
+                r.startswith("all training cells have H=16: ") and "b" in r.split(":")[1]
+                for r in rs
+            )
+            for rs in reasons
+        )
     # omega_only does not read H: none of its splits is degenerate
     assert not res[res.form == "omega_only"]["degenerate"].any()
 
@@ -103,8 +121,11 @@ def test_well_posed_splits_are_not_flagged(tmp_path):
     for mask, r in zip(masks, results, strict=True):
         t = cells.table[mask]
         # a well-posed split: two or more H levels, two or more nonzero omega levels
-        well_posed = t["H"].nunique() >= 2 and t.loc[t.omega > 0, "omega"].nunique() >= 2 and (
-            t[t.omega > 0]["H"].nunique() >= 2)
+        well_posed = (
+            t["H"].nunique() >= 2
+            and t.loc[t.omega > 0, "omega"].nunique() >= 2
+            and (t[t.omega > 0]["H"].nunique() >= 2)
+        )
         if well_posed:
             assert not r.reasons, (t, r)
 

@@ -2,7 +2,12 @@ import pytest
 
 from fitrules.errors import FormError
 from fitrules.forms import (
-    BUILTIN_FORMS, Form, add_form_to_file, available_forms, parse_form_line, select_forms,
+    BUILTIN_FORMS,
+    Form,
+    add_form_to_file,
+    available_forms,
+    parse_form_line,
+    select_forms,
 )
 
 COLUMNS = ["H", "keep", "omega", "lr", "loss", "seed"]
@@ -14,12 +19,15 @@ def test_builtins_include_the_two_rules_with_their_constant_counts():
     assert len(BUILTIN_FORMS) >= 4
 
 
-@pytest.mark.parametrize("name, linear, nonlinear", [
-    ("composition", ("L0", "a"), ("b",)),
-    ("additive", ("L0", "a", "b"), ("c", "d")),
-    ("free_omega", ("L0", "a"), ("c", "b")),
-    ("log_additive", ("L0", "a", "b"), ()),
-])
+@pytest.mark.parametrize(
+    "name, linear, nonlinear",
+    [
+        ("composition", ("L0", "a"), ("b",)),
+        ("additive", ("L0", "a", "b"), ("c", "d")),
+        ("free_omega", ("L0", "a"), ("c", "b")),
+        ("log_additive", ("L0", "a", "b"), ()),
+    ],
+)
 def test_linear_constants_are_detected(name, linear, nonlinear):
     s = BUILTIN_FORMS[name].structure
     assert (s.linear, s.nonlinear) == (linear, nonlinear)
@@ -41,15 +49,18 @@ def test_declared_variables():
     assert f.variables == ("H",)
 
 
-@pytest.mark.parametrize("line, columns, match", [
-    ("mine = L0 + a*omgea", COLUMNS, "did you mean 'omega'"),
-    ("mine = L0 + a*q", COLUMNS, "reads no column"),
-    ("mine = L0 + (", COLUMNS, "cannot parse"),
-    ("mine = L0 + a.b", COLUMNS, "not allowed"),
-    ("no equals sign", COLUMNS, "NAME = EXPRESSION"),
-    ("mine(width) = L0 + a*width", COLUMNS, "reads variable 'width', which the grid lacks"),
-    ("mine(zzz) = L0 + a*omega", COLUMNS, "do not appear"),
-])
+@pytest.mark.parametrize(
+    "line, columns, match",
+    [
+        ("mine = L0 + a*omgea", COLUMNS, "did you mean 'omega'"),
+        ("mine = L0 + a*q", COLUMNS, "reads no column"),
+        ("mine = L0 + (", COLUMNS, "cannot parse"),
+        ("mine = L0 + a.b", COLUMNS, "not allowed"),
+        ("no equals sign", COLUMNS, "NAME = EXPRESSION"),
+        ("mine(width) = L0 + a*width", COLUMNS, "reads variable 'width', which the grid lacks"),
+        ("mine(zzz) = L0 + a*omega", COLUMNS, "do not appear"),
+    ],
+)
 def test_bad_forms_name_the_problem(line, columns, match):
     with pytest.raises(FormError, match=match):
         parse_form_line(line).bind(columns)
@@ -71,9 +82,9 @@ def test_unknown_form_name():
 
 
 def test_forms_toml_is_loaded_and_add_appends(tmp_path):
-    (tmp_path / "forms.toml").write_text('mine = "L0 + a*omega**c"\n'
-                                         '[bounded]\nexpr = "L0 + a*(H/16)**b"\n'
-                                         'bounds = { b = [-1, 1] }\n')
+    (tmp_path / "forms.toml").write_text(
+        'mine = "L0 + a*omega**c"\n[bounded]\nexpr = "L0 + a*(H/16)**b"\nbounds = { b = [-1, 1] }\n'
+    )
     forms = available_forms(tmp_path)
     assert forms["mine"].expression == "L0 + a*omega**c"
     assert forms["bounded"].bounds == {"b": [-1, 1]}

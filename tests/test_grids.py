@@ -86,18 +86,21 @@ def _dup_seed(df):
     return pd.concat([df, df.iloc[[0]]], ignore_index=True)
 
 
-@pytest.mark.parametrize("mutate, kwargs, match", [
-    (lambda d: d.drop(columns="loss"), {}, "no metric column"),
-    (None, {"metric": "acc"}, "no column 'acc'"),
-    (_text_metric, {}, r"holds text \('oops' in line 7\)"),
-    (_neg_keep, {}, r"'keep' has -0.5 in line 5; keep must be in \(0, 1\]"),
-    (None, {"where": ["lr == 1"]}, "names 'lr', which is not a column"),
-    (None, {"where": ["H == 1000"]}, "leaves no rows"),
-    (None, {"where": ["H +"]}, "cannot parse"),
-    (None, {"derive": ["omega = 1/keep"]}, "already has a column 'omega'"),
-    (None, {"derive": ["z = foo(keep)"]}, "not allowed"),
-    (None, {"derive": ["no equals"]}, "NAME = EXPRESSION"),
-])
+@pytest.mark.parametrize(
+    "mutate, kwargs, match",
+    [
+        (lambda d: d.drop(columns="loss"), {}, "no metric column"),
+        (None, {"metric": "acc"}, "no column 'acc'"),
+        (_text_metric, {}, r"holds text \('oops' in line 7\)"),
+        (_neg_keep, {}, r"'keep' has -0.5 in line 5; keep must be in \(0, 1\]"),
+        (None, {"where": ["lr == 1"]}, "names 'lr', which is not a column"),
+        (None, {"where": ["H == 1000"]}, "leaves no rows"),
+        (None, {"where": ["H +"]}, "cannot parse"),
+        (None, {"derive": ["omega = 1/keep"]}, "already has a column 'omega'"),
+        (None, {"derive": ["z = foo(keep)"]}, "not allowed"),
+        (None, {"derive": ["no equals"]}, "NAME = EXPRESSION"),
+    ],
+)
 def test_bad_input_is_named(tmp_path, mutate, kwargs, match):
     with pytest.raises(GridError, match=match):
         load_grid(_write(tmp_path, mutate), **kwargs)

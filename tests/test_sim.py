@@ -43,8 +43,17 @@ def test_gradients_match_finite_differences():
 
 
 def test_one_worker_every_step_no_momentum_is_plain_training(corpus):
-    cfg = RunConfig(M=1, H=1, keep=1.0, outer_lr=1.0, outer_momentum=0.0, nesterov=False,
-                    width=32, steps=40, seed=3)
+    cfg = RunConfig(
+        M=1,
+        H=1,
+        keep=1.0,
+        outer_lr=1.0,
+        outer_momentum=0.0,
+        nesterov=False,
+        width=32,
+        steps=40,
+        seed=3,
+    )
     params, _, diverged = train(cfg, corpus)
     assert not diverged
     np.testing.assert_allclose(params, train_single(cfg, corpus), rtol=0, atol=1e-6)
@@ -118,18 +127,21 @@ def test_cell_runs_one_configuration(tmp_path):
     assert [(r.H, r.keep, r.seed, r.width) for r in spec.runs] == [(8, 0.25, 0, 32)]
 
 
-@pytest.mark.parametrize("text, match", [
-    ("[fixed]\nbogus = 1\n", "unknown factor 'bogus'"),
-    ("[fixed]\nkeep = 1.5\n", r"keep=1.5 is outside \(0, 1\]"),
-    ("[fixed]\nkeep = 0.0\n", r"outside \(0, 1\]"),
-    ("[fixed]\nH = 0\n", "H=0 must be >= 1"),
-    ("[fixed]\nM = 0\n", "M=0 must be >= 1"),
-    ("[fixed]\ncompressor = 'zip'\n", "compressor='zip' is unknown"),
-    ("[fixed]\naggregator = 'max'\n", "aggregator='max' is unknown"),
-    ("[[block]]\n[block.factors]\nH = []\n", "non-empty list"),
-    ("seeds = [-1]\n", "seeds"),
-    ("[fixed\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("[fixed]\nbogus = 1\n", "unknown factor 'bogus'"),
+        ("[fixed]\nkeep = 1.5\n", r"keep=1.5 is outside \(0, 1\]"),
+        ("[fixed]\nkeep = 0.0\n", r"outside \(0, 1\]"),
+        ("[fixed]\nH = 0\n", "H=0 must be >= 1"),
+        ("[fixed]\nM = 0\n", "M=0 must be >= 1"),
+        ("[fixed]\ncompressor = 'zip'\n", "compressor='zip' is unknown"),
+        ("[fixed]\naggregator = 'max'\n", "aggregator='max' is unknown"),
+        ("[[block]]\n[block.factors]\nH = []\n", "non-empty list"),
+        ("seeds = [-1]\n", "seeds"),
+        ("[fixed\n", "not valid TOML"),
+    ],
+)
 def test_bad_specs(text, match):
     with pytest.raises(SimError, match=match):
         parse_spec(text)

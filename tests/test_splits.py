@@ -27,13 +27,16 @@ def test_splits_vary():
     assert len({m.tobytes() for m in masks}) > 90
 
 
-@pytest.mark.parametrize("kwargs, n, match", [
-    ({"train_frac": 0.0}, 20, r"\(0, 1\)"),
-    ({"train_frac": 1.0}, 20, r"\(0, 1\)"),
-    ({"train_frac": 0.01}, 20, "at least 1"),
-    ({"train_frac": 0.99}, 20, "at least 1"),
-    ({"n_splits": 0}, 20, ">= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, n, match",
+    [
+        ({"train_frac": 0.0}, 20, r"\(0, 1\)"),
+        ({"train_frac": 1.0}, 20, r"\(0, 1\)"),
+        ({"train_frac": 0.01}, 20, "at least 1"),
+        ({"train_frac": 0.99}, 20, "at least 1"),
+        ({"n_splits": 0}, 20, ">= 1"),
+    ],
+)
 def test_impossible_splits(kwargs, n, match):
     with pytest.raises(SplitError, match=match):
         list(RandomSplit(**kwargs).split(n))

@@ -19,8 +19,14 @@ import numpy as np
 from fitrules.errors import SimError
 
 PLAYS = (
-    "hamlet", "macbeth", "othello", "romeo_and_juliet",
-    "julius_caesar", "twelfth_night", "tempest", "lear",
+    "hamlet",
+    "macbeth",
+    "othello",
+    "romeo_and_juliet",
+    "julius_caesar",
+    "twelfth_night",
+    "tempest",
+    "lear",
 )
 # Lower-case letters, digits, space, newline and common punctuation: a small vocabulary keeps
 # the output layer cheap and ln(V), the divergence threshold, meaningful.

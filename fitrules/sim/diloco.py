@@ -58,12 +58,18 @@ class RunConfig:
 
     def validate(self) -> RunConfig:
         """Return self, or raise :class:`SimError` naming the bad field and what is allowed."""
-        choices = {"algo": ALGOS, "compressor": COMPRESSORS, "masks": MASKS,
-                   "aggregator": AGGREGATORS, "inner_opt": INNER_OPTS}
+        choices = {
+            "algo": ALGOS,
+            "compressor": COMPRESSORS,
+            "masks": MASKS,
+            "aggregator": AGGREGATORS,
+            "inner_opt": INNER_OPTS,
+        }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise SimError(f"{name}={getattr(self, name)!r} is unknown; allowed: "
-                               + ", ".join(allowed))
+                raise SimError(
+                    f"{name}={getattr(self, name)!r} is unknown; allowed: " + ", ".join(allowed)
+                )
         if not 0 < self.keep <= 1:
             raise SimError(f"keep={self.keep} is outside (0, 1]")
         for name in ("H", "M", "steps", "batch", "width", "embed", "context", "eval_windows"):
@@ -219,9 +225,14 @@ def run(cfg: RunConfig, corpus: Corpus) -> dict:
             loss = mean_loss(params, *_validation(corpus, cfg), shape)
     diverged = diverged or not np.isfinite(loss) or loss > math.log(corpus.vocab_size)
     row = asdict(cfg)
-    row.update(omega=cfg.omega, n_params=shape.n_params, loss=loss,
-               train_loss=float(np.mean(train_losses)), diverged=bool(diverged),
-               wall_s=round(time.perf_counter() - t0, 3))
+    row.update(
+        omega=cfg.omega,
+        n_params=shape.n_params,
+        loss=loss,
+        train_loss=float(np.mean(train_losses)),
+        diverged=bool(diverged),
+        wall_s=round(time.perf_counter() - t0, 3),
+    )
     return row
 
 

@@ -108,8 +108,9 @@ def loss_and_grad(
     return loss, grad
 
 
-def mean_loss(params: np.ndarray, x: np.ndarray, y: np.ndarray, shape: MLPShape,
-              chunk: int = 4096) -> float:
+def mean_loss(
+    params: np.ndarray, x: np.ndarray, y: np.ndarray, shape: MLPShape, chunk: int = 4096
+) -> float:
     """Mean cross-entropy of one model (P,) over windows ``x`` (N, context), targets ``y``."""
     p = views(params[None, :], shape)
     total = 0.0

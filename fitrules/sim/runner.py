@@ -65,8 +65,13 @@ def manifest_path(out: Path) -> Path:
 
 def _git_commit() -> str | None:
     try:
-        res = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=10)
+        res = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return res.stdout.strip() if res.returncode == 0 else None
@@ -78,20 +83,30 @@ def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
     try:
         table = pd.read_csv(out, keep_default_na=False)
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
-        raise SimError(f"{out}: exists and is not a results table ({err}); refusing to touch it")
+        raise SimError(
+            f"{out}: exists and is not a results table ({err}); refusing to touch it"
+        ) from None
     if "spec_sha256" not in table.columns or set(KEY_FIELDS) - set(table.columns):
-        raise SimError(f"{out}: exists and was not written by 'fitrules simulate'; "
-                       "choose another --out")
+        raise SimError(
+            f"{out}: exists and was not written by 'fitrules simulate'; choose another --out"
+        )
     other = set(table["spec_sha256"]) - {spec.sha256}
     if other:
-        raise SimError(f"{out}: holds runs of a different spec (sha256 {sorted(other)[0][:12]}); "
-                       f"refusing to mix them with spec {spec.name!r}; choose another --out")
+        raise SimError(
+            f"{out}: holds runs of a different spec (sha256 {sorted(other)[0][:12]}); "
+            f"refusing to mix them with spec {spec.name!r}; choose another --out"
+        )
     rows = table.to_dict("records")
     return {_row_key(r): r for r in rows}
 
 
-def simulate(spec: GridSpec, out: Path, jobs: int = 1, show_progress: bool | None = None,
-             command: str | None = None) -> pd.DataFrame:
+def simulate(
+    spec: GridSpec,
+    out: Path,
+    jobs: int = 1,
+    show_progress: bool | None = None,
+    command: str | None = None,
+) -> pd.DataFrame:
     """Run every run of ``spec`` not already in ``out``; return the finished table.
 
     Parameters
@@ -112,8 +127,12 @@ def simulate(spec: GridSpec, out: Path, jobs: int = 1, show_progress: bool | Non
     columns = None
     t0 = time.perf_counter()
     new_file = not out.exists() or out.stat().st_size == 0
-    with open(out, "a", newline="") as fh, progress(total=len(spec.runs), initial=len(done),
-                                                     desc=spec.name, enabled=show_progress) as bar:
+    with (
+        open(out, "a", newline="") as fh,
+        progress(
+            total=len(spec.runs), initial=len(done), desc=spec.name, enabled=show_progress
+        ) as bar,
+    ):
         writer = None
 
         def append(row: dict) -> None:

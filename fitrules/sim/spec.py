@@ -44,8 +44,10 @@ def _check_keys(where: str, mapping: dict, source: str) -> None:
     for key in mapping:
         if key not in CONFIG_FIELDS or key == "seed":
             allowed = ", ".join(k for k in CONFIG_FIELDS if k != "seed")
-            raise SimError(f"{source}: unknown factor {key!r} in {where}; allowed: {allowed}"
-                           " (seeds go in 'seeds')")
+            raise SimError(
+                f"{source}: unknown factor {key!r} in {where}; allowed: {allowed}"
+                " (seeds go in 'seeds')"
+            )
 
 
 def _config(values: dict, source: str) -> RunConfig:
@@ -74,8 +76,10 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
         raise SimError(f"{source}: not valid TOML ({err})") from None
     unknown = set(doc) - {"name", "description", "seeds", "fixed", "block"}
     if unknown:
-        raise SimError(f"{source}: unknown top-level key(s) {sorted(unknown)}; allowed: name, "
-                       "description, seeds, fixed, block")
+        raise SimError(
+            f"{source}: unknown top-level key(s) {sorted(unknown)}; allowed: name, "
+            "description, seeds, fixed, block"
+        )
     seeds = doc.get("seeds", [0])
     if not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
         raise SimError(f"{source}: seeds={seeds!r} must be a non-empty list of integers >= 0")

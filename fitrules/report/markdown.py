@@ -1,0 +1,309 @@
+"""Markdown report directories for comparisons and paired-seed intervals."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fitrules import __version__
+from fitrules.report import figures
+from fitrules.report.directory import write_report_dir
+from fitrules.report.text import fmt_p, verdict_sentence
+
+SUMMARY_HEADER = (
+    "| form | constants | valid splits | degenerate | mean % | median % | p90 % "
+    "| max % |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def _num(x, f=".3f") -> str:
+    return "n/a" if x is None else format(x, f)
+
+
+def summary_rows(summary: list[dict]) -> list[str]:
+    return [
+        f"| {r['form']} | {r['constants']} | {r['valid_splits']} | {r['degenerate_splits']} | "
+        f"{_num(r['mean_pct'])} | {_num(r['median_pct'])} | {_num(r['p90_pct'])} | "
+        f"{_num(r['max_pct'])} |"
+        for r in summary
+    ]
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+
+
+def comparison_report(
+    cmp, payload: dict, target: Path, command: str, force: bool = False, max_pairs: int = 10
+) -> Path:
+    """Write ``report.md``, figures, ``results.json`` and ``splits.csv`` for a comparison."""
+    doc = payload
+
+    def build(d: Path) -> None:
+        figs: list[tuple[str, str, str]] = []  # (section, file, caption)
+
+        def fig(section, name, ax, caption):
+            figures.save(ax, d / name)
+            figs.append((section, name, caption))
+
+        fig(
+            "errors",
+            "heldout_ecdf.png",
+            figures.heldout_ecdf(cmp),
+            "Held-out error per split, as an empirical CDF: further left is better.",
+        )
+        names = [f.name for f in cmp.forms]
+        for a, b in list(itertools.combinations(names, 2))[:max_pairs]:
+            fig(
+                "paired",
+                f"paired_{_slug(a)}_vs_{_slug(b)}.png",
+                figures.paired_scatter(cmp, a, b),
+                f"{a} against {b}, one point per split valid for both.",
+            )
+        two = [v for v in ("H", "omega") if v in cmp.cells.variables]
+        for f in cmp.forms:
+            slug = _slug(f.name)
+            fig(
+                "fit",
+                f"observed_vs_predicted_{slug}.png",
+                figures.observed_vs_predicted(cmp, f.name),
+                f"{f.name} fitted on all cells: observed against predicted.",
+            )
+            if len(two) == 2:
+                fig(
+                    "fit",
+                    f"residuals_{slug}.png",
+                    figures.residual_map(cmp, f.name, *two),
+                    f"{f.name}: relative residual of the full-grid fit over H and omega.",
+                )
+                if "H" in f.variables:
+                    fig(
+                        "fit",
+                        f"loss_vs_omega_{slug}.png",
+                        figures.metric_vs(cmp, f.name, "omega", "H"),
+                        f"{f.name}: data and fitted curves against omega, one line per H.",
+                    )
+        (d / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        flat = cmp.results.copy()
+        flat["reasons"] = flat["reasons"].map(lambda r: "; ".join(r))
+        flat["constants"] = flat["constants"].map(lambda c: json.dumps(c, sort_keys=True))
+        flat.to_csv(d / "splits.csv", index=False)
+        (d / "report.md").write_text(_comparison_md(doc, figs, command))
+
+    return write_report_dir(target, build, force)
+
+
+def _comparison_md(doc: dict, figs, command: str) -> str:
+    s, data = doc["settings"], doc["data"]
+    where = " and ".join(data["where"]) or "none"
+    n_train = doc["results"][0]["n_train"] if doc["results"] else 0
+    lines = [
+        f"# fitrules comparison: {', '.join(f['name'] for f in doc['forms'])}",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| data | `{data['path']}` |",
+        f"| sha256 | `{data['sha256']}` |",
+        f"| filter | `{where}` |",
+        f"| runs, cells | {data['runs']} runs in {data['cells']} cells "
+        f"(excluded: {', '.join(f'{v} {k}' for k, v in data['excluded'].items()) or 'none'}) |",
+        f"| splits | {s['n_splits']} {s['protocol']}, {n_train} of {data['cells']} cells fitted "
+        f"(train fraction {s['train_frac']:.3g}), seed {s['seed']} |",
+        f"| objective | {s['objective']} |",
+        f"| degenerate pairs | {'kept' if s['keep_degenerate'] else 'set aside'} |",
+        f"| command | `{command}` |",
+        f"| fitrules | {__version__} |",
+        f"| date | {datetime.now(UTC).strftime('%Y-%m-%d')} |",
+        "",
+        "Held-out error: mean absolute relative error over the held-out cells of a split, in "
+        "percent. Each form is fitted on the same splits.",
+        "",
+        "## Forms",
+        "",
+    ]
+    lines += [f"- **{f['name']}** = `{f['expression']}`" for f in doc["forms"]]
+    lines += ["", "## Summary", "", SUMMARY_HEADER, *summary_rows(doc["summary"]), ""]
+    best = min(
+        (r for r in doc["summary"] if r["median_pct"] is not None),
+        key=lambda r: r["median_pct"],
+        default=None,
+    )
+    if best:
+        lines += [
+            f"Lowest median held-out error: **{best['form']}** "
+            f"({best['median_pct']:.3f}% over {best['valid_splits']} valid splits).",
+            "",
+        ]
+    lines += [f"![held-out error distribution]({n})" for sec, n, _ in figs if sec == "errors"]
+    lines += [
+        "",
+        "## Paired verdicts",
+        "",
+        "On the splits valid for both forms of a pair; the difference is in percentage "
+        "points of held-out error (first minus second).",
+        "",
+    ]
+    lines += [f"- {verdict_sentence(r)}" for r in doc["paired"]]
+    lines += [
+        "",
+        "| a | b | n | a better | b better | ties | median a - b | Wilcoxon p |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['a']} | {r['b']} | {r['n']} | {r['a_better']} | {r['b_better']} | "
+        f"{r['ties']} | {_num(r['median_diff_pct'], '+.3f')} | {fmt_p(r['wilcoxon_p'])} |"
+        for r in doc["paired"]
+    ]
+    lines += [""] + [f"![{cap}]({n})" for sec, n, cap in figs if sec == "paired"]
+    lines += [
+        "",
+        "## Degenerate splits",
+        "",
+        "A (split, form) pair is degenerate when the form's constants cannot be identified "
+        "from that split's training cells. "
+        + (
+            "They are kept in the numbers above."
+            if s["keep_degenerate"]
+            else "They are left out of the summary and the paired verdicts."
+        ),
+        "",
+    ]
+    any_flag = False
+    for form, counts in doc["degenerate_reasons"].items():
+        if counts:
+            any_flag = True
+            lines.append(f"- **{form}**: " + "; ".join(f"{c} x {r}" for r, c in counts.items()))
+    if not any_flag:
+        lines.append("None.")
+    lines += [
+        "",
+        "## Constants fitted on all cells",
+        "",
+        "| form | constants | training objective | diagnostics |",
+        "|---|---|---:|---|",
+    ]
+    for name, r in doc["full_fit"].items():
+        consts = ", ".join(f"{k} = {v:.4g}" for k, v in r["constants"].items())
+        diag = "; ".join(r["reasons"]) or "well posed"
+        lines.append(f"| {name} | {consts} | {_num(r['train_objective'], '.4g')} | {diag} |")
+    lines += [""] + [f"![{cap}]({n})\n\n*{cap}*\n" for sec, n, cap in figs if sec == "fit"]
+    lines += [
+        "",
+        "Files: `results.json` (everything above, as numbers), `splits.csv` (one row "
+        "per split and form).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def ci_report(results, payload: dict, target: Path, command: str, force: bool = False) -> Path:
+    """Write ``report.md``, one figure per treatment, and ``results.json`` for ``fitrules ci``."""
+
+    def build(d: Path) -> None:
+        data = payload["data"]
+        lines = [
+            "# fitrules paired-seed intervals",
+            "",
+            "| | |",
+            "|---|---|",
+            f"| data | `{data['path']}` |",
+            f"| sha256 | `{data['sha256']}` |",
+            f"| metric | {data['metric']} (lower is better) |",
+            f"| baseline | `{results[0].baseline}` |",
+            f"| level | {results[0].level:g} |",
+            f"| bootstrap | BCa, {payload['settings']['resamples']} resamples, seed "
+            f"{payload['settings']['seed']} |",
+            f"| command | `{command}` |",
+            f"| fitrules | {__version__} |",
+            f"| date | {datetime.now(UTC).strftime('%Y-%m-%d')} |",
+            "",
+        ]
+        for i, r in enumerate(results):
+            name = f"differences_{i + 1}.png"
+            figures.save(figures.paired_differences(r), d / name)
+            pct = round(100 * r.level)
+            blo, bhi = r.bootstrap_interval
+            boot = f"{blo:+.4g} to {bhi:+.4g}" if blo is not None else "n/a"
+            lines += [
+                f"## {r.treatment}",
+                "",
+                f"**{r.sentence()}**",
+                "",
+                "| quantity | value |",
+                "|---|---|",
+                f"| pairs | {r.n} (seeds {', '.join(map(str, r.seeds))}) |",
+                f"| mean difference | {r.mean_diff:+.4g} {r.units} "
+                f"({r.pct_of_baseline:+.3f}% of baseline) |",
+                f"| sd of differences | {r.sd_diff:.4g} |",
+                f"| {pct}% paired-t interval | {r.t_interval[0]:+.4g} to {r.t_interval[1]:+.4g} |",
+                f"| {pct}% bootstrap (BCa) interval | {boot} |",
+                f"| paired t p | {fmt_p(r.t_p)} |",
+                f"| Wilcoxon signed-rank p | {fmt_p(r.wilcoxon_p)} |",
+                f"| sign-flip permutation p | {fmt_p(r.signflip_p)} "
+                f"({'exact' if r.signflip_exact else 'Monte Carlo'}) |",
+            ]
+            if r.holm_t_p is not None:
+                lines += [
+                    f"| Holm-adjusted t p | {fmt_p(r.holm_t_p)} |",
+                    f"| Holm-adjusted Wilcoxon p | {fmt_p(r.holm_wilcoxon_p)} |",
+                ]
+            dropped = [f"{k.replace('_', ' ')}: {v}" for k, v in r.dropped_seeds.items() if v]
+            lines += [
+                "",
+                f"Seeds dropped (present on one side only): {'; '.join(dropped) or 'none'}.",
+            ]
+            lines += [f"> warning: {w}" for w in r.warnings]
+            lines += ["", f"![per-seed differences]({name})", ""]
+        (d / "report.md").write_text("\n".join(lines))
+        (d / "results.json").write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n")
+
+    return write_report_dir(target, build, force)
+
+
+def fit_report(out: dict, target: Path, command: str, force: bool = False) -> Path:
+    """Report of one form fitted on all cells: constants, diagnostics and the fit figures."""
+    from types import SimpleNamespace
+
+    form, result, cells = out["form"], out["result"], out["cells"]
+    view = SimpleNamespace(cells=cells, forms=[form], full_fits={form.name: result})
+    doc = out["json"]
+
+    def build(d: Path) -> None:
+        names = []
+        figures.save(
+            figures.observed_vs_predicted(view, form.name), d / "observed_vs_predicted.png"
+        )
+        names.append("observed_vs_predicted.png")
+        if {"H", "omega"} <= set(cells.variables):
+            figures.save(figures.residual_map(view, form.name, "H", "omega"), d / "residuals.png")
+            figures.save(figures.metric_vs(view, form.name, "omega", "H"), d / "loss_vs_omega.png")
+            names += ["residuals.png", "loss_vs_omega.png"]
+        te = out["train_error"]
+        lines = [
+            f"# fitrules fit: {form.name}",
+            "",
+            f"`{form.name} = {form.expression}`",
+            "",
+            f"- data: `{doc['data']['path']}` (sha256 `{doc['data']['sha256']}`), filter "
+            f"`{' and '.join(doc['data']['where']) or 'none'}`, {doc['data']['cells']} cells",
+            f"- objective: {doc['objective']}; command: `{command}`; fitrules {__version__}",
+            "",
+            "| constant | value |",
+            "|---|---:|",
+        ]
+        lines += [f"| {k} | {v:.6g} |" for k, v in result.constants.items()]
+        lines += [
+            "",
+            f"Training error: mean {te['heldout_error_pct']:.3f}%, max "
+            f"{te['max_pct']:.3f}%, rmse {te['rmse']:.4g}.",
+            "",
+            "Diagnostics: " + ("; ".join(result.reasons) or "well posed") + ".",
+            "",
+        ]
+        lines += [f"![{n}]({n})\n" for n in names]
+        (d / "report.md").write_text("\n".join(lines))
+        (d / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+
+    return write_report_dir(target, build, force)

@@ -1,0 +1,42 @@
+"""Rebuild the committed reports under reports/ from the committed grids.
+
+    python -m fitrules.report.rebuild          # all of them
+    python -m fitrules.report.rebuild default  # one
+
+Each entry is a plain fitrules command line, so a reader can rerun any one by hand.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from fitrules.cli import main
+from fitrules.paths import project_root
+
+REPORTS = {
+    "default": "compare --splits 300 --report reports/default",
+    "wide": "compare --data data/wide.csv --splits 300 --report reports/wide",
+    "paired-ci": "ci --report reports/paired-ci",
+    "fit-composition": "fit --form composition --report reports/fit-composition",
+}
+
+
+def rebuild(names: list[str] | None = None) -> int:
+    import os
+
+    os.chdir(project_root())
+    for name in names or list(REPORTS):
+        if name not in REPORTS:
+            print(f"unknown report {name!r}; known: {', '.join(REPORTS)}", file=sys.stderr)
+            return 2
+        args = [*shlex.split(REPORTS[name]), "--force"]
+        print(f"fitrules {shlex.join(args)}", file=sys.stderr)
+        code = main(args)
+        if code:
+            return code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(rebuild(sys.argv[1:]))

@@ -1,0 +1,48 @@
+import numpy as np
+
+from conftest import TRUTH
+from fitrules.compare import compare
+from fitrules.forms import BUILTIN_FORMS
+from fitrules.grids import load_grid
+from fitrules.splits import RandomSplit
+from fitrules.stats import paired_verdict
+
+
+def test_true_rule_beats_a_wrong_one_on_held_out_cells(synthetic_csv):
+    grid = load_grid(synthetic_csv)
+    cmp = compare(
+        grid,
+        [BUILTIN_FORMS["composition"], BUILTIN_FORMS["omega_only"]],
+        RandomSplit(60, 1 / 3, seed=1),
+    )
+    row = cmp.paired.iloc[0]
+    assert row["a"] == "composition"
+    assert row["a_better"] > 0.9 * row["n"]
+    summary = cmp.summary.set_index("form")
+    assert summary.loc["composition", "median_pct"] < summary.loc["omega_only", "median_pct"]
+    full = cmp.full_fits["composition"].constants
+    assert abs(full["b"] - TRUTH["b"]) < 0.05
+
+
+def test_heldout_error_is_recomputable_from_constants(synthetic_csv):
+    grid = load_grid(synthetic_csv)
+    cmp = compare(grid, [BUILTIN_FORMS["composition"]], RandomSplit(5, 1 / 3, seed=0))
+    masks = RandomSplit(5, 1 / 3, seed=0).masks(len(cmp.cells))
+    t = cmp.cells.table
+    for _, row in cmp.results.iterrows():
+        c = row["constants"]
+        test = t[~masks[row["split"]]]
+        pred = c["L0"] + c["a"] * test.omega * (test.H / 16) ** c["b"]
+        want = 100 * np.mean(np.abs(pred - test.value) / test.value)
+        assert abs(row["heldout_error_pct"] - want) < 1e-9
+
+
+def test_paired_verdict_counts_and_wilcoxon():
+    a = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    b = np.array([1.5, 2.5, 3.0, 3.0, 6.0])
+    v = paired_verdict(a, b)
+    assert (v["a_better"], v["b_better"], v["ties"], v["n"]) == (3, 1, 1, 5)
+    from scipy.stats import wilcoxon
+
+    assert v["wilcoxon_p"] == wilcoxon([-0.5, -0.5, 1.0, -1.0]).pvalue
+    assert v["median_diff_pct"] == -0.5
