@@ -481,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"fitrules {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 For fixed values of the nonlinear constants, the constants that enter linearly solve a
 weighted least-squares problem exactly (variable projection). The nonlinear constants
-(usually one to three exponents) are searched on a grid that is shared by every split, so
-all splits of a form are scored in a few array operations; the best grid points of each
-split, taken from separate basins, are then polished by ``scipy.optimize.least_squares``
-with the analytic Jacobian of the parsed expression. The polished fit is checked for the
-ways its constants can fail to be identified, and those become named reasons, not errors.
+(usually one to three exponents) are searched on a grid shared by every split, so all splits
+of a form are scored in a few array operations. The best grid point of each separate basin
+of each split is then refined on shrinking local grids, all splits at once; a window that
+keeps moving (an optimum beyond the grid, or a constant running away) is handed to
+``scipy.optimize.least_squares`` with the analytic Jacobian of the parsed expression, as is
+every fit under the log-Huber objective, whose linear constants the projection only
+approximates. The fit is then checked, again for all splits at once, for the ways its
+constants can fail to be identified; those become named reasons, not errors.
 """
 
 from __future__ import annotations
@@ -79,8 +82,11 @@ class FitOptions:
 
     grid_points: Sequence[int] = (121, 41, 17)  # for 1, 2, 3 nonlinear constants
     grid_points_high_dim: int = 4096  # quasi-random points for 4 or more
-    n_polish: int = 2
-    max_nfev: int = 100
+    n_polish: int = 2  # starts per split, from separate basins of the grid
+    max_nfev: int = 100  # least_squares budget where it is used
+    resolution: float = 1e-6  # local refinement stops at this fraction of the start range
+    max_rounds: int = 80  # local refinement rounds, counting moves of the window
+    chunk_splits: int = 128  # splits fitted together; bounds memory at any number of splits
 
 
 @dataclass
@@ -110,7 +116,10 @@ class FitResult:
 
 
 class CompiledForm:
-    """A bound form with its structure and the numeric pieces fitting evaluates."""
+    """A bound form with its structure and the numeric pieces fitting evaluates.
+
+    ``params`` may be a vector (p,) or a batch (..., p); predictions then have shape (..., n).
+    """
 
     def __init__(self, form: Form):
         if form.variables is None:
@@ -118,26 +127,32 @@ class CompiledForm:
         self.form = form
         self.s: Structure = form.structure
         self.p = len(self.s.constants)
+        self.lin_idx = [self.s.constants.index(c) for c in self.s.linear]
+        self.non_idx = [self.s.constants.index(c) for c in self.s.nonlinear]
 
     def env(self, X: dict[str, np.ndarray], params: np.ndarray) -> dict:
-        env = {v: X[v] for v in self.form.variables}
-        env.update(zip(self.s.constants, params, strict=True))
+        params = np.asarray(params, float)
+        env: dict = {v: X[v] for v in self.form.variables}
+        for j, c in enumerate(self.s.constants):
+            env[c] = params[..., j, None] if params.ndim > 1 else params[j]
         return env
 
-    def predict(self, X: dict[str, np.ndarray], params: np.ndarray) -> np.ndarray:
+    def _shape(self, X, params) -> tuple[int, ...]:
         n = len(next(iter(X.values())))
+        return (*np.shape(params)[:-1], n)
+
+    def predict(self, X: dict[str, np.ndarray], params: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
-            return np.broadcast_to(ex.evaluate(self.form.tree, self.env(X, params)), (n,)).astype(
-                float
-            )
+            out = ex.evaluate(self.form.tree, self.env(X, params))
+        return np.broadcast_to(out, self._shape(X, params)).astype(float)
 
     def jacobian(self, X: dict[str, np.ndarray], params: np.ndarray) -> np.ndarray:
-        """d prediction / d constants, shape (n, p)."""
-        n = len(next(iter(X.values())))
+        """d prediction / d constants, shape (..., n, p)."""
         env = self.env(X, params)
+        shape = self._shape(X, params)
         with np.errstate(all="ignore"):
-            cols = [np.broadcast_to(ex.evaluate(g, env), (n,)) for g in self.s.gradient]
-        return np.stack(cols, axis=1).astype(float)
+            cols = [np.broadcast_to(ex.evaluate(g, env), shape) for g in self.s.gradient]
+        return np.stack(cols, axis=-1).astype(float)
 
 
 def _theta_grid(s: Structure, opts: FitOptions) -> np.ndarray:
@@ -153,12 +168,21 @@ def _theta_grid(s: Structure, opts: FitOptions) -> np.ndarray:
     return lo + pts * (hi - lo)
 
 
+def _weights(objective: Objective, y: np.ndarray) -> np.ndarray:
+    # log-Huber is profiled with relative least squares: log(p/y) ~ (p - y)/y near the fit
+    return np.ones_like(y) if objective.kind == "abs_ls" else 1.0 / y
+
+
 def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray):
-    """Basis (..., n, k) and offset (..., n) at nonlinear values ``thetas`` (..., q)."""
+    """Basis (..., n, k), offset (..., n) and finiteness at nonlinear values (..., q)."""
     s = cf.s
     lead = thetas.shape[:-1]
-    n = len(next(iter(X.values())))
-    env = {v: X[v].reshape((1,) * len(lead) + (n,)) for v in cf.form.variables}
+    n = next(iter(X.values())).shape[-1]
+    # X values are (n,) shared by all rows, or (T, n): each row its own (training) cells
+    env = {
+        v: X[v].reshape(X[v].shape[:-1] + (1,) * (len(lead) + 1 - X[v].ndim) + (n,))
+        for v in cf.form.variables
+    }
     env.update({c: thetas[..., i][..., None] for i, c in enumerate(s.nonlinear)})
     with np.errstate(all="ignore"):
         cols = [np.broadcast_to(ex.evaluate(b, env), (*lead, n)) for b in s.basis]
@@ -170,98 +194,228 @@ def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray):
     return basis, offset, finite
 
 
-def _projected(objective: Objective, y, m, bs, offset, mw2, A, rhs):
-    """Solve the (ridged) normal equations; return objective values and coefficients."""
+def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Batched symmetric solve with a tiny ridge and one step of iterative refinement."""
     k = A.shape[-1]
-    if k:
-        ridge = 1e-12 * np.trace(A, axis1=-2, axis2=-1)[..., None, None] + 1e-300
-        c = np.linalg.solve(A + ridge * np.eye(k), rhs[..., None])[..., 0]
-    else:
-        c = np.zeros((*A.shape[:-2], 0))
-    return c
-
-
-def _weights(objective: Objective, y: np.ndarray) -> np.ndarray:
-    # log-Huber is profiled with relative least squares: log(p/y) ~ (p - y)/y near the fit
-    return np.ones_like(y) if objective.kind == "abs_ls" else 1.0 / y
+    if k == 0:
+        return np.zeros(rhs.shape)
+    ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1)[..., None, None] + 1e-300
+    Ar = A + ridge * np.eye(k)
+    c = np.linalg.solve(Ar, rhs[..., None])
+    c = c + np.linalg.solve(Ar, rhs[..., None] - A @ c)
+    return c[..., 0]
 
 
 def _profile(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
-    """Training objective at shared grid points for every split, linear constants solved.
+    """Training objective at grid points shared by every split, linear constants solved.
 
-    ``thetas`` (G, q) are shared by all splits; returns objective (G, S), coefficients
-    (G, S, k).
+    ``thetas`` (G, q); ``masks`` (S, n). Returns objective (G, S) and coefficients (G, S, k).
+    The basis does not depend on the split, so the normal equations of all splits are one
+    matrix product with the masks, and so is the residual sum of squares (expanded as
+    t'Wt - 2c'r + c'Ac). For log-Huber the values are relative least squares, a ranking
+    that :func:`_huber_rescore` refines.
     """
-    n, G = len(y), len(thetas)
     basis, offset, finite = _evaluate_pieces(cf, X, thetas)
     # Scale basis columns to unit norm so the normal equations stay well conditioned.
     norm = np.sqrt((basis**2).sum(axis=1, keepdims=True))
     norm = np.where(norm > 0, norm, 1.0)
-    bs = basis / norm
+    bs = basis / norm  # (G, n, k)
     w2 = _weights(objective, y) ** 2
-    S, k = masks.shape[0], bs.shape[2]
-    out, coef = np.empty((G, S)), np.empty((G, S, k))
-    bad = (~finite).astype(float) @ masks.T.astype(float) > 0  # (G, S)
-    chunk = max(1, int(4e6 // max(1, G * n)))
+    m = masks.astype(float)
     target = y[None, :] - offset  # (G, n)
-    for a in range(0, S, chunk):
-        m = masks[a : a + chunk].astype(float)  # (s, n)
-        mw2 = m * w2[None, :]
-        A = np.einsum("gnk,gnl,sn->gskl", bs, bs, mw2)
-        rhs = np.einsum("gnk,sn,gn->gsk", bs, mw2, target)
-        c = _projected(objective, y, m, bs, offset, mw2, A, rhs)
-        pred = offset[:, None, :] + np.einsum("gnk,gsk->gsn", bs, c)
-        r = np.where(m[None] > 0, objective.residuals(pred, y), 0.0)
-        with np.errstate(all="ignore"):
-            out[:, a : a + chunk] = objective.value(r, axis=2)
-        coef[:, a : a + chunk] = c / norm[:, 0, None, :]
+    outer = bs[:, :, :, None] * bs[:, :, None, :] * w2[None, :, None, None]  # (G, n, k, k)
+    A = np.einsum("gnkj,sn->gskj", outer, m, optimize=True)
+    rhs = np.einsum("gnk,gn,sn->gsk", bs, w2 * target, m, optimize=True)
+    c = _solve(A, rhs)  # (G, S, k)
+    # Relative least squares for every objective here; log-Huber re-scores the best of these
+    # exactly (see _huber_rescore), since its linear constants need an iterative solve.
+    tt = (w2 * target**2) @ m.T  # (G, S)
+    out = tt - 2 * np.einsum("gsk,gsk->gs", c, rhs) + np.einsum("gsk,gskj,gsj->gs", c, A, c)
+    out = np.maximum(out, 0.0)
+    bad = (~finite).astype(float) @ m.T > 0  # (G, S)
     out[bad | ~np.isfinite(out)] = np.inf
-    return out, coef
+    return out, c / norm[:, 0, None, :]
 
 
-def _profile_local(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
-    """As :func:`_profile`, with each row t having its own grid ``thetas[t]`` (T, G, q)."""
-    basis, offset, finite = _evaluate_pieces(cf, X, thetas)  # (T, G, n, k), (T, G, n)
+def _profile_rows(
+    cf: CompiledForm, X, y, masks, objective: Objective, thetas, warm=None, huber_iters=5
+):
+    """As :func:`_profile`, each row t with its own training mask and points ``thetas[t]``.
+
+    ``thetas`` (T, L, q); ``masks`` (T, n). Returns objective (T, L), coefficients (T, L, k).
+    """
+    basis, offset, finite = _evaluate_pieces(cf, X, thetas)  # (T, L, n, k), (T, L, n)
     norm = np.sqrt((basis**2).sum(axis=2, keepdims=True))
     norm = np.where(norm > 0, norm, 1.0)
     bs = basis / norm
     m = masks.astype(float)  # (T, n)
-    mw2 = m * (_weights(objective, y) ** 2)[None, :]
-    A = np.einsum("tgnk,tgnl,tn->tgkl", bs, bs, mw2)
-    rhs = np.einsum("tgnk,tn,tgn->tgk", bs, mw2, y - offset)
-    c = _projected(objective, y, m, bs, offset, mw2, A, rhs)
-    pred = offset + np.einsum("tgnk,tgk->tgn", bs, c)
-    r = np.where(m[:, None, :] > 0, objective.residuals(pred, y), 0.0)
-    with np.errstate(all="ignore"):
-        out = objective.value(r, axis=2)
+    yb = y if y.ndim == 1 else y[:, None, :]  # y is (n,) or per row (T, n)
+    sw = m * _weights(objective, y)  # square root of the row weights
+    bw = np.swapaxes(bs * sw[:, None, :, None], -1, -2)  # (T, L, k, n)
+    A = bw @ np.swapaxes(bw, -1, -2)
+    rhs = (bw @ (sw[:, None, :] * (yb - offset))[..., None])[..., 0]
+    c = _solve(A, rhs)
+    if objective.kind == "log_huber":
+        if warm is not None:  # last round's optimum: nearer than the least-squares one
+            c_warm = warm[:, None, :] * norm[:, :, 0, :]
+            lsq = _huber_sum_at(bs, offset, yb, m, c, objective.delta)
+            start = _huber_sum_at(bs, offset, yb, m, c_warm, objective.delta)
+            c = np.where((start < lsq)[..., None], c_warm, c)
+        c, out = _huber_linear(bs, offset, yb, m, c, objective.delta, huber_iters)
+    else:
+        pred = offset + (bs @ c[..., None])[..., 0]
+        with np.errstate(all="ignore"):
+            r = np.where(m[:, None, :] > 0, objective.residuals(pred, yb), 0.0)
+            out = objective.value(r, axis=2)
     bad = ((~finite) & (m[:, None, :] > 0)).any(axis=2)
     out[bad | ~np.isfinite(out)] = np.inf
     return out, c / norm[:, :, 0, :]
 
 
-def _zoom(cf: CompiledForm, X, y, masks, objective, theta0, step, rounds=5, points=9):
-    """Refine each row's nonlinear constants on shrinking local grids (vectorised)."""
-    q = theta0.shape[1]
-    lo = np.array(cf.s.lower)[[cf.s.constants.index(c) for c in cf.s.nonlinear]]
-    hi = np.array(cf.s.upper)[[cf.s.constants.index(c) for c in cf.s.nonlinear]]
+def _huber_linear(bs, offset, y, m, c, delta, iters: int = 12):
+    """Linear constants minimising the summed log-Huber loss, by safeguarded Newton steps.
+
+    Starts from the relative least-squares solution ``c`` (..., k), already close because
+    log(p/y) ~ (p - y)/y. Each iteration tries a Gauss-Newton step with Huber's own curvature
+    (1 inside +-delta, 0 outside: it lands on the optimum once the residuals inside stop
+    changing), then an IRLS step (weights psi(r)/r, always a descent) where that fails; a step
+    is kept only where it lowers the loss.
+    """
+    logy = np.log(y)
+    mk = m[:, None, :] if m.ndim == 2 else m
+
+    def loss(c):
+        pred = offset + (bs @ c[..., None])[..., 0]
+        with np.errstate(all="ignore"):
+            r = np.log(np.where(pred > 0, pred, np.nan)) - logy
+        r = np.where(mk > 0, r, 0.0)
+        bad = np.isnan(r).any(axis=-1)
+        r = np.nan_to_num(r)
+        return np.where(bad, np.inf, _huber_sum(r, delta)), pred, r
+
+    def try_step(c, val, pred, r, hess_w):
+        with np.errstate(all="ignore"):
+            J = bs / pred[..., None]  # d log(pred) / d c
+        J = np.where(np.isfinite(J), J, 0.0)
+        psi = mk * np.clip(r, -delta, delta)
+        Jt = np.swapaxes(J, -1, -2)
+        step = _solve((Jt * hess_w[..., None, :]) @ J, -(Jt @ psi[..., None])[..., 0])
+        new_val, new_pred, new_r = loss(c + step)
+        better = new_val < val
+        return (
+            np.where(better[..., None], c + step, c),
+            np.where(better, new_val, val),
+            np.where(better[..., None], new_pred, pred),
+            np.where(better[..., None], new_r, r),
+            better,
+        )
+
+    val, pred, r = loss(c)
+    for _ in range(iters):
+        before = val
+        a = np.abs(r)
+        inside = mk * ((a <= delta) + 1e-6 * (a > delta))
+        c, val, pred, r, ok = try_step(c, val, pred, r, inside)
+        if not ok.all():
+            a = np.abs(r)
+            irls = mk * np.where(a <= delta, 1.0, delta / np.maximum(a, 1e-300))
+            c, val, pred, r, _ = try_step(c, val, pred, r, irls)
+        with np.errstate(invalid="ignore"):
+            gain = np.where(np.isfinite(before), (before - val) / np.maximum(before, 1e-300), 0)
+        if np.nanmax(gain, initial=0.0) < 1e-10:
+            break  # no row moved: converged
+    return c, val
+
+
+def _huber_sum_at(bs, offset, y, m, c, delta):
+    pred = offset + (bs @ c[..., None])[..., 0]
+    with np.errstate(all="ignore"):
+        r = np.log(np.where(pred > 0, pred, np.nan)) - np.log(y)
+    r = np.where(m[:, None, :] > 0, r, 0.0)
+    return np.where(np.isnan(r).any(axis=-1), np.inf, _huber_sum(np.nan_to_num(r), delta))
+
+
+def _huber_sum(r, delta):
+    a = np.abs(r)
+    return np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta)).sum(axis=-1)
+
+
+def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOptions):
+    """Local pattern search on the profiled objective, every row at once.
+
+    Each round scores a small grid of +-h around each row's point. When the best point is on
+    the window's edge the window moves without shrinking (the optimum lies further out);
+    otherwise it shrinks. Rows stop at ``resolution`` x their start range. Returns the
+    nonlinear values, the linear constants, the objective, and which rows were still moving
+    when the rounds ran out.
+    """
+    T, q = theta0.shape
+    counts = masks.sum(axis=1)
+    if len(counts) and (counts == counts[0]).all() and counts[0] < masks.shape[1]:
+        # every row fits the same number of cells: work on those cells only
+        take = np.argsort(~masks, axis=1, kind="stable")[:, : counts[0]]
+        X = {v: a[take] for v, a in X.items()}
+        y = y[take]
+        masks = np.ones(take.shape, bool)
+    points = 3
+    lo = np.array(cf.s.lower)[cf.non_idx]
+    hi = np.array(cf.s.upper)[cf.non_idx]
+    span = np.maximum(np.array(cf.s.start_hi) - np.array(cf.s.start_lo), 1e-12)
     offsets = np.linspace(-1, 1, points)
     local = np.stack([a.ravel() for a in np.meshgrid(*[offsets] * q, indexing="ij")], axis=1)
-    theta, h = theta0.copy(), np.asarray(step, float)
-    best_val = np.full(len(theta0), np.inf)
-    best_coef = None
-    for _ in range(rounds):
-        grid = np.clip(theta[:, None, :] + local[None] * h, lo, hi)  # (T, L, q)
-        vals, coefs = _profile_local(cf, X, y, masks, objective, grid)
-        i = np.argmin(vals, axis=1)
-        rows = np.arange(len(theta))
-        theta = grid[rows, i]
-        best_val, best_coef = vals[rows, i], coefs[rows, i]
-        h = h * 2.0 / (points - 1)
-    return theta, best_coef, best_val
+    centre = (len(local) - 1) // 2
+    theta = theta0.copy()
+    h = np.broadcast_to(np.asarray(step, float), (T, q)).copy()
+    val = np.full(T, np.inf)
+    lin = np.zeros((T, len(cf.lin_idx)))
+    active = np.ones(T, bool)
+    for rnd in range(opts.max_rounds):
+        idx = np.flatnonzero(active)
+        if len(idx) == 0:
+            break
+        grid = np.clip(theta[idx, None, :] + local[None] * h[idx, None, :], lo, hi)
+        Xi = {v: a[idx] if a.ndim == 2 else a for v, a in X.items()}
+        warm = lin[idx] if rnd and objective.kind == "log_huber" else None
+        vals, coefs = _profile_rows(
+            cf, Xi, y[idx] if y.ndim == 2 else y, masks[idx], objective, grid, warm
+        )
+        # keep the current point on ties so a flat direction does not drift
+        vals[:, centre] -= 1e-15 * np.abs(vals[:, centre])
+        best = np.argmin(vals, axis=1)
+        rows = np.arange(len(idx))
+        theta[idx] = grid[rows, best]
+        val[idx], lin[idx] = vals[rows, best], coefs[rows, best]
+        on_edge = (np.abs(local[best]) == 1) & (theta[idx] > lo) & (theta[idx] < hi)
+        shrink = ~on_edge.any(axis=1)
+        h[idx[shrink]] *= 0.5
+        active[idx] = (h[idx] > opts.resolution * span).any(axis=1)
+    if objective.kind == "log_huber":  # the search used a few Newton steps; finish them
+        val, lin = _profile_rows(cf, X, y, masks, objective, theta[:, None, :], lin, 100)
+        val, lin = val[:, 0], lin[:, 0]
+    return theta, lin, val, active
+
+
+def _huber_rescore(cf, X, y, masks, objective, thetas, values, coefs, keep: int = 64):
+    """Exact log-Huber values at each split's ``keep`` best grid points by least squares.
+
+    Huber with a small delta is close to least absolute deviations, so its ranking can
+    differ from least squares; the shortlist is wide enough to hold its basins. Points off the
+    shortlist get an infinite value.
+    """
+    G, S = values.shape
+    keep = min(keep, G)
+    top = np.argsort(values, axis=0, kind="stable")[:keep].T  # (S, keep)
+    hv, hc = _profile_rows(cf, X, y, masks, objective, thetas[top])
+    out = np.full((G, S), np.inf)
+    new_coefs = np.zeros_like(coefs)
+    cols = np.arange(S)[:, None]
+    out[top, cols] = hv
+    new_coefs[top, cols] = hc
+    return out, new_coefs
 
 
 def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_polish: int) -> list[int]:
-    """Indices of the best grid points from separate basins (at least two steps apart)."""
+    """Indices of the best grid points from separate basins (at least 2.5 steps apart)."""
     order = np.argsort(values, kind="stable")
     order = order[np.isfinite(values[order])]
     if len(order) == 0:
@@ -309,74 +463,87 @@ def _polish(cf: CompiledForm, X, y, objective: Objective, x0: np.ndarray, max_nf
     )
 
 
-def _diagnose(cf: CompiledForm, X, y, params, objective, converged) -> tuple[float, list[str]]:
-    s, reasons = cf.s, []
-    names = s.constants
-    n = len(y)
-    if n < cf.p + 1:
-        reasons.append(f"only {n} training cells for {cf.p} constants (need at least {cf.p + 1})")
-    pred = cf.predict(X, params)
-    J = cf.jacobian(X, params) * objective.dres_dpred(pred, y)[:, None]
-    J = np.where(np.isfinite(J), J, 0.0)
+def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
+    """Condition numbers and reasons for every split at once; params (S, p)."""
+    names = cf.s.constants
+    S = len(masks)
+    ok = np.isfinite(params).all(axis=1)
+    safe = np.where(ok[:, None], params, 0.0)
+    pred = cf.predict(X, safe)  # (S, n)
+    with np.errstate(all="ignore"):
+        J = cf.jacobian(X, safe) * objective.dres_dpred(pred, y)[..., None]  # (S, n, p)
+    J = np.where(np.isfinite(J) & masks[..., None], J, 0.0)
     # Relative sensitivities: each column scaled by its constant's size (at least 1), so a
-    # constant whose effect on the fit has vanished (an exponent run off to where its term
-    # is ~0) shows up as a tiny column instead of being normalised back to unit length.
-    scale = np.maximum(np.abs(np.nan_to_num(params)), 1.0)
-    Js = J * scale[None, :]
-    colnorm = np.linalg.norm(Js, axis=0)
-    _, sv, vt = np.linalg.svd(Js, full_matrices=True)
-    sv_full = np.zeros(cf.p)
-    sv_full[: len(sv)] = sv
-    smax = sv_full.max() if len(sv_full) else 0.0
-    null = sv_full <= RANK_TOL * smax if smax > 0 else np.ones(cf.p, bool)
-    # right singular vectors of the zero singular values span what the data cannot fix
-    weak = set()
-    for i in np.flatnonzero(null):
-        weak |= {names[j] for j in np.flatnonzero(np.abs(vt[i]) > 0.1)}
-    weak |= {names[j] for j in np.flatnonzero(colnorm == 0)}
-    cond = float(smax / sv_full.min()) if sv_full.min() > 0 else float("inf")
-
-    design = []
-    for v in cf.form.variables:
-        values = np.unique(X[v])
-        if len(values) == 1:
-            which = [c for c in names if c in weak]
-            what = (
-                f"{', '.join(which)} {'is' if len(which) == 1 else 'are'} not identifiable"
-                if which
-                else "its effect cannot be identified"
-            )
-            design.append(f"all training cells have {v}={values[0]:g}: {what}")
-    reasons.extend(design)
-    if not design and n >= cf.p:
-        if null.any():
-            rank = int((~null).sum())
+    # constant whose effect has vanished (an exponent run off to where its term is ~0) is a
+    # tiny column instead of being normalised back to unit length.
+    Js = J * np.maximum(np.abs(safe), 1.0)[:, None, :]
+    colnorm = np.linalg.norm(Js, axis=1)  # (S, p)
+    _, sv, vt = np.linalg.svd(Js, full_matrices=True)  # sv (S, min(n, p)), vt (S, p, p)
+    sv_full = np.zeros((S, cf.p))
+    sv_full[:, : sv.shape[1]] = sv
+    smax = sv_full.max(axis=1)
+    null = sv_full <= RANK_TOL * smax[:, None]
+    with np.errstate(divide="ignore"):
+        cond = np.where(sv_full.min(axis=1) > 0, smax / sv_full.min(axis=1), np.inf)
+    lo, hi = np.array(cf.s.lower), np.array(cf.s.upper)
+    width = np.maximum.reduce(
+        [
+            np.ones(cf.p),
+            np.where(np.isfinite(lo), np.abs(lo), 1.0),
+            np.where(np.isfinite(hi), np.abs(hi), 1.0),
+        ]
+    )
+    out = []
+    for si in range(S):
+        mask = masks[si]
+        n = int(mask.sum())
+        if not ok[si]:
+            out.append((np.inf, ["no starting point gives a finite prediction"]))
+            continue
+        reasons = []
+        if n < cf.p + 1:
             reasons.append(
-                f"Jacobian is rank-deficient at the fit (rank {rank} of {cf.p}; "
-                f"{', '.join(c for c in names if c in weak)} not identifiable)"
+                f"only {n} training cells for {cf.p} constants (need at least {cf.p + 1})"
             )
-        elif cond > COND_LIMIT:
-            worst = np.abs(vt[np.argmin(sv_full)])
-            top = [names[j] for j in np.argsort(-worst)[:2]]
-            reasons.append(
-                f"Jacobian is badly conditioned at the fit (condition number "
-                f"{cond:.1e}; weakest direction mostly {', '.join(top)})"
-            )
-    lo, hi = np.array(s.lower), np.array(s.upper)
-    for j, c in enumerate(names):
-        width = max(
-            1.0,
-            abs(lo[j]) if np.isfinite(lo[j]) else 1.0,
-            abs(hi[j]) if np.isfinite(hi[j]) else 1.0,
-        )
-        if (np.isfinite(lo[j]) and params[j] - lo[j] <= 1e-6 * width) or (
-            np.isfinite(hi[j]) and hi[j] - params[j] <= 1e-6 * width
-        ):
-            bound = lo[j] if params[j] - lo[j] <= hi[j] - params[j] else hi[j]
-            reasons.append(f"constant {c} is at its bound {bound:g}")
-    if not converged:
-        reasons.append("optimiser did not converge")
-    return cond, reasons
+        weak = {names[j] for j in np.flatnonzero(colnorm[si] == 0)}
+        for i in np.flatnonzero(null[si]):
+            weak |= {names[j] for j in np.flatnonzero(np.abs(vt[si, i]) > 0.1)}
+        design = []
+        for v in cf.form.variables:
+            values = np.unique(X[v][mask])
+            if len(values) == 1:
+                which = [c for c in names if c in weak]
+                what = (
+                    f"{', '.join(which)} {'is' if len(which) == 1 else 'are'} not identifiable"
+                    if which
+                    else "its effect cannot be identified"
+                )
+                design.append(f"all training cells have {v}={values[0]:g}: {what}")
+        reasons.extend(design)
+        if not design and n >= cf.p:
+            if null[si].any():
+                rank = int((~null[si]).sum())
+                reasons.append(
+                    f"Jacobian is rank-deficient at the fit (rank {rank} of {cf.p}; "
+                    f"{', '.join(c for c in names if c in weak)} not identifiable)"
+                )
+            elif cond[si] > COND_LIMIT:
+                worst = np.abs(vt[si, np.argmin(sv_full[si])])
+                top = [names[j] for j in np.argsort(-worst)[:2]]
+                reasons.append(
+                    f"Jacobian is badly conditioned at the fit (condition number "
+                    f"{cond[si]:.1e}; weakest direction mostly {', '.join(top)})"
+                )
+        x = params[si]
+        for j, c in enumerate(names):
+            near_lo = np.isfinite(lo[j]) and x[j] - lo[j] <= 1e-6 * width[j]
+            near_hi = np.isfinite(hi[j]) and hi[j] - x[j] <= 1e-6 * width[j]
+            if near_lo or near_hi:
+                reasons.append(f"constant {c} is at its bound {lo[j] if near_lo else hi[j]:g}")
+        if not converged[si]:
+            reasons.append("optimiser did not converge")
+        out.append((float(cond[si]), reasons))
+    return out
 
 
 def fit_splits(
@@ -400,6 +567,15 @@ def fit_splits(
     Returns
     -------
     One :class:`FitResult` per split, in order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fitrules.forms import Form
+    >>> x = np.arange(1.0, 9.0)
+    >>> r = fit(Form("f", "L0 + a*x**b", ("x",)), {"x": x}, 2 + 0.5 * x**0.7)
+    >>> round(r.constants["b"], 6)
+    0.7
     """
     objective = objective or Objective()
     options = options or FitOptions()
@@ -412,67 +588,71 @@ def fit_splits(
             f"found {y.min():g} (use --objective abs_ls)"
         )
     thetas = _theta_grid(cf.s, options)
+    results: list[FitResult] = []
+    # batches of splits bound the memory of the shared-grid arrays (grid x splits x k x k)
+    for a in range(0, len(masks), options.chunk_splits):
+        results += _fit_chunk(
+            cf, X, y, masks[a : a + options.chunk_splits], objective, options, thetas
+        )
+    return results
+
+
+def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas):
+    """Fit one batch of splits; see :func:`fit_splits`."""
+    form = cf.form
+    S = len(masks)
     values, coefs = _profile(cf, X, y, masks, objective, thetas)
-    lin_idx = [cf.s.constants.index(c) for c in cf.s.linear]
-    non_idx = [cf.s.constants.index(c) for c in cf.s.nonlinear]
-    q = len(non_idx)
-    # Starting points: the best grid point of each separate basin, per split.
+    if objective.kind == "log_huber" and len(thetas) > 1:
+        values, coefs = _huber_rescore(cf, X, y, masks, objective, thetas, values, coefs)
+    q = len(cf.non_idx)
     rows, gidx = [], []
-    for si in range(len(masks)):
+    for si in range(S):
         for gi in _starts(values[:, si], thetas, cf.s, options.n_polish):
             rows.append(si)
             gidx.append(gi)
     rows_a, gidx_a = np.array(rows, int), np.array(gidx, int)
-    x0 = np.empty((len(rows), cf.p))
+    x = np.full((len(rows), cf.p), np.nan)
+    val = values[gidx_a, rows_a] if len(rows) else np.zeros(0)
+    moving = np.zeros(len(rows), bool)
     if len(rows):
-        x0[:, lin_idx] = coefs[gidx_a, rows_a]
-        x0[:, non_idx] = thetas[gidx_a]
+        x[:, cf.lin_idx] = coefs[gidx_a, rows_a]
+        x[:, cf.non_idx] = thetas[gidx_a]
         if q:
             k = len(thetas) ** (1 / q)
             step = (np.array(cf.s.start_hi) - np.array(cf.s.start_lo)) / max(1.0, k - 1)
-            theta, lin, _ = _zoom(cf, X, y, masks[rows_a], objective, thetas[gidx_a], step)
-            x0[:, non_idx] = theta
-            x0[:, lin_idx] = lin
-    best: dict[int, tuple[float, np.ndarray, bool]] = {}
+            theta, lin, val, moving = _refine(
+                cf, X, y, masks[rows_a], objective, thetas[gidx_a], step, options
+            )
+            x[:, cf.non_idx], x[:, cf.lin_idx] = theta, lin
+    converged = ~moving
+    # least_squares where the local search could not settle (the window kept moving)
+    for t in np.flatnonzero(moving):
+        mask = masks[rows[t]]
+        Xt, yt = {v: a[mask] for v, a in X.items()}, y[mask]
+        res = _polish(cf, Xt, yt, objective, x[t], options.max_nfev)
+        new = float(objective.value(objective.residuals(cf.predict(Xt, res.x), yt)))
+        if new <= val[t]:
+            x[t], val[t] = res.x, new
+        converged[t] = res.status > 0
+    params = np.full((S, cf.p), np.nan)
+    best_val = np.full(S, np.inf)
+    best_conv = np.zeros(S, bool)
     for t, si in enumerate(rows):
-        mask = masks[si]
-        Xt = {v: a[mask] for v, a in X.items()}
-        yt = y[mask]
-        res = _polish(cf, Xt, yt, objective, x0[t], options.max_nfev)
-        val = float(objective.value(objective.residuals(cf.predict(Xt, res.x), yt)))
-        if si not in best or val < best[si][0]:
-            best[si] = (val, res.x, res.status > 0)
-    results = []
-    for si, mask in enumerate(masks):
-        if si not in best:  # every grid point invalid: nothing finite to start from
-            params = [float("nan")] * cf.p
-            results.append(
-                FitResult(
-                    form.name,
-                    dict(zip(cf.s.constants, params, strict=True)),
-                    float("inf"),
-                    int(mask.sum()),
-                    False,
-                    float("inf"),
-                    ["no starting point gives a finite prediction"],
-                )
-            )
-            continue
-        val, params, converged = best[si]
-        Xt = {v: a[mask] for v, a in X.items()}
-        cond, reasons = _diagnose(cf, Xt, y[mask], params, objective, converged)
-        results.append(
-            FitResult(
-                form.name,
-                dict(zip(cf.s.constants, params.tolist(), strict=True)),
-                val,
-                int(mask.sum()),
-                converged,
-                cond,
-                reasons,
-            )
+        if val[t] < best_val[si]:
+            params[si], best_val[si], best_conv[si] = x[t], val[t], converged[t]
+    diagnostics = _diagnose(cf, X, y, masks, params, objective, best_conv)
+    return [
+        FitResult(
+            form.name,
+            dict(zip(cf.s.constants, params[si].tolist(), strict=True)),
+            float(best_val[si]),
+            int(masks[si].sum()),
+            bool(best_conv[si]),
+            cond,
+            reasons,
         )
-    return results
+        for si, (cond, reasons) in enumerate(diagnostics)
+    ]
 
 
 def fit(

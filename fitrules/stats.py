@@ -150,17 +150,17 @@ class PairedCI:
     def sentence(self, lower_is_better: bool = True) -> str:
         lo, hi = self.t_interval
         pct = round(100 * self.level)
-        interval = f"{pct}% interval {lo:+.3g} to {hi:+.3g}"
+        interval = f"{pct}% interval {lo:+.4g} to {hi:+.4g}"
         over = f"over {self.n} paired seeds"
         if lo <= 0 <= hi:
             return (
-                f"{self.treatment} vs {self.baseline}: mean difference {self.mean_diff:+.3g} "
+                f"{self.treatment} vs {self.baseline}: mean difference {self.mean_diff:+.4g} "
                 f"{self.units} {over} ({interval}): not distinguishable from zero"
             )
         better = (self.mean_diff < 0) == lower_is_better
         verb = "beat" if better else "was worse than"
         return (
-            f"{self.treatment} {verb} {self.baseline} by {abs(self.mean_diff):.3g} "
+            f"{self.treatment} {verb} {self.baseline} by {abs(self.mean_diff):.4g} "
             f"{self.units} {over} ({self.pct_of_baseline:+.2f}% of the baseline; {interval})"
         )
 

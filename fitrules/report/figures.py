@@ -78,7 +78,8 @@ def paired_scatter(cmp, a: str, b: str, ax=None):
         ax.set_ylim(lo, hi)
     ax.set_xlabel(f"{a}: held-out error (%)")
     ax.set_ylabel(f"{b}: held-out error (%)")
-    ax.set_title(f"{a} below the diagonal's left: {a} better in {wins} of {len(both)}", fontsize=10)
+    ax.set_title(f"{a} vs {b}: {a} lower in {wins} of {len(both)} splits\n"
+                 f"(points above the diagonal: {a} better)", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     return ax
