@@ -8,4 +8,7 @@ grids: $(GRIDS:%=data/%.csv)
 data/%.csv: data/specs/%.toml
 	fitrules simulate $< --out $@ --jobs $(JOBS)
 
-.PHONY: grids
+reports:
+	$(PY) -m fitrules.report.rebuild
+
+.PHONY: grids reports

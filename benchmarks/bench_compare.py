@@ -42,15 +42,23 @@ from fitrules.splits import RandomSplit  # noqa: E402
 # ------------------------------------------------------------------ the cases
 # Hand-written numpy models for the baseline: it shares nothing with fitrules but the data.
 MODELS = {
-    "composition": (lambda X, p: p[0] + p[1] * X["omega"] * (X["H"] / 16) ** p[2],
-                    ["lin", "lin", "exp"]),
-    "additive": (lambda X, p: p[0] + p[1] * X["omega"] ** p[2] + p[3] * (X["H"] / 16) ** p[4],
-                 ["lin", "lin", "exp", "lin", "exp"]),
-    "free_omega": (lambda X, p: p[0] + p[1] * X["omega"] ** p[2] * (X["H"] / 16) ** p[3],
-                   ["lin", "lin", "exp", "exp"]),
+    "composition": (
+        lambda X, p: p[0] + p[1] * X["omega"] * (X["H"] / 16) ** p[2],
+        ["lin", "lin", "exp"],
+    ),
+    "additive": (
+        lambda X, p: p[0] + p[1] * X["omega"] ** p[2] + p[3] * (X["H"] / 16) ** p[4],
+        ["lin", "lin", "exp", "lin", "exp"],
+    ),
+    "free_omega": (
+        lambda X, p: p[0] + p[1] * X["omega"] ** p[2] * (X["H"] / 16) ** p[3],
+        ["lin", "lin", "exp", "exp"],
+    ),
     "omega_only": (lambda X, p: p[0] + p[1] * X["omega"], ["lin", "lin"]),
-    "log_additive": (lambda X, p: p[0] + p[1] * X["omega"] + p[2] * np.log(X["H"] / 16),
-                     ["lin", "lin", "lin"]),
+    "log_additive": (
+        lambda X, p: p[0] + p[1] * X["omega"] + p[2] * np.log(X["H"] / 16),
+        ["lin", "lin", "lin"],
+    ),
 }
 START = {"lin": (1.0,), "exp": (-1.0, 0.5, 2.0)}  # per kind of constant
 BOUND = {"lin": (-np.inf, np.inf), "exp": (-10.0, 10.0)}  # fitrules' default bounds
@@ -76,8 +84,12 @@ def chinchilla_case():
     DD = NN * R
     E, A, B, al, be = CHIN_TRUTH
     y = (E + A / NN**al + B / DD**be) * np.exp(0.01 * rng.standard_normal(NN.size))
-    form = Form("chinchilla", "E + A/N**alpha + B/D**beta", ("N", "D"),
-                start={"alpha": (0, 1.5), "beta": (0, 1.5)})
+    form = Form(
+        "chinchilla",
+        "E + A/N**alpha + B/D**beta",
+        ("N", "D"),
+        start={"alpha": (0, 1.5), "beta": (0, 1.5)},
+    )
     return {"N": NN, "D": DD}, y, [form], Objective("log_huber", 1e-3)
 
 
@@ -90,14 +102,15 @@ def _huber(r, d):
 def baseline_chinchilla(X, y, masks, delta=1e-3):
     """L-BFGS-B on the summed log-Huber loss with an analytic gradient, 32 starts."""
     N, D = X["N"], X["D"]
-    starts = list(itertools.product((1.5, 2.5), (100.0, 1000.0), (300.0, 3000.0),
-                                    (0.2, 0.6), (0.2, 0.6)))
+    starts = list(
+        itertools.product((1.5, 2.5), (100.0, 1000.0), (300.0, 3000.0), (0.2, 0.6), (0.2, 0.6))
+    )
     best = []
     for m in masks:
         n, d, yy = N[m], D[m], y[m]
         ly = np.log(yy)
 
-        def f(p):
+        def f(p, n=n, d=d, ly=ly):
             with np.errstate(all="ignore"):
                 tn, td = n ** -p[3], d ** -p[4]
             pred = p[0] + p[1] * tn + p[2] * td
@@ -105,9 +118,15 @@ def baseline_chinchilla(X, y, masks, delta=1e-3):
                 return 1e10, np.zeros(5)
             r = np.log(pred) - ly
             g = np.clip(r, -delta, delta) / pred  # d huber / d pred
-            grad = np.array([g.sum(), (g * tn).sum(), (g * td).sum(),
-                             (-g * p[1] * tn * np.log(n)).sum(),
-                             (-g * p[2] * td * np.log(d)).sum()])
+            grad = np.array(
+                [
+                    g.sum(),
+                    (g * tn).sum(),
+                    (g * td).sum(),
+                    (-g * p[1] * tn * np.log(n)).sum(),
+                    (-g * p[2] * td * np.log(d)).sum(),
+                ]
+            )
             return _huber(r, delta).sum(), grad
 
         vals = [minimize(f, s, jac=True, method="L-BFGS-B").fun for s in starts]
@@ -127,7 +146,7 @@ def baseline_ls(form_name, X, y, masks):
     for m in masks:
         Xm, ym = {k: v[m] for k, v in X.items()}, y[m]
 
-        def res(p):
+        def res(p, Xm=Xm, ym=ym):
             with np.errstate(all="ignore"):
                 r = (model(Xm, p) - ym) / ym
             return np.where(np.isfinite(r), r, 1e6)
@@ -156,8 +175,7 @@ def run_baseline(case, masks):
 # ------------------------------------------------------------------ fitrules (in a child)
 def run_fitrules(case, masks):
     X, y, forms, obj = case
-    return {f.name: np.array([r.objective for r in fit_splits(f, X, y, masks, obj)])
-            for f in forms}
+    return {f.name: np.array([r.objective for r in fit_splits(f, X, y, masks, obj)]) for f in forms}
 
 
 def child(case_name: str, n_splits: int, out: str) -> None:
@@ -177,8 +195,12 @@ CASES = {"default": default_case, "chinchilla": chinchilla_case}
 
 def measure(case_name: str, n_splits: int, baseline_splits: int) -> dict:
     out = Path(f"/tmp/fitrules_bench_{os.getpid()}_{case_name}.npz")
-    proc = subprocess.run([sys.executable, __file__, "--child", case_name, str(n_splits),
-                           str(out)], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", case_name, str(n_splits), str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     objs = dict(np.load(out))
     out.unlink()
@@ -192,10 +214,17 @@ def measure(case_name: str, n_splits: int, baseline_splits: int) -> dict:
         f = objs[name][:baseline_splits]
         ok += int(np.sum(f <= b * (1 + 1e-6) + 1e-15))
         total += len(b)
-    return {"case": case_name, "splits": n_splits, "baseline_splits": baseline_splits,
-            "fitrules_s": info["seconds"], "baseline_s": tb, "ratio": tb / info["seconds"],
-            "at_or_below": ok / total, "fits_compared": total,
-            "peak_mib": info["peak_mib"] - info["after_import_mib"]}
+    return {
+        "case": case_name,
+        "splits": n_splits,
+        "baseline_splits": baseline_splits,
+        "fitrules_s": info["seconds"],
+        "baseline_s": tb,
+        "ratio": tb / info["seconds"],
+        "at_or_below": ok / total,
+        "fits_compared": total,
+        "peak_mib": info["peak_mib"] - info["after_import_mib"],
+    }
 
 
 def main() -> None:
@@ -209,14 +238,18 @@ def main() -> None:
     plan = [("default", 300, 300), ("chinchilla", 300, 300), ("default", 10_000, 300)]
     if args.quick:
         plan = [("default", 30, 30), ("chinchilla", 30, 30), ("default", 1000, 30)]
-    print(f"{'case':<11} {'splits':>6} {'fitrules s':>10} {'baseline s':>11} {'ratio':>7} "
-          f"{'<= baseline':>11} {'peak MiB':>9}")
+    print(
+        f"{'case':<11} {'splits':>6} {'fitrules s':>10} {'baseline s':>11} {'ratio':>7} "
+        f"{'<= baseline':>11} {'peak MiB':>9}"
+    )
     for name, n, nb in plan:
         r = measure(name, n, nb)
         note = "" if nb == n else f"  (baseline timed on {nb} splits, scaled to {n})"
-        print(f"{r['case']:<11} {r['splits']:>6} {r['fitrules_s']:>10.2f} {r['baseline_s']:>11.1f} "
-              f"{r['ratio']:>6.0f}x {100 * r['at_or_below']:>10.2f}% {r['peak_mib']:>9.0f}{note}",
-              flush=True)
+        print(
+            f"{r['case']:<11} {r['splits']:>6} {r['fitrules_s']:>10.2f} {r['baseline_s']:>11.1f} "
+            f"{r['ratio']:>6.0f}x {100 * r['at_or_below']:>10.2f}% {r['peak_mib']:>9.0f}{note}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ from pathlib import Path
 
 from fitrules.errors import FitrulesError
 
+_ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
+
 
 def _command_line() -> str:
-    return shlex.join(["fitrules", *sys.argv[1:]])
+    return shlex.join(["fitrules", *_ARGV])
 
 
 # ---------------------------------------------------------------- simulate
@@ -471,8 +473,10 @@ _ADDERS = [_add_compare, _add_fit, _add_validate, _add_ci, _add_forms, _add_simu
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _ARGV
+    _ARGV = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_ARGV)
     try:
         return int(args.func(args) or 0)
     except FitrulesError as err:

@@ -78,8 +78,11 @@ def paired_scatter(cmp, a: str, b: str, ax=None):
         ax.set_ylim(lo, hi)
     ax.set_xlabel(f"{a}: held-out error (%)")
     ax.set_ylabel(f"{b}: held-out error (%)")
-    ax.set_title(f"{a} vs {b}: {a} lower in {wins} of {len(both)} splits\n"
-                 f"(points above the diagonal: {a} better)", fontsize=10)
+    ax.set_title(
+        f"{a} vs {b}: {a} lower in {wins} of {len(both)} splits\n"
+        f"(points above the diagonal: {a} better)",
+        fontsize=10,
+    )
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     return ax

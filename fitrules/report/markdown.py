@@ -95,6 +95,38 @@ def comparison_report(
     return write_report_dir(target, build, force)
 
 
+def _winner_paragraph(best: dict, doc: dict) -> str:
+    """The form with the lowest median error, and how it fared against each other form."""
+    name = best["form"]
+    vs = []
+    for r in doc["paired"]:
+        if name not in (r["a"], r["b"]) or not r["n"]:
+            continue
+        mine, other = ("a", "b") if r["a"] == name else ("b", "a")
+        diff = r["median_diff_pct"] if mine == "a" else -r["median_diff_pct"]
+        vs.append(
+            f"{r[other]}: won {r[mine + '_better']} of {r['n']} "
+            f"(median difference {diff:+.3f} points, Wilcoxon p = {fmt_p(r['wilcoxon_p'])})"
+        )
+    text = (
+        f"**{name}** has the lowest median held-out error, {best['median_pct']:.3f}% over "
+        f"{best['valid_splits']} valid splits (90th percentile {best['p90_pct']:.3f}%). "
+        "Against the other forms, on the splits valid for both: " + "; ".join(vs) + "."
+    )
+    heavy = [
+        r["form"]
+        for r in doc["summary"]
+        if r["mean_pct"] is not None and r["mean_pct"] > 2 * r["median_pct"]
+    ]
+    if heavy:
+        text += (
+            f" The mean errors of {', '.join(heavy)} are dominated by a few splits whose "
+            "fit extrapolates badly to the held-out cells (see the max column and the "
+            "distribution below); medians and paired counts are the robust summaries."
+        )
+    return text
+
+
 def _comparison_md(doc: dict, figs, command: str) -> str:
     s, data = doc["settings"], doc["data"]
     where = " and ".join(data["where"]) or "none"
@@ -131,11 +163,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         default=None,
     )
     if best:
-        lines += [
-            f"Lowest median held-out error: **{best['form']}** "
-            f"({best['median_pct']:.3f}% over {best['valid_splits']} valid splits).",
-            "",
-        ]
+        lines += ["## Which form wins", "", _winner_paragraph(best, doc), ""]
     lines += [f"![held-out error distribution]({n})" for sec, n, _ in figs if sec == "errors"]
     lines += [
         "",

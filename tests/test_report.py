@@ -1,0 +1,167 @@
+import json
+import re
+
+import matplotlib.image as mpimg
+import pytest
+
+from conftest import ROOT
+from fitrules.cli import main
+
+REPORTS = ROOT / "reports"
+
+
+def _png_ok(path):
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    img = mpimg.imread(path)
+    assert img.shape[0] > 200 and img.shape[1] > 200, path
+    assert img[..., :3].std() > 0.02, f"{path} looks blank"
+
+
+@pytest.fixture(scope="module")
+def fresh_report(tmp_path_factory):
+    """A report made now on a small synthetic grid."""
+    from conftest import composition_grid
+
+    d = tmp_path_factory.mktemp("rep")
+    csv = d / "g.csv"
+    composition_grid().to_csv(csv, index=False)
+    assert (
+        main(
+            [
+                "compare",
+                "--data",
+                str(csv),
+                "--splits",
+                "40",
+                "--report",
+                str(d / "out"),
+                "--forms",
+                "composition,additive,omega_only",
+            ]
+        )
+        == 0
+    )
+    return d / "out"
+
+
+def test_report_has_every_file_and_valid_figures(fresh_report):
+    names = {p.name for p in fresh_report.iterdir()}
+    assert {"report.md", "results.json", "splits.csv", "heldout_ecdf.png"} <= names
+    for form in ("composition", "additive", "omega_only"):
+        assert f"observed_vs_predicted_{form}.png" in names
+        assert f"residuals_{form}.png" in names
+    assert "loss_vs_omega_composition.png" in names
+    assert "paired_composition_vs_additive.png" in names
+    for png in fresh_report.glob("*.png"):
+        _png_ok(png)
+    # every figure the markdown links exists
+    md = (fresh_report / "report.md").read_text()
+    for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md):
+        assert (fresh_report / link).exists()
+
+
+def _summary_table(md: str) -> dict[str, list[str]]:
+    rows = {}
+    section = md.split("## Summary")[1].split("##")[0]
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 8 and cells[0] not in ("form",) and not cells[0].startswith("-"):
+            rows[cells[0]] = cells
+    return rows
+
+
+@pytest.mark.parametrize("report", ["fresh", "default", "wide"])
+def test_report_numbers_equal_the_json(report, fresh_report):
+    d = fresh_report if report == "fresh" else REPORTS / report
+    doc = json.loads((d / "results.json").read_text())
+    table = _summary_table((d / "report.md").read_text())
+    assert set(table) == {r["form"] for r in doc["summary"]}
+    for r in doc["summary"]:
+        row = table[r["form"]]
+        assert int(row[2]) == r["valid_splits"] and int(row[3]) == r["degenerate_splits"]
+        for cell, key in zip(
+            row[4:], ("mean_pct", "median_pct", "p90_pct", "max_pct"), strict=True
+        ):
+            assert float(cell) == pytest.approx(r[key], abs=5e-4)
+    md = (d / "report.md").read_text()
+    for p in doc["paired"]:
+        assert f"| {p['a']} | {p['b']} | {p['n']} | {p['a_better']} | {p['b_better']} |" in md
+
+
+def test_committed_default_report_is_reproduced():
+    """Regenerating the default comparison gives the committed numbers."""
+    from fitrules.compare import compare
+    from fitrules.fit import Objective
+    from fitrules.forms import select_forms
+    from fitrules.grids import default_grid, load_grid
+    from fitrules.splits import RandomSplit
+
+    committed = json.loads((REPORTS / "default" / "results.json").read_text())
+    path, where = default_grid()
+    s = committed["settings"]
+    cmp = compare(
+        load_grid(path, where=where),
+        select_forms(None),
+        RandomSplit(s["n_splits"], s["train_frac"], s["seed"]),
+        Objective(),
+    )
+    now = cmp.to_dict()
+    assert now["data"]["sha256"] == committed["data"]["sha256"]
+    assert now["summary"] == committed["summary"]
+    assert now["paired"] == committed["paired"]
+    for a, b in zip(now["results"], committed["results"], strict=True):
+        assert (a["split"], a["form"], a["degenerate"]) == (b["split"], b["form"], b["degenerate"])
+        if a["heldout_error_pct"] is not None:
+            assert a["heldout_error_pct"] == pytest.approx(b["heldout_error_pct"], rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["default", "wide", "paired-ci", "fit-composition"])
+def test_committed_report_figures_are_valid(name):
+    d = REPORTS / name
+    assert (d / "report.md").exists()
+    pngs = list(d.glob("*.png"))
+    assert pngs
+    for png in pngs:
+        _png_ok(png)
+
+
+def test_failed_report_leaves_nothing(tmp_path, monkeypatch, synthetic_csv):
+    from fitrules.report import figures
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(figures, "save", boom)
+    target = tmp_path / "rep"
+    with pytest.raises(RuntimeError):
+        main(["compare", "--data", str(synthetic_csv), "--splits", "5", "--report", str(target)])
+    assert not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [synthetic_csv.name]
+
+
+def test_existing_report_needs_force(tmp_path, synthetic_csv, capsys):
+    target = tmp_path / "rep"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    assert (
+        main(["compare", "--data", str(synthetic_csv), "--splits", "5", "--report", str(target)])
+        == 2
+    )
+    assert "--force" in capsys.readouterr().err
+    assert (target / "keep.txt").read_text() == "mine"
+    assert (
+        main(
+            [
+                "compare",
+                "--data",
+                str(synthetic_csv),
+                "--splits",
+                "5",
+                "--report",
+                str(target),
+                "--force",
+            ]
+        )
+        == 0
+    )
+    assert not (target / "keep.txt").exists() and (target / "report.md").exists()
