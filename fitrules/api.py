@@ -83,3 +83,25 @@ def paired_seed_report(
         }
     )
     return results, payload
+
+
+def fit_intervals(
+    grid: Grid,
+    form: Form,
+    objective: str,
+    delta: float,
+    points: list[str],
+    resamples: int,
+    seed: int,
+    level: float,
+    derive=(),
+):
+    """Seed-bootstrap fit of ``form`` and predictions (with intervals) at ``points``."""
+    from fitrules.intervals import bootstrap_fit, resolve_point
+
+    boot = bootstrap_fit(grid, form, Objective(objective, delta), resamples, seed, level)
+    preds = []
+    for text in points:
+        given, at = resolve_point(text, boot.form, derive)
+        preds.append(boot.predict_at(at) | {"given": given})
+    return boot, preds

@@ -227,6 +227,16 @@ def _add_compare(sub) -> None:
         help="fraction of cells fitted in each split (default 1/3)",
     )
     g.add_argument("--seed", type=int, default=0, help="seed of the split sequence (default 0)")
+    g.add_argument(
+        "--split",
+        action="append",
+        default=None,
+        metavar="PROTOCOL",
+        help="random (default), leave-one-level-out:COL, extrapolate:COL, "
+        "extrapolate:COL>=VALUE, transfer (repeatable: one section per protocol, never pooled)",
+    )
+    g.add_argument("--fit-data", type=Path, default=None, help="transfer: the grid fitted")
+    g.add_argument("--test-data", type=Path, default=None, help="transfer: the grid scored")
     _add_fit_options(p)
     p.add_argument(
         "--keep-degenerate",
@@ -248,32 +258,72 @@ def _compare(args) -> int:
     from fitrules.fit import Objective
     from fitrules.forms import select_forms
     from fitrules.report.text import render_comparison
-    from fitrules.splits import RandomSplit
+    from fitrules.splits import RandomSplit, Transfer, parse_protocol
     from fitrules.util import progress
 
     _check_outputs(args)
     names = [n.strip() for n in args.forms.split(",") if n.strip()] if args.forms else None
     forms = select_forms(names, args.form)
     objective = Objective(args.objective, args.delta)
-    splitter = RandomSplit(args.splits, args.train_frac, args.seed)
+    protocols = args.split or ["random"]
     grid = _load(args)
-    with progress(total=args.splits * len(forms), desc="fitting", enabled=args.progress) as bar:
-        result = compare(
-            grid, forms, splitter, objective, args.keep_degenerate, on_progress=bar.update
-        )
-    payload = result.to_dict()
-    if args.report is not None:
-        from fitrules.report.markdown import comparison_report
+    test_grid = None
+    labels = None
+    if "transfer" in protocols:
+        if args.fit_data is None or args.test_data is None:
+            raise FitrulesError("--split transfer needs --fit-data A and --test-data B")
+        from fitrules.grids import display_path, load_grid
 
-        comparison_report(result, payload, args.report, _command_line(), args.force)
+        labels = (display_path(args.fit_data), display_path(args.test_data))
+        fit_grid, test_grid = (
+            load_grid(p, metric=args.metric, where=args.where or [], derive=args.derive)
+            for p in (args.fit_data, args.test_data)
+        )
+    splitters = [
+        parse_protocol(t, args.splits, args.train_frac, args.seed, labels) for t in protocols
+    ]
+    results = []
+    total = sum(args.splits if isinstance(sp, RandomSplit) else 4 for sp in splitters)
+    with progress(total=total * len(forms), desc="fitting", enabled=args.progress) as bar:
+        for sp in splitters:
+            if isinstance(sp, Transfer):
+                results.append(
+                    compare(
+                        fit_grid,
+                        forms,
+                        sp,
+                        objective,
+                        args.keep_degenerate,
+                        on_progress=bar.update,
+                        test_grid=test_grid,
+                    )
+                )
+            else:
+                results.append(
+                    compare(
+                        grid, forms, sp, objective, args.keep_degenerate, on_progress=bar.update
+                    )
+                )
+    payloads = [r.to_dict() for r in results]
+    payload = payloads[0] if len(payloads) == 1 else {"protocols": payloads}
+    if args.report is not None:
+        from fitrules.report.markdown import comparison_report, protocols_report
+
+        if len(results) == 1:
+            comparison_report(results[0], payloads[0], args.report, _command_line(), args.force)
+        else:
+            protocols_report(results, payloads, args.report, _command_line(), args.force)
     if args.json_out != "-":
-        print(render_comparison(result))
+        print("\n\n".join(render_comparison(r) for r in results))
         if args.report is not None:
             print(f"\nreport written to {args.report}/report.md")
     _write_json(args.json_out, payload)
-    if args.strict and result.results["degenerate"].any():
-        n = int(result.results["degenerate"].sum())
-        print(f"fitrules compare: {n} degenerate (split, form) pairs (--strict)", file=sys.stderr)
+    n_degenerate = sum(int(r.results["degenerate"].sum()) for r in results)
+    if args.strict and n_degenerate:
+        print(
+            f"fitrules compare: {n_degenerate} degenerate (split, form) pairs (--strict)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -294,6 +344,18 @@ def _add_fit(sub) -> None:
         help="a form name or an inline form",
     )
     _add_fit_options(p)
+    g = p.add_argument_group("intervals (bootstrap over seeds within cells)")
+    g.add_argument("--intervals", action="store_true", help="bootstrap intervals for the constants")
+    g.add_argument(
+        "--predict",
+        action="append",
+        default=[],
+        metavar='"H=8,keep=0.25"',
+        help="prediction with interval at a point, in the grid or not (repeatable)",
+    )
+    g.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
+    g.add_argument("--level", type=float, default=0.95, help="interval level (0.95)")
+    g.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (0)")
     p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
     _add_report_options(p)
     p.set_defaults(func=_fit)
@@ -311,9 +373,38 @@ def _fit(args) -> int:
         from fitrules.report.markdown import fit_report
 
         fit_report(out, args.report, _command_line(), args.force)
+    payload = out["json"]
+    text = render_fit(out["form"], out["result"], out["cells"], out["train_error"])
+    if args.intervals or args.predict:
+        from fitrules.api import fit_intervals
+        from fitrules.report.text import render_intervals
+
+        boot, preds = fit_intervals(
+            _load(args),
+            form,
+            args.objective,
+            args.delta,
+            args.predict,
+            args.resamples,
+            args.bootstrap_seed,
+            args.level,
+            args.derive,
+        )
+        payload = payload | {
+            "bootstrap": {
+                "resamples": boot.resamples,
+                "seed": boot.seed,
+                "level": boot.level,
+                "failed": boot.failed,
+                "single_run_cells": boot.single_run_cells,
+                "constants": {k: list(v) for k, v in boot.constant_intervals().items()},
+                "predictions": preds,
+            }
+        }
+        text += "\n\n" + render_intervals(boot, preds)
     if args.json_out != "-":
-        print(render_fit(out["form"], out["result"], out["cells"], out["train_error"]))
-    _write_json(args.json_out, out["json"])
+        print(text)
+    _write_json(args.json_out, payload)
     return 0
 
 
@@ -454,6 +545,126 @@ def _ci(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- predict / score
+def _add_predict(sub) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="write a prediction to a ledger before the run",
+        description="Fit a form on all cells, predict one cell with a seed-"
+        "bootstrap interval, and append the prediction to an append-only, "
+        "hash-chained ledger.",
+    )
+    _add_data_options(p)
+    p.add_argument("--form", required=True, metavar='NAME or "NAME = EXPR"')
+    p.add_argument("--at", required=True, metavar='"H=8,keep=0.25"', help="the cell predicted")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="the relative error (percent) the prediction commits to",
+    )
+    p.add_argument("--ledger", type=Path, required=True, help="JSON-lines ledger to append to")
+    _add_fit_options(p)
+    p.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
+    p.add_argument("--level", type=float, default=0.95, help="interval level (0.95)")
+    p.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (0)")
+    p.set_defaults(func=_predict)
+
+
+def _predict(args) -> int:
+    from fitrules.api import fit_intervals
+    from fitrules.forms import parse_form_line, select_forms
+    from fitrules.ledger import append_prediction, read_ledger
+
+    if args.tolerance is not None and not args.tolerance > 0:
+        raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive percentage")
+    read_ledger(args.ledger)  # refuse a tampered ledger before any work
+    form = (
+        parse_form_line(args.form)
+        if "=" in args.form.split("(")[0] or " = " in args.form
+        else select_forms([args.form])[0]
+    )
+    grid = _load(args)
+    boot, preds = fit_intervals(
+        grid,
+        form,
+        args.objective,
+        args.delta,
+        [args.at],
+        args.resamples,
+        args.bootstrap_seed,
+        args.level,
+        args.derive,
+    )
+    pred = preds[0]
+    rec = append_prediction(
+        args.ledger,
+        {
+            "form": boot.form.name,
+            "expression": boot.form.expression,
+            "variables": list(boot.form.variables),
+            "constants": boot.fit.constants,
+            "objective": args.objective,
+            "point": pred["given"],
+            "at": pred["point"],
+            "prediction": pred["prediction"],
+            "interval": pred["interval"],
+            "level": args.level,
+            "resamples": args.resamples,
+            "tolerance_pct": args.tolerance,
+            "data": {
+                "path": str(grid.path),
+                "sha256": grid.sha256,
+                "where": list(grid.where),
+                "derive": list(grid.derive),
+                "metric": grid.metric,
+            },
+            "command": _command_line(),
+        },
+    )
+    lo, hi = rec["interval"]
+    print(
+        f"{args.ledger}: record {rec['id']}: {rec['form']} predicts {rec['prediction']:.4f} "
+        f"at {rec['point']} ({round(100 * args.level)}% interval {lo:.4f} to {hi:.4f}"
+        + (f"; tolerance {args.tolerance:g}%" if args.tolerance is not None else "")
+        + ")"
+    )
+    return 0
+
+
+def _add_score(sub) -> None:
+    p = sub.add_parser(
+        "score",
+        help="score ledger predictions against new results",
+        description="Check the ledger's hashes, then score every prediction "
+        "whose cell has results in --data. The ledger is never written.",
+    )
+    p.add_argument("--ledger", type=Path, required=True)
+    _add_data_options(p)
+    p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    p.set_defaults(func=_score)
+
+
+def _score(args) -> int:
+    from fitrules.grids import load_grid
+    from fitrules.ledger import score_ledger
+    from fitrules.report.text import render_scores
+
+    if args.data is None:
+        raise FitrulesError("score needs --data: the results table with the new runs")
+    table = score_ledger(
+        args.ledger,
+        load_grid(args.data, metric=args.metric, where=args.where or [], derive=args.derive),
+    )
+    if args.json_out != "-":
+        print(render_scores(table))
+    from fitrules.compare import _clean
+
+    _write_json(args.json_out, _clean({"scores": table.to_dict("records")}))
+    return 0
+
+
 # ---------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     from fitrules import __version__
@@ -469,7 +680,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_ADDERS = [_add_compare, _add_fit, _add_validate, _add_ci, _add_forms, _add_simulate]
+_ADDERS = [
+    _add_compare,
+    _add_fit,
+    _add_validate,
+    _add_ci,
+    _add_predict,
+    _add_score,
+    _add_forms,
+    _add_simulate,
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,6 +84,24 @@ def _reason_key(reason: str) -> str:
     return reason.split(" (")[0]
 
 
+def noise_floor(cells: Cells, masks: np.ndarray) -> tuple[list[float | None], int]:
+    """Per split, the held-out error of a predictor that knew every cell's true mean.
+
+    Such a predictor still misses each cell's seed mean by its sampling error, whose
+    expected absolute size is sem * sqrt(2/pi); the floor is its mean over the held-out
+    cells, relative to the cell value, in percent. Cells with one seed have no estimate and
+    are left out (and counted).
+    """
+    t = cells.table
+    rel = (t["sem"] * np.sqrt(2 / np.pi) / t["value"].abs()).to_numpy()
+    known = np.isfinite(rel)
+    out: list[float | None] = []
+    for mask in masks:
+        test = ~mask & known
+        out.append(float(100 * rel[test].mean()) if test.any() else None)
+    return out, int((~known).sum())
+
+
 def heldout_errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
     rel = np.abs(y_pred - y_true) / np.abs(y_true)
     return {
@@ -96,11 +114,12 @@ def heldout_errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
 def compare(
     grid: Grid,
     forms: Sequence[Form],
-    splitter: RandomSplit | None = None,
+    splitter=None,
     objective: Objective | None = None,
     keep_degenerate: bool = False,
     options: FitOptions | None = None,
     on_progress: Callable[[int], None] | None = None,
+    test_grid: Grid | None = None,
 ) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
@@ -108,10 +127,12 @@ def compare(
     ----------
     grid : the checked results table.
     forms : candidate forms; bound to the grid's columns here.
-    splitter : the split sequence (default: 300 random thirds, seed 0).
+    splitter : the split protocol (default: 300 random thirds, seed 0); see
+        :mod:`fitrules.splits`.
     objective : training objective (default relative least squares).
     keep_degenerate : keep flagged (split, form) pairs in summaries and paired verdicts.
     on_progress : called with the number of splits finished, for progress bars.
+    test_grid : for the transfer protocol, the grid whose cells are scored.
 
     Raises
     ------
@@ -121,21 +142,38 @@ def compare(
     splitter = splitter or RandomSplit()
     objective = objective or Objective()
     bound = [f.bind(grid.columns) for f in forms]
+    if test_grid is not None:
+        bound = [f.bind(test_grid.columns) for f in bound]
     variables = list(dict.fromkeys(v for f in bound for v in f.variables))
     cells = grid.cells(variables)
+    if test_grid is not None:  # transfer: cells of both grids, marked by where they come from
+        other = test_grid.cells(variables)
+        table = pd.concat(
+            [cells.table.assign(_source="fit"), other.table.assign(_source="test")],
+            ignore_index=True,
+        )
+        cells = Cells(table, cells.variables, cells.metric)
     n = len(cells)
-    splitter.check(n)
-    n_train = splitter.n_train(n)
+    if isinstance(splitter, RandomSplit):
+        splitter.check(n)
+    masks = splitter.masks_for(cells.table)
+    labels = splitter.labels(cells.table)
+    n_train = int(masks.sum(axis=1).min())
     for f in bound:
         p = len(f.constants)
         if n_train < p:
-            need = (p - 0.5) / n
+            if isinstance(splitter, RandomSplit):
+                need = (p - 0.5) / n
+                raise SplitError(
+                    f"form {f.name!r} has {p} constants but each split fits only "
+                    f"{n_train} of {n} cells; raise --train-frac to at least "
+                    f"{need:.2f} or drop the form"
+                )
             raise SplitError(
-                f"form {f.name!r} has {p} constants but each split fits only "
-                f"{n_train} of {n} cells; raise --train-frac to at least "
-                f"{need:.2f} or drop the form"
+                f"form {f.name!r} has {p} constants but {labels[0]!r} fits only "
+                f"{n_train} cells; drop the form or choose another --split"
             )
-    masks = splitter.masks(n)
+    floor, no_noise = noise_floor(cells, masks)
     X, y = cells.X, cells.y
     rows = []
     full = {}
@@ -156,8 +194,10 @@ def compare(
             rows.append(
                 {
                     "split": s,
+                    "split_label": labels[s],
                     "form": f.name,
                     **errs,
+                    "noise_floor_pct": floor[s],
                     "train_objective": r.objective,
                     "n_train": int(mask.sum()),
                     "n_test": int(test.sum()),
@@ -181,6 +221,7 @@ def compare(
         e = df.loc[usable(df), "heldout_error_pct"].to_numpy()
         counts = Counter(_reason_key(x) for rs in df["reasons"] for x in rs)
         reasons[f.name] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        fl = df.loc[usable(df), "noise_floor_pct"].dropna().to_numpy(float)
         summary_rows.append(
             {
                 "form": f.name,
@@ -191,6 +232,7 @@ def compare(
                 "median_pct": float(np.median(e)) if len(e) else np.nan,
                 "p90_pct": float(np.percentile(e, 90)) if len(e) else np.nan,
                 "max_pct": float(df.loc[usable(df), "max_pct"].max()) if len(e) else np.nan,
+                "noise_floor_pct": float(np.median(fl)) if len(fl) else np.nan,
             }
         )
     summary = pd.DataFrame(summary_rows)
@@ -220,13 +262,21 @@ def compare(
         "path": str(grid.path) if grid.path else None,
         "sha256": grid.sha256,
         "runs": int(len(grid.runs)),
-        "cells": int(n),
+        "cells": int(n if test_grid is None else (cells.table["_source"] == "fit").sum()),
         "metric": grid.metric,
         "where": list(grid.where),
         "derive": list(grid.derive),
         "excluded": grid.summary()["excluded"],
         "variables": variables,
+        "cells_without_noise_estimate": no_noise,
     }
+    if test_grid is not None:
+        data["test"] = {
+            "path": str(test_grid.path),
+            "sha256": test_grid.sha256,
+            "runs": int(len(test_grid.runs)),
+            "cells": int((cells.table["_source"] == "test").sum()),
+        }
     settings = {
         **splitter.describe(),
         "objective": objective.describe(),

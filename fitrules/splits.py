@@ -73,6 +73,16 @@ class RandomSplit:
             out[i, train] = True
         return out
 
+    def masks_for(self, table) -> np.ndarray:
+        return self.masks(len(table))
+
+    def labels(self, table) -> list[str]:
+        return [f"random split {i}" for i in range(self.n_splits)]
+
+    def n_train_min(self, table) -> int:
+        self.check(len(table))
+        return self.n_train(len(table))
+
     def describe(self) -> dict:
         return {
             "protocol": self.name,
@@ -80,3 +90,151 @@ class RandomSplit:
             "train_frac": float(self.train_frac),
             "seed": int(self.seed),
         }
+
+
+# ------------------------------------------------------------------ structured protocols
+# Each protocol turns a table of cells into (S, n) training masks; the held-out cells of a
+# split are the rest. ``masks_for`` validates, so a split that cannot be made is an error.
+
+
+def _levels(table, column: str) -> np.ndarray:
+    if column not in table.columns:
+        raise SplitError(
+            f"split column {column!r} is not a variable of the compared forms; "
+            f"variables: {', '.join(map(str, table.columns))}"
+        )
+    return np.sort(table[column].unique())
+
+
+@dataclass(frozen=True)
+class LeaveOneLevelOut:
+    """Each level of ``column`` held out in turn; the other levels are fitted."""
+
+    column: str
+    name = "leave-one-level-out"
+
+    def masks_for(self, table) -> np.ndarray:
+        levels = _levels(table, self.column)
+        if len(levels) < 2:
+            raise SplitError(
+                f"leave-one-level-out:{self.column} needs at least 2 levels of "
+                f"{self.column!r}; the grid has {len(levels)}"
+            )
+        values = table[self.column].to_numpy()
+        return np.stack([values != v for v in levels])
+
+    def labels(self, table) -> list[str]:
+        return [f"{self.column}={v:g} held out" for v in _levels(table, self.column)]
+
+    def n_train_min(self, table) -> int:
+        return int(self.masks_for(table).sum(axis=1).min())
+
+    def describe(self) -> dict:
+        return {
+            "protocol": f"{self.name}:{self.column}",
+            "n_splits": None,
+            "train_frac": None,
+            "seed": None,
+        }
+
+
+@dataclass(frozen=True)
+class Extrapolate:
+    """Fit on the cells below a level of ``column``, score the cells at or above it.
+
+    With no ``threshold`` the highest level is held out.
+    """
+
+    column: str
+    threshold: float | None = None
+    name = "extrapolate"
+
+    def masks_for(self, table) -> np.ndarray:
+        levels = _levels(table, self.column)
+        cut = levels[-1] if self.threshold is None else self.threshold
+        values = table[self.column].to_numpy()
+        train = values < cut
+        if train.all() or not train.any():
+            raise SplitError(
+                f"extrapolate:{self.column}>={cut:g} leaves "
+                f"{'no held-out' if train.all() else 'no training'} cells "
+                f"(levels of {self.column}: {', '.join(f'{v:g}' for v in levels)})"
+            )
+        return train[None, :]
+
+    def labels(self, table) -> list[str]:
+        levels = _levels(table, self.column)
+        cut = levels[-1] if self.threshold is None else self.threshold
+        return [f"fit {self.column} < {cut:g}, score {self.column} >= {cut:g}"]
+
+    def n_train_min(self, table) -> int:
+        return int(self.masks_for(table).sum())
+
+    def describe(self) -> dict:
+        tail = "" if self.threshold is None else f">={self.threshold:g}"
+        return {
+            "protocol": f"{self.name}:{self.column}{tail}",
+            "n_splits": 1,
+            "train_frac": None,
+            "seed": None,
+        }
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Fit on every cell of one grid, score every cell of another (cells marked by source)."""
+
+    fit_label: str
+    test_label: str
+    name = "transfer"
+
+    def masks_for(self, table) -> np.ndarray:
+        if "_source" not in table.columns:
+            raise SplitError("transfer needs --fit-data and --test-data")
+        return (table["_source"] == "fit").to_numpy()[None, :]
+
+    def labels(self, table) -> list[str]:
+        return [f"fit {self.fit_label}, score {self.test_label}"]
+
+    def n_train_min(self, table) -> int:
+        return int(self.masks_for(table).sum())
+
+    def describe(self) -> dict:
+        return {
+            "protocol": f"{self.name}:{self.fit_label}->{self.test_label}",
+            "n_splits": 1,
+            "train_frac": None,
+            "seed": None,
+        }
+
+
+def parse_protocol(
+    text: str,
+    n_splits: int = 300,
+    train_frac: float = 1 / 3,
+    seed: int = 0,
+    transfer_labels: tuple[str, str] | None = None,
+):
+    """``random``, ``leave-one-level-out:COL``, ``extrapolate:COL[>=VALUE]`` or ``transfer``."""
+    kind, _, arg = (text or "").partition(":")
+    kind = kind.strip()
+    if kind == "random" and not arg:
+        return RandomSplit(n_splits, train_frac, seed)
+    if kind == "leave-one-level-out" and arg.strip():
+        return LeaveOneLevelOut(arg.strip())
+    if kind == "extrapolate" and arg.strip():
+        col, sep, value = arg.partition(">=")
+        if sep:
+            try:
+                return Extrapolate(col.strip(), float(value))
+            except ValueError:
+                raise SplitError(f"--split {text!r}: {value!r} is not a number") from None
+        return Extrapolate(col.strip())
+    if kind == "transfer" and not arg:
+        if transfer_labels is None:
+            raise SplitError("--split transfer needs --fit-data A and --test-data B")
+        return Transfer(*transfer_labels)
+    raise SplitError(
+        f"--split {text!r} is unknown; allowed: random, leave-one-level-out:COL, "
+        "extrapolate:COL, extrapolate:COL>=VALUE, transfer"
+    )

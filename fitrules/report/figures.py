@@ -209,3 +209,48 @@ def paired_differences(ci, ax=None):
 def save(ax, path) -> None:
     ax.figure.savefig(path, dpi=110)
     plt.close(ax.figure)
+
+
+def errors_by_split(cmp, ax=None):
+    """Held-out error of each form in each split (grouped bars), with the noise floor."""
+    t = cmp.results
+    splits = sorted(t["split"].unique())
+    labels = [t.loc[t["split"] == s, "split_label"].iloc[0] for s in splits]
+    names = [f.name for f in cmp.forms]
+    ax = _ax(ax, (max(6.0, 1.6 * len(splits) + 3), 4.5))
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        d = t[t["form"] == name].set_index("split").loc[splits]
+        vals = d["heldout_error_pct"].to_numpy(float)
+        hatch = ["//" if deg else "" for deg in d["degenerate"]]
+        bars = ax.bar(
+            np.arange(len(splits)) + (i - (len(names) - 1) / 2) * width,
+            vals,
+            width,
+            label=name,
+            color=f"C{i}",
+        )
+        for b, h in zip(bars, hatch, strict=True):
+            b.set_hatch(h)
+    floor = t.drop_duplicates("split").set_index("split").loc[splits, "noise_floor_pct"]
+    ax.scatter(
+        np.arange(len(splits)),
+        floor.to_numpy(float),
+        marker="_",
+        s=900,
+        color="k",
+        zorder=3,
+        label="noise floor",
+    )
+    ax.set_xticks(range(len(splits)), labels, fontsize=8)
+    ax.set_ylabel("held-out error (%)")
+    if np.nanmax(t["heldout_error_pct"].to_numpy(float)) > 30 * max(
+        np.nanmin(t["heldout_error_pct"].to_numpy(float)), 1e-3
+    ):
+        ax.set_yscale("log")
+    ax.set_title(
+        f"Held-out error per split ({cmp.settings['protocol']}); hatched: degenerate", fontsize=10
+    )
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(alpha=0.3, axis="y")
+    return ax

@@ -10,11 +10,11 @@ from pathlib import Path
 from fitrules import __version__
 from fitrules.report import figures
 from fitrules.report.directory import write_report_dir
-from fitrules.report.text import fmt_p, verdict_sentence
+from fitrules.report.text import data_line, fmt_p, protocol_line, verdict_sentence
 
 SUMMARY_HEADER = (
-    "| form | constants | valid splits | degenerate | mean % | median % | p90 % "
-    "| max % |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+    "| form | constants | valid splits | degenerate | mean % | median % | p90 % | max % "
+    "| noise floor % |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -26,9 +26,24 @@ def summary_rows(summary: list[dict]) -> list[str]:
     return [
         f"| {r['form']} | {r['constants']} | {r['valid_splits']} | {r['degenerate_splits']} | "
         f"{_num(r['mean_pct'])} | {_num(r['median_pct'])} | {_num(r['p90_pct'])} | "
-        f"{_num(r['max_pct'])} |"
+        f"{_num(r['max_pct'])} | {_num(r.get('noise_floor_pct'))} |"
         for r in summary
     ]
+
+
+def noise_sentences(summary: list[dict]) -> list[str]:
+    out = []
+    for r in summary:
+        if r["median_pct"] is None:
+            continue
+        floor = r.get("noise_floor_pct")
+        against = (
+            f" against a noise floor of {floor:.3f}%"
+            if floor is not None
+            else (" (no noise estimate: cells with one seed)")
+        )
+        out.append(f"- {r['form']}: median held-out error {r['median_pct']:.3f}%{against}")
+    return out
 
 
 def _slug(name: str) -> str:
@@ -141,8 +156,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         f"| filter | `{where}` |",
         f"| runs, cells | {data['runs']} runs in {data['cells']} cells "
         f"(excluded: {', '.join(f'{v} {k}' for k, v in data['excluded'].items()) or 'none'}) |",
-        f"| splits | {s['n_splits']} {s['protocol']}, {n_train} of {data['cells']} cells fitted "
-        f"(train fraction {s['train_frac']:.3g}), seed {s['seed']} |",
+        f"| protocol | {protocol_line(s, n_train, data['cells'])} |",
         f"| objective | {s['objective']} |",
         f"| degenerate pairs | {'kept' if s['keep_degenerate'] else 'set aside'} |",
         f"| command | `{command}` |",
@@ -157,6 +171,12 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     ]
     lines += [f"- **{f['name']}** = `{f['expression']}`" for f in doc["forms"]]
     lines += ["", "## Summary", "", SUMMARY_HEADER, *summary_rows(doc["summary"]), ""]
+    lines += [
+        "Noise floor: the held-out error a predictor would show if it knew every cell's "
+        "true mean, from the spread of the seeds (median over splits).",
+        "",
+    ]
+    lines += noise_sentences(doc["summary"]) + [""]
     best = min(
         (r for r in doc["summary"] if r["median_pct"] is not None),
         key=lambda r: r["median_pct"],
@@ -333,5 +353,82 @@ def fit_report(out: dict, target: Path, command: str, force: bool = False) -> Pa
         lines += [f"![{n}]({n})\n" for n in names]
         (d / "report.md").write_text("\n".join(lines))
         (d / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+
+    return write_report_dir(target, build, force)
+
+
+def protocols_report(cmps, payloads, target: Path, command: str, force: bool = False) -> Path:
+    """One report, one section per split protocol; numbers of different protocols are never
+    pooled."""
+
+    def build(d: Path) -> None:
+        first = payloads[0]
+        lines = [
+            f"# fitrules validation: {', '.join(f['name'] for f in first['forms'])}",
+            "",
+            f"Command: `{command}`; fitrules {__version__}; "
+            f"{datetime.now(UTC).strftime('%Y-%m-%d')}; objective "
+            f"{first['settings']['objective']}.",
+            "",
+            "Each section is one split protocol. The held-out error of a split is the mean "
+            "absolute relative error over its held-out cells, in percent; the noise floor is the "
+            "error a predictor would show if it knew every held-out cell's true mean (from the "
+            "seed spread). Numbers of different protocols are never pooled.",
+            "",
+        ]
+        for i, (cmp, doc) in enumerate(zip(cmps, payloads, strict=True)):
+            s = doc["settings"]
+            slug = f"{i + 1}_{_slug(s['protocol'].split(':')[0])}"
+            n_train = min(r["n_train"] for r in doc["results"])
+            lines += [
+                f"## {s['protocol']}",
+                "",
+                f"- {data_line(doc['data'])}",
+                f"- {protocol_line(s, n_train, doc['data']['cells'])}",
+                "",
+            ]
+            lines += [SUMMARY_HEADER, *summary_rows(doc["summary"]), ""]
+            lines += noise_sentences(doc["summary"]) + [""]
+            lines += [f"- {verdict_sentence(r)}" for r in doc["paired"]] + [""]
+            if s["protocol"] == "random":
+                name = f"{slug}_ecdf.png"
+                figures.save(figures.heldout_ecdf(cmp), d / name)
+            else:
+                name = f"{slug}_by_split.png"
+                figures.save(figures.errors_by_split(cmp), d / name)
+                lines += [
+                    "| split | " + " | ".join(f["name"] for f in doc["forms"]) + " | noise floor |",
+                    "|---|" + "---:|" * (len(doc["forms"]) + 1),
+                ]
+                for _split, g in cmp.results.groupby("split", sort=True):
+                    cells_ = []
+                    for f in doc["forms"]:
+                        r = g[g["form"] == f["name"]].iloc[0]
+                        v = _num(r["heldout_error_pct"])
+                        cells_.append(f"{v}{' (degenerate)' if r['degenerate'] else ''}")
+                    lines.append(
+                        f"| {g['split_label'].iloc[0]} | "
+                        + " | ".join(cells_)
+                        + f" | {_num(g['noise_floor_pct'].iloc[0])} |"
+                    )
+                lines.append("")
+            lines += [f"![{s['protocol']}]({name})", ""]
+            flagged = {k: v for k, v in doc["degenerate_reasons"].items() if v}
+            if flagged:
+                lines += [
+                    "Degenerate pairs: "
+                    + "; ".join(
+                        f"{form}: " + ", ".join(f"{c} x {r}" for r, c in counts.items())
+                        for form, counts in flagged.items()
+                    ),
+                    "",
+                ]
+            (d / f"results_{slug}.json").write_text(
+                json.dumps(doc, indent=1, allow_nan=False) + "\n"
+            )
+        (d / "report.md").write_text("\n".join(lines))
+        (d / "results.json").write_text(
+            json.dumps({"protocols": payloads}, indent=1, allow_nan=False) + "\n"
+        )
 
     return write_report_dir(target, build, force)

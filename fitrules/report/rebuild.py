@@ -19,6 +19,9 @@ REPORTS = {
     "wide": "compare --data data/wide.csv --splits 300 --report reports/wide",
     "paired-ci": "ci --report reports/paired-ci",
     "fit-composition": "fit --form composition --report reports/fit-composition",
+    "validation": "compare --data data/main.csv --where 'lr == 3e-4' --split random "
+    "--split leave-one-level-out:H --split extrapolate:H --split transfer "
+    "--fit-data data/main.csv --test-data data/wide.csv --report reports/validation",
 }
 
 

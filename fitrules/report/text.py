@@ -70,6 +70,7 @@ SUMMARY_COLUMNS = [
     ("median_pct", "median %", ".3f"),
     ("p90_pct", "p90 %", ".3f"),
     ("max_pct", "max %", ".3f"),
+    ("noise_floor_pct", "noise floor %", ".3f"),
 ]
 
 
@@ -78,20 +79,42 @@ def data_line(data: dict) -> str:
     excl = data.get("excluded") or {}
     excluded = ", ".join(f"{v} {k}" for k, v in excl.items()) or "none"
     sha = (data.get("sha256") or "")[:12]
-    return (
+    out = (
         f"data: {data['path']} (sha256 {sha}){where}: {data['runs']} runs in "
         f"{data['cells']} cells; excluded: {excluded}"
     )
+    if data.get("test"):
+        t = data["test"]
+        out += (
+            f"; scored on {t['path']} (sha256 {(t['sha256'] or '')[:12]}): {t['runs']} runs "
+            f"in {t['cells']} cells"
+        )
+    return out
+
+
+def protocol_line(settings: dict, n_train_min: int, cells: int) -> str:
+    proto = settings["protocol"]
+    if proto == "random":
+        return (
+            f"splits: {settings['n_splits']} random, {n_train_min} of {cells} cells fitted "
+            f"(train fraction {settings['train_frac']:.3g}), seed {settings['seed']}"
+        )
+    return f"protocol: {proto}"
 
 
 def render_comparison(cmp) -> str:
     s = cmp.settings
-    n_train = int(cmp.results["n_train"].iloc[0]) if len(cmp.results) else 0
+    n_train = int(cmp.results["n_train"].min()) if len(cmp.results) else 0
     lines = [
         data_line(cmp.data),
-        f"splits: {s['n_splits']} {s['protocol']}, {n_train} of {cmp.data['cells']} cells fitted "
-        f"(train fraction {s['train_frac']:.3g}), seed {s['seed']}; objective {s['objective']}; "
-        f"held-out error = mean |relative error| over held-out cells, in %",
+        f"{protocol_line(s, n_train, cmp.data['cells'])}; objective {s['objective']}; "
+        "held-out error = mean |relative error| over held-out cells, in %; noise floor = the "
+        "error of a predictor that knew each cell's true mean (from the seed spread)",
+    ]
+    if s["protocol"] != "random":
+        for lab, g in cmp.results.groupby("split", sort=True):
+            lines.append(f"  split {lab}: {g['split_label'].iloc[0]}")
+    lines += [
         "",
         table(cmp.summary, SUMMARY_COLUMNS),
         "",
@@ -209,3 +232,59 @@ def render_ci(results, payload: dict) -> str:
             lines.append(f"  seeds dropped: {'; '.join(dropped)}")
         lines += [f"  warning: {w}" for w in r.warnings]
     return "\n".join(lines)
+
+
+def render_intervals(boot, preds) -> str:
+    pct = round(100 * boot.level)
+    lines = [
+        f"{pct}% bootstrap intervals ({boot.resamples} resamples of the runs within each "
+        f"cell, seed {boot.seed}; {boot.failed} failed refits; "
+        f"{boot.single_run_cells} cells with one run cannot vary):"
+    ]
+    for c, (lo, hi) in boot.constant_intervals().items():
+        lines.append(f"  {c} = {boot.fit.constants[c]:.6g}  [{lo:.6g}, {hi:.6g}]")
+    for p in preds:
+        where = ", ".join(f"{k}={v:g}" for k, v in p["given"].items())
+        lo, hi = p["interval"]
+        lines.append(f"  prediction at {where}: {p['prediction']:.5g}  [{lo:.5g}, {hi:.5g}]")
+    return "\n".join(lines)
+
+
+def render_scores(table) -> str:
+    rows = []
+    for r in table.to_dict("records"):
+        where = ", ".join(f"{k}={v:g}" for k, v in r["point"].items())
+        rows.append(
+            {
+                "id": r["id"],
+                "form": r["form"],
+                "cell": where,
+                "predicted": r["prediction"],
+                "observed": r["observed"],
+                "error": r["error_pct"],
+                "runs": r["runs"],
+                "interval": "-"
+                if r["inside_interval"] is None
+                else ("inside" if r["inside_interval"] else "outside"),
+                "tolerance": "-"
+                if r["within_tolerance"] is None
+                else ("within" if r["within_tolerance"] else "missed"),
+                "status": r["status"],
+            }
+        )
+    cols = [
+        ("id", "id", "d"),
+        ("form", "form", ""),
+        ("cell", "cell", ""),
+        ("predicted", "predicted", ".4f"),
+        ("observed", "observed", ".4f"),
+        ("error", "error %", "+.3f"),
+        ("runs", "runs", "d"),
+        ("interval", "interval", ""),
+        ("tolerance", "tolerance", ""),
+        ("status", "status", ""),
+    ]
+    return table_fn(pd.DataFrame(rows), cols)
+
+
+table_fn = table
