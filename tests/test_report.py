@@ -65,7 +65,7 @@ def _summary_table(md: str) -> dict[str, list[str]]:
     section = md.split("## Summary")[1].split("##")[0]
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == 8 and cells[0] not in ("form",) and not cells[0].startswith("-"):
+        if len(cells) == 9 and cells[0] not in ("form",) and not cells[0].startswith("-"):
             rows[cells[0]] = cells
     return rows
 
@@ -80,7 +80,9 @@ def test_report_numbers_equal_the_json(report, fresh_report):
         row = table[r["form"]]
         assert int(row[2]) == r["valid_splits"] and int(row[3]) == r["degenerate_splits"]
         for cell, key in zip(
-            row[4:], ("mean_pct", "median_pct", "p90_pct", "max_pct"), strict=True
+            row[4:],
+            ("mean_pct", "median_pct", "p90_pct", "max_pct", "noise_floor_pct"),
+            strict=True,
         ):
             assert float(cell) == pytest.approx(r[key], abs=5e-4)
     md = (d / "report.md").read_text()

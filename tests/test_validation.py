@@ -39,10 +39,15 @@ def test_extrapolate_holds_out_the_top(grid):
     assert set(table.loc[~m, "H"]) == {16, 64}
 
 
-@pytest.mark.parametrize("text, match", [
-    ("sideways", "unknown"), ("extrapolate:H>=x", "not a number"),
-    ("transfer", "--fit-data"), ("leave-one-level-out:", "unknown"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("sideways", "unknown"),
+        ("extrapolate:H>=x", "not a number"),
+        ("transfer", "--fit-data"),
+        ("leave-one-level-out:", "unknown"),
+    ],
+)
 def test_bad_protocols(text, match):
     with pytest.raises(SplitError, match=match):
         parse_protocol(text)
@@ -73,7 +78,11 @@ def test_compare_reports_protocol_and_floor(grid):
     assert len(cmp.results) == 8
     assert (cmp.summary["noise_floor_pct"] > 0).all()
     assert list(cmp.results["split_label"].unique()) == [
-        "H=1 held out", "H=4 held out", "H=16 held out", "H=64 held out"]
+        "H=1 held out",
+        "H=4 held out",
+        "H=16 held out",
+        "H=64 held out",
+    ]
 
 
 def test_transfer_fits_one_grid_and_scores_another(tmp_path, capsys):
@@ -81,8 +90,24 @@ def test_transfer_fits_one_grid_and_scores_another(tmp_path, capsys):
     composition_grid(rng_seed=1).to_csv(a, index=False)
     composition_grid(rng_seed=2, truth={"L0": 2.0, "a": 0.012, "b": 0.5}).to_csv(b, index=False)
     out = tmp_path / "t.json"
-    assert main(["compare", "--split", "transfer", "--fit-data", str(a), "--test-data", str(b),
-                 "--forms", "composition", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--split",
+                "transfer",
+                "--fit-data",
+                str(a),
+                "--test-data",
+                str(b),
+                "--forms",
+                "composition",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     doc = json.loads(out.read_text())
     (row,) = doc["results"]
     # the test grid sits 0.2 below the fitted one: the error is about 0.2 / 2.0 = 10%
@@ -93,12 +118,36 @@ def test_transfer_fits_one_grid_and_scores_another(tmp_path, capsys):
 
 def test_several_protocols_are_reported_separately(synthetic_csv, tmp_path, capsys):
     out, rep = tmp_path / "p.json", tmp_path / "rep"
-    assert main(["compare", "--data", str(synthetic_csv), "--splits", "20", "--split", "random",
-                 "--split", "leave-one-level-out:H", "--split", "extrapolate:H", "--forms",
-                 "composition,omega_only", "--json", str(out), "--report", str(rep)]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--data",
+                str(synthetic_csv),
+                "--splits",
+                "20",
+                "--split",
+                "random",
+                "--split",
+                "leave-one-level-out:H",
+                "--split",
+                "extrapolate:H",
+                "--forms",
+                "composition,omega_only",
+                "--json",
+                str(out),
+                "--report",
+                str(rep),
+            ]
+        )
+        == 0
+    )
     doc = json.loads(out.read_text())
     assert [p["settings"]["protocol"] for p in doc["protocols"]] == [
-        "random", "leave-one-level-out:H", "extrapolate:H"]
+        "random",
+        "leave-one-level-out:H",
+        "extrapolate:H",
+    ]
     md = (rep / "report.md").read_text()
     assert md.count("noise floor of") >= 6
     for png in rep.glob("*.png"):
@@ -132,10 +181,39 @@ def test_prediction_at_a_cell_not_in_the_grid(grid):
 def test_ledger_round_trip_with_the_harness(tmp_path, capsys):
     ledger, new = tmp_path / "predictions.jsonl", tmp_path / "new.csv"
     smoke = str(DATA / "smoke.csv")
-    assert main(["predict", "--data", smoke, "--form", "composition", "--at", "H=8,keep=0.25",
-                 "--tolerance", "5", "--ledger", str(ledger), "--resamples", "40"]) == 0
-    assert main(["simulate", str(DATA / "specs" / "smoke.toml"), "--cell", "H=8,keep=0.25",
-                 "--out", str(new)]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--data",
+                smoke,
+                "--form",
+                "composition",
+                "--at",
+                "H=8,keep=0.25",
+                "--tolerance",
+                "5",
+                "--ledger",
+                str(ledger),
+                "--resamples",
+                "40",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "simulate",
+                str(DATA / "specs" / "smoke.toml"),
+                "--cell",
+                "H=8,keep=0.25",
+                "--out",
+                str(new),
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "scores.json"
     assert main(["score", "--ledger", str(ledger), "--data", str(new), "--json", str(out)]) == 0
     (row,) = json.loads(out.read_text())["scores"]
@@ -144,12 +222,44 @@ def test_ledger_round_trip_with_the_harness(tmp_path, capsys):
     assert row["error_pct"] == pytest.approx(100 * (row["prediction"] - observed) / observed)
     before = ledger.read_bytes()
     # the same prediction again is refused, and the ledger is untouched
-    assert main(["predict", "--data", smoke, "--form", "composition", "--at", "H=8,keep=0.25",
-                 "--ledger", str(ledger), "--resamples", "40"]) == 2
+    assert (
+        main(
+            [
+                "predict",
+                "--data",
+                smoke,
+                "--form",
+                "composition",
+                "--at",
+                "H=8,keep=0.25",
+                "--ledger",
+                str(ledger),
+                "--resamples",
+                "40",
+            ]
+        )
+        == 2
+    )
     assert ledger.read_bytes() == before
     # a second cell is appended; the first record's bytes do not change
-    assert main(["predict", "--data", smoke, "--form", "composition", "--at", "H=2,keep=0.5",
-                 "--ledger", str(ledger), "--resamples", "40"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--data",
+                smoke,
+                "--form",
+                "composition",
+                "--at",
+                "H=2,keep=0.5",
+                "--ledger",
+                str(ledger),
+                "--resamples",
+                "40",
+            ]
+        )
+        == 0
+    )
     assert ledger.read_bytes().startswith(before)
     assert [r["id"] for r in read_ledger(ledger)] == [1, 2]
 
@@ -158,8 +268,24 @@ def test_tampering_is_detected(tmp_path, capsys):
     ledger = tmp_path / "p.jsonl"
     smoke = str(DATA / "smoke.csv")
     for at in ("H=8,keep=0.25", "H=2,keep=0.5"):
-        assert main(["predict", "--data", smoke, "--form", "composition", "--at", at,
-                     "--ledger", str(ledger), "--resamples", "30"]) == 0
+        assert (
+            main(
+                [
+                    "predict",
+                    "--data",
+                    smoke,
+                    "--form",
+                    "composition",
+                    "--at",
+                    at,
+                    "--ledger",
+                    str(ledger),
+                    "--resamples",
+                    "30",
+                ]
+            )
+            == 0
+        )
     lines = ledger.read_text().splitlines()
     rec = json.loads(lines[0])
     rec["prediction"] += 0.01
