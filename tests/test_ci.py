@@ -153,6 +153,18 @@ def test_cli_bad_selection_exit_2(tmp_path, capsys, args, match):
     assert not out.exists()
 
 
+def test_cli_no_common_seed_exit_2(tmp_path, capsys):
+    runs = _runs()
+    runs.loc[runs.algo == "diloco", "seed"] += 100
+    path = tmp_path / "p.csv"
+    runs.to_csv(path, index=False)
+    code = main(
+        ["ci", "--data", str(path), "--baseline", "algo=sync", "--treatment", "algo=diloco"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "share no seed" in err[0]
+
+
 def test_cli_report(tmp_path, capsys):
     path = tmp_path / "p.csv"
     _runs().to_csv(path, index=False)

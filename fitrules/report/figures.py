@@ -217,7 +217,7 @@ def errors_by_split(cmp, ax=None):
     splits = sorted(t["split"].unique())
     labels = [t.loc[t["split"] == s, "split_label"].iloc[0] for s in splits]
     names = [f.name for f in cmp.forms]
-    ax = _ax(ax, (max(6.0, 1.6 * len(splits) + 3), 4.5))
+    ax = _ax(ax, (max(7.5, 1.6 * len(splits) + 4), 4.5))
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         d = t[t["form"] == name].set_index("split").loc[splits]
@@ -233,14 +233,16 @@ def errors_by_split(cmp, ax=None):
         for b, h in zip(bars, hatch, strict=True):
             b.set_hatch(h)
     floor = t.drop_duplicates("split").set_index("split").loc[splits, "noise_floor_pct"]
-    ax.scatter(
-        np.arange(len(splits)),
+    x = np.arange(len(splits))
+    ax.hlines(
         floor.to_numpy(float),
-        marker="_",
-        s=900,
-        color="k",
-        zorder=3,
+        x - 0.42,
+        x + 0.42,
+        colors="k",
+        linestyles="--",
+        lw=1.5,
         label="noise floor",
+        zorder=3,
     )
     ax.set_xticks(range(len(splits)), labels, fontsize=8)
     ax.set_ylabel("held-out error (%)")
@@ -249,8 +251,8 @@ def errors_by_split(cmp, ax=None):
     ):
         ax.set_yscale("log")
     ax.set_title(
-        f"Held-out error per split ({cmp.settings['protocol']}); hatched: degenerate", fontsize=10
+        f"Held-out error per split\n{cmp.settings['protocol']} (hatched: degenerate)", fontsize=10
     )
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(alpha=0.3, axis="y")
     return ax
