@@ -86,6 +86,7 @@ class FitOptions:
     max_nfev: int = 100  # least_squares budget where it is used
     resolution: float = 1e-6  # local refinement stops at this fraction of the start range
     max_rounds: int = 80  # local refinement rounds, counting moves of the window
+    lm_iterations: int = 200  # Levenberg-Marquardt iterations after the grid
     chunk_splits: int = 128  # splits fitted together; bounds memory at any number of splits
 
 
@@ -138,7 +139,7 @@ class CompiledForm:
         return env
 
     def _shape(self, X, params) -> tuple[int, ...]:
-        n = len(next(iter(X.values())))
+        n = np.shape(next(iter(X.values())))[-1]
         return (*np.shape(params)[:-1], n)
 
     def predict(self, X: dict[str, np.ndarray], params: np.ndarray) -> np.ndarray:
@@ -206,40 +207,53 @@ def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return c[..., 0]
 
 
-def _profile(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
-    """Training objective at grid points shared by every split, linear constants solved.
+@dataclass
+class _GridPieces:
+    """What the shared grid needs that does not depend on the split: computed once."""
 
-    ``thetas`` (G, q); ``masks`` (S, n). Returns objective (G, S) and coefficients (G, S, k).
-    The basis does not depend on the split, so the normal equations of all splits are one
-    matrix product with the masks, and so is the residual sum of squares (expanded as
-    t'Wt - 2c'r + c'Ac). For log-Huber the values are relative least squares, a ranking
-    that :func:`_huber_rescore` refines.
-    """
+    bs: np.ndarray  # (G, n, k) basis, columns scaled to unit norm
+    norm: np.ndarray  # (G, 1, k) the scales
+    offset: np.ndarray  # (G, n)
+    finite: np.ndarray  # (G, n)
+    outer: np.ndarray  # (G, n, k, k) weighted outer products of basis rows
+    wt: np.ndarray  # (G, n) weighted targets w^2 (y - offset)
+    tt: np.ndarray  # (G, n) w^2 (y - offset)^2
+
+
+def _grid_pieces(cf: CompiledForm, X, y, objective: Objective, thetas) -> _GridPieces:
     basis, offset, finite = _evaluate_pieces(cf, X, thetas)
     # Scale basis columns to unit norm so the normal equations stay well conditioned.
     norm = np.sqrt((basis**2).sum(axis=1, keepdims=True))
     norm = np.where(norm > 0, norm, 1.0)
-    bs = basis / norm  # (G, n, k)
+    bs = basis / norm
     w2 = _weights(objective, y) ** 2
+    target = y[None, :] - offset
+    outer = bs[:, :, :, None] * bs[:, :, None, :] * w2[None, :, None, None]
+    return _GridPieces(bs, norm, offset, finite, outer, w2 * target, w2 * target**2)
+
+
+def _profile(g: _GridPieces, masks):
+    """Training objective at grid points shared by every split, linear constants solved.
+
+    ``masks`` (S, n). Returns the objective (G, S) and the scaled coefficients (G, S, k).
+    The basis does not depend on the split, so the normal equations of all splits are one
+    matrix product with the masks, and so is the residual sum of squares (expanded as
+    t'Wt - 2c'r + c'Ac). The values are (relative) least squares for every objective; for
+    log-Huber they are a ranking that :func:`_huber_rescore` refines.
+    """
     m = masks.astype(float)
-    target = y[None, :] - offset  # (G, n)
-    outer = bs[:, :, :, None] * bs[:, :, None, :] * w2[None, :, None, None]  # (G, n, k, k)
-    A = np.einsum("gnkj,sn->gskj", outer, m, optimize=True)
-    rhs = np.einsum("gnk,gn,sn->gsk", bs, w2 * target, m, optimize=True)
+    A = np.einsum("gnkj,sn->gskj", g.outer, m, optimize=True)
+    rhs = np.einsum("gnk,gn,sn->gsk", g.bs, g.wt, m, optimize=True)
     c = _solve(A, rhs)  # (G, S, k)
-    # Relative least squares for every objective here; log-Huber re-scores the best of these
-    # exactly (see _huber_rescore), since its linear constants need an iterative solve.
-    tt = (w2 * target**2) @ m.T  # (G, S)
-    out = tt - 2 * np.einsum("gsk,gsk->gs", c, rhs) + np.einsum("gsk,gskj,gsj->gs", c, A, c)
+    out = g.tt @ m.T - 2 * np.einsum("gsk,gsk->gs", c, rhs)
+    out += np.einsum("gsk,gskj,gsj->gs", c, A, c)
     out = np.maximum(out, 0.0)
-    bad = (~finite).astype(float) @ m.T > 0  # (G, S)
+    bad = (~g.finite).astype(float) @ m.T > 0  # (G, S)
     out[bad | ~np.isfinite(out)] = np.inf
-    return out, c / norm[:, 0, None, :]
+    return out, c
 
 
-def _profile_rows(
-    cf: CompiledForm, X, y, masks, objective: Objective, thetas, warm=None, huber_iters=5
-):
+def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
     """As :func:`_profile`, each row t with its own training mask and points ``thetas[t]``.
 
     ``thetas`` (T, L, q); ``masks`` (T, n). Returns objective (T, L), coefficients (T, L, k).
@@ -255,89 +269,13 @@ def _profile_rows(
     A = bw @ np.swapaxes(bw, -1, -2)
     rhs = (bw @ (sw[:, None, :] * (yb - offset))[..., None])[..., 0]
     c = _solve(A, rhs)
-    if objective.kind == "log_huber":
-        if warm is not None:  # last round's optimum: nearer than the least-squares one
-            c_warm = warm[:, None, :] * norm[:, :, 0, :]
-            lsq = _huber_sum_at(bs, offset, yb, m, c, objective.delta)
-            start = _huber_sum_at(bs, offset, yb, m, c_warm, objective.delta)
-            c = np.where((start < lsq)[..., None], c_warm, c)
-        c, out = _huber_linear(bs, offset, yb, m, c, objective.delta, huber_iters)
-    else:
-        pred = offset + (bs @ c[..., None])[..., 0]
-        with np.errstate(all="ignore"):
-            r = np.where(m[:, None, :] > 0, objective.residuals(pred, yb), 0.0)
-            out = objective.value(r, axis=2)
+    pred = offset + (bs @ c[..., None])[..., 0]
+    with np.errstate(all="ignore"):
+        r = np.where(m[:, None, :] > 0, objective.residuals(pred, yb), 0.0)
+        out = objective.value(r, axis=2)
     bad = ((~finite) & (m[:, None, :] > 0)).any(axis=2)
     out[bad | ~np.isfinite(out)] = np.inf
     return out, c / norm[:, :, 0, :]
-
-
-def _huber_linear(bs, offset, y, m, c, delta, iters: int = 12):
-    """Linear constants minimising the summed log-Huber loss, by safeguarded Newton steps.
-
-    Starts from the relative least-squares solution ``c`` (..., k), already close because
-    log(p/y) ~ (p - y)/y. Each iteration tries a Gauss-Newton step with Huber's own curvature
-    (1 inside +-delta, 0 outside: it lands on the optimum once the residuals inside stop
-    changing), then an IRLS step (weights psi(r)/r, always a descent) where that fails; a step
-    is kept only where it lowers the loss.
-    """
-    logy = np.log(y)
-    mk = m[:, None, :] if m.ndim == 2 else m
-
-    def loss(c):
-        pred = offset + (bs @ c[..., None])[..., 0]
-        with np.errstate(all="ignore"):
-            r = np.log(np.where(pred > 0, pred, np.nan)) - logy
-        r = np.where(mk > 0, r, 0.0)
-        bad = np.isnan(r).any(axis=-1)
-        r = np.nan_to_num(r)
-        return np.where(bad, np.inf, _huber_sum(r, delta)), pred, r
-
-    def try_step(c, val, pred, r, hess_w):
-        with np.errstate(all="ignore"):
-            J = bs / pred[..., None]  # d log(pred) / d c
-        J = np.where(np.isfinite(J), J, 0.0)
-        psi = mk * np.clip(r, -delta, delta)
-        Jt = np.swapaxes(J, -1, -2)
-        step = _solve((Jt * hess_w[..., None, :]) @ J, -(Jt @ psi[..., None])[..., 0])
-        new_val, new_pred, new_r = loss(c + step)
-        better = new_val < val
-        return (
-            np.where(better[..., None], c + step, c),
-            np.where(better, new_val, val),
-            np.where(better[..., None], new_pred, pred),
-            np.where(better[..., None], new_r, r),
-            better,
-        )
-
-    val, pred, r = loss(c)
-    for _ in range(iters):
-        before = val
-        a = np.abs(r)
-        inside = mk * ((a <= delta) + 1e-6 * (a > delta))
-        c, val, pred, r, ok = try_step(c, val, pred, r, inside)
-        if not ok.all():
-            a = np.abs(r)
-            irls = mk * np.where(a <= delta, 1.0, delta / np.maximum(a, 1e-300))
-            c, val, pred, r, _ = try_step(c, val, pred, r, irls)
-        with np.errstate(invalid="ignore"):
-            gain = np.where(np.isfinite(before), (before - val) / np.maximum(before, 1e-300), 0)
-        if np.nanmax(gain, initial=0.0) < 1e-10:
-            break  # no row moved: converged
-    return c, val
-
-
-def _huber_sum_at(bs, offset, y, m, c, delta):
-    pred = offset + (bs @ c[..., None])[..., 0]
-    with np.errstate(all="ignore"):
-        r = np.log(np.where(pred > 0, pred, np.nan)) - np.log(y)
-    r = np.where(m[:, None, :] > 0, r, 0.0)
-    return np.where(np.isnan(r).any(axis=-1), np.inf, _huber_sum(np.nan_to_num(r), delta))
-
-
-def _huber_sum(r, delta):
-    a = np.abs(r)
-    return np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta)).sum(axis=-1)
 
 
 def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOptions):
@@ -369,15 +307,14 @@ def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOpt
     val = np.full(T, np.inf)
     lin = np.zeros((T, len(cf.lin_idx)))
     active = np.ones(T, bool)
-    for rnd in range(opts.max_rounds):
+    for _ in range(opts.max_rounds):
         idx = np.flatnonzero(active)
         if len(idx) == 0:
             break
         grid = np.clip(theta[idx, None, :] + local[None] * h[idx, None, :], lo, hi)
         Xi = {v: a[idx] if a.ndim == 2 else a for v, a in X.items()}
-        warm = lin[idx] if rnd and objective.kind == "log_huber" else None
         vals, coefs = _profile_rows(
-            cf, Xi, y[idx] if y.ndim == 2 else y, masks[idx], objective, grid, warm
+            cf, Xi, y[idx] if y.ndim == 2 else y, masks[idx], objective, grid
         )
         # keep the current point on ties so a flat direction does not drift
         vals[:, centre] -= 1e-15 * np.abs(vals[:, centre])
@@ -389,29 +326,120 @@ def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOpt
         shrink = ~on_edge.any(axis=1)
         h[idx[shrink]] *= 0.5
         active[idx] = (h[idx] > opts.resolution * span).any(axis=1)
-    if objective.kind == "log_huber":  # the search used a few Newton steps; finish them
-        val, lin = _profile_rows(cf, X, y, masks, objective, theta[:, None, :], lin, 100)
-        val, lin = val[:, 0], lin[:, 0]
     return theta, lin, val, active
 
 
-def _huber_rescore(cf, X, y, masks, objective, thetas, values, coefs, keep: int = 64):
-    """Exact log-Huber values at each split's ``keep`` best grid points by least squares.
+def _gather(X, y, masks):
+    """Each row's training cells only, when every row has the same number of them."""
+    counts = masks.sum(axis=1)
+    if len(counts) and (counts == counts[0]).all() and counts[0] < masks.shape[1]:
+        take = np.argsort(~masks, axis=1, kind="stable")[:, : counts[0]]
+        return {v: a[take] for v, a in X.items()}, y[take], np.ones(take.shape, bool)
+    T = len(masks)
+    return (
+        {v: np.broadcast_to(a, (T, len(a))) for v, a in X.items()},
+        np.broadcast_to(y, (T, len(y))),
+        masks,
+    )
+
+
+def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opts: FitOptions):
+    """Levenberg-Marquardt on all constants, every row (a split and a start) at once.
+
+    Least-squares objectives use the Gauss-Newton model; log-Huber uses Huber's own
+    curvature (1 inside +-delta, ~0 outside) with its clipped gradient. A step is kept only
+    where it lowers the objective; the damping of each row adapts on its own. A row is done
+    when a kept step gains less than 1e-9 (relative), its steps vanish, or no damping finds a
+    lower point.
+    Returns the constants, the objective and which rows converged.
+    """
+    X, y, m = _gather(X, y, masks)
+    m = m.astype(float)
+    lo, hi = np.array(cf.s.lower), np.array(cf.s.upper)
+    with np.errstate(invalid="ignore"):
+        inner_lo = np.where(np.isfinite(lo), lo + 1e-12 * (1 + np.abs(lo)), lo)
+        inner_hi = np.where(np.isfinite(hi), hi - 1e-12 * (1 + np.abs(hi)), hi)
+    huber = objective.kind == "log_huber"
+
+    def evaluate(x, rows):
+        Xr = {v: a[rows] for v, a in X.items()}
+        pred = cf.predict(Xr, x)
+        with np.errstate(all="ignore"):
+            r = objective.residuals(pred, y[rows])
+        r = np.where(m[rows] > 0, r, 0.0)
+        with np.errstate(all="ignore"):
+            val = objective.value(r, axis=1)
+        val = np.where(np.isfinite(r).all(axis=1), val, np.inf)
+        return val, pred, r
+
+    T = len(x0)
+    x = np.clip(np.nan_to_num(x0), inner_lo, inner_hi)
+    val, pred, r = evaluate(x, np.arange(T))
+    lam = np.full(T, 1e-3)
+    done = ~np.isfinite(val)
+    converged = np.zeros(T, bool)
+    for _ in range(opts.lm_iterations):
+        idx = np.flatnonzero(~done)
+        if len(idx) == 0:
+            break
+        Xr = {v: a[idx] for v, a in X.items()}
+        xi, ri, pi, mi = x[idx], r[idx], pred[idx], m[idx]
+        with np.errstate(all="ignore"):
+            J = cf.jacobian(Xr, xi) * (objective.dres_dpred(pi, y[idx]) * mi)[..., None]
+        J = np.where(np.isfinite(J), J, 0.0)
+        Jt = np.swapaxes(J, -1, -2)
+        if huber:
+            d = objective.delta
+            g = (Jt @ (np.clip(ri, -d, d) * mi)[..., None])[..., 0]
+            w = mi * np.where(np.abs(ri) <= d, 1.0, 1e-6)
+            H = (Jt * w[:, None, :]) @ J
+        else:
+            g = (Jt @ ri[..., None])[..., 0]
+            H = Jt @ J
+        diag = np.maximum(np.diagonal(H, axis1=1, axis2=2), 1e-30)
+        A = H + lam[idx, None, None] * (diag[:, :, None] * np.eye(cf.p))
+        step = _solve(A, -g)
+        new_x = np.clip(xi + step, inner_lo, inner_hi)
+        new_val, new_pred, new_r = evaluate(new_x, idx)
+        better = new_val < val[idx]
+        gain = np.where(better, (val[idx] - new_val) / np.maximum(val[idx], 1e-300), 0.0)
+        acc = idx[better]
+        x[acc], val[acc], pred[acc], r[acc] = (
+            new_x[better],
+            new_val[better],
+            new_pred[better],
+            new_r[better],
+        )
+        lam[idx] = np.where(better, np.maximum(lam[idx] / 3, 1e-12), lam[idx] * 4)
+        tiny = np.all(np.abs(new_x - xi) <= 1e-10 * (np.abs(xi) + 1e-8), axis=1)
+        small = (better & (gain < 1e-9)) | tiny
+        stuck = ~better & (lam[idx] > 1e8)
+        converged[idx[small | stuck]] = True
+        done[idx[small | stuck]] = True
+    return x, val, converged
+
+
+def _huber_rescore(g: _GridPieces, y, masks, objective, values, c, keep: int = 64):
+    """Log-Huber values at each split's ``keep`` best grid points by least squares.
 
     Huber with a small delta is close to least absolute deviations, so its ranking can
-    differ from least squares; the shortlist is wide enough to hold its basins. Points off the
-    shortlist get an infinite value.
+    differ from least squares; the shortlist is wide enough to hold its basins, and its
+    points are re-ranked by the Huber loss at their least-squares linear constants (the
+    starts that Levenberg-Marquardt then finishes). Points off the shortlist get an infinite
+    value.
     """
     G, S = values.shape
     keep = min(keep, G)
     top = np.argsort(values, axis=0, kind="stable")[:keep].T  # (S, keep)
-    hv, hc = _profile_rows(cf, X, y, masks, objective, thetas[top])
-    out = np.full((G, S), np.inf)
-    new_coefs = np.zeros_like(coefs)
     cols = np.arange(S)[:, None]
+    pred = g.offset[top] + (g.bs[top] @ c[top, cols][..., None])[..., 0]  # (S, keep, n)
+    with np.errstate(all="ignore"):
+        r = np.where(masks[:, None, :], objective.residuals(pred, y), 0.0)
+        hv = objective.value(r, axis=2)
+    hv[~np.isfinite(hv) | ~np.isfinite(values[top, cols])] = np.inf
+    out = np.full((G, S), np.inf)
     out[top, cols] = hv
-    new_coefs[top, cols] = hc
-    return out, new_coefs
+    return out
 
 
 def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_polish: int) -> list[int]:
@@ -469,10 +497,11 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
     S = len(masks)
     ok = np.isfinite(params).all(axis=1)
     safe = np.where(ok[:, None], params, 0.0)
-    pred = cf.predict(X, safe)  # (S, n)
+    Xg, yg, mg = _gather(X, y, masks)  # each split's training cells
+    pred = cf.predict(Xg, safe)  # (S, n_train)
     with np.errstate(all="ignore"):
-        J = cf.jacobian(X, safe) * objective.dres_dpred(pred, y)[..., None]  # (S, n, p)
-    J = np.where(np.isfinite(J) & masks[..., None], J, 0.0)
+        J = cf.jacobian(Xg, safe) * objective.dres_dpred(pred, yg)[..., None]
+    J = np.where(np.isfinite(J) & mg[..., None], J, 0.0)
     # Relative sensitivities: each column scaled by its constant's size (at least 1), so a
     # constant whose effect has vanished (an exponent run off to where its term is ~0) is a
     # tiny column instead of being normalised back to unit length.
@@ -588,22 +617,24 @@ def fit_splits(
             f"found {y.min():g} (use --objective abs_ls)"
         )
     thetas = _theta_grid(cf.s, options)
+    pieces = _grid_pieces(cf, X, y, objective, thetas)
     results: list[FitResult] = []
     # batches of splits bound the memory of the shared-grid arrays (grid x splits x k x k)
     for a in range(0, len(masks), options.chunk_splits):
         results += _fit_chunk(
-            cf, X, y, masks[a : a + options.chunk_splits], objective, options, thetas
+            cf, X, y, masks[a : a + options.chunk_splits], objective, options, thetas, pieces
         )
     return results
 
 
-def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas):
+def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces):
     """Fit one batch of splits; see :func:`fit_splits`."""
     form = cf.form
     S = len(masks)
-    values, coefs = _profile(cf, X, y, masks, objective, thetas)
+    values, c = _profile(pieces, masks)
     if objective.kind == "log_huber" and len(thetas) > 1:
-        values, coefs = _huber_rescore(cf, X, y, masks, objective, thetas, values, coefs)
+        values = _huber_rescore(pieces, y, masks, objective, values, c)
+    coefs = c / pieces.norm[:, 0, None, :]
     q = len(cf.non_idx)
     rows, gidx = [], []
     for si in range(S):
@@ -617,7 +648,11 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas):
     if len(rows):
         x[:, cf.lin_idx] = coefs[gidx_a, rows_a]
         x[:, cf.non_idx] = thetas[gidx_a]
-        if q:
+        if objective.kind == "log_huber":
+            # no exact projection for Huber: Levenberg-Marquardt on all constants
+            x, val, converged = _lm(cf, X, y, masks[rows_a], objective, x, options)
+            moving = ~converged
+        elif q:
             k = len(thetas) ** (1 / q)
             step = (np.array(cf.s.start_hi) - np.array(cf.s.start_lo)) / max(1.0, k - 1)
             theta, lin, val, moving = _refine(
@@ -625,7 +660,7 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas):
             )
             x[:, cf.non_idx], x[:, cf.lin_idx] = theta, lin
     converged = ~moving
-    # least_squares where the local search could not settle (the window kept moving)
+    # least_squares where Levenberg-Marquardt ran out of iterations (e.g. a runaway constant)
     for t in np.flatnonzero(moving):
         mask = masks[rows[t]]
         Xt, yt = {v: a[mask] for v, a in X.items()}, y[mask]
