@@ -22,6 +22,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -194,7 +195,7 @@ CASES = {"default": default_case, "chinchilla": chinchilla_case}
 
 
 def measure(case_name: str, n_splits: int, baseline_splits: int) -> dict:
-    out = Path(f"/tmp/fitrules_bench_{os.getpid()}_{case_name}.npz")
+    out = Path(tempfile.gettempdir()) / f"fitrules_bench_{os.getpid()}_{case_name}.npz"
     proc = subprocess.run(
         [sys.executable, __file__, "--child", case_name, str(n_splits), str(out)],
         capture_output=True,

@@ -137,6 +137,12 @@ def _write_json(target: str | None, payload: dict) -> None:
         atomic_write_text(Path(target), text)
 
 
+def _add_bootstrap_options(g) -> None:
+    g.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
+    g.add_argument("--level", type=float, default=0.95, help="interval level (0.95)")
+    g.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (0)")
+
+
 def _add_report_options(p) -> None:
     p.add_argument(
         "--report",
@@ -353,9 +359,7 @@ def _add_fit(sub) -> None:
         metavar='"H=8,keep=0.25"',
         help="prediction with interval at a point, in the grid or not (repeatable)",
     )
-    g.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
-    g.add_argument("--level", type=float, default=0.95, help="interval level (0.95)")
-    g.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (0)")
+    _add_bootstrap_options(g)
     p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
     _add_report_options(p)
     p.set_defaults(func=_fit)
@@ -363,11 +367,11 @@ def _add_fit(sub) -> None:
 
 def _fit(args) -> int:
     from fitrules.api import fit_grid
-    from fitrules.forms import parse_form_line, select_forms
+    from fitrules.forms import resolve_form
     from fitrules.report.text import render_fit
 
     _check_outputs(args)
-    form = parse_form_line(args.form) if "=" in args.form else select_forms([args.form])[0]
+    form = resolve_form(args.form)
     out = fit_grid(_load(args), form, args.objective, args.delta)
     if args.report is not None:
         from fitrules.report.markdown import fit_report
@@ -566,25 +570,19 @@ def _add_predict(sub) -> None:
     )
     p.add_argument("--ledger", type=Path, required=True, help="JSON-lines ledger to append to")
     _add_fit_options(p)
-    p.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
-    p.add_argument("--level", type=float, default=0.95, help="interval level (0.95)")
-    p.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (0)")
+    _add_bootstrap_options(p.add_argument_group("interval (bootstrap over seeds within cells)"))
     p.set_defaults(func=_predict)
 
 
 def _predict(args) -> int:
     from fitrules.api import fit_intervals
-    from fitrules.forms import parse_form_line, select_forms
+    from fitrules.forms import resolve_form
     from fitrules.ledger import append_prediction, read_ledger
 
     if args.tolerance is not None and not args.tolerance > 0:
         raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive percentage")
     read_ledger(args.ledger)  # refuse a tampered ledger before any work
-    form = (
-        parse_form_line(args.form)
-        if "=" in args.form.split("(")[0] or " = " in args.form
-        else select_forms([args.form])[0]
-    )
+    form = resolve_form(args.form)
     grid = _load(args)
     boot, preds = fit_intervals(
         grid,

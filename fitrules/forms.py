@@ -304,6 +304,11 @@ def parse_form_line(line: str, source: str = "--form") -> Form:
     return Form(name, text, variables, source=source)
 
 
+def resolve_form(text: str, cwd: Path | None = None) -> Form:
+    """A form given on the command line: a known name, or inline ``"NAME = EXPR"``."""
+    return parse_form_line(text) if "=" in text else select_forms([text], cwd=cwd)[0]
+
+
 def _form_from_toml(name: str, value: object, source: str) -> Form:
     if isinstance(value, str):
         return parse_form_line(f"{name} = {value}", source)
