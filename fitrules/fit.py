@@ -3,13 +3,18 @@
 For fixed values of the nonlinear constants, the constants that enter linearly solve a
 weighted least-squares problem exactly (variable projection). The nonlinear constants
 (usually one to three exponents) are searched on a grid shared by every split, so all splits
-of a form are scored in a few array operations. The best grid point of each separate basin
-of each split is then refined on shrinking local grids, all splits at once; a window that
-keeps moving (an optimum beyond the grid, or a constant running away) is handed to
-``scipy.optimize.least_squares`` with the analytic Jacobian of the parsed expression, as is
-every fit under the log-Huber objective, whose linear constants the projection only
-approximates. The fit is then checked, again for all splits at once, for the ways its
-constants can fail to be identified; those become named reasons, not errors.
+of a form are scored in a few array operations. From the best grid point of each separate
+basin of each split:
+
+- least-squares objectives refine the nonlinear constants on shrinking local grids (the
+  linear ones re-solved exactly at every point), all splits at once;
+- log-Huber, whose linear constants the projection only approximates, is finished by
+  Levenberg-Marquardt on all constants, all splits at once.
+
+A row that does not settle (an optimum beyond the grid, a constant running away) is handed
+to ``scipy.optimize.least_squares`` with the analytic Jacobian of the parsed expression. The
+fit is then checked, again for all splits at once, for the ways its constants can fail to be
+identified; those become named reasons, not errors.
 """
 
 from __future__ import annotations
