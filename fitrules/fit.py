@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import least_squares
 from scipy.stats import qmc
 
 from fitrules import expr as ex
@@ -88,11 +87,10 @@ class FitOptions:
 
     grid_points: Sequence[int] = (121, 41, 17)  # for 1, 2, 3 nonlinear constants
     grid_points_high_dim: int = 4096  # quasi-random points for 4 or more
-    n_polish: int = 2  # starts per split, from separate basins of the grid
-    max_nfev: int = 100  # least_squares budget where it is used
+    n_starts: int = 2  # starts per split, from separate basins of the grid
     resolution: float = 1e-6  # local refinement stops at this fraction of the start range
     max_rounds: int = 40  # local refinement rounds, counting moves of the window
-    lm_iterations: int = 200  # Levenberg-Marquardt iterations after the grid
+    lm_iterations: int = 200  # Levenberg-Marquardt iterations; a row still moving is flagged
     chunk_splits: int = 128  # splits fitted together; bounds memory at any number of splits
 
 
@@ -483,7 +481,7 @@ def _huber_rescore(g: _GridPieces, y, masks, objective, values, c, keep: int = 6
     return out
 
 
-def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_polish: int) -> list[int]:
+def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int) -> list[int]:
     """Indices of the best grid points from separate basins (at least 2.5 steps apart)."""
     order = np.argsort(values, kind="stable")
     order = order[np.isfinite(values[order])]
@@ -497,39 +495,9 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_polish: int)
     for i in order[1:200]:
         if all(np.any(np.abs(thetas[i] - thetas[j]) > 2.5 * step) for j in picked):
             picked.append(int(i))
-            if len(picked) >= n_polish:
+            if len(picked) >= n_starts:
                 break
     return picked
-
-
-def _polish(cf: CompiledForm, X, y, objective: Objective, x0: np.ndarray, max_nfev: int):
-    lo, hi = np.array(cf.s.lower), np.array(cf.s.upper)
-    with np.errstate(invalid="ignore"):
-        inner_lo = np.where(np.isfinite(lo), lo + 1e-9 * (1 + np.abs(lo)), lo)
-        inner_hi = np.where(np.isfinite(hi), hi - 1e-9 * (1 + np.abs(hi)), hi)
-    x0 = np.clip(np.nan_to_num(x0), inner_lo, inner_hi)
-
-    def fun(x):
-        r = objective.residuals(cf.predict(X, x), y)
-        return np.where(np.isfinite(r), r, 1e6)
-
-    def jac(x):
-        pred = cf.predict(X, x)
-        J = cf.jacobian(X, x) * objective.dres_dpred(pred, y)[:, None]
-        return np.where(np.isfinite(J), J, 0.0)
-
-    loss = "huber" if objective.kind == "log_huber" else "linear"
-    return least_squares(
-        fun,
-        x0,
-        jac=jac,
-        bounds=(lo, hi),
-        method="trf",
-        loss=loss,
-        f_scale=objective.delta if loss == "huber" else 1.0,
-        max_nfev=max_nfev,
-        x_scale="jac",
-    )
 
 
 def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
@@ -679,7 +647,7 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
     q = len(cf.non_idx)
     rows, gidx = [], []
     for si in range(S):
-        for gi in _starts(values[:, si], thetas, cf.s, options.n_polish):
+        for gi in _starts(values[:, si], thetas, cf.s, options.n_starts):
             rows.append(si)
             gidx.append(gi)
     rows_a, gidx_a = np.array(rows, int), np.array(gidx, int)

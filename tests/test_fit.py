@@ -141,5 +141,5 @@ def test_grid_search_options_do_not_change_a_well_posed_optimum(tmp_path):
     cells = grid.cells(["H", "omega"])
     form = BUILTIN_FORMS["additive"].bind(grid.columns)
     a = fit(form, cells.X, cells.y)
-    b = fit(form, cells.X, cells.y, options=FitOptions(grid_points=(201, 81, 25), n_polish=4))
+    b = fit(form, cells.X, cells.y, options=FitOptions(grid_points=(201, 81, 25), n_starts=4))
     assert a.objective == pytest.approx(b.objective, rel=1e-6)
