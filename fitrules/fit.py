@@ -89,7 +89,7 @@ class FitOptions:
     grid_points_high_dim: int = 4096  # quasi-random points for 4 or more
     n_starts: int = 2  # starts per split, from separate basins of the grid
     resolution: float = 1e-6  # local refinement stops at this fraction of the start range
-    max_rounds: int = 40  # local refinement rounds, counting moves of the window
+    max_rounds: int = 80  # local refinement rounds, counting moves of the window
     lm_iterations: int = 200  # Levenberg-Marquardt iterations; a row still moving is flagged
     chunk_splits: int = 128  # splits fitted together; bounds memory at any number of splits
 
