@@ -91,7 +91,7 @@ class FitOptions:
     resolution: float = 1e-6  # local refinement stops at this fraction of the start range
     max_rounds: int = 80  # local refinement rounds, counting moves of the window
     lm_iterations: int = 200  # Levenberg-Marquardt iterations; a row still moving is flagged
-    chunk_splits: int = 128  # splits fitted together; bounds memory at any number of splits
+    chunk_splits: int = 512  # splits fitted together; bounds memory at any number of splits
 
 
 @dataclass
@@ -199,32 +199,33 @@ def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray):
     return basis, offset, finite
 
 
-def _small_inverse(A: np.ndarray) -> np.ndarray:
-    """Inverse of a stack of 1x1, 2x2 or 3x3 matrices by the adjugate formula.
+def _solve_small_symmetric(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Solve stacks of symmetric 1x1, 2x2 or 3x3 systems by cofactors, element-wise.
 
-    Batched LAPACK calls cost about a microsecond per tiny matrix; these element-wise formulas
-    handle a grid x splits stack in one pass.
+    Batched LAPACK calls cost about a microsecond per tiny matrix; these formulas handle a
+    grid x splits stack in a few passes over flat arrays.
     """
     k = A.shape[-1]
+    r = [rhs[..., i] for i in range(k)]
     if k == 1:
-        return 1.0 / A
+        return (r[0] / A[..., 0, 0])[..., None]
     if k == 2:
-        a, b, c, d = A[..., 0, 0], A[..., 0, 1], A[..., 1, 0], A[..., 1, 1]
-        det = a * d - b * c
-        inv = np.stack([np.stack([d, -b], -1), np.stack([-c, a], -1)], -2)
-        return inv / det[..., None, None]
-    m = [[A[..., i, j] for j in range(3)] for i in range(3)]
-    cof = [
+        a, b, d = A[..., 0, 0], A[..., 0, 1], A[..., 1, 1]
+        det = a * d - b * b
+        return np.stack([(d * r[0] - b * r[1]) / det, (a * r[1] - b * r[0]) / det], axis=-1)
+    a, b, c = A[..., 0, 0], A[..., 0, 1], A[..., 0, 2]
+    d, e, f = A[..., 1, 1], A[..., 1, 2], A[..., 2, 2]
+    c00, c01, c02 = d * f - e * e, c * e - b * f, b * e - c * d
+    c11, c12, c22 = a * f - c * c, b * c - a * e, a * d - b * b
+    det = a * c00 + b * c01 + c * c02
+    return np.stack(
         [
-            m[(i + 1) % 3][(j + 1) % 3] * m[(i + 2) % 3][(j + 2) % 3]
-            - m[(i + 1) % 3][(j + 2) % 3] * m[(i + 2) % 3][(j + 1) % 3]
-            for j in range(3)
-        ]
-        for i in range(3)
-    ]
-    det = m[0][0] * cof[0][0] + m[0][1] * cof[0][1] + m[0][2] * cof[0][2]
-    inv = np.stack([np.stack([cof[j][i] for j in range(3)], -1) for i in range(3)], -2)
-    return inv / det[..., None, None]
+            (c00 * r[0] + c01 * r[1] + c02 * r[2]) / det,
+            (c01 * r[0] + c11 * r[1] + c12 * r[2]) / det,
+            (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det,
+        ],
+        axis=-1,
+    )
 
 
 def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -236,11 +237,8 @@ def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     Ar = A + ridge * np.eye(k)
     if k <= 3:
         with np.errstate(all="ignore"):
-            inv = _small_inverse(Ar)
-        # products of tiny stacked matrices: element-wise sums beat matmul's per-matrix loop
-        c = (inv * rhs[..., None, :]).sum(-1)
-        resid = rhs - (A * c[..., None, :]).sum(-1)
-        return c + (inv * resid[..., None, :]).sum(-1)
+            c = _solve_small_symmetric(Ar, rhs)
+            return c + _solve_small_symmetric(Ar, rhs - (A * c[..., None, :]).sum(-1))
     c = np.linalg.solve(Ar, rhs[..., None])
     c = c + np.linalg.solve(Ar, rhs[..., None] - A @ c)
     return c[..., 0]
