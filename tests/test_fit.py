@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.optimize import curve_fit
 
-from conftest import TRUTH, composition_grid
+from conftest import EXTERNAL, TRUTH, composition_grid
 from fitrules.compare import compare
 from fitrules.fit import FitOptions, Objective, fit, fit_splits
 from fitrules.forms import BUILTIN_FORMS, Form
@@ -143,3 +143,32 @@ def test_grid_search_options_do_not_change_a_well_posed_optimum(tmp_path):
     a = fit(form, cells.X, cells.y)
     b = fit(form, cells.X, cells.y, options=FitOptions(grid_points=(201, 81, 25), n_starts=4))
     assert a.objective == pytest.approx(b.objective, rel=1e-6)
+
+
+@pytest.mark.skipif(
+    not (EXTERNAL / "chinchilla_epoch_svg_extracted.csv").exists(),
+    reason="shared/external data not present",
+)
+def test_chinchilla_runs_reproduce_epochs_published_fit():
+    """Epoch's replication on Hoffmann et al.'s runs, dropping the 5 highest losses:
+    E = 1.8172, A = 477.8, B = 2143.9, alpha = 0.3473, beta = 0.3672 (their notebook fit)."""
+    import pandas as pd
+
+    df = pd.read_csv(EXTERNAL / "chinchilla_epoch_svg_extracted.csv")
+    df = df.sort_values("loss").iloc[:-5]
+    N = df["Model Size"].to_numpy(float)
+    D = df["Training FLOP"].to_numpy(float) / (6 * N)
+    form = Form(
+        "chinchilla",
+        "E + A/N**alpha + B/D**beta",
+        ("N", "D"),
+        start={"alpha": (0, 1.5), "beta": (0, 1.5)},
+    )
+    r = fit(form, {"N": N, "D": D}, df["loss"].to_numpy(float), Objective("log_huber", 1e-3))
+    c = r.constants
+    assert not r.reasons
+    assert c["E"] == pytest.approx(1.8172, abs=2e-3)
+    assert c["alpha"] == pytest.approx(0.3473, abs=2e-3)
+    assert c["beta"] == pytest.approx(0.3672, abs=2e-3)
+    assert c["A"] == pytest.approx(477.8, rel=0.02)
+    assert c["B"] == pytest.approx(2143.9, rel=0.02)
