@@ -11,7 +11,7 @@ from fitrules.grids import Grid
 def fit_grid(grid: Grid, form: Form, objective: str = "rel_ls", delta: float = 1e-3) -> dict:
     """Fit ``form`` on every cell of ``grid``: the result, the cells and a JSON view."""
     form = form.bind(grid.columns)
-    cells = grid.cells(form.variables)
+    cells = grid.cells(form.bound_variables)
     obj = Objective(objective, delta)
     result = fit(form, cells.X, cells.y, obj)
     pred = predict(form, cells.X, result.constants)

@@ -50,11 +50,13 @@ def _simulate(args) -> int:
     from fitrules.sim.runner import simulate
     from fitrules.sim.spec import cell_spec, load_spec
 
-    if args.spec is None and args.cell is None:
-        raise FitrulesError("simulate needs a SPEC file or --cell")
-    spec = load_spec(args.spec) if args.spec is not None else None
+    base = load_spec(args.spec) if args.spec is not None else None
     if args.cell is not None:
-        spec = cell_spec(args.cell, spec, args.seeds)
+        spec = cell_spec(args.cell, base, args.seeds)
+    elif base is not None:
+        spec = base
+    else:
+        raise FitrulesError("simulate needs a SPEC file or --cell")
     table = simulate(
         spec, args.out, jobs=args.jobs, show_progress=args.progress, command=_command_line()
     )
@@ -451,7 +453,7 @@ def _forms_show(args) -> int:
     if f.description:
         print(f"  {f.description}")
     print(f"  source: {f.source}")
-    print(f"  variables: {', '.join(f.variables)}")
+    print(f"  variables: {', '.join(f.bound_variables)}")
     print(f"  constants entering linearly (solved exactly): {', '.join(s.linear) or 'none'}")
     print(f"  nonlinear constants (grid search, then polish): {', '.join(s.nonlinear) or 'none'}")
     for c, lo, hi in zip(s.constants, s.lower, s.upper, strict=True):

@@ -144,7 +144,7 @@ def compare(
     bound = [f.bind(grid.columns) for f in forms]
     if test_grid is not None:
         bound = [f.bind(test_grid.columns) for f in bound]
-    variables = list(dict.fromkeys(v for f in bound for v in f.variables))
+    variables = list(dict.fromkeys(v for f in bound for v in f.bound_variables))
     cells = grid.cells(variables)
     if test_grid is not None:  # transfer: cells of both grids, marked by where they come from
         other = test_grid.cells(variables)
@@ -181,13 +181,13 @@ def compare(
         fits = fit_splits(f, X, y, masks, objective, options)
         for s, (mask, r) in enumerate(zip(masks, fits, strict=True)):
             test = ~mask
-            reasons = list(r.reasons)
+            split_reasons = list(r.reasons)
             if np.isfinite(r.objective):
                 pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
             else:
                 pred = np.full(test.sum(), np.nan)
             if not np.isfinite(pred).all():
-                reasons.append("prediction is not finite on held-out cells")
+                split_reasons.append("prediction is not finite on held-out cells")
                 errs = {"heldout_error_pct": np.nan, "max_pct": np.nan, "rmse": np.nan}
             else:
                 errs = heldout_errors(y[test], pred)
@@ -201,8 +201,8 @@ def compare(
                     "train_objective": r.objective,
                     "n_train": int(mask.sum()),
                     "n_test": int(test.sum()),
-                    "degenerate": bool(reasons),
-                    "reasons": reasons,
+                    "degenerate": bool(split_reasons),
+                    "reasons": split_reasons,
                     "constants": r.constants,
                 }
             )

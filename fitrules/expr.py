@@ -143,10 +143,10 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
                 out = Node("and", (out, p))
             return out
         if logical and isinstance(n, ast.BoolOp):
-            op = "and" if isinstance(n.op, ast.And) else "or"
+            joiner = "and" if isinstance(n.op, ast.And) else "or"
             out = conv(n.values[0])
             for v in n.values[1:]:
-                out = Node(op, (out, conv(v)))
+                out = Node(joiner, (out, conv(v)))
             return out
         raise bad(n)
 
@@ -304,7 +304,14 @@ def substitute(node: Node, mapping: Mapping[str, Node]) -> Node:
     if not node.args:
         return node
     args = tuple(substitute(a, mapping) for a in node.args)
-    simplify = {"add": add, "sub": sub, "mul": mul, "div": div, "neg": neg, "pow": power}
+    simplify: dict[str, Callable[..., Node]] = {
+        "add": add,
+        "sub": sub,
+        "mul": mul,
+        "div": div,
+        "neg": neg,
+        "pow": power,
+    }
     if node.op in simplify:
         return simplify[node.op](*args)
     return Node(node.op, args, node.value)

@@ -137,7 +137,7 @@ class CompiledForm:
 
     def env(self, X: dict[str, np.ndarray], params: np.ndarray) -> dict:
         params = np.asarray(params, float)
-        env: dict = {v: X[v] for v in self.form.variables}
+        env: dict = {v: X[v] for v in self.form.bound_variables}
         for j, c in enumerate(self.s.constants):
             env[c] = params[..., j, None] if params.ndim > 1 else params[j]
         return env
@@ -186,7 +186,7 @@ def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray):
     # X values are (n,) shared by all rows, or (T, n): each row its own (training) cells
     env = {
         v: X[v].reshape(X[v].shape[:-1] + (1,) * (len(lead) + 1 - X[v].ndim) + (n,))
-        for v in cf.form.variables
+        for v in cf.form.bound_variables
     }
     env.update({c: thetas[..., i][..., None] for i, c in enumerate(s.nonlinear)})
     with np.errstate(all="ignore"):
@@ -545,7 +545,7 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
         for i in np.flatnonzero(null[si]):
             weak |= {names[j] for j in np.flatnonzero(np.abs(vt[si, i]) > 0.1)}
         design = []
-        for v in cf.form.variables:
+        for v in cf.form.bound_variables:
             values = np.unique(X[v][mask])
             if len(values) == 1:
                 which = [c for c in names if c in weak]
@@ -670,11 +670,11 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
     if objective.kind != "log_huber" and moving.any():
         # rows whose window kept moving (an optimum off the grid, a constant running away):
         # Levenberg-Marquardt on all constants, from where the search stopped
-        t = np.flatnonzero(moving)
-        xt, vt, ct = _lm(cf, X, y, masks[rows_a[t]], objective, x[t], options)
-        better = vt <= val[t]
-        x[t[better]], val[t[better]] = xt[better], vt[better]
-        converged[t] = ct
+        mv = np.flatnonzero(moving)
+        xt, vt, ct = _lm(cf, X, y, masks[rows_a[mv]], objective, x[mv], options)
+        better = vt <= val[mv]
+        x[mv[better]], val[mv[better]] = xt[better], vt[better]
+        converged[mv] = ct
     params = np.full((S, cf.p), np.nan)
     best_val = np.full(S, np.inf)
     best_conv = np.zeros(S, bool)

@@ -105,10 +105,15 @@ class Form:
         return ex.names(self.tree)
 
     @property
-    def constants(self) -> tuple[str, ...]:
+    def bound_variables(self) -> tuple[str, ...]:
+        """The variables, once resolved against a grid (see :meth:`bind`)."""
         if self.variables is None:
             raise FormError(f"form {self.name!r}: variables are not resolved yet")
-        return tuple(n for n in self.names if n not in self.variables)
+        return self.variables
+
+    @property
+    def constants(self) -> tuple[str, ...]:
+        return tuple(n for n in self.names if n not in self.bound_variables)
 
     def bind(self, columns: Iterable[str]) -> Form:
         """This form with its variables resolved against (and checked in) ``columns``."""

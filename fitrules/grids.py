@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -248,7 +249,7 @@ class Grid:
         }
 
 
-def _plain(v: object) -> object:
+def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 

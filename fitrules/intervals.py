@@ -44,7 +44,7 @@ class BootstrapFit:
 
     def predict_at(self, point: dict[str, float]) -> dict:
         """Prediction and percentile interval at ``point`` (variable name -> value)."""
-        X = {v: np.array([float(point[v])]) for v in self.form.variables}
+        X = {v: np.array([float(point[v])]) for v in self.form.bound_variables}
         value = float(predict(self.form, X, self.fit.constants)[0])
         ok = np.isfinite(self.draws).all(axis=1)
         preds = np.array(
@@ -85,16 +85,16 @@ def resolve_point(text_or_dict, form: Form, derive=()) -> tuple[dict, dict]:
         node = ex.parse(rhs)
         if all(n in values for n in ex.names(node)) and name.strip() not in values:
             values[name.strip().strip("`")] = float(ex.evaluate(node, values))
-    if "omega" in form.variables and "omega" not in values and "keep" in values:
+    if "omega" in form.bound_variables and "omega" not in values and "keep" in values:
         if not 0 < values["keep"] <= 1:
             raise FitrulesError(f"keep={values['keep']:g} is outside (0, 1]")
         values["omega"] = 1 / values["keep"] - 1
-    missing = [v for v in form.variables if v not in values]
+    missing = [v for v in form.bound_variables if v not in values]
     if missing:
         raise FitrulesError(
             f"the point {given} does not give {', '.join(missing)}, which form {form.name!r} reads"
         )
-    return given, {v: values[v] for v in form.variables}
+    return given, {v: values[v] for v in form.bound_variables}
 
 
 def bootstrap_fit(
@@ -120,7 +120,7 @@ def bootstrap_fit(
     if not 0 < level < 1:
         raise FitrulesError(f"--level {level}: must be in (0, 1)")
     form = form.bind(grid.columns)
-    cells = grid.cells(form.variables)
+    cells = grid.cells(form.bound_variables)
     obj = objective or Objective()
     base = fit(form, cells.X, cells.y, obj, options)
     runs = grid.runs

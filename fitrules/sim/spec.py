@@ -20,6 +20,7 @@ import itertools
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from fitrules.errors import SimError
 from fitrules.sim.diloco import RunConfig
@@ -52,7 +53,7 @@ def _check_keys(where: str, mapping: dict, source: str) -> None:
 
 def _config(values: dict, source: str) -> RunConfig:
     kinds = {"int": int, "float": float, "bool": bool, "str": str}
-    coerced = {}
+    coerced: dict[str, Any] = {}
     for key, value in values.items():
         kind = kinds[str(CONFIG_FIELDS[key])]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
