@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fitrules.compare import _clean, heldout_errors
+from fitrules.compare import heldout_errors
 from fitrules.fit import Objective, fit, predict
 from fitrules.forms import Form
 from fitrules.grids import Grid
+from fitrules.util import json_ready
 
 
 def fit_grid(grid: Grid, form: Form, objective: str = "rel_ls", delta: float = 1e-3) -> dict:
@@ -16,7 +17,7 @@ def fit_grid(grid: Grid, form: Form, objective: str = "rel_ls", delta: float = 1
     result = fit(form, cells.X, cells.y, obj)
     pred = predict(form, cells.X, result.constants)
     train_error = heldout_errors(cells.y, pred)
-    payload = _clean(
+    payload = json_ready(
         {
             "data": {
                 "path": str(grid.path),
@@ -63,7 +64,7 @@ def paired_seed_report(
     if sweep is not None:
         sels += sweep_treatments(grid.runs, base, sweep)
     results = paired_ci(grid.runs, grid.metric, grid.seed, base, sels, level, resamples, seed)
-    payload = _clean(
+    payload = json_ready(
         {
             "data": {
                 "path": str(grid.path),

@@ -659,9 +659,9 @@ def _score(args) -> int:
     )
     if args.json_out != "-":
         print(render_scores(table))
-    from fitrules.compare import _clean
+    from fitrules.util import json_ready
 
-    _write_json(args.json_out, _clean({"scores": table.to_dict("records")}))
+    _write_json(args.json_out, json_ready({"scores": table.to_dict("records")}))
     return 0
 
 

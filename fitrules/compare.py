@@ -17,6 +17,7 @@ from fitrules.forms import Form
 from fitrules.grids import Cells, Grid
 from fitrules.splits import RandomSplit
 from fitrules.stats import paired_verdict
+from fitrules.util import json_ready
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Comparison:
 
     def to_dict(self) -> dict:
         """Everything, JSON-ready (NaN and infinities become null)."""
-        return _clean(
+        return json_ready(
             {
                 "fitrules_version": __version__,
                 "data": self.data,
@@ -65,18 +66,6 @@ class Comparison:
                 "results": self.results.to_dict("records"),
             }
         )
-
-
-def _clean(obj):
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    return obj
 
 
 def _reason_key(reason: str) -> str:

@@ -9,6 +9,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 
@@ -55,3 +56,16 @@ def progress(total: int, desc: str = "", enabled: bool | None = None, initial: i
         yield bar
     finally:
         bar.close()
+
+
+def json_ready(obj):
+    """Plain Python values for json.dumps: numpy scalars unwrapped, NaN and inf as None."""
+    if isinstance(obj, dict):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj

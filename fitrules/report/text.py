@@ -250,9 +250,9 @@ def render_intervals(boot, preds) -> str:
     return "\n".join(lines)
 
 
-def render_scores(table) -> str:
+def render_scores(scores) -> str:
     rows = []
-    for r in table.to_dict("records"):
+    for r in scores.to_dict("records"):
         where = ", ".join(f"{k}={v:g}" for k, v in r["point"].items())
         rows.append(
             {
@@ -284,7 +284,4 @@ def render_scores(table) -> str:
         ("tolerance", "tolerance", ""),
         ("status", "status", ""),
     ]
-    return table_fn(pd.DataFrame(rows), cols)
-
-
-table_fn = table
+    return table(pd.DataFrame(rows), cols)
