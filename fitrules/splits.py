@@ -99,9 +99,11 @@ class RandomSplit:
 
 def _levels(table, column: str) -> np.ndarray:
     if column not in table.columns:
+        stats = {"value", "n_seeds", "std", "sem", "_source"}
+        names = [str(c) for c in table.columns if c not in stats]
         raise SplitError(
             f"split column {column!r} is not a variable of the compared forms; "
-            f"variables: {', '.join(map(str, table.columns))}"
+            f"variables: {', '.join(names)}"
         )
     return np.sort(table[column].unique())
 
