@@ -291,8 +291,13 @@ def _compare(args) -> int:
         parse_protocol(t, args.splits, args.train_frac, args.seed, labels) for t in protocols
     ]
     results = []
-    total = sum(args.splits if isinstance(sp, RandomSplit) else 4 for sp in splitters)
-    with progress(total=total * len(forms), desc="fitting", enabled=args.progress) as bar:
+    # structured protocols' split counts depend on the grid: no total, just a count
+    total = (
+        args.splits * len(splitters) * len(forms)
+        if all(isinstance(sp, RandomSplit) for sp in splitters)
+        else None
+    )
+    with progress(total=total, desc="fitting", enabled=args.progress) as bar:
         for sp in splitters:
             if isinstance(sp, Transfer):
                 results.append(

@@ -167,7 +167,7 @@ def compare(
     rows = []
     full = {}
     for f in bound:
-        fits = fit_splits(f, X, y, masks, objective, options)
+        fits = fit_splits(f, X, y, masks, objective, options, on_progress)
         for s, (mask, r) in enumerate(zip(masks, fits, strict=True)):
             test = ~mask
             split_reasons = list(r.reasons)
@@ -195,8 +195,6 @@ def compare(
                     "constants": r.constants,
                 }
             )
-        if on_progress:
-            on_progress(len(masks))
         full[f.name] = fit_splits(f, X, y, np.ones((1, n), bool), objective, options)[0]
     results = pd.DataFrame(rows)
 

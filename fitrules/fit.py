@@ -20,7 +20,7 @@ identified; those become named reasons, not errors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -589,6 +589,7 @@ def fit_splits(
     masks: np.ndarray,
     objective: Objective | None = None,
     options: FitOptions | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> list[FitResult]:
     """Fit ``form`` on the training cells of each split.
 
@@ -599,6 +600,7 @@ def fit_splits(
     y : cell means, shape (n,); must be > 0 for the relative and log objectives.
     masks : (S, n) boolean; row s marks the training cells of split s.
     objective, options : training objective and search settings.
+    on_progress : called with the number of splits finished after each batch.
 
     Returns
     -------
@@ -631,6 +633,8 @@ def fit_splits(
         results += _fit_chunk(
             cf, X, y, masks[a : a + options.chunk_splits], objective, options, thetas, pieces
         )
+        if on_progress:
+            on_progress(len(masks[a : a + options.chunk_splits]))
     return results
 
 

@@ -39,7 +39,7 @@ def sha256_file(path: Path) -> str:
 
 
 @contextmanager
-def progress(total: int, desc: str = "", enabled: bool | None = None, initial: int = 0):
+def progress(total: int | None, desc: str = "", enabled: bool | None = None, initial: int = 0):
     """A tqdm bar on stderr, shown by default only when stderr is a terminal."""
     if enabled is None:
         enabled = sys.stderr.isatty()
