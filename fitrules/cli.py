@@ -164,6 +164,13 @@ def _check_outputs(args) -> None:
         check_target(args.report, args.force)
 
 
+def _emit(args, text: str, payload: dict) -> None:
+    """Print the text view, unless the JSON goes to stdout; write the JSON if asked."""
+    if args.json_out != "-":
+        print(text)
+    _write_json(args.json_out, payload)
+
+
 def _add_fit_options(p) -> None:
     g = p.add_argument_group("fitting")
     g.add_argument(
@@ -197,9 +204,7 @@ def _validate(args) -> int:
     if args.path is not None:
         args.data = args.path
     summary = _load(args).summary()
-    if args.json_out != "-":
-        print(render_summary(summary))
-    _write_json(args.json_out, summary)
+    _emit(args, render_summary(summary), summary)
     return 0
 
 
@@ -326,11 +331,10 @@ def _compare(args) -> int:
             comparison_report(results[0], payloads[0], args.report, _command_line(), args.force)
         else:
             protocols_report(results, payloads, args.report, _command_line(), args.force)
-    if args.json_out != "-":
-        print("\n\n".join(render_comparison(r) for r in results))
-        if args.report is not None:
-            print(f"\nreport written to {args.report}/report.md")
-    _write_json(args.json_out, payload)
+    text = "\n\n".join(render_comparison(r) for r in results)
+    if args.report is not None:
+        text += f"\n\nreport written to {args.report}/report.md"
+    _emit(args, text, payload)
     n_degenerate = sum(int(r.results["degenerate"].sum()) for r in results)
     if args.strict and n_degenerate:
         print(
@@ -413,9 +417,7 @@ def _fit(args) -> int:
             }
         }
         text += "\n\n" + render_intervals(boot, preds)
-    if args.json_out != "-":
-        print(text)
-    _write_json(args.json_out, payload)
+    _emit(args, text, payload)
     return 0
 
 
@@ -548,11 +550,9 @@ def _ci(args) -> int:
         from fitrules.report.markdown import ci_report
 
         ci_report(results, payload, args.report, _command_line(), args.force)
-    if args.json_out != "-":
-        from fitrules.report.text import render_ci
+    from fitrules.report.text import render_ci
 
-        print(render_ci(results, payload))
-    _write_json(args.json_out, payload)
+    _emit(args, render_ci(results, payload), payload)
     return 0
 
 
@@ -662,11 +662,9 @@ def _score(args) -> int:
         args.ledger,
         load_grid(args.data, metric=args.metric, where=args.where or [], derive=args.derive),
     )
-    if args.json_out != "-":
-        print(render_scores(table))
     from fitrules.util import json_ready
 
-    _write_json(args.json_out, json_ready({"scores": table.to_dict("records")}))
+    _emit(args, render_scores(table), json_ready({"scores": table.to_dict("records")}))
     return 0
 
 
