@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fitrules import expr as ex
 from fitrules.errors import LedgerError
 from fitrules.grids import Grid, display_path
 from fitrules.util import atomic_write_text
@@ -101,8 +102,6 @@ def score_ledger(path: Path, grid: Grid) -> pd.DataFrame:
             if k in runs.columns:
                 mask &= np.isclose(runs[k].astype(float), v, rtol=1e-9, atol=0)
         for cond in r["data"].get("where", []):
-            from fitrules import expr as ex
-
             node = ex.parse(cond, logical=True)
             if all(n in runs.columns for n in ex.names(node)):
                 mask &= np.asarray(

@@ -169,42 +169,21 @@ def test_cli_report(tmp_path, capsys):
     path = tmp_path / "p.csv"
     _runs().to_csv(path, index=False)
     rep = tmp_path / "rep"
-    assert (
-        main(
-            [
-                "ci",
-                "--data",
-                str(path),
-                "--baseline",
-                "algo=sync",
-                "--treatment",
-                "algo=diloco",
-                "--report",
-                str(rep),
-                "--json",
-                str(tmp_path / "r.json"),
-            ]
-        )
-        == 0
-    )
+    args = [
+        "ci",
+        "--data",
+        str(path),
+        "--baseline",
+        "algo=sync",
+        "--treatment",
+        "algo=diloco",
+        "--report",
+        str(rep),
+    ]
+    assert main([*args, "--json", str(tmp_path / "r.json")]) == 0
     out = capsys.readouterr().out
     assert "algo=diloco vs algo=sync" in out
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["results"][0]["n"] == 5
     assert (rep / "report.md").exists() and (rep / "differences_1.png").stat().st_size > 5000
-    assert (
-        main(
-            [
-                "ci",
-                "--data",
-                str(path),
-                "--baseline",
-                "algo=sync",
-                "--treatment",
-                "algo=diloco",
-                "--report",
-                str(rep),
-            ]
-        )
-        == 2
-    )
+    assert main(args) == 2  # the report exists: refused without --force

@@ -178,42 +178,31 @@ def test_prediction_at_a_cell_not_in_the_grid(grid):
     assert p["interval"][0] < p["prediction"] < p["interval"][1]
 
 
+def _predict(ledger, at, *extra, data=DATA / "smoke.csv", resamples="40"):
+    """Exit status of ``fitrules predict`` for composition at ``at`` on the smoke grid."""
+    return main(
+        [
+            "predict",
+            "--data",
+            str(data),
+            "--form",
+            "composition",
+            "--at",
+            at,
+            "--ledger",
+            str(ledger),
+            "--resamples",
+            resamples,
+            *extra,
+        ]
+    )
+
+
 def test_ledger_round_trip_with_the_harness(tmp_path, capsys):
     ledger, new = tmp_path / "predictions.jsonl", tmp_path / "new.csv"
-    smoke = str(DATA / "smoke.csv")
-    assert (
-        main(
-            [
-                "predict",
-                "--data",
-                smoke,
-                "--form",
-                "composition",
-                "--at",
-                "H=8,keep=0.25",
-                "--tolerance",
-                "5",
-                "--ledger",
-                str(ledger),
-                "--resamples",
-                "40",
-            ]
-        )
-        == 0
-    )
-    assert (
-        main(
-            [
-                "simulate",
-                str(DATA / "specs" / "smoke.toml"),
-                "--cell",
-                "H=8,keep=0.25",
-                "--out",
-                str(new),
-            ]
-        )
-        == 0
-    )
+    assert _predict(ledger, "H=8,keep=0.25", "--tolerance", "5") == 0
+    spec = str(DATA / "specs" / "smoke.toml")
+    assert main(["simulate", spec, "--cell", "H=8,keep=0.25", "--out", str(new)]) == 0
     out = tmp_path / "scores.json"
     assert main(["score", "--ledger", str(ledger), "--data", str(new), "--json", str(out)]) == 0
     (row,) = json.loads(out.read_text())["scores"]
@@ -222,77 +211,25 @@ def test_ledger_round_trip_with_the_harness(tmp_path, capsys):
     assert row["error_pct"] == pytest.approx(100 * (row["prediction"] - observed) / observed)
     before = ledger.read_bytes()
     # the same prediction again is refused, and the ledger is untouched
-    assert (
-        main(
-            [
-                "predict",
-                "--data",
-                smoke,
-                "--form",
-                "composition",
-                "--at",
-                "H=8,keep=0.25",
-                "--ledger",
-                str(ledger),
-                "--resamples",
-                "40",
-            ]
-        )
-        == 2
-    )
+    assert _predict(ledger, "H=8,keep=0.25") == 2
     assert ledger.read_bytes() == before
     # a second cell is appended; the first record's bytes do not change
-    assert (
-        main(
-            [
-                "predict",
-                "--data",
-                smoke,
-                "--form",
-                "composition",
-                "--at",
-                "H=2,keep=0.5",
-                "--ledger",
-                str(ledger),
-                "--resamples",
-                "40",
-            ]
-        )
-        == 0
-    )
+    assert _predict(ledger, "H=2,keep=0.5") == 0
     assert ledger.read_bytes().startswith(before)
     assert [r["id"] for r in read_ledger(ledger)] == [1, 2]
 
 
 def test_tampering_is_detected(tmp_path, capsys):
     ledger = tmp_path / "p.jsonl"
-    smoke = str(DATA / "smoke.csv")
     for at in ("H=8,keep=0.25", "H=2,keep=0.5"):
-        assert (
-            main(
-                [
-                    "predict",
-                    "--data",
-                    smoke,
-                    "--form",
-                    "composition",
-                    "--at",
-                    at,
-                    "--ledger",
-                    str(ledger),
-                    "--resamples",
-                    "30",
-                ]
-            )
-            == 0
-        )
+        assert _predict(ledger, at, resamples="30") == 0
     lines = ledger.read_text().splitlines()
     rec = json.loads(lines[0])
     rec["prediction"] += 0.01
     ledger.write_text("\n".join([json.dumps(rec, sort_keys=True), lines[1]]) + "\n")
     with pytest.raises(LedgerError, match="record 1 .* changed after it was written"):
         read_ledger(ledger)
-    assert main(["score", "--ledger", str(ledger), "--data", smoke]) == 2
+    assert main(["score", "--ledger", str(ledger), "--data", str(DATA / "smoke.csv")]) == 2
     assert "sha256 no longer matches" in capsys.readouterr().err
     ledger.write_text(lines[1] + "\n")  # the first record removed
     with pytest.raises(LedgerError, match="removed or reordered"):
