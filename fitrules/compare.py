@@ -1,23 +1,37 @@
-"""Splits x forms -> a tidy table of held-out errors, per-form summaries and paired verdicts."""
+"""Splits x forms -> a tidy table of held-out errors, per-form summaries and paired verdicts.
+
+What a verdict may claim: random splits of one grid share cells, so they are not independent
+samples. Paired verdicts over random splits use the corrected resampled t test (Nadeau and
+Bengio, 2003), whose p-value does not shrink as splits are added; counts of splits won are
+descriptive. Structured protocols are tested over their held-out groups, or say that too few
+groups exist for any test to reject. Summaries are robust (median, trimmed mean, p90), and
+fits that the wild-extrapolation guard names are shown with and without.
+"""
 
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sst
 
 from fitrules import __version__
 from fitrules.errors import SplitError
 from fitrules.fit import FitOptions, FitResult, Objective, fit_splits, predict
 from fitrules.forms import Form
 from fitrules.grids import Cells, Grid
+from fitrules.guard import GuardOptions, check_fits
 from fitrules.splits import RandomSplit
-from fitrules.stats import paired_verdict
+from fitrules.stats import c4, holm, paired_verdict, units_verdict
 from fitrules.util import json_ready
+
+TRIM = 0.10  # fraction cut from each end for the trimmed mean
+ALPHA = 0.05  # level at which "distinguishable" is said, after Holm's adjustment
 
 
 @dataclass
@@ -26,9 +40,13 @@ class Comparison:
 
     Attributes
     ----------
-    results : one row per (split, form): held-out errors, constants, degenerate reasons.
-    summary : one row per form: valid and degenerate split counts, error percentiles.
-    paired : one row per pair of forms, on the splits valid for both.
+    results : one row per (split, form): held-out errors, constants, condition number,
+        training cells, degenerate reasons and the guard's verdict.
+    summary : one row per form: split counts, robust percentiles of held-out error, with
+        and without the fits the guard names.
+    paired : one row per pair of forms: descriptive counts, the test, Holm-adjusted p.
+    cell_errors : one row per (cell, form): mean held-out error over the splits that held
+        the cell out, so a reader can see which cells decide a verdict.
     full_fits : each form fitted on every cell.
     """
 
@@ -41,6 +59,8 @@ class Comparison:
     data: dict
     settings: dict
     reasons: dict[str, dict[str, int]] = field(default_factory=dict)
+    cell_errors: pd.DataFrame | None = None
+    wild: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Everything, JSON-ready (NaN and infinities become null)."""
@@ -53,16 +73,21 @@ class Comparison:
                 "summary": self.summary.to_dict("records"),
                 "paired": self.paired.to_dict("records"),
                 "degenerate_reasons": self.reasons,
+                "wild_fits": self.wild,
                 "full_fit": {
                     name: {
                         "constants": r.constants,
                         "train_objective": r.objective,
+                        "cond": r.cond,
                         "degenerate": r.degenerate,
                         "reasons": r.reasons,
                     }
                     for name, r in self.full_fits.items()
                 },
                 "cells": self.cells.table.to_dict("records"),
+                "cell_errors": (
+                    self.cell_errors.to_dict("records") if self.cell_errors is not None else []
+                ),
                 "results": self.results.to_dict("records"),
             }
         )
@@ -77,12 +102,16 @@ def noise_floor(cells: Cells, masks: np.ndarray) -> tuple[list[float | None], in
     """Per split, the held-out error of a predictor that knew every cell's true mean.
 
     Such a predictor still misses each cell's seed mean by its sampling error, whose
-    expected absolute size is sem * sqrt(2/pi); the floor is its mean over the held-out
-    cells, relative to the cell value, in percent. Cells with one seed have no estimate and
-    are left out (and counted).
+    expected absolute size is ``sigma / sqrt(n) * sqrt(2/pi)``. sigma is estimated by
+    ``s / c4(n)``: the sample standard deviation of n seeds is biased low (E[s] = 0.886 sigma
+    at n = 3), ``c4`` removes that bias for normal seed noise. The floor is the mean over the
+    held-out cells, relative to the cell value, in percent. Cells with one seed have no
+    estimate and are left out (and counted).
     """
     t = cells.table
-    rel = (t["sem"] * np.sqrt(2 / np.pi) / t["value"].abs()).to_numpy()
+    n = t["n_seeds"].to_numpy(float)
+    sigma = t["std"].to_numpy(float) / c4(n)
+    rel = sigma / np.sqrt(n) * np.sqrt(2 / np.pi) / t["value"].abs().to_numpy(float)
     known = np.isfinite(rel)
     out: list[float | None] = []
     for mask in masks:
@@ -92,11 +121,24 @@ def noise_floor(cells: Cells, masks: np.ndarray) -> tuple[list[float | None], in
 
 
 def heldout_errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
+    """Mean and worst absolute relative error over cells (percent), and the RMSE."""
     rel = np.abs(y_pred - y_true) / np.abs(y_true)
     return {
         "heldout_error_pct": float(100 * rel.mean()),
-        "max_pct": float(100 * rel.max()),
+        "worst_cell_pct": float(100 * rel.max()),
         "rmse": float(np.sqrt(np.mean((y_pred - y_true) ** 2))),
+    }
+
+
+def robust_summary(e: np.ndarray, prefix: str = "") -> dict:
+    """Median, 10% trimmed mean, 90th percentile and worst of per-split errors."""
+    e = np.asarray(e, float)
+    if not len(e):
+        return {f"{prefix}{k}": np.nan for k in ("median_pct", "trimmed_mean_pct", "p90_pct")}
+    return {
+        f"{prefix}median_pct": float(np.median(e)),
+        f"{prefix}trimmed_mean_pct": float(sst.trim_mean(e, TRIM)),
+        f"{prefix}p90_pct": float(np.percentile(e, 90)),
     }
 
 
@@ -109,6 +151,8 @@ def compare(
     options: FitOptions | None = None,
     on_progress: Callable[[int], None] | None = None,
     test_grid: Grid | None = None,
+    guard: GuardOptions | None = None,
+    level: float = 0.95,
 ) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
@@ -122,6 +166,8 @@ def compare(
     keep_degenerate : keep flagged (split, form) pairs in summaries and paired verdicts.
     on_progress : called with the number of splits finished, for progress bars.
     test_grid : for the transfer protocol, the grid whose cells are scored.
+    guard : thresholds of the wild-extrapolation guard (see :mod:`fitrules.guard`).
+    level : confidence level of the paired intervals.
 
     Raises
     ------
@@ -130,6 +176,7 @@ def compare(
     """
     splitter = splitter or RandomSplit()
     objective = objective or Objective()
+    guard = guard or GuardOptions()
     bound = [f.bind(grid.columns) for f in forms]
     if test_grid is not None:
         bound = [f.bind(test_grid.columns) for f in bound]
@@ -143,7 +190,8 @@ def compare(
         )
         cells = Cells(table, cells.variables, cells.metric)
     n = len(cells)
-    if isinstance(splitter, RandomSplit):
+    random = isinstance(splitter, RandomSplit)
+    if random:
         splitter.check(n)
     masks = splitter.masks_for(cells.table)
     labels = splitter.labels(cells.table)
@@ -151,12 +199,11 @@ def compare(
     for f in bound:
         p = len(f.constants)
         if n_train < p:
-            if isinstance(splitter, RandomSplit):
-                need = (p - 0.5) / n
+            if random:
                 raise SplitError(
                     f"form {f.name!r} has {p} constants but each split fits only "
-                    f"{n_train} of {n} cells; raise --train-frac to at least "
-                    f"{need:.2f} or drop the form"
+                    f"{n_train} of {n} cells; raise --train-frac so that at least {p} "
+                    f"cells are fitted (above {(p - 0.5) / n:.2f}) or drop the form"
                 )
             raise SplitError(
                 f"form {f.name!r} has {p} constants but {labels[0]!r} fits only "
@@ -164,11 +211,15 @@ def compare(
             )
     floor, no_noise = noise_floor(cells, masks)
     X, y = cells.X, cells.y
+    cell_labels = [cells.label(i) for i in range(n)]
     rows = []
     full = {}
+    # per form, each used split's error at each cell it held out (NaN elsewhere)
+    at_cell = {f.name: np.full((len(masks), n), np.nan) for f in bound}
     for f in bound:
         fits = fit_splits(f, X, y, masks, objective, options, on_progress)
-        for s, (mask, r) in enumerate(zip(masks, fits, strict=True)):
+        guarded = check_fits(f, X, y, masks, fits, objective, guard, cell_labels)
+        for s, (mask, r, g) in enumerate(zip(masks, fits, guarded, strict=True)):
             test = ~mask
             split_reasons = list(r.reasons)
             if np.isfinite(r.objective):
@@ -177,9 +228,11 @@ def compare(
                 pred = np.full(test.sum(), np.nan)
             if not np.isfinite(pred).all():
                 split_reasons.append("prediction is not finite on held-out cells")
-                errs = {"heldout_error_pct": np.nan, "max_pct": np.nan, "rmse": np.nan}
+                errs = {"heldout_error_pct": np.nan, "worst_cell_pct": np.nan, "rmse": np.nan}
             else:
                 errs = heldout_errors(y[test], pred)
+                if keep_degenerate or not split_reasons:
+                    at_cell[f.name][s, test] = 100 * np.abs(pred - y[test]) / np.abs(y[test])
             rows.append(
                 {
                     "split": s,
@@ -188,63 +241,30 @@ def compare(
                     **errs,
                     "noise_floor_pct": floor[s],
                     "train_objective": r.objective,
+                    "cond": r.cond,
                     "n_train": int(mask.sum()),
                     "n_test": int(test.sum()),
+                    "train_cells": np.flatnonzero(mask).tolist(),
                     "degenerate": bool(split_reasons),
                     "reasons": split_reasons,
+                    "wild": g.wild,
+                    "span_ratio": g.span_ratio,
+                    "max_rel_se": g.max_rel_se,
+                    "guard_reasons": list(g.reasons),
                     "constants": r.constants,
                 }
             )
         full[f.name] = fit_splits(f, X, y, np.ones((1, n), bool), objective, options)[0]
     results = pd.DataFrame(rows)
+    usable = results["heldout_error_pct"].notna()
+    if not keep_degenerate:
+        usable &= ~results["degenerate"]
+    results["used"] = usable
 
-    def usable(df: pd.DataFrame) -> pd.Series:
-        ok = df["heldout_error_pct"].notna()
-        return ok if keep_degenerate else ok & ~df["degenerate"]
-
-    summary_rows, reasons = [], {}
-    for f in bound:
-        df = results[results["form"] == f.name]
-        e = df.loc[usable(df), "heldout_error_pct"].to_numpy()
-        counts = Counter(_reason_key(x) for rs in df["reasons"] for x in rs)
-        reasons[f.name] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-        fl = df.loc[usable(df), "noise_floor_pct"].dropna().to_numpy(float)
-        summary_rows.append(
-            {
-                "form": f.name,
-                "constants": len(f.constants),
-                "valid_splits": int(len(e)),
-                "degenerate_splits": int(df["degenerate"].sum()),
-                "mean_pct": float(e.mean()) if len(e) else np.nan,
-                "median_pct": float(np.median(e)) if len(e) else np.nan,
-                "p90_pct": float(np.percentile(e, 90)) if len(e) else np.nan,
-                "max_pct": float(df.loc[usable(df), "max_pct"].max()) if len(e) else np.nan,
-                "noise_floor_pct": float(np.median(fl)) if len(fl) else np.nan,
-            }
-        )
-    summary = pd.DataFrame(summary_rows)
-
-    wide = results.pivot(index="split", columns="form", values="heldout_error_pct")
-    ok = results.assign(ok=usable(results)).pivot(index="split", columns="form", values="ok")
-    paired_rows = []
-    for a, b in itertools.combinations([f.name for f in bound], 2):
-        both = (ok[a] & ok[b]).to_numpy(bool)
-        v = paired_verdict(wide[a].to_numpy()[both], wide[b].to_numpy()[both])
-        paired_rows.append({"a": a, "b": b, **v})
-    paired = pd.DataFrame(
-        paired_rows,
-        columns=[
-            "a",
-            "b",
-            "n",
-            "a_better",
-            "b_better",
-            "ties",
-            "median_diff_pct",
-            "mean_diff_pct",
-            "wilcoxon_p",
-        ],
-    )
+    names = [f.name for f in bound]
+    summary, reasons, wild = _summarise(results, bound, keep_degenerate)
+    cell_errors = _cell_table(cells, at_cell)
+    paired = _paired(results, names, random, level, cell_errors)
     data = {
         "path": str(grid.path) if grid.path else None,
         "sha256": grid.sha256,
@@ -268,5 +288,107 @@ def compare(
         **splitter.describe(),
         "objective": objective.describe(),
         "keep_degenerate": bool(keep_degenerate),
+        "splits_used": "all" if keep_degenerate else "valid",
+        "guard": guard.describe(),
+        "level": level,
+        "test": (
+            "corrected resampled t (Nadeau-Bengio 2003) on log error ratios, Holm across pairs"
+            if random
+            else "exact sign-flip over held-out groups where enough exist, Holm across pairs"
+        ),
     }
-    return Comparison(results, summary, paired, bound, cells, full, data, settings, reasons)
+    return Comparison(
+        results, summary, paired, bound, cells, full, data, settings, reasons, cell_errors, wild
+    )
+
+
+def _summarise(results: pd.DataFrame, forms: list[Form], keep_degenerate: bool):
+    rows, reasons, wild = [], {}, {}
+    for f in forms:
+        df = results[results["form"] == f.name]
+        used = df[df["used"]]
+        e = used["heldout_error_pct"].to_numpy(float)
+        tame = used.loc[~used["wild"], "heldout_error_pct"].to_numpy(float)
+        counts = Counter(_reason_key(x) for rs in df["reasons"] for x in rs)
+        reasons[f.name] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        named = used[used["wild"]]
+        wild[f.name] = [
+            f"split {s}: {'; '.join(g)}"
+            for s, g in zip(named["split"], named["guard_reasons"], strict=True)
+        ]
+        fl = used["noise_floor_pct"].dropna().to_numpy(float)
+        rows.append(
+            {
+                "form": f.name,
+                "constants": len(f.constants),
+                "splits_used": int(len(e)),
+                "degenerate_splits": int(df["degenerate"].sum()),
+                "wild_splits": int(used["wild"].sum()),
+                **robust_summary(e),
+                "worst_split_pct": float(e.max()) if len(e) else np.nan,
+                "worst_cell_pct": float(used["worst_cell_pct"].max()) if len(e) else np.nan,
+                "noise_floor_pct": float(np.median(fl)) if len(fl) else np.nan,
+                **robust_summary(tame, "tame_"),
+                "mean_pct": float(e.mean()) if len(e) else np.nan,
+            }
+        )
+    return pd.DataFrame(rows), reasons, wild
+
+
+def _cell_table(cells: Cells, at_cell: dict) -> pd.DataFrame:
+    """Each cell's held-out error per form over the used splits that held it out: median
+    (robust to a runaway split) and mean."""
+    rows = []
+    source = cells.table["_source"] if "_source" in cells.table else None
+    for f, errs in at_cell.items():
+        cnt = np.isfinite(errs).sum(axis=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a cell never held out: NaN
+            med, mean = np.nanmedian(errs, axis=0), np.nanmean(errs, axis=0)
+        for i in range(len(cells)):
+            label = cells.label(i) + (f" ({source.iloc[i]} grid)" if source is not None else "")
+            rows.append(
+                {
+                    "cell_index": i,
+                    "cell": label,
+                    "value": float(cells.y[i]),
+                    "form": f,
+                    "splits": int(cnt[i]),
+                    "median_error_pct": float(med[i]),
+                    "mean_error_pct": float(mean[i]),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _paired(results, names, random: bool, level: float, cell_errors) -> pd.DataFrame:
+    wide = results.pivot(index="split", columns="form", values="heldout_error_pct")
+    ok = results.pivot(index="split", columns="form", values="used")
+    n_train = int(results["n_train"].min())
+    n_test = int(results["n_test"].min())
+    rows = []
+    for a, b in itertools.combinations(names, 2):
+        both = (ok[a] & ok[b]).to_numpy(bool)
+        ea, eb = wide[a].to_numpy()[both], wide[b].to_numpy()[both]
+        v = paired_verdict(ea, eb, n_train, n_test, level) if random else units_verdict(ea, eb)
+        rows.append({"a": a, "b": b, **v, "deciding_cells": _deciding(cell_errors, a, b)})
+    paired = pd.DataFrame(rows)
+    if len(paired):
+        paired["p_holm"] = holm(paired["p"].tolist())
+    return paired
+
+
+def _deciding(cell_errors: pd.DataFrame, a: str, b: str, k: int = 3) -> list[dict]:
+    """The cells where the two forms' median held-out errors differ most."""
+    ea = cell_errors[cell_errors["form"] == a].set_index("cell_index")
+    eb = cell_errors[cell_errors["form"] == b].set_index("cell_index")
+    d = (ea["median_error_pct"] - eb["median_error_pct"]).dropna()
+    top = d.abs().sort_values(ascending=False, kind="stable").index[:k]
+    return [
+        {
+            "cell": ea.loc[i, "cell"],
+            "a_pct": float(ea.loc[i, "median_error_pct"]),
+            "b_pct": float(eb.loc[i, "median_error_pct"]),
+        }
+        for i in top
+    ]

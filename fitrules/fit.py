@@ -456,6 +456,28 @@ def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opt
     return x, val, converged
 
 
+def _push_to_bounds(cf: CompiledForm, X, y, masks, objective, theta_start, x, val):
+    """Move ridge rows' nonlinear constants to the bound they were travelling towards.
+
+    Returns the constants, objective and convergence flag of each row: at the bound when the
+    objective there is no worse (the search ran out of rounds on the way), else unchanged and
+    not converged.
+    """
+    theta = x[:, cf.non_idx]
+    lo = np.array(cf.s.lower)[cf.non_idx]
+    hi = np.array(cf.s.upper)[cf.non_idx]
+    travel = theta - theta_start
+    target = np.where(travel > 0, hi, np.where(travel < 0, lo, theta))
+    target = np.where(np.isfinite(target), target, theta)
+    new_val, coefs = _profile_rows(cf, X, y, masks, objective, target[:, None, :])
+    new_val, coefs = new_val[:, 0], coefs[:, 0]
+    take = new_val <= val * (1 + 1e-9)
+    out = x.copy()
+    out[np.ix_(take, cf.non_idx)] = target[take]
+    out[np.ix_(take, cf.lin_idx)] = coefs[take]
+    return out, np.where(take, new_val, val), take
+
+
 def _huber_rescore(g: _GridPieces, y, masks, objective, values, c, keep: int = 64):
     """Log-Huber values at each split's ``keep`` best grid points by least squares.
 
@@ -675,10 +697,27 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
         # rows whose window kept moving (an optimum off the grid, a constant running away):
         # Levenberg-Marquardt on all constants, from where the search stopped
         mv = np.flatnonzero(moving)
+        start = x[mv].copy()
         xt, vt, ct = _lm(cf, X, y, masks[rows_a[mv]], objective, x[mv], options)
-        better = vt <= val[mv]
-        x[mv[better]], val[mv[better]] = xt[better], vt[better]
-        converged[mv] = ct
+        gained = vt < val[mv] * (1 - 1e-9)
+        x[mv[gained]], val[mv[gained]] = xt[gained], vt[gained]
+        converged[mv] = ct & gained
+        # Neither the search nor Levenberg-Marquardt could go on: the row sits on a flat ridge
+        # where its window stopped, which is an artefact, not a fitted value. If the objective
+        # is no worse at the bound the constants were heading for, the infimum lies there
+        # (reported as "at its bound"); otherwise the row stays "did not converge".
+        ridge = mv[~gained]
+        if len(ridge):
+            x[ridge], val[ridge], converged[ridge] = _push_to_bounds(
+                cf,
+                X,
+                y,
+                masks[rows_a[ridge]],
+                objective,
+                thetas[gidx_a[ridge]],
+                start[~gained],
+                val[ridge],
+            )
     params = np.full((S, cf.p), np.nan)
     best_val = np.full(S, np.inf)
     best_conv = np.zeros(S, bool)

@@ -8,7 +8,13 @@ from statsmodels.stats.multitest import multipletests
 
 from fitrules.cli import main
 from fitrules.errors import SelectionError
-from fitrules.stats import paired_ci, parse_selection, signflip_p, sweep_treatments
+from fitrules.stats import (
+    BCA_MIN_PAIRS,
+    paired_ci,
+    parse_selection,
+    signflip_p,
+    sweep_treatments,
+)
 
 BASE = [2.00, 2.10, 2.05, 1.95, 2.02]
 TREAT = [1.98, 2.07, 2.06, 1.90, 2.00]
@@ -60,17 +66,9 @@ def test_matches_scipy_and_statsmodels_on_fixed_data():
     assert r.t_interval == pytest.approx((lo, hi), rel=1e-12)
     assert r.t_p == pytest.approx(stats.ttest_rel(treat, base).pvalue, rel=1e-12)
     assert r.wilcoxon_p == pytest.approx(stats.wilcoxon(treat, base).pvalue, rel=1e-12)
-    boot = stats.bootstrap(
-        (d,),
-        np.mean,
-        confidence_level=0.9,
-        n_resamples=10_000,
-        method="BCa",
-        random_state=np.random.default_rng(3),
-    )
-    assert r.bootstrap_interval == pytest.approx(
-        (boot.confidence_interval.low, boot.confidence_interval.high), rel=1e-12
-    )
+    # 11 pairs: below BCA_MIN_PAIRS no BCa interval, and a note says why
+    assert r.bootstrap_interval == (None, None)
+    assert any("no BCa bootstrap interval" in w for w in r.warnings)
     perm = stats.permutation_test(
         (d,), np.mean, permutation_type="samples", n_resamples=2**11, alternative="two-sided"
     )
@@ -187,3 +185,47 @@ def test_cli_report(tmp_path, capsys):
     assert doc["results"][0]["n"] == 5
     assert (rep / "report.md").exists() and (rep / "differences_1.png").stat().st_size > 5000
     assert main(args) == 2  # the report exists: refused without --force
+
+
+@pytest.mark.parametrize("n", [3, 11, 19])
+def test_no_bca_interval_below_the_minimum_number_of_pairs(n):
+    rng = np.random.default_rng(n)
+    base = 2.2 + 0.01 * rng.standard_normal(n)
+    (r,) = paired_ci(
+        _runs(base, base - 0.01 + 0.005 * rng.standard_normal(n)),
+        "loss",
+        "seed",
+        {"algo": "sync"},
+        [{"algo": "diloco"}],
+    )
+    assert r.bootstrap_interval == (None, None)
+    assert any(f"at least {BCA_MIN_PAIRS} pairs ({n} here)" in w for w in r.warnings)
+    assert all(np.isfinite(r.t_interval)) and r.signflip_exact
+
+
+def test_bca_interval_matches_scipy_from_the_minimum_number_of_pairs():
+    rng = np.random.default_rng(5)
+    n = BCA_MIN_PAIRS + 4
+    base = 2.2 + 0.01 * rng.standard_normal(n)
+    treat = base - 0.012 + 0.006 * rng.standard_normal(n)
+    (r,) = paired_ci(
+        _runs(base, treat),
+        "loss",
+        "seed",
+        {"algo": "sync"},
+        [{"algo": "diloco"}],
+        level=0.9,
+        n_resamples=10_000,
+        seed=3,
+    )
+    boot = stats.bootstrap(
+        (treat - base,),
+        np.mean,
+        confidence_level=0.9,
+        n_resamples=10_000,
+        method="BCa",
+        random_state=np.random.default_rng(3),
+    )
+    assert r.bootstrap_interval == pytest.approx(
+        (boot.confidence_interval.low, boot.confidence_interval.high), rel=1e-12
+    )

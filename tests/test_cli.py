@@ -28,8 +28,8 @@ def test_compare_prints_summary_and_paired_verdicts(synthetic_csv, capsys):
         capsys,
     )
     assert code == 0, err
-    assert "composition" in out and "valid splits" in out
-    assert " beat " in out and "Wilcoxon p" in out
+    assert "composition" in out and "valid for both" in out
+    assert "corrected resampled t" in out and "Holm" in out and "Wilcoxon" not in out
 
 
 def test_same_command_twice_gives_byte_identical_json(synthetic_csv, tmp_path, capsys):
@@ -44,10 +44,20 @@ def test_same_command_twice_gives_byte_identical_json(synthetic_csv, tmp_path, c
     assert {"results", "summary", "paired", "data"} <= set(doc)
     row = doc["results"][0]
     assert {"split", "form", "heldout_error_pct", "degenerate", "reasons", "constants"} <= set(row)
-    assert {"valid_splits", "degenerate_splits", "mean_pct", "median_pct", "p90_pct"} <= set(
-        doc["summary"][0]
+    assert {
+        "splits_used",
+        "degenerate_splits",
+        "wild_splits",
+        "median_pct",
+        "trimmed_mean_pct",
+        "p90_pct",
+        "worst_split_pct",
+        "worst_cell_pct",
+    } <= set(doc["summary"][0])
+    assert {"a", "b", "a_better", "b_better", "ties", "n", "p", "p_holm", "ratio_ci"} <= set(
+        doc["paired"][0]
     )
-    assert {"a", "b", "a_better", "b_better", "ties", "n", "wilcoxon_p"} <= set(doc["paired"][0])
+    assert {"train_cells", "cond", "wild", "span_ratio", "max_rel_se"} <= set(row)
     assert {"path", "sha256", "runs", "cells"} <= set(doc["data"])
     assert len(doc["results"]) == 25 * 5
 

@@ -1,4 +1,6 @@
 import numpy as np
+import pytest
+from scipy import stats
 
 from conftest import TRUTH
 from fitrules.compare import compare
@@ -37,12 +39,19 @@ def test_heldout_error_is_recomputable_from_constants(synthetic_csv):
         assert abs(row["heldout_error_pct"] - want) < 1e-9
 
 
-def test_paired_verdict_counts_and_wilcoxon():
+def test_paired_verdict_counts_and_corrected_t():
     a = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     b = np.array([1.5, 2.5, 3.0, 3.0, 6.0])
-    v = paired_verdict(a, b)
+    v = paired_verdict(a, b, n_train=7, n_test=13)
     assert (v["a_better"], v["b_better"], v["ties"], v["n"]) == (3, 1, 1, 5)
-    from scipy.stats import wilcoxon
-
-    assert v["wilcoxon_p"] == wilcoxon([-0.5, -0.5, 1.0, -1.0]).pvalue
     assert v["median_diff_pct"] == -0.5
+    # by hand: log ratios, variance inflated by 1/J + n_test/n_train, t with J - 1 df
+    d = np.log(a / b)
+    se = np.sqrt(d.var(ddof=1) * (1 / 5 + 13 / 7))
+    assert v["t"] == pytest.approx(d.mean() / se, rel=1e-12)
+    assert v["p"] == pytest.approx(2 * stats.t.sf(abs(d.mean() / se), 4), rel=1e-12)
+    q = stats.t.ppf(0.975, 4)
+    assert v["ratio_ci"] == pytest.approx(np.exp([d.mean() - q * se, d.mean() + q * se]))
+    assert v["ratio"] == pytest.approx(np.exp(d.mean()))
+    # without split sizes (structured protocols) no test over splits is made
+    assert paired_verdict(a, b)["p"] is None

@@ -10,12 +10,22 @@ from pathlib import Path
 from fitrules import __version__
 from fitrules.report import figures
 from fitrules.report.directory import write_report_dir
-from fitrules.report.text import data_line, fmt_p, protocol_line, verdict_sentence
-
-SUMMARY_HEADER = (
-    "| form | constants | valid splits | degenerate | mean % | median % | p90 % | max % "
-    "| noise floor % |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+from fitrules.report.text import (
+    data_line,
+    fmt_p,
+    guard_line,
+    paired_heading,
+    protocol_line,
+    verdict_sentence,
 )
+
+
+def summary_header(basis: str = "valid") -> str:
+    return (
+        f"| form | constants | {basis} splits | degenerate | wild | median % | trimmed mean % "
+        "| p90 % | worst split % | worst cell % | noise floor % |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
 
 
 def _num(x, f=".3f") -> str:
@@ -24,9 +34,24 @@ def _num(x, f=".3f") -> str:
 
 def summary_rows(summary: list[dict]) -> list[str]:
     return [
-        f"| {r['form']} | {r['constants']} | {r['valid_splits']} | {r['degenerate_splits']} | "
-        f"{_num(r['mean_pct'])} | {_num(r['median_pct'])} | {_num(r['p90_pct'])} | "
-        f"{_num(r['max_pct'])} | {_num(r.get('noise_floor_pct'))} |"
+        f"| {r['form']} | {r['constants']} | {r['splits_used']} | {r['degenerate_splits']} | "
+        f"{r['wild_splits']} | {_num(r['median_pct'])} | {_num(r['trimmed_mean_pct'])} | "
+        f"{_num(r['p90_pct'])} | {_num(r['worst_split_pct'], '.4g')} | "
+        f"{_num(r['worst_cell_pct'], '.4g')} | {_num(r.get('noise_floor_pct'))} |"
+        for r in summary
+    ]
+
+
+def tame_rows(summary: list[dict]) -> list[str]:
+    head = [
+        "| form | wild splits | median % | without wild: median % | trimmed mean % | "
+        "without wild: trimmed % | p90 % | without wild: p90 % |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    return head + [
+        f"| {r['form']} | {r['wild_splits']} | {_num(r['median_pct'])} | "
+        f"{_num(r['tame_median_pct'])} | {_num(r['trimmed_mean_pct'])} | "
+        f"{_num(r['tame_trimmed_mean_pct'])} | {_num(r['p90_pct'])} | {_num(r['tame_p90_pct'])} |"
         for r in summary
     ]
 
@@ -110,36 +135,84 @@ def comparison_report(
     return write_report_dir(target, build, force)
 
 
+MANY_FLOORS = 3  # "every form misses by several times the noise floor" from this ratio
+
+
 def _winner_paragraph(best: dict, doc: dict) -> str:
-    """The form with the lowest median error, and how it fared against each other form."""
+    """The form with the lowest median error; whether its edge is real; the noise floor."""
     name = best["form"]
-    vs = []
+    basis = doc["settings"].get("splits_used", "valid")
+    random = doc["settings"]["protocol"] == "random"
+    vs, separated, within_floor = [], [], []
+    floor = best.get("noise_floor_pct")
     for r in doc["paired"]:
         if name not in (r["a"], r["b"]) or not r["n"]:
             continue
         mine, other = ("a", "b") if r["a"] == name else ("b", "a")
         diff = r["median_diff_pct"] if mine == "a" else -r["median_diff_pct"]
+        if random and r.get("ratio") is not None:
+            ratio = r["ratio"] if mine == "a" else 1 / r["ratio"]
+            lo, hi = r["ratio_ci"]
+            lo, hi = (lo, hi) if mine == "a" else (1 / hi, 1 / lo)
+            test = (
+                f"error ratio {ratio:.3g}, interval {lo:.3g} to {hi:.3g}, "
+                f"Holm p = {fmt_p(r.get('p_holm'))}"
+            )
+        else:
+            test = (
+                f"Holm p = {fmt_p(r.get('p_holm'))}"
+                if r.get("p") is not None
+                else "no test can reject with these groups"
+            )
         vs.append(
-            f"{r[other]}: won {r[mine + '_better']} of {r['n']} "
-            f"(median difference {diff:+.3f} points, Wilcoxon p = {fmt_p(r['wilcoxon_p'])})"
+            f"{r[other]}: lower in {r[mine + '_better']} of {r['n']} splits (descriptive), "
+            f"median difference {diff:+.3f} points, {test}"
         )
+        p_adj = r.get("p_holm")
+        if p_adj is not None and p_adj < 0.05 and diff < 0:
+            separated.append(r[other])
+        if floor is not None and abs(diff) < floor:
+            within_floor.append(r[other])
+    on = "valid" if basis == "valid" else "(all, degenerate kept)"
     text = (
         f"**{name}** has the lowest median held-out error, {best['median_pct']:.3f}% over "
-        f"{best['valid_splits']} valid splits (90th percentile {best['p90_pct']:.3f}%). "
-        "Against the other forms, on the splits valid for both: " + "; ".join(vs) + "."
+        f"{best['splits_used']} {on} splits (90th percentile {best['p90_pct']:.3f}%). "
+        "Against the other forms, on the splits used for both: " + "; ".join(vs) + ". "
     )
-    heavy = [
-        r["form"]
+    others = [r for r in vs]
+    if separated:
+        text += (
+            f"Its edge over {', '.join(separated)} exceeds the uncertainty of the comparison "
+            "(Holm-adjusted p < 0.05). "
+        )
+    rest = len(others) - len(separated)
+    if rest:
+        text += (
+            f"Against {'the other' if rest == 1 else f'the other {rest}'} the edge is within "
+            "the uncertainty of the comparison: these cells cannot separate them. "
+        )
+    if within_floor:
+        text += (
+            f"Its median edge over {', '.join(within_floor)} is smaller than the noise floor "
+            f"({floor:.3f}%). "
+        )
+    ratios = [
+        r["median_pct"] / r["noise_floor_pct"]
         for r in doc["summary"]
-        if r["mean_pct"] is not None and r["mean_pct"] > 2 * r["median_pct"]
+        if r.get("noise_floor_pct") and r["median_pct"] is not None
     ]
+    if ratios and min(ratios) >= MANY_FLOORS:
+        text += (
+            f"Every form misses by {min(ratios):.1f} to {max(ratios):.1f} times the noise "
+            "floor: none of these rules predicts the held-out cells to within seed noise. "
+        )
+    heavy = [r["form"] for r in doc["summary"] if r.get("wild_splits")]
     if heavy:
         text += (
-            f" The mean errors of {', '.join(heavy)} are dominated by a few splits whose "
-            "fit extrapolates badly to the held-out cells (see the max column and the "
-            "distribution below); medians and paired counts are the robust summaries."
+            f"The guard names wild extrapolations of {', '.join(heavy)} (below); they stay in "
+            "the distribution and the summaries are shown with and without them."
         )
-    return text
+    return text.strip()
 
 
 def _comparison_md(doc: dict, figs, command: str) -> str:
@@ -170,7 +243,21 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         "",
     ]
     lines += [f"- **{f['name']}** = `{f['expression']}`" for f in doc["forms"]]
-    lines += ["", "## Summary", "", SUMMARY_HEADER, *summary_rows(doc["summary"]), ""]
+    basis = s.get("splits_used", "valid")
+    lines += [
+        "",
+        "## Summary",
+        "",
+        summary_header(basis),
+        *summary_rows(doc["summary"]),
+        "",
+        "Per-split held-out errors: median, 10% trimmed mean, 90th percentile and the worst "
+        "split; worst cell is the largest error at a single held-out cell. The mean is left "
+        "out of the table (results.json keeps it): one runaway split can own it.",
+        "",
+    ]
+    if any(r["wild_splits"] for r in doc["summary"]):
+        lines += ["With and without the fits the guard names:", "", *tame_rows(doc["summary"]), ""]
     lines += [
         "Noise floor: the held-out error a predictor would show if it knew every cell's "
         "true mean, from the spread of the seeds (median over splits).",
@@ -189,21 +276,52 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         "",
         "## Paired verdicts",
         "",
-        "On the splits valid for both forms of a pair; the difference is in percentage "
-        "points of held-out error (first minus second).",
+        paired_heading(s, len(doc["paired"])),
         "",
     ]
-    lines += [f"- {verdict_sentence(r)}" for r in doc["paired"]]
+    lines += [f"- {verdict_sentence(r, basis)}" for r in doc["paired"]]
+    if s["protocol"] == "random":
+        lines += [
+            "",
+            "| a | b | n | a lower | b lower | ties | median a - b | error ratio a/b | "
+            "interval | p | Holm p |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+        ]
+        lines += [
+            f"| {r['a']} | {r['b']} | {r['n']} | {r['a_better']} | {r['b_better']} | "
+            f"{r['ties']} | {_num(r['median_diff_pct'], '+.3f')} | {_num(r['ratio'], '.3g')} | "
+            f"{_num(r['ratio_ci'][0], '.3g')} to {_num(r['ratio_ci'][1], '.3g')} | "
+            f"{fmt_p(r['p'])} | {fmt_p(r.get('p_holm'))} |"
+            for r in doc["paired"]
+        ]
     lines += [
         "",
-        "| a | b | n | a better | b better | ties | median a - b | Wilcoxon p |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "The p-value asks whether the forms' held-out errors differ by more than the cells of "
+        "this grid can tell: random splits reuse the same cells, so the corrected test "
+        "inflates the variance by n_test/n_train and its p-value does not shrink as splits "
+        "are added. Its false-positive rate on simulated null grids is printed by "
+        "`benchmarks/bench_calibration.py`.",
+        "",
+        "Cells that decide each verdict (median held-out error at the cell over the splits "
+        "that held it out, first form / second form):",
+        "",
     ]
-    lines += [
-        f"| {r['a']} | {r['b']} | {r['n']} | {r['a_better']} | {r['b_better']} | "
-        f"{r['ties']} | {_num(r['median_diff_pct'], '+.3f')} | {fmt_p(r['wilcoxon_p'])} |"
-        for r in doc["paired"]
-    ]
+    for r in doc["paired"]:
+        cells_ = ", ".join(
+            f"{c['cell']} ({_num(c['a_pct'])}% / {_num(c['b_pct'])}%)"
+            for c in r.get("deciding_cells", [])
+        )
+        lines.append(f"- {r['a']} vs {r['b']}: {cells_ or 'n/a'}")
+    wild = {k: v for k, v in doc.get("wild_fits", {}).items() if v}
+    lines += ["", "## Wild extrapolation", "", guard_line(s) + ".", ""]
+    if wild:
+        for form, items in wild.items():
+            lines.append(f"- **{form}**: {len(items)} splits")
+            lines += [f"  - {x}" for x in items[:10]]
+            if len(items) > 10:
+                lines.append(f"  - ... and {len(items) - 10} more (results.json: wild_fits)")
+    else:
+        lines.append("No fit tripped the guard.")
     lines += [""] + [f"![{cap}]({n})" for sec, n, cap in figs if sec == "paired"]
     lines += [
         "",
@@ -344,8 +462,8 @@ def fit_report(out: dict, target: Path, command: str, force: bool = False) -> Pa
         lines += [f"| {k} | {v:.6g} |" for k, v in result.constants.items()]
         lines += [
             "",
-            f"Training error: mean {te['heldout_error_pct']:.3f}%, max "
-            f"{te['max_pct']:.3f}%, rmse {te['rmse']:.4g}.",
+            f"Training error: mean {te['heldout_error_pct']:.3f}%, "
+            f"{te['worst_cell_pct']:.3f}% at the worst cell, rmse {te['rmse']:.4g}.",
             "",
             "Diagnostics: " + ("; ".join(result.reasons) or "well posed") + ".",
             "",
@@ -387,9 +505,11 @@ def protocols_report(cmps, payloads, target: Path, command: str, force: bool = F
                 f"- {protocol_line(s, n_train, doc['data']['cells'])}",
                 "",
             ]
-            lines += [SUMMARY_HEADER, *summary_rows(doc["summary"]), ""]
+            basis = s.get("splits_used", "valid")
+            lines += [summary_header(basis), *summary_rows(doc["summary"]), ""]
             lines += noise_sentences(doc["summary"]) + [""]
-            lines += [f"- {verdict_sentence(r)}" for r in doc["paired"]] + [""]
+            lines += [paired_heading(s, len(doc["paired"])), ""]
+            lines += [f"- {verdict_sentence(r, basis)}" for r in doc["paired"]] + [""]
             if s["protocol"] == "random":
                 name = f"{slug}_ecdf.png"
                 figures.save(figures.heldout_ecdf(cmp), d / name)

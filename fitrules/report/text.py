@@ -19,21 +19,44 @@ def fmt_pct(x: float) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
-def verdict_sentence(row: dict) -> str:
-    """'composition beat additive in 288 of 300 splits ...' for one paired row."""
+def _fmt_ratio(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def verdict_sentence(row: dict, basis: str = "valid") -> str:
+    """One paired row in words: the test first, then the descriptive counts."""
     a, b, n = row["a"], row["b"], row["n"]
+    both = "valid for both" if basis == "valid" else "(all, degenerate kept)"
     if n == 0:
-        return f"{a} vs {b}: no split is valid for both"
-    if row["b_better"] > row["a_better"]:
-        win, lose, wins, losses = b, a, row["b_better"], row["a_better"]
-        med = -row["median_diff_pct"]
-    else:
-        win, lose, wins, losses = a, b, row["a_better"], row["b_better"]
-        med = row["median_diff_pct"]
+        return f"{a} vs {b}: no split is {'valid for both' if basis == 'valid' else 'usable'}"
     ties = f", {row['ties']} tied" if row["ties"] else ""
+    counts = (
+        f"{a} lower in {row['a_better']} and {b} in {row['b_better']} of {n} splits "
+        f"{both}{ties}; median difference {row['median_diff_pct']:+.3f} points"
+    )
+    if "min_p" in row:  # structured protocol: held-out groups are the units
+        if not row.get("can_reject"):
+            return (
+                f"{a} vs {b}: {counts}. With {n} held-out group{'s' if n != 1 else ''} no "
+                f"test can reject (smallest attainable p = {row['min_p']:.2g})"
+            )
+        return (
+            f"{a} vs {b}: {counts}; {row['test']}: p = {fmt_p(row['p'])} "
+            f"(Holm {fmt_p(row.get('p_holm'))})"
+        )
+    if row.get("p") is None:
+        return f"{a} vs {b}: {counts}; too few splits for a test"
+    lo, hi = row["ratio_ci"]
+    p_adj = row.get("p_holm")
+    if p_adj is not None and p_adj < 0.05:
+        better = a if row["ratio"] < 1 else b
+        verdict = f"{better} predicts better"
+    else:
+        verdict = "not distinguishable from these cells"
     return (
-        f"{win} beat {lose} in {wins} of {n} valid splits ({losses} lost{ties}); "
-        f"median paired difference {med:+.3f} points; Wilcoxon p = {fmt_p(row['wilcoxon_p'])}"
+        f"{a} vs {b}: {verdict}: error ratio {_fmt_ratio(row['ratio'])} "
+        f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}), corrected t p = {fmt_p(row['p'])}, "
+        f"Holm {fmt_p(p_adj)}. Descriptive: {counts}"
     )
 
 
@@ -61,17 +84,44 @@ def table(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
-SUMMARY_COLUMNS = [
+def summary_columns(basis: str = "valid") -> list[tuple[str, str, str]]:
+    return [
+        ("form", "form", ""),
+        ("constants", "constants", "d"),
+        ("splits_used", basis, "d"),
+        ("degenerate_splits", "degenerate", "d"),
+        ("wild_splits", "wild", "d"),
+        ("median_pct", "median %", ".3f"),
+        ("trimmed_mean_pct", "trimmed mean %", ".3f"),
+        ("p90_pct", "p90 %", ".3f"),
+        ("worst_split_pct", "worst split %", ".4g"),
+        ("worst_cell_pct", "worst cell %", ".4g"),
+        ("noise_floor_pct", "noise floor %", ".3f"),
+    ]
+
+
+TAME_COLUMNS = [
     ("form", "form", ""),
-    ("constants", "constants", "d"),
-    ("valid_splits", "valid", "d"),
-    ("degenerate_splits", "degenerate", "d"),
-    ("mean_pct", "mean %", ".3f"),
+    ("wild_splits", "wild", "d"),
     ("median_pct", "median %", ".3f"),
+    ("tame_median_pct", "without: median %", ".3f"),
+    ("trimmed_mean_pct", "trimmed %", ".3f"),
+    ("tame_trimmed_mean_pct", "without: trimmed %", ".3f"),
     ("p90_pct", "p90 %", ".3f"),
-    ("max_pct", "max %", ".3f"),
-    ("noise_floor_pct", "noise floor %", ".3f"),
+    ("tame_p90_pct", "without: p90 %", ".3f"),
 ]
+
+
+def guard_line(settings: dict) -> str:
+    g = settings.get("guard") or {}
+    rng = g.get("metric_range")
+    extra = f", or predicts outside [{rng[0]:g}, {rng[1]:g}]" if rng else ""
+    return (
+        f"guard: a fit is wild when its predictions over the grid's cells spread more than "
+        f"{g.get('max_span', 20):g} times its training values, or a delta-method standard "
+        f"error exceeds {g.get('max_rel_se', 1):g} times its prediction{extra} (training fit "
+        "and design only; wild fits stay in the numbers)"
+    )
 
 
 def data_line(data: dict) -> str:
@@ -102,25 +152,49 @@ def protocol_line(settings: dict, n_train_min: int, cells: int) -> str:
     return f"protocol: {proto}"
 
 
+def paired_heading(settings: dict, n_pairs: int) -> str:
+    basis = settings.get("splits_used", "valid")
+    on = "splits valid for both forms" if basis == "valid" else "all splits (degenerate kept)"
+    if settings["protocol"] == "random":
+        return (
+            f"Paired, on {on}: corrected resampled t test (Nadeau-Bengio) on log error "
+            f"ratios, Holm across {n_pairs} pair{'s' if n_pairs != 1 else ''}; random splits "
+            "share cells, so counts of splits won are descriptive, not evidence:"
+        )
+    return (
+        f"Paired, on {on}: the held-out groups are the units; exact sign-flip test where "
+        "enough groups exist:"
+    )
+
+
 def render_comparison(cmp) -> str:
     s = cmp.settings
+    basis = s.get("splits_used", "valid")
     n_train = int(cmp.results["n_train"].min()) if len(cmp.results) else 0
     lines = [
         data_line(cmp.data),
         f"{protocol_line(s, n_train, cmp.data['cells'])}; objective {s['objective']}; "
         "held-out error = mean |relative error| over held-out cells, in %; noise floor = the "
         "error of a predictor that knew each cell's true mean (from the seed spread)",
+        guard_line(s),
     ]
     if s["protocol"] != "random":
         for lab, g in cmp.results.groupby("split", sort=True):
             lines.append(f"  split {lab}: {g['split_label'].iloc[0]}")
-    lines += [
-        "",
-        table(cmp.summary, SUMMARY_COLUMNS),
-        "",
-        "Paired, on splits valid for both forms:",
-    ]
-    lines += [f"  {verdict_sentence(r)}" for r in cmp.paired.to_dict("records")]
+    lines += ["", table(cmp.summary, summary_columns(basis))]
+    if cmp.summary["wild_splits"].sum():
+        lines += ["", "With and without the wild fits:", table(cmp.summary, TAME_COLUMNS)]
+    lines += ["", paired_heading(s, len(cmp.paired))]
+    lines += [f"  {verdict_sentence(r, basis)}" for r in cmp.paired.to_dict("records")]
+    wild = {k: v for k, v in (cmp.wild or {}).items() if v}
+    if wild:
+        lines += ["", "Wild extrapolation (named from the training fit alone):"]
+        for form, items in wild.items():
+            used = int(cmp.summary.set_index("form").loc[form, "splits_used"])
+            lines.append(f"  {form}: {len(items)} of {used} splits")
+            lines += [f"    {x}" for x in items[:5]]
+            if len(items) > 5:
+                lines.append(f"    ... and {len(items) - 5} more (results.json: wild_fits)")
     flagged = {k: v for k, v in cmp.reasons.items() if v}
     if flagged:
         lines += [
@@ -150,8 +224,8 @@ def render_fit(form, result: FitResult, cells, train_error: dict) -> str:
     lines += [f"  {c.ljust(w)} = {v:.6g}" for c, v in result.constants.items()]
     lines += [
         "",
-        f"training error: mean {train_error['heldout_error_pct']:.3f}%, max "
-        f"{train_error['max_pct']:.3f}%, rmse {train_error['rmse']:.4g}",
+        f"training error: mean {train_error['heldout_error_pct']:.3f}%, worst cell "
+        f"{train_error['worst_cell_pct']:.3f}%, rmse {train_error['rmse']:.4g}",
     ]
     lines += [
         "diagnostics: " + ("none (well posed)" if not result.reasons else "; ".join(result.reasons))
