@@ -251,6 +251,32 @@ def _add_compare(sub) -> None:
     g.add_argument("--fit-data", type=Path, default=None, help="transfer: the grid fitted")
     g.add_argument("--test-data", type=Path, default=None, help="transfer: the grid scored")
     _add_fit_options(p)
+    g = p.add_argument_group(
+        "wild-extrapolation guard (training fit and design only; fixed before scoring)"
+    )
+    g.add_argument(
+        "--guard-span",
+        type=float,
+        default=20.0,
+        metavar="X",
+        help="name a fit whose predictions over the grid's cells spread more than X times "
+        "its training values (default 20)",
+    )
+    g.add_argument(
+        "--guard-se",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="name a fit whose delta-method standard error exceeds X times a prediction "
+        "(default 1)",
+    )
+    g.add_argument(
+        "--metric-range",
+        default=None,
+        metavar="LO,HI",
+        help="name a fit that predicts outside this plausible range of the metric, e.g. "
+        "0,3.61 for nats over 37 characters (default: no range)",
+    )
     p.add_argument(
         "--keep-degenerate",
         action="store_true",
@@ -270,6 +296,7 @@ def _compare(args) -> int:
     from fitrules.compare import compare
     from fitrules.fit import Objective
     from fitrules.forms import select_forms
+    from fitrules.guard import GuardOptions, parse_metric_range
     from fitrules.report.text import render_comparison
     from fitrules.splits import RandomSplit, Transfer, parse_protocol
     from fitrules.util import progress
@@ -278,6 +305,7 @@ def _compare(args) -> int:
     names = [n.strip() for n in args.forms.split(",") if n.strip()] if args.forms else None
     forms = select_forms(names, args.form)
     objective = Objective(args.objective, args.delta)
+    guard = GuardOptions(args.guard_span, args.guard_se, parse_metric_range(args.metric_range))
     protocols = args.split or ["random"]
     grid = _load(args)
     test_grid = None
@@ -314,12 +342,19 @@ def _compare(args) -> int:
                         args.keep_degenerate,
                         on_progress=bar.update,
                         test_grid=test_grid,
+                        guard=guard,
                     )
                 )
             else:
                 results.append(
                     compare(
-                        grid, forms, sp, objective, args.keep_degenerate, on_progress=bar.update
+                        grid,
+                        forms,
+                        sp,
+                        objective,
+                        args.keep_degenerate,
+                        on_progress=bar.update,
+                        guard=guard,
                     )
                 )
     payloads = [r.to_dict() for r in results]

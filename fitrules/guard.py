@@ -49,9 +49,9 @@ class GuardOptions:
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.max_span) and self.max_span > 1):
-            raise FitrulesError(f"guard span threshold {self.max_span}: must be finite and > 1")
+            raise FitrulesError(f"--guard-span {self.max_span:g}: must be a finite number > 1")
         if not (np.isfinite(self.max_rel_se) and self.max_rel_se > 0):
-            raise FitrulesError(f"guard relative-error threshold {self.max_rel_se}: must be > 0")
+            raise FitrulesError(f"--guard-se {self.max_rel_se:g}: must be a finite number > 0")
         if self.metric_range is not None:
             lo, hi = self.metric_range
             if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):

@@ -177,6 +177,10 @@ BAD = [
         lambda t: ["--data", _bad_grid(t, lambda d: d), "--where", "lr == 1"],
         "'lr', which is not a column",
     ),
+    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--metric-range", "3,1"], "LO < HI"),
+    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--metric-range", "a"], "expected LO,HI"),
+    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--guard-span", "1"], "--guard-span 1"),
+    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--guard-se", "nan"], "--guard-se nan"),
 ]
 
 
