@@ -2,7 +2,7 @@
 # delete it to remake it) and the committed reports.
 PY ?= python
 JOBS ?= 2
-GRIDS = main wide workers variants paired smoke
+GRIDS = main wide workers variants paired smoke tuned paired_tuned
 
 grids: $(GRIDS:%=data/%.csv)
 

@@ -55,8 +55,13 @@ def paired_seed_report(
     level: float = 0.95,
     resamples: int = 10_000,
     seed: int = 0,
+    tuning=None,
 ):
-    """Paired-seed intervals of each treatment against the baseline, and a JSON view."""
+    """Paired-seed intervals of each treatment against the baseline, and a JSON view.
+
+    With ``tuning`` (a :class:`fitrules.tune.Tuning` whose grid is ``grid``), each sentence
+    says which levels were tried, which won for each arm and on which seeds.
+    """
     from fitrules.stats import paired_ci, parse_selection, sweep_treatments
 
     base = parse_selection(baseline, "--baseline")
@@ -64,6 +69,9 @@ def paired_seed_report(
     if sweep is not None:
         sels += sweep_treatments(grid.runs, base, sweep)
     results = paired_ci(grid.runs, grid.metric, grid.seed, base, sels, level, resamples, seed)
+    if tuning is not None:
+        for r, sel in zip(results, sels, strict=True):
+            r.tuned = _tuning_note(grid, tuning, base, sel)
     payload = json_ready(
         {
             "data": {
@@ -106,3 +114,31 @@ def fit_intervals(
         given, at = resolve_point(text, boot.form, derive)
         preds.append(boot.predict_at(at) | {"given": given})
     return boot, preds
+
+
+def _tuning_note(grid: Grid, tuning, base: dict, sel: dict) -> str:
+    """'both arms tuned: lr from {...}, chosen on seeds 0, 1, 2 (sync 0.003, ...); ...'"""
+    from fitrules.stats import _match, label
+
+    def chosen(s: dict) -> str:
+        rows = grid.runs[_match(grid.runs, s, "selection")]
+        return "; ".join(
+            f"{f} {', '.join(f'{v:g}' for v in sorted(rows[f'tuned_{f}'].unique()))}"
+            for f in tuning.factors
+        )
+
+    d = tuning.describe()
+    levels = "; ".join(
+        f"{k} from {{{', '.join(f'{v:g}' for v in vs)}}}" for k, vs in d["levels"].items()
+    )
+    if tuning.scheme == "tune seeds":
+        seeds = (
+            f"chosen per arm on seeds {', '.join(map(str, d['tune_seeds']))}; the interval "
+            f"uses only seeds {', '.join(map(str, d['evaluation_seeds']))}"
+        )
+    else:
+        seeds = "cross-fitted: each seed's value at the level the other half of the seeds chose"
+    return (
+        f"both arms tuned: {levels}, {seeds} ({label(base)}: {chosen(base)}; "
+        f"{label(sel)}: {chosen(sel)})"
+    )

@@ -102,11 +102,66 @@ def _add_data_options(p) -> None:
     )
 
 
+def _add_tune_options(p) -> None:
+    g = p.add_argument_group(
+        "tuning (choose a factor's level per configuration on some seeds, measure on others)"
+    )
+    g.add_argument(
+        "--tune",
+        action="append",
+        default=None,
+        metavar="FACTOR",
+        help="tune FACTOR (e.g. lr) per configuration of the other factors (repeatable: "
+        "tuned jointly)",
+    )
+    g.add_argument(
+        "--tune-seeds",
+        default=None,
+        metavar="SEEDS",
+        help="seeds that choose the level, e.g. 0,1,2; the others measure it (default: "
+        "cross-fitting, each half of the seeds chooses for the other)",
+    )
+
+
+def _seed_list(text: str, option: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise FitrulesError(f"{option} {text!r}: expected integers separated by commas") from None
+    if not seeds:
+        raise FitrulesError(f"{option} {text!r}: no seed given")
+    return seeds
+
+
+def _tuned(args, grid):
+    """Reduce ``grid`` by --tune, keeping the record on ``args`` for the views."""
+    args.tuning = None
+    if not getattr(args, "tune", None):
+        if getattr(args, "tune_seeds", None) is not None:
+            raise FitrulesError("--tune-seeds needs --tune FACTOR")
+        return grid
+    from fitrules.tune import tune
+
+    seeds = _seed_list(args.tune_seeds, "--tune-seeds") if args.tune_seeds is not None else None
+    args.tuning = tune(grid, args.tune, seeds)
+    return args.tuning.grid
+
+
+def _with_tuning(args, text: str, payload: dict) -> tuple[str, dict]:
+    if getattr(args, "tuning", None) is None:
+        return text, payload
+    from fitrules.report.text import render_tuning
+
+    return render_tuning(args.tuning) + "\n\n" + text, payload | {
+        "tuning": args.tuning.to_dict()
+    }
+
+
 def _load(args):
     from fitrules.grids import default_grid, load_grid
 
     path, where = (args.data, args.where or []) if args.data else default_grid(args.where)
-    return load_grid(path, metric=args.metric, where=where, derive=args.derive)
+    return _tuned(args, load_grid(path, metric=args.metric, where=where, derive=args.derive))
 
 
 def _add_output_options(p) -> None:
@@ -194,6 +249,7 @@ def _add_validate(sub) -> None:
     )
     p.add_argument("path", nargs="?", type=Path, help="results table (default: main grid)")
     _add_data_options(p)
+    _add_tune_options(p)
     p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
     p.set_defaults(func=_validate)
 
@@ -204,7 +260,7 @@ def _validate(args) -> int:
     if args.path is not None:
         args.data = args.path
     summary = _load(args).summary()
-    _emit(args, render_summary(summary), summary)
+    _emit(args, *_with_tuning(args, render_summary(summary), summary))
     return 0
 
 
@@ -217,6 +273,7 @@ def _add_compare(sub) -> None:
         "subsets of cells and compare their held-out errors, split by split.",
     )
     _add_data_options(p)
+    _add_tune_options(p)
     g = p.add_argument_group("forms")
     g.add_argument(
         "--forms",
@@ -315,6 +372,8 @@ def _compare(args) -> int:
             raise FitrulesError("--split transfer needs --fit-data A and --test-data B")
         from fitrules.grids import display_path, load_grid
 
+        if args.tune:
+            raise FitrulesError("--tune with --split transfer is not supported: tune each grid")
         labels = (display_path(args.fit_data), display_path(args.test_data))
         fit_grid, test_grid = (
             load_grid(p, metric=args.metric, where=args.where or [], derive=args.derive)
@@ -358,15 +417,23 @@ def _compare(args) -> int:
                     )
                 )
     payloads = [r.to_dict() for r in results]
+    if args.tuning is not None:
+        payloads = [p | {"tuning": args.tuning.to_dict()} for p in payloads]
     payload = payloads[0] if len(payloads) == 1 else {"protocols": payloads}
     if args.report is not None:
         from fitrules.report.markdown import comparison_report, protocols_report
 
         if len(results) == 1:
-            comparison_report(results[0], payloads[0], args.report, _command_line(), args.force)
+            comparison_report(
+                results[0], payloads[0], args.report, _command_line(), args.force, args.tuning
+            )
         else:
             protocols_report(results, payloads, args.report, _command_line(), args.force)
     text = "\n\n".join(render_comparison(r) for r in results)
+    if args.tuning is not None:
+        from fitrules.report.text import render_tuning
+
+        text = render_tuning(args.tuning) + "\n\n" + text
     if args.report is not None:
         text += f"\n\nreport written to {args.report}/report.md"
     _emit(args, text, payload)
@@ -395,6 +462,7 @@ def _add_fit(sub) -> None:
         metavar='NAME or "NAME = EXPR"',
         help="a form name or an inline form",
     )
+    _add_tune_options(p)
     _add_fit_options(p)
     g = p.add_argument_group("intervals (bootstrap over seeds within cells)")
     g.add_argument("--intervals", action="store_true", help="bootstrap intervals for the constants")
@@ -418,7 +486,8 @@ def _fit(args) -> int:
 
     _check_outputs(args)
     form = resolve_form(args.form)
-    out = fit_grid(_load(args), form, args.objective, args.delta)
+    grid = _load(args)
+    out = fit_grid(grid, form, args.objective, args.delta)
     if args.report is not None:
         from fitrules.report.markdown import fit_report
 
@@ -430,7 +499,7 @@ def _fit(args) -> int:
         from fitrules.report.text import render_intervals
 
         boot, preds = fit_intervals(
-            _load(args),
+            grid,
             form,
             args.objective,
             args.delta,
@@ -452,7 +521,7 @@ def _fit(args) -> int:
             }
         }
         text += "\n\n" + render_intervals(boot, preds)
-    _emit(args, text, payload)
+    _emit(args, *_with_tuning(args, text, payload))
     return 0
 
 
@@ -523,10 +592,12 @@ def _add_ci(sub) -> None:
         help="paired-seed confidence intervals: treatment vs baseline",
         description="Pair runs by seed and estimate treatment - baseline with a "
         "paired t interval, a BCa bootstrap interval, Wilcoxon and sign-flip "
-        "p-values. With no --data: the committed paired grid, synchronous "
-        "baseline against DiLoCo at H=16.",
+        "p-values. With no --data: the committed tuned paired grid, synchronous "
+        "baseline against DiLoCo at H=16, each arm's lr tuned on seeds 0,1,2 and the "
+        "interval over the other seeds.",
     )
     _add_data_options(p)
+    _add_tune_options(p)
     p.add_argument(
         "--baseline", default=None, metavar="SEL", help='baseline runs, e.g. "algo=sync"'
     )
@@ -558,10 +629,15 @@ def _ci(args) -> int:
 
     _check_outputs(args)
     if args.data is None:
-        from fitrules.grids import DEFAULT_PAIRED, load_grid
+        from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE, load_grid
 
-        grid = load_grid(
-            DEFAULT_PAIRED, metric=args.metric, where=args.where or [], derive=args.derive
+        if args.tune is None:
+            args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
+        grid = _tuned(
+            args,
+            load_grid(
+                DEFAULT_PAIRED, metric=args.metric, where=args.where or [], derive=args.derive
+            ),
         )
         if args.baseline is None and not args.treatment and args.treatment_sweep is None:
             args.baseline, args.treatment = "algo=sync", ["algo=diloco,H=16,keep=1"]
@@ -579,15 +655,16 @@ def _ci(args) -> int:
         args.level,
         args.resamples,
         args.seed,
+        args.tuning,
     )
     payload["command"] = _command_line()
     if args.report is not None:
         from fitrules.report.markdown import ci_report
 
-        ci_report(results, payload, args.report, _command_line(), args.force)
+        ci_report(results, payload, args.report, _command_line(), args.force, args.tuning)
     from fitrules.report.text import render_ci
 
-    _emit(args, render_ci(results, payload), payload)
+    _emit(args, *_with_tuning(args, render_ci(results, payload), payload))
     return 0
 
 

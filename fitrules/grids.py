@@ -53,7 +53,9 @@ def _data_file(name: str) -> Path:
     return data_dir() / name
 
 
-DEFAULT_PAIRED = _data_file("paired.csv")
+DEFAULT_PAIRED = _data_file("paired_tuned.csv")
+# the default paired comparison tunes lr per arm on these seeds and measures on the others
+DEFAULT_PAIRED_TUNE = (("lr",), "0,1,2")
 
 
 def default_grid(where: Sequence[str] | None = None) -> tuple[Path, list[str]]:

@@ -282,8 +282,13 @@ class PairedCI:
     holm_t_p: float | None = None
     holm_wilcoxon_p: float | None = None
     units: str = "nats"
+    tuned: str = ""  # how the arms were tuned, if they were
 
     def sentence(self, lower_is_better: bool = True) -> str:
+        core = self._core(lower_is_better)
+        return f"{core}; {self.tuned}" if self.tuned else core
+
+    def _core(self, lower_is_better: bool) -> str:
         lo, hi = self.t_interval
         pct = round(100 * self.level)
         interval = f"{pct}% interval {lo:+.4g} to {hi:+.4g}"

@@ -75,8 +75,53 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
+def _tuning_figures(tuning, fig) -> None:
+    from fitrules.report import tuning as tfig
+
+    others = [c for c in tuning.configuration if c in ("H", "keep", "omega")]
+    if len(tuning.factors) == 1 and {"H", "keep"} <= set(others):
+        fig(
+            "tuning",
+            "chosen_levels.png",
+            tfig.chosen_levels_map(tuning, "H", "keep"),
+            f"{tuning.factors[0]} chosen per configuration (outlined: at the edge of the sweep).",
+        )
+    fig(
+        "tuning",
+        "tuning_curves.png",
+        tfig.lr_curves(tuning, by="H" if "H" in others and len(others) > 1 else None),
+        f"mean {tuning.grid.metric} against {', '.join(tuning.factors)}; rings mark the "
+        "levels chosen.",
+    )
+
+
+def _tuning_section(tuning) -> list[str]:
+    from fitrules.report.text import render_tuning
+
+    text = render_tuning(tuning, max_rows=40).splitlines()
+    return [
+        "## Tuning",
+        "",
+        text[0][0].upper() + text[0][1:] + ".",
+        "",
+        *[f"- {line.strip()}" for line in text[1:]],
+        "",
+        "Choosing a level and measuring it on the same seeds flatters the winner (the minimum "
+        "of noisy means is biased low, more so the more levels are tried); here every value "
+        "was measured on seeds that did not choose its level, and the flattery avoided is "
+        "shown per configuration.",
+        "",
+    ]
+
+
 def comparison_report(
-    cmp, payload: dict, target: Path, command: str, force: bool = False, max_pairs: int = 10
+    cmp,
+    payload: dict,
+    target: Path,
+    command: str,
+    force: bool = False,
+    tuning=None,
+    max_pairs: int = 10,
 ) -> Path:
     """Write ``report.md``, figures, ``results.json`` and ``splits.csv`` for a comparison."""
     doc = payload
@@ -87,6 +132,9 @@ def comparison_report(
         def fig(section, name, ax, caption):
             figures.save(ax, d / name)
             figs.append((section, name, caption))
+
+        if tuning is not None:
+            _tuning_figures(tuning, fig)
 
         fig(
             "errors",
@@ -130,7 +178,12 @@ def comparison_report(
         flat["reasons"] = flat["reasons"].map(lambda r: "; ".join(r))
         flat["constants"] = flat["constants"].map(lambda c: json.dumps(c, sort_keys=True))
         flat.to_csv(d / "splits.csv", index=False)
-        (d / "report.md").write_text(_comparison_md(doc, figs, command))
+        md = _comparison_md(doc, figs, command)
+        if tuning is not None:
+            head, sep, rest = md.partition("## Forms")
+            tfigs = [f"![{cap}]({n})\n\n*{cap}*\n" for sec, n, cap in figs if sec == "tuning"]
+            md = head + "\n".join(_tuning_section(tuning) + tfigs) + "\n" + sep + rest
+        (d / "report.md").write_text(md)
 
     return write_report_dir(target, build, force)
 
@@ -364,11 +417,39 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     return "\n".join(lines)
 
 
-def ci_report(results, payload: dict, target: Path, command: str, force: bool = False) -> Path:
+def ci_report(
+    results, payload: dict, target: Path, command: str, force: bool = False, tuning=None
+) -> Path:
     """Write ``report.md``, one figure per treatment, and ``results.json`` for ``fitrules ci``."""
 
     def build(d: Path) -> None:
         data = payload["data"]
+        tuning_lines: list[str] = []
+        if tuning is not None:
+            from fitrules.report import tuning as tfig
+
+            figures.save(tfig.lr_curves(tuning), d / "tuning_curves.png")
+            tuning_lines = [
+                *_tuning_section(tuning),
+                "![each arm's metric against the tuned level](tuning_curves.png)",
+                "",
+                "*Each arm's mean over all seeds against the tuned level; rings mark the "
+                "levels chosen on the tuning seeds.*",
+                "",
+            ]
+        else:
+            tuning_lines = [
+                "## Not tuned",
+                "",
+                "No factor was tuned for this comparison: each arm ran at the settings the "
+                "grid fixed for it. If either arm's learning rate (or another setting the "
+                "comparison depends on) was not tuned for that arm, the difference may be an "
+                "effect of that setting, not of the method: a difference at one shared "
+                "learning rate answers 'at this learning rate', not 'in general'. Sweep it in "
+                "the grid and pass `--tune lr` (with `--tune-seeds` so that the interval is "
+                "measured on seeds that did not choose the level).",
+                "",
+            ]
         lines = [
             "# fitrules paired-seed intervals",
             "",
@@ -385,6 +466,7 @@ def ci_report(results, payload: dict, target: Path, command: str, force: bool = 
             f"| fitrules | {__version__} |",
             f"| date | {datetime.now(UTC).strftime('%Y-%m-%d')} |",
             "",
+            *tuning_lines,
         ]
         for i, r in enumerate(results):
             name = f"differences_{i + 1}.png"

@@ -18,6 +18,9 @@ REPORTS = {
     "default": "compare --splits 300 --report reports/default",
     "wide": "compare --data data/wide.csv --splits 300 --report reports/wide",
     "paired-ci": "ci --report reports/paired-ci",
+    "paired-ci-untuned": "ci --data data/paired.csv --baseline algo=sync "
+    "--treatment algo=diloco,H=16,keep=1 --report reports/paired-ci-untuned",
+    "tuned": "compare --data data/tuned.csv --tune lr --splits 300 --report reports/tuned",
     "fit-composition": "fit --form composition --report reports/fit-composition",
     "validation": "compare --data data/main.csv --where 'lr == 3e-4' --split random "
     "--split leave-one-level-out:H --split extrapolate:H --split transfer "

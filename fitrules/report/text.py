@@ -359,3 +359,52 @@ def render_scores(scores) -> str:
         ("status", "status", ""),
     ]
     return table(pd.DataFrame(rows), cols)
+
+
+def _fmt_level(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def render_tuning(tuning, max_rows: int = 24) -> str:
+    """Which level won where, winners at the edge of the sweep, and the flattery avoided."""
+    d = tuning.describe()
+    factors = ", ".join(tuning.factors)
+    config = ", ".join(tuning.configuration) or "the whole grid"
+    if tuning.scheme == "tune seeds":
+        how = (
+            f"chosen on seeds {', '.join(map(str, d['tune_seeds']))}, measured on seeds "
+            f"{', '.join(map(str, d['evaluation_seeds']))}"
+        )
+    else:
+        how = (
+            "cross-fitted: the seeds split in two halves, each half's values taken at the "
+            "level the other half chose"
+        )
+    levels = "; ".join(
+        f"{k} in {{{', '.join(_fmt_level(v) for v in vs)}}}" for k, vs in d["levels"].items()
+    )
+    lines = [
+        f"tuning: {factors} tuned per configuration ({config}) over {levels}; {how}; "
+        f"{d['runs']} runs kept",
+    ]
+    flat = tuning.flattery
+    chosen_cols = [f"chosen_{f}" for f in tuning.factors]
+    for i, r in enumerate(flat.to_dict("records")):
+        if i == max_rows:
+            lines.append(f"  ... and {len(flat) - max_rows} more configurations (JSON: tuning)")
+            break
+        where = ", ".join(f"{c}={_fmt_level(r[c])}" for c in tuning.configuration) or "all"
+        picks = "; ".join(
+            f"{c[len('chosen_'):]} {' / '.join(_fmt_level(v) for v in r[c])}" for c in chosen_cols
+        )
+        lines.append(
+            f"  {where}: {picks}; value {r['honest']:.4f}, chosen on the same seeds "
+            f"{r['same_seeds']:.4f} (would have flattered by {r['optimism']:+.4f})"
+        )
+    if d.get("mean_optimism") is not None:
+        lines.append(
+            f"  choosing and measuring on the same seeds would have flattered the "
+            f"configurations by {d['mean_optimism']:.4f} on average"
+        )
+    lines += [f"  warning: {w}" for w in tuning.warnings]
+    return "\n".join(lines)
