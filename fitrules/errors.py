@@ -33,11 +33,19 @@ class SimError(FitrulesError, ValueError):
 
 
 class ReportError(FitrulesError):
-    """A report cannot be written where asked."""
+    """A report, JSON file or other output cannot be written where asked."""
 
 
 class LedgerError(FitrulesError):
     """A predictions ledger is malformed or was tampered with."""
+
+
+class LimitError(FitrulesError, ValueError):
+    """A request exceeds a documented size limit (see :mod:`fitrules.limits`)."""
+
+
+class UsageError(FitrulesError):
+    """The command line itself is malformed (unknown option, missing value, bad type)."""
 
 
 class DegenerateSplitWarning(RuntimeWarning):
