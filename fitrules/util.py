@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,20 +12,11 @@ from tqdm import tqdm
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and rename: never a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``text`` to ``path`` via a locked temporary sibling and one rename: never a
+    half-written file (see :func:`fitrules.outputs.write_text`)."""
+    from fitrules.outputs import write_text
+
+    write_text(path, text, "output")
 
 
 def sha256_file(path: Path) -> str:
