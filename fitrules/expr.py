@@ -13,6 +13,7 @@ split of a sum into terms so that constants entering linearly can be projected o
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import numpy as np
 from scipy.special import xlogy
 
 from fitrules.errors import ExpressionError
+from fitrules.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSION_DEPTH
 
 FUNCTIONS = ("log", "exp", "sqrt")
 
@@ -75,15 +77,31 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
     Raises
     ------
     ExpressionError
-        If the text is not valid syntax or uses anything outside the grammar.
+        If the text is not valid syntax, uses anything outside the grammar, holds a number
+        that is not finite in double precision, or is longer than
+        :data:`~fitrules.limits.MAX_EXPRESSION_CHARS` characters or nested deeper than
+        :data:`~fitrules.limits.MAX_EXPRESSION_DEPTH` (a sum of n terms is n deep).
     """
     if not isinstance(text, str) or not text.strip():
         raise ExpressionError(f"{what}: empty expression")
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise ExpressionError(
+            f"{what}: {len(text):,} characters; an expression may have at most "
+            f"{MAX_EXPRESSION_CHARS:,}"
+        )
+    if "\x00" in text:
+        raise ExpressionError(f"{what}: holds a NUL character")
     src, ticks = _backticks(text.strip())
     try:
         tree = ast.parse(src, mode="eval")
     except SyntaxError as err:
-        raise ExpressionError(f"{what}: cannot parse {text!r} ({err.msg})") from None
+        raise ExpressionError(f"{what}: cannot parse {_short(text)} ({err.msg})") from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError(
+            f"{what}: nested too deeply to parse (at most {MAX_EXPRESSION_DEPTH} levels)"
+        ) from None
+    except ValueError as err:  # e.g. an integer literal beyond Python's digit limit
+        raise ExpressionError(f"{what}: cannot parse {_short(text)} ({err})") from None
 
     def bad(node: ast.AST, why: str = "") -> ExpressionError:
         piece = ast.get_source_segment(src, node) or type(node).__name__
@@ -91,10 +109,21 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
         if logical:
             allowed += ", comparisons, and/or/not, strings"
         return ExpressionError(
-            f"{what}: {piece!r} is not allowed in {text!r}{why}; allowed: {allowed}"
+            f"{what}: {_short(piece)} is not allowed in {_short(text)}{why}; allowed: {allowed}"
         )
 
-    def conv(n: ast.AST) -> Node:
+    def conv(n: ast.AST, depth: int = 1) -> Node:
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise ExpressionError(
+                f"{what}: nested more than {MAX_EXPRESSION_DEPTH} levels deep (a sum of n "
+                f"terms is n levels); simplify {_short(text)}"
+            )
+        return _conv(n, depth)
+
+    def _conv(n: ast.AST, depth: int) -> Node:
+        def conv1(child: ast.AST) -> Node:
+            return conv(child, depth + 1)
+
         if isinstance(n, ast.Constant):
             if isinstance(n.value, bool) or not isinstance(n.value, int | float | str):
                 raise bad(n)
@@ -102,24 +131,34 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
                 if not logical:
                     raise bad(n)
                 return Node("str", value=n.value)
-            return num(n.value)
+            try:
+                value = float(n.value)
+            except OverflowError:
+                value = math.inf
+            if not math.isfinite(value):
+                piece = ast.get_source_segment(src, n) or str(n.value)
+                raise ExpressionError(
+                    f"{what}: the number {_short(piece)} is beyond double precision (largest "
+                    "about 1.8e308)"
+                )
+            return num(value)
         if isinstance(n, ast.Name):
             return Node("name", value=ticks.get(n.id, n.id))
         if isinstance(n, ast.BinOp):
             if type(n.op) in _BIN:
-                return Node(_BIN[type(n.op)], (conv(n.left), conv(n.right)))
+                return Node(_BIN[type(n.op)], (conv1(n.left), conv1(n.right)))
             if logical and isinstance(n.op, ast.BitAnd | ast.BitOr):
                 return Node(
-                    "and" if isinstance(n.op, ast.BitAnd) else "or", (conv(n.left), conv(n.right))
+                    "and" if isinstance(n.op, ast.BitAnd) else "or", (conv1(n.left), conv1(n.right))
                 )
             raise bad(n)
         if isinstance(n, ast.UnaryOp):
             if isinstance(n.op, ast.USub):
-                return Node("neg", (conv(n.operand),))
+                return Node("neg", (conv1(n.operand),))
             if isinstance(n.op, ast.UAdd):
-                return conv(n.operand)
+                return conv1(n.operand)
             if logical and isinstance(n.op, ast.Not | ast.Invert):
-                return Node("not", (conv(n.operand),))
+                return Node("not", (conv1(n.operand),))
             raise bad(n)
         if isinstance(n, ast.Call):
             if (
@@ -128,14 +167,14 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
                 and len(n.args) == 1
                 and not n.keywords
             ):
-                return Node(n.func.id, (conv(n.args[0]),))
+                return Node(n.func.id, (conv1(n.args[0]),))
             raise bad(n, " (only log(x), exp(x), sqrt(x) may be called)")
         if logical and isinstance(n, ast.Compare):
-            parts, left = [], conv(n.left)
+            parts, left = [], conv1(n.left)
             for op, right in zip(n.ops, n.comparators, strict=True):
                 if type(op) not in _CMP:
                     raise bad(n)
-                r = conv(right)
+                r = conv1(right)
                 parts.append(Node("cmp:" + _CMP[type(op)], (left, r)))
                 left = r
             out = parts[0]
@@ -144,13 +183,39 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
             return out
         if logical and isinstance(n, ast.BoolOp):
             joiner = "and" if isinstance(n.op, ast.And) else "or"
-            out = conv(n.values[0])
+            out = conv1(n.values[0])
             for v in n.values[1:]:
-                out = Node(joiner, (out, conv(v)))
+                out = Node(joiner, (out, conv1(v)))
             return out
         raise bad(n)
 
-    return conv(tree.body)
+    try:
+        node = conv(tree.body)
+    except RecursionError:
+        raise ExpressionError(
+            f"{what}: nested too deeply (at most {MAX_EXPRESSION_DEPTH} levels)"
+        ) from None
+    if depth(node) > MAX_EXPRESSION_DEPTH:  # chains of and/or and comparisons nest too
+        raise ExpressionError(
+            f"{what}: nested more than {MAX_EXPRESSION_DEPTH} levels deep; simplify {_short(text)}"
+        )
+    return node
+
+
+def depth(node: Node) -> int:
+    """Levels of the tree (a leaf is 1), counted without recursion."""
+    best, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        best = max(best, d)
+        stack.extend((a, d + 1) for a in n.args)
+    return best
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut in the middle when long, for one-line messages."""
+    r = repr(text)
+    return r if len(r) <= limit else r[: limit // 2] + "..." + r[-limit // 2 :]
 
 
 def names(node: Node) -> list[str]:
