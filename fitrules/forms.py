@@ -23,7 +23,8 @@ from functools import cached_property
 from pathlib import Path
 
 from fitrules import expr as ex
-from fitrules.errors import FormError
+from fitrules.errors import FormError, LimitError
+from fitrules.limits import MAX_CONSTANTS, MAX_NONLINEAR
 
 FORMS_FILE = "forms.toml"
 DEFAULT_NONLINEAR_BOUNDS = (-10.0, 10.0)
@@ -79,6 +80,11 @@ class Form:
 
     def _check_constant_options(self) -> None:
         for label, opts in (("bounds", self.bounds), ("start", self.start)):
+            if not isinstance(opts, Mapping):
+                raise FormError(
+                    f"form {self.name!r}: {label} must be a table of NAME = [LOW, HIGH], got "
+                    f"{opts!r}"
+                )
             for key, pair in opts.items():
                 if key not in self.constants:
                     raise FormError(
@@ -86,8 +92,12 @@ class Form:
                         f"not a constant of it (constants: {', '.join(self.constants)})"
                     )
                 try:
+                    if isinstance(pair, str | bytes) or len(pair) != 2:
+                        raise TypeError
+                    if any(isinstance(x, bool | str | bytes) for x in pair):
+                        raise TypeError
                     lo, hi = (float(x) for x in pair)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     raise FormError(
                         f"form {self.name!r}: {label} of {key!r} must be two numbers, got {pair!r}"
                     ) from None
@@ -95,6 +105,52 @@ class Form:
                     raise FormError(
                         f"form {self.name!r}: {label} of {key!r} must have low < high, got {pair!r}"
                     )
+                if label == "start" and not (math.isfinite(lo) and math.isfinite(hi)):
+                    raise FormError(
+                        f"form {self.name!r}: start of {key!r} must be two finite numbers, "
+                        f"got {pair!r}"
+                    )
+
+    def _check_structure(self) -> None:
+        """Once the variables are known: constants exist and are few enough, bounds and
+        starting ranges are usable."""
+        consts = self.constants
+        if not consts:
+            raise FormError(
+                f"form {self.name!r} has no constants to fit: every name in "
+                f"{self.expression!r} is a column of the grid"
+            )
+        if len(consts) > MAX_CONSTANTS:
+            raise LimitError(
+                f"form {self.name!r} has {len(consts)} constants; at most {MAX_CONSTANTS} "
+                "are allowed"
+            )
+        s = self.structure
+        if len(s.nonlinear) > MAX_NONLINEAR:
+            raise LimitError(
+                f"form {self.name!r} has {len(s.nonlinear)} nonlinear constants "
+                f"({', '.join(s.nonlinear)}); at most {MAX_NONLINEAR} are allowed (each is "
+                "searched on a grid)"
+            )
+        for label, opts in (("bounds", self.bounds), ("start", self.start)):
+            for key in opts:
+                if key in s.linear:
+                    raise FormError(
+                        f"form {self.name!r}: {label} given for {key!r}, which enters "
+                        "linearly and is solved exactly without bounds; bounds and start "
+                        "apply to nonlinear constants"
+                        + (f" ({', '.join(s.nonlinear)})" if s.nonlinear else " (it has none)")
+                    )
+        for c in s.nonlinear:
+            i = s.constants.index(c)
+            lo, hi = s.lower[i], s.upper[i]
+            a, b = self.start.get(c, DEFAULT_NONLINEAR_START)
+            if not (lo <= float(a) and float(b) <= hi):
+                raise FormError(
+                    f"form {self.name!r}: the starting range [{float(a):g}, {float(b):g}] of "
+                    f"{c!r} is not inside its bounds [{lo:g}, {hi:g}]; give a start within "
+                    "them"
+                )
 
     @property
     def tree(self) -> ex.Node:
@@ -128,6 +184,7 @@ class Form:
                     f"form {self.name!r} reads variable {lacking[0]!r}, which the "
                     f"grid lacks{hint}; columns: {', '.join(columns)}"
                 )
+            self._check_structure()
             return self
         variables = tuple(n for n in self.names if n in columns)
         for n in self.names:
@@ -144,7 +201,7 @@ class Form:
                 f"form {self.name!r} reads no column of the grid "
                 f"({self.expression!r}); columns: {', '.join(columns)}"
             )
-        return Form(
+        bound = Form(
             self.name,
             self.expression,
             variables,
@@ -153,6 +210,8 @@ class Form:
             self.description,
             self.source,
         )
+        bound._check_structure()
+        return bound
 
     def describe(self) -> str:
         return f"{self.name} = {self.expression}"
@@ -305,13 +364,29 @@ def parse_form_line(line: str, source: str = "--form") -> Form:
     name, declared, text = m.group(1), m.group(2), m.group(3).strip()
     variables = None
     if declared is not None:
-        variables = tuple(v.strip() for v in declared.split(",") if v.strip())
+        variables = tuple(v.strip().strip("`") for v in declared.split(",") if v.strip())
     return Form(name, text, variables, source=source)
 
 
 def resolve_form(text: str, cwd: Path | None = None) -> Form:
-    """A form given on the command line: a known name, or inline ``"NAME = EXPR"``."""
-    return parse_form_line(text) if "=" in text else select_forms([text], cwd=cwd)[0]
+    """A form given on the command line: a known name, or inline ``"NAME = EXPR"``.
+
+    An inline form may not take the name of a built-in form or of one in ``forms.toml``.
+    """
+    if "=" not in text:
+        return select_forms([text], cwd=cwd)[0]
+    form = parse_form_line(text)
+    _check_new_name(form.name, available_forms(cwd))
+    return form
+
+
+def _check_new_name(name: str, pool: Mapping[str, Form]) -> None:
+    if name in pool:
+        where = "built-in" if name in BUILTIN_FORMS else f"in {FORMS_FILE}"
+        raise FormError(
+            f"--form {name!r}: a form of that name already exists ({where}: "
+            f"{pool[name].expression}); give the inline form another name"
+        )
 
 
 def _form_from_toml(name: str, value: object, source: str) -> Form:
@@ -324,11 +399,28 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
                 f"{source}: form {name!r} needs 'expr' and may have variables, "
                 f"bounds, start, description; got {sorted(value)}"
             )
+        if not isinstance(value["expr"], str):
+            raise FormError(f"{source}: form {name!r}: expr must be a string expression")
         variables = value.get("variables")
+        if variables is not None and not (
+            isinstance(variables, list) and all(isinstance(v, str) for v in variables)
+        ):
+            raise FormError(
+                f"{source}: form {name!r}: variables must be a list of column names, e.g. "
+                f'["H", "omega"]; got {variables!r}'
+            )
+        for key in ("bounds", "start"):
+            if not isinstance(value.get(key, {}), dict):
+                raise FormError(
+                    f"{source}: form {name!r}: {key} must be a table such as "
+                    f"{{ b = [-2, 2] }}; got {value[key]!r}"
+                )
+        if not isinstance(value.get("description", ""), str):
+            raise FormError(f"{source}: form {name!r}: description must be a string")
         return Form(
             name,
             value["expr"],
-            tuple(variables) if variables is not None else None,
+            tuple(v.strip("`") for v in variables) if variables is not None else None,
             value.get("bounds", {}),
             value.get("start", {}),
             value.get("description", ""),
@@ -337,13 +429,27 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
     raise FormError(f"{source}: form {name!r} must be a string expression or a table")
 
 
+def _read_toml(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise FormError(f"{path}: is a directory, not a forms file") from None
+    except UnicodeDecodeError as err:
+        raise FormError(f"{path}: is not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise FormError(f"{path}: cannot be read ({err.strerror})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise FormError(f"{path}: not valid TOML ({' '.join(str(err).split())})") from None
+    except RecursionError:
+        raise FormError(f"{path}: not valid TOML (nested too deeply)") from None
+
+
 def load_forms_file(path: Path) -> dict[str, Form]:
     """Forms defined in a TOML file: ``name = "expr"`` lines or ``[name]`` tables."""
     path = Path(path)
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise FormError(f"{path}: not valid TOML ({err})") from None
+    doc = _read_toml(path)
     out = {}
     for name, value in doc.items():
         if name in BUILTIN_FORMS:
@@ -356,7 +462,7 @@ def available_forms(cwd: Path | None = None) -> dict[str, Form]:
     """Built-in forms plus those in ``forms.toml`` of ``cwd`` (the working directory)."""
     forms = dict(BUILTIN_FORMS)
     path = Path(cwd or ".") / FORMS_FILE
-    if path.exists():
+    if path.exists() or path.is_symlink():
         forms.update(load_forms_file(path))
     return forms
 
@@ -367,6 +473,8 @@ def select_forms(
     """Forms to compare: the named ones (default: the built-in set) plus ``--form`` lines."""
     pool = available_forms(cwd)
     added = [parse_form_line(line) for line in extra]
+    for f in added:
+        _check_new_name(f.name, pool)
     if names:
         chosen = []
         for n in names:
@@ -397,7 +505,7 @@ def add_form_to_file(name: str, expression: str, cwd: Path | None = None) -> Pat
             f"form {name!r} already exists ({'built-in' if name in BUILTIN_FORMS else path}); "
             "choose another name"
         )
-    lines = path.read_text().splitlines() if path.exists() else []
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     # json.dumps gives a valid TOML basic string for any expression text. A top-level key
     # must come before the first [table], or TOML would read it as part of that table.
     entry = f"{form.name} = {json.dumps(form.expression)}"
