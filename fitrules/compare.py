@@ -11,6 +11,7 @@ fits that the wild-extrapolation guard names are shown with and without.
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -181,9 +182,10 @@ def compare(
     if test_grid is not None:
         bound = [f.bind(test_grid.columns) for f in bound]
     variables = list(dict.fromkeys(v for f in bound for v in f.bound_variables))
-    cells = grid.cells(variables)
+    positive = objective.kind != "abs_ls"
+    cells = grid.cells(variables, positive)
     if test_grid is not None:  # transfer: cells of both grids, marked by where they come from
-        other = test_grid.cells(variables)
+        other = test_grid.cells(variables, positive)
         table = pd.concat(
             [cells.table.assign(_source="fit"), other.table.assign(_source="test")],
             ignore_index=True,
@@ -199,11 +201,18 @@ def compare(
     for f in bound:
         p = len(f.constants)
         if n_train < p:
+            if random and p >= n:
+                raise SplitError(
+                    f"form {f.name!r} has {p} constants but the grid has only {n} cells, and "
+                    f"each split must hold at least one out; drop the form or use a grid "
+                    f"with more than {p} cells"
+                )
             if random:
+                need = math.ceil(1000 * (p - 0.5) / n) / 1000  # n_train rounds frac * n
                 raise SplitError(
                     f"form {f.name!r} has {p} constants but each split fits only "
                     f"{n_train} of {n} cells; raise --train-frac so that at least {p} "
-                    f"cells are fitted (above {(p - 0.5) / n:.2f}) or drop the form"
+                    f"cells are fitted (--train-frac {need:g} or more) or drop the form"
                 )
             raise SplitError(
                 f"form {f.name!r} has {p} constants but {labels[0]!r} fits only "

@@ -17,6 +17,7 @@ import pandas as pd
 
 from fitrules import expr as ex
 from fitrules.errors import ExpressionError, GridError
+from fitrules.limits import MAX_ABS_VALUE
 from fitrules.util import sha256_file
 
 METRIC_DEFAULTS = ("loss", "val_loss")
@@ -34,12 +35,15 @@ NON_FACTORS = {
     "loss",
     "val_loss",
 }
+# Columns that record what a run produced: a form that read one would predict the metric
+# from an outcome of the same run, so no form may read them (nor the metric, nor the seed).
+OUTCOMES = {"loss", "val_loss", "train_loss", "diverged", "wall_s"}
 # Domain checks for columns with a known meaning: name -> (test, what is allowed).
 DOMAIN = {
     "keep": (lambda v: (v > 0) & (v <= 1), "keep must be in (0, 1]"),
-    "H": (lambda v: v >= 1, "H must be >= 1"),
-    "M": (lambda v: v >= 1, "M must be >= 1"),
-    "omega": (lambda v: v >= 0, "omega must be >= 0"),
+    "H": (lambda v: (v >= 1) & np.isfinite(v), "H must be finite and >= 1"),
+    "M": (lambda v: (v >= 1) & np.isfinite(v), "M must be finite and >= 1"),
+    "omega": (lambda v: (v >= 0) & np.isfinite(v), "omega must be finite and >= 0"),
 }
 
 
@@ -142,6 +146,15 @@ class Grid:
     rows_read: int = 0
     filtered_out: int = 0
     name: str = field(default="")
+    # the 0-based row of the file each run came from (for messages); None if unknown
+    row_numbers: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    def line_of(self, i: int) -> str:
+        """Where run ``i`` (a position in ``runs``) is in the file, for messages."""
+        rows = self.row_numbers
+        if rows is not None and len(rows) == len(self.runs):
+            return f"line {_line(rows[i])}"
+        return f"run {i + 1}"
 
     @property
     def columns(self) -> list[str]:
@@ -164,20 +177,42 @@ class Grid:
     def varying_factors(self) -> list[str]:
         return [c for c in self.factors if self.runs[c].nunique(dropna=False) > 1]
 
-    def cells(self, variables: Sequence[str]) -> Cells:
+    def cells(self, variables: Sequence[str], positive: bool = False) -> Cells:
         """Reduce the runs to cells over ``variables`` (mean, seed count, standard error).
+
+        Parameters
+        ----------
+        variables : the columns the forms read.
+        positive : require every run's metric to be > 0 (relative and log objectives).
 
         Raises
         ------
         GridError
-            If a variable is missing, not numeric or has missing values, or if a cell mixes
-            runs that differ in a factor no form reads (filter with ``--where``).
+            If a variable is missing, is the metric, the seed or an outcome column, is not
+            numeric, has missing, non-finite or huge (beyond 1e100) values; if ``positive``
+            and a run's metric is not > 0; or if a cell mixes runs that differ in a factor no
+            form reads (filter with ``--where``).
         """
         variables = tuple(dict.fromkeys(variables))
         where = self.path or "grid"
         for v in variables:
             if v not in self.runs.columns:
                 raise GridError(f"{where}: no column {v!r}; columns: {', '.join(self.columns)}")
+            if v == self.metric:
+                raise GridError(
+                    f"{where}: column {v!r} is the metric (--metric {self.metric}); a form may "
+                    "not read the values it predicts"
+                )
+            if v == self.seed:
+                raise GridError(
+                    f"{where}: column {v!r} names a run's seed, not a condition; a form may "
+                    "not read it"
+                )
+            if v in OUTCOMES:
+                raise GridError(
+                    f"{where}: column {v!r} is an outcome of each run, not a condition; a "
+                    "form may not read it"
+                )
             col = self.runs[v]
             if col.dtype.kind not in "biuf":
                 raise GridError(
@@ -185,10 +220,28 @@ class Grid:
                     f"(e.g. {_plain(col.iloc[0])!r})"
                 )
             if col.isna().any():
-                i = col.index[col.isna()][0]
-                raise GridError(f"{where}: column {v!r} has a missing value in line {_line(i)}")
+                i = int(np.flatnonzero(col.isna().to_numpy())[0])
+                raise GridError(f"{where}: column {v!r} has a missing value in {self.line_of(i)}")
+            vals = col.to_numpy(float)
+            with np.errstate(invalid="ignore"):
+                bad = ~np.isfinite(vals) | (np.abs(vals) > MAX_ABS_VALUE)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise GridError(
+                    f"{where}: column {v!r} has {vals[i]:g} in {self.line_of(i)}; a variable "
+                    f"a form reads must be finite and within +-{MAX_ABS_VALUE:g}"
+                )
         if len(self.runs) == 0:
             raise GridError(f"{where}: no runs left to fit")
+        if positive:
+            m = self.runs[self.metric].to_numpy(float)
+            if (m <= 0).any():
+                i = int(np.flatnonzero(m <= 0)[0])
+                raise GridError(
+                    f"{where}: column {self.metric!r} has {m[i]:g} in {self.line_of(i)}; "
+                    "relative and log objectives need every run's value > 0 (or use "
+                    "--objective abs_ls)"
+                )
         others = [c for c in self.varying_factors if c not in variables]
         groups = self.runs.groupby(list(variables), sort=True)
         for c in others:
@@ -206,10 +259,10 @@ class Grid:
         if self.seed is not None:
             dup = self.runs.duplicated(list(variables) + [self.seed], keep=False)
             if dup.any():
-                i = dup.index[dup.to_numpy()][0]
+                i = int(np.flatnonzero(dup.to_numpy())[0])
                 raise GridError(
-                    f"{where}: seed {_plain(self.runs.loc[i, self.seed])!r} appears more "
-                    f"than once in one cell (line {_line(i)})"
+                    f"{where}: seed {_plain(self.runs[self.seed].iloc[i])!r} appears more "
+                    f"than once in one cell ({self.line_of(i)})"
                 )
         agg = groups[self.metric].agg(["mean", "count", "std"]).reset_index()
         agg.columns = [*variables, "value", "n_seeds", "std"]
@@ -255,19 +308,48 @@ def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _first_line(err: Exception) -> str:
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
 def _read(path: Path) -> pd.DataFrame:
+    label = display_path(path)
     if not path.exists():
-        raise GridError(f"{display_path(path)}: file not found")
+        raise GridError(f"{label}: file not found")
+    if path.is_dir():
+        raise GridError(f"{label}: is a directory; give a results table (CSV or Parquet)")
+    parquet = path.suffix.lower() in (".parquet", ".pq")
     try:
-        if path.suffix.lower() in (".parquet", ".pq"):
+        if parquet:
             return pd.read_parquet(path)
-        return pd.read_csv(path)
-    except ImportError as err:
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
+        names = [str(c).strip() for c in header.iloc[0].tolist()] if len(header) else []
+        _check_unique(names, label)
+        return pd.read_csv(path, low_memory=False)
+    except GridError:
+        raise
+    except ImportError:
         raise GridError(
-            f"{display_path(path)}: cannot read Parquet here ({err}); install pyarrow or use CSV"
+            f"{label}: cannot read Parquet here (no pyarrow or fastparquet installed); "
+            "install pyarrow or use CSV"
         ) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
-        raise GridError(f"{display_path(path)}: not a readable results table ({err})") from None
+        raise GridError(f"{label}: not a readable results table ({_first_line(err)})") from None
+    except OSError as err:
+        raise GridError(f"{label}: cannot be read ({err.strerror or _first_line(err)})") from None
+
+
+def _check_unique(names: Sequence[str], label: str) -> None:
+    """Refuse a header that names a column twice (pandas would rename one to 'NAME.1')."""
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise GridError(
+                f"{label}: the header names column {n!r} twice; every column needs its own "
+                "name (pandas would rename one and a form could read the wrong one)"
+            )
+        seen.add(n)
 
 
 def _as_bool(col: pd.Series, where: str) -> pd.Series:
@@ -333,7 +415,9 @@ def load_grid(
     if len(df) == 0:
         raise GridError(f"{label}: the table has no rows")
     df.columns = [str(c).strip() for c in df.columns]
+    _check_unique(list(df.columns), label)
     rows_read = len(df)
+    df = df.reset_index(drop=True)
 
     for text in derive:
         name, sep, rhs = text.partition("=")
@@ -346,7 +430,15 @@ def load_grid(
             node = ex.parse(rhs, what=f"--derive {text!r}")
         except ExpressionError as err:
             raise GridError(str(err)) from None
-        df[name] = np.asarray(_eval(node, df, text, label, "--derive"), dtype=float)
+        try:
+            values = np.asarray(_eval(node, df, text, label, "--derive"), dtype=float)
+        except (TypeError, ValueError):
+            raise GridError(
+                f"--derive {text!r}: does not give a number on each row of {label}"
+            ) from None
+        if values.ndim > 1 or (values.ndim == 1 and len(values) != len(df)):
+            raise GridError(f"--derive {text!r}: does not give one number per row")
+        df[name] = values
 
     if metric is None:
         metric = next((m for m in METRIC_DEFAULTS if m in df.columns), None)
@@ -372,11 +464,21 @@ def load_grid(
             f"{_line(i)}); the metric must be numeric"
         )
     df[metric] = values.astype(float)
+    with np.errstate(invalid="ignore"):
+        huge = np.isfinite(df[metric].to_numpy()) & (np.abs(df[metric].to_numpy()) > MAX_ABS_VALUE)
+    if huge.any():
+        i = int(np.flatnonzero(huge)[0])
+        raise GridError(
+            f"{label}: column {metric!r} has {df[metric].iloc[i]:g} in line {_line(i)}; a "
+            f"finite metric must lie within +-{MAX_ABS_VALUE:g} (non-finite values are set "
+            "aside as excluded runs)"
+        )
 
     for col, (test, allowed) in DOMAIN.items():
         if col in df.columns:
-            v = pd.to_numeric(df[col], errors="coerce")
-            bad = v.isna() | ~test(v.fillna(np.nan))
+            v = pd.to_numeric(df[col], errors="coerce").astype(float)
+            with np.errstate(invalid="ignore"):
+                bad = v.isna() | ~test(v)
             if bad.any():
                 i = df.index[bad.to_numpy()][0]
                 raise GridError(
@@ -404,6 +506,7 @@ def load_grid(
         reason[_as_bool(df["diverged"], label)] = "diverged"
     reason[(reason == "") & ~np.isfinite(df[metric])] = "non-finite metric"
     excluded = df[reason != ""].assign(reason=reason[reason != ""])
+    row_numbers = df.index[(reason == "").to_numpy()].to_numpy()
     runs = df[reason == ""].reset_index(drop=True)
     seed = next((s for s in SEED_COLUMNS if s in df.columns), None)
     sha = sha256_file(path) if frame is None else None
@@ -419,4 +522,5 @@ def load_grid(
         rows_read,
         filtered_out,
         path.stem,
+        row_numbers,
     )

@@ -364,7 +364,9 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
     runs = grid.runs.iloc[sorted(out_rows)].rename(columns=rename).reset_index(drop=True)
     excluded = grid.excluded.iloc[sorted(out_excluded)].rename(columns=rename)
     name = f"{grid.name} ({', '.join(tuned)} tuned, {scheme})" if grid.name else ""
-    base = replace(grid, runs=runs, excluded=excluded, name=name)
+    rows = grid.row_numbers
+    kept = rows[sorted(out_rows)] if rows is not None and len(rows) == len(grid.runs) else None
+    base = replace(grid, runs=runs, excluded=excluded, name=name, row_numbers=kept)
     tuned_grid = TunedGrid(**{f.name: getattr(base, f.name) for f in fields(Grid)}, tuned=tuned)
     return Tuning(
         runs=runs,
