@@ -29,6 +29,7 @@ from scipy.stats import qmc
 from fitrules import expr as ex
 from fitrules.errors import FitrulesError
 from fitrules.forms import Form, Structure
+from fitrules.limits import check_memory
 
 OBJECTIVES = ("rel_ls", "log_huber", "abs_ls")
 RANK_TOL = 1e-9  # singular values below this fraction of the largest count as zero
@@ -53,8 +54,8 @@ class Objective:
             raise FitrulesError(
                 f"objective {self.kind!r} is unknown; allowed: " + ", ".join(OBJECTIVES)
             )
-        if not self.delta > 0:
-            raise FitrulesError(f"huber delta {self.delta} must be > 0")
+        if not (np.isfinite(self.delta) and self.delta > 0):
+            raise FitrulesError(f"--delta {self.delta}: the Huber delta must be finite and > 0")
 
     def residuals(self, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
         if self.kind == "abs_ls":
@@ -315,6 +316,23 @@ def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
     return out, c / norm[:, :, 0, :]
 
 
+FULL_STENCIL_MAX_Q = 3  # up to 3 nonlinear constants the local window is a full 3^q grid
+
+
+def _stencil(q: int) -> tuple[np.ndarray, int]:
+    """Offsets of the local search window and the index of its centre.
+
+    A full 3^q grid for q <= 3 (27 points at most); beyond, the centre and one step either
+    way along each axis (2q + 1 points), so the cost grows linearly with q, not as 3^q.
+    """
+    if q <= FULL_STENCIL_MAX_Q:
+        offsets = np.linspace(-1, 1, 3)
+        local = np.stack([a.ravel() for a in np.meshgrid(*[offsets] * q, indexing="ij")], axis=1)
+        return local, (len(local) - 1) // 2
+    eye = np.eye(q)
+    return np.concatenate([np.zeros((1, q)), eye, -eye]), 0
+
+
 def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOptions):
     """Local pattern search on the profiled objective, every row at once.
 
@@ -332,13 +350,10 @@ def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOpt
         X = {v: a[take] for v, a in X.items()}
         y = y[take]
         masks = np.ones(take.shape, bool)
-    points = 3
     lo = np.array(cf.s.lower)[cf.non_idx]
     hi = np.array(cf.s.upper)[cf.non_idx]
     span = np.maximum(np.array(cf.s.start_hi) - np.array(cf.s.start_lo), 1e-12)
-    offsets = np.linspace(-1, 1, points)
-    local = np.stack([a.ravel() for a in np.meshgrid(*[offsets] * q, indexing="ij")], axis=1)
-    centre = (len(local) - 1) // 2
+    local, centre = _stencil(q)
     theta = theta0.copy()
     h = np.broadcast_to(np.asarray(step, float), (T, q)).copy()
     val = np.full(T, np.inf)
@@ -534,7 +549,7 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
     # Relative sensitivities: each column scaled by its constant's size (at least 1), so a
     # constant whose effect has vanished (an exponent run off to where its term is ~0) is a
     # tiny column instead of being normalised back to unit length.
-    Js = J * np.maximum(np.abs(safe), 1.0)[:, None, :]
+    Js = np.clip(J * np.maximum(np.abs(safe), 1.0)[:, None, :], -1e150, 1e150)
     colnorm = np.linalg.norm(Js, axis=1)  # (S, p)
     _, sv, vt = np.linalg.svd(Js, full_matrices=True)  # sv (S, min(n, p)), vt (S, p, p)
     sv_full = np.zeros((S, cf.p))
@@ -647,17 +662,83 @@ def fit_splits(
             f"objective {objective.kind} needs a positive metric; "
             f"found {y.min():g} (use --objective abs_ls)"
         )
+    check_memory(
+        fit_memory(form, len(y), len(masks), options),
+        f"fitting form {form.name!r} on {len(masks):,} splits of {len(y):,} cells",
+        "use fewer splits, cells or constants",
+    )
+    # Fitted in units of a power of two near the values' scale when that is extreme (and
+    # the form allows it): relative objectives do not depend on the scale, and the sums of
+    # squares stay finite. Within 2**-16..2**16 nothing is rescaled.
+    scale = value_scale(cf, y)
+    y = y / scale
     thetas = _theta_grid(cf.s, options)
-    pieces = _grid_pieces(cf, X, y, objective, thetas)
     results: list[FitResult] = []
-    # batches of splits bound the memory of the shared-grid arrays (grid x splits x k x k)
-    for a in range(0, len(masks), options.chunk_splits):
-        results += _fit_chunk(
-            cf, X, y, masks[a : a + options.chunk_splits], objective, options, thetas, pieces
-        )
-        if on_progress:
-            on_progress(len(masks[a : a + options.chunk_splits]))
+    # floating-point overflow and 0/0 are expected at grid points far from a fit; every
+    # value is checked for finiteness where it is used, so numpy's warnings are only noise
+    with np.errstate(all="ignore"):
+        pieces = _grid_pieces(cf, X, y, objective, thetas)
+        # batches of splits bound the memory of the shared-grid arrays (grid x splits x k x k)
+        for a in range(0, len(masks), options.chunk_splits):
+            results += _fit_chunk(
+                cf, X, y, masks[a : a + options.chunk_splits], objective, options, thetas, pieces
+            )
+            if on_progress:
+                on_progress(len(masks[a : a + options.chunk_splits]))
+    if scale != 1.0:
+        lin = set(cf.s.linear)
+        factor = scale**2 if objective.kind == "abs_ls" else 1.0
+        for r in results:
+            r.constants = {c: v * scale if c in lin else v for c, v in r.constants.items()}
+            r.objective *= factor
     return results
+
+
+SCALE_FREE_RANGE = 16  # values whose median magnitude is within 2**+-16 are fitted as they are
+
+
+def value_scale(cf: CompiledForm, y: np.ndarray) -> float:
+    """A power of two near the median magnitude of ``y``, or 1.
+
+    Not 1 only when that magnitude is outside 2**-16..2**16 and every term of the form has a
+    linear constant (so fitting y / scale gives the same fit with those constants divided
+    by scale). A power of two makes the division exact.
+    """
+    s = cf.s
+    if not s.linear or not (s.offset.op == "num" and s.offset.value == 0):
+        return 1.0
+    mags = np.abs(y[np.isfinite(y) & (y != 0)])
+    if not len(mags):
+        return 1.0
+    e = int(np.round(np.log2(np.median(mags))))
+    return float(2.0**e) if abs(e) > SCALE_FREE_RANGE else 1.0
+
+
+def fit_memory(form: Form, n_cells: int, n_splits: int, options: FitOptions | None = None) -> float:
+    """Bytes the largest arrays of :func:`fit_splits` will take, estimated before allocating.
+
+    The shared grid's pieces (grid points x cells x k x k for k linear constants), one batch
+    of splits' normal equations (grid points x batch x k x k), the local search (starts x
+    batch x window x cells x k) and the diagnostics (splits x cells x constants).
+    """
+    options = options or FitOptions()
+    s = form.structure
+    q, k, p = len(s.nonlinear), len(s.linear), len(s.constants)
+    if q == 0:
+        G = 1
+    elif q <= len(options.grid_points):
+        G = options.grid_points[q - 1] ** q
+    else:
+        G = options.grid_points_high_dim
+    C = min(max(n_splits, 1), options.chunk_splits)
+    window = 3**q if q <= FULL_STENCIL_MAX_Q else 2 * q + 1
+    T = options.n_starts * C
+    pieces = 8.0 * G * n_cells * (k * k + 3 * k + 4)
+    batch = 8.0 * G * C * (2 * k * k + 3 * k + 3)
+    search = 8.0 * T * window * n_cells * (3 * k + 4) if q else 0.0
+    lm = 8.0 * T * n_cells * (p * p + 2 * p + 4)
+    diagnose = 8.0 * C * (n_cells * p * 3 + p * p * 2)
+    return pieces + batch + max(search, lm) + diagnose
 
 
 def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces):

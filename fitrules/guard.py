@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from fitrules.errors import FitrulesError
-from fitrules.fit import CompiledForm, FitResult, Objective
+from fitrules.fit import CompiledForm, FitResult, Objective, value_scale
 
 TINY = 1e-300
 
@@ -114,6 +114,12 @@ def check_fits(
     safe = np.where(ok[:, None], params, 0.0)
     pred = cf.predict(X, safe)  # (S, n): every cell of the grid
     G = cf.jacobian(X, safe)  # (S, n, p)
+    scale = value_scale(cf, y)
+    if scale != 1.0:
+        # the delta method does not depend on the constants' units: measure the linear ones
+        # in units of the values' scale (as the fit did) so that J'J stays finite
+        G = G.copy()
+        G[..., cf.lin_idx] *= scale
     y_train = np.where(masks, y[None, :], np.nan)
     with np.errstate(all="ignore"):
         lo_t, hi_t = np.nanmin(y_train, axis=1), np.nanmax(y_train, axis=1)
@@ -183,7 +189,10 @@ def _delta_rel_se(cf, X, y, masks, params, pred, G, objective: Objective) -> np.
     dof = masks.sum(axis=1) - cf.p
     s2 = np.where(dof > 0, (r**2).sum(axis=1) / np.maximum(dof, 1), np.nan)
     JtJ = np.swapaxes(J, -1, -2) @ J
-    cov = np.linalg.pinv(JtJ, hermitian=True) * s2[:, None, None]
+    ok = np.isfinite(JtJ).all(axis=(1, 2))
+    cov = np.full_like(JtJ, np.nan)
+    if ok.any():
+        cov[ok] = np.linalg.pinv(JtJ[ok], hermitian=True) * s2[ok, None, None]
     Gf = np.where(np.isfinite(G), G, 0.0)
     var = np.einsum("snp,spq,snq->sn", Gf, cov, Gf)
     return np.sqrt(np.maximum(var, 0.0)) / np.maximum(np.abs(pred), TINY)
