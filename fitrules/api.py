@@ -12,8 +12,8 @@ from fitrules.util import json_ready
 def fit_grid(grid: Grid, form: Form, objective: str = "rel_ls", delta: float = 1e-3) -> dict:
     """Fit ``form`` on every cell of ``grid``: the result, the cells and a JSON view."""
     form = form.bind(grid.columns)
-    cells = grid.cells(form.bound_variables)
     obj = Objective(objective, delta)
+    cells = grid.cells(form.bound_variables, positive=obj.kind != "abs_ls")
     result = fit(form, cells.X, cells.y, obj)
     pred = predict(form, cells.X, result.constants)
     train_error = heldout_errors(cells.y, pred)
@@ -104,15 +104,20 @@ def fit_intervals(
     seed: int,
     level: float,
     derive=(),
+    option: str = "--predict",
 ):
-    """Seed-bootstrap fit of ``form`` and predictions (with intervals) at ``points``."""
-    from fitrules.intervals import bootstrap_fit, resolve_point
+    """Seed-bootstrap fit of ``form`` and predictions (with intervals) at ``points``.
 
+    Every point is resolved (and refused if it names an unknown variable or a value outside
+    its domain) before the bootstrap starts.
+    """
+    from fitrules.intervals import bootstrap_fit, check_bootstrap_options, resolve_point
+
+    check_bootstrap_options(resamples, seed, level)
+    bound = form.bind(grid.columns)
+    resolved = [resolve_point(text, bound, derive, option) for text in points]
     boot = bootstrap_fit(grid, form, Objective(objective, delta), resamples, seed, level)
-    preds = []
-    for text in points:
-        given, at = resolve_point(text, boot.form, derive)
-        preds.append(boot.predict_at(at) | {"given": given})
+    preds = [boot.predict_at(at) | {"given": given} for given, at in resolved]
     return boot, preds
 
 
