@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fitrules.errors import SplitError
+from fitrules.limits import MAX_SPLITS, check_count, check_seed
 
 
 @dataclass(frozen=True)
@@ -38,15 +39,19 @@ class RandomSplit:
 
     name = "random"
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.n_splits, int | np.integer) or self.n_splits < 1:
+            raise SplitError(f"--splits {self.n_splits}: must be an integer >= 1")
+        check_count(int(self.n_splits), "--splits", 1, MAX_SPLITS)
+        check_seed(self.seed, "--seed")
+        if not (isinstance(self.train_frac, int | float) and 0 < self.train_frac < 1):
+            raise SplitError(f"--train-frac {self.train_frac}: must be in (0, 1)")
+
     def n_train(self, n_cells: int) -> int:
         return int(np.floor(self.train_frac * n_cells + 0.5))
 
     def check(self, n_cells: int) -> None:
         """Raise :class:`SplitError` if these splits cannot be made from ``n_cells`` cells."""
-        if not isinstance(self.n_splits, int | np.integer) or self.n_splits < 1:
-            raise SplitError(f"--splits {self.n_splits}: must be an integer >= 1")
-        if not 0 < self.train_frac < 1:
-            raise SplitError(f"--train-frac {self.train_frac}: must be in (0, 1)")
         k = self.n_train(n_cells)
         if k < 1 or k >= n_cells:
             raise SplitError(

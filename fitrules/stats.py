@@ -11,6 +11,7 @@ from scipy import special, stats
 from statsmodels.stats.multitest import multipletests
 
 from fitrules.errors import SelectionError
+from fitrules.limits import MAX_CI_RESAMPLES, check_count, check_seed
 
 TIE_TOL = 1e-9  # held-out errors (in percent) closer than this count as a tie
 
@@ -199,6 +200,20 @@ def label(sel: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sel.items())
 
 
+def check_ci_options(level: float, n_resamples: int, seed: int) -> None:
+    """Refuse paired-interval settings outside what is allowed, before any work."""
+    if not (isinstance(level, int | float) and 0 < level < 1):
+        raise SelectionError(f"--level {level}: must be in (0, 1), e.g. 0.95")
+    check_count(
+        n_resamples, "--resamples", 1000, MAX_CI_RESAMPLES, "at least 1000 for a BCa interval"
+    )
+    check_seed(seed, "--seed")
+
+
+# elements (resamples x pairs) drawn at once by the BCa bootstrap; bounds its memory
+BOOTSTRAP_BATCH_ELEMENTS = 2**24
+
+
 def _match(runs: pd.DataFrame, sel: dict[str, str], what: str) -> pd.Series:
     mask = pd.Series(True, index=runs.index)
     for col, raw in sel.items():
@@ -329,10 +344,7 @@ def paired_ci(
     """
     if seed_col is None:
         raise SelectionError("the grid has no 'seed' column: runs cannot be paired by seed")
-    if not 0 < level < 1:
-        raise SelectionError(f"--level {level}: must be in (0, 1)")
-    if n_resamples < 1000:
-        raise SelectionError(f"--resamples {n_resamples}: use at least 1000")
+    check_ci_options(level, n_resamples, seed)
     base_mask = _match(runs, baseline, "--baseline")
     base = _by_seed(runs, base_mask, seed_col, metric, baseline, "baseline")
     out = []
@@ -345,9 +357,11 @@ def paired_ci(
             )
         treat = _by_seed(runs, mask, seed_col, metric, sel, "treatment")
         common = sorted(set(base.index) & set(treat.index))
-        if not common:
+        if len(common) < 2:
             raise SelectionError(
-                f"treatment {label(sel)!r} and baseline {label(baseline)!r} share no seed"
+                f"treatment {label(sel)!r} and baseline {label(baseline)!r} share "
+                f"{'no seed' if not common else f'only seed {_plain(common[0])}'}; a paired "
+                "interval needs at least 2 shared seeds"
             )
         dropped = {
             "baseline_only": sorted(set(base.index) - set(common)),
@@ -375,6 +389,7 @@ def paired_ci(
                 "are shown"
             )
         elif sd > 0:
+            big = n_resamples * n > BOOTSTRAP_BATCH_ELEMENTS
             res = stats.bootstrap(
                 (d,),
                 np.mean,
@@ -382,6 +397,7 @@ def paired_ci(
                 n_resamples=n_resamples,
                 method="BCa",
                 random_state=np.random.default_rng(seed),
+                batch=max(1, BOOTSTRAP_BATCH_ELEMENTS // n) if big else None,
             )
             boot = (float(res.confidence_interval.low), float(res.confidence_interval.high))
         w_p = None
