@@ -2,16 +2,35 @@
 
 ``fitrules predict`` appends one record per prediction: the form, its constants, the
 prediction and its bootstrap interval at the cell, the sha256 of the data it was fitted on,
-the command, the time and the tolerance its author commits to. Each record carries the sha256
-of its own content and of the record before it, so a changed, removed or reordered record is
-detected. ``fitrules score`` reads the ledger, never writes it, and scores every record whose
-cell now has results.
+the command, the time and the tolerance its author commits to. ``fitrules score`` reads the
+ledger, never writes it, and scores every record whose cell now has results.
+
+What the chain proves, exactly. Each record stores the sha256 of its own content and the
+sha256 of the record before it. On its own, the ledger therefore shows that it is *a*
+well-formed chain: an edit to one record that leaves its stored hash alone, a record removed
+from the middle, or records reordered are refused. It cannot show that it is *the* chain that
+was written: anyone can recompute every hash after an edit, and deleting the last records
+leaves a valid chain. Only a head kept elsewhere (a commit, a paper, an e-mail) closes that
+gap: ``predict`` prints the new head (record count and hash), and ``score --head`` or
+``fitrules ledger verify --head`` refuse a ledger in which that record is no longer the one
+recorded, so a removed or rewritten record up to the head is caught. Records appended after
+the head was taken are covered by the chain only, until a newer head is recorded.
+
+Appends hold an exclusive ``flock`` on the ledger's directory while they re-read the ledger,
+choose the next id and replace the file atomically, so concurrent ``predict`` runs cannot
+take the same id or lose each other's record.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import math
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,7 +40,11 @@ import pandas as pd
 from fitrules import expr as ex
 from fitrules.errors import LedgerError
 from fitrules.grids import Grid, display_path
-from fitrules.util import atomic_write_text
+from fitrules.outputs import write_text
+
+HEX = re.compile(r"^[0-9a-f]{64}$")
+HEAD = re.compile(r"^(?:(\d+):)?([0-9a-fA-F]{12,64})$")
+MIN_HEAD_DIGITS = 12
 
 
 def _digest(record: dict) -> str:
@@ -29,85 +52,298 @@ def _digest(record: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
 
 
-def read_ledger(path: Path) -> list[dict]:
-    """Every record, after checking each one's hash and the chain between them."""
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"{text} is out of range")
+    return v
+
+
+def _loads(line: str):
+    """JSON with finite numbers only: NaN, Infinity and 1e999 are refused, as is deep nesting."""
+    return json.loads(line, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _schema_problem(rec: dict) -> str | None:
+    """What is wrong with a record's fields, or None. Only what scoring and printing read."""
+    if not isinstance(rec.get("id"), int) or isinstance(rec.get("id"), bool):
+        return "'id' is not an integer"
+    for key in ("form", "sha256"):
+        if not isinstance(rec.get(key), str):
+            return f"{key!r} is missing or not text"
+    if not HEX.match(rec["sha256"]):
+        return "'sha256' is not 64 hex digits"
+    prev = rec.get("prev_sha256", "missing")
+    if prev is not None and not (isinstance(prev, str) and HEX.match(prev)):
+        return "'prev_sha256' is missing or not 64 hex digits"
+    point = rec.get("point")
+    if not isinstance(point, dict) or not point:
+        return "'point' is missing or not a table of values"
+    if not all(isinstance(k, str) and _is_num(v) for k, v in point.items()):
+        return "'point' holds a value that is not a finite number"
+    if not _is_num(rec.get("prediction")):
+        return "'prediction' is missing or not a finite number"
+    interval = rec.get("interval")
+    if not (isinstance(interval, list) and len(interval) == 2 and all(map(_is_num, interval))):
+        return "'interval' is not two finite numbers"
+    tol = rec.get("tolerance_pct")
+    if tol is not None and not (_is_num(tol) and tol > 0):
+        return "'tolerance_pct' is not a positive number"
+    data = rec.get("data")
+    if not isinstance(data, dict):
+        return "'data' is missing or not a table"
+    if data.get("sha256") is not None and not isinstance(data.get("sha256"), str):
+        return "'data.sha256' is not text"
+    where = data.get("where", [])
+    if not (isinstance(where, list) and all(isinstance(w, str) for w in where)):
+        return "'data.where' is not a list of conditions"
+    return None
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise LedgerError(f"{display_path(path)}: is a directory, not a ledger file") from None
+    except UnicodeDecodeError as err:
+        raise LedgerError(
+            f"{display_path(path)}: is not UTF-8 text (byte {err.start}); not a ledger"
+        ) from None
+    except OSError as err:
+        raise LedgerError(f"{display_path(path)}: cannot be read ({err.strerror})") from None
+
+
+def read_ledger(path: Path, must_exist: bool = False) -> list[dict]:
+    """Every record, after checking each one's fields, its hash and the chain between them.
+
+    Parameters
+    ----------
+    path : the JSON-lines ledger.
+    must_exist : refuse a missing file instead of reading it as empty.
+
+    Raises
+    ------
+    LedgerError
+        For a line that is not JSON with finite numbers, a record missing a field or holding
+        the wrong type, a hash that does not match, or a break in the chain; the message
+        names the line and the record.
+    """
     path = Path(path)
-    if not path.exists():
+    text = _read_text(path)
+    if text is None:
+        if must_exist:
+            raise LedgerError(f"{display_path(path)}: no such ledger")
         return []
-    records, prev = [], None
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
+    records: list[dict] = []
+    prev = None
+    where = display_path(path)
+    for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = _loads(line)
         except json.JSONDecodeError as err:
-            raise LedgerError(f"{display_path(path)}: line {i} is not JSON ({err.msg})") from None
+            raise LedgerError(f"{where}: line {i} is not JSON ({err.msg})") from None
+        except ValueError as err:
+            raise LedgerError(f"{where}: line {i} is not valid here ({err})") from None
+        except RecursionError:
+            raise LedgerError(f"{where}: line {i} is nested too deeply to be a record") from None
         if not isinstance(rec, dict) or "sha256" not in rec:
-            raise LedgerError(f"{display_path(path)}: line {i} is not a prediction record")
-        if _digest(rec) != rec["sha256"]:
+            raise LedgerError(f"{where}: line {i} is not a prediction record")
+        try:
+            digest = _digest(rec)
+        except (TypeError, ValueError, RecursionError):
+            raise LedgerError(f"{where}: line {i} is not a prediction record") from None
+        label = rec.get("id", i) if isinstance(rec.get("id"), int | str) else i
+        if digest != rec["sha256"]:
             raise LedgerError(
-                f"{display_path(path)}: record {rec.get('id', i)} (line {i}) was "
-                "changed after it was written: its stored sha256 no longer matches"
+                f"{where}: record {label} (line {i}) was changed after it was written: its "
+                "stored sha256 no longer matches"
             )
+        problem = _schema_problem(rec)
+        if problem is not None:
+            raise LedgerError(f"{where}: record {label} (line {i}) is malformed: {problem}")
         if rec.get("prev_sha256") != prev:
             raise LedgerError(
-                f"{display_path(path)}: record {rec.get('id', i)} (line {i}) does "
-                "not follow the record before it: a record was removed or reordered"
+                f"{where}: record {label} (line {i}) does not follow the record before it: a "
+                "record was removed or reordered"
+            )
+        if rec["id"] != len(records) + 1:
+            raise LedgerError(
+                f"{where}: record {label} (line {i}) should be record {len(records) + 1}: "
+                "records were removed or reordered"
             )
         prev = rec["sha256"]
         records.append(rec)
     return records
 
 
-def append_prediction(path: Path, record: dict) -> dict:
-    """Append ``record`` (id, chain and hash are added); existing records are never changed."""
+def check_ledger_target(path: Path) -> list[dict]:
+    """Before any work: the ledger's records (a tampered one is refused), and that a record
+    can be appended there."""
     path = Path(path)
     records = read_ledger(path)
-    for r in records:
-        if (r["form"], r["point"], r["data"]["sha256"]) == (
-            record["form"],
-            record["point"],
-            record["data"]["sha256"],
-        ):
+    if not path.exists():
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
             raise LedgerError(
-                f"{display_path(path)}: record {r['id']} already predicts form "
-                f"{r['form']!r} at {r['point']} from this data; records are "
-                "never changed: score it, or predict another cell"
+                f"{display_path(path)}: cannot create a ledger there ({display_path(parent)} "
+                "is not a writable directory)"
             )
-    rec = {
-        "id": len(records) + 1,
-        **record,
-        "time": datetime.now(UTC).isoformat(timespec="seconds"),
-        "prev_sha256": records[-1]["sha256"] if records else None,
-    }
-    rec["sha256"] = _digest(rec)
-    old = path.read_text() if path.exists() else ""
-    if old and not old.endswith("\n"):
-        old += "\n"
-    atomic_write_text(path, old + json.dumps(rec, sort_keys=True, allow_nan=False) + "\n")
+    return records
+
+
+def describe_head(count: int, sha256: str) -> str:
+    """The head as ``predict`` prints it: record it elsewhere to anchor the ledger."""
+    return (
+        f"head {count}:{sha256} (record it elsewhere; --head {count}:{sha256[:16]} on "
+        "'fitrules score' or 'fitrules ledger verify' then refuses a ledger that lost or "
+        "rewrote any record up to it)"
+    )
+
+
+def parse_head(text: str) -> tuple[int | None, str]:
+    """``"HASH"`` or ``"N:HASH"`` (at least 12 hex digits) -> (N or None, lower-case hash)."""
+    m = HEAD.match((text or "").strip())
+    if not m:
+        raise LedgerError(
+            f"--head {text!r}: expected the head printed by 'fitrules predict', HASH or N:HASH "
+            f"with at least {MIN_HEAD_DIGITS} hex digits"
+        )
+    return (int(m.group(1)) if m.group(1) else None), m.group(2).lower()
+
+
+def verify_head(path: Path, records: list[dict], head: tuple[int | None, str]) -> int:
+    """The 1-based number of the record the head names; refuse a ledger that lost it.
+
+    Raises
+    ------
+    LedgerError
+        If no record of the chain has that hash (or record N has another): a record up to
+        the head was removed or the chain was rewritten.
+    """
+    n, digits = head
+    where = display_path(Path(path))
+    hits = [i for i, r in enumerate(records, start=1) if r["sha256"].startswith(digits)]
+    if n is not None:
+        if n < 1 or n > len(records):
+            raise LedgerError(
+                f"{where}: the recorded head is record {n} but the ledger holds "
+                f"{len(records)} records: records were removed"
+            )
+        if n not in hits:
+            raise LedgerError(
+                f"{where}: record {n} has sha256 {records[n - 1]['sha256'][:16]}..., not the "
+                f"recorded head {digits[:16]}...: the chain was rewritten"
+            )
+        return n
+    if not hits:
+        raise LedgerError(
+            f"{where}: the recorded head {digits[:16]}... is not in the chain: a record up to "
+            "it was removed or the chain was rewritten"
+        )
+    return hits[0]
+
+
+@contextmanager
+def _append_lock(path: Path) -> Iterator[None]:
+    """An exclusive flock on the ledger's directory for one append (waits for another)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def append_prediction(path: Path, record: dict) -> dict:
+    """Append ``record`` (id, chain and hash are added); existing records are never changed.
+
+    The ledger is re-read, checked and extended under an exclusive lock, so two concurrent
+    appends get consecutive ids.
+    """
+    path = Path(path)
+    with _append_lock(path):
+        records = read_ledger(path)
+        for r in records:
+            if (r["form"], r["point"], r["data"].get("sha256")) == (
+                record["form"],
+                record["point"],
+                record["data"]["sha256"],
+            ):
+                raise LedgerError(
+                    f"{display_path(path)}: record {r['id']} already predicts form "
+                    f"{r['form']!r} at {r['point']} from this data; records are "
+                    "never changed: score it, or predict another cell"
+                )
+        rec = {
+            "id": len(records) + 1,
+            **record,
+            "time": datetime.now(UTC).isoformat(timespec="seconds"),
+            "prev_sha256": records[-1]["sha256"] if records else None,
+        }
+        try:
+            rec["sha256"] = _digest(rec)
+            line = json.dumps(rec, sort_keys=True, allow_nan=False)
+        except ValueError:
+            raise LedgerError(
+                f"{display_path(path)}: the prediction holds a value that is not a finite "
+                "number; nothing was written"
+            ) from None
+        old = _read_text(path) or ""
+        if old and not old.endswith("\n"):
+            old += "\n"
+        write_text(path, old + line + "\n", "--ledger")
     return rec
 
 
-def score_ledger(path: Path, grid: Grid) -> pd.DataFrame:
-    """One row per record: observed mean where the cell now has runs, error, verdicts."""
-    records = read_ledger(path)
+def _column_match(col: pd.Series, value: float) -> np.ndarray:
+    numeric = pd.to_numeric(col, errors="coerce").to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        return np.isclose(numeric, value, rtol=1e-9, atol=0)
+
+
+def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> pd.DataFrame:
+    """One row per record: observed mean where the cell now has runs, error, verdicts.
+
+    A record whose data sha256 equals this grid's was fitted on these very runs: it is scored
+    but marked, since that is a training error and not a test of the prediction.
+    """
+    records = read_ledger(path, must_exist=True) if records is None else records
     if not records:
         raise LedgerError(f"{display_path(path)}: no predictions to score")
     rows = []
     runs = grid.runs
     for r in records:
-        mask = pd.Series(True, index=runs.index)
+        mask = np.ones(len(runs), bool)
         missing = [k for k in r["point"] if k not in runs.columns]
         for k, v in r["point"].items():
             if k in runs.columns:
-                mask &= np.isclose(runs[k].astype(float), v, rtol=1e-9, atol=0)
+                mask &= _column_match(runs[k], v)
         for cond in r["data"].get("where", []):
-            node = ex.parse(cond, logical=True)
+            node = ex.parse(cond, logical=True, what=f"record {r['id']}'s filter")
             if all(n in runs.columns for n in ex.names(node)):
-                mask &= np.asarray(
-                    ex.evaluate(node, {c: runs[c].to_numpy() for c in ex.names(node)}), bool
-                )
+                try:
+                    with np.errstate(all="ignore"):
+                        hit = ex.evaluate(node, {c: runs[c].to_numpy() for c in ex.names(node)})
+                    mask &= np.broadcast_to(np.asarray(hit, bool), mask.shape)
+                except (TypeError, ValueError):
+                    mask &= False
         hit = runs.loc[mask, grid.metric] if not missing else runs.iloc[0:0][grid.metric]
+        same = grid.sha256 is not None and r["data"].get("sha256") == grid.sha256
         row = {
             "id": r["id"],
             "form": r["form"],
@@ -116,9 +352,10 @@ def score_ledger(path: Path, grid: Grid) -> pd.DataFrame:
             "interval": r["interval"],
             "tolerance_pct": r.get("tolerance_pct"),
             "runs": int(len(hit)),
+            "fitted_on_this_data": same,
         }
-        if len(hit):
-            obs = float(hit.mean())
+        obs = float(hit.mean()) if len(hit) else math.nan
+        if len(hit) and math.isfinite(obs) and obs != 0:
             err = 100 * (r["prediction"] - obs) / obs
             lo, hi = r["interval"]
             tol = r.get("tolerance_pct")
@@ -127,15 +364,17 @@ def score_ledger(path: Path, grid: Grid) -> pd.DataFrame:
                 error_pct=err,
                 inside_interval=bool(lo <= obs <= hi),
                 within_tolerance=None if tol is None else bool(abs(err) <= tol),
-                status="scored",
+                status="fitted on this data: not a test" if same else "scored",
             )
         else:
             row.update(
-                observed=None,
+                observed=obs if len(hit) and math.isfinite(obs) else None,
                 error_pct=None,
                 inside_interval=None,
                 within_tolerance=None,
-                status="no results yet",
+                status="observed mean is 0: no relative error"
+                if len(hit) and obs == 0
+                else "no results yet",
             )
         rows.append(row)
     return pd.DataFrame(rows)
