@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from fitrules.errors import SimError
+from fitrules.limits import MAX_SEED, SIM_INT_LIMITS
 from fitrules.sim.corpus import Corpus
 from fitrules.sim.model import MLPShape, init_params, loss_and_grad, mean_loss
 
@@ -70,11 +71,24 @@ class RunConfig:
                 raise SimError(
                     f"{name}={getattr(self, name)!r} is unknown; allowed: " + ", ".join(allowed)
                 )
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, float) and not math.isfinite(v):
+                raise SimError(f"{f.name}={v}: must be a finite number")
         if not 0 < self.keep <= 1:
             raise SimError(f"keep={self.keep} is outside (0, 1]")
-        for name in ("H", "M", "steps", "batch", "width", "embed", "context", "eval_windows"):
+        for name, most in SIM_INT_LIMITS.items():
             if int(getattr(self, name)) < 1:
                 raise SimError(f"{name}={getattr(self, name)} must be >= 1")
+            if int(getattr(self, name)) > most:
+                raise SimError(
+                    f"{name}={getattr(self, name)} is above the limit of {most:,} "
+                    "(fitrules.limits.SIM_INT_LIMITS)"
+                )
+        if not 0 <= self.seed <= MAX_SEED:
+            raise SimError(f"seed={self.seed} must be from 0 to 2**63 - 1")
+        if self.weight_decay < 0:
+            raise SimError(f"weight_decay={self.weight_decay} must be >= 0")
         if self.lr <= 0 or self.outer_lr <= 0:
             raise SimError(f"lr={self.lr}, outer_lr={self.outer_lr}: learning rates must be > 0")
         if not 0 <= self.outer_momentum < 1:
@@ -82,6 +96,14 @@ class RunConfig:
         if not 0 <= self.trim < 0.5:
             raise SimError(f"trim={self.trim} is outside [0, 0.5)")
         return self
+
+    def memory(self, vocab: int) -> float:
+        """Bytes one run's largest arrays take (parameters, optimiser state, activations)."""
+        P = self.shape(vocab).n_params
+        state = 4.0 * P * (8 * self.M + 4)  # workers, grads, Adam m and v, deltas, masks
+        step = 4.0 * self.M * self.batch * (self.context * self.embed + 4 * self.width + 4 * vocab)
+        evals = 4.0 * min(self.eval_windows, 4096) * (self.context * self.embed + 2 * self.width)
+        return state + 2 * step + evals
 
     @property
     def omega(self) -> float:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fitrules.errors import SimError
+from fitrules.limits import MAX_SEED, MAX_SIM_RUNS, check_memory
 from fitrules.sim.diloco import RunConfig
 
 CONFIG_FIELDS = {f.name: f.type for f in fields(RunConfig)}
@@ -57,7 +58,10 @@ def _config(values: dict, source: str) -> RunConfig:
     for key, value in values.items():
         kind = kinds[str(CONFIG_FIELDS[key])]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:
+                raise SimError(f"{source}: {key}={value} is beyond double precision") from None
         if kind is int and isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -69,32 +73,104 @@ def _config(values: dict, source: str) -> RunConfig:
         raise SimError(f"{source}: {err}") from None
 
 
+def _table(value: object, where: str, source: str) -> dict:
+    if not isinstance(value, dict):
+        raise SimError(
+            f"{source}: {where} must be a table of NAME = VALUE, e.g. [fixed] then M = 4; got "
+            f"{value!r}"
+        )
+    return value
+
+
+def _seeds(value: object, where: str) -> list[int]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in value)
+        or not all(0 <= s <= MAX_SEED for s in value)
+    ):
+        raise SimError(
+            f"{where}: seeds={value!r} must be a non-empty list of integers from 0 to 2**63 - 1"
+        )
+    if len(set(value)) != len(value):
+        raise SimError(f"{where}: seeds={value!r} lists a seed twice")
+    return list(value)
+
+
+def check_runs(runs: tuple[RunConfig, ...], source: str) -> None:
+    """Refuse a spec whose single run would not fit in memory (checked before any run)."""
+    from fitrules.sim.corpus import ALPHABET
+
+    if runs:
+        worst = max(runs, key=lambda r: r.memory(len(ALPHABET)))
+        check_memory(
+            worst.memory(len(ALPHABET)),
+            f"{source}: a run at width={worst.width}, M={worst.M}, batch={worst.batch}, "
+            f"embed={worst.embed}, context={worst.context}",
+            "use a smaller model or batch",
+        )
+
+
 def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
-    """Parse spec text into a :class:`GridSpec`, validating every run before any is made."""
+    """Parse spec text into a :class:`GridSpec`, validating every run before any is made.
+
+    Raises
+    ------
+    SimError
+        For a key, table or value of the wrong kind, a setting outside its range, a run
+        asked for twice, more than :data:`~fitrules.limits.MAX_SIM_RUNS` runs, or a run that
+        would not fit in memory.
+    """
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise SimError(f"{source}: not valid TOML ({err})") from None
+        raise SimError(f"{source}: not valid TOML ({' '.join(str(err).split())})") from None
+    except RecursionError:
+        raise SimError(f"{source}: not valid TOML (nested too deeply)") from None
     unknown = set(doc) - {"name", "description", "seeds", "fixed", "block"}
     if unknown:
         raise SimError(
             f"{source}: unknown top-level key(s) {sorted(unknown)}; allowed: name, "
             "description, seeds, fixed, block"
         )
-    seeds = doc.get("seeds", [0])
-    if not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise SimError(f"{source}: seeds={seeds!r} must be a non-empty list of integers >= 0")
-    fixed = doc.get("fixed", {})
+    for key in ("name", "description"):
+        if key in doc and not isinstance(doc[key], str):
+            raise SimError(f"{source}: {key} must be a string")
+    seeds = _seeds(doc.get("seeds", [0]), source)
+    fixed = _table(doc.get("fixed", {}), "[fixed]", source)
     _check_keys("[fixed]", fixed, source)
-    runs: list[RunConfig] = []
-    for i, block in enumerate(doc.get("block", [{}])):
-        bfixed = block.get("fixed", {})
-        factors = block.get("factors", {})
+    blocks = doc.get("block", [{}])
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+        raise SimError(
+            f"{source}: 'block' must be an array of tables, written [[block]] (not [block])"
+        )
+    plan = []
+    total = 0
+    for i, block in enumerate(blocks):
+        extra = set(block) - {"fixed", "factors"}
+        if extra:
+            raise SimError(
+                f"{source}: block {i + 1} has unknown key(s) {sorted(extra)}; allowed: fixed, "
+                "factors"
+            )
+        bfixed = _table(block.get("fixed", {}), f"block {i + 1} [fixed]", source)
+        factors = _table(block.get("factors", {}), f"block {i + 1} [factors]", source)
         _check_keys(f"block {i + 1} [fixed]", bfixed, source)
         _check_keys(f"block {i + 1} [factors]", factors, source)
         for name, levels in factors.items():
             if not isinstance(levels, list) or not levels:
                 raise SimError(f"{source}: factor {name!r} needs a non-empty list of levels")
+        count = len(seeds)
+        for levels in factors.values():
+            count *= len(levels)
+        total += count
+        if total > MAX_SIM_RUNS:  # counted before any run is made
+            raise SimError(
+                f"{source}: asks for more than {MAX_SIM_RUNS:,} runs; split it into smaller specs"
+            )
+        plan.append((bfixed, factors))
+    runs: list[RunConfig] = []
+    for bfixed, factors in plan:
         names = list(factors)
         for combo in itertools.product(*(factors[n] for n in names)):
             for seed in seeds:
@@ -102,6 +178,7 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
                 runs.append(_config(values, source))
     if len(set(runs)) != len(runs):
         raise SimError(f"{source}: the blocks ask for the same run twice")
+    check_runs(tuple(runs), source)
     return GridSpec(str(doc.get("name", Path(source).stem)), text, tuple(runs))
 
 
@@ -109,17 +186,29 @@ def load_spec(path: Path) -> GridSpec:
     path = Path(path)
     if not path.exists():
         raise SimError(f"{path}: spec file not found")
-    return parse_spec(path.read_text(), str(path))
+    if path.is_dir():
+        raise SimError(f"{path}: is a directory, not a spec file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SimError(f"{path}: is not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise SimError(f"{path}: cannot be read ({err.strerror})") from None
+    return parse_spec(text, str(path))
 
 
 def parse_cell(cell: str, base: dict | None = None, source: str = "--cell") -> dict:
     """Parse ``"H=8,keep=0.25"`` into config values on top of ``base``."""
     values = dict(base or {})
+    seen: set[str] = set()
     for part in filter(None, (p.strip() for p in cell.split(","))):
         if "=" not in part:
             raise SimError(f"{source}: {part!r} is not of the form NAME=VALUE")
         key, raw = (s.strip() for s in part.split("=", 1))
         _check_keys(source, {key: None}, source)
+        if key in seen:
+            raise SimError(f"{source}: {key!r} is given twice")
+        seen.add(key)
         kind = str(CONFIG_FIELDS[key])
         try:
             if kind == "bool":
@@ -131,6 +220,8 @@ def parse_cell(cell: str, base: dict | None = None, source: str = "--cell") -> d
         except ValueError:
             raise SimError(f"{source}: {key}={raw!r} is not a valid {kind}") from None
         values[key] = value
+    if not seen:
+        raise SimError(f"{source} {cell!r}: names no setting; give NAME=VALUE pairs, e.g. H=8")
     return values
 
 
@@ -148,11 +239,15 @@ def cell_spec(cell: str, base: GridSpec | None = None, seeds: str | None = None)
         seed_list = sorted({r.seed for r in base.runs})
     if seeds is not None:
         try:
-            seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+            parsed = [int(s) for s in seeds.split(",") if s.strip()]
         except ValueError:
             raise SimError(f"--seeds {seeds!r}: expected integers separated by commas") from None
+        seed_list = _seeds(parsed, f"--seeds {seeds!r}")
+        if len(seed_list) > MAX_SIM_RUNS:
+            raise SimError(f"--seeds: more than {MAX_SIM_RUNS:,} seeds")
     values = parse_cell(cell, base_values)
     runs = tuple(_config({**values, "seed": s}, "--cell") for s in seed_list)
+    check_runs(runs, "--cell")
     desc = ",".join(f"{k}={v}" for k, v in parse_cell(cell).items())
     text = f"# --cell {desc}\n" + "\n".join(f"{k} = {v!r}" for k, v in sorted(values.items()))
     return GridSpec(f"cell:{desc}", text + f"\nseeds = {seed_list!r}\n", runs)
