@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
-from fitrules.errors import FitrulesError
+from fitrules.errors import FitrulesError, UsageError
 
 _ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line on stderr and exit 2, like every error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: error: {' '.join(message.split())}")
 
 
 def _command_line() -> str:
@@ -47,13 +57,16 @@ def _add_simulate(sub) -> None:
 
 
 def _simulate(args) -> int:
-    from fitrules.sim.runner import simulate
+    from fitrules.sim.runner import check_out, simulate
     from fitrules.sim.spec import cell_spec, load_spec
 
+    check_out(args.out, args.jobs)  # before the spec is even read: nothing is written
     base = load_spec(args.spec) if args.spec is not None else None
     if args.cell is not None:
         spec = cell_spec(args.cell, base, args.seeds)
     elif base is not None:
+        if args.seeds is not None:
+            raise FitrulesError("--seeds goes with --cell; a spec file lists its own seeds")
         spec = base
     else:
         raise FitrulesError("simulate needs a SPEC file or --cell")
@@ -130,6 +143,12 @@ def _seed_list(text: str, option: str) -> list[int]:
         raise FitrulesError(f"{option} {text!r}: expected integers separated by commas") from None
     if not seeds:
         raise FitrulesError(f"{option} {text!r}: no seed given")
+    from fitrules.limits import check_seed
+
+    for seed in seeds:
+        check_seed(seed, option)
+    if len(set(seeds)) != len(seeds):
+        raise FitrulesError(f"{option} {text!r}: a seed is given twice")
     return seeds
 
 
@@ -152,9 +171,7 @@ def _with_tuning(args, text: str, payload: dict) -> tuple[str, dict]:
         return text, payload
     from fitrules.report.text import render_tuning
 
-    return render_tuning(args.tuning) + "\n\n" + text, payload | {
-        "tuning": args.tuning.to_dict()
-    }
+    return render_tuning(args.tuning) + "\n\n" + text, payload | {"tuning": args.tuning.to_dict()}
 
 
 def _load(args):
@@ -180,18 +197,12 @@ def _add_output_options(p) -> None:
     )
 
 
-def _write_json(target: str | None, payload: dict) -> None:
+def _json_text(payload: dict) -> str:
     import json
 
-    from fitrules.util import atomic_write_text
+    from fitrules.util import json_ready
 
-    if target is None:
-        return
-    text = json.dumps(payload, indent=1, sort_keys=False, allow_nan=False) + "\n"
-    if target == "-":
-        sys.stdout.write(text)
-    else:
-        atomic_write_text(Path(target), text)
+    return json.dumps(json_ready(payload), indent=1, sort_keys=False, allow_nan=False) + "\n"
 
 
 def _add_bootstrap_options(g) -> None:
@@ -211,19 +222,71 @@ def _add_report_options(p) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing --report DIR")
 
 
-def _check_outputs(args) -> None:
-    """Refuse an existing report directory before any work is done."""
-    if getattr(args, "report", None) is not None:
-        from fitrules.report.directory import check_target
+def _inputs(args) -> list[Path]:
+    """The files a command reads, which no output may replace."""
+    from fitrules.grids import DEFAULT_PAIRED, default_grid
 
-        check_target(args.report, args.force)
+    paths = [getattr(args, a, None) for a in ("data", "fit_data", "test_data", "ledger", "path")]
+    if getattr(args, "data", None) is None:
+        paths += [default_grid()[0], DEFAULT_PAIRED]
+    return [Path(p) for p in paths if p is not None]
+
+
+def _within(path: Path, folder: Path) -> bool:
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
+
+
+def _take_outputs(args) -> None:
+    """Check and take every output before any work: ``--report DIR`` and ``--json PATH``.
+
+    The report directory is created empty now (create-or-fail) and the JSON file's staging
+    file beside it, so a place that cannot be written, or a report that exists, is refused
+    before the fit; :func:`main` removes both if the command then fails.
+    """
+    json_out = getattr(args, "json_out", None)
+    report = getattr(args, "report", None)
+    inputs = _inputs(args)
+    args.json_file = None
+    args.report_slot = None
+    if json_out not in (None, "-") and str(json_out).strip():
+        target = Path(json_out)
+        for p in inputs:
+            if p.exists() and target.exists() and target.resolve() == p.resolve():
+                raise FitrulesError(f"--json {json_out}: is an input of this command")
+        if report is not None and _within(target, report):
+            raise FitrulesError(
+                f"--json {json_out}: is inside --report {report}, which gets its own "
+                "results.json; choose a path outside it"
+            )
+    if report is not None:
+        for p in inputs:
+            if p.exists() and _within(p, report):
+                raise FitrulesError(
+                    f"--report {report}: holds {p.name}, an input of this command; refusing "
+                    "to replace it"
+                )
+        args.report_slot = args.outputs.reserve_dir(report, args.force)
+    if json_out is not None and json_out != "-":
+        args.json_file = args.outputs.stage_file(json_out, "--json")
+
+
+def _write_report(args, write, *a, **k) -> None:
+    """Write the report (into its taken directory) and remember it was written."""
+    write(*a, **k)
+    if args.report_slot is not None:
+        args.report_slot.written = True
 
 
 def _emit(args, text: str, payload: dict) -> None:
-    """Print the text view, unless the JSON goes to stdout; write the JSON if asked."""
-    if args.json_out != "-":
+    """Write the JSON if asked (atomically, into the file taken before the work), then print
+    the text view, unless the JSON goes to stdout."""
+    if getattr(args, "json_file", None) is not None:
+        args.json_file.commit(_json_text(payload))
+    if args.json_out == "-":
+        sys.stdout.write(_json_text(payload))
+    else:
         print(text)
-    _write_json(args.json_out, payload)
 
 
 def _add_fit_options(p) -> None:
@@ -259,6 +322,7 @@ def _validate(args) -> int:
 
     if args.path is not None:
         args.data = args.path
+    _take_outputs(args)
     summary = _load(args).summary()
     _emit(args, *_with_tuning(args, render_summary(summary), summary))
     return 0
@@ -358,30 +422,35 @@ def _compare(args) -> int:
     from fitrules.splits import RandomSplit, Transfer, parse_protocol
     from fitrules.util import progress
 
-    _check_outputs(args)
     names = [n.strip() for n in args.forms.split(",") if n.strip()] if args.forms else None
     forms = select_forms(names, args.form)
     objective = Objective(args.objective, args.delta)
     guard = GuardOptions(args.guard_span, args.guard_se, parse_metric_range(args.metric_range))
     protocols = args.split or ["random"]
-    grid = _load(args)
-    test_grid = None
     labels = None
     if "transfer" in protocols:
         if args.fit_data is None or args.test_data is None:
             raise FitrulesError("--split transfer needs --fit-data A and --test-data B")
-        from fitrules.grids import display_path, load_grid
-
         if args.tune:
             raise FitrulesError("--tune with --split transfer is not supported: tune each grid")
+        from fitrules.grids import display_path
+
         labels = (display_path(args.fit_data), display_path(args.test_data))
+    # every option is checked (splitters validate on construction) before any output is
+    # taken, and every output is taken before the data are read
+    splitters = [
+        parse_protocol(t, args.splits, args.train_frac, args.seed, labels) for t in protocols
+    ]
+    _take_outputs(args)
+    grid = _load(args)
+    test_grid = None
+    if labels is not None:
+        from fitrules.grids import load_grid
+
         fit_grid, test_grid = (
             load_grid(p, metric=args.metric, where=args.where or [], derive=args.derive)
             for p in (args.fit_data, args.test_data)
         )
-    splitters = [
-        parse_protocol(t, args.splits, args.train_frac, args.seed, labels) for t in protocols
-    ]
     results = []
     # structured protocols' split counts depend on the grid: no total, just a count
     total = (
@@ -391,50 +460,46 @@ def _compare(args) -> int:
     )
     with progress(total=total, desc="fitting", enabled=args.progress) as bar:
         for sp in splitters:
-            if isinstance(sp, Transfer):
-                results.append(
-                    compare(
-                        fit_grid,
-                        forms,
-                        sp,
-                        objective,
-                        args.keep_degenerate,
-                        on_progress=bar.update,
-                        test_grid=test_grid,
-                        guard=guard,
-                    )
+            transfer = isinstance(sp, Transfer)
+            results.append(
+                compare(
+                    fit_grid if transfer else grid,
+                    forms,
+                    sp,
+                    objective,
+                    args.keep_degenerate,
+                    on_progress=bar.update,
+                    test_grid=test_grid if transfer else None,
+                    guard=guard,
                 )
-            else:
-                results.append(
-                    compare(
-                        grid,
-                        forms,
-                        sp,
-                        objective,
-                        args.keep_degenerate,
-                        on_progress=bar.update,
-                        guard=guard,
-                    )
-                )
+            )
     payloads = [r.to_dict() for r in results]
     if args.tuning is not None:
         payloads = [p | {"tuning": args.tuning.to_dict()} for p in payloads]
     payload = payloads[0] if len(payloads) == 1 else {"protocols": payloads}
-    if args.report is not None:
-        from fitrules.report.markdown import comparison_report, protocols_report
-
-        if len(results) == 1:
-            comparison_report(
-                results[0], payloads[0], args.report, _command_line(), args.force, args.tuning
-            )
-        else:
-            protocols_report(results, payloads, args.report, _command_line(), args.force)
     text = "\n\n".join(render_comparison(r) for r in results)
     if args.tuning is not None:
         from fitrules.report.text import render_tuning
 
         text = render_tuning(args.tuning) + "\n\n" + text
     if args.report is not None:
+        from fitrules.report.markdown import comparison_report, protocols_report
+
+        if len(results) == 1:
+            _write_report(
+                args,
+                comparison_report,
+                results[0],
+                payloads[0],
+                args.report,
+                _command_line(),
+                args.force,
+                args.tuning,
+            )
+        else:
+            _write_report(
+                args, protocols_report, results, payloads, args.report, _command_line(), args.force
+            )
         text += f"\n\nreport written to {args.report}/report.md"
     _emit(args, text, payload)
     n_degenerate = sum(int(r.results["degenerate"].sum()) for r in results)
@@ -481,20 +546,24 @@ def _add_fit(sub) -> None:
 
 def _fit(args) -> int:
     from fitrules.api import fit_grid
+    from fitrules.fit import Objective
     from fitrules.forms import resolve_form
+    from fitrules.intervals import check_bootstrap_options, parse_point
     from fitrules.report.text import render_fit
 
-    _check_outputs(args)
+    Objective(args.objective, args.delta)  # checks the objective's options
     form = resolve_form(args.form)
+    intervals = args.intervals or bool(args.predict)
+    if intervals:
+        check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
+        for text in args.predict:
+            parse_point(text)
+    _take_outputs(args)
     grid = _load(args)
     out = fit_grid(grid, form, args.objective, args.delta)
-    if args.report is not None:
-        from fitrules.report.markdown import fit_report
-
-        fit_report(out, args.report, _command_line(), args.force)
     payload = out["json"]
     text = render_fit(out["form"], out["result"], out["cells"], out["train_error"])
-    if args.intervals or args.predict:
+    if intervals:
         from fitrules.api import fit_intervals
         from fitrules.report.text import render_intervals
 
@@ -521,6 +590,10 @@ def _fit(args) -> int:
             }
         }
         text += "\n\n" + render_intervals(boot, preds)
+    if args.report is not None:  # only once everything above has succeeded
+        from fitrules.report.markdown import fit_report
+
+        _write_report(args, fit_report, out, args.report, _command_line(), args.force)
     _emit(args, *_with_tuning(args, text, payload))
     return 0
 
@@ -626,9 +699,21 @@ def _add_ci(sub) -> None:
 
 def _ci(args) -> int:
     from fitrules.api import paired_seed_report
+    from fitrules.stats import check_ci_options, parse_selection
 
-    _check_outputs(args)
-    if args.data is None:
+    check_ci_options(args.level, args.resamples, args.seed)
+    default = args.data is None
+    if default and args.baseline is None and not args.treatment and not args.treatment_sweep:
+        args.baseline, args.treatment = "algo=sync", ["algo=diloco,H=16,keep=1"]
+    if args.baseline is None:
+        raise FitrulesError("--baseline is required with --data")
+    if not args.treatment and args.treatment_sweep is None:
+        raise FitrulesError("give --treatment SEL (repeatable) or --treatment-sweep COL")
+    parse_selection(args.baseline, "--baseline")
+    for t in args.treatment:
+        parse_selection(t, "--treatment")
+    _take_outputs(args)
+    if default:
         from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE, load_grid
 
         if args.tune is None:
@@ -639,14 +724,8 @@ def _ci(args) -> int:
                 DEFAULT_PAIRED, metric=args.metric, where=args.where or [], derive=args.derive
             ),
         )
-        if args.baseline is None and not args.treatment and args.treatment_sweep is None:
-            args.baseline, args.treatment = "algo=sync", ["algo=diloco,H=16,keep=1"]
     else:
         grid = _load(args)
-    if args.baseline is None:
-        raise FitrulesError("--baseline is required with --data")
-    if not args.treatment and args.treatment_sweep is None:
-        raise FitrulesError("give --treatment SEL (repeatable) or --treatment-sweep COL")
     results, payload = paired_seed_report(
         grid,
         args.baseline,
@@ -661,7 +740,9 @@ def _ci(args) -> int:
     if args.report is not None:
         from fitrules.report.markdown import ci_report
 
-        ci_report(results, payload, args.report, _command_line(), args.force, args.tuning)
+        _write_report(
+            args, ci_report, results, payload, args.report, _command_line(), args.force, args.tuning
+        )
     from fitrules.report.text import render_ci
 
     _emit(args, *_with_tuning(args, render_ci(results, payload), payload))
@@ -694,13 +775,20 @@ def _add_predict(sub) -> None:
 
 
 def _predict(args) -> int:
-    from fitrules.api import fit_intervals
-    from fitrules.forms import resolve_form
-    from fitrules.ledger import append_prediction, read_ledger
+    import math
 
-    if args.tolerance is not None and not args.tolerance > 0:
-        raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive percentage")
-    read_ledger(args.ledger)  # refuse a tampered ledger before any work
+    from fitrules.api import fit_intervals
+    from fitrules.fit import Objective
+    from fitrules.forms import resolve_form
+    from fitrules.intervals import check_bootstrap_options, parse_point
+    from fitrules.ledger import append_prediction, check_ledger_target, describe_head
+
+    if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
+        raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive, finite percentage")
+    Objective(args.objective, args.delta)
+    check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
+    parse_point(args.at, "--at")
+    check_ledger_target(args.ledger)  # a tampered or unwritable ledger is refused now
     form = resolve_form(args.form)
     grid = _load(args)
     boot, preds = fit_intervals(
@@ -713,6 +801,7 @@ def _predict(args) -> int:
         args.bootstrap_seed,
         args.level,
         args.derive,
+        option="--at",
     )
     pred = preds[0]
     rec = append_prediction(
@@ -747,17 +836,30 @@ def _predict(args) -> int:
         + (f"; tolerance {args.tolerance:g}%" if args.tolerance is not None else "")
         + ")"
     )
+    print(f"{args.ledger}: {describe_head(rec['id'], rec['sha256'])}")
     return 0
+
+
+def _add_head_option(p) -> None:
+    p.add_argument(
+        "--head",
+        default=None,
+        metavar="HASH",
+        help="the head printed by 'fitrules predict' and recorded elsewhere (a commit, a "
+        "paper): refuse the ledger unless that record is still in its chain; HASH or N:HASH, "
+        "at least 12 hex digits",
+    )
 
 
 def _add_score(sub) -> None:
     p = sub.add_parser(
         "score",
         help="score ledger predictions against new results",
-        description="Check the ledger's hashes, then score every prediction "
-        "whose cell has results in --data. The ledger is never written.",
+        description="Check the ledger's hashes (and its head, with --head), then score every "
+        "prediction whose cell has results in --data. The ledger is never written.",
     )
     p.add_argument("--ledger", type=Path, required=True)
+    _add_head_option(p)
     _add_data_options(p)
     p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
     p.set_defaults(func=_score)
@@ -765,14 +867,20 @@ def _add_score(sub) -> None:
 
 def _score(args) -> int:
     from fitrules.grids import load_grid
-    from fitrules.ledger import score_ledger
+    from fitrules.ledger import parse_head, read_ledger, score_ledger, verify_head
     from fitrules.report.text import render_scores
 
     if args.data is None:
         raise FitrulesError("score needs --data: the results table with the new runs")
+    head = parse_head(args.head) if args.head is not None else None
+    records = read_ledger(args.ledger, must_exist=True)
+    if head is not None:
+        verify_head(args.ledger, records, head)
+    _take_outputs(args)
     table = score_ledger(
         args.ledger,
         load_grid(args.data, metric=args.metric, where=args.where or [], derive=args.derive),
+        records=records,
     )
     from fitrules.util import json_ready
 
@@ -780,11 +888,56 @@ def _score(args) -> int:
     return 0
 
 
+def _add_ledger(sub) -> None:
+    p = sub.add_parser(
+        "ledger",
+        help="check a predictions ledger",
+        description="Check a ledger's records and hash chain; with --head, also that the head "
+        "recorded elsewhere is still in the chain (a removed last record or a rewritten chain "
+        "is caught only that way).",
+    )
+    lsub = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
+    q = lsub.add_parser("verify", help="check the records, the chain and (--head) the head")
+    q.add_argument("--ledger", type=Path, required=True)
+    _add_head_option(q)
+    q.set_defaults(func=_ledger_verify)
+
+
+def _ledger_verify(args) -> int:
+    from fitrules.ledger import describe_head, parse_head, read_ledger, verify_head
+
+    head = parse_head(args.head) if args.head is not None else None
+    records = read_ledger(args.ledger, must_exist=True)
+    if not records:
+        raise FitrulesError(f"{args.ledger}: holds no records")
+    last = records[-1]
+    if head is not None:
+        i = verify_head(args.ledger, records, head)
+        after = len(records) - i
+        print(
+            f"{args.ledger}: {len(records)} records, chain intact; the recorded head is record "
+            f"{i}"
+            + (
+                f"; records {i + 1} to {len(records)} came after it and are covered by the "
+                "chain only"
+                if after
+                else ""
+            )
+        )
+    else:
+        print(
+            f"{args.ledger}: {len(records)} records, chain intact (without --head a removed "
+            "last record or a rewritten chain cannot be detected)"
+        )
+    print(f"{args.ledger}: {describe_head(last['id'], last['sha256'])}")
+    return 0
+
+
 # ---------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     from fitrules import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fitrules",
         description="Decide honestly whether a closed-form rule predicts a grid of experiments.",
     )
@@ -802,27 +955,94 @@ _ADDERS = [
     _add_ci,
     _add_predict,
     _add_score,
+    _add_ledger,
     _add_forms,
     _add_simulate,
 ]
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that cleanup runs as for Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; every error is one line on stderr and exit status 2.
+
+    Exit status: 0 done, 1 only for ``compare --strict`` with degenerate pairs, 2 bad input
+    (nothing written), 130 interrupted, 143 terminated.
+    """
+    from fitrules.outputs import Outputs
+
     global _ARGV
     _ARGV = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(_ARGV)
-    try:
-        return int(args.func(args) or 0)
-    except FitrulesError as err:
-        print(f"fitrules {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"fitrules {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # e.g. piped into head: stop quietly
-        sys.stderr.close()
-        return 0
+    outputs = Outputs()
+    name = "fitrules"
+    with _sigterm_as_interrupt():
+        try:
+            args = parser.parse_args(_ARGV)
+            name = f"fitrules {args.command}"
+            args.outputs = outputs
+            return int(args.func(args) or 0)
+        except UsageError as err:
+            print(_one_line(err), file=sys.stderr)
+            return 2
+        except FitrulesError as err:
+            outputs.rollback()
+            print(f"{name}: error: {_one_line(err)}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # e.g. piped into head: stop quietly
+            sys.stderr.close()
+            return 0
+        except OSError as err:  # the system refused something: a file, a device, a limit
+            outputs.rollback()
+            where = f"{err.filename}: " if getattr(err, "filename", None) else ""
+            print(f"{name}: error: {where}{_one_line(err.strerror or err)}", file=sys.stderr)
+            return 2
+        except MemoryError:
+            outputs.rollback()
+            print(
+                f"{name}: error: out of memory; ask for less (see fitrules.limits)",
+                file=sys.stderr,
+            )
+            return 2
+        except _Terminated:
+            outputs.rollback()
+            print(f"{name}: terminated", file=sys.stderr)
+            return 143
+        except KeyboardInterrupt:
+            outputs.rollback()
+            print(f"{name}: interrupted", file=sys.stderr)
+            return 130
+        except SystemExit as ex:  # --help, --version
+            return ex.code if isinstance(ex.code, int) else 0
+        except BaseException:
+            outputs.rollback()  # a bug: leave nothing behind, then show the traceback
+            raise
 
 
 if __name__ == "__main__":

@@ -196,10 +196,12 @@ def test_bad_input_one_line_exit_2_no_output(tmp_path, capsys, make_args, messag
     assert list(tmp_path.glob("*.partial")) == [] and list(tmp_path.glob(".*partial")) == []
 
 
-def test_argument_errors_exit_2(capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["compare", "--splits", "many"])
-    assert e.value.code == 2
+def test_argument_errors_exit_2_with_one_line(capsys):
+    code, _, err = run(["compare", "--splits", "many"], capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "fitrules compare: error: argument --splits: invalid int value: 'many'"
+    ]
 
 
 def test_default_grid_is_used_without_data(capsys):

@@ -1,0 +1,42 @@
+"""Helpers for tests that drive the command line in-process and check what it leaves."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from fitrules.cli import main
+
+ONE_LINE = re.compile(r"^fitrules( [a-z]+)?: (error: .+|interrupted|terminated)$")
+
+
+def snapshot(root: Path) -> dict[str, float]:
+    """Every path under ``root`` (files and directories) with its modification time."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(root))] = p.lstat().st_mtime_ns
+    return out
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of ``fitrules ARGV`` run in this process."""
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def refused(argv, capsys, root: Path, match: str) -> str:
+    """Assert ``fitrules ARGV`` exits 2 with one line matching ``match`` and changes nothing
+    under ``root``; return the line."""
+    before = snapshot(root)
+    code, _, err = run(argv, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2, (code, err)
+    assert len(lines) == 1, err
+    assert ONE_LINE.match(lines[0]), lines[0]
+    assert re.search(match, lines[0]), (match, lines[0])
+    assert snapshot(root) == before, "a refused command changed files"
+    return lines[0]
