@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from fitrules.compare import heldout_errors
+from fitrules.errors import FitrulesError
 from fitrules.fit import Objective, fit, predict
 from fitrules.forms import Form
 from fitrules.grids import Grid
@@ -15,6 +18,11 @@ def fit_grid(grid: Grid, form: Form, objective: str = "rel_ls", delta: float = 1
     obj = Objective(objective, delta)
     cells = grid.cells(form.bound_variables, positive=obj.kind != "abs_ls")
     result = fit(form, cells.X, cells.y, obj)
+    if not np.isfinite(result.objective):
+        raise FitrulesError(
+            f"form {form.name!r}: no values of its constants give a finite prediction at "
+            f"every one of the {len(cells)} cells; {'; '.join(result.reasons)}"
+        )
     pred = predict(form, cells.X, result.constants)
     train_error = heldout_errors(cells.y, pred)
     payload = json_ready(

@@ -217,7 +217,7 @@ class Grid:
             if col.dtype.kind not in "biuf":
                 raise GridError(
                     f"{where}: column {v!r} is read by a form but is not numeric "
-                    f"(e.g. {_plain(col.iloc[0])!r})"
+                    f"(e.g. {_shown(col.iloc[0])})"
                 )
             if col.isna().any():
                 i = int(np.flatnonzero(col.isna().to_numpy())[0])
@@ -304,6 +304,29 @@ class Grid:
         }
 
 
+def to_float(col: pd.Series) -> pd.Series:
+    """``col`` as floats: text becomes NaN, an integer beyond double precision +-inf."""
+
+    def one(v: Any) -> float:
+        try:
+            return float(v)
+        except OverflowError:
+            return -np.inf if str(v).lstrip().startswith("-") else np.inf
+        except (TypeError, ValueError):
+            return np.nan
+
+    try:
+        return pd.to_numeric(col, errors="coerce").astype(float)
+    except (OverflowError, TypeError, ValueError):
+        return col.map(one).astype(float)
+
+
+def _shown(v: Any, limit: int = 40) -> str:
+    """A cell's value for a message: its repr, cut in the middle when long."""
+    r = repr(_plain(v))
+    return r if len(r) <= limit else r[: limit // 2] + "..." + r[-limit // 2 :]
+
+
 def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
@@ -360,7 +383,7 @@ def _as_bool(col: pd.Series, where: str) -> pd.Series:
     if not ok.all():
         i = col.index[~ok.to_numpy()][0]
         raise GridError(
-            f"{where}: column 'diverged' has {_plain(col[i])!r} in line {_line(i)}; "
+            f"{where}: column 'diverged' has {_shown(col[i])} in line {_line(i)}; "
             "allowed: true/false, 1/0"
         )
     return text.isin(["true", "1", "1.0", "yes"])
@@ -419,6 +442,7 @@ def load_grid(
     rows_read = len(df)
     df = df.reset_index(drop=True)
 
+    derived = []
     for text in derive:
         name, sep, rhs = text.partition("=")
         name = name.strip().strip("`")
@@ -439,6 +463,7 @@ def load_grid(
         if values.ndim > 1 or (values.ndim == 1 and len(values) != len(df)):
             raise GridError(f"--derive {text!r}: does not give one number per row")
         df[name] = values
+        derived.append(name)
 
     if metric is None:
         metric = next((m for m in METRIC_DEFAULTS if m in df.columns), None)
@@ -451,7 +476,7 @@ def load_grid(
         raise GridError(
             f"{label}: no column {metric!r} for --metric; columns: {', '.join(df.columns)}"
         )
-    values = pd.to_numeric(df[metric], errors="coerce")
+    values = to_float(df[metric])
     text_rows = (
         values.isna()
         & df[metric].notna()
@@ -460,7 +485,7 @@ def load_grid(
     if text_rows.any():
         i = df.index[text_rows.to_numpy()][0]
         raise GridError(
-            f"{label}: column {metric!r} holds text ({_plain(df.loc[i, metric])!r} in line "
+            f"{label}: column {metric!r} holds text ({_shown(df.loc[i, metric])} in line "
             f"{_line(i)}); the metric must be numeric"
         )
     df[metric] = values.astype(float)
@@ -476,13 +501,13 @@ def load_grid(
 
     for col, (test, allowed) in DOMAIN.items():
         if col in df.columns:
-            v = pd.to_numeric(df[col], errors="coerce").astype(float)
+            v = to_float(df[col])
             with np.errstate(invalid="ignore"):
                 bad = v.isna() | ~test(v)
             if bad.any():
                 i = df.index[bad.to_numpy()][0]
                 raise GridError(
-                    f"{label}: column {col!r} has {_plain(df.loc[i, col])!r} in line "
+                    f"{label}: column {col!r} has {_shown(df.loc[i, col])} in line "
                     f"{_line(i)}; {allowed}"
                 )
 
@@ -500,6 +525,14 @@ def load_grid(
     df = df[keep]
     if len(df) == 0:
         raise GridError(f"{label}: --where {' and '.join(where)!r} leaves no rows")
+    for text, name in zip(derive, derived, strict=True):
+        values = df[name].to_numpy(float)
+        if not np.isfinite(values).all():
+            i = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise GridError(
+                f"--derive {text!r}: gives {values[i]:g} in line {_line(df.index[i])} of "
+                f"{label}; a derived column must be finite on every row kept"
+            )
 
     reason = pd.Series("", index=df.index)
     if "diverged" in df.columns:

@@ -39,7 +39,7 @@ import pandas as pd
 
 from fitrules import expr as ex
 from fitrules.errors import LedgerError
-from fitrules.grids import Grid, display_path
+from fitrules.grids import Grid, display_path, to_float
 from fitrules.outputs import write_text
 
 HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -311,7 +311,7 @@ def append_prediction(path: Path, record: dict) -> dict:
 
 
 def _column_match(col: pd.Series, value: float) -> np.ndarray:
-    numeric = pd.to_numeric(col, errors="coerce").to_numpy(float)
+    numeric = to_float(col).to_numpy(float)
     with np.errstate(invalid="ignore"):
         return np.isclose(numeric, value, rtol=1e-9, atol=0)
 

@@ -156,12 +156,12 @@ def held_signals() -> Iterator[None]:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        for sig in pending:
-            handler = old.get(sig)
+        for num in pending:
+            handler = old.get(signal.Signals(num))
             if callable(handler):
-                handler(sig, None)
+                handler(num, None)
             elif handler == signal.SIG_DFL:
-                signal.raise_signal(sig)
+                signal.raise_signal(num)
 
 
 def exchange(a: Path, b: Path) -> None:

@@ -324,6 +324,17 @@ class PairedCI:
         return asdict(self)
 
 
+def _shapiro_p(d: np.ndarray) -> float | None:
+    """Shapiro-Wilk p of the differences, or None when they are too close to each other for
+    the test (scipy then warns that the data 'has range zero')."""
+    import warnings as _warnings
+
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        p = float(stats.shapiro(d).pvalue)
+    return None if caught or not np.isfinite(p) else p
+
+
 def paired_ci(
     runs: pd.DataFrame,
     metric: str,
@@ -378,7 +389,10 @@ def paired_ci(
             tq = stats.t.ppf(0.5 + level / 2, n - 1)
             half = tq * sd / math.sqrt(n)
             t_int = (mean - half, mean + half)
-            t_p = float(stats.ttest_1samp(d, 0.0).pvalue)
+            # the one-sample t test, written out: scipy's warns about precision when the
+            # differences are nearly identical, where t is simply very large
+            t_stat = mean / (sd / math.sqrt(n))
+            t_p = float(2 * stats.t.sf(abs(t_stat), n - 1))
         else:
             t_int, t_p = (mean, mean) if n > 1 else (float("nan"), float("nan")), float("nan")
         boot: tuple[float | None, float | None] = (None, None)
@@ -404,8 +418,8 @@ def paired_ci(
         if np.any(d != 0):
             w_p = float(stats.wilcoxon(d, method="auto").pvalue)
         sf_p, exact = signflip_p(d, seed) if n >= 1 else (None, False)
-        if n >= 3 and sd > 0:
-            sw = stats.shapiro(d).pvalue
+        sw = _shapiro_p(d) if n >= 3 and sd > 0 else None
+        if sw is not None:
             if sw < 0.05:
                 warnings.append(
                     f"differences look non-normal (Shapiro-Wilk p = {sw:.2g}): read the t "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -610,3 +611,122 @@ def test_no_warning_reaches_stderr_for_extreme_values(tmp_path, capsys):
     assert code == 0 and err == "", err
     assert snapshot(tmp_path) == before
     assert not os.environ.get("PYTHONWARNINGS")
+
+
+# ------------------------------------------------------------------ found by the fuzzer
+def test_simulate_out_that_is_not_a_file_name(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    refused(["simulate", "--cell", "H=1", "--out", ""], capsys, tmp_path, "give a CSV file name")
+
+
+def test_an_integer_beyond_double_precision_in_a_grid(tmp_path, capsys):
+    path = _write(tmp_path / "g.csv", "H,keep,loss\n1,1," + "2\n" + "9" * 400 + ",1,2\n")
+    line = refused(["validate", path], capsys, tmp_path, "column 'H' has 9+\\.\\.\\.9+ in line 3")
+    assert len(line) < 200
+
+
+def test_a_derived_column_must_be_finite(grid_csv, tmp_path, capsys):
+    refused(
+        ["validate", grid_csv, "--derive", "z = log(-H)"],
+        capsys,
+        tmp_path,
+        "gives nan in line 2 .* must be finite",
+    )
+
+
+def test_a_form_with_no_finite_prediction_is_refused(grid_csv, tmp_path, capsys):
+    refused(
+        ["fit", "--data", grid_csv, "--form", "x = L0 + a*omega*sqrt(-H)"],
+        capsys,
+        tmp_path,
+        "no values of its constants give a finite prediction",
+    )
+
+
+def test_an_infinite_condition_number_is_said_in_words(grid_csv, capsys):
+    code, out, err = run(
+        ["fit", "--data", grid_csv, "--where", "keep == 1", "--form", "composition"], capsys
+    )
+    assert code == 0, err
+    assert "condition number infinite (singular Jacobian)" in out
+    assert not re.search(r"\binf\b", out)
+
+
+def test_a_report_where_two_forms_tie_in_every_split(grid_csv, tmp_path, capsys):
+    code, out, err = run(
+        [
+            "compare",
+            "--data",
+            grid_csv,
+            "--splits",
+            "2",
+            "--forms",
+            "composition",
+            "--form",
+            "twin = L0 + a*omega*(H/16)**b",
+            "--report",
+            tmp_path / "R",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert (
+        "no interval (the ratio is the same in every split)"
+        in (tmp_path / "R" / "report.md").read_text()
+    )
+
+
+def test_a_report_with_no_usable_split_draws_no_empty_legend(grid_csv, tmp_path, capsys):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, _, err = run(
+            [
+                "compare",
+                "--data",
+                grid_csv,
+                *SPLITS,
+                "--forms",
+                "composition",
+                "--train-frac",
+                "0.15",
+                "--report",
+                tmp_path / "R",
+            ],
+            capsys,
+        )
+    assert code == 0 and err == "", err
+    assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == []
+
+
+def test_ci_with_nearly_identical_differences_is_quiet(tmp_path, capsys):
+    import warnings
+
+    rows = []
+    for s in range(6):  # differences of 0.1 that differ only in the last bits
+        rows += [
+            {"H": 1, "seed": s, "loss": 2.0},
+            {"H": 4, "seed": s, "loss": 2.1 + 4.5e-16 * (s % 2)},
+        ]
+    path = tmp_path / "g.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = run(
+            [
+                "ci",
+                "--data",
+                path,
+                "--baseline",
+                "H=1",
+                "--treatment",
+                "H=4",
+                "--resamples",
+                "1000",
+            ],
+            capsys,
+        )
+    assert code == 0 and err == "", err
+    assert [str(w.message) for w in caught] == []
+    assert "nan" not in out

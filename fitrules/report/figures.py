@@ -12,6 +12,12 @@ import numpy as np  # noqa: E402
 from fitrules.fit import predict  # noqa: E402
 
 
+def _legend(ax, **kwargs) -> None:
+    """A legend when something is labelled (a form with no usable split draws nothing)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
 def _ax(ax, size=(7.0, 4.5)):
     if ax is None:
         _, ax = plt.subplots(figsize=size, layout="constrained")
@@ -54,7 +60,7 @@ def heldout_ecdf(cmp, ax=None):
         "splits (valid splits)"
     )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    _legend(ax, fontsize=8, loc="lower right")
     return ax
 
 
@@ -83,7 +89,7 @@ def paired_scatter(cmp, a: str, b: str, ax=None):
         f"(points above the diagonal: {a} better)",
         fontsize=10,
     )
-    ax.legend(fontsize=8, loc="upper left")
+    _legend(ax, fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     return ax
 
@@ -112,7 +118,7 @@ def observed_vs_predicted(cmp, form: str, ax=None):
     ax.set_xlabel(f"predicted {cmp.cells.metric} ({form}, fitted on all cells)")
     ax.set_ylabel(f"observed {cmp.cells.metric} (nats)")
     ax.set_title(f"{form}: observed against predicted")
-    ax.legend(fontsize=8, loc="upper left")
+    _legend(ax, fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     return ax
 
@@ -177,7 +183,7 @@ def metric_vs(cmp, form: str, x: str = "omega", by: str = "H", ax=None):
     ax.set_xlabel(x)
     ax.set_ylabel(f"{cmp.cells.metric} (nats; mean ± s.e. over seeds)")
     ax.set_title(f"Data (points) and {form} fitted on all cells (lines)")
-    ax.legend(fontsize=8, ncol=2)
+    _legend(ax, fontsize=8, ncol=2)
     ax.grid(alpha=0.3)
     return ax
 
@@ -201,7 +207,7 @@ def paired_differences(ci, ax=None):
     ax.set_xlabel("seed")
     ax.set_ylabel(f"difference in {ci.units}")
     ax.set_title(f"{ci.treatment} minus {ci.baseline}", fontsize=10)
-    ax.legend(fontsize=8, loc="best")
+    _legend(ax, fontsize=8, loc="best")
     ax.grid(alpha=0.3)
     return ax
 
@@ -253,6 +259,6 @@ def errors_by_split(cmp, ax=None):
     ax.set_title(
         f"Held-out error per split\n{cmp.settings['protocol']} (hatched: degenerate)", fontsize=10
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(alpha=0.3, axis="y")
     return ax

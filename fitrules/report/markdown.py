@@ -206,11 +206,12 @@ def _winner_paragraph(best: dict, doc: dict) -> str:
         if random and r.get("ratio") is not None:
             ratio = r["ratio"] if mine == "a" else 1 / r["ratio"]
             lo, hi = r["ratio_ci"]
-            lo, hi = (lo, hi) if mine == "a" else (1 / hi, 1 / lo)
-            test = (
-                f"error ratio {ratio:.3g}, interval {lo:.3g} to {hi:.3g}, "
-                f"Holm p = {fmt_p(r.get('p_holm'))}"
-            )
+            if lo is None or hi is None:  # the log ratio did not vary over the splits
+                interval = "no interval (the ratio is the same in every split)"
+            else:
+                lo, hi = (lo, hi) if mine == "a" else (1 / hi, 1 / lo)
+                interval = f"interval {lo:.3g} to {hi:.3g}"
+            test = f"error ratio {ratio:.3g}, {interval}, Holm p = {fmt_p(r.get('p_holm'))}"
         else:
             test = (
                 f"Holm p = {fmt_p(r.get('p_holm'))}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from fitrules.fit import FitResult
@@ -216,7 +217,11 @@ def render_fit(form, result: FitResult, cells, train_error: dict) -> str:
     lines = [
         f"form {form.name} = {form.expression}",
         f"fitted on all {len(cells)} cells; objective {result.objective:.6g}; "
-        f"condition number {result.cond:.3g}",
+        + (
+            f"condition number {result.cond:.3g}"
+            if np.isfinite(result.cond)
+            else "condition number infinite (singular Jacobian)"
+        ),
         "",
         "constants:",
     ]

@@ -90,9 +90,9 @@ def check_out(out: Path, jobs: int = 1) -> None:
         :data:`~fitrules.limits.MAX_SIM_JOBS`.
     """
     check_count(jobs, "--jobs", 1, MAX_SIM_JOBS)
-    if not str(out).strip():
-        raise SimError("--out '': empty path; give a CSV file name")
     out = Path(out)
+    if not str(out).strip() or out.name in ("", ".", ".."):
+        raise SimError(f"--out {str(out)!r}: give a CSV file name")
     for path in (out, manifest_path(out)):
         if path.is_dir():
             raise SimError(f"--out {out}: {path} is a directory; give a CSV file name")
