@@ -1,0 +1,102 @@
+"""The long run of the command-line fuzzer (tests/fuzzing.py): many cases, counts printed.
+
+    python benchmarks/fuzz_cli.py                   # 10,000 cases
+    python benchmarks/fuzz_cli.py --cases 500 --seed 3
+
+Each case is a random command line with its files (grids, forms.toml, ledgers, specs), run
+in-process through fitrules.cli.main in a fresh working directory. Printed: the number of
+cases tried, how many exited 0, 2 (refused) and 1 (compare --strict), and the failures by
+kind: tracebacks (an exception escaped main), exit 1 without --strict, refused inputs that
+left or changed a file, refusals that were not exactly one line, non-finite numbers in the
+output, anything else on stderr, warnings. Every failure count must be 0; the first few of
+each kind are written to --failures (JSON lines) with their command lines. Exits 0 either
+way: the counts are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+
+from fuzzing import cases, check  # noqa: E402
+
+FAILURE_KINDS = ("traceback", "exit1", "leftover", "lines", "nonfinite", "stderr", "warning")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=10_000, help="cases to try (10,000)")
+    ap.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
+    ap.add_argument("--failures", type=Path, default=None, help="write failing cases here")
+    ap.add_argument("--every", type=int, default=500, help="print progress every N cases")
+    args = ap.parse_args()
+
+    counts: Counter[str] = Counter()
+    by_command: Counter[str] = Counter()
+    kept: list[dict] = []
+    t0 = time.perf_counter()
+
+    @seed(args.seed)
+    @settings(
+        max_examples=args.cases,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=cases())
+    def run(case):
+        outcome = check(case)
+        counts[outcome.kind] += 1
+        by_command[case.command] += 1
+        if outcome.failed and sum(k["kind"] == outcome.kind for k in kept) < 20:
+            kept.append({"kind": outcome.kind, "argv": case.argv, "detail": outcome.detail})
+        n = sum(counts.values())
+        if args.every and n % args.every == 0:
+            bad = sum(counts[k] for k in counts if k not in ("ok", "refused", "strict"))
+            print(
+                f"  {n:,} cases, {bad} failures, {time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    run()
+    tried = sum(counts.values())
+    failures = {k: counts[k] for k in FAILURE_KINDS}
+    other = {k: v for k, v in counts.items() if k.startswith("exit") and k != "exit1"}
+    print(f"cases tried: {tried:,} in {time.perf_counter() - t0:.0f} s (seed {args.seed})")
+    print(
+        f"exit 0: {counts['ok']:,}; exit 2 (refused, one line, nothing written): "
+        f"{counts['refused']:,}; exit 1 with --strict: {counts['strict']:,}"
+    )
+    print(
+        "tracebacks: {traceback}; exit 1 without --strict: {exit1}; leftover outputs on a "
+        "refused input: {leftover}; refusals not one line: {lines}; non-finite output: "
+        "{nonfinite}; other stderr on exit 0: {stderr}; warnings: {warning}".format(**failures)
+    )
+    if other:
+        print(f"other exit statuses: {other}")
+    print("cases per command: " + ", ".join(f"{k} {v:,}" for k, v in sorted(by_command.items())))
+    if args.failures is not None:
+        with open(args.failures, "w") as fh:
+            for k in kept:
+                fh.write(json.dumps(k) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,764 @@
+"""A property-based fuzzer of the command line (Hypothesis), shared by the test suite and by
+``benchmarks/fuzz_cli.py``.
+
+A case is a command line plus the files it reads (a grid, a forms.toml, a ledger, a spec),
+drawn from strategies for hostile and careless input: grids with duplicate and odd headers,
+non-finite, extreme, tiny and huge values, cut-off lines and stray bytes; expressions from a
+grammar (deep, long, odd literals, forbidden syntax); random options of every command;
+random ledgers (valid chains, then records dropped, swapped, edited with or without their
+hashes recomputed, or lines that are not records) and heads.
+
+The property, checked by :func:`check`: the command, run in-process through
+``fitrules.cli.main`` in a fresh working directory, either exits 0 with finite output (no
+NaN or infinity printed, JSON that parses strictly, nothing on stderr), or exits 2 with
+exactly one line on stderr and no file created or changed; ``compare --strict`` may exit 1
+with its documented line. Never a traceback, never an uncaught exception, never a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import tempfile
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from fitrules.cli import main
+
+ONE_LINE = re.compile(r"^fitrules( [a-z]+)?: error: \S.*$")
+STRICT_LINE = re.compile(r"^fitrules compare: \d+ degenerate \(split, form\) pairs \(--strict\)$")
+NONFINITE = re.compile(r"(?:^|[\s(\[=:,])[+-]?(?:nan|inf)(?=$|[\s)\],%;])", re.IGNORECASE)
+
+
+@dataclass
+class Case:
+    """One command line and the files (path -> bytes) and directories it finds in place."""
+
+    argv: list[str]
+    files: dict[str, bytes] = field(default_factory=dict)
+    dirs: list[str] = field(default_factory=list)
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv[:2] if self.argv[0] in ("forms", "ledger") else self.argv[:1])
+
+
+@dataclass
+class Outcome:
+    """``kind`` is ok, refused, strict or one of the failures: traceback, exit1, leftover,
+    lines, nonfinite, stderr, warning, exit<N>."""
+
+    kind: str
+    code: int | None
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.kind not in ("ok", "refused", "strict")
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st_ = p.lstat()
+            out[str(p.relative_to(root))] = (st_.st_mtime_ns, st_.st_size)
+    return out
+
+
+def _strict_json(text: str) -> None:
+    def refuse(name):
+        raise ValueError(f"non-finite {name} in JSON output")
+
+    json.loads(text, parse_constant=refuse)
+
+
+def check(case: Case) -> Outcome:
+    """Run ``case`` in a fresh working directory and classify what happened."""
+    home = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="fitrules-fuzz-") as tmp:
+        root = Path(tmp)
+        for d in case.dirs:
+            (root / d).mkdir(parents=True, exist_ok=True)
+        for name, data in case.files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(data)
+        before = _snapshot(root)
+        out, err = io.StringIO(), io.StringIO()
+        os.chdir(root)
+        try:
+            with (
+                warnings.catch_warnings(record=True) as caught,
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+            ):
+                warnings.simplefilter("always")
+                warnings.filterwarnings("ignore", category=DeprecationWarning)
+                warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+                code = main(list(case.argv))
+        except KeyboardInterrupt:  # main turns its own interrupts into exit 130
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the fuzzer reports every escape
+            return Outcome("traceback", None, "".join(traceback.format_exception(exc))[-3000:])
+        finally:
+            os.chdir(home)
+        after = _snapshot(root)
+        stdout, stderr = out.getvalue(), err.getvalue()
+        lines = stderr.strip().splitlines()
+        if caught:
+            w = caught[0]
+            return Outcome("warning", code, f"{w.category.__name__}: {w.message} ({w.filename})")
+        if code == 2:
+            if len(lines) != 1 or not ONE_LINE.match(lines[0]):
+                return Outcome("lines", code, stderr[-2000:])
+            if after != before:
+                changed = sorted(set(after.items()) ^ set(before.items()))
+                return Outcome("leftover", code, f"{lines[0]} | changed: {changed[:6]}")
+            return Outcome("refused", code, lines[0])
+        if code == 1:
+            if "--strict" in case.argv and len(lines) == 1 and STRICT_LINE.match(lines[0]):
+                return Outcome("strict", code, lines[0])
+            return Outcome("exit1", code, stderr[-2000:])
+        if code != 0:
+            return Outcome(f"exit{code}", code, stderr[-2000:])
+        if stderr.strip():
+            return Outcome("stderr", code, stderr[-2000:])
+        m = NONFINITE.search(stdout)
+        if m:
+            i = m.start()
+            return Outcome("nonfinite", code, stdout[max(0, i - 300) : i + 100])
+        try:
+            if "--json=-" in case.argv:
+                _strict_json(stdout)
+            for a in case.argv:
+                if a.startswith("--json=") and a != "--json=-":
+                    _strict_json((root / a.split("=", 1)[1]).read_text())
+        except (ValueError, OSError) as e:
+            return Outcome("nonfinite", code, str(e))
+        return Outcome("ok", code, "")
+
+
+# ------------------------------------------------------------------ drawing with a budget
+class Draw:
+    """``draw`` with a switch: a hostile case may take bad values, a clean one never does.
+
+    A third of the cases are hostile, so most reach the fitting, the reports and the
+    ledger, while every kind of bad value still turns up often.
+    """
+
+    def __init__(self, draw, hostile: bool | None = None):
+        self.draw = draw
+        self.hostile = draw(st.sampled_from([False, False, True])) if hostile is None else hostile
+
+    def __call__(self, strategy):
+        return self.draw(strategy)
+
+    def chance(self, odds: int) -> bool:
+        """True one time in ``odds``."""
+        return self.draw(st.sampled_from(range(odds))) == 0
+
+    def pick(self, good, bad=(), odds: int = 4):
+        if self.hostile and bad and self.chance(odds):
+            return self.draw(st.sampled_from(list(bad)))
+        return self.draw(st.sampled_from(list(good)))
+
+    def maybe(self, name: str, good, bad=(), p: int = 3, odds: int = 4) -> list[str]:
+        """``[name=value]`` one time in ``p`` (always, for a hostile bad value), else nothing."""
+        if not self.chance(p):
+            return []
+        return [opt(name, self.pick(good, bad, odds))]
+
+
+def opt(name: str, value) -> str:
+    return f"{name}={value}"  # '=' so that values starting with '-' stay values
+
+
+# ------------------------------------------------------------------ grids
+HOSTILE_VALUES = [
+    "nan",
+    "inf",
+    "-inf",
+    "1e308",
+    "-1e308",
+    "1e-320",
+    "-1",
+    "0",
+    "abc",
+    "",
+    "1e999",
+    "True",
+    "9" * 400,
+    " 3 ",
+    '"1,5"',
+]
+ODD_NAMES = ["H", "keep", "loss", "seed", " H", "H ", "", "a b", "loss.1", "é", "omega", "lr"]
+BASE_HEADER = ["H", "keep", "omega", "seed", "loss", "diverged"]
+SCALES = [1.0, 1.0, 1.0, 1e-300, 1e-30, 1e-5, 1e30, 1e90]
+
+
+@st.composite
+def grid_bytes(draw, hostile: bool = False) -> bytes:
+    """A results table: a rule plus noise at some scale (tiny and huge scales are valid);
+    a hostile one may be a table of anything, or carry odd headers, bad values, a missing
+    column, a ragged or cut-off row, or bytes that are not UTF-8."""
+    d = Draw(draw, hostile)
+    if d.hostile and d.chance(6):
+        ncols = d(st.integers(1, 5))
+        header = d(st.lists(st.sampled_from(ODD_NAMES), min_size=ncols, max_size=ncols))
+        cell = st.sampled_from(HOSTILE_VALUES + ["1", "2.5", "4"])
+        rows = d(st.lists(st.lists(cell, min_size=ncols, max_size=ncols), max_size=5))
+        return ("\n".join(",".join(r) for r in [header, *rows]) + "\n").encode()
+    hs = d(st.lists(st.sampled_from([1, 2, 4, 8, 16, 64]), min_size=3, max_size=4, unique=True))
+    keeps = d(
+        st.lists(st.sampled_from([1.0, 0.5, 0.25, 0.125]), min_size=3, max_size=4, unique=True)
+    )
+    seeds = d(st.integers(1, 3))
+    scale = d(st.sampled_from(SCALES + ([-1.0] if d.hostile else [])))
+    lrs = d.pick([None, [3e-4]], [[3e-4, 1e-3]], 3)
+    noise = d(st.integers(0, 10_000))
+    header = list(BASE_HEADER) + (["lr"] if lrs else [])
+    rows = []
+    i = 0
+    for lr in lrs or [None]:
+        for H in sorted(hs):
+            for keep in keeps:
+                omega = 1 / keep - 1
+                for s in range(seeds):
+                    i += 1
+                    jitter = ((noise * 7919 + i * 104729) % 1000 - 500) * 4e-6
+                    loss = (2.2 + 0.012 * omega * (H / 16) ** 0.5 + jitter) * scale
+                    row = [str(H), repr(keep), repr(omega), str(s), repr(loss), "False"]
+                    if lrs:
+                        row.append(repr(lr))
+                    rows.append(row)
+    if d.hostile:
+        for _ in range(d(st.integers(1, 3))):
+            kind = d(st.sampled_from(["value", "value", "rename", "drop", "ragged", "bytes"]))
+            if kind == "value":
+                r, c = d(st.integers(0, len(rows) - 1)), d(st.integers(0, len(header) - 1))
+                rows[r][c] = d(st.sampled_from(HOSTILE_VALUES))
+            elif kind == "rename":
+                header[d(st.integers(0, len(header) - 1))] = d(st.sampled_from(ODD_NAMES))
+            elif kind == "drop" and len(header) > 1:
+                c = d(st.integers(0, len(header) - 1))
+                header.pop(c)
+                for row in rows:
+                    row.pop(c)
+            elif kind == "ragged":
+                rows[-1] = rows[-1] + ["1"]
+            elif kind == "bytes":
+                header[0] = header[0] + "\udcff"
+    text = "\n".join(",".join(r) for r in [header, *rows]) + "\n"
+    data = text.encode("utf-8", "surrogateescape")
+    if d.hostile and d.chance(8):
+        data = data[: max(0, len(data) - d(st.integers(1, 40)))]  # cut off mid-row
+    return data
+
+
+# ------------------------------------------------------------------ expressions
+NAMES = ["H", "omega", "keep", "L0", "a", "b", "c", "d", "zz", "loss", "seed", "lr", "`my var`"]
+LITERALS = [
+    "0",
+    "1",
+    "16",
+    "2.5",
+    "1e-3",
+    "1e999",
+    "9" * 400,
+    "1e-320",
+    "0x1F",
+    "1_000",
+    "1j",
+    "True",
+    "'s'",
+    "3.",
+    ".5",
+    "1e308",
+    "None",
+]
+GOOD_FORMS = [  # each reads H and omega, the two factors the grids vary
+    "L0 + a*omega*(H/16)**b",
+    "L0 + a*omega + b*H",
+    "L0 + a*omega**c + b*(H/16)**d",
+    "L0 + a*log(H) + b*omega",
+    "a*H**b + c*omega",
+    "L0 + a*omega + b*log(H/16)",
+    "L0 + a*exp(-H/b) + c*omega",
+    "L0 + a/sqrt(H) + b*omega**2",
+    "L0 + a*omega**c*(H/16)**b + d*log(H)",
+]
+ONE_FACTOR_FORMS = ["L0 + a*omega", "a*H**b", "L0 + a*log(H)"]
+
+
+def _extend(children):
+    return st.one_of(
+        st.tuples(children, st.sampled_from(["+", "-", "*", "/", "**"]), children).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})"
+        ),
+        children.map(lambda c: f"-{c}"),
+        st.tuples(st.sampled_from(["log", "exp", "sqrt", "abs", "__import__"]), children).map(
+            lambda t: f"{t[0]}({t[1]})"
+        ),
+        children.map(lambda c: f"{c}.real"),
+        children.map(lambda c: f"{c}[0]"),
+        children.map(lambda c: f"(lambda: {c})()"),
+        children.map(lambda c: f"{c} if H else 1"),
+    )
+
+
+# expressions from a grammar: valid ones and every way to be wrong (deep, long, odd
+# literals, calls, attributes, subscripts, lambdas)
+grammar = st.recursive(st.sampled_from(NAMES + LITERALS), _extend, max_leaves=10)
+odd_expressions = st.one_of(
+    grammar,
+    st.integers(1, 90).map(lambda n: "L0 + " + " + ".join(f"a{i}*H" for i in range(n))),
+    st.integers(1, 3000).map(lambda n: "L0 + a*" + "-" * n + "H"),
+    st.integers(1, 300).map(lambda n: "L0 + a*" + "(" * n + "H" + ")" * n),
+    st.integers(1, 80).map(lambda n: "L0 + a*" + "exp(" * n + "H" + ")" * n),
+    st.integers(1, 12).map(
+        lambda q: "L0 + a*omega**c0" + "".join(f"*(H/16)**c{i}" for i in range(1, q))
+    ),
+    st.text(alphabet="Ha+-*/() 0123456789.e`", max_size=40),
+)
+
+
+@st.composite
+def form_lines(draw, hostile: bool = False) -> str:
+    d = Draw(draw, hostile)
+    if not d.hostile:
+        return f"x = {d(st.sampled_from(GOOD_FORMS))}"
+    if d.chance(3):
+        return f"x = {d(st.sampled_from(ONE_FACTOR_FORMS))}"
+    name = d.pick(["x", "mine"], ["composition", "1bad", "a-b", "", "my form"], 3)
+    declared = d.pick(["", "(H, omega)"], ["(H)", "(`my var`)", "(H, H)", "(zz)"], 3)
+    return f"{name}{declared} = {d(odd_expressions)}"
+
+
+# ------------------------------------------------------------------ options
+BAD_SPLITS = [0, -1, 10**9, 100_001, 2**70]
+BAD_SEEDS = [-1, 2**64]
+BAD_FRACTIONS = ["0", "1", "2", "nan", "1/0", "abc", "-0.5"]
+BAD_LEVELS = ["0", "1", "2", "nan", "-0.5"]
+WHERES = ["keep <= 1", "H >= 1", "(H > 0) & (keep > 0)", "loss > 0"]
+BAD_WHERES = [
+    "keep == 1",
+    "H >= 4",
+    "lr == 3e-4",
+    "nonsense == 1",
+    "H = 1",
+    "H == 'a'",
+    "__import__('os')",
+    " or ".join(["H == 1"] * 60),
+]
+DERIVES = ["omega2 = 1/keep - 1", "v = keep * 2"]
+BAD_DERIVES = ["omega = 1/keep", "x", "y = H/0", "z = log(-H)", "w = 'a'"]
+JSON_TARGETS = ["out.json", "sub/dir/out.json", "-"]
+BAD_JSON = ["DIR", "/proc/fuzz.json", "g.csv", "", "R/x.json", "EXISTING"]
+POINTS = ["H=8,keep=0.25", "H=2,omega=1", "H=4,keep=1", "H=16,keep=0.5", "H=1,keep=0.125"]
+BAD_POINTS = [
+    "H=8",
+    "H=abc",
+    "H=-1,omega=3",
+    "H=inf,omega=1",
+    "H=8,omega=1,zz=1",
+    "H=8,keep=0.25,omega=7",
+    "",
+    ",,,",
+    "H=8,H=4,keep=1",
+    "H=1e308,keep=0.5",
+    "H=8,keep=0",
+]
+
+
+def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
+    files: dict[str, bytes] = {}
+    if d.chance(10):
+        args: list[str] = []  # the committed default grid
+    else:
+        files["g.csv"] = d(grid_bytes(d.hostile))
+        args = [opt("--data", "g.csv")]
+    args += d.maybe("--where", WHERES, BAD_WHERES, 4, 2)
+    args += d.maybe("--derive", DERIVES, BAD_DERIVES, 6, 2)
+    if d.hostile and d.chance(8):
+        args.append(opt("--metric", d(st.sampled_from(["H", "seed", "nope", "keep", "loss"]))))
+    return args, files
+
+
+def _outputs(d: Draw, report: bool = True) -> tuple[list[str], list[str], dict[str, bytes]]:
+    args = d.maybe("--json", JSON_TARGETS, BAD_JSON, 2, 2)
+    if report and d.chance(20):
+        args.append(opt("--report", d.pick(["R", "sub/R"], ["EXISTING", "."], 2)))
+        if d.chance(2):
+            args.append("--force")
+    return args, ["DIR", "EXISTING"], {"EXISTING/notes.txt": b"mine"}
+
+
+@st.composite
+def compare_cases(draw) -> Case:
+    d = Draw(draw)
+    data, files = _data(d)
+    out, dirs, more = _outputs(d)
+    files.update(more)
+    argv = ["compare", *data, opt("--splits", d.pick([1, 2, 4, 6], BAD_SPLITS, 6))]
+    forms = d.pick(
+        ["composition", "composition,log_additive", "additive", None],
+        ["bogus", "", "omega_only"],
+        6,
+    )
+    if forms is not None:
+        argv.append(opt("--forms", forms))
+    if forms is None or d.chance(3):
+        argv.append(opt("--form", d(form_lines(d.hostile))))
+    argv += d.maybe("--train-frac", ["1/3", "0.5", "0.7"], BAD_FRACTIONS, 3, 2)
+    argv += d.maybe("--seed", [0, 1, 2**63 - 1], BAD_SEEDS, 4, 2)
+    argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], ["l1"], 3, 6)
+    argv += d.maybe("--delta", ["1e-3", "0.01"], ["0", "-1", "inf", "nan"], 6, 2)
+    argv += d.maybe(
+        "--split",
+        ["random", "leave-one-level-out:H", "extrapolate:H", "extrapolate:H>=4"],
+        ["extrapolate:H>=abc", "transfer", "bogus:x", "leave-one-level-out:zz"],
+        4,
+        4,
+    )
+    argv += d.maybe("--guard-span", ["20", "2"], ["1", "0", "inf", "nan"], 8, 2)
+    argv += d.maybe("--guard-se", ["1", "0.5"], ["0", "-1", "nan"], 8, 2)
+    argv += d.maybe("--metric-range", ["0,3.61", "0,1e9"], ["3,1", "a,b", "0", ""], 8, 2)
+    if d.hostile and d.chance(6):
+        argv.append(opt("--tune", d(st.sampled_from(["lr", "H", "nope"]))))
+    if d.chance(10):
+        files["t.csv"] = d(grid_bytes(d.hostile))
+        argv += ["--split=transfer", "--fit-data=g.csv", "--test-data=t.csv"]
+    for flag in ("--keep-degenerate", "--strict"):
+        if d.chance(5):
+            argv.append(flag)
+    return Case(argv + out, files, dirs)
+
+
+@st.composite
+def fit_cases(draw) -> Case:
+    d = Draw(draw)
+    data, files = _data(d)
+    out, dirs, more = _outputs(d)
+    files.update(more)
+    form = d.pick(["composition", "additive", "free_omega"], ["bogus", "omega_only"], 6)
+    if d.chance(3):
+        form = d(form_lines(d.hostile))
+    argv = ["fit", *data, opt("--form", form)]
+    argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], (), 4)
+    if d.chance(3):
+        argv.append("--intervals")
+    for _ in range(d(st.integers(0, 2))):
+        argv.append(opt("--predict", d.pick(POINTS, BAD_POINTS, 2)))
+    if any(a == "--intervals" or a.startswith("--predict") for a in argv):
+        argv.append(opt("--resamples", d.pick([20, 25], [5, 0, 10**9], 6)))
+        argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
+        argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
+    return Case(argv + out, files, dirs)
+
+
+@st.composite
+def validate_cases(draw) -> Case:
+    d = Draw(draw)
+    data, files = _data(d)
+    out, dirs, more = _outputs(d, report=False)
+    files.update(more)
+    if data and data[0].startswith("--data=") and d.chance(2):
+        data = ["g.csv", *data[1:]]
+    if d.hostile and d.chance(6):
+        data = [d(st.sampled_from(["DIR", "missing.csv", "EXISTING/notes.txt"]))]
+    return Case(["validate", *data, *out], files, dirs)
+
+
+SELECTIONS = ["H=1,keep=1", "H=4,keep=1", "H=16,keep=1", "H=4,keep=0.5", "H=1,keep=0.5"]
+BAD_SELECTIONS = ["keep=1", "H=abc", "zz=1", "", "H", "algo=sync", "H=1,keep=1,H=4"]
+
+
+@st.composite
+def ci_cases(draw) -> Case:
+    d = Draw(draw)
+    data, files = _data(d)
+    out, dirs, more = _outputs(d)
+    files.update(more)
+    argv = ["ci", *data]
+    if data or d.chance(4):
+        argv.append(opt("--baseline", d.pick(SELECTIONS, BAD_SELECTIONS, 3)))
+        if d.chance(4):
+            argv.append(opt("--treatment-sweep", d.pick(["H", "keep"], ["zz"], 3)))
+        else:
+            argv.append(opt("--treatment", d.pick(SELECTIONS, BAD_SELECTIONS, 3)))
+    argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
+    argv.append(opt("--resamples", d.pick([1000, 1500], [999, 0, 10**9], 6)))
+    argv += d.maybe("--seed", [0, 3], BAD_SEEDS, 4, 2)
+    return Case(argv + out, files, dirs)
+
+
+# ------------------------------------------------------------------ ledgers
+def _digest(rec: dict) -> str:
+    body = {k: v for k, v in rec.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
+def _chain(records: list[dict]) -> list[dict]:
+    prev = None
+    out = []
+    for i, r in enumerate(records, start=1):
+        r = {**r, "id": i, "prev_sha256": prev}
+        r["sha256"] = _digest(r)
+        prev = r["sha256"]
+        out.append(r)
+    return out
+
+
+LEDGER_MUTATIONS = [
+    "drop_last",
+    "drop_middle",
+    "swap",
+    "edit",
+    "rehash_all",
+    "nan",
+    "inf",
+    "deep",
+    "not_json",
+    "bytes",
+    "missing_field",
+    "wrong_type",
+    "blank",
+    "no_newline",
+]
+
+
+@st.composite
+def ledger_files(draw, hostile: bool = False) -> tuple[bytes, str | None]:
+    """A ledger (bytes) and a head to check it against (or None): a valid chain, then, for a
+    hostile case, records dropped, swapped or edited (hashes kept or all recomputed), lines
+    that are not records, and heads that are stale, wrong or malformed."""
+    d = Draw(draw, hostile)
+    records = [
+        {
+            "form": "composition",
+            "expression": "L0 + a*omega*(H/16)**b",
+            "variables": ["H", "omega"],
+            "constants": {"L0": 2.2, "a": 0.012, "b": 0.5},
+            "point": {
+                "H": float(d(st.sampled_from([1, 4, 16]))),
+                "keep": d(st.sampled_from([1.0, 0.5])),
+            },
+            "prediction": 2.2,
+            "interval": [2.1, 2.3],
+            "tolerance_pct": d(st.sampled_from([None, 1.0])),
+            "data": {
+                "sha256": "0" * 64,
+                "where": d.pick([[], ["keep == 1"]], [["H ==="], ["zz > 1"]], 3),
+            },
+            "command": "fitrules predict",
+            "time": "2026-01-01T00:00:00+00:00",
+        }
+        for _ in range(d(st.integers(0, 4)))
+    ]
+    chain = _chain(records)
+    head = f"{len(chain)}:{chain[-1]['sha256']}" if chain else None
+    lines = [json.dumps(r, sort_keys=True) for r in chain]
+    mutation = d.pick(["none"], LEDGER_MUTATIONS, 1)
+    if mutation == "drop_last" and lines:
+        lines.pop()
+    elif mutation == "drop_middle" and len(lines) > 2:
+        lines.pop(1)
+    elif mutation == "swap" and len(lines) > 1:
+        lines[0], lines[1] = lines[1], lines[0]
+    elif mutation == "edit" and lines:
+        rec = json.loads(lines[0])
+        rec["prediction"] = 2.3
+        lines[0] = json.dumps(rec, sort_keys=True)
+    elif mutation == "rehash_all" and records:
+        records[0]["prediction"] = 2.5
+        lines = [json.dumps(r, sort_keys=True) for r in _chain(records)]
+    elif mutation == "nan":
+        lines.append('{"id": NaN, "sha256": "x"}')
+    elif mutation == "inf":
+        lines.append('{"id": 1e999, "sha256": "x"}')
+    elif mutation == "deep":
+        lines.append("[" * 50_000 + "]" * 50_000)
+    elif mutation == "not_json":
+        lines.append("{not json")
+    elif mutation in ("missing_field", "wrong_type") and records:
+        bad = dict(records[-1])
+        if mutation == "missing_field":
+            bad.pop(d(st.sampled_from(["prediction", "point", "interval", "data", "form"])))
+        else:
+            key = d(st.sampled_from(["prediction", "point", "interval", "id", "tolerance_pct"]))
+            bad[key] = d(st.sampled_from(["x", [1], {"H": "8"}, -1, True, None]))
+        lines = [json.dumps(r, sort_keys=True) for r in _chain([*records[:-1], bad])]
+    elif mutation == "blank":
+        lines.insert(0, "")
+    raw = ("\n".join(lines) + ("" if mutation == "no_newline" else "\n")).encode()
+    if mutation == "bytes":
+        raw = b"\xff\xfe" + raw
+    which = d.pick(["right", "none"], ["garbage", "prefix", "wrong"], 2)
+    if which == "none" or head is None:
+        return raw, None
+    if which == "garbage":
+        return raw, d(st.sampled_from(["abc", "1:xyz", "", "9" * 80, "0:" + "a" * 12]))
+    if which == "prefix":
+        return raw, head.split(":")[1][:12]
+    if which == "wrong":
+        return raw, "1:" + "ab" * 32
+    return raw, head
+
+
+@st.composite
+def ledger_cases(draw) -> Case:
+    d = Draw(draw)
+    raw, head = d(ledger_files(d.hostile))
+    files = {"l.jsonl": raw}
+    command = d(st.sampled_from(["score", "verify", "predict", "predict"]))
+    if command == "verify":
+        argv = ["ledger", "verify", opt("--ledger", d.pick(["l.jsonl"], ["DIR", "none.jsonl"], 3))]
+        if head is not None:
+            argv.append(opt("--head", head))
+        return Case(argv, files, ["DIR"])
+    data, more = _data(d)
+    files.update(more)
+    if command == "score":
+        argv = ["score", opt("--ledger", "l.jsonl"), *data]
+        if head is not None:
+            argv.append(opt("--head", head))
+        argv += d.maybe("--json", JSON_TARGETS, BAD_JSON, 3, 2)
+        return Case(argv, files, ["DIR"])
+    argv = [
+        "predict",
+        *data,
+        opt("--form", d.pick(["composition", "log_additive"], ["bogus", "omega_only"], 4)),
+        opt("--at", d.pick(POINTS, BAD_POINTS, 2)),
+        opt("--ledger", d.pick(["l.jsonl", "new.jsonl", "sub/new.jsonl"], ["DIR"], 4)),
+        opt("--resamples", d.pick([20], [5, 10**9], 6)),
+    ]
+    argv += d.maybe("--tolerance", ["1", "5"], ["0", "-1", "inf", "nan"], 3, 2)
+    return Case(argv, files, ["DIR"])
+
+
+# ------------------------------------------------------------------ forms and simulate
+GOOD_TOML = [
+    b'mine = "L0 + a*omega*(H/16)**b"\n',
+    b'[mine]\nexpr = "L0 + a*H**b"\nvariables = ["H"]\nbounds = { b = [-2, 2] }\n',
+    b'[mine]\nexpr = "L0 + a*omega**c"\nstart = { c = [0, 2] }\ndescription = "d"\n',
+]
+BAD_TOML = [
+    b'[mine]\nexpr = "L0 + a*H"\nvariables = 5\n',
+    b'[mine]\nexpr = "L0 + a*H"\nbounds = "abc"\n',
+    b'[mine]\nexpr = "L0 + a*H**b"\nstart = { b = [20, 30] }\n',
+    b'[mine]\nexpr = "L0 + a*H**b"\nbounds = { a = [0, 1] }\n',
+    b'composition = "L0 + a*H"\n',
+    b"\xff\xfe = 1\n",
+    b"[[[\n",
+    b'mine = "L0 + a*loss"\n',
+    b"mine = 5\n",
+    b'[mine]\nexpr = "L0 + a*H**b"\nstart = { b = [-inf, 1] }\n',
+]
+
+
+@st.composite
+def forms_cases(draw) -> Case:
+    d = Draw(draw)
+    files: dict[str, bytes] = {}
+    dirs: list[str] = []
+    where = d.pick(["file", "file", "none"], ["dir"], 4)
+    if where == "file":
+        files["forms.toml"] = d.pick(GOOD_TOML, BAD_TOML, 1)
+    elif where == "dir":
+        dirs.append("forms.toml")
+    action = d(st.sampled_from(["list", "show", "add", "fit"]))
+    if action == "list":
+        return Case(["forms", "list"], files, dirs)
+    if action == "show":
+        return Case(["forms", "show", d.pick(["mine", "composition"], ["bogus"], 3)], files, dirs)
+    if action == "add":
+        expression = d(st.sampled_from(GOOD_FORMS)) if not d.hostile else d(odd_expressions)
+        return Case(
+            ["forms", "add", d.pick(["new"], ["mine", "composition", "1bad"], 2), expression],
+            files,
+            dirs,
+        )
+    data, more = _data(d)
+    files.update(more)
+    return Case(["fit", *data, "--form=mine"], files, dirs)
+
+
+TINY = "steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
+GOOD_CELLS = [
+    f"{c},{TINY}" for c in ("H=1", "H=2,keep=0.5", "H=1,lr=1e-3", "H=1,compressor=topk,keep=0.5")
+]
+BAD_CELLS = [
+    ",,,",
+    "",
+    "H=abc",
+    "width=1000000000",
+    "steps=100000000000000000",
+    "lr=nan",
+    "H=1,H=2",
+    "bogus=1",
+    "keep=2",
+    "M=1024,batch=16384,width=16384",
+    "seed=1",
+    f"H=0,{TINY}",
+    f"nesterov=maybe,{TINY}",
+]
+GOOD_SPEC = (
+    f"seeds = [0]\n[fixed]\n{TINY.replace(',', chr(10))}\n[[block]]\n[block.factors]\nH = [1, 2]\n"
+).encode()
+BAD_SPECS = [
+    b"fixed = 3\n",
+    b"block = 3\n",
+    b"[block]\nH = 1\n",
+    b"seeds = [0, 0]\n",
+    b"seeds = []\n",
+    b"[fixed]\nlr = nan\n",
+    b"[fixed]\nwidth = 1000000000\n",
+    b"\xff\xfe\n",
+    b"[[block]]\n[block.factors]\nH = ["
+    + b", ".join(b"%d" % i for i in range(1, 400))
+    + b"]\nM = ["
+    + b", ".join(b"%d" % i for i in range(1, 400))
+    + b"]\n",
+    b"[[block]]\n[block.factors]\nH = []\n",
+    b"bogus = 1\n",
+]
+
+
+@st.composite
+def simulate_cases(draw) -> Case:
+    d = Draw(draw)
+    files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n"}
+    argv = ["simulate"]
+    if d.chance(3):
+        files["s.toml"] = d.pick([GOOD_SPEC], BAD_SPECS, 1)
+        argv.append(d.pick(["s.toml"], ["DIR", "none.toml"], 3))
+    if len(argv) == 1 or d.chance(2):
+        argv.append(opt("--cell", d.pick(GOOD_CELLS, BAD_CELLS, 2)))
+        argv += d.maybe("--seeds", ["0", "0,1", "1,2"], ["0,0", "", "-1", "a"], 2, 2)
+    argv.append(
+        opt("--out", d.pick(["o.csv", "sub/o.csv", "blank.csv"], ["DIR", "", "junk.csv"], 3))
+    )
+    argv += d.maybe("--jobs", [1], [0, -1, 10**5], 4, 1)
+    return Case(argv, files, ["DIR"])
+
+
+def cases():
+    """Every kind of case."""
+    return st.one_of(
+        compare_cases(),
+        fit_cases(),
+        validate_cases(),
+        ci_cases(),
+        ledger_cases(),
+        forms_cases(),
+        simulate_cases(),
+    )
