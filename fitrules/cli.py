@@ -152,9 +152,7 @@ def _with_tuning(args, text: str, payload: dict) -> tuple[str, dict]:
         return text, payload
     from fitrules.report.text import render_tuning
 
-    return render_tuning(args.tuning) + "\n\n" + text, payload | {
-        "tuning": args.tuning.to_dict()
-    }
+    return render_tuning(args.tuning) + "\n\n" + text, payload | {"tuning": args.tuning.to_dict()}
 
 
 def _load(args):
@@ -668,6 +666,126 @@ def _ci(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- design
+def _add_design(sub) -> None:
+    p = sub.add_parser(
+        "design",
+        help="which runs to do next: cells that tell forms apart",
+        description="Rank candidate cells by how well a few seeds there would tell the forms "
+        "apart (or, with one form and --target, pin down its prediction there), choose a "
+        "batch under --budget, and print the commands of the loop design -> predict -> "
+        "simulate -> score.",
+    )
+    _add_data_options(p)
+    _add_tune_options(p)
+    p.add_argument(
+        "--forms", required=True, metavar="A,B[,...]", help="forms to discriminate, or one form"
+    )
+    p.add_argument(
+        "--form",
+        action="append",
+        default=[],
+        metavar='"NAME = EXPR"',
+        help="a form given inline, also to be named in --forms (repeatable)",
+    )
+    p.add_argument(
+        "--candidates",
+        default=None,
+        metavar='"H=2,8,32;keep=1/32"',
+        help="cells to consider (default: the grid's levels and geometric midpoints, minus "
+        "the cells already run)",
+    )
+    p.add_argument(
+        "--target",
+        default=None,
+        metavar='"H=256,omega=63"',
+        help="one form: the cell whose prediction the batch should pin down",
+    )
+    p.add_argument("--budget", type=int, default=24, help="runs to spend (default 24)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per cell, at least (default 3)")
+    p.add_argument("--max-seeds", type=int, default=12, help="seeds per cell, at most (12)")
+    p.add_argument("--power", type=float, default=0.8, help="power for seeds needed (0.8)")
+    p.add_argument("--alpha", type=float, default=0.05, help="two-sided level (0.05)")
+    p.add_argument("--design-splits", type=int, default=100, help="random-split refits (100)")
+    p.add_argument("--resamples", type=int, default=100, help="seed-bootstrap refits (100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of splits and bootstrap (0)")
+    p.add_argument("--ledger", default="design.jsonl", help="ledger named in the commands")
+    p.add_argument(
+        "--runs-out", default="design_runs.csv", help="results CSV named in the commands"
+    )
+    p.add_argument(
+        "--spec-out",
+        type=Path,
+        default=None,
+        help="write the batch as a simulate spec here (with --report: runs.toml inside it)",
+    )
+    p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    _add_report_options(p)
+    p.set_defaults(func=_design)
+
+
+def _design(args) -> int:
+    import shlex
+
+    from fitrules.design import batch_spec, design, loop_commands
+    from fitrules.forms import select_forms
+    from fitrules.report.design import design_report, render_design
+
+    _check_outputs(args)
+    names = [n.strip() for n in args.forms.split(",") if n.strip()]
+    inline = {f.split("=")[0].strip() for f in args.form}
+    forms = select_forms([n for n in names if n not in inline], args.form)
+    forms = sorted(forms, key=lambda f: names.index(f.name) if f.name in names else len(names))
+    grid = _load(args)
+    d = design(
+        grid,
+        forms,
+        args.candidates,
+        args.budget,
+        args.seeds,
+        args.max_seeds,
+        args.power,
+        args.alpha,
+        args.design_splits,
+        args.resamples,
+        args.seed,
+        args.target,
+    )
+    tuned = None
+    if args.tuning is not None:
+        tuned = {k: v for k, v in args.tuning.describe()["levels"].items()}
+    spec_text = batch_spec(d, grid, tuned)
+    spec_path = None
+    if spec_text is not None:
+        if args.report is not None:
+            spec_path = str(args.report / "runs.toml")
+        elif args.spec_out is not None:
+            spec_path = str(args.spec_out)
+    data_args: list[str] = []
+    if args.data is not None:
+        data_args += ["--data", str(args.data)]
+    for w in args.where or []:
+        data_args += ["--where", w]
+    for dv in args.derive:
+        data_args += ["--derive", dv]
+    for t in args.tune or []:
+        data_args += ["--tune", t]
+    if args.tune_seeds is not None:
+        data_args += ["--tune-seeds", args.tune_seeds]
+    d.commands = loop_commands(d, data_args, args.ledger, spec_path, args.runs_out)
+    if args.report is not None:
+        design_report(d, args.report, _command_line(), spec_text, args.force)
+    elif args.spec_out is not None and spec_text is not None:
+        from fitrules.util import atomic_write_text
+
+        atomic_write_text(args.spec_out, spec_text)
+    text = render_design(d)
+    if args.report is not None:
+        text += f"\n\nreport written to {shlex.quote(str(args.report))}/report.md"
+    _emit(args, *_with_tuning(args, text, d.to_dict() | {"spec": spec_text}))
+    return 0
+
+
 # ---------------------------------------------------------------- predict / score
 def _add_predict(sub) -> None:
     p = sub.add_parser(
@@ -678,6 +796,7 @@ def _add_predict(sub) -> None:
         "hash-chained ledger.",
     )
     _add_data_options(p)
+    _add_tune_options(p)
     p.add_argument("--form", required=True, metavar='NAME or "NAME = EXPR"')
     p.add_argument("--at", required=True, metavar='"H=8,keep=0.25"', help="the cell predicted")
     p.add_argument(
@@ -765,8 +884,8 @@ def _add_score(sub) -> None:
 
 def _score(args) -> int:
     from fitrules.grids import load_grid
-    from fitrules.ledger import score_ledger
-    from fitrules.report.text import render_scores
+    from fitrules.ledger import compare_scored, score_ledger
+    from fitrules.report.text import render_scored_pairs, render_scores
 
     if args.data is None:
         raise FitrulesError("score needs --data: the results table with the new runs")
@@ -774,9 +893,17 @@ def _score(args) -> int:
         args.ledger,
         load_grid(args.data, metric=args.metric, where=args.where or [], derive=args.derive),
     )
+    pairs = compare_scored(table)
     from fitrules.util import json_ready
 
-    _emit(args, render_scores(table), json_ready({"scores": table.to_dict("records")}))
+    text = render_scores(table)
+    if len(pairs):
+        text += "\n\n" + render_scored_pairs(pairs)
+    _emit(
+        args,
+        text,
+        json_ready({"scores": table.to_dict("records"), "pairs": pairs.to_dict("records")}),
+    )
     return 0
 
 
@@ -797,6 +924,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 _ADDERS = [
     _add_compare,
+    _add_design,
     _add_fit,
     _add_validate,
     _add_ci,

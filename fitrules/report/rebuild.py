@@ -3,24 +3,34 @@
     python -m fitrules.report.rebuild          # all of them
     python -m fitrules.report.rebuild default  # one
 
-Each entry is a plain fitrules command line, so a reader can rerun any one by hand.
+Each entry is a plain fitrules command line, so a reader can rerun any one by hand; the
+design loops run ``python -m fitrules.report.loop DIR FORMS BUDGET`` (design, then the
+commands it prints: predictions to a ledger, the harness, the score).
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 from fitrules.cli import main
 from fitrules.paths import project_root
 
-REPORTS = {
+REPORTS: dict[str, str | tuple] = {
     "default": "compare --splits 300 --report reports/default",
     "wide": "compare --data data/wide.csv --splits 300 --report reports/wide",
     "paired-ci": "ci --report reports/paired-ci",
     "paired-ci-untuned": "ci --data data/paired.csv --baseline algo=sync "
     "--treatment algo=diloco,H=16,keep=1 --report reports/paired-ci-untuned",
     "tuned": "compare --data data/tuned.csv --tune lr --splits 300 --report reports/tuned",
+    "design-loop-additive": ("loop", "reports/design-loop/additive", "composition,additive", 24),
+    "design-loop-log_additive": (
+        "loop",
+        "reports/design-loop/log_additive",
+        "composition,log_additive",
+        24,
+    ),
     "fit-composition": "fit --form composition --report reports/fit-composition",
     "validation": "compare --data data/main.csv --where 'lr == 3e-4' --split random "
     "--split leave-one-level-out:H --split extrapolate:H --split transfer "
@@ -36,7 +46,18 @@ def rebuild(names: list[str] | None = None) -> int:
         if name not in REPORTS:
             print(f"unknown report {name!r}; known: {', '.join(REPORTS)}", file=sys.stderr)
             return 2
-        args = [*shlex.split(REPORTS[name]), "--force"]
+        entry = REPORTS[name]
+        if isinstance(entry, tuple):
+            from fitrules.report.loop import run_loop
+
+            _, target, forms, budget = entry
+            print(f"python -m fitrules.report.loop {target} {forms} {budget}", file=sys.stderr)
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            code = run_loop(Path(target), forms, budget)
+            if code:
+                return code
+            continue
+        args = [*shlex.split(entry), "--force"]
         print(f"fitrules {shlex.join(args)}", file=sys.stderr)
         code = main(args)
         if code:

@@ -395,7 +395,7 @@ def render_tuning(tuning, max_rows: int = 24) -> str:
             break
         where = ", ".join(f"{c}={_fmt_level(r[c])}" for c in tuning.configuration) or "all"
         picks = "; ".join(
-            f"{c[len('chosen_'):]} {' / '.join(_fmt_level(v) for v in r[c])}" for c in chosen_cols
+            f"{c[len('chosen_') :]} {' / '.join(_fmt_level(v) for v in r[c])}" for c in chosen_cols
         )
         lines.append(
             f"  {where}: {picks}; value {r['honest']:.4f}, chosen on the same seeds "
@@ -407,4 +407,31 @@ def render_tuning(tuning, max_rows: int = 24) -> str:
             f"configurations by {d['mean_optimism']:.4f} on average"
         )
     lines += [f"  warning: {w}" for w in tuning.warnings]
+    return "\n".join(lines)
+
+
+def render_scored_pairs(pairs) -> str:
+    """Paired tests of forms over the new runs at cells both predicted."""
+    lines = [
+        "Forms compared on the new runs (predictions fixed before the runs; per run, squared "
+        "error of the first minus the second; t test over runs, Holm across pairs):"
+    ]
+    for r in pairs.to_dict("records"):
+        if not r["runs"]:
+            lines.append(f"  {r['a']} vs {r['b']}: no cell predicted by both has runs yet")
+            continue
+        lo, hi = r["ci"]
+        if r["p"] is None:
+            verdict = "too few runs for a test"
+        elif r["p_holm"] is not None and r["p_holm"] < 0.05:
+            verdict = f"{r['a'] if r['mean_sq_diff'] < 0 else r['b']} predicted the new runs better"
+        else:
+            verdict = "the new runs do not separate them"
+        ci = "" if lo is None else f" (interval {lo:+.3g} to {hi:+.3g})"
+        lines.append(
+            f"  {r['a']} vs {r['b']} on {r['cells']} cells, {r['runs']} runs: {verdict}; mean "
+            f"squared-error difference {r['mean_sq_diff']:+.3g}{ci}, p = {fmt_p(r['p'])}, Holm "
+            f"{fmt_p(r['p_holm'])}; {r['a']} closer at {r['a_closer_cells']} of {r['cells']} "
+            "cells"
+        )
     return "\n".join(lines)

@@ -11,6 +11,8 @@ factors, on top of its own and the spec's fixed settings::
     [block.factors]
     H = [1, 4, 16, 64]
     keep = [1.0, 0.5]
+
+A block may carry its own ``seeds`` list (a designed batch gives each cell its own count).
 """
 
 from __future__ import annotations
@@ -96,8 +98,14 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
             if not isinstance(levels, list) or not levels:
                 raise SimError(f"{source}: factor {name!r} needs a non-empty list of levels")
         names = list(factors)
+        block_seeds = block.get("seeds", seeds)
+        if not block_seeds or not all(isinstance(s, int) and s >= 0 for s in block_seeds):
+            raise SimError(
+                f"{source}: block {i + 1} seeds={block_seeds!r} must be a non-empty list of "
+                "integers >= 0"
+            )
         for combo in itertools.product(*(factors[n] for n in names)):
-            for seed in seeds:
+            for seed in block_seeds:
                 values = {**fixed, **bfixed, **dict(zip(names, combo, strict=True)), "seed": seed}
                 runs.append(_config(values, source))
     if len(set(runs)) != len(runs):
