@@ -727,6 +727,8 @@ def _add_design(sub) -> None:
 def _design(args) -> int:
     import shlex
 
+    import numpy as np
+
     from fitrules.design import batch_spec, design, loop_commands
     from fitrules.forms import select_forms
     from fitrules.report.design import design_report, render_design
@@ -755,6 +757,13 @@ def _design(args) -> int:
     if args.tuning is not None:
         tuned = {k: v for k, v in args.tuning.describe()["levels"].items()}
     spec_text = batch_spec(d, grid, tuned)
+    if tuned and len(d.chosen):
+        per = int(np.prod([len(v) for v in tuned.values()]))
+        d.notes.append(
+            f"the grid is tuned: each chosen cell runs at every level of "
+            f"{', '.join(tuned)} ({per} levels), {per * int(d.chosen['runs'].sum())} runs in "
+            "all, and score tunes the new runs the same way"
+        )
     spec_path = None
     if spec_text is not None:
         if args.report is not None:
@@ -878,6 +887,7 @@ def _add_score(sub) -> None:
     )
     p.add_argument("--ledger", type=Path, required=True)
     _add_data_options(p)
+    _add_tune_options(p)
     p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
     p.set_defaults(func=_score)
 
@@ -891,7 +901,10 @@ def _score(args) -> int:
         raise FitrulesError("score needs --data: the results table with the new runs")
     table = score_ledger(
         args.ledger,
-        load_grid(args.data, metric=args.metric, where=args.where or [], derive=args.derive),
+        _tuned(
+            args,
+            load_grid(args.data, metric=args.metric, where=args.where or [], derive=args.derive),
+        ),
     )
     pairs = compare_scored(table)
     from fitrules.util import json_ready

@@ -531,7 +531,8 @@ def batch_spec(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> s
     every level of the tuned factors. None when the grid was not made by the harness."""
     cells = run_cells(d)
     fields = _run_fields()
-    if cells is None or not len(d.chosen) or not set(fields) - {"seed"} <= set(grid.runs.columns):
+    needed = set(fields) - {"seed"} - set(tuned or {})
+    if cells is None or not len(d.chosen) or not needed <= set(grid.runs.columns):
         return None
     varying = set(d.variables) | {"keep"} | set(tuned or {})
     fixed = {}
@@ -605,5 +606,9 @@ def loop_commands(
             f"# run the chosen cells with {d.settings.get('seeds')} or more seeds each "
             f"and collect the results in {runs_path}"
         )
-    out.append(shlex.join(["fitrules", "score", "--ledger", ledger, "--data", runs_path]))
+    tune = []
+    for i, a in enumerate(data_args):
+        if a in ("--tune", "--tune-seeds"):
+            tune += [a, data_args[i + 1]]
+    out.append(shlex.join(["fitrules", "score", "--ledger", ledger, "--data", runs_path, *tune]))
     return out

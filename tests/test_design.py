@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import DATA
 from fitrules.cli import main
 from fitrules.design import candidate_cells, design
 from fitrules.errors import FitrulesError
@@ -145,3 +146,32 @@ def test_spec_blocks_take_their_own_seeds():
         "[block.fixed]\nH = 4\n[[block]]\n[block.fixed]\nH = 8\n"
     )
     assert [(r.H, r.seed) for r in spec.runs] == [(4, 5), (4, 6), (8, 0)]
+
+
+def test_design_on_a_tuned_grid_runs_every_level_and_scores_tuned(tmp_path, capsys):
+    spec_out = tmp_path / "runs.toml"
+    code = main(
+        [
+            "design",
+            "--data",
+            str(DATA / "tuned.csv"),
+            "--tune",
+            "lr",
+            "--forms",
+            "free_omega,composition",
+            "--budget",
+            "12",
+            "--design-splits",
+            "20",
+            "--resamples",
+            "20",
+            "--spec-out",
+            str(spec_out),
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    spec = parse_spec(spec_out.read_text(), "runs.toml")
+    assert {r.lr for r in spec.runs} == {3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2}
+    assert min(r.seed for r in spec.runs) == 6  # the tuned grid's seeds are 0 to 5
+    assert "--tune lr" in out.split("fitrules score")[1] and "every level of lr" in out
