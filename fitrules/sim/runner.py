@@ -1,15 +1,16 @@
-"""Run a grid spec in processes, appending each finished run to the output at once.
+"""Run a grid spec in processes or on a Dask cluster, appending each finished run at once.
 
 The output CSV is the checkpoint: runs already in it are skipped, so an interrupted grid
 resumes where it stopped and loses at most the runs in flight. When every run is in, the
 file is rewritten (atomically) in spec order so the committed table does not depend on
 which process finished first, and a manifest is written beside it.
 
-Every way of running (here, or in a local process pool) hands its results to one
-:class:`_Checkpoint`, which writes each run once. A run that raises is recorded as failed
-and the others go on; at the end :class:`~fitrules.errors.SimError` names the failed runs
-and their errors, every finished run is in the output, and the final rewrite and manifest
-wait for a rerun that completes the grid.
+Every way of running (here, in a local process pool, or on a Dask cluster through
+:mod:`fitrules.sim.cluster`) hands its results to one :class:`_Checkpoint`, which writes
+each run once. A run that raises is recorded as failed and the others go on; at the end
+:class:`~fitrules.errors.SimError` names the failed runs and their errors, every finished
+run is in the output, and the final rewrite and manifest wait for a rerun that completes
+the grid.
 """
 
 from __future__ import annotations
@@ -223,6 +224,7 @@ def simulate(
     jobs: int = 1,
     show_progress: bool | None = None,
     command: str | None = None,
+    scheduler: str | None = None,
     on_run: Callable[[dict], None] | None = None,
 ) -> pd.DataFrame:
     """Run every run of ``spec`` not already in ``out``; return the finished table.
@@ -231,9 +233,12 @@ def simulate(
     ----------
     spec : the grid to run.
     out : CSV path; created, or resumed if it holds runs of the same spec.
-    jobs : number of worker processes.
+    jobs : number of local worker processes (without ``scheduler``).
     show_progress : progress bar on stderr; default when stderr is a terminal.
     command : the command line recorded in the manifest.
+    scheduler : run each run as a task on a Dask cluster instead: a scheduler address such
+        as ``tcp://host:8786``, or ``local:N`` for a local cluster of N single-threaded
+        processes (needs the ``distributed`` extra; see :mod:`fitrules.sim.cluster`).
     on_run : called with each finished run's row once it is in ``out``; an exception it
         raises stops the grid, with every finished run kept.
 
@@ -244,24 +249,45 @@ def simulate(
     Raises
     ------
     SimError
-        If ``out`` holds something else, or some runs failed (named in the message; the runs
-        that finished are in ``out``, and a rerun retries the others).
+        If ``out`` holds something else, the scheduler cannot be used or its workers do not
+        match this process, or some runs failed (named in the message; the runs that
+        finished are in ``out``, and a rerun retries the others).
 
     Example
     -------
-    >>> simulate(load_spec("data/specs/smoke.toml"), Path("smoke.csv"), jobs=2)
+    >>> simulate(load_spec("data/specs/smoke.toml"), Path("smoke.csv"), scheduler="local:2")
     ... # doctest: +SKIP
     """
     out = Path(out)
     if jobs < 1:
         raise SimError(f"--jobs {jobs}: must be >= 1")
+    if scheduler is not None and jobs != 1:
+        raise SimError(
+            f"--jobs {jobs} with --scheduler {scheduler}: give one of them; on a cluster "
+            "the workers' threads decide how many runs go at once"
+        )
+    if scheduler is not None:
+        from fitrules.sim import cluster
+
+        cluster.parse_scheduler(scheduler)
     corpus = load_corpus()
     done = _existing(out, spec)
     todo = [cfg for cfg in spec.runs if run_key(cfg) not in done]
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    with _Checkpoint(out, spec, done, show_progress, on_run) as checkpoint:
-        if jobs == 1 or len(todo) <= 1:
+    # The manifest names where the runs ran: the local jobs, or the scheduler and its workers
+    # with the runs each finished this time.
+    where: dict = {"jobs": jobs} if scheduler is None else {"scheduler": scheduler, "workers": {}}
+    with ExitStack() as stack:
+        client = None
+        if scheduler is not None and todo:
+            client = stack.enter_context(cluster.connect(scheduler))
+            workers = dict.fromkeys(cluster.check_workers(client), 0)
+        checkpoint = stack.enter_context(_Checkpoint(out, spec, done, show_progress, on_run))
+        if client is not None:
+            ran = cluster.run_grid(client, todo, checkpoint.append, checkpoint.fail)
+            where["workers"] = dict(sorted({**workers, **ran}.items()))
+        elif jobs == 1 or len(todo) <= 1:
             _run_here(todo, checkpoint)
         else:
             _run_pool(todo, jobs, checkpoint)
@@ -281,7 +307,7 @@ def simulate(
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "runs": len(table),
         "runs_this_invocation": len(todo),
-        "jobs": jobs,
+        **where,
         "wall_s_this_invocation": round(time.perf_counter() - t0, 1),
         "wall_s_per_run": [float(x) for x in table["wall_s"]],
     }
