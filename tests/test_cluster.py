@@ -134,12 +134,7 @@ def test_a_run_that_keeps_failing_is_named_and_the_rest_kept(tmp_path, distribut
 
 def test_a_worker_killed_mid_grid_loses_nothing(tmp_path, distributed):
     out = tmp_path / "smoke.csv"
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as lc,
-        distributed.Client(lc) as client,
-    ):
+    with cluster.local_cluster(2) as lc, distributed.Client(lc) as client:
         pids = client.run(os.getpid)
         killed = []
 

@@ -79,6 +79,27 @@ def parse_scheduler(scheduler: str) -> int | str:
     return target
 
 
+def local_cluster(n_workers: int):
+    """A ``distributed.LocalCluster`` of ``n_workers`` processes of one thread each.
+
+    Its workers keep glibc's default memory allocation, as the processes of ``--jobs`` do.
+    Dask's nanny otherwise sets ``MALLOC_TRIM_THRESHOLD_`` in each worker, which pins glibc's
+    mmap threshold: every large numpy temporary of a run is then mapped and unmapped again,
+    and the runs of ``data/specs/workers.toml`` take about twice as long.
+    """
+    distributed = _distributed()
+    import dask
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return distributed.LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,  # fitrules reports what matters: failed runs
+        )
+
+
 @contextmanager
 def connect(scheduler: str) -> Iterator[Client]:
     """A client of ``scheduler`` with at least one worker, closed on exit.
@@ -90,14 +111,7 @@ def connect(scheduler: str) -> Iterator[Client]:
     distributed = _distributed()
     with ExitStack() as stack:
         if isinstance(target, int):
-            cluster = distributed.LocalCluster(
-                n_workers=target,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=logging.ERROR,  # fitrules reports what matters: failed runs
-            )
-            stack.enter_context(cluster)
+            cluster = stack.enter_context(local_cluster(target))
             address = cluster.scheduler_address
         else:
             address = target
