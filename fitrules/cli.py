@@ -28,6 +28,14 @@ def _add_simulate(sub) -> None:
     p.add_argument("--out", type=Path, required=True, help="results CSV to create or resume")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run each run as a task on a Dask cluster instead: a scheduler address "
+        "(tcp://host:8786) or local:N for N local processes; needs "
+        'pip install "fitrules[distributed]"',
+    )
+    p.add_argument(
         "--cell",
         help='one configuration, e.g. "H=8,keep=0.25", on top of the '
         "spec's fixed settings when a spec is given",
@@ -58,7 +66,12 @@ def _simulate(args) -> int:
     else:
         raise FitrulesError("simulate needs a SPEC file or --cell")
     table = simulate(
-        spec, args.out, jobs=args.jobs, show_progress=args.progress, command=_command_line()
+        spec,
+        args.out,
+        jobs=args.jobs,
+        show_progress=args.progress,
+        command=_command_line(),
+        scheduler=args.scheduler,
     )
     n_div = int(table["diverged"].astype(str).str.lower().eq("true").sum())
     print(f"{args.out}: {len(table)} runs of {spec.name!r} ({n_div} diverged)")

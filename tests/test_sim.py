@@ -112,6 +112,25 @@ def test_interrupted_grid_resumes(tmp_path):
     np.testing.assert_allclose(pd.read_csv(out)["loss"], committed["loss"], rtol=1e-4)
 
 
+def test_a_failing_run_is_named_and_the_others_kept(tmp_path, monkeypatch):
+    from fitrules.sim import runner
+
+    spec = load_spec(DATA / "specs" / "smoke.toml")
+    victim = next(r for r in spec.runs if (r.H, r.keep, r.seed) == (4, 0.25, 1))
+    real_run = runner.run
+    monkeypatch.setattr(
+        runner, "run", lambda cfg, corpus: 1 / 0 if cfg == victim else real_run(cfg, corpus)
+    )
+    out = tmp_path / "smoke.csv"
+    with pytest.raises(SimError, match=r"1 run\(s\) failed: H=4,keep=0.25,seed=1: ZeroDivision"):
+        simulate(spec, out, show_progress=False)
+    assert len(pd.read_csv(out)) == 11 and not (tmp_path / "smoke.manifest.json").exists()
+    monkeypatch.undo()
+    simulate(spec, out, show_progress=False)
+    committed = pd.read_csv(DATA / "smoke.csv")
+    np.testing.assert_allclose(pd.read_csv(out)["loss"], committed["loss"], rtol=1e-4)
+
+
 def test_output_of_another_spec_is_refused(tmp_path):
     out = tmp_path / "g.csv"
     pd.read_csv(DATA / "smoke.csv").to_csv(out, index=False)
