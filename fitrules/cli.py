@@ -24,7 +24,13 @@ def _add_simulate(sub) -> None:
         description="Run the numpy DiLoCo harness over a grid spec, appending "
         "each finished run to --out (resumable), and write a manifest beside it.",
     )
-    p.add_argument("spec", nargs="?", type=Path, help="grid spec (TOML); see data/specs/")
+    p.add_argument(
+        "spec",
+        nargs="?",
+        type=Path,
+        help="grid spec (TOML), or the name of a committed spec such as main "
+        "(data/specs/main.toml; shipped with the package)",
+    )
     p.add_argument("--out", type=Path, required=True, help="results CSV to create or resume")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     p.add_argument(

@@ -66,10 +66,17 @@ def default_grid(where: Sequence[str] | None = None) -> tuple[Path, list[str]]:
 
 
 def display_path(path: Path) -> str:
-    """``path`` relative to the working directory or the checkout, never this machine's root."""
-    from fitrules.paths import project_root
+    """``path`` relative to the working directory or the checkout, never this machine's root.
+
+    The data shipped inside an installed package shows as ``data/NAME``, as in a checkout.
+    """
+    from fitrules.paths import packaged_data_dir, project_root
 
     path = Path(path)
+    try:
+        return str(Path("data") / path.resolve().relative_to(packaged_data_dir()))
+    except ValueError:
+        pass
     for base in (Path.cwd(), project_root()):
         try:
             return str(path.resolve().relative_to(base.resolve()))
