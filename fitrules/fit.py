@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import qmc
 
 from fitrules import expr as ex
 from fitrules.errors import FitrulesError
@@ -170,6 +169,8 @@ def _theta_grid(s: Structure, opts: FitOptions) -> np.ndarray:
         k = opts.grid_points[q - 1]
         axes = [np.linspace(lo[i], hi[i], k) for i in range(q)]
         return np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
+    from scipy.stats import qmc  # only for four or more nonlinear constants: slow to import
+
     pts = qmc.Sobol(q, scramble=True, seed=0).random(opts.grid_points_high_dim)
     return lo + pts * (hi - lo)
 
