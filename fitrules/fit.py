@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fitrules import expr as ex
+from fitrules._modules import make_callable
 from fitrules.errors import FitrulesError
 from fitrules.forms import Form, Structure
 
@@ -377,12 +378,21 @@ def _gather(X, y, masks):
     T = len(masks)
     return (
         {v: np.broadcast_to(a, (T, len(a))) for v, a in X.items()},
-        np.broadcast_to(y, (T, len(y))),
+        np.broadcast_to(y, (T, y.shape[-1])),  # y may be (n,) or one row per fit (T, n)
         masks,
     )
 
 
-def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opts: FitOptions):
+def _lm(
+    cf: CompiledForm,
+    X,
+    y,
+    masks,
+    objective: Objective,
+    x0: np.ndarray,
+    opts: FitOptions,
+    scaled: bool | None = None,
+):
     """Levenberg-Marquardt on all constants, every row (a split and a start) at once.
 
     Least-squares objectives use the Gauss-Newton model; log-Huber uses the iteratively
@@ -391,6 +401,8 @@ def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opt
     system. A step is kept only where it lowers the objective; the damping of each row
     adapts on its own. A row is done when a kept step gains less than 1e-9 (relative), its
     steps vanish, or no damping finds a lower point.
+    ``y`` is (n,) or one target vector per row (T, n). ``scaled`` (default: for log-Huber)
+    solves a Jacobi-scaled system.
     Returns the constants, the objective and which rows converged.
     """
     X, y, m = _gather(X, y, masks)
@@ -400,6 +412,7 @@ def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opt
         inner_lo = np.where(np.isfinite(lo), lo + 1e-12 * (1 + np.abs(lo)), lo)
         inner_hi = np.where(np.isfinite(hi), hi - 1e-12 * (1 + np.abs(hi)), hi)
     huber = objective.kind == "log_huber"
+    scaled = huber if scaled is None else scaled
 
     def evaluate(x, rows):
         Xr = {v: a[rows] for v, a in X.items()}
@@ -438,7 +451,7 @@ def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opt
             H = Jt @ J
         diag = np.maximum(np.diagonal(H, axis1=1, axis2=2), 1e-30)
         A = H + lam[idx, None, None] * (diag[:, :, None] * np.eye(cf.p))
-        if huber:
+        if scaled:
             # Jacobi scaling first: Huber's weights (delta/|r| outside +-delta) and constants
             # of very different sizes (B ~ 1e3 next to an exponent ~ 0.3) put the diagonal
             # entries 1e10 apart, and the solver's ridge, relative to the trace, would swamp
@@ -762,6 +775,40 @@ def fit(
     return fit_splits(form, X, y, np.ones((1, len(y)), bool), objective, options)[0]
 
 
+def refit(
+    form: Form,
+    X: dict[str, np.ndarray],
+    Y: np.ndarray,
+    start: dict[str, float],
+    objective: Objective | None = None,
+    options: FitOptions | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Refit ``form`` to many target vectors at once, each from the constants ``start``.
+
+    For bootstrap replicates of a fit: each row of ``Y`` (B, n) is a resampled version of the
+    data the fit at ``start`` was made on, so its optimum lies near ``start`` and a local
+    Levenberg-Marquardt (Jacobi-scaled, all rows at once) finds it, where a global search
+    per replicate would cost a search each.
+
+    Returns
+    -------
+    params : (B, p) constants in the order of ``form.constants``.
+    objective : (B,) training objective of each refit.
+    converged : (B,) whether each refit converged (a row that did not is not a refit).
+    """
+    objective = objective or Objective()
+    options = options or FitOptions()
+    cf = CompiledForm(form)
+    Y = np.atleast_2d(np.asarray(Y, float))
+    x0 = np.tile([start[c] for c in cf.s.constants], (len(Y), 1)).astype(float)
+    masks = np.ones(Y.shape, bool)
+    return _lm(cf, X, Y, masks, objective, x0, options, scaled=True)
+
+
 def predict(form: Form, X: dict[str, np.ndarray], constants: dict[str, float]) -> np.ndarray:
     cf = CompiledForm(form)
     return cf.predict(X, np.array([constants[c] for c in cf.s.constants], float))
+
+
+# fr.fit(...) calls fitrules.api.fit; see fitrules._modules
+make_callable(__name__, "fitrules.api.fit")
