@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -298,8 +299,13 @@ class PairedCI:
     warnings: list[str] = field(default_factory=list)
     holm_t_p: float | None = None
     holm_wilcoxon_p: float | None = None
-    units: str = "nats"
+    units: str = ""  # the metric's unit, empty when unknown
     tuned: str = ""  # how the arms were tuned, if they were
+    metric: str = ""
+
+    @property
+    def _unit(self) -> str:
+        return f"{self.units} " if self.units else ""
 
     def sentence(self, lower_is_better: bool = True) -> str:
         core = self._core(lower_is_better)
@@ -313,17 +319,92 @@ class PairedCI:
         if lo <= 0 <= hi:
             return (
                 f"{self.treatment} vs {self.baseline}: mean difference {self.mean_diff:+.4g} "
-                f"{self.units} {over} ({interval}): not distinguishable from zero"
+                f"{self._unit}{over} ({interval}): not distinguishable from zero"
             )
         better = (self.mean_diff < 0) == lower_is_better
         verb = "beat" if better else "was worse than"
         return (
             f"{self.treatment} {verb} {self.baseline} by {abs(self.mean_diff):.4g} "
-            f"{self.units} {over} ({self.pct_of_baseline:+.2f}% of the baseline; {interval})"
+            f"{self._unit}{over} ({self.pct_of_baseline:+.2f}% of the baseline; {interval})"
         )
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class PairedIntervals:
+    """Paired-seed intervals of several treatments against one baseline: what ``fitrules.ci``
+    returns.
+
+    Attributes
+    ----------
+    results : one :class:`PairedCI` per treatment.
+    data : where the runs came from; settings : level, resamples, seed, baseline.
+    tuning : the :class:`fitrules.tune.Tuning` applied first, if any.
+    """
+
+    results: list[PairedCI]
+    data: dict
+    settings: dict
+    tuning: Any = None
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per treatment: pairs, mean difference, intervals and p-values."""
+        return pd.DataFrame([r.to_dict() for r in self.results]).drop(columns=["diffs"])
+
+    def to_dict(self) -> dict:
+        from fitrules.util import json_ready
+
+        out = {
+            "data": self.data,
+            "settings": self.settings,
+            "results": [dict(r.to_dict(), sentence=r.sentence()) for r in self.results],
+        }
+        if self.tuning is not None:
+            out["tuning"] = self.tuning.to_dict()
+        return json_ready(out)
+
+    def to_json(self, path=None) -> str:
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        import json
+        from pathlib import Path
+
+        from fitrules.util import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text)
+        return text
+
+    def __str__(self) -> str:
+        from fitrules.report.text import render_ci
+
+        return render_ci(self.results, self.to_dict())
+
+    def __repr__(self) -> str:
+        return f"PairedIntervals({'; '.join(r.sentence() for r in self.results)})"
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import intervals_html
+
+        return intervals_html(self)
+
+    def plot(self, i: int = 0, ax=None):
+        """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes)."""
+        from fitrules.report import figures
+
+        return figures.paired_differences(self.results[i], ax)
+
+    def report(self, target, force: bool = False, command: str = ""):
+        """Write a report directory: report.md, one figure per treatment, results.json."""
+        from pathlib import Path
+
+        from fitrules.report.markdown import ci_report
+
+        payload = self.to_dict() | {"command": command}
+        return ci_report(self.results, payload, Path(target), command, force, self.tuning)
 
 
 def paired_ci(
@@ -335,6 +416,7 @@ def paired_ci(
     level: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
+    unit: str | None = None,
 ) -> list[PairedCI]:
     """Pair runs by seed and estimate treatment - baseline for each treatment.
 
@@ -416,7 +498,6 @@ def paired_ci(
                     + ("; prefer the bootstrap interval" if n >= BCA_MIN_PAIRS else "")
                 )
         base_mean = float(base.loc[common].mean())
-        units = "nats" if metric in ("loss", "val_loss") else f"({metric})"
         out.append(
             PairedCI(
                 label(sel),
@@ -436,7 +517,8 @@ def paired_ci(
                 exact,
                 {k: [_plain(s) for s in v] for k, v in dropped.items()},
                 warnings,
-                units=units,
+                units=unit or "",
+                metric=metric,
             )
         )
     if len(out) > 1:

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, fields
 from datetime import UTC, datetime
@@ -100,12 +101,29 @@ def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
     return {_row_key(r): r for r in rows}
 
 
+LOG_EVERY_S = 10.0
+
+
+def _finished(out: Path, spec: GridSpec) -> bool:
+    """``out`` holds every run of ``spec`` in spec order, with its manifest beside it."""
+    try:
+        manifest = json.loads(manifest_path(out).read_text())
+        table = pd.read_csv(out, keep_default_na=False)
+    except (OSError, ValueError):
+        return False
+    if manifest.get("spec_sha256") != spec.sha256 or manifest.get("runs") != len(spec.runs):
+        return False
+    keys = [_row_key(r) for r in table.to_dict("records")]
+    return keys == [run_key(cfg) for cfg in spec.runs]
+
+
 def simulate(
     spec: GridSpec,
     out: Path,
     jobs: int = 1,
     show_progress: bool | None = None,
     command: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Run every run of ``spec`` not already in ``out``; return the finished table.
 
@@ -116,6 +134,13 @@ def simulate(
     jobs : number of worker processes.
     show_progress : progress bar on stderr; default when stderr is a terminal.
     command : the command line recorded in the manifest.
+    log : called with a line of progress, at most every ``LOG_EVERY_S`` seconds and at the
+        end, when no progress bar is shown (stderr not a terminal): a long grid is never
+        silent in a log file.
+
+    Nothing is written when every run is already in ``out`` in spec order and the manifest
+    beside it describes the same spec: rerunning a finished grid (``make grids`` after a
+    fresh clone, whose file times say nothing) leaves the committed files as they are.
     """
     out = Path(out)
     if jobs < 1:
@@ -123,6 +148,11 @@ def simulate(
     corpus = load_corpus()
     done = _existing(out, spec)
     todo = [cfg for cfg in spec.runs if run_key(cfg) not in done]
+    if not todo and _finished(out, spec):
+        return pd.read_csv(out)
+    bar_shown = show_progress if show_progress is not None else sys.stderr.isatty()
+    last_log = [time.perf_counter()]
+    n_diverged = [0]
     out.parent.mkdir(parents=True, exist_ok=True)
     columns = None
     t0 = time.perf_counter()
@@ -148,6 +178,15 @@ def simulate(
             os.fsync(fh.fileno())
             done[run_key(RunConfig(**{k: row[k] for k in KEY_FIELDS}))] = row
             bar.update(1)
+            n_diverged[0] += str(row.get("diverged")).lower() == "true"
+            now = time.perf_counter()
+            if log is not None and not bar_shown:
+                if now - last_log[0] >= LOG_EVERY_S or len(done) == len(spec.runs):
+                    last_log[0] = now
+                    log(
+                        f"{spec.name}: {len(done)} of {len(spec.runs)} runs done "
+                        f"({n_diverged[0]} of this invocation diverged), {now - t0:.0f} s"
+                    )
 
         if jobs == 1 or len(todo) <= 1:
             _init_worker()
