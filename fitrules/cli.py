@@ -623,10 +623,12 @@ def _forms_list(args) -> int:
     from fitrules.forms import available_forms
 
     forms = available_forms()
-    w = max(len(n) for n in forms)
+    heads = {
+        n: n + (f"({', '.join(f.variables)})" if f.variables else "") for n, f in forms.items()
+    }
+    w = max(len(h) for h in heads.values())
     for name, f in forms.items():
-        declared = f"({', '.join(f.variables)})" if f.variables else ""
-        _say(args, f"{(name + declared).ljust(w)}  {f.expression}    [{f.source}]")
+        _say(args, f"{heads[name].ljust(w)}  {f.expression}    [{f.source}]")
     return 0
 
 
