@@ -555,6 +555,13 @@ def _add_fit(sub, common) -> None:
     _add_bootstrap_options(g)
     _add_json_option(p)
     _add_report_options(p)
+    p.add_argument(
+        "--no-cells",
+        dest="cells",
+        action="store_false",
+        help="leave the per-cell table (observed values, predictions, residuals) out of the "
+        "JSON and the report's results.json, e.g. for data that may not be redistributed",
+    )
     p.set_defaults(func=_fit)
 
 
@@ -578,8 +585,8 @@ def _fit(args) -> int:
         tune_seeds=_tune_seeds(args),
     )
     if args.report is not None:
-        fitted.report(args.report, args.force, _command_line())
-    _emit(args, str(fitted), fitted.to_dict())
+        fitted.report(args.report, args.force, _command_line(), args.cells)
+    _emit(args, str(fitted), fitted.to_dict(args.cells))
     return 0
 
 

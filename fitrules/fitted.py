@@ -160,8 +160,9 @@ class FittedForm:
 
         return fitted_html(self)
 
-    def to_dict(self) -> dict:
-        """Everything, JSON-ready (NaN and infinities become null)."""
+    def to_dict(self, cells: bool = True) -> dict:
+        """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out
+        the per-cell table (observed values, predictions, residuals)."""
         out = {
             "fitrules_version": __version__,
             "data": self.data,
@@ -174,8 +175,9 @@ class FittedForm:
             "degenerate": self.result.degenerate,
             "reasons": self.reasons,
             "uncertainty": self.uncertainty.to_dict(),
-            "cells": self.residuals.to_dict("records"),
         }
+        if cells:
+            out["cells"] = self.residuals.to_dict("records")
         if self.bootstrap is not None:
             b = self.bootstrap
             out["bootstrap"] = {
@@ -201,11 +203,14 @@ class FittedForm:
             atomic_write_text(Path(path), text)
         return text
 
-    def report(self, target: str | Path, force: bool = False, command: str = "") -> Path:
-        """Write a report directory: report.md, figures and results.json."""
+    def report(
+        self, target: str | Path, force: bool = False, command: str = "", cells: bool = True
+    ) -> Path:
+        """Write a report directory: report.md, figures and results.json (with the per-cell
+        table unless ``cells=False``, e.g. for data that may not be redistributed)."""
         from fitrules.report.markdown import fit_report
 
-        return fit_report(self, Path(target), command, force)
+        return fit_report(self, Path(target), command, force, cells)
 
     # ------------------------------------------------------------ figures
     def plot_fit(self, ax=None):

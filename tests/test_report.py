@@ -199,3 +199,30 @@ def test_existing_report_needs_force(tmp_path, synthetic_csv, capsys):
         == 0
     )
     assert not (target / "keep.txt").exists() and (target / "report.md").exists()
+
+
+def test_committed_chinchilla_report_has_errors_correlations_intervals_and_residuals():
+    """Made by `python -m fitrules.report.rebuild chinchilla` from the real runs."""
+    d = REPORTS / "chinchilla"
+    doc = json.loads((d / "results.json").read_text())
+    md = (d / "report.md").read_text()
+    assert {"residuals_vs_N.png", "residuals_vs_D.png"} <= {p.name for p in d.iterdir()}
+    for png in d.glob("*.png"):
+        _png_ok(png)
+    se = doc["uncertainty"]["stderr"]
+    assert set(se) == {"E", "A", "alpha", "B", "beta"} and all(v > 0 for v in se.values())
+    assert doc["uncertainty"]["correlation"]["B"]["beta"] > 0.99
+    assert "standard error (Jacobian)" in md and "Correlations of the constants" in md
+    iv = doc["bootstrap"]["constants"]
+    assert doc["bootstrap"]["kind"] == "residuals"
+    assert all(hi > lo for lo, hi in iv.values()), iv  # no zero-width interval
+    assert "cells" not in doc  # the external runs are not copied into the project
+
+
+def test_rebuild_skips_a_report_whose_data_is_absent(monkeypatch, capsys):
+    from fitrules.report import rebuild
+
+    monkeypatch.setitem(rebuild.NEEDS, "chinchilla", "../no/such/file.csv")
+    monkeypatch.chdir(ROOT)  # rebuild changes to the project root; restored afterwards
+    assert rebuild.rebuild(["chinchilla"]) == 0
+    assert "skipping chinchilla" in capsys.readouterr().err

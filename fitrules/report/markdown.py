@@ -600,13 +600,15 @@ def ci_report(
     return write_report_dir(target, build, force)
 
 
-def fit_report(fitted, target: Path, command: str, force: bool = False) -> Path:
+def fit_report(
+    fitted, target: Path, command: str, force: bool = False, cells: bool = True
+) -> Path:
     """Report of one form fitted on all cells: constants with standard errors and intervals,
     correlations, predictions, diagnostics, and figures against every variable of the form."""
     from fitrules.report.text import uncertainty_lines
 
     f = fitted
-    doc = f.to_dict()
+    doc = f.to_dict(cells)
     data = doc["data"]
 
     def build(d: Path) -> None:
