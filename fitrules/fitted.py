@@ -18,7 +18,7 @@ from fitrules import __version__
 from fitrules.fit import FitResult, Objective, predict
 from fitrules.forms import Form
 from fitrules.grids import Cells
-from fitrules.intervals import BootstrapFit, JacobianUncertainty, format_point, resolve_point
+from fitrules.intervals import BootstrapFit, JacobianUncertainty, resolve_point
 from fitrules.util import json_ready
 
 
@@ -243,7 +243,3 @@ class FittedForm:
                 f"form {self.form.name!r} reads {', '.join(self.form.bound_variables)}, not {x!r}"
             )
 
-
-def point_text(pred: dict) -> str:
-    """``"H=8, keep=0.25"`` for a prediction's point as given."""
-    return format_point(pred["given"])

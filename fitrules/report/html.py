@@ -68,7 +68,7 @@ def fitted_html(f) -> str:
     parts = [
         head,
         _p(data_line(f.data)),
-        _table(f.table),
+        _table(f.table, {"value": "{:.6g}".format}),
         _list(uncertainty_lines(f)),
         _p(
             f"training error: mean {te['heldout_error_pct']:.3f}%, worst cell "

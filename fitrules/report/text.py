@@ -214,11 +214,11 @@ def render_comparison(cmp) -> str:
     if flagged:
         lines += [
             "",
-            "Degenerate (split, form) pairs"
+            "Flagged (split, form) pairs: constants not identified, or the fit failed"
             + (
                 " (kept: --keep-degenerate)"
                 if s["keep_degenerate"]
-                else " set aside (--keep-degenerate keeps them)"
+                else "; set aside (--keep-degenerate keeps them)"
             )
             + ":",
         ]
