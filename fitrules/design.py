@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from fitrules._modules import make_callable
 from fitrules.errors import FitrulesError
 from fitrules.fit import CompiledForm, FitResult, Objective, fit_splits, predict
 from fitrules.forms import Form
@@ -612,3 +613,7 @@ def loop_commands(
             tune += [a, data_args[i + 1]]
     out.append(shlex.join(["fitrules", "score", "--ledger", ledger, "--data", runs_path, *tune]))
     return out
+
+
+# fr.design(...) calls fitrules.api.design; see fitrules._modules
+make_callable(__name__, "fitrules.api.design")

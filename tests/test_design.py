@@ -175,3 +175,13 @@ def test_design_on_a_tuned_grid_runs_every_level_and_scores_tuned(tmp_path, caps
     assert {r.lr for r in spec.runs} == {3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2}
     assert min(r.seed for r in spec.runs) == 6  # the tuned grid's seeds are 0 to 5
     assert "--tune lr" in out.split("fitrules score")[1] and "every level of lr" in out
+
+
+def test_public_api_design_takes_names_and_a_dataframe():
+    import fitrules as fr
+
+    path, where = default_grid()
+    frame = pd.read_csv(path).query("lr == 3e-4")
+    d = fr.design(frame, ["composition", "log_additive"], budget=6, splits=20, resamples=20)
+    assert 0 < d.chosen["runs"].sum() <= 6
+    assert json.dumps(d.to_dict(), allow_nan=False)

@@ -174,3 +174,11 @@ def test_bad_spec_on_cli_exits_2_and_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "keep=-0.5" in err[0]
     assert not out.exists()
+
+
+def test_a_committed_spec_is_found_by_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_spec("smoke").name == "smoke"
+    assert load_spec("smoke.toml").name == "smoke"
+    with pytest.raises(SimError, match="committed specs, usable by name: .*main"):
+        load_spec("nosuch")

@@ -110,6 +110,22 @@ def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
     return {_row_key(r): r for r in rows}
 
 
+LOG_EVERY_S = 10.0
+
+
+def _finished(out: Path, spec: GridSpec) -> bool:
+    """``out`` holds every run of ``spec`` in spec order, with its manifest beside it."""
+    try:
+        manifest = json.loads(manifest_path(out).read_text())
+        table = pd.read_csv(out, keep_default_na=False)
+    except (OSError, ValueError):
+        return False
+    if manifest.get("spec_sha256") != spec.sha256 or manifest.get("runs") != len(spec.runs):
+        return False
+    keys = [_row_key(r) for r in table.to_dict("records")]
+    return keys == [run_key(cfg) for cfg in spec.runs]
+
+
 def _varying(spec: GridSpec) -> list[str]:
     """The factors that differ between the spec's runs, and the seed: enough to name a run."""
     names = [f.name for f in fields(RunConfig) if len({getattr(r, f.name) for r in spec.runs}) > 1]
@@ -130,9 +146,16 @@ class _Checkpoint:
         done: dict[str, dict],
         show_progress: bool | None,
         on_run: Callable[[dict], None] | None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         self.out, self.spec, self.done, self.on_run = out, spec, done, on_run
         self.show_progress = show_progress
+        # a line of progress every LOG_EVERY_S seconds when no bar is shown (stderr not a
+        # terminal): a long grid is never silent in a log file
+        bar_shown = show_progress if show_progress is not None else sys.stderr.isatty()
+        self.log = None if bar_shown else log
+        self._t0 = self._last_log = time.perf_counter()
+        self._diverged = 0
         self.failed: list[tuple[RunConfig, str]] = []
         self._stack = ExitStack()
         self._writer: csv.DictWriter | None = None
@@ -168,6 +191,16 @@ class _Checkpoint:
         os.fsync(self._fh.fileno())
         self.done[key] = row
         self._bar.update(1)
+        self._diverged += str(row.get("diverged")).lower() == "true"
+        now = time.perf_counter()
+        if self.log is not None and (
+            now - self._last_log >= LOG_EVERY_S or len(self.done) == len(self.spec.runs)
+        ):
+            self._last_log = now
+            self.log(
+                f"{self.spec.name}: {len(self.done)} of {len(self.spec.runs)} runs done "
+                f"({self._diverged} of this invocation diverged), {now - self._t0:.0f} s"
+            )
         if self.on_run is not None:
             self.on_run(row)
 
@@ -226,6 +259,7 @@ def simulate(
     command: str | None = None,
     scheduler: str | None = None,
     on_run: Callable[[dict], None] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Run every run of ``spec`` not already in ``out``; return the finished table.
 
@@ -241,6 +275,12 @@ def simulate(
         processes (needs the ``distributed`` extra; see :mod:`fitrules.sim.cluster`).
     on_run : called with each finished run's row once it is in ``out``; an exception it
         raises stops the grid, with every finished run kept.
+    log : called with a line of progress, at most every ``LOG_EVERY_S`` seconds and at the
+        end, when no progress bar is shown (stderr not a terminal).
+
+    Nothing is written when every run is already in ``out`` in spec order and the manifest
+    beside it describes the same spec: rerunning a finished grid (``make grids`` after a
+    fresh clone, whose file times say nothing) leaves the committed files as they are.
 
     Returns
     -------
@@ -273,6 +313,8 @@ def simulate(
     corpus = load_corpus()
     done = _existing(out, spec)
     todo = [cfg for cfg in spec.runs if run_key(cfg) not in done]
+    if not todo and _finished(out, spec):
+        return pd.read_csv(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     # The manifest names where the runs ran: the local jobs, or the scheduler and its workers
@@ -283,7 +325,9 @@ def simulate(
         if scheduler is not None and todo:
             client = stack.enter_context(cluster.connect(scheduler))
             workers = dict.fromkeys(cluster.check_workers(client), 0)
-        checkpoint = stack.enter_context(_Checkpoint(out, spec, done, show_progress, on_run))
+        checkpoint = stack.enter_context(
+            _Checkpoint(out, spec, done, show_progress, on_run, log)
+        )
         if client is not None:
             ran = cluster.run_grid(client, todo, checkpoint.append, checkpoint.fail)
             where["workers"] = dict(sorted({**workers, **ran}.items()))

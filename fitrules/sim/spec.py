@@ -113,10 +113,24 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
     return GridSpec(str(doc.get("name", Path(source).stem)), text, tuple(runs))
 
 
-def load_spec(path: Path) -> GridSpec:
+def load_spec(path: Path | str) -> GridSpec:
+    """Read a spec file, or a committed spec by name (``main`` is ``data/specs/main.toml``).
+
+    A file that exists is read; otherwise a bare name is looked up among the committed specs,
+    which an installed package carries too.
+    """
+    from fitrules.paths import data_dir, shipped_spec
+
     path = Path(path)
     if not path.exists():
-        raise SimError(f"{path}: spec file not found")
+        shipped = shipped_spec(str(path))
+        if shipped is None:
+            names = sorted(p.stem for p in (data_dir() / "specs").glob("*.toml"))
+            raise SimError(
+                f"{path}: spec file not found (committed specs, usable by name: "
+                f"{', '.join(names) or 'none'})"
+            )
+        return parse_spec(shipped.read_text(), f"data/specs/{shipped.name}")
     return parse_spec(path.read_text(), str(path))
 
 
