@@ -1,4 +1,4 @@
-# Remake the committed grids (about 13 minutes on 2 cores; a grid whose CSV exists is kept:
+# Remake the committed grids (about 40 minutes on 2 cores; a grid whose CSV exists is kept:
 # delete it to remake it) and the committed reports.
 PY ?= python
 JOBS ?= 2

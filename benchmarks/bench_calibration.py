@@ -125,8 +125,7 @@ def main(argv=None) -> int:
         seed=1,
     )
     print(
-        f"  of which the true form named better: {alt['right_direction']:.3f} "
-        f"({args.grids} grids)"
+        f"  of which the true form named better: {alt['right_direction']:.3f} ({args.grids} grids)"
     )
     weak = rates(
         "weak alternative (truth 2 + 0.05*x1 + 0.025*x2: the first form is closer)",

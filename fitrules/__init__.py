@@ -1,8 +1,62 @@
-"""fitrules: decide honestly whether a closed-form rule predicts a grid of experiments."""
+"""fitrules: decide honestly whether a closed-form rule predicts a grid of experiments.
 
+The public API (imported on first use, so that ``import fitrules`` stays cheap)::
+
+    import fitrules as fr
+    g = fr.load_grid(df_or_path, where="lr == 3e-4", derive="omega = 1/keep - 1")
+    c = fr.compare(g, forms=["composition", "additive"], splits=300)   # Comparison
+    f = fr.fit(g, "composition", intervals=True)                      # FittedForm
+    p = fr.ci(g, baseline="algo=sync", treatment="algo=diloco,H=16", tune="lr")
+    t = fr.tune(g, "lr")                                              # Tuning
+    d = fr.design(g, forms=["composition", "additive"], budget=24)   # Design
+    fr.Form("mine", "L0 + a*omega**c", variables=("omega",))
+
+``fr.compare``, ``fr.fit`` and ``fr.tune`` are also the modules of those names, made
+callable (see :mod:`fitrules._modules`).
+"""
+
+from __future__ import annotations
+
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 try:
     __version__ = version("fitrules")
 except PackageNotFoundError:  # running from a checkout without installing
     __version__ = "0.0.0+unknown"
+
+# public name -> module that defines it
+_PUBLIC = {
+    "load_grid": "fitrules.grids",
+    "Grid": "fitrules.grids",
+    "Form": "fitrules.forms",
+    "available_forms": "fitrules.forms",
+    "BUILTIN_FORMS": "fitrules.forms",
+    "Objective": "fitrules.fit",
+    "ci": "fitrules.api",
+    "Comparison": "fitrules.compare",
+    "FittedForm": "fitrules.fitted",
+    "PairedIntervals": "fitrules.stats",
+    "Tuning": "fitrules.tune",
+    "FitrulesError": "fitrules.errors",
+    "GridError": "fitrules.errors",
+    "FormError": "fitrules.errors",
+}
+_CALLABLE_MODULES = ("compare", "fit", "tune", "design")
+
+__all__ = ["__version__", *_CALLABLE_MODULES, *_PUBLIC]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CALLABLE_MODULES:
+        return importlib.import_module(f"fitrules.{name}")
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'fitrules' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,132 +1,406 @@
-"""Library entry points behind the CLI commands that combine several modules."""
+"""The public Python API: the functions behind every command, taking names or objects.
+
+    import fitrules as fr
+    g = fr.load_grid(df_or_path, where="lr == 3e-4", derive="omega = 1/keep - 1")
+    c = fr.compare(g, forms=["composition", "additive", fr.Form("mine", "L0 + a*omega**c")],
+                   splits=300)
+    c.summary, c.paired, c.results, c.cell_errors      # tidy DataFrames
+    c.plot_heldout(); c.plot_paired("composition", "additive")   # matplotlib Axes
+    f = fr.fit(g, "composition", intervals=True)      # FittedForm
+    fr.ci(g, baseline="algo=sync", treatment="algo=diloco,H=16", tune="lr")
+
+The command line parses its arguments, calls one of these and prints what it returns.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeAlias
 
-from fitrules.compare import heldout_errors
-from fitrules.errors import FitrulesError
-from fitrules.fit import Objective, fit, predict
+import pandas as pd
+
+from fitrules.errors import FitrulesError, FormError, SplitError
 from fitrules.forms import Form
-from fitrules.grids import Grid
-from fitrules.util import json_ready
+from fitrules.grids import Grid, load_grid
+
+GridLike: TypeAlias = Grid | pd.DataFrame | str | Path
+FormLike: TypeAlias = Form | str
 
 
-def fit_grid(grid: Grid, form: Form, objective: str = "rel_ls", delta: float = 1e-3) -> dict:
-    """Fit ``form`` on every cell of ``grid``: the result, the cells and a JSON view."""
-    form = form.bind(grid.columns)
+def as_grid(grid: GridLike | None, **load: Any) -> Grid:
+    """A :class:`Grid` from a Grid, a DataFrame or a path; ``None`` is the default grid
+    (the committed main grid at inner learning rate 3e-4)."""
+    if isinstance(grid, Grid):
+        if any(v for v in load.values()):
+            raise FitrulesError(
+                "where/derive/metric/unit apply when a grid is loaded; this one already is "
+                "(pass them to fr.load_grid)"
+            )
+        return grid
+    if grid is None:
+        from fitrules.grids import default_grid
+
+        path, where = default_grid(load.pop("where", None) or ())
+        return load_grid(path, where=where, **load)
+    return load_grid(grid, **load)
+
+
+def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = None) -> list[Form]:
+    """Forms from names (built-in or ``forms.toml``), inline ``"NAME = EXPR"`` lines and
+    :class:`Form` objects; ``None`` is the built-in set."""
+    from fitrules.forms import available_forms, parse_form_line, select_forms
+
+    if forms is None:
+        return select_forms(None, cwd=cwd)
+    if isinstance(forms, Form | str):
+        forms = [forms]
+    pool = None
+    out: list[Form] = []
+    for f in forms:
+        if isinstance(f, Form):
+            out.append(f)
+        elif isinstance(f, str) and "=" in f:
+            out.append(parse_form_line(f, "forms"))
+        elif isinstance(f, str):
+            pool = pool if pool is not None else available_forms(cwd)
+            if f not in pool:
+                raise FormError(
+                    f"unknown form {f!r}; available: {', '.join(pool)} (or give "
+                    "'NAME = EXPR' or a fitrules.Form)"
+                )
+            out.append(pool[f])
+        else:
+            raise FormError(f"a form is a name, 'NAME = EXPR' or a fitrules.Form, not {f!r}")
+    names = [f.name for f in out]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise FormError(f"form {twice[0]!r} is given twice")
+    if not out:
+        raise FormError("no form given")
+    return out
+
+
+def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
+    if not tune:
+        if tune_seeds is not None:
+            raise FitrulesError("--tune-seeds needs --tune FACTOR (tune_seeds needs tune)")
+        return grid, None
+    from fitrules.tune import tune as tune_grid
+
+    if isinstance(tune_seeds, str):
+        tune_seeds = [int(s) for s in tune_seeds.split(",") if s.strip()]
+    tuning = tune_grid(grid, [tune] if isinstance(tune, str) else list(tune), tune_seeds)
+    return tuning.grid, tuning
+
+
+def compare(
+    grid: GridLike | None = None,
+    forms: FormLike | Sequence[FormLike] | None = None,
+    splits: int | Any | None = None,
+    *,
+    split: str = "random",
+    train_frac: float = 1 / 3,
+    seed: int = 0,
+    objective: str = "rel_ls",
+    delta: float = 1e-3,
+    keep_degenerate: bool = False,
+    guard_span: float = 20.0,
+    guard_se: float = 1.0,
+    metric_range: tuple[float, float] | None = None,
+    test_grid: GridLike | None = None,
+    tune: str | Sequence[str] | None = None,
+    tune_seeds: Sequence[int] | str | None = None,
+    level: float = 0.95,
+    on_progress: Callable[[int], None] | None = None,
+):
+    """Fit every form on the same splits of a grid's cells and compare held-out errors.
+
+    Parameters
+    ----------
+    grid : Grid, DataFrame or path, optional
+        The runs (default: the committed main grid at inner lr 3e-4).
+    forms : names, ``"NAME = EXPR"`` lines or :class:`Form` objects, optional
+        Default: the built-in forms.
+    splits : int or splitter, optional
+        Number of random splits (default 300), or a splitter object from
+        :mod:`fitrules.splits`. Refused with a structured ``split``, which makes its own.
+    split : str
+        ``random``, ``leave-one-level-out:COL``, ``extrapolate:COL``,
+        ``extrapolate:COL>=VALUE`` (or ``extrapolate:COL:VALUE``) or ``transfer`` (with
+        ``test_grid``).
+    train_frac, seed : fraction of cells fitted per random split; seed of the splits.
+    objective, delta : ``rel_ls`` (default), ``log_huber`` (with Huber ``delta``), ``abs_ls``.
+    keep_degenerate : keep flagged (split, form) pairs in summaries and verdicts.
+    guard_span, guard_se, metric_range : thresholds of the wild-extrapolation guard.
+    test_grid : for ``split="transfer"``: the grid scored (``grid`` is fitted).
+    tune, tune_seeds : tune these factors first (see :func:`fitrules.tune.tune`).
+    level : level of the paired intervals.
+    on_progress : called with the number of splits finished, for a progress bar.
+
+    Returns
+    -------
+    Comparison
+        ``.summary``, ``.paired``, ``.results``, ``.cell_errors`` (DataFrames),
+        ``.warnings``, ``.plot_*()`` figures, ``.report(dir)``, ``.to_json()``.
+
+    Raises
+    ------
+    FitrulesError
+        For bad input: an unknown form, a column the grid lacks, splits that cannot be made.
+
+    Examples
+    --------
+    >>> import fitrules as fr  # doctest: +SKIP
+    >>> c = fr.compare(fr.load_grid("data/main.csv", where="lr == 3e-4"), splits=100)
+    >>> c.summary[["form", "median_pct"]]  # doctest: +SKIP
+    """
+    from fitrules.compare import compare as compare_splits
+    from fitrules.fit import Objective
+    from fitrules.guard import GuardOptions
+    from fitrules.splits import RandomSplit, Transfer, parse_protocol
+
+    g = as_grid(grid)
+    g, tuning = _tuned(g, tune, tune_seeds)
+    chosen = as_forms(forms)
+    test = None
+    labels = None
+    if splits is None or (isinstance(splits, int | float) and not isinstance(splits, bool)):
+        kind = split.partition(":")[0].strip()
+        if splits is not None and kind != "random":
+            raise SplitError(
+                f"--splits {splits} applies to random splits only; {split!r} makes its own "
+                "(one per held-out group)"
+            )
+        splits = 300 if splits is None else splits
+        if int(splits) != splits:
+            raise SplitError(f"splits {splits}: must be a whole number")
+        if kind == "transfer":
+            if test_grid is None:
+                raise SplitError("split='transfer' needs test_grid (--fit-data A --test-data B)")
+            test = as_grid(test_grid)
+            labels = (g.label, test.label)
+        splitter = parse_protocol(split, int(splits), train_frac, seed, labels)
+    else:
+        splitter = splits
+        if isinstance(splitter, Transfer):
+            test = as_grid(test_grid)
+    if test_grid is not None and test is None:
+        raise SplitError("test_grid is only used with split='transfer'")
+    if tuning is not None and test is not None:
+        raise FitrulesError("tuning with the transfer protocol is not supported: tune each grid")
+    cmp = compare_splits(
+        g,
+        chosen,
+        splitter,
+        Objective(objective, delta),
+        keep_degenerate,
+        on_progress=on_progress,
+        test_grid=test,
+        guard=GuardOptions(guard_span, guard_se, metric_range),
+        level=level,
+    )
+    cmp.tuning = tuning
+    if not isinstance(splitter, RandomSplit):
+        cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
+    return cmp
+
+
+def fit(
+    grid: GridLike | None,
+    form: FormLike,
+    *,
+    objective: str = "rel_ls",
+    delta: float = 1e-3,
+    intervals: bool = False,
+    predict: str | dict | Sequence[str | dict] = (),
+    bootstrap: str = "auto",
+    resamples: int = 200,
+    seed: int = 0,
+    level: float = 0.95,
+    tune: str | Sequence[str] | None = None,
+    tune_seeds: Sequence[int] | str | None = None,
+):
+    """Fit one form on every cell of a grid, with standard errors and optional intervals.
+
+    Parameters
+    ----------
+    grid : Grid, DataFrame or path (``None``: the default grid).
+    form : a name, ``"NAME = EXPR"`` or a :class:`Form`.
+    objective, delta : the training objective.
+    intervals : also refit on bootstrap replicates for percentile intervals (implied by
+        ``predict``).
+    predict : points to predict, e.g. ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
+    bootstrap : ``"auto"`` (residuals when any cell has a single run, else seeds),
+        ``"seeds"`` or ``"residuals"``; see :mod:`fitrules.intervals`.
+    resamples, seed, level : of the bootstrap.
+    tune, tune_seeds : tune these factors first.
+
+    Returns
+    -------
+    FittedForm
+        ``.constants``, ``.stderr`` and ``.correlation`` (Jacobian), ``.intervals``,
+        ``.table``, ``.residuals``, ``.predict(...)``, ``.plot_*()``, ``.report(dir)``.
+
+    Examples
+    --------
+    >>> f = fr.fit(g, "composition", intervals=True)  # doctest: +SKIP
+    >>> f.stderr["b"], f.intervals["b"]  # doctest: +SKIP
+    """
+    from fitrules.fit import Objective
+    from fitrules.fit import fit as fit_cells
+    from fitrules.fitted import FittedForm
+    from fitrules.intervals import bootstrap_fit, jacobian_uncertainty, resolve_point
+
+    g = as_grid(grid)
+    g, _ = _tuned(g, tune, tune_seeds)
+    (f,) = as_forms(form)
+    f = f.bind(g.columns)
     obj = Objective(objective, delta)
-    cells = grid.cells(form.bound_variables, positive=obj.kind != "abs_ls")
-    result = fit(form, cells.X, cells.y, obj)
-    if not np.isfinite(result.objective):
+    cells = g.cells(f.bound_variables, positive=obj.kind != "abs_ls")
+    points = [predict] if isinstance(predict, str | dict) else list(predict)
+    for p in points:  # every point checked before any work
+        resolve_point(p, f, g.derive)
+    boot = None
+    if intervals or points:
+        boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap)
+        result = boot.fit
+    else:
+        result = fit_cells(f, cells.X, cells.y, obj)
+    if not math.isfinite(result.objective):
         raise FitrulesError(
-            f"form {form.name!r}: no values of its constants give a finite prediction at "
+            f"form {f.name!r}: no values of its constants give a finite prediction at "
             f"every one of the {len(cells)} cells; {'; '.join(result.reasons)}"
         )
-    pred = predict(form, cells.X, result.constants)
-    train_error = heldout_errors(cells.y, pred)
-    payload = json_ready(
-        {
-            "data": {
-                "path": str(grid.path),
-                "sha256": grid.sha256,
-                "runs": len(grid.runs),
-                "cells": len(cells),
-                "where": list(grid.where),
-                "metric": grid.metric,
-            },
-            "form": form.to_dict(),
-            "objective": obj.describe(),
-            "constants": result.constants,
-            "train_objective": result.objective,
-            "train_error": train_error,
-            "condition_number": result.cond,
-            "degenerate": result.degenerate,
-            "reasons": result.reasons,
-            "cells": cells.table.assign(predicted=pred).to_dict("records"),
-        }
-    )
-    return {
-        "form": form,
-        "result": result,
-        "cells": cells,
-        "train_error": train_error,
-        "json": payload,
+    unc = jacobian_uncertainty(f, cells.X, cells.y, result.constants, obj)
+    data = {
+        "path": g.label,
+        "sha256": g.sha256,
+        "runs": len(g.runs),
+        "cells": len(cells),
+        "where": list(g.where),
+        "derive": list(g.derive),
+        "metric": g.metric,
+        "unit": g.unit,
+        "excluded": g.summary()["excluded"],
     }
+    fitted = FittedForm(f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive))
+    fitted.predictions = [fitted.predict(p) for p in points]
+    return fitted
 
 
-def paired_seed_report(
-    grid: Grid,
-    baseline: str,
-    treatments: list[str],
-    sweep: str | None,
+def ci(
+    grid: GridLike | None = None,
+    baseline: str | None = None,
+    treatment: str | Sequence[str] | None = None,
+    *,
+    sweep: str | None = None,
+    tune: str | Sequence[str] | None = None,
+    tune_seeds: Sequence[int] | str | None = None,
     level: float = 0.95,
     resamples: int = 10_000,
     seed: int = 0,
-    tuning=None,
 ):
-    """Paired-seed intervals of each treatment against the baseline, and a JSON view.
+    """Paired-seed intervals of each treatment minus the baseline.
 
-    With ``tuning`` (a :class:`fitrules.tune.Tuning` whose grid is ``grid``), each sentence
-    says which levels were tried, which won for each arm and on which seeds.
+    With no ``grid``: the committed tuned paired grid, each arm's lr tuned on seeds 0, 1, 2,
+    synchronous Adam against DiLoCo at H=16 (``fitrules ci`` with no arguments).
+
+    Parameters
+    ----------
+    grid : Grid, DataFrame or path, optional.
+    baseline : a selection, e.g. ``"algo=sync"``.
+    treatment : one selection or several, e.g. ``"algo=diloco,H=16"``.
+    sweep : compare every level of this column against the baseline.
+    tune, tune_seeds : tune these factors per arm first, e.g. ``tune="lr"``.
+    level, resamples, seed : interval level; bootstrap resamples and seed.
+
+    Returns
+    -------
+    PairedIntervals
+        ``.results`` (one :class:`fitrules.stats.PairedCI` per treatment), ``.table``,
+        ``.plot(i)``, ``.report(dir)``, ``.to_json()``.
+
+    Examples
+    --------
+    >>> fr.ci(g, baseline="algo=sync", treatment="algo=diloco,H=16", tune="lr")  # doctest: +SKIP
     """
-    from fitrules.stats import paired_ci, parse_selection, sweep_treatments
+    from fitrules.stats import PairedIntervals, paired_ci, parse_selection, sweep_treatments
 
+    if grid is None:
+        from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
+
+        g = load_grid(DEFAULT_PAIRED)
+        if tune is None:
+            tune, tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
+        if baseline is None and not treatment and sweep is None:
+            baseline, treatment = "algo=sync", ["algo=diloco,H=16,keep=1"]
+    else:
+        g = as_grid(grid)
+    if baseline is None:
+        raise FitrulesError("a baseline is required (--baseline SEL), e.g. 'algo=sync'")
+    treatments = [treatment] if isinstance(treatment, str) else list(treatment or [])
+    if not treatments and sweep is None:
+        raise FitrulesError("give a treatment (--treatment SEL, repeatable) or a sweep COL")
+    g, tuning = _tuned(g, tune, tune_seeds)
     base = parse_selection(baseline, "--baseline")
     sels = [parse_selection(t, "--treatment") for t in treatments]
     if sweep is not None:
-        sels += sweep_treatments(grid.runs, base, sweep)
-    results = paired_ci(grid.runs, grid.metric, grid.seed, base, sels, level, resamples, seed)
+        sels += sweep_treatments(g.runs, base, sweep)
+    results = paired_ci(g.runs, g.metric, g.seed, base, sels, level, resamples, seed, g.unit)
     if tuning is not None:
         for r, sel in zip(results, sels, strict=True):
-            r.tuned = _tuning_note(grid, tuning, base, sel)
-    payload = json_ready(
-        {
-            "data": {
-                "path": str(grid.path),
-                "sha256": grid.sha256,
-                "runs": len(grid.runs),
-                "metric": grid.metric,
-                "where": list(grid.where),
-                "excluded": grid.summary()["excluded"],
-            },
-            "settings": {
-                "baseline": baseline,
-                "level": level,
-                "resamples": resamples,
-                "seed": seed,
-            },
-            "results": [dict(r.to_dict(), sentence=r.sentence()) for r in results],
-        }
-    )
-    return results, payload
+            r.tuned = _tuning_note(g, tuning, base, sel)
+    data = {
+        "path": g.label,
+        "sha256": g.sha256,
+        "runs": len(g.runs),
+        "metric": g.metric,
+        "unit": g.unit,
+        "where": list(g.where),
+        "excluded": g.summary()["excluded"],
+    }
+    settings = {"baseline": baseline, "level": level, "resamples": resamples, "seed": seed}
+    return PairedIntervals(results, data, settings, tuning)
 
 
-def fit_intervals(
-    grid: Grid,
-    form: Form,
-    objective: str,
-    delta: float,
-    points: list[str],
-    resamples: int,
-    seed: int,
-    level: float,
-    derive=(),
-    option: str = "--predict",
+def design(
+    grid: GridLike | None = None,
+    forms: FormLike | Sequence[FormLike] | None = None,
+    budget: int = 24,
+    tune: str | Sequence[str] | None = None,
+    tune_seeds=None,
+    **options: Any,
 ):
-    """Seed-bootstrap fit of ``form`` and predictions (with intervals) at ``points``.
+    """Which runs to do next: rank candidate cells and choose a batch under ``budget``.
 
-    Every point is resolved (and refused if it names an unknown variable or a value outside
-    its domain) before the bootstrap starts.
+    Parameters
+    ----------
+    grid : a Grid, DataFrame or path (default: the committed default grid).
+    forms : two or more rival forms (names, ``"NAME = EXPR"`` or :class:`Form`), or one
+        form with ``target=``.
+    budget : runs to spend.
+    tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.tune.tune`).
+    **options : passed to :func:`fitrules.design.design` (``candidates``, ``seeds``,
+        ``max_seeds``, ``power``, ``alpha``, ``splits``, ``resamples``, ``seed``,
+        ``target``).
+
+    Returns
+    -------
+    fitrules.design.Design
+        ``candidates`` and ``chosen`` tables, ``to_dict()``.
+
+    Examples
+    --------
+    >>> import fitrules as fr
+    >>> d = fr.design(forms=["composition", "additive"], budget=12)  # doctest: +SKIP
+    >>> d.chosen[["H", "omega", "seeds"]]  # doctest: +SKIP
     """
-    from fitrules.intervals import bootstrap_fit, check_bootstrap_options, resolve_point
+    from fitrules.design import design as run_design
 
-    check_bootstrap_options(resamples, seed, level)
-    bound = form.bind(grid.columns)
-    resolved = [resolve_point(text, bound, derive, option) for text in points]
-    boot = bootstrap_fit(grid, form, Objective(objective, delta), resamples, seed, level)
-    preds = [boot.predict_at(at) | {"given": given} for given, at in resolved]
-    return boot, preds
+    g, _ = _tuned(as_grid(grid), tune, tune_seeds)
+    return run_design(g, as_forms(forms), budget=budget, **options)
 
 
 def _tuning_note(grid: Grid, tuning, base: dict, sel: dict) -> str:

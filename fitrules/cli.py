@@ -1,4 +1,8 @@
-"""Command line: parse arguments, call one library function, print or write. No logic here."""
+"""Command line: parse arguments, call one library function, print or write. No logic here.
+
+Every command calls a function of the public API (:mod:`fitrules.api`, ``fitrules.tune``,
+``fitrules.sim``) and prints the text view of what it returns.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,11 @@ from fitrules.errors import FitrulesError, UsageError
 
 _ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
+DEFAULT_DATA_HELP = (
+    "results table (CSV or Parquet), one row a run (default: the committed main grid, "
+    "data/main.csv, at inner lr 3e-4)"
+)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad command line is one line on stderr and exit 2, like every error."""
@@ -26,59 +35,26 @@ def _command_line() -> str:
     return shlex.join(["fitrules", *_ARGV])
 
 
-# ---------------------------------------------------------------- simulate
-def _add_simulate(sub) -> None:
-    p = sub.add_parser(
-        "simulate",
-        help="run a DiLoCo simulation grid (spec TOML) or one cell",
-        description="Run the numpy DiLoCo harness over a grid spec, appending "
-        "each finished run to --out (resumable), and write a manifest beside it.",
-    )
-    p.add_argument("spec", nargs="?", type=Path, help="grid spec (TOML); see data/specs/")
-    p.add_argument("--out", type=Path, required=True, help="results CSV to create or resume")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    p.add_argument(
-        "--cell",
-        help='one configuration, e.g. "H=8,keep=0.25", on top of the '
-        "spec's fixed settings when a spec is given",
-    )
-    p.add_argument(
-        "--seeds",
-        default=None,
-        help="seeds for --cell, e.g. 0,1,2 (default: the spec's seeds, or 0)",
-    )
-    p.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar (default: when stderr is a terminal)",
-    )
-    p.set_defaults(func=_simulate)
-
-
-def _simulate(args) -> int:
-    from fitrules.sim.runner import check_out, simulate
-    from fitrules.sim.spec import cell_spec, load_spec
-
-    check_out(args.out, args.jobs)  # before the spec is even read: nothing is written
-    base = load_spec(args.spec) if args.spec is not None else None
-    if args.cell is not None:
-        spec = cell_spec(args.cell, base, args.seeds)
-    elif base is not None:
-        if args.seeds is not None:
-            raise FitrulesError("--seeds goes with --cell; a spec file lists its own seeds")
-        spec = base
-    else:
-        raise FitrulesError("simulate needs a SPEC file or --cell")
-    table = simulate(
-        spec, args.out, jobs=args.jobs, show_progress=args.progress, command=_command_line()
-    )
-    n_div = int(table["diverged"].astype(str).str.lower().eq("true").sum())
-    print(f"{args.out}: {len(table)} runs of {spec.name!r} ({n_div} diverged)")
-    return 0
+def _say(args, text: str) -> None:
+    """Print a text view unless --quiet."""
+    if not getattr(args, "quiet", False):
+        print(text)
 
 
 # ---------------------------------------------------------------- shared options
+def _common() -> argparse.ArgumentParser:
+    """Options every command takes."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print nothing but errors (files asked for are still written; --json - still "
+        "prints the JSON)",
+    )
+    return p
+
+
 def _fraction(text: str) -> float:
     try:
         if "/" in text:
@@ -89,15 +65,9 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number or fraction") from None
 
 
-def _add_data_options(p) -> None:
+def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
     g = p.add_argument_group("data")
-    g.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        help="results table (CSV or Parquet), one row a run (default: the committed "
-        "main grid at inner lr 3e-4)",
-    )
+    g.add_argument("--data", type=Path, default=None, help=default_help)
     g.add_argument("--metric", default=None, help="metric column (default: loss, else val_loss)")
     g.add_argument(
         "--where",
@@ -111,7 +81,14 @@ def _add_data_options(p) -> None:
         action="append",
         default=[],
         metavar="NAME=EXPR",
-        help='add a column, e.g. "omega = 1/keep - 1" (repeatable)',
+        help='add a column, e.g. "omega = 1/keep - 1" (repeatable; names with spaces in '
+        'backticks: "N = `Model Size`")',
+    )
+    g.add_argument(
+        "--unit",
+        default=None,
+        help="the metric's unit for labels, e.g. nats (default: nats for tables written by "
+        "fitrules simulate, otherwise none)",
     )
 
 
@@ -152,49 +129,65 @@ def _seed_list(text: str, option: str) -> list[int]:
     return seeds
 
 
-def _tuned(args, grid):
-    """Reduce ``grid`` by --tune, keeping the record on ``args`` for the views."""
-    args.tuning = None
-    if not getattr(args, "tune", None):
-        if getattr(args, "tune_seeds", None) is not None:
-            raise FitrulesError("--tune-seeds needs --tune FACTOR")
-        return grid
-    from fitrules.tune import tune
-
-    seeds = _seed_list(args.tune_seeds, "--tune-seeds") if args.tune_seeds is not None else None
-    args.tuning = tune(grid, args.tune, seeds)
-    return args.tuning.grid
+def _tune_seeds(args) -> list[int] | None:
+    if getattr(args, "tune_seeds", None) is None:
+        return None
+    return _seed_list(args.tune_seeds, "--tune-seeds")
 
 
-def _with_tuning(args, text: str, payload: dict) -> tuple[str, dict]:
-    if getattr(args, "tuning", None) is None:
+def _load(args, path: Path | None = None):
+    """The grid the data options describe (the default grid without --data)."""
+    from fitrules.grids import default_grid, load_grid
+
+    path = path or args.data
+    if path is None:
+        path, where = default_grid(args.where)
+    else:
+        where = args.where or []
+    return load_grid(path, metric=args.metric, where=where, derive=args.derive, unit=args.unit)
+
+
+def _with_tuning(tuning, text: str, payload: dict) -> tuple[str, dict]:
+    if tuning is None:
         return text, payload
     from fitrules.report.text import render_tuning
 
-    return render_tuning(args.tuning) + "\n\n" + text, payload | {"tuning": args.tuning.to_dict()}
+    return render_tuning(tuning) + "\n\n" + text, payload | {"tuning": tuning.to_dict()}
 
 
-def _load(args):
-    from fitrules.grids import default_grid, load_grid
+def _tuned(args, grid):
+    """``grid`` reduced by --tune (with the record of the choices), or as it is."""
+    if not getattr(args, "tune", None):
+        if getattr(args, "tune_seeds", None) is not None:
+            raise FitrulesError("--tune-seeds needs --tune FACTOR")
+        return grid, None
+    from fitrules.tune import tune
 
-    path, where = (args.data, args.where or []) if args.data else default_grid(args.where)
-    return _tuned(args, load_grid(path, metric=args.metric, where=where, derive=args.derive))
+    tuning = tune(grid, args.tune, _tune_seeds(args))
+    return tuning.grid, tuning
 
 
-def _add_output_options(p) -> None:
+def _add_json_option(p) -> None:
     p.add_argument(
         "--json",
         dest="json_out",
         default=None,
         metavar="PATH",
-        help="write the full result as JSON to PATH ('-' for stdout)",
+        help="write the full result as JSON to PATH ('-' for stdout, instead of the text)",
     )
+
+
+def _add_progress_option(p) -> None:
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="progress bar on stderr (default: when stderr is a terminal)",
+        help="progress bar on stderr (default: when stderr is a terminal and not --quiet)",
     )
+
+
+def _progress_enabled(args) -> bool | None:
+    return False if args.quiet else args.progress
 
 
 def _json_text(payload: dict) -> str:
@@ -209,6 +202,13 @@ def _add_bootstrap_options(g) -> None:
     g.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
     g.add_argument("--level", type=float, default=0.95, help="interval level (0.95)")
     g.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (0)")
+    g.add_argument(
+        "--bootstrap",
+        choices=["auto", "seeds", "residuals"],
+        default="auto",
+        help="what is resampled: the runs within each cell (seeds), or the fit's residuals "
+        "across cells (residuals); default auto: residuals when any cell has a single run",
+    )
 
 
 def _add_report_options(p) -> None:
@@ -280,13 +280,13 @@ def _write_report(args, write, *a, **k) -> None:
 
 def _emit(args, text: str, payload: dict) -> None:
     """Write the JSON if asked (atomically, into the file taken before the work), then print
-    the text view, unless the JSON goes to stdout."""
+    the text view (unless the JSON goes to stdout or --quiet)."""
     if getattr(args, "json_file", None) is not None:
         args.json_file.commit(_json_text(payload))
     if args.json_out == "-":
         sys.stdout.write(_json_text(payload))
     else:
-        print(text)
+        _say(args, text)
 
 
 def _add_fit_options(p) -> None:
@@ -302,36 +302,127 @@ def _add_fit_options(p) -> None:
     )
 
 
+FORM_HELP = 'a form name (see "fitrules forms list") or an inline form "NAME = EXPR"'
+
+
+# ---------------------------------------------------------------- simulate
+def _add_simulate(sub, common) -> None:
+    p = sub.add_parser(
+        "simulate",
+        parents=[common],
+        help="run a DiLoCo simulation grid (spec TOML) or one cell",
+        description="Run the numpy DiLoCo harness over a grid spec, appending "
+        "each finished run to --out (resumable), and write a manifest beside it. When "
+        "stderr is not a terminal, a line of progress is printed at most every 10 seconds.",
+    )
+    p.add_argument(
+        "spec",
+        nargs="?",
+        type=Path,
+        help="grid spec (TOML), or the name of a committed spec such as main "
+        "(data/specs/main.toml; shipped with the package)",
+    )
+    p.add_argument("--out", type=Path, required=True, help="results CSV to create or resume")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run each run as a task on a Dask cluster instead: a scheduler address "
+        "(tcp://host:8786) or local:N for N local processes; needs "
+        'pip install "fitrules[distributed]"',
+    )
+    p.add_argument(
+        "--cell",
+        help='one configuration, e.g. "H=8,keep=0.25", on top of the '
+        "spec's fixed settings when a spec is given",
+    )
+    p.add_argument(
+        "--seeds",
+        default=None,
+        help="seeds for --cell, e.g. 0,1,2 (default: the spec's seeds, or 0)",
+    )
+    _add_progress_option(p)
+    p.set_defaults(func=_simulate)
+
+
+def _simulate(args) -> int:
+    from fitrules.sim.runner import check_out, simulate
+    from fitrules.sim.spec import cell_spec, load_spec
+
+    check_out(args.out, args.jobs)  # before the spec is even read: nothing is written
+    base = load_spec(args.spec) if args.spec is not None else None
+    if args.cell is not None:
+        spec = cell_spec(args.cell, base, args.seeds)
+    elif base is not None:
+        if args.seeds is not None:
+            raise FitrulesError("--seeds applies to --cell; a spec lists its own seeds")
+        spec = base
+    else:
+        raise FitrulesError("simulate needs a SPEC file or --cell")
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    table = simulate(
+        spec,
+        args.out,
+        jobs=args.jobs,
+        show_progress=_progress_enabled(args),
+        command=_command_line(),
+        scheduler=args.scheduler,
+        log=None if args.quiet else log,
+    )
+    n_div = int(table["diverged"].astype(str).str.lower().eq("true").sum())
+    _say(args, f"{args.out}: {len(table)} runs of {spec.name!r} ({n_div} diverged)")
+    return 0
+
+
 # ---------------------------------------------------------------- validate
-def _add_validate(sub) -> None:
+def _add_validate(sub, common) -> None:
     p = sub.add_parser(
         "validate",
+        parents=[common],
         help="check a results grid and summarise it",
         description="Check a results table and print runs, cells, levels per "
         "factor, seeds per cell and excluded rows.",
     )
-    p.add_argument("path", nargs="?", type=Path, help="results table (default: main grid)")
+    p.add_argument(
+        "path", nargs="?", type=Path, help="results table (the same as --data; give one)"
+    )
     _add_data_options(p)
     _add_tune_options(p)
-    p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    _add_json_option(p)
     p.set_defaults(func=_validate)
 
 
 def _validate(args) -> int:
     from fitrules.report.text import render_summary
 
-    if args.path is not None:
-        args.data = args.path
+    if args.path is not None and args.data is not None:
+        raise FitrulesError(
+            f"give the grid once: PATH ({args.path}) or --data ({args.data}), not both"
+        )
     _take_outputs(args)
-    summary = _load(args).summary()
-    _emit(args, *_with_tuning(args, render_summary(summary), summary))
+    grid = _load(args, args.path)
+    tuning = None
+    if args.tune:
+        from fitrules.tune import tune
+
+        tuning = tune(grid, args.tune, _tune_seeds(args))
+        grid = tuning.grid
+    elif args.tune_seeds is not None:
+        raise FitrulesError("--tune-seeds needs --tune FACTOR")
+    summary = grid.summary()
+    _emit(args, *_with_tuning(tuning, render_summary(summary), summary))
     return 0
 
 
 # ---------------------------------------------------------------- compare
-def _add_compare(sub) -> None:
+def _add_compare(sub, common) -> None:
     p = sub.add_parser(
         "compare",
+        parents=[common],
         help="fit forms on paired random splits, compare held-out error",
         description="Fit every candidate form on the same random "
         "subsets of cells and compare their held-out errors, split by split.",
@@ -343,17 +434,24 @@ def _add_compare(sub) -> None:
         "--forms",
         default=None,
         metavar="NAMES",
-        help="comma-separated form names (default: the built-in set; see 'fitrules forms list')",
+        help="comma-separated form names (default: the built-in set, unless --form is given; "
+        "see 'fitrules forms list')",
     )
     g.add_argument(
         "--form",
         action="append",
         default=[],
         metavar='"NAME = EXPR"',
-        help="add a form given inline (repeatable)",
+        help="a form given inline (repeatable); compared together with the --forms names, "
+        "or on its own when --forms is not given (the built-in set is then left out)",
     )
     g = p.add_argument_group("splits")
-    g.add_argument("--splits", type=int, default=300, help="number of splits (default 300)")
+    g.add_argument(
+        "--splits",
+        type=int,
+        default=None,
+        help="number of random splits (default 300; structured protocols make their own)",
+    )
     g.add_argument(
         "--train-frac",
         type=_fraction,
@@ -367,7 +465,8 @@ def _add_compare(sub) -> None:
         default=None,
         metavar="PROTOCOL",
         help="random (default), leave-one-level-out:COL, extrapolate:COL, "
-        "extrapolate:COL>=VALUE, transfer (repeatable: one section per protocol, never pooled)",
+        "extrapolate:COL:VALUE (fit below VALUE, score from it on; or 'extrapolate:COL>=VALUE' "
+        "in quotes), transfer (repeatable: one section per protocol, never pooled)",
     )
     g.add_argument("--fit-data", type=Path, default=None, help="transfer: the grid fitted")
     g.add_argument("--test-data", type=Path, default=None, help="transfer: the grid scored")
@@ -408,80 +507,99 @@ def _add_compare(sub) -> None:
         action="store_true",
         help="exit with status 1 if any (split, form) pair is degenerate",
     )
-    _add_output_options(p)
+    _add_json_option(p)
+    _add_progress_option(p)
     _add_report_options(p)
     p.set_defaults(func=_compare)
 
 
 def _compare(args) -> int:
-    from fitrules.compare import compare
-    from fitrules.fit import Objective
+    from fitrules import api
     from fitrules.forms import select_forms
-    from fitrules.guard import GuardOptions, parse_metric_range
+    from fitrules.guard import parse_metric_range
     from fitrules.report.text import render_comparison
-    from fitrules.splits import RandomSplit, Transfer, parse_protocol
     from fitrules.util import progress
 
     names = [n.strip() for n in args.forms.split(",") if n.strip()] if args.forms else None
     forms = select_forms(names, args.form)
-    objective = Objective(args.objective, args.delta)
-    guard = GuardOptions(args.guard_span, args.guard_se, parse_metric_range(args.metric_range))
+    metric_range = parse_metric_range(args.metric_range)
     protocols = args.split or ["random"]
-    labels = None
-    if "transfer" in protocols:
-        if args.fit_data is None or args.test_data is None:
-            raise FitrulesError("--split transfer needs --fit-data A and --test-data B")
-        if args.tune:
-            raise FitrulesError("--tune with --split transfer is not supported: tune each grid")
-        from fitrules.grids import display_path
-
-        labels = (display_path(args.fit_data), display_path(args.test_data))
+    if args.splits is not None and not any(p.strip() == "random" for p in protocols):
+        raise FitrulesError(
+            f"--splits {args.splits} applies to random splits only; "
+            f"{', '.join(protocols)} make their own (one per held-out group)"
+        )
+    transfer = any(p.strip() == "transfer" for p in protocols)
+    if transfer and (args.fit_data is None or args.test_data is None):
+        raise FitrulesError("--split transfer needs --fit-data A and --test-data B")
+    if not transfer and (args.fit_data is not None or args.test_data is not None):
+        raise FitrulesError("--fit-data and --test-data are used only with --split transfer")
     # every option is checked (splitters validate on construction) before any output is
     # taken, and every output is taken before the data are read
-    splitters = [
-        parse_protocol(t, args.splits, args.train_frac, args.seed, labels) for t in protocols
-    ]
+    from fitrules.fit import Objective
+    from fitrules.guard import GuardOptions
+    from fitrules.splits import parse_protocol
+
+    Objective(args.objective, args.delta)
+    GuardOptions(args.guard_span, args.guard_se, metric_range)
+    labels = (str(args.fit_data), str(args.test_data)) if transfer else None
+    for t in protocols:
+        parse_protocol(t, args.splits or 300, args.train_frac, args.seed, labels)
     _take_outputs(args)
     grid = _load(args)
-    test_grid = None
-    if labels is not None:
-        from fitrules.grids import load_grid
-
-        fit_grid, test_grid = (
-            load_grid(p, metric=args.metric, where=args.where or [], derive=args.derive)
-            for p in (args.fit_data, args.test_data)
-        )
-    results = []
     # structured protocols' split counts depend on the grid: no total, just a count
-    total = (
-        args.splits * len(splitters) * len(forms)
-        if all(isinstance(sp, RandomSplit) for sp in splitters)
-        else None
+    n = args.splits if args.splits is not None else 300
+    random_only = all(p.strip() == "random" for p in protocols)
+    total = n * len(protocols) * len(forms) if random_only else None
+    common = dict(
+        train_frac=args.train_frac,
+        seed=args.seed,
+        objective=args.objective,
+        delta=args.delta,
+        keep_degenerate=args.keep_degenerate,
+        guard_span=args.guard_span,
+        guard_se=args.guard_se,
+        metric_range=metric_range,
     )
-    with progress(total=total, desc="fitting", enabled=args.progress) as bar:
-        for sp in splitters:
-            transfer = isinstance(sp, Transfer)
-            results.append(
-                compare(
-                    fit_grid if transfer else grid,
-                    forms,
-                    sp,
-                    objective,
-                    args.keep_degenerate,
-                    on_progress=bar.update,
-                    test_grid=test_grid if transfer else None,
-                    guard=guard,
+    results = []
+    with progress(total=total, desc="fitting", enabled=_progress_enabled(args)) as bar:
+        for proto in protocols:
+            splits = n if proto.strip() == "random" else None
+            if proto.strip() == "transfer":
+                if args.tune:
+                    raise FitrulesError(
+                        "--tune with --split transfer is not supported: tune each grid"
+                    )
+                results.append(
+                    api.compare(
+                        _load(args, args.fit_data),
+                        forms,
+                        split="transfer",
+                        test_grid=_load(args, args.test_data),
+                        on_progress=bar.update,
+                        **common,
+                    )
                 )
-            )
+            else:
+                results.append(
+                    api.compare(
+                        grid,
+                        forms,
+                        splits,
+                        split=proto,
+                        tune=args.tune,
+                        tune_seeds=_tune_seeds(args),
+                        on_progress=bar.update,
+                        **common,
+                    )
+                )
     payloads = [r.to_dict() for r in results]
-    if args.tuning is not None:
-        payloads = [p | {"tuning": args.tuning.to_dict()} for p in payloads]
     payload = payloads[0] if len(payloads) == 1 else {"protocols": payloads}
     text = "\n\n".join(render_comparison(r) for r in results)
-    if args.tuning is not None:
+    if results[0].tuning is not None:
         from fitrules.report.text import render_tuning
 
-        text = render_tuning(args.tuning) + "\n\n" + text
+        text = render_tuning(results[0].tuning) + "\n\n" + text
     if args.report is not None:
         from fitrules.report.markdown import comparison_report, protocols_report
 
@@ -494,7 +612,7 @@ def _compare(args) -> int:
                 args.report,
                 _command_line(),
                 args.force,
-                args.tuning,
+                results[0].tuning,
             )
         else:
             _write_report(
@@ -513,23 +631,22 @@ def _compare(args) -> int:
 
 
 # ---------------------------------------------------------------- fit
-def _add_fit(sub) -> None:
+def _add_fit(sub, common) -> None:
     p = sub.add_parser(
         "fit",
+        parents=[common],
         help="fit one form on all cells",
-        description="Fit one form on every cell of the grid and print its "
-        "constants, training error and diagnostics.",
+        description="Fit one form on every cell of the grid and print its constants with "
+        "standard errors and correlations (from the Jacobian), training error and "
+        "diagnostics; with --intervals, bootstrap intervals too.",
     )
     _add_data_options(p)
-    p.add_argument(
-        "--form",
-        required=True,
-        metavar='NAME or "NAME = EXPR"',
-        help="a form name or an inline form",
-    )
+    p.add_argument("--form", required=True, metavar='NAME or "NAME = EXPR"', help=FORM_HELP)
     _add_tune_options(p)
     _add_fit_options(p)
-    g = p.add_argument_group("intervals (bootstrap over seeds within cells)")
+    g = p.add_argument_group(
+        "intervals (bootstrap: over the runs within each cell, or over the residuals)"
+    )
     g.add_argument("--intervals", action="store_true", help="bootstrap intervals for the constants")
     g.add_argument(
         "--predict",
@@ -539,129 +656,149 @@ def _add_fit(sub) -> None:
         help="prediction with interval at a point, in the grid or not (repeatable)",
     )
     _add_bootstrap_options(g)
-    p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    _add_json_option(p)
     _add_report_options(p)
+    p.add_argument(
+        "--no-cells",
+        dest="cells",
+        action="store_false",
+        help="leave the per-cell table (observed values, predictions, residuals) out of the "
+        "JSON and the report's results.json, e.g. for data that may not be redistributed",
+    )
     p.set_defaults(func=_fit)
 
 
 def _fit(args) -> int:
-    from fitrules.api import fit_grid
+    from fitrules import api
     from fitrules.fit import Objective
     from fitrules.forms import resolve_form
     from fitrules.intervals import check_bootstrap_options, parse_point
-    from fitrules.report.text import render_fit
 
     Objective(args.objective, args.delta)  # checks the objective's options
     form = resolve_form(args.form)
-    intervals = args.intervals or bool(args.predict)
-    if intervals:
+    if args.intervals or args.predict:
         check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
         for text in args.predict:
             parse_point(text)
     _take_outputs(args)
-    grid = _load(args)
-    out = fit_grid(grid, form, args.objective, args.delta)
-    payload = out["json"]
-    text = render_fit(out["form"], out["result"], out["cells"], out["train_error"])
-    if intervals:
-        from fitrules.api import fit_intervals
-        from fitrules.report.text import render_intervals
-
-        boot, preds = fit_intervals(
-            grid,
-            form,
-            args.objective,
-            args.delta,
-            args.predict,
-            args.resamples,
-            args.bootstrap_seed,
-            args.level,
-            args.derive,
-        )
-        payload = payload | {
-            "bootstrap": {
-                "resamples": boot.resamples,
-                "seed": boot.seed,
-                "level": boot.level,
-                "failed": boot.failed,
-                "single_run_cells": boot.single_run_cells,
-                "constants": {k: list(v) for k, v in boot.constant_intervals().items()},
-                "predictions": preds,
-            }
-        }
-        text += "\n\n" + render_intervals(boot, preds)
+    fitted = api.fit(
+        _load(args),
+        form,
+        objective=args.objective,
+        delta=args.delta,
+        intervals=args.intervals,
+        predict=args.predict,
+        bootstrap=args.bootstrap,
+        resamples=args.resamples,
+        seed=args.bootstrap_seed,
+        level=args.level,
+        tune=args.tune,
+        tune_seeds=_tune_seeds(args),
+    )
     if args.report is not None:  # only once everything above has succeeded
-        from fitrules.report.markdown import fit_report
-
-        _write_report(args, fit_report, out, args.report, _command_line(), args.force)
-    _emit(args, *_with_tuning(args, text, payload))
+        _write_report(args, fitted.report, args.report, args.force, _command_line(), args.cells)
+    _emit(args, str(fitted), fitted.to_dict(args.cells))
     return 0
 
 
 # ---------------------------------------------------------------- forms
-def _add_forms(sub) -> None:
-    p = sub.add_parser("forms", help="list, show or add candidate forms")
+def _add_forms(sub, common) -> None:
+    p = sub.add_parser("forms", parents=[common], help="list, show, add or remove forms")
     fsub = p.add_subparsers(dest="forms_command", required=True, metavar="ACTION")
-    q = fsub.add_parser("list", help="list the available forms")
+    q = fsub.add_parser("list", parents=[common], help="list the available forms")
     q.set_defaults(func=_forms_list)
-    q = fsub.add_parser("show", help="explain one form")
-    q.add_argument("name")
+    q = fsub.add_parser(
+        "show",
+        parents=[common],
+        help="explain one form: variables, linear and nonlinear constants",
+        description="Explain one form. A form that declares its variables needs no grid; "
+        "otherwise its variables are resolved against --data (default: the main grid).",
+    )
+    q.add_argument("name", help="the form's name")
+    _add_data_options(q)
     q.set_defaults(func=_forms_show)
-    q = fsub.add_parser("add", help="add a form to forms.toml in the working directory")
-    q.add_argument("name")
-    q.add_argument("expression")
+    q = fsub.add_parser(
+        "add",
+        parents=[common],
+        help="add a form to forms.toml in the working directory",
+        description="Add a form to forms.toml in the working directory. Declare its "
+        'variables in the name, e.g. "chin(N, D)"; otherwise every name is checked against '
+        "the columns of --data (default: the main grid), so that a misspelt variable is "
+        "refused instead of becoming a constant.",
+    )
+    q.add_argument("name", help='the form\'s name, optionally with its variables: "mine(H, omega)"')
+    q.add_argument("expression", help='the expression, e.g. "L0 + a*omega**c"')
+    _add_data_options(q)
     q.set_defaults(func=_forms_add)
+    q = fsub.add_parser(
+        "remove", parents=[common], help="remove a form from forms.toml in the working directory"
+    )
+    q.add_argument("name", help="the form's name")
+    q.set_defaults(func=_forms_remove)
 
 
 def _forms_list(args) -> int:
     from fitrules.forms import available_forms
 
     forms = available_forms()
-    w = max(len(n) for n in forms)
+    heads = {
+        n: n + (f"({', '.join(f.variables)})" if f.variables else "") for n, f in forms.items()
+    }
+    w = max(len(h) for h in heads.values())
     for name, f in forms.items():
-        print(f"{name.ljust(w)}  {f.expression}    [{f.source}]")
+        _say(args, f"{heads[name].ljust(w)}  {f.expression}    [{f.source}]")
     return 0
 
 
 def _forms_show(args) -> int:
     from fitrules.forms import select_forms
+    from fitrules.report.text import render_form
 
     f = select_forms([args.name])[0]
+    resolved_by = None
     if f.variables is None:
-        from fitrules.grids import default_grid, load_grid
-
-        path, where = default_grid(None)
-        f = f.bind(load_grid(path, where=where).columns)
-    s = f.structure
-    print(f"{f.name} = {f.expression}")
-    if f.description:
-        print(f"  {f.description}")
-    print(f"  source: {f.source}")
-    print(f"  variables: {', '.join(f.bound_variables)}")
-    print(f"  constants entering linearly (solved exactly): {', '.join(s.linear) or 'none'}")
-    print(f"  nonlinear constants (grid search, then polish): {', '.join(s.nonlinear) or 'none'}")
-    for c, lo, hi in zip(s.constants, s.lower, s.upper, strict=True):
-        if c in s.nonlinear:
-            i = s.nonlinear.index(c)
-            print(
-                f"    {c}: bounds [{lo:g}, {hi:g}], starting grid over "
-                f"[{s.start_lo[i]:g}, {s.start_hi[i]:g}]"
-            )
+        grid = _load(args)
+        f = f.bind(grid.columns)
+        resolved_by = grid.label
+    _say(args, render_form(f, resolved_by))
     return 0
 
 
 def _forms_add(args) -> int:
-    from fitrules.forms import add_form_to_file
+    from fitrules.forms import add_form_to_file, parse_form_line
 
+    form = parse_form_line(f"{args.name} = {args.expression}", "fitrules forms add")
+    checked = None
+    if form.variables is None:
+        grid = _load(args)
+        form = form.bind(grid.columns)  # refuses a name close to a column ("omgea")
+        checked = f"variables resolved against {grid.label}: {', '.join(form.bound_variables)}"
+    else:
+        form = form.bind(_load(args).columns) if args.data is not None else form
     path = add_form_to_file(args.name, args.expression)
-    print(f"added {args.name} = {args.expression} to {path}")
+    _say(args, f"added {form.describe()} to {path}" + (f" ({checked})" if checked else ""))
+    return 0
+
+
+def _forms_remove(args) -> int:
+    from fitrules.forms import remove_form_from_file
+
+    path = remove_form_from_file(args.name)
+    _say(args, f"removed {args.name} from {path}")
     return 0
 
 
 # ---------------------------------------------------------------- ci
-def _add_ci(sub) -> None:
+PAIRED_DATA_HELP = (
+    "results table (CSV or Parquet), one row a run (default: the committed tuned paired "
+    "grid, data/paired_tuned.csv, with --tune lr --tune-seeds 0,1,2)"
+)
+
+
+def _add_ci(sub, common) -> None:
     p = sub.add_parser(
         "ci",
+        parents=[common],
         help="paired-seed confidence intervals: treatment vs baseline",
         description="Pair runs by seed and estimate treatment - baseline with a "
         "paired t interval, a BCa bootstrap interval, Wilcoxon and sign-flip "
@@ -669,10 +806,13 @@ def _add_ci(sub) -> None:
         "baseline against DiLoCo at H=16, each arm's lr tuned on seeds 0,1,2 and the "
         "interval over the other seeds.",
     )
-    _add_data_options(p)
+    _add_data_options(p, PAIRED_DATA_HELP)
     _add_tune_options(p)
     p.add_argument(
-        "--baseline", default=None, metavar="SEL", help='baseline runs, e.g. "algo=sync"'
+        "--baseline",
+        default=None,
+        metavar="SEL",
+        help='baseline runs, e.g. "algo=sync" (required with --data)',
     )
     p.add_argument(
         "--treatment",
@@ -692,13 +832,14 @@ def _add_ci(sub) -> None:
         "--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)"
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    _add_json_option(p)
     _add_report_options(p)
     p.set_defaults(func=_ci)
 
 
 def _ci(args) -> int:
-    from fitrules.api import paired_seed_report
+    from fitrules import api
+    from fitrules.report.text import render_ci
     from fitrules.stats import check_ci_options, parse_selection
 
     check_ci_options(args.level, args.resamples, args.seed)
@@ -712,75 +853,219 @@ def _ci(args) -> int:
     parse_selection(args.baseline, "--baseline")
     for t in args.treatment:
         parse_selection(t, "--treatment")
+    _tune_seeds(args)  # checks --tune-seeds before any output is taken
     _take_outputs(args)
     if default:
         from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE, load_grid
 
+        grid = load_grid(DEFAULT_PAIRED, metric=args.metric, where=args.where or [],
+                         derive=args.derive, unit=args.unit)  # fmt: skip
         if args.tune is None:
             args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
-        grid = _tuned(
-            args,
-            load_grid(
-                DEFAULT_PAIRED, metric=args.metric, where=args.where or [], derive=args.derive
-            ),
-        )
     else:
         grid = _load(args)
-    results, payload = paired_seed_report(
+    res = api.ci(
         grid,
         args.baseline,
         args.treatment,
-        args.treatment_sweep,
-        args.level,
+        sweep=args.treatment_sweep,
+        tune=args.tune,
+        tune_seeds=_tune_seeds(args),
+        level=args.level,
+        resamples=args.resamples,
+        seed=args.seed,
+    )
+    payload = res.to_dict()
+    payload["command"] = _command_line()
+    if args.report is not None:  # only once everything above has succeeded
+        _write_report(args, res.report, args.report, args.force, _command_line())
+    _emit(args, *_with_tuning(res.tuning, render_ci(res.results, payload), payload))
+    return 0
+
+
+# ---------------------------------------------------------------- design
+def _add_design(sub, common) -> None:
+    p = sub.add_parser(
+        "design",
+        parents=[common],
+        help="which runs to do next: cells that tell forms apart",
+        description="Rank candidate cells by how well a few seeds there would tell the forms "
+        "apart (or, with one form and --target, pin down its prediction there), choose a "
+        "batch under --budget, and print the commands of the loop design -> predict -> "
+        "simulate -> score.",
+    )
+    _add_data_options(p)
+    _add_tune_options(p)
+    p.add_argument(
+        "--forms", required=True, metavar="A,B[,...]", help="forms to discriminate, or one form"
+    )
+    p.add_argument(
+        "--form",
+        action="append",
+        default=[],
+        metavar='"NAME = EXPR"',
+        help="a form given inline, also to be named in --forms (repeatable)",
+    )
+    p.add_argument(
+        "--candidates",
+        default=None,
+        metavar='"H=2,8,32;keep=1/32"',
+        help="cells to consider (default: the grid's levels and geometric midpoints, minus "
+        "the cells already run)",
+    )
+    p.add_argument(
+        "--target",
+        default=None,
+        metavar='"H=256,omega=63"',
+        help="one form: the cell whose prediction the batch should pin down",
+    )
+    p.add_argument("--budget", type=int, default=24, help="runs to spend (default 24)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per cell, at least (default 3)")
+    p.add_argument("--max-seeds", type=int, default=12, help="seeds per cell, at most (12)")
+    p.add_argument("--power", type=float, default=0.8, help="power for seeds needed (0.8)")
+    p.add_argument("--alpha", type=float, default=0.05, help="two-sided level (0.05)")
+    p.add_argument("--design-splits", type=int, default=100, help="random-split refits (100)")
+    p.add_argument("--resamples", type=int, default=100, help="seed-bootstrap refits (100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of splits and bootstrap (0)")
+    p.add_argument("--ledger", default="design.jsonl", help="ledger named in the commands")
+    p.add_argument(
+        "--runs-out", default="design_runs.csv", help="results CSV named in the commands"
+    )
+    p.add_argument(
+        "--spec-out",
+        type=Path,
+        default=None,
+        help="write the batch as a simulate spec here (with --report: runs.toml inside it)",
+    )
+    _add_json_option(p)
+    _add_report_options(p)
+    p.set_defaults(func=_design)
+
+
+def _design(args) -> int:
+    import shlex
+
+    import numpy as np
+
+    from fitrules.design import batch_spec, check_design_options, design, loop_commands
+    from fitrules.forms import select_forms
+    from fitrules.report.design import design_report, render_design
+
+    names = [n.strip() for n in args.forms.split(",") if n.strip()]
+    inline = {f.split("=")[0].strip() for f in args.form}
+    forms = select_forms([n for n in names if n not in inline], args.form)
+    forms = sorted(forms, key=lambda f: names.index(f.name) if f.name in names else len(names))
+    check_design_options(
+        len(forms),
+        args.budget,
+        args.seeds,
+        args.max_seeds,
+        args.power,
+        args.alpha,
+        args.design_splits,
+        args.resamples,
+        args.target,
+    )
+    _tune_seeds(args)
+    _take_outputs(args)
+    spec_file = None
+    if args.spec_out is not None and args.report is None:
+        spec_file = args.outputs.stage_file(args.spec_out, "--spec-out")
+    grid, tuning = _tuned(args, _load(args))
+    d = design(
+        grid,
+        forms,
+        args.candidates,
+        args.budget,
+        args.seeds,
+        args.max_seeds,
+        args.power,
+        args.alpha,
+        args.design_splits,
         args.resamples,
         args.seed,
-        args.tuning,
+        args.target,
     )
-    payload["command"] = _command_line()
-    if args.report is not None:
-        from fitrules.report.markdown import ci_report
-
-        _write_report(
-            args, ci_report, results, payload, args.report, _command_line(), args.force, args.tuning
+    tuned = None
+    if tuning is not None:
+        tuned = {k: v for k, v in tuning.describe()["levels"].items()}
+    spec_text = batch_spec(d, grid, tuned)
+    if tuned and len(d.chosen):
+        per = int(np.prod([len(v) for v in tuned.values()]))
+        d.notes.append(
+            f"the grid is tuned: each chosen cell runs at every level of "
+            f"{', '.join(tuned)} ({per} levels), {per * int(d.chosen['runs'].sum())} runs in "
+            "all, and score tunes the new runs the same way"
         )
-    from fitrules.report.text import render_ci
-
-    _emit(args, *_with_tuning(args, render_ci(results, payload), payload))
+    spec_path = None
+    if spec_text is not None:
+        if args.report is not None:
+            spec_path = str(args.report / "runs.toml")
+        elif args.spec_out is not None:
+            spec_path = str(args.spec_out)
+    data_args: list[str] = []
+    if args.data is not None:
+        data_args += ["--data", str(args.data)]
+    for w in args.where or []:
+        data_args += ["--where", w]
+    for dv in args.derive:
+        data_args += ["--derive", dv]
+    for t in args.tune or []:
+        data_args += ["--tune", t]
+    if args.tune_seeds is not None:
+        data_args += ["--tune-seeds", args.tune_seeds]
+    d.commands = loop_commands(d, data_args, args.ledger, spec_path, args.runs_out)
+    if args.report is not None:
+        _write_report(args, design_report, d, args.report, _command_line(), spec_text, args.force)
+    elif spec_file is not None and spec_text is not None:
+        spec_file.commit(spec_text)
+    text = render_design(d)
+    if args.report is not None:
+        text += f"\n\nreport written to {shlex.quote(str(args.report))}/report.md"
+    _emit(args, *_with_tuning(tuning, text, d.to_dict() | {"spec": spec_text}))
     return 0
 
 
 # ---------------------------------------------------------------- predict / score
-def _add_predict(sub) -> None:
+def _add_predict(sub, common) -> None:
     p = sub.add_parser(
         "predict",
+        parents=[common],
         help="write a prediction to a ledger before the run",
-        description="Fit a form on all cells, predict one cell with a seed-"
-        "bootstrap interval, and append the prediction to an append-only, "
-        "hash-chained ledger.",
+        description="Fit a form on all cells, predict one cell with a bootstrap "
+        "interval, and append the prediction to an append-only, hash-chained ledger.",
     )
     _add_data_options(p)
-    p.add_argument("--form", required=True, metavar='NAME or "NAME = EXPR"')
+    _add_tune_options(p)
+    p.add_argument("--form", required=True, metavar='NAME or "NAME = EXPR"', help=FORM_HELP)
     p.add_argument("--at", required=True, metavar='"H=8,keep=0.25"', help="the cell predicted")
     p.add_argument(
         "--tolerance",
         type=float,
         default=None,
         metavar="PCT",
-        help="the relative error (percent) the prediction commits to",
+        help="the relative error (percent) the prediction commits to (default: none, the "
+        "record then commits only to its interval)",
     )
-    p.add_argument("--ledger", type=Path, required=True, help="JSON-lines ledger to append to")
+    p.add_argument(
+        "--ledger",
+        type=Path,
+        required=True,
+        help="JSON-lines ledger to append to (created if missing; an existing one is "
+        "checked first)",
+    )
     _add_fit_options(p)
-    _add_bootstrap_options(p.add_argument_group("interval (bootstrap over seeds within cells)"))
+    _add_bootstrap_options(p.add_argument_group("interval (bootstrap)"))
     p.set_defaults(func=_predict)
 
 
 def _predict(args) -> int:
     import math
 
-    from fitrules.api import fit_intervals
+    from fitrules import api
     from fitrules.fit import Objective
     from fitrules.forms import resolve_form
-    from fitrules.intervals import check_bootstrap_options, parse_point
+    from fitrules.intervals import check_bootstrap_options, format_point, parse_point
     from fitrules.ledger import append_prediction, check_ledger_target, describe_head
 
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
@@ -788,29 +1073,29 @@ def _predict(args) -> int:
     Objective(args.objective, args.delta)
     check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
     parse_point(args.at, "--at")
+    _tune_seeds(args)
     check_ledger_target(args.ledger)  # a tampered or unwritable ledger is refused now
     form = resolve_form(args.form)
-    grid = _load(args)
-    boot, preds = fit_intervals(
+    grid, _ = _tuned(args, _load(args))
+    fitted = api.fit(
         grid,
         form,
-        args.objective,
-        args.delta,
-        [args.at],
-        args.resamples,
-        args.bootstrap_seed,
-        args.level,
-        args.derive,
-        option="--at",
+        objective=args.objective,
+        delta=args.delta,
+        predict=[args.at],
+        bootstrap=args.bootstrap,
+        resamples=args.resamples,
+        seed=args.bootstrap_seed,
+        level=args.level,
     )
-    pred = preds[0]
+    pred = fitted.predictions[0]
     rec = append_prediction(
         args.ledger,
         {
-            "form": boot.form.name,
-            "expression": boot.form.expression,
-            "variables": list(boot.form.variables),
-            "constants": boot.fit.constants,
+            "form": fitted.form.name,
+            "expression": fitted.form.expression,
+            "variables": list(fitted.form.bound_variables),
+            "constants": fitted.constants,
             "objective": args.objective,
             "point": pred["given"],
             "at": pred["point"],
@@ -818,9 +1103,10 @@ def _predict(args) -> int:
             "interval": pred["interval"],
             "level": args.level,
             "resamples": args.resamples,
+            "bootstrap": fitted.bootstrap.kind if fitted.bootstrap else None,
             "tolerance_pct": args.tolerance,
             "data": {
-                "path": str(grid.path),
+                "path": grid.label,
                 "sha256": grid.sha256,
                 "where": list(grid.where),
                 "derive": list(grid.derive),
@@ -830,11 +1116,13 @@ def _predict(args) -> int:
         },
     )
     lo, hi = rec["interval"]
-    print(
+    _say(
+        args,
         f"{args.ledger}: record {rec['id']}: {rec['form']} predicts {rec['prediction']:.4f} "
-        f"at {rec['point']} ({round(100 * args.level)}% interval {lo:.4f} to {hi:.4f}"
+        f"at {format_point(rec['point'])} ({round(100 * args.level)}% interval {lo:.4f} to "
+        f"{hi:.4f}, {fitted.bootstrap.kind if fitted.bootstrap else ''} bootstrap"
         + (f"; tolerance {args.tolerance:g}%" if args.tolerance is not None else "")
-        + ")"
+        + ")",
     )
     print(f"{args.ledger}: {describe_head(rec['id'], rec['sha256'])}")
     return 0
@@ -851,24 +1139,32 @@ def _add_head_option(p) -> None:
     )
 
 
-def _add_score(sub) -> None:
+def _add_score(sub, common) -> None:
     p = sub.add_parser(
         "score",
+        parents=[common],
         help="score ledger predictions against new results",
         description="Check the ledger's hashes (and its head, with --head), then score every "
         "prediction whose cell has results in --data. The ledger is never written.",
     )
-    p.add_argument("--ledger", type=Path, required=True)
+    p.add_argument("--ledger", type=Path, required=True, help="the JSON-lines ledger to score")
     _add_head_option(p)
-    _add_data_options(p)
-    p.add_argument("--json", dest="json_out", default=None, metavar="PATH")
+    _add_data_options(p, "results table with the new runs (CSV or Parquet; required)")
+    _add_json_option(p)
+    _add_tune_options(p)
     p.set_defaults(func=_score)
 
 
 def _score(args) -> int:
-    from fitrules.grids import load_grid
-    from fitrules.ledger import parse_head, read_ledger, score_ledger, verify_head
-    from fitrules.report.text import render_scores
+    from fitrules.ledger import (
+        compare_scored,
+        parse_head,
+        read_ledger,
+        score_ledger,
+        verify_head,
+    )
+    from fitrules.report.text import render_scored_pairs, render_scores
+    from fitrules.util import json_ready
 
     if args.data is None:
         raise FitrulesError("score needs --data: the results table with the new runs")
@@ -876,21 +1172,26 @@ def _score(args) -> int:
     records = read_ledger(args.ledger, must_exist=True)
     if head is not None:
         verify_head(args.ledger, records, head)
+    _tune_seeds(args)
     _take_outputs(args)
-    table = score_ledger(
-        args.ledger,
-        load_grid(args.data, metric=args.metric, where=args.where or [], derive=args.derive),
-        records=records,
+    grid, _ = _tuned(args, _load(args))
+    table = score_ledger(args.ledger, grid, records=records)
+    pairs = compare_scored(table)
+    text = render_scores(table)
+    if len(pairs):
+        text += "\n\n" + render_scored_pairs(pairs)
+    _emit(
+        args,
+        text,
+        json_ready({"scores": table.to_dict("records"), "pairs": pairs.to_dict("records")}),
     )
-    from fitrules.util import json_ready
-
-    _emit(args, render_scores(table), json_ready({"scores": table.to_dict("records")}))
     return 0
 
 
-def _add_ledger(sub) -> None:
+def _add_ledger(sub, common) -> None:
     p = sub.add_parser(
         "ledger",
+        parents=[common],
         help="check a predictions ledger",
         description="Check a ledger's records and hash chain; with --head, also that the head "
         "recorded elsewhere is still in the chain (a removed last record or a rewritten chain "
@@ -898,7 +1199,7 @@ def _add_ledger(sub) -> None:
     )
     lsub = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     q = lsub.add_parser("verify", help="check the records, the chain and (--head) the head")
-    q.add_argument("--ledger", type=Path, required=True)
+    q.add_argument("--ledger", type=Path, required=True, help="the JSON-lines ledger to check")
     _add_head_option(q)
     q.set_defaults(func=_ledger_verify)
 
@@ -943,13 +1244,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fitrules {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = _common()
     for add in _ADDERS:
-        add(sub)
+        add(sub, common)
     return parser
 
 
 _ADDERS = [
     _add_compare,
+    _add_design,
     _add_fit,
     _add_validate,
     _add_ci,

@@ -11,22 +11,26 @@ fits that the wild-extrapolation guard names are shown with and without.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sst
 
 from fitrules import __version__
-from fitrules.errors import SplitError
+from fitrules._modules import make_callable
+from fitrules.errors import FormError, SplitError
 from fitrules.fit import FitOptions, FitResult, Objective, fit_splits, predict
 from fitrules.forms import Form
 from fitrules.grids import Cells, Grid
 from fitrules.guard import GuardOptions, check_fits
+from fitrules.intervals import JacobianUncertainty, jacobian_uncertainty
 from fitrules.splits import RandomSplit
 from fitrules.stats import c4, holm, paired_verdict, units_verdict
 from fitrules.util import json_ready
@@ -62,10 +66,14 @@ class Comparison:
     reasons: dict[str, dict[str, int]] = field(default_factory=dict)
     cell_errors: pd.DataFrame | None = None
     wild: dict[str, list[str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    unit: str | None = None
+    tuning: Any = None  # the fitrules.tune.Tuning the grid came from, if it was tuned
+    full_uncertainty: dict[str, JacobianUncertainty] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Everything, JSON-ready (NaN and infinities become null)."""
-        return json_ready(
+        out = json_ready(
             {
                 "fitrules_version": __version__,
                 "data": self.data,
@@ -73,6 +81,7 @@ class Comparison:
                 "forms": [f.to_dict() for f in self.forms],
                 "summary": self.summary.to_dict("records"),
                 "paired": self.paired.to_dict("records"),
+                "warnings": self.warnings,
                 "degenerate_reasons": self.reasons,
                 "wild_fits": self.wild,
                 "full_fit": {
@@ -82,6 +91,7 @@ class Comparison:
                         "cond": r.cond,
                         "degenerate": r.degenerate,
                         "reasons": r.reasons,
+                        **self._uncertainty(name),
                     }
                     for name, r in self.full_fits.items()
                 },
@@ -92,6 +102,106 @@ class Comparison:
                 "results": self.results.to_dict("records"),
             }
         )
+        if self.tuning is not None:
+            out["tuning"] = self.tuning.to_dict()
+        return out
+
+    def _uncertainty(self, name: str) -> dict:
+        u = self.full_uncertainty.get(name)
+        if u is None:
+            return {}
+        top = u.strongest(1)
+        return {
+            "stderr": u.stderr if u.ok else None,
+            "strongest_correlation": list(top[0]) if u.ok and top else None,
+            "uncertainty_note": u.note,
+        }
+
+    # ------------------------------------------------------------ views
+    def __repr__(self) -> str:
+        forms = ", ".join(f.name for f in self.forms)
+        return (
+            f"Comparison({forms}: {self.settings['protocol']}, {self.settings['n_splits']} "
+            f"splits, {self.data['cells']} cells)"
+        )
+
+    def __str__(self) -> str:
+        from fitrules.report.text import render_comparison
+
+        return render_comparison(self)
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import comparison_html
+
+        return comparison_html(self)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        from fitrules.util import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text)
+        return text
+
+    def report(self, target: str | Path, force: bool = False, command: str = "") -> Path:
+        """Write a report directory (report.md, figures, results.json, splits.csv)."""
+        from fitrules.report.markdown import comparison_report
+
+        return comparison_report(self, self.to_dict(), Path(target), command, force, self.tuning)
+
+    def form(self, name: str) -> Form:
+        """The (bound) form called ``name``."""
+        for f in self.forms:
+            if f.name == name:
+                return f
+        raise FormError(f"no form {name!r} in this comparison; forms: "
+                        + ", ".join(f.name for f in self.forms))  # fmt: skip
+
+    def plot_heldout(self, ax=None):
+        """Empirical CDF of every form's held-out error; returns the matplotlib Axes."""
+        from fitrules.report import figures
+
+        return figures.heldout_ecdf(self, ax)
+
+    def plot_paired(self, a: str, b: str, ax=None):
+        """a's held-out error against b's, one point per split valid for both."""
+        from fitrules.report import figures
+
+        self.form(a), self.form(b)
+        return figures.paired_scatter(self, a, b, ax)
+
+    def plot_fit(self, form: str, ax=None):
+        """``form`` fitted on all cells: observed against predicted."""
+        from fitrules.report import figures
+
+        f = self.form(form)
+        return figures.observed_vs_predicted(
+            self.cells, f, self.full_fits[form].constants, self.unit, ax
+        )
+
+    def plot_residuals(self, x: str | None = None, forms: Sequence[str] | None = None, ax=None):
+        """Every form's (or ``forms``') full-grid residuals against the variable ``x``."""
+        from fitrules.report import figures
+
+        x = x or self.cells.variables[0]
+        if x not in self.cells.variables:
+            raise FormError(f"{x!r} is not a variable of these forms: "
+                            + ", ".join(self.cells.variables))  # fmt: skip
+        chosen = [self.form(n) for n in forms] if forms else self.forms
+        fits = [(f, self.full_fits[f.name].constants) for f in chosen]
+        return figures.residuals_vs(self.cells, fits, x, ax)
+
+    def plot_curves(self, form: str, x: str | None = None, ax=None):
+        """The data and ``form`` fitted on all cells, against ``x`` (default: its first
+        variable)."""
+        from fitrules.report import figures
+
+        f = self.form(form)
+        x = x or f.bound_variables[0]
+        if x not in f.bound_variables:
+            raise FormError(f"form {form!r} reads {', '.join(f.bound_variables)}, not {x!r}")
+        return figures.curves_vs(self.cells, f, self.full_fits[form].constants, x, self.unit, ax)
 
 
 def _reason_key(reason: str) -> str:
@@ -131,6 +241,14 @@ def heldout_errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
     }
 
 
+def trim_mean(e: np.ndarray, cut: float) -> float:
+    """Mean after cutting ``int(cut * n)`` values from each end (as ``scipy.stats.trim_mean``,
+    without importing scipy.stats, which costs a second at start-up)."""
+    e = np.sort(np.asarray(e, float))
+    k = int(cut * len(e))
+    return float(e[k : len(e) - k].mean())
+
+
 def robust_summary(e: np.ndarray, prefix: str = "") -> dict:
     """Median, 10% trimmed mean, 90th percentile and worst of per-split errors."""
     e = np.asarray(e, float)
@@ -138,7 +256,7 @@ def robust_summary(e: np.ndarray, prefix: str = "") -> dict:
         return {f"{prefix}{k}": np.nan for k in ("median_pct", "trimmed_mean_pct", "p90_pct")}
     return {
         f"{prefix}median_pct": float(np.median(e)),
-        f"{prefix}trimmed_mean_pct": float(sst.trim_mean(e, TRIM)),
+        f"{prefix}trimmed_mean_pct": trim_mean(e, TRIM),
         f"{prefix}p90_pct": float(np.percentile(e, 90)),
     }
 
@@ -223,6 +341,7 @@ def compare(
     cell_labels = [cells.label(i) for i in range(n)]
     rows = []
     full = {}
+    unc = {}
     # per form, each used split's error at each cell it held out (NaN elsewhere)
     at_cell = {f.name: np.full((len(masks), n), np.nan) for f in bound}
     for f in bound:
@@ -264,6 +383,7 @@ def compare(
                 }
             )
         full[f.name] = fit_splits(f, X, y, np.ones((1, n), bool), objective, options)[0]
+        unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
     results = pd.DataFrame(rows)
     usable = results["heldout_error_pct"].notna()
     if not keep_degenerate:
@@ -275,7 +395,7 @@ def compare(
     cell_errors = _cell_table(cells, at_cell)
     paired = _paired(results, names, random, level, cell_errors)
     data = {
-        "path": str(grid.path) if grid.path else None,
+        "path": grid.label,
         "sha256": grid.sha256,
         "runs": int(len(grid.runs)),
         "cells": int(n if test_grid is None else (cells.table["_source"] == "fit").sum()),
@@ -285,10 +405,11 @@ def compare(
         "excluded": grid.summary()["excluded"],
         "variables": variables,
         "cells_without_noise_estimate": no_noise,
+        "unit": grid.unit,
     }
     if test_grid is not None:
         data["test"] = {
-            "path": str(test_grid.path),
+            "path": test_grid.label,
             "sha256": test_grid.sha256,
             "runs": int(len(test_grid.runs)),
             "cells": int((cells.table["_source"] == "test").sum()),
@@ -306,9 +427,45 @@ def compare(
             else "exact sign-flip over held-out groups where enough exist, Holm across pairs"
         ),
     }
+    notes = set_aside_warnings(summary, reasons, len(masks))
     return Comparison(
-        results, summary, paired, bound, cells, full, data, settings, reasons, cell_errors, wild
+        results,
+        summary,
+        paired,
+        bound,
+        cells,
+        full,
+        data,
+        settings,
+        reasons,
+        cell_errors,
+        wild,
+        notes,
+        grid.unit,
+        full_uncertainty=unc,
     )
+
+
+MOST = 0.5  # a form with more than this fraction of its splits set aside gets a warning
+
+
+def set_aside_warnings(summary: pd.DataFrame, reasons: dict, n_splits: int) -> list[str]:
+    """A sentence for each form most of whose splits were set aside, saying why.
+
+    A verdict on the splits that remain describes those splits only: when most were set
+    aside (e.g. the optimiser did not converge on them), the reader must know.
+    """
+    out = []
+    for r in summary.to_dict("records"):
+        gone = n_splits - int(r["splits_used"])
+        if n_splits and gone > MOST * n_splits:
+            why = "; ".join(f"{c} x {k}" for k, c in list(reasons.get(r["form"], {}).items())[:3])
+            out.append(
+                f"{r['form']}: {gone} of {n_splits} splits set aside ({why or 'no valid error'}); "
+                f"its summary and verdicts rest on the other {r['splits_used']}, which may not "
+                "be typical"
+            )
+    return out
 
 
 def _summarise(results: pd.DataFrame, forms: list[Form], keep_degenerate: bool):
@@ -380,7 +537,15 @@ def _paired(results, names, random: bool, level: float, cell_errors) -> pd.DataF
         both = (ok[a] & ok[b]).to_numpy(bool)
         ea, eb = wide[a].to_numpy()[both], wide[b].to_numpy()[both]
         v = paired_verdict(ea, eb, n_train, n_test, level) if random else units_verdict(ea, eb)
-        rows.append({"a": a, "b": b, **v, "deciding_cells": _deciding(cell_errors, a, b)})
+        rows.append(
+            {
+                "a": a,
+                "b": b,
+                **v,
+                "splits": int(len(both)),
+                "deciding_cells": _deciding(cell_errors, a, b),
+            }
+        )
     paired = pd.DataFrame(rows)
     if len(paired):
         paired["p_holm"] = holm(paired["p"].tolist())
@@ -401,3 +566,7 @@ def _deciding(cell_errors: pd.DataFrame, a: str, b: str, k: int = 3) -> list[dic
         }
         for i in top
     ]
+
+
+# fr.compare(...) calls fitrules.api.compare; see fitrules._modules
+make_callable(__name__, "fitrules.api.compare")

@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import qmc
 
 from fitrules import expr as ex
+from fitrules._modules import make_callable
 from fitrules.errors import FitrulesError
 from fitrules.forms import Form, Structure
 from fitrules.limits import check_memory
@@ -92,6 +92,7 @@ class FitOptions:
     resolution: float = 1e-6  # local refinement stops at this fraction of the start range
     max_rounds: int = 80  # local refinement rounds, counting moves of the window
     lm_iterations: int = 200  # Levenberg-Marquardt iterations; a row still moving is flagged
+    huber_iterations: int = 800  # the same for log-Huber, whose kinks slow the last steps
     chunk_splits: int = 512  # splits fitted together; bounds memory at any number of splits
 
 
@@ -170,6 +171,8 @@ def _theta_grid(s: Structure, opts: FitOptions) -> np.ndarray:
         k = opts.grid_points[q - 1]
         axes = [np.linspace(lo[i], hi[i], k) for i in range(q)]
         return np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
+    from scipy.stats import qmc  # only for four or more nonlinear constants: slow to import
+
     pts = qmc.Sobol(q, scramble=True, seed=0).random(opts.grid_points_high_dim)
     return lo + pts * (hi - lo)
 
@@ -390,19 +393,31 @@ def _gather(X, y, masks):
     T = len(masks)
     return (
         {v: np.broadcast_to(a, (T, len(a))) for v, a in X.items()},
-        np.broadcast_to(y, (T, len(y))),
+        np.broadcast_to(y, (T, y.shape[-1])),  # y may be (n,) or one row per fit (T, n)
         masks,
     )
 
 
-def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opts: FitOptions):
+def _lm(
+    cf: CompiledForm,
+    X,
+    y,
+    masks,
+    objective: Objective,
+    x0: np.ndarray,
+    opts: FitOptions,
+    scaled: bool | None = None,
+):
     """Levenberg-Marquardt on all constants, every row (a split and a start) at once.
 
-    Least-squares objectives use the Gauss-Newton model; log-Huber uses Huber's own
-    curvature (1 inside +-delta, ~0 outside) with its clipped gradient. A step is kept only
-    where it lowers the objective; the damping of each row adapts on its own. A row is done
-    when a kept step gains less than 1e-9 (relative), its steps vanish, or no damping finds a
-    lower point.
+    Least-squares objectives use the Gauss-Newton model; log-Huber uses the iteratively
+    reweighted one (weight 1 inside +-delta, delta/|r| outside, the quadratic that touches
+    the Huber loss at the current residuals) with its clipped gradient, on a Jacobi-scaled
+    system. A step is kept only where it lowers the objective; the damping of each row
+    adapts on its own. A row is done when a kept step gains less than 1e-9 (relative), its
+    steps vanish, or no damping finds a lower point.
+    ``y`` is (n,) or one target vector per row (T, n). ``scaled`` (default: for log-Huber)
+    solves a Jacobi-scaled system.
     Returns the constants, the objective and which rows converged.
     """
     X, y, m = _gather(X, y, masks)
@@ -412,6 +427,7 @@ def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opt
         inner_lo = np.where(np.isfinite(lo), lo + 1e-12 * (1 + np.abs(lo)), lo)
         inner_hi = np.where(np.isfinite(hi), hi - 1e-12 * (1 + np.abs(hi)), hi)
     huber = objective.kind == "log_huber"
+    scaled = huber if scaled is None else scaled
 
     def evaluate(x, rows):
         Xr = {v: a[rows] for v, a in X.items()}
@@ -430,7 +446,7 @@ def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opt
     lam = np.full(T, 1e-3)
     done = ~np.isfinite(val)
     converged = np.zeros(T, bool)
-    for _ in range(opts.lm_iterations):
+    for _ in range(opts.huber_iterations if huber else opts.lm_iterations):
         idx = np.flatnonzero(~done)
         if len(idx) == 0:
             break
@@ -443,14 +459,23 @@ def _lm(cf: CompiledForm, X, y, masks, objective: Objective, x0: np.ndarray, opt
         if huber:
             d = objective.delta
             g = (Jt @ (np.clip(ri, -d, d) * mi)[..., None])[..., 0]
-            w = mi * np.where(np.abs(ri) <= d, 1.0, 1e-6)
+            w = mi * np.minimum(1.0, d / np.maximum(np.abs(ri), 1e-300))
             H = (Jt * w[:, None, :]) @ J
         else:
             g = (Jt @ ri[..., None])[..., 0]
             H = Jt @ J
         diag = np.maximum(np.diagonal(H, axis1=1, axis2=2), 1e-30)
         A = H + lam[idx, None, None] * (diag[:, :, None] * np.eye(cf.p))
-        step = _solve(A, -g)
+        if scaled:
+            # Jacobi scaling first: Huber's weights (delta/|r| outside +-delta) and constants
+            # of very different sizes (B ~ 1e3 next to an exponent ~ 0.3) put the diagonal
+            # entries 1e10 apart, and the solver's ridge, relative to the trace, would swamp
+            # the small ones (most Chinchilla-shaped fits then crawled and were flagged).
+            # Least-squares rows keep the plain solve that the committed reports were made with.
+            sc = 1.0 / np.sqrt(np.maximum(np.diagonal(A, axis1=1, axis2=2), 1e-300))
+            step = sc * _solve(A * sc[:, :, None] * sc[:, None, :], -g * sc)
+        else:
+            step = _solve(A, -g)
         new_x = np.clip(xi + step, inner_lo, inner_hi)
         new_val, new_pred, new_r = evaluate(new_x, idx)
         better = new_val < val[idx]
@@ -831,6 +856,49 @@ def fit(
     return fit_splits(form, X, y, np.ones((1, len(y)), bool), objective, options)[0]
 
 
+def refit(
+    form: Form,
+    X: dict[str, np.ndarray],
+    Y: np.ndarray,
+    start: dict[str, float],
+    objective: Objective | None = None,
+    options: FitOptions | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Refit ``form`` to many target vectors at once, each from the constants ``start``.
+
+    For bootstrap replicates of a fit: each row of ``Y`` (B, n) is a resampled version of the
+    data the fit at ``start`` was made on, so its optimum lies near ``start`` and a local
+    Levenberg-Marquardt (Jacobi-scaled, all rows at once) finds it, where a global search
+    per replicate would cost a search each.
+
+    Returns
+    -------
+    params : (B, p) constants in the order of ``form.constants``.
+    objective : (B,) training objective of each refit.
+    converged : (B,) whether each refit converged (a row that did not is not a refit).
+    """
+    objective = objective or Objective()
+    options = options or FitOptions()
+    cf = CompiledForm(form)
+    Y = np.atleast_2d(np.asarray(Y, float))
+    # the same units as fit_splits: extreme scales are fitted in a power of two near them
+    scale = value_scale(cf, Y.ravel())
+    lin = [cf.s.constants.index(c) for c in cf.s.linear]
+    x0 = np.tile([start[c] for c in cf.s.constants], (len(Y), 1)).astype(float)
+    x0[:, lin] /= scale
+    masks = np.ones(Y.shape, bool)
+    with np.errstate(all="ignore"):  # non-finite values are checked where they are used
+        params, value, converged = _lm(cf, X, Y / scale, masks, objective, x0, options, scaled=True)
+    params[:, lin] *= scale
+    if objective.kind == "abs_ls":
+        value = value * scale**2
+    return params, value, converged
+
+
 def predict(form: Form, X: dict[str, np.ndarray], constants: dict[str, float]) -> np.ndarray:
     cf = CompiledForm(form)
     return cf.predict(X, np.array([constants[c] for c in cf.s.constants], float))
+
+
+# fr.fit(...) calls fitrules.api.fit; see fitrules._modules
+make_callable(__name__, "fitrules.api.fit")

@@ -450,11 +450,10 @@ def load_forms_file(path: Path) -> dict[str, Form]:
     """Forms defined in a TOML file: ``name = "expr"`` lines or ``[name]`` tables."""
     path = Path(path)
     doc = _read_toml(path)
-    out = {}
-    for name, value in doc.items():
+    out = {n: _form_from_toml(n, v, str(path)) for n, v in doc.items()}
+    for name in out:
         if name in BUILTIN_FORMS:
             raise FormError(f"{path}: {name!r} is a built-in form; choose another name")
-        out[name] = _form_from_toml(name, value, str(path))
     return out
 
 
@@ -509,9 +508,67 @@ def add_form_to_file(name: str, expression: str, cwd: Path | None = None) -> Pat
     # json.dumps gives a valid TOML basic string for any expression text. A top-level key
     # must come before the first [table], or TOML would read it as part of that table.
     entry = f"{form.name} = {json.dumps(form.expression)}"
+    if form.variables is not None:  # declared variables are part of the form: keep them
+        names = ", ".join(json.dumps(v) for v in form.variables)
+        entry = f"{form.name} = {{ expr = {json.dumps(form.expression)}, variables = [{names}] }}"
     at = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("[")), len(lines))
     text = "\n".join([*lines[:at], entry, *lines[at:]]) + "\n"
     from fitrules.util import atomic_write_text
 
     atomic_write_text(path, text)
     return path
+
+
+def remove_form_from_file(name: str, cwd: Path | None = None) -> Path:
+    """Remove the form ``name`` from ``forms.toml``: its ``name = ...`` line or its
+    ``[name]`` table. The other forms are checked to read back unchanged."""
+    path = Path(cwd or ".") / FORMS_FILE
+    if name in BUILTIN_FORMS:
+        raise FormError(f"form {name!r} is built in and cannot be removed")
+    existing = load_forms_file(path) if path.exists() else {}
+    if name not in existing:
+        raise FormError(
+            f"no form {name!r} in {path}"
+            + (f"; forms there: {', '.join(existing)}" if existing else "")
+        )
+    lines = path.read_text().splitlines()
+    out: list[str] = []
+    skipping = False
+    key = re.compile(rf"^\s*(\"?){re.escape(name)}\1\s*=")
+    table = re.compile(rf"^\s*\[\s*(\"?){re.escape(name)}\1\s*\]\s*(#.*)?$")
+    for line in lines:
+        if table.match(line):
+            skipping = True
+            continue
+        if skipping and line.lstrip().startswith("["):
+            skipping = False
+        if skipping:
+            continue
+        if key.match(line) and not any(ln.lstrip().startswith("[") for ln in out):
+            continue
+        out.append(line)
+    text = "\n".join(out) + ("\n" if out else "")
+    try:
+        after = {k: f.to_dict() for k, f in _parse_forms_text(text, str(path)).items()}
+    except FormError:
+        after = None
+    before = {k: f.to_dict() for k, f in existing.items() if k != name}
+    if after != before:
+        raise FormError(
+            f"{path}: cannot remove {name!r} without touching other forms (a multi-line "
+            "value?); edit the file by hand"
+        )
+    from fitrules.util import atomic_write_text
+
+    atomic_write_text(path, text)
+    return path
+
+
+def _parse_forms_text(text: str, source: str) -> dict[str, Form]:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise FormError(f"{source}: not valid TOML ({' '.join(str(err).split())})") from None
+    except RecursionError:
+        raise FormError(f"{source}: not valid TOML (nested too deeply)") from None
+    return {n: _form_from_toml(n, v, source) for n, v in doc.items()}

@@ -7,6 +7,7 @@ metric over the runs (seeds) in it, with the seed count and standard error kept.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,12 @@ DOMAIN = {
 }
 
 
+# Tables written by ``fitrules simulate`` (they carry these columns) report losses in nats per
+# character and wall time in seconds; any other table's unit is what --unit says, or unknown.
+HARNESS_COLUMNS = ("spec", "spec_sha256")
+HARNESS_UNITS = {"loss": "nats", "val_loss": "nats", "train_loss": "nats", "wall_s": "s"}
+IN_MEMORY = "DataFrame"
+
 DEFAULT_GRID = "main.csv"
 DEFAULT_WHERE = ("lr == 3e-4",)
 
@@ -70,10 +77,17 @@ def default_grid(where: Sequence[str] | None = None) -> tuple[Path, list[str]]:
 
 
 def display_path(path: Path) -> str:
-    """``path`` relative to the working directory or the checkout, never this machine's root."""
-    from fitrules.paths import project_root
+    """``path`` relative to the working directory or the checkout, never this machine's root.
+
+    The data shipped inside an installed package shows as ``data/NAME``, as in a checkout.
+    """
+    from fitrules.paths import packaged_data_dir, project_root
 
     path = Path(path)
+    try:
+        return str(Path("data") / path.resolve().relative_to(packaged_data_dir()))
+    except ValueError:
+        pass
     for base in (Path.cwd(), project_root()):
         try:
             return str(path.resolve().relative_to(base.resolve()))
@@ -146,6 +160,8 @@ class Grid:
     rows_read: int = 0
     filtered_out: int = 0
     name: str = field(default="")
+    unit: str | None = None
+
     # the 0-based row of the file each run came from (for messages); None if unknown
     row_numbers: np.ndarray | None = field(default=None, compare=False, repr=False)
 
@@ -155,6 +171,25 @@ class Grid:
         if rows is not None and len(rows) == len(self.runs):
             return f"line {_line(rows[i])}"
         return f"run {i + 1}"
+
+    def __repr__(self) -> str:
+        cells = self.summary()["cells"]
+        unit = f" ({self.unit})" if self.unit else ""
+        where = f", where {' and '.join(self.where)}" if self.where else ""
+        return (
+            f"Grid({self.label}: {len(self.runs)} runs in {cells} cells, metric "
+            f"{self.metric!r}{unit}, {len(self.excluded)} excluded{where})"
+        )
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import grid_html
+
+        return grid_html(self)
+
+    @property
+    def label(self) -> str:
+        """Where the runs came from, for messages: the file, or "DataFrame"."""
+        return str(self.path) if self.path is not None else IN_MEMORY
 
     @property
     def columns(self) -> list[str]:
@@ -194,7 +229,7 @@ class Grid:
             form reads (filter with ``--where``).
         """
         variables = tuple(dict.fromkeys(variables))
-        where = self.path or "grid"
+        where = self.label
         for v in variables:
             if v not in self.runs.columns:
                 raise GridError(f"{where}: no column {v!r}; columns: {', '.join(self.columns)}")
@@ -269,18 +304,34 @@ class Grid:
         agg["sem"] = agg["std"] / np.sqrt(agg["n_seeds"])
         return Cells(agg, variables, self.metric)
 
+    @property
+    def continuous(self) -> list[str]:
+        """Design columns with a different value in every run (e.g. a compute budget): not
+        factors, but a cell is one value of them."""
+        skip = {self.metric, self.seed, *NON_FACTORS, *self.factors}
+        return [
+            c for c in self.runs.columns if c not in skip and self.runs[c].nunique(dropna=False) > 1
+        ]
+
     def summary(self) -> dict:
-        """Runs, cells, levels per factor, seeds per cell, excluded rows."""
+        """Runs, cells, levels per factor, seeds per cell, excluded rows.
+
+        Cells are the distinct combinations of the varying factors and the continuous
+        columns: runs that differ in nothing but the seed (and the outcome columns). A form
+        that reads only some of them pools the others; ``compare`` counts cells over the
+        variables its forms read.
+        """
         varying = self.varying_factors
         fixed = {c: _plain(self.runs[c].iloc[0]) for c in self.factors if c not in varying}
         levels = {c: sorted(_plain(v) for v in self.runs[c].unique()) for c in varying}
-        if varying:
-            counts = self.runs.groupby(varying).size()
+        by = varying + self.continuous
+        if by:
+            counts = self.runs.groupby(by, dropna=False).size()
         else:
             counts = pd.Series([len(self.runs)])
         m = self.runs[self.metric]
         return {
-            "path": str(self.path) if self.path else None,
+            "path": self.label,
             "sha256": self.sha256,
             "rows_read": self.rows_read,
             "filtered_out": self.filtered_out,
@@ -299,8 +350,11 @@ class Grid:
             }
             if len(counts)
             else None,
+            "cells_by": by,
             "levels": levels,
+            "continuous": self.continuous,
             "fixed": fixed,
+            "unit": self.unit,
         }
 
 
@@ -354,8 +408,8 @@ def _read(path: Path) -> pd.DataFrame:
         raise
     except ImportError:
         raise GridError(
-            f"{label}: cannot read Parquet here (no pyarrow or fastparquet installed); "
-            "install pyarrow or use CSV"
+            f"{display_path(path)}: cannot read Parquet here (no pyarrow installed); install "
+            'the parquet extra (pip install "fitrules[parquet]", which adds pyarrow) or use CSV'
         ) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
         raise GridError(f"{label}: not a readable results table ({_first_line(err)})") from None
@@ -405,21 +459,37 @@ def _eval(node: ex.Node, frame: pd.DataFrame, text: str, where: str, option: str
 
 
 def load_grid(
-    path: Path | str,
+    source: Path | str | pd.DataFrame,
     metric: str | None = None,
-    where: Sequence[str] = (),
-    derive: Sequence[str] = (),
+    where: Sequence[str] | str = (),
+    derive: Sequence[str] | str = (),
     frame: pd.DataFrame | None = None,
+    unit: str | None = None,
 ) -> Grid:
     """Load and check a results table.
 
     Parameters
     ----------
-    path : CSV (or Parquet) file, one row a run.
-    metric : the metric column; default the first of ``loss``, ``val_loss`` present.
-    where : filters, e.g. ``"lr == 3e-4"``; rows failing any are left out (and counted).
-    derive : new columns, e.g. ``"omega = 1/keep - 1"``; evaluated before the filters.
-    frame : an already loaded table (``path`` then only names it in messages).
+    source : str, Path or pandas.DataFrame
+        A CSV (or Parquet) file, one row a run, or the table itself.
+    metric : str, optional
+        The metric column; default the first of ``loss``, ``val_loss`` present.
+    where : str or sequence of str
+        Filters, e.g. ``"lr == 3e-4"``; rows failing any are left out (and counted).
+    derive : str or sequence of str
+        New columns, e.g. ``"omega = 1/keep - 1"``; evaluated before the filters. Names with
+        spaces go in backticks, as in ``pandas.eval``: ``"N = `Model Size`"``.
+    frame : pandas.DataFrame, optional
+        An already loaded table; ``source`` then only names it in messages.
+    unit : str, optional
+        The metric's unit, for labels ("nats"). Default: nats for the loss columns of tables
+        written by ``fitrules simulate``, otherwise none.
+
+    Returns
+    -------
+    Grid
+        The kept runs (derived columns added), the excluded ones with reasons, the metric,
+        the seed column and a sha256 of the table (of its CSV text, for a DataFrame).
 
     Raises
     ------
@@ -429,18 +499,34 @@ def load_grid(
 
     Examples
     --------
-    >>> grid = load_grid("data/main.csv", where=["lr == 3e-4"])  # doctest: +SKIP
-    >>> grid.cells(["H", "omega"]).table.head()  # doctest: +SKIP
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"H": [1, 4, 16, 1, 4, 16], "seed": [0, 0, 0, 1, 1, 1],
+    ...                    "loss": [2.1, 2.2, 2.4, 2.11, 2.21, 2.38]})
+    >>> g = load_grid(df, where="H < 16")
+    >>> len(g.runs), g.cells(["H"]).table["value"].round(3).tolist()
+    (4, [2.105, 2.205])
     """
-    path = Path(path)
-    df = _read(path) if frame is None else frame.copy()
-    label = display_path(path)
+    where = (where,) if isinstance(where, str) else tuple(where or ())
+    derive = (derive,) if isinstance(derive, str) else tuple(derive or ())
+    path: Path | None
+    if isinstance(source, pd.DataFrame):
+        frame, path = source, None
+    else:
+        path = Path(source)
+    if frame is not None and not isinstance(frame, pd.DataFrame):
+        raise GridError(f"frame: expected a pandas DataFrame, got {type(frame).__name__}")
+    label = IN_MEMORY if path is None else display_path(path)
+    if frame is not None:
+        df = frame.copy()
+    elif path is not None:
+        df = _read(path)
     if len(df) == 0:
         raise GridError(f"{label}: the table has no rows")
     df.columns = [str(c).strip() for c in df.columns]
     _check_unique(list(df.columns), label)
     rows_read = len(df)
     df = df.reset_index(drop=True)
+    columns_read = list(df.columns)
 
     derived = []
     for text in derive:
@@ -542,18 +628,24 @@ def load_grid(
     row_numbers = df.index[(reason == "").to_numpy()].to_numpy()
     runs = df[reason == ""].reset_index(drop=True)
     seed = next((s for s in SEED_COLUMNS if s in df.columns), None)
-    sha = sha256_file(path) if frame is None else None
+    if frame is not None:  # the table as CSV text: the same rows give the same hash
+        sha = hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
+    elif path is not None:
+        sha = sha256_file(path)
+    if unit is None and all(c in columns_read for c in HARNESS_COLUMNS):
+        unit = HARNESS_UNITS.get(metric)
     return Grid(
         runs,
         excluded,
         metric,
         seed,
-        Path(label),
+        Path(label) if path is not None else None,
         sha,
-        tuple(where),
-        tuple(derive),
+        where,
+        derive,
         rows_read,
         filtered_out,
-        path.stem,
+        path.stem if path is not None else IN_MEMORY,
+        unit or None,
         row_numbers,
     )

@@ -353,6 +353,7 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
             "tolerance_pct": r.get("tolerance_pct"),
             "runs": int(len(hit)),
             "fitted_on_this_data": same,
+            "values": hit.to_numpy(float).tolist(),
         }
         obs = float(hit.mean()) if len(hit) else math.nan
         if len(hit) and math.isfinite(obs) and obs != 0:
@@ -378,3 +379,61 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
             )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def compare_scored(scores: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Paired tests between forms whose predictions, written before the runs, share cells.
+
+    For each pair of forms, over every new run at a cell both predicted, the loss
+    differential ``d = (y - pred_a)**2 - (y - pred_b)**2`` (a Diebold-Mariano comparison of
+    fixed predictions): the runs are independent given the cells, so a t test over them asks
+    whether one form's predictions are closer to what the runs gave. Holm across pairs.
+    """
+    from scipy import stats as sst
+
+    from fitrules.stats import holm
+
+    done = scores[scores["status"] == "scored"]
+    key = done["point"].map(lambda p: tuple(sorted((k, round(float(v), 12)) for k, v in p.items())))
+    done = done.assign(_key=key)
+    forms = list(dict.fromkeys(done["form"]))
+    rows = []
+    for i, a in enumerate(forms):
+        for b in forms[i + 1 :]:
+            # the last record of each form at each cell
+            A = {r["_key"]: r for r in done[done["form"] == a].to_dict("records")}
+            B = {r["_key"]: r for r in done[done["form"] == b].to_dict("records")}
+            common = [k for k in A if k in B]
+            parts: list[np.ndarray] = []
+            closer_a = 0
+            for k in common:
+                y = np.asarray(A[k]["values"], float)
+                pa, pb = float(A[k]["prediction"]), float(B[k]["prediction"])
+                parts.append((y - pa) ** 2 - (y - pb) ** 2)
+                closer_a += abs(y.mean() - pa) < abs(y.mean() - pb)
+            d = np.concatenate(parts) if parts else np.zeros(0)
+            row = {
+                "a": a,
+                "b": b,
+                "cells": len(common),
+                "runs": len(d),
+                "a_closer_cells": int(closer_a),
+                "mean_sq_diff": float(d.mean()) if len(d) else None,
+                "t": None,
+                "p": None,
+                "ci": (None, None),
+            }
+            if len(d) >= 2 and d.std(ddof=1) > 0:
+                se = d.std(ddof=1) / np.sqrt(len(d))
+                q = sst.t.ppf(0.5 + level / 2, len(d) - 1)
+                row.update(
+                    t=float(d.mean() / se),
+                    p=float(2 * sst.t.sf(abs(d.mean() / se), len(d) - 1)),
+                    ci=(float(d.mean() - q * se), float(d.mean() + q * se)),
+                )
+            rows.append(row)
+    out = pd.DataFrame(
+        rows, columns=["a", "b", "cells", "runs", "a_closer_cells", "mean_sq_diff", "t", "p", "ci"]
+    )
+    out["p_holm"] = holm(out["p"].tolist()) if len(out) else []
+    return out

@@ -222,7 +222,8 @@ def parse_protocol(
     seed: int = 0,
     transfer_labels: tuple[str, str] | None = None,
 ):
-    """``random``, ``leave-one-level-out:COL``, ``extrapolate:COL[>=VALUE]`` or ``transfer``."""
+    """``random``, ``leave-one-level-out:COL``, ``extrapolate:COL[:VALUE]`` (also
+    ``extrapolate:COL>=VALUE``: fit below VALUE, score from it on) or ``transfer``."""
     kind, _, arg = (text or "").partition(":")
     kind = kind.strip()
     if kind == "random" and not arg:
@@ -230,7 +231,10 @@ def parse_protocol(
     if kind == "leave-one-level-out" and arg.strip():
         return LeaveOneLevelOut(arg.strip())
     if kind == "extrapolate" and arg.strip():
+        # COL>=VALUE, or COL:VALUE, which needs no quotes in a shell (an unquoted > redirects)
         col, sep, value = arg.partition(">=")
+        if not sep:
+            col, sep, value = arg.partition(":")
         if sep:
             try:
                 return Extrapolate(col.strip(), float(value))
@@ -243,5 +247,5 @@ def parse_protocol(
         return Transfer(*transfer_labels)
     raise SplitError(
         f"--split {text!r} is unknown; allowed: random, leave-one-level-out:COL, "
-        "extrapolate:COL, extrapolate:COL>=VALUE, transfer"
+        "extrapolate:COL, extrapolate:COL:VALUE (or 'extrapolate:COL>=VALUE', quoted), transfer"
     )

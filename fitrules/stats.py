@@ -1,14 +1,19 @@
-"""Statistics on paired samples: split-wise comparisons of forms, and paired-seed intervals."""
+"""Statistics on paired samples: split-wise comparisons of forms, and paired-seed intervals.
+
+scipy.stats is imported inside the functions that need it: importing it costs about a second,
+more than a whole comparison of the default grid, and the split-wise tests need only the t
+distribution, which scipy.special gives.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
-from statsmodels.stats.multitest import multipletests
+from scipy import special
 
 from fitrules.errors import SelectionError
 from fitrules.limits import MAX_CI_RESAMPLES, check_count, check_seed
@@ -25,6 +30,11 @@ def c4(n):
     with np.errstate(invalid="ignore"):
         lg = special.gammaln(n / 2) - special.gammaln((n - 1) / 2)
         return np.where(n >= 2, np.sqrt(2 / np.maximum(n - 1, 1)) * np.exp(lg), np.nan)
+
+
+def t_quantile(q: float, df: float) -> float:
+    """Quantile ``q`` of Student's t with ``df`` degrees of freedom (``stats.t.ppf``)."""
+    return float(special.stdtrit(df, q))
 
 
 LOG_FLOOR = 1e-12  # held-out errors (percent) are floored here before taking logs
@@ -73,10 +83,10 @@ def corrected_resampled_t(d: np.ndarray, n_train: int, n_test: int, level: float
         return out
     se = math.sqrt(var * (1 / J + n_test / n_train))
     t = float(d.mean()) / se
-    q = float(stats.t.ppf(0.5 + level / 2, J - 1))
+    q = t_quantile(0.5 + level / 2, J - 1)
     out.update(
         t=t,
-        p=float(2 * stats.t.sf(abs(t), J - 1)),
+        p=float(2 * special.stdtr(J - 1, -abs(t))),
         ci=(float(d.mean()) - q * se, float(d.mean()) + q * se),
     )
     return out
@@ -165,13 +175,19 @@ def units_verdict(err_a: np.ndarray, err_b: np.ndarray, alpha: float = 0.05) -> 
 
 
 def holm(ps: list[float | None]) -> list[float | None]:
-    """Holm-adjusted p-values; None stays None."""
+    """Holm-adjusted p-values; None stays None.
+
+    The k-th smallest of m p-values is multiplied by m - k + 1, made non-decreasing and
+    capped at 1 (the same arithmetic as statsmodels' ``multipletests(method="holm")``).
+    """
     ok = [i for i, p in enumerate(ps) if p is not None and np.isfinite(p)]
     out: list[float | None] = [None] * len(ps)
     if ok:
-        adj = multipletests([ps[i] for i in ok], method="holm")[1]
-        for i, p in zip(ok, adj, strict=True):
-            out[i] = float(p)
+        p = np.array([ps[i] for i in ok], float)
+        order = np.argsort(p, kind="stable")
+        adj = np.minimum(np.maximum.accumulate(p[order] * np.arange(len(p), 0, -1)), 1.0)
+        for i, a in zip(np.array(ok)[order], adj, strict=True):
+            out[int(i)] = float(a)
     return out
 
 
@@ -262,6 +278,8 @@ def signflip_p(d: np.ndarray, seed: int = 0) -> tuple[float, bool]:
         signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
         means = np.abs(signs @ d) / n
         return float(np.mean(means >= obs - 1e-12 * max(1.0, obs))), True
+    from scipy import stats
+
     res = stats.permutation_test(
         (d,),
         np.mean,
@@ -296,8 +314,13 @@ class PairedCI:
     warnings: list[str] = field(default_factory=list)
     holm_t_p: float | None = None
     holm_wilcoxon_p: float | None = None
-    units: str = "nats"
+    units: str = ""  # the metric's unit, empty when unknown
     tuned: str = ""  # how the arms were tuned, if they were
+    metric: str = ""
+
+    @property
+    def _unit(self) -> str:
+        return f"{self.units} " if self.units else ""
 
     def sentence(self, lower_is_better: bool = True) -> str:
         core = self._core(lower_is_better)
@@ -311,13 +334,13 @@ class PairedCI:
         if lo <= 0 <= hi:
             return (
                 f"{self.treatment} vs {self.baseline}: mean difference {self.mean_diff:+.4g} "
-                f"{self.units} {over} ({interval}): not distinguishable from zero"
+                f"{self._unit}{over} ({interval}): not distinguishable from zero"
             )
         better = (self.mean_diff < 0) == lower_is_better
         verb = "beat" if better else "was worse than"
         return (
             f"{self.treatment} {verb} {self.baseline} by {abs(self.mean_diff):.4g} "
-            f"{self.units} {over} ({self.pct_of_baseline:+.2f}% of the baseline; {interval})"
+            f"{self._unit}{over} ({self.pct_of_baseline:+.2f}% of the baseline; {interval})"
         )
 
     def to_dict(self) -> dict:
@@ -329,10 +352,87 @@ def _shapiro_p(d: np.ndarray) -> float | None:
     the test (scipy then warns that the data 'has range zero')."""
     import warnings as _warnings
 
+    from scipy import stats
+
     with _warnings.catch_warnings(record=True) as caught:
         _warnings.simplefilter("always")
         p = float(stats.shapiro(d).pvalue)
     return None if caught or not np.isfinite(p) else p
+
+
+@dataclass
+class PairedIntervals:
+    """Paired-seed intervals of several treatments against one baseline: what ``fitrules.ci``
+    returns.
+
+    Attributes
+    ----------
+    results : one :class:`PairedCI` per treatment.
+    data : where the runs came from; settings : level, resamples, seed, baseline.
+    tuning : the :class:`fitrules.tune.Tuning` applied first, if any.
+    """
+
+    results: list[PairedCI]
+    data: dict
+    settings: dict
+    tuning: Any = None
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per treatment: pairs, mean difference, intervals and p-values."""
+        return pd.DataFrame([r.to_dict() for r in self.results]).drop(columns=["diffs"])
+
+    def to_dict(self) -> dict:
+        from fitrules.util import json_ready
+
+        out = {
+            "data": self.data,
+            "settings": self.settings,
+            "results": [dict(r.to_dict(), sentence=r.sentence()) for r in self.results],
+        }
+        if self.tuning is not None:
+            out["tuning"] = self.tuning.to_dict()
+        return json_ready(out)
+
+    def to_json(self, path=None) -> str:
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        import json
+        from pathlib import Path
+
+        from fitrules.util import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text)
+        return text
+
+    def __str__(self) -> str:
+        from fitrules.report.text import render_ci
+
+        return render_ci(self.results, self.to_dict())
+
+    def __repr__(self) -> str:
+        return f"PairedIntervals({'; '.join(r.sentence() for r in self.results)})"
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import intervals_html
+
+        return intervals_html(self)
+
+    def plot(self, i: int = 0, ax=None):
+        """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes)."""
+        from fitrules.report import figures
+
+        return figures.paired_differences(self.results[i], ax)
+
+    def report(self, target, force: bool = False, command: str = ""):
+        """Write a report directory: report.md, one figure per treatment, results.json."""
+        from pathlib import Path
+
+        from fitrules.report.markdown import ci_report
+
+        payload = self.to_dict() | {"command": command}
+        return ci_report(self.results, payload, Path(target), command, force, self.tuning)
 
 
 def paired_ci(
@@ -344,6 +444,7 @@ def paired_ci(
     level: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
+    unit: str | None = None,
 ) -> list[PairedCI]:
     """Pair runs by seed and estimate treatment - baseline for each treatment.
 
@@ -353,6 +454,8 @@ def paired_ci(
         For a column the grid lacks, a value not present, several runs for one seed on one
         side, a treatment equal to the baseline, or no seed common to both sides.
     """
+    from scipy import stats
+
     if seed_col is None:
         raise SelectionError("the grid has no 'seed' column: runs cannot be paired by seed")
     check_ci_options(level, n_resamples, seed)
@@ -427,7 +530,6 @@ def paired_ci(
                     + ("; prefer the bootstrap interval" if n >= BCA_MIN_PAIRS else "")
                 )
         base_mean = float(base.loc[common].mean())
-        units = "nats" if metric in ("loss", "val_loss") else f"({metric})"
         out.append(
             PairedCI(
                 label(sel),
@@ -447,7 +549,8 @@ def paired_ci(
                 exact,
                 {k: [_plain(s) for s in v] for k, v in dropped.items()},
                 warnings,
-                units=units,
+                units=unit or "",
+                metric=metric,
             )
         )
     if len(out) > 1:

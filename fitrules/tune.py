@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fitrules._modules import make_callable
 from fitrules.errors import GridError
 from fitrules.grids import Grid
 
@@ -667,3 +668,7 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
+
+
+# fr.tune(...) calls fitrules.tune.tune; see fitrules._modules
+make_callable(__name__, "fitrules.tune.tune")

@@ -47,14 +47,22 @@ def progress(total: int | None, desc: str = "", enabled: bool | None = None, ini
         bar.close()
 
 
+SIGNIFICANT = 12  # digits kept of a float in JSON
+
+
 def json_ready(obj):
-    """Plain Python values for json.dumps: numpy scalars unwrapped, NaN and inf as None."""
+    """Plain Python values for json.dumps: numpy scalars unwrapped, NaN and inf as None,
+    floats rounded to 12 significant digits.
+
+    The rounding makes JSON output byte-identical across machines: another BLAS or thread
+    count changes the last of a float's 17 digits, far below any digit a result rests on.
+    """
     if isinstance(obj, dict):
         return {str(k): json_ready(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [json_ready(v) for v in obj]
     if isinstance(obj, np.generic):
         obj = obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
+    if isinstance(obj, float):
+        return float(f"{obj:.{SIGNIFICANT}g}") if np.isfinite(obj) else None
     return obj

@@ -154,7 +154,6 @@ def test_directories_where_files_are_expected(grid_csv, tmp_path, capsys, monkey
     refused(
         [
             "compare",
-            *SPLITS,
             "--split",
             "transfer",
             "--fit-data",
@@ -550,7 +549,7 @@ def test_parquet_without_an_engine_is_one_line(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(pd, "read_parquet", no_engine)
     path = _write(tmp_path / "g.parquet", b"PAR1")
-    refused(["validate", path], capsys, tmp_path, "cannot read Parquet here .*install pyarrow")
+    refused(["validate", path], capsys, tmp_path, "cannot read Parquet here .*pyarrow")
 
 
 def test_tokenizer_error_is_one_line(tmp_path, capsys):

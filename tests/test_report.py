@@ -49,8 +49,11 @@ def test_report_has_every_file_and_valid_figures(fresh_report):
     assert {"report.md", "results.json", "splits.csv", "heldout_ecdf.png"} <= names
     for form in ("composition", "additive", "omega_only"):
         assert f"observed_vs_predicted_{form}.png" in names
-        assert f"residuals_{form}.png" in names
-    assert "loss_vs_omega_composition.png" in names
+        assert f"residual_map_{form}.png" in names
+        # fitted curves against every variable the form reads (omega_only: omega alone)
+        assert f"curves_{form}_vs_omega.png" in names
+    assert {"curves_composition_vs_H.png", "residuals_vs_H.png", "residuals_vs_omega.png"} <= names
+    assert "curves_omega_only_vs_H.png" not in names
     assert "paired_composition_vs_additive.png" in names
     for png in fresh_report.glob("*.png"):
         _png_ok(png)
@@ -97,6 +100,17 @@ def test_report_numbers_equal_the_json(report, fresh_report):
         assert f"| {p['a']} | {p['b']} | {p['n']} | {p['a_better']} | {p['b_better']} |" in md
 
 
+def _same(now, committed) -> bool:
+    """Equal, floats to 1e-9 relative, recursively; keys added since the commit are ignored."""
+    if isinstance(committed, float) and isinstance(now, float):
+        return now == pytest.approx(committed, rel=1e-9)
+    if isinstance(committed, dict) and isinstance(now, dict):
+        return all(k in now and _same(now[k], v) for k, v in committed.items())
+    if isinstance(committed, list) and isinstance(now, list):
+        return len(now) == len(committed) and all(map(_same, now, committed))
+    return now == committed
+
+
 def test_committed_default_report_is_reproduced():
     """Regenerating the default comparison gives the committed numbers."""
     from fitrules.compare import compare
@@ -116,16 +130,15 @@ def test_committed_default_report_is_reproduced():
     )
     now = cmp.to_dict()
     assert now["data"]["sha256"] == committed["data"]["sha256"]
-    # same counts exactly; floats to 1e-9 (another BLAS may change the last digits)
+    # same counts exactly; floats to 1e-9 (another BLAS may change the last digits). Every
+    # committed column is reproduced; columns added since may be new (until the reports are
+    # remade)
     for key in ("summary", "paired"):
         assert len(now[key]) == len(committed[key])
         for a, b in zip(now[key], committed[key], strict=True):
-            assert a.keys() == b.keys()
-            for k in a:
-                if isinstance(a[k], float) and isinstance(b[k], float):
-                    assert a[k] == pytest.approx(b[k], rel=1e-9), (key, k)
-                else:
-                    assert a[k] == b[k], (key, k)
+            assert b.keys() <= a.keys()
+            for k in b:
+                assert _same(a[k], b[k]), (key, k, a[k], b[k])
     for a, b in zip(now["results"], committed["results"], strict=True):
         assert (a["split"], a["form"], a["degenerate"]) == (b["split"], b["form"], b["degenerate"])
         assert a["train_objective"] == pytest.approx(b["train_objective"], rel=1e-9)
@@ -186,3 +199,30 @@ def test_existing_report_needs_force(tmp_path, synthetic_csv, capsys):
         == 0
     )
     assert not (target / "keep.txt").exists() and (target / "report.md").exists()
+
+
+def test_committed_chinchilla_report_has_errors_correlations_intervals_and_residuals():
+    """Made by `python -m fitrules.report.rebuild chinchilla` from the real runs."""
+    d = REPORTS / "chinchilla"
+    doc = json.loads((d / "results.json").read_text())
+    md = (d / "report.md").read_text()
+    assert {"residuals_vs_N.png", "residuals_vs_D.png"} <= {p.name for p in d.iterdir()}
+    for png in d.glob("*.png"):
+        _png_ok(png)
+    se = doc["uncertainty"]["stderr"]
+    assert set(se) == {"E", "A", "alpha", "B", "beta"} and all(v > 0 for v in se.values())
+    assert doc["uncertainty"]["correlation"]["B"]["beta"] > 0.99
+    assert "standard error (Jacobian)" in md and "Correlations of the constants" in md
+    iv = doc["bootstrap"]["constants"]
+    assert doc["bootstrap"]["kind"] == "residuals"
+    assert all(hi > lo for lo, hi in iv.values()), iv  # no zero-width interval
+    assert "cells" not in doc  # the external runs are not copied into the project
+
+
+def test_rebuild_skips_a_report_whose_data_is_absent(monkeypatch, capsys):
+    from fitrules.report import rebuild
+
+    monkeypatch.setitem(rebuild.NEEDS, "chinchilla", "../no/such/file.csv")
+    monkeypatch.chdir(ROOT)  # rebuild changes to the project root; restored afterwards
+    assert rebuild.rebuild(["chinchilla"]) == 0
+    assert "skipping chinchilla" in capsys.readouterr().err

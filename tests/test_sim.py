@@ -112,6 +112,25 @@ def test_interrupted_grid_resumes(tmp_path):
     np.testing.assert_allclose(pd.read_csv(out)["loss"], committed["loss"], rtol=1e-4)
 
 
+def test_a_failing_run_is_named_and_the_others_kept(tmp_path, monkeypatch):
+    from fitrules.sim import runner
+
+    spec = load_spec(DATA / "specs" / "smoke.toml")
+    victim = next(r for r in spec.runs if (r.H, r.keep, r.seed) == (4, 0.25, 1))
+    real_run = runner.run
+    monkeypatch.setattr(
+        runner, "run", lambda cfg, corpus: 1 / 0 if cfg == victim else real_run(cfg, corpus)
+    )
+    out = tmp_path / "smoke.csv"
+    with pytest.raises(SimError, match=r"1 run\(s\) failed: H=4,keep=0.25,seed=1: ZeroDivision"):
+        simulate(spec, out, show_progress=False)
+    assert len(pd.read_csv(out)) == 11 and not (tmp_path / "smoke.manifest.json").exists()
+    monkeypatch.undo()
+    simulate(spec, out, show_progress=False)
+    committed = pd.read_csv(DATA / "smoke.csv")
+    np.testing.assert_allclose(pd.read_csv(out)["loss"], committed["loss"], rtol=1e-4)
+
+
 def test_output_of_another_spec_is_refused(tmp_path):
     out = tmp_path / "g.csv"
     pd.read_csv(DATA / "smoke.csv").to_csv(out, index=False)
@@ -155,3 +174,11 @@ def test_bad_spec_on_cli_exits_2_and_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "keep=-0.5" in err[0]
     assert not out.exists()
+
+
+def test_a_committed_spec_is_found_by_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_spec("smoke").name == "smoke"
+    assert load_spec("smoke.toml").name == "smoke"
+    with pytest.raises(SimError, match="committed specs, usable by name: .*main"):
+        load_spec("nosuch")

@@ -1,5 +1,5 @@
-"""Views of results: terminal text, markdown report directories and figures.
+"""Views of results: terminal text, HTML for notebooks, markdown report directories and figures.
 
-Every view renders the same result objects (``Comparison``, ``FitResult``, ``CIResult``),
-so numbers cannot disagree between views.
+Every view renders the same result objects (``Comparison``, ``FittedForm``,
+``PairedIntervals``, ``Grid``), so numbers cannot disagree between views.
 """

@@ -1,6 +1,24 @@
-"""Figures. Each function takes an optional matplotlib Axes, draws on it and returns it."""
+"""Figures. Each function takes an optional matplotlib Axes, draws on it and returns it.
+
+They are written for any grid, not only the DiLoCo one:
+
+- **Axes from quantiles.** A range is set by the quartiles of what is drawn (fences at three
+  interquartile ranges, on a log scale when the values are positive and span more than 30
+  times), so one runaway split does not squash every other point into a corner. Points
+  beyond the range are drawn on its edge with an open marker and counted in the legend or a
+  note, with the largest value; curves that continue beyond the edge end in an arrow.
+- **Titles that fit**: wrapped to the width of the axes.
+- **Labels true to the data**: the metric's unit only when it is known (``--unit`` or a
+  table written by ``fitrules simulate``); "mean ± s.e. over seeds" only when some cell has
+  repeated runs; "hatched: degenerate" only when a bar is.
+- **Every variable of a form**: fitted curves and residuals against each variable it reads;
+  other variables with many levels are grouped into a few bins.
+"""
 
 from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -8,8 +26,15 @@ matplotlib.use("Agg")  # reports are files; never open a window
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from fitrules.fit import predict  # noqa: E402
+
+FENCE = 3.0  # interquartile ranges beyond the quartiles that still set the axis range
+RESIDUAL_FENCE = 10.0  # residuals of full-grid fits: only runaway ones go to the edge
+LOG_SPAN = 30.0  # positive values spanning more than this many times get a log axis
+MAX_GROUPS = 6  # more levels than this of a variable not on the x axis are binned
+EDGE = dict(marker="o", facecolors="none", linewidths=1.2, zorder=4)
 
 
 def _legend(ax, **kwargs) -> None:
@@ -18,12 +43,123 @@ def _legend(ax, **kwargs) -> None:
         ax.legend(**kwargs)
 
 
+# ------------------------------------------------------------------ helpers
 def _ax(ax, size=(7.0, 4.5)):
     if ax is None:
         _, ax = plt.subplots(figsize=size, layout="constrained")
     return ax
 
 
+def _title(ax, text: str, fontsize: float = 10.0) -> None:
+    """A title wrapped to the width of the axes' figure, so that it is never clipped."""
+    width_in = ax.figure.get_size_inches()[0] * ax.get_position().width
+    chars = max(20, int(width_in * 72 / (0.6 * fontsize)))
+    lines = [textwrap.fill(part, chars) for part in text.split("\n")]
+    ax.set_title("\n".join(lines), fontsize=fontsize)
+
+
+def unit_label(name: str, unit: str | None) -> str:
+    """``"loss (nats)"``, or ``"loss"`` when the unit is not known."""
+    return f"{name} ({unit})" if unit else name
+
+
+def _use_log(v: np.ndarray) -> bool:
+    v = v[np.isfinite(v)]
+    return bool(len(v) and v.min() > 0 and v.max() / v.min() > LOG_SPAN)
+
+
+def robust_range(
+    values, log: bool | None = None, fence: float = FENCE
+) -> tuple[float, float, bool]:
+    """Axis range from the quartiles: (low, high, log scale).
+
+    The range covers the values within ``FENCE`` interquartile ranges of the quartiles (on
+    a log scale when the values are positive and span more than ``LOG_SPAN`` times), padded
+    by 5%. Values outside it are for :func:`clip_to` to draw on the edge.
+    """
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return 0.0, 1.0, False
+    if log is None:
+        log = bool(v.min() > 0)
+        t = np.log10(v) if log else v
+        q1, q3 = np.percentile(t, [25, 75])
+        iqr = max(q3 - q1, 1e-12)
+        inside = t[(t >= q1 - fence * iqr) & (t <= q3 + fence * iqr)]
+        log = log and inside.max() - inside.min() > np.log10(LOG_SPAN)
+    t = np.log10(v) if log else v
+    q1, q3 = np.percentile(t, [25, 75])
+    iqr = q3 - q1
+    lo, hi = max(t.min(), q1 - fence * iqr), min(t.max(), q3 + fence * iqr)
+    pad = 0.05 * (hi - lo) if hi > lo else (0.05 * abs(hi) if hi else 0.5)
+    pad = pad if pad > 0 else 0.05
+    lo, hi = lo - pad, hi + pad
+    if log:
+        return float(10**lo), float(10**hi), True
+    return float(lo), float(hi), False
+
+
+def clip_to(v: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Values clipped into [lo, hi] and a mask of those that were outside."""
+    v = np.asarray(v, float)
+    return np.clip(v, lo, hi), (v < lo) | (v > hi)
+
+
+def _off_note(n_off: int, largest: float, what: str = "point") -> str:
+    what = what if n_off == 1 else f"{what}s"
+    return f"{n_off} {what} off the chart, drawn on its edge (largest {largest:.4g})"
+
+
+def data_range(observed, others=(), reach: float = 0.5) -> tuple[float, float, bool]:
+    """Axis range for a metric: every observed value shown (data are never pushed off the
+    chart), widened to other values (predictions) that lie within ``reach`` times the
+    observed span beyond it; the rest of those are for :func:`clip_to`."""
+    y = np.asarray(observed, float)
+    y = y[np.isfinite(y)]
+    o = np.asarray(others, float)
+    o = o[np.isfinite(o)]
+    if not len(y):
+        return robust_range(o)
+    log = _use_log(np.concatenate([y, o[o > 0]]) if (y > 0).all() else y)
+    t = np.log10(y) if log else y
+    lo, hi = t.min(), t.max()
+    span = hi - lo if hi > lo else max(abs(hi) * 0.1, 1e-6)
+    if len(o) and (not log or (o > 0).all()):
+        to = np.log10(o) if log else o
+        near = to[(to >= lo - reach * span) & (to <= hi + reach * span)]
+        if len(near):
+            lo, hi = min(lo, near.min()), max(hi, near.max())
+    pad = 0.06 * (hi - lo if hi > lo else span)
+    lo, hi = lo - pad, hi + pad
+    return (float(10**lo), float(10**hi), True) if log else (float(lo), float(hi), False)
+
+
+def _has_repeats(cells) -> bool:
+    return bool((cells.table["n_seeds"] > 1).any())
+
+
+def _errorbar_label(cells) -> str:
+    return "cells (mean ± s.e. over seeds)" if _has_repeats(cells) else "cells (one run each)"
+
+
+def _sem(cells, rows=None) -> np.ndarray | None:
+    t = cells.table if rows is None else cells.table.loc[rows]
+    return t["sem"].fillna(0).to_numpy(float) if _has_repeats(cells) else None
+
+
+def _fmt(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float | np.floating) else str(v)
+
+
+def residuals_pct(cells, form, constants) -> np.ndarray:
+    """(predicted - observed) / observed, in percent, at every cell."""
+    pred = predict(form, cells.X, constants)
+    y = cells.y
+    return 100 * (pred - y) / y
+
+
+# ------------------------------------------------------------------ comparisons
 def _usable(cmp, form):
     df = cmp.results[cmp.results["form"] == form]
     ok = df["heldout_error_pct"].notna()
@@ -33,31 +169,48 @@ def _usable(cmp, form):
 
 
 def heldout_ecdf(cmp, ax=None):
-    """Empirical CDF of the held-out error of every form, on shared axes."""
+    """Empirical CDF of the held-out error of every form, on shared axes.
+
+    The x range comes from the quartiles of all forms' errors; a curve that continues beyond
+    the right edge ends in an arrow there, and the legend counts its splits beyond.
+    """
     ax = _ax(ax)
-    allv = []
-    for f in cmp.forms:
-        e = np.sort(_usable(cmp, f.name)["heldout_error_pct"].to_numpy())
-        if len(e) == 0:
-            continue
-        allv.append(e)
-        ax.step(
-            e,
-            np.arange(1, len(e) + 1) / len(e),
-            where="post",
-            label=f"{f.name} (median {np.median(e):.2f}%, n={len(e)})",
-        )
-    if allv:
-        v = np.concatenate(allv)
-        if v.max() / max(v.min(), 1e-12) > 30:
-            ax.set_xscale("log")
-        # the tail of a few runaway extrapolations should not squash the body of the curves
-        ax.set_xlim(max(v.min() * 0.9, 1e-3), min(v.max() * 1.1, np.percentile(v, 99) * 3))
+    series = []
+    for i, f in enumerate(cmp.forms):
+        e = np.sort(_usable(cmp, f.name)["heldout_error_pct"].to_numpy(float))
+        if len(e):
+            series.append((i, f.name, e))
+    if not series:
+        ax.text(0.5, 0.5, "no valid split", ha="center", va="center", transform=ax.transAxes)
+        return ax
+    lo, hi, log = robust_range(np.concatenate([e for _, _, e in series]))
+    for i, name, e in series:
+        frac = np.arange(1, len(e) + 1) / len(e)
+        beyond = int((e > hi).sum())
+        label = f"{name} (median {np.median(e):.3g}%, n={len(e)})"
+        if beyond:
+            label += f"; {beyond} beyond the edge, up to {e.max():.4g}%"
+        ax.step(np.minimum(e, hi), frac, where="post", color=f"C{i}", label=label)
+        if beyond:
+            y_exit = frac[len(e) - beyond - 1] if len(e) > beyond else 0.0
+            ax.annotate(
+                "",
+                xy=(hi, y_exit),
+                xytext=(-14, 0),
+                textcoords="offset points",
+                arrowprops=dict(arrowstyle="->", color=f"C{i}", lw=1.5),
+            )
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("held-out error (mean |relative error| over held-out cells, %)")
     ax.set_ylabel("fraction of splits at or below")
-    ax.set_title(
+    basis = "valid splits" if not cmp.settings["keep_degenerate"] else "all splits"
+    _title(
+        ax,
         f"Held-out error over {cmp.settings['n_splits']} {cmp.settings['protocol']} "
-        "splits (valid splits)"
+        f"splits ({basis})",
     )
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8, loc="lower right")
@@ -65,156 +218,43 @@ def heldout_ecdf(cmp, ax=None):
 
 
 def paired_scatter(cmp, a: str, b: str, ax=None):
-    """One point per split valid for both forms: a's error against b's; the diagonal drawn."""
-    ax = _ax(ax, (5.0, 5.0))
+    """One point per split valid for both forms: a's error against b's; the diagonal drawn.
+
+    The range comes from the quartiles of both forms' errors; splits beyond it are drawn on
+    the edge as open circles and counted in the legend.
+    """
+    ax = _ax(ax, (5.2, 5.2))
     ea = _usable(cmp, a).set_index("split")["heldout_error_pct"]
     eb = _usable(cmp, b).set_index("split")["heldout_error_pct"]
     both = ea.index.intersection(eb.index)
-    x, y = ea.loc[both].to_numpy(), eb.loc[both].to_numpy()
+    x, y = ea.loc[both].to_numpy(float), eb.loc[both].to_numpy(float)
     wins = int((x < y).sum())
-    ax.scatter(x, y, s=12, alpha=0.6, color="C0", label=f"splits (n={len(both)})")
     if len(both):
-        lo = max(min(x.min(), y.min()) * 0.8, 1e-3)
-        hi = max(x.max(), y.max()) * 1.2
-        if hi / lo > 30:
+        lo, hi, log = robust_range(np.concatenate([x, y]))
+        xc, xo = clip_to(x, lo, hi)
+        yc, yo = clip_to(y, lo, hi)
+        off = xo | yo
+        ax.scatter(xc[~off], yc[~off], s=12, alpha=0.6, color="C0", label=f"splits (n={len(both)})")
+        if off.any():
+            largest = float(np.max(np.concatenate([x[off], y[off]])))
+            ax.scatter(xc[off], yc[off], s=30, edgecolors="C3", **EDGE, label=_off_note(
+                int(off.sum()), largest, "split"))  # fmt: skip
+        ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="equal error")
+        if log:
             ax.set_xscale("log")
             ax.set_yscale("log")
-        ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="equal error")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
     ax.set_xlabel(f"{a}: held-out error (%)")
     ax.set_ylabel(f"{b}: held-out error (%)")
-    ax.set_title(
-        f"{a} vs {b}: {a} lower in {wins} of {len(both)} splits\n"
-        f"(points above the diagonal: {a} better)",
-        fontsize=10,
+    _title(
+        ax,
+        f"{a} vs {b}: {a} lower in {wins} of {len(both)} splits (descriptive)\n"
+        f"points above the diagonal: {a} better",
     )
     _legend(ax, fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     return ax
-
-
-def observed_vs_predicted(cmp, form: str, ax=None):
-    """Full-grid fit: each cell's seed mean (with standard error) against the prediction."""
-    ax = _ax(ax, (5.0, 5.0))
-    t = cmp.cells.table
-    f = next(x for x in cmp.forms if x.name == form)
-    pred = predict(f, cmp.cells.X, cmp.full_fits[form].constants)
-    ax.errorbar(
-        pred,
-        t["value"],
-        yerr=t["sem"].fillna(0),
-        fmt="o",
-        ms=4,
-        capsize=2,
-        label="cells (mean ± s.e. over seeds)",
-    )
-    lo = min(pred.min(), t["value"].min())
-    hi = max(pred.max(), t["value"].max())
-    pad = 0.05 * (hi - lo)
-    ax.plot(
-        [lo - pad, hi + pad], [lo - pad, hi + pad], color="k", lw=1, label="observed = predicted"
-    )
-    ax.set_xlabel(f"predicted {cmp.cells.metric} ({form}, fitted on all cells)")
-    ax.set_ylabel(f"observed {cmp.cells.metric} (nats)")
-    ax.set_title(f"{form}: observed against predicted")
-    _legend(ax, fontsize=8, loc="upper left")
-    ax.grid(alpha=0.3)
-    return ax
-
-
-def residual_map(cmp, form: str, x: str, y: str, ax=None):
-    """Relative residual (%) of the full-grid fit over two factors, as a labelled heat map."""
-    ax = _ax(ax, (5.5, 4.5))
-    t = cmp.cells.table.copy()
-    f = next(v for v in cmp.forms if v.name == form)
-    t["res"] = (
-        100 * (predict(f, cmp.cells.X, cmp.full_fits[form].constants) - t["value"]) / t["value"]
-    )
-    grid = t.pivot_table(index=y, columns=x, values="res", aggfunc="mean")
-    lim = max(float(np.nanmax(np.abs(grid.to_numpy()))), 1e-6)
-    im = ax.imshow(
-        grid.to_numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", origin="lower"
-    )
-    for i in range(grid.shape[0]):
-        for j in range(grid.shape[1]):
-            v = grid.iat[i, j]
-            if np.isfinite(v):
-                ax.text(
-                    j,
-                    i,
-                    f"{v:+.1f}",
-                    ha="center",
-                    va="center",
-                    fontsize=8,
-                    color="white" if abs(v) > 0.6 * lim else "black",
-                )
-    ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns])
-    ax.set_yticks(range(grid.shape[0]), [f"{r:g}" for r in grid.index])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.set_title(f"{form}: (predicted - observed) / observed, %")
-    ax.figure.colorbar(im, ax=ax, label="relative residual (%)")
-    return ax
-
-
-def metric_vs(cmp, form: str, x: str = "omega", by: str = "H", ax=None):
-    """Cell means against ``x``, one colour per level of ``by``, with the fitted form."""
-    ax = _ax(ax)
-    t = cmp.cells.table
-    f = next(v for v in cmp.forms if v.name == form)
-    consts = cmp.full_fits[form].constants
-    for i, (level, g) in enumerate(t.groupby(by)):
-        g = g.sort_values(x)
-        ax.errorbar(
-            g[x],
-            g["value"],
-            yerr=g["sem"].fillna(0),
-            fmt="o",
-            ms=4,
-            capsize=2,
-            color=f"C{i}",
-            label=f"{by}={level:g}",
-        )
-        dense = np.linspace(g[x].min(), g[x].max(), 100)
-        X = {v: np.full_like(dense, g[v].iloc[0]) for v in cmp.cells.variables}
-        X[x] = dense
-        ax.plot(dense, predict(f, X, consts), color=f"C{i}", lw=1.2)
-    ax.set_xlabel(x)
-    ax.set_ylabel(f"{cmp.cells.metric} (nats; mean ± s.e. over seeds)")
-    ax.set_title(f"Data (points) and {form} fitted on all cells (lines)")
-    _legend(ax, fontsize=8, ncol=2)
-    ax.grid(alpha=0.3)
-    return ax
-
-
-def paired_differences(ci, ax=None):
-    """Per-seed differences (treatment - baseline), the mean, and both intervals."""
-    ax = _ax(ax, (6.5, 4.0))
-    d = np.asarray(ci.diffs)
-    seeds = [str(s) for s in ci.seeds]
-    ax.axhline(0, color="k", lw=1)
-    ax.scatter(range(len(d)), d, color="C0", zorder=3, label="one seed: treatment - baseline")
-    ax.axhline(ci.mean_diff, color="C1", lw=1.5, label=f"mean {ci.mean_diff:+.4f}")
-    pct = round(100 * ci.level)
-    lo, hi = ci.t_interval
-    ax.axhspan(lo, hi, color="C1", alpha=0.15, label=f"{pct}% paired-t interval")
-    blo, bhi = ci.bootstrap_interval
-    if blo is not None:
-        ax.axhline(blo, color="C2", ls="--", lw=1, label=f"{pct}% bootstrap (BCa) interval")
-        ax.axhline(bhi, color="C2", ls="--", lw=1)
-    ax.set_xticks(range(len(d)), seeds)
-    ax.set_xlabel("seed")
-    ax.set_ylabel(f"difference in {ci.units}")
-    ax.set_title(f"{ci.treatment} minus {ci.baseline}", fontsize=10)
-    _legend(ax, fontsize=8, loc="best")
-    ax.grid(alpha=0.3)
-    return ax
-
-
-def save(ax, path) -> None:
-    ax.figure.savefig(path, dpi=110)
-    plt.close(ax.figure)
 
 
 def errors_by_split(cmp, ax=None):
@@ -225,40 +265,310 @@ def errors_by_split(cmp, ax=None):
     names = [f.name for f in cmp.forms]
     ax = _ax(ax, (max(7.5, 1.6 * len(splits) + 4), 4.5))
     width = 0.8 / len(names)
+    any_hatched = False
     for i, name in enumerate(names):
         d = t[t["form"] == name].set_index("split").loc[splits]
         vals = d["heldout_error_pct"].to_numpy(float)
-        hatch = ["//" if deg else "" for deg in d["degenerate"]]
         bars = ax.bar(
             np.arange(len(splits)) + (i - (len(names) - 1) / 2) * width,
-            vals,
+            np.nan_to_num(vals),
             width,
             label=name,
             color=f"C{i}",
         )
-        for b, h in zip(bars, hatch, strict=True):
-            b.set_hatch(h)
+        for bar, deg in zip(bars, d["degenerate"], strict=True):
+            if deg:
+                bar.set_hatch("//")
+                any_hatched = True
     floor = t.drop_duplicates("split").set_index("split").loc[splits, "noise_floor_pct"]
     x = np.arange(len(splits))
-    ax.hlines(
-        floor.to_numpy(float),
-        x - 0.42,
-        x + 0.42,
-        colors="k",
-        linestyles="--",
-        lw=1.5,
-        label="noise floor",
-        zorder=3,
-    )
+    f = floor.to_numpy(float)
+    if np.isfinite(f).any():
+        ax.hlines(f, x - 0.42, x + 0.42, colors="k", linestyles="--", lw=1.5,
+                  label="noise floor", zorder=3)  # fmt: skip
     ax.set_xticks(range(len(splits)), labels, fontsize=8)
     ax.set_ylabel("held-out error (%)")
-    if np.nanmax(t["heldout_error_pct"].to_numpy(float)) > 30 * max(
-        np.nanmin(t["heldout_error_pct"].to_numpy(float)), 1e-3
-    ):
+    v = t["heldout_error_pct"].to_numpy(float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if len(v) and v.max() > LOG_SPAN * v.min():
         ax.set_yscale("log")
-    ax.set_title(
-        f"Held-out error per split\n{cmp.settings['protocol']} (hatched: degenerate)", fontsize=10
-    )
+    note = " (hatched: degenerate)" if any_hatched else ""
+    _title(ax, f"Held-out error per split: {cmp.settings['protocol']}{note}")
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(alpha=0.3, axis="y")
     return ax
+
+
+# ------------------------------------------------------------------ one fit
+def observed_vs_predicted(cells, form, constants, unit: str | None = None, ax=None):
+    """Full-grid fit: each cell's value (with its standard error when it has repeats)
+    against the prediction."""
+    ax = _ax(ax, (5.2, 5.2))
+    t = cells.table
+    pred = predict(form, cells.X, constants)
+    y = t["value"].to_numpy(float)
+    lo, hi, log = data_range(y, pred)
+    pc, off = clip_to(pred, lo, hi)
+    yc = y
+    sem = _sem(cells)
+    ax.errorbar(
+        pc[~off],
+        yc[~off],
+        yerr=None if sem is None else sem[~off],
+        fmt="o",
+        ms=4,
+        capsize=2,
+        label=_errorbar_label(cells),
+    )
+    if off.any():
+        largest = float(pred[off][np.argmax(np.abs(pred[off]))])
+        ax.scatter(pc[off], yc[off], s=30, edgecolors="C3", **EDGE,
+                   label=_off_note(int(off.sum()), largest, "prediction"))  # fmt: skip
+    ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="observed = predicted")
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel(f"predicted {unit_label(cells.metric, unit)}")
+    ax.set_ylabel(f"observed {unit_label(cells.metric, unit)}")
+    _title(ax, f"{form.name} fitted on all {len(t)} cells: observed against predicted")
+    _legend(ax, fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def residual_limit(residuals: Sequence[np.ndarray]) -> float:
+    """One colour limit for several residual maps: the 95th percentile of |residual| over
+    all of them (cells beyond it are saturated and the colour bar says so)."""
+    v = np.abs(np.concatenate([np.asarray(r, float).ravel() for r in residuals]))
+    v = v[np.isfinite(v)]
+    return float(max(np.percentile(v, 95), 1e-6)) if len(v) else 1.0
+
+
+def can_map(cells, x: str, y: str) -> bool:
+    """A heat map needs a grid: few levels of x and y, and at most one cell per pair."""
+    t = cells.table
+    return (
+        x in t
+        and y in t
+        and t[x].nunique() <= 12
+        and t[y].nunique() <= 12
+        and not t.duplicated([x, y]).any()
+    )
+
+
+def residual_map(cells, form, constants, x: str, y: str, lim: float | None = None, ax=None):
+    """Relative residual (%) of the full-grid fit over two variables, as a labelled heat map.
+
+    ``lim`` is the colour limit; give the same one to every form's map (see
+    :func:`residual_limit`) so that their colours can be compared.
+    """
+    ax = _ax(ax, (5.5, 4.5))
+    t = cells.table.copy()
+    t["res"] = residuals_pct(cells, form, constants)
+    grid = t.pivot_table(index=y, columns=x, values="res", aggfunc="mean")
+    vals = grid.to_numpy()
+    if lim is None:
+        lim = residual_limit([vals])
+    im = ax.imshow(vals, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", origin="lower")
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            v = grid.iat[i, j]
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:+.1f}", ha="center", va="center", fontsize=8,
+                        color="white" if abs(v) > 0.6 * lim else "black")  # fmt: skip
+    ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [f"{r:g}" for r in grid.index])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    _title(ax, f"{form.name}: (predicted - observed) / observed, %")
+    extend = "both" if np.nanmax(np.abs(vals)) > lim else "neither"
+    ax.figure.colorbar(
+        im, ax=ax, extend=extend, label=f"relative residual (%), shared scale ±{lim:.3g}"
+    )
+    return ax
+
+
+def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
+    """Relative residual (%) of each full-grid fit against the variable ``x``.
+
+    ``fits`` holds (form, constants) pairs; all forms share the axes, so their residuals are
+    on one scale. Residuals beyond the quartile range are drawn on its edge and counted.
+    """
+    ax = _ax(ax)
+    xs = cells.table[x].to_numpy(float)
+    res = [residuals_pct(cells, f, c) for f, c in fits]
+    lo, hi, _ = robust_range(np.concatenate(res), log=False, fence=RESIDUAL_FENCE)
+    lo, hi = min(lo, -abs(hi) * 0.05), max(hi, abs(lo) * 0.05)
+    jitter = len(fits) > 1 and cells.table[x].nunique() <= 12
+    n_off = 0
+    for i, ((f, _), r) in enumerate(zip(fits, res, strict=True)):
+        rc, off = clip_to(r, lo, hi)
+        xi = xs
+        if jitter:  # few levels: spread the forms sideways so their points do not overlap
+            shift = (i - (len(fits) - 1) / 2) * 0.06
+            xi = xs * 10**shift if _use_log(xs) else xs + shift * np.ptp(xs)
+        ax.scatter(xi[~off], rc[~off], s=14, alpha=0.7, color=f"C{i}", label=f.name)
+        if off.any():
+            ax.scatter(xi[off], rc[off], s=30, edgecolors=f"C{i}", **EDGE)
+            n_off += int(off.sum())
+    if n_off:
+        worst = float(np.max(np.abs(np.concatenate(res))))
+        ax.text(0.01, 0.01, _off_note(n_off, worst, "residual") + " %", fontsize=8,
+                transform=ax.transAxes, va="bottom")  # fmt: skip
+    ax.axhline(0, color="k", lw=1)
+    if _use_log(xs):
+        ax.set_xscale("log")
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel(x)
+    ax.set_ylabel("(predicted - observed) / observed (%)")
+    names = ", ".join(f.name for f, _ in fits)
+    _title(ax, f"Residuals of the full-grid fit against {x}: {names}")
+    _legend(ax, fontsize=8, loc="upper right", ncol=2 if len(fits) > 3 else 1)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def _groups(t: pd.DataFrame, by: list[str]) -> tuple[pd.Series, dict]:
+    """A group key per cell over the variables ``by``, binned by quantiles when one has more
+    than MAX_GROUPS levels; and for each group the values its curve is drawn at."""
+    if not by:
+        return pd.Series(0, index=t.index), {0: {}}
+    keys = []
+    for v in by:
+        col = t[v]
+        if col.nunique() <= MAX_GROUPS:
+            keys.append(col.map(lambda a, v=v: f"{v}={_fmt(a)}"))
+        else:
+            log = _use_log(col.to_numpy(float))
+            vals = np.log10(col) if log else col
+            bins = pd.qcut(vals, min(4, MAX_GROUPS), duplicates="drop")
+            edges = bins.map(
+                lambda iv, log=log: (10**iv.left, 10**iv.right) if log else (iv.left, iv.right)
+            )
+            keys.append(
+                pd.Series(
+                    [f"{v} {lo:.3g} to {hi:.3g}" for lo, hi in edges],
+                    index=t.index,
+                )
+            )
+    key = keys[0] if len(keys) == 1 else pd.concat(keys, axis=1).agg("; ".join, axis=1)
+    at = {k: {v: float(np.median(t.loc[key == k, v])) for v in by} for k in key.unique()}
+    return key, at
+
+
+def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None):
+    """Cell values against ``x`` with the fitted form as lines.
+
+    One colour per level of the form's other variables (binned into a few quantile groups
+    when they have many levels, the line then drawn at the group's median). A form that
+    reads only ``x`` gets one line.
+    """
+    ax = _ax(ax)
+    t = cells.table
+    others = [v for v in form.bound_variables if v != x]
+    key, at = _groups(t, others)
+    xs = t[x].to_numpy(float)
+    log_x = _use_log(xs)
+    y = t["value"].to_numpy(float)
+    lo, hi, log_y = data_range(y)
+    sem = _sem(cells)
+    n_cut = 0
+    order = sorted(at, key=lambda k: tuple(at[k].values()))
+    for i, k in enumerate(order):
+        rows = (key == k).to_numpy()
+        ax.errorbar(
+            xs[rows],
+            y[rows],
+            yerr=None if sem is None else sem[rows],
+            fmt="o",
+            ms=4,
+            capsize=2,
+            color=f"C{i % 10}",
+            label=str(k) if others else None,
+        )
+        span = xs[rows] if others else xs
+        dense = (
+            np.geomspace(span.min(), span.max(), 200)
+            if log_x
+            else np.linspace(span.min(), span.max(), 200)
+        )
+        X = {v: np.full_like(dense, at[k][v]) for v in others}
+        X[x] = dense
+        curve = predict(form, X, constants)
+        shown = (curve >= lo) & (curve <= hi)
+        n_cut += int(not shown.all())
+        ax.plot(np.where(shown, dense, np.nan), curve, color=f"C{i % 10}", lw=1.2)
+    if n_cut:
+        ax.text(0.01, 0.01, f"{n_cut} fitted {'curve leaves' if n_cut == 1 else 'curves leave'}"
+                " the range of the data", fontsize=8, transform=ax.transAxes,
+                va="bottom")  # fmt: skip
+    if log_x:
+        ax.set_xscale("log")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel(x)
+    what = "mean ± s.e. over seeds" if _has_repeats(cells) else "one run per cell"
+    ax.set_ylabel(f"{unit_label(cells.metric, unit)}; {what}")
+    lines = (
+        f"one line per group of {', '.join(others)}, drawn at its median"
+        if any(t[v].nunique() > MAX_GROUPS for v in others)
+        else (f"one line per level of {', '.join(others)}" if others else "one line")
+    )
+    _title(ax, f"{form.name} fitted on all cells against {x} ({lines}); points: data")
+    if others:
+        _legend(ax, fontsize=8, ncol=2 if len(order) > 4 else 1)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+# ------------------------------------------------------------------ paired seeds
+def paired_differences(ci, ax=None):
+    """Per-seed differences (treatment - baseline), the mean, and both intervals.
+
+    The y range is set by the differences and the intervals, not forced to include zero
+    (which would press a small, precisely measured difference into a thin strip); when zero
+    is outside the range a note says on which side it lies.
+    """
+    ax = _ax(ax, (6.5, 4.0))
+    d = np.asarray(ci.diffs, float)
+    seeds = [str(s) for s in ci.seeds]
+    ax.scatter(range(len(d)), d, color="C0", zorder=3, label="one seed: treatment - baseline")
+    ax.axhline(ci.mean_diff, color="C1", lw=1.5, label=f"mean {ci.mean_diff:+.4g}")
+    pct = round(100 * ci.level)
+    lo, hi = ci.t_interval
+    shown = [*d, ci.mean_diff]
+    if np.isfinite(lo) and np.isfinite(hi):
+        ax.axhspan(lo, hi, color="C1", alpha=0.15, label=f"{pct}% paired-t interval")
+        shown += [lo, hi]
+    blo, bhi = ci.bootstrap_interval
+    if blo is not None:
+        ax.axhline(blo, color="C2", ls="--", lw=1, label=f"{pct}% bootstrap (BCa) interval")
+        ax.axhline(bhi, color="C2", ls="--", lw=1)
+        shown += [blo, bhi]
+    a, b = float(np.nanmin(shown)), float(np.nanmax(shown))
+    pad = 0.08 * (b - a) if b > a else max(abs(a) * 0.1, 1e-6)
+    ax.set_ylim(a - pad, b + pad)
+    if a - pad <= 0 <= b + pad:
+        ax.axhline(0, color="k", lw=1)
+    else:
+        side = "below" if a > 0 else "above"
+        ax.text(0.99, 0.02 if side == "below" else 0.98, f"zero difference is {side} the chart",
+                transform=ax.transAxes, ha="right", va="bottom" if side == "below" else "top",
+                fontsize=8)  # fmt: skip
+    ax.set_xticks(range(len(d)), seeds)
+    ax.set_xlabel("seed")
+    units = getattr(ci, "units", "") or ""
+    ax.set_ylabel(f"difference in {ci.metric if hasattr(ci, 'metric') else 'the metric'}"
+                  + (f" ({units})" if units else ""))  # fmt: skip
+    _title(ax, f"{ci.treatment} minus {ci.baseline}")
+    _legend(ax, fontsize=8, loc="best")
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def save(ax, path) -> None:
+    ax.figure.savefig(path, dpi=110)
+    plt.close(ax.figure)

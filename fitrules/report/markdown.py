@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from datetime import UTC, datetime
+import re
 from pathlib import Path
 
 from fitrules import __version__
@@ -18,6 +18,7 @@ from fitrules.report.text import (
     protocol_line,
     verdict_sentence,
 )
+from fitrules.util import json_ready
 
 
 def summary_header(basis: str = "valid") -> str:
@@ -26,6 +27,22 @@ def summary_header(basis: str = "valid") -> str:
         "| p90 % | worst split % | worst cell % | noise floor % |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
+
+
+# Reports are meant to be byte-identical when remade from the same command and data: no date
+# (git and the fitrules version say when), and floats to 12 significant digits, so that a
+# different BLAS or thread count, which moves the last of 17 digits, does not rewrite them.
+FLOAT_FORMAT = "%.12g"
+
+
+def code(text: str) -> str:
+    """``text`` as a markdown code span that survives backticks inside it (CommonMark: a run
+    of backticks longer than any inside, padded with spaces)."""
+    text = str(text)
+    longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _num(x, f=".3f") -> str:
@@ -150,34 +167,14 @@ def comparison_report(
                 figures.paired_scatter(cmp, a, b),
                 f"{a} against {b}, one point per split valid for both.",
             )
-        two = [v for v in ("H", "omega") if v in cmp.cells.variables]
-        for f in cmp.forms:
-            slug = _slug(f.name)
-            fig(
-                "fit",
-                f"observed_vs_predicted_{slug}.png",
-                figures.observed_vs_predicted(cmp, f.name),
-                f"{f.name} fitted on all cells: observed against predicted.",
-            )
-            if len(two) == 2:
-                fig(
-                    "fit",
-                    f"residuals_{slug}.png",
-                    figures.residual_map(cmp, f.name, *two),
-                    f"{f.name}: relative residual of the full-grid fit over H and omega.",
-                )
-                if "H" in f.variables:
-                    fig(
-                        "fit",
-                        f"loss_vs_omega_{slug}.png",
-                        figures.metric_vs(cmp, f.name, "omega", "H"),
-                        f"{f.name}: data and fitted curves against omega, one line per H.",
-                    )
+        _fit_figures(cmp.cells, cmp.forms, cmp.full_fits, cmp.unit, fig)
         (d / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
         flat = cmp.results.copy()
         flat["reasons"] = flat["reasons"].map(lambda r: "; ".join(r))
-        flat["constants"] = flat["constants"].map(lambda c: json.dumps(c, sort_keys=True))
-        flat.to_csv(d / "splits.csv", index=False)
+        flat["constants"] = flat["constants"].map(
+            lambda c: json.dumps(json_ready(c), sort_keys=True)
+        )
+        flat.to_csv(d / "splits.csv", index=False, float_format=FLOAT_FORMAT)
         md = _comparison_md(doc, figs, command)
         if tuning is not None:
             head, sep, rest = md.partition("## Forms")
@@ -186,6 +183,50 @@ def comparison_report(
         (d / "report.md").write_text(md)
 
     return write_report_dir(target, build, force)
+
+
+def _fit_figures(cells, forms, full_fits, unit, fig) -> None:
+    """Observed against predicted per form; residuals against every variable (all forms on
+    one scale); residual heat maps over two variables when the cells form a grid (one colour
+    scale for all forms); fitted curves of every form against each of its variables."""
+    consts = {f.name: full_fits[f.name].constants for f in forms}
+    for f in forms:
+        fig(
+            "fit",
+            f"observed_vs_predicted_{_slug(f.name)}.png",
+            figures.observed_vs_predicted(cells, f, consts[f.name], unit),
+            f"{f.name} fitted on all cells: observed against predicted.",
+        )
+    variables = list(cells.variables)
+    for x in variables:
+        blind = [f.name for f in forms if x not in f.bound_variables]
+        fig(
+            "residuals",
+            f"residuals_vs_{_slug(x)}.png",
+            figures.residuals_vs(cells, [(f, consts[f.name]) for f in forms], x),
+            f"Relative residuals of the full-grid fits against {x}"
+            + (f" (forms that do not read {x}: {', '.join(blind)})." if blind else "."),
+        )
+    if len(variables) == 2 and figures.can_map(cells, variables[0], variables[1]):
+        lim = figures.residual_limit(
+            [figures.residuals_pct(cells, f, consts[f.name]) for f in forms]
+        )
+        for f in forms:
+            fig(
+                "residuals",
+                f"residual_map_{_slug(f.name)}.png",
+                figures.residual_map(cells, f, consts[f.name], variables[0], variables[1], lim),
+                f"{f.name}: relative residual over {variables[0]} and {variables[1]} (one "
+                "colour scale for every form).",
+            )
+    for f in forms:
+        for x in f.bound_variables:
+            fig(
+                "curves",
+                f"curves_{_slug(f.name)}_vs_{_slug(x)}.png",
+                figures.curves_vs(cells, f, consts[f.name], x, unit),
+                f"{f.name}: data and fitted curves against {x}.",
+            )
 
 
 MANY_FLOORS = 3  # "every form misses by several times the noise floor" from this ratio
@@ -272,23 +313,24 @@ def _winner_paragraph(best: dict, doc: dict) -> str:
 def _comparison_md(doc: dict, figs, command: str) -> str:
     s, data = doc["settings"], doc["data"]
     where = " and ".join(data["where"]) or "none"
+    derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
     n_train = doc["results"][0]["n_train"] if doc["results"] else 0
     lines = [
         f"# fitrules comparison: {', '.join(f['name'] for f in doc['forms'])}",
         "",
         "| | |",
         "|---|---|",
-        f"| data | `{data['path']}` |",
+        f"| data | {code(data['path'])} |",
         f"| sha256 | `{data['sha256']}` |",
-        f"| filter | `{where}` |",
+        f"| filter | {code(where)} |",
+        f"| derived | {derived} |",
         f"| runs, cells | {data['runs']} runs in {data['cells']} cells "
         f"(excluded: {', '.join(f'{v} {k}' for k, v in data['excluded'].items()) or 'none'}) |",
         f"| protocol | {protocol_line(s, n_train, data['cells'])} |",
         f"| objective | {s['objective']} |",
         f"| degenerate pairs | {'kept' if s['keep_degenerate'] else 'set aside'} |",
-        f"| command | `{command}` |",
+        f"| command | {code(command)} |",
         f"| fitrules | {__version__} |",
-        f"| date | {datetime.now(UTC).strftime('%Y-%m-%d')} |",
         "",
         "Held-out error: mean absolute relative error over the held-out cells of a split, in "
         "percent. Each form is fitted on the same splits.",
@@ -310,6 +352,8 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         "out of the table (results.json keeps it): one runaway split can own it.",
         "",
     ]
+    if doc.get("warnings"):
+        lines += ["**Warnings:**", "", *[f"- {w}" for w in doc["warnings"]], ""]
     if any(r["wild_splits"] for r in doc["summary"]):
         lines += ["With and without the fits the guard names:", "", *tame_rows(doc["summary"]), ""]
     lines += [
@@ -326,7 +370,22 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     if best:
         lines += ["## Which form wins", "", _winner_paragraph(best, doc), ""]
     lines += [f"![held-out error distribution]({n})" for sec, n, _ in figs if sec == "errors"]
+    lines += _paired_md(doc, basis) if doc["paired"] else []
+    lines += _guard_md(doc, figs)
+    lines += _set_aside_md(doc)
+    lines += _full_fit_md(doc, figs)
     lines += [
+        "",
+        "Files: `results.json` (everything above, as numbers), `splits.csv` (one row "
+        "per split and form).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _paired_md(doc: dict, basis: str) -> list[str]:
+    s = doc["settings"]
+    lines = [
         "",
         "## Paired verdicts",
         "",
@@ -366,6 +425,12 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
             for c in r.get("deciding_cells", [])
         )
         lines.append(f"- {r['a']} vs {r['b']}: {cells_ or 'n/a'}")
+    return lines
+
+
+def _guard_md(doc: dict, figs) -> list[str]:
+    s = doc["settings"]
+    lines: list[str] = []
     wild = {k: v for k, v in doc.get("wild_fits", {}).items() if v}
     lines += ["", "## Wild extrapolation", "", guard_line(s) + ".", ""]
     if wild:
@@ -377,16 +442,24 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     else:
         lines.append("No fit tripped the guard.")
     lines += [""] + [f"![{cap}]({n})" for sec, n, cap in figs if sec == "paired"]
-    lines += [
+    return lines
+
+
+def _set_aside_md(doc: dict) -> list[str]:
+    s = doc["settings"]
+    lines = [
         "",
-        "## Degenerate splits",
+        "## Splits set aside",
         "",
-        "A (split, form) pair is degenerate when the form's constants cannot be identified "
-        "from that split's training cells. "
+        "A (split, form) pair is flagged when its fit does not stand for the form on that "
+        "split, for one of two kinds of reason: the constants cannot be identified from the "
+        "split's training cells (a variable with one value, too few cells, a rank-deficient "
+        "or badly conditioned Jacobian, a constant at its bound), or the fit itself failed "
+        "(the optimiser did not converge, or the prediction is not finite). "
         + (
-            "They are kept in the numbers above."
+            "Flagged pairs are kept in the numbers above (--keep-degenerate)."
             if s["keep_degenerate"]
-            else "They are left out of the summary and the paired verdicts."
+            else "Flagged pairs are left out of the summary and the paired verdicts."
         ),
         "",
     ]
@@ -397,25 +470,43 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
             lines.append(f"- **{form}**: " + "; ".join(f"{c} x {r}" for r, c in counts.items()))
     if not any_flag:
         lines.append("None.")
-    lines += [
+    return lines
+
+
+def _pm(value, se) -> str:
+    return f"{value:.4g} ± {se:.2g}" if se is not None else f"{value:.4g}"
+
+
+def _full_fit_md(doc: dict, figs) -> list[str]:
+    lines = [
         "",
         "## Constants fitted on all cells",
         "",
-        "| form | constants | training objective | diagnostics |",
-        "|---|---|---:|---|",
+        "Value ± standard error from the Jacobian at the fit, scaled by the residual variance "
+        "(so it carries the form's misfit as well as seed noise); the strongest correlation "
+        "between two constants.",
+        "",
+        "| form | constants | strongest correlation | training objective | diagnostics |",
+        "|---|---|---|---:|---|",
     ]
     for name, r in doc["full_fit"].items():
-        consts = ", ".join(f"{k} = {v:.4g}" for k, v in r["constants"].items())
+        se = r.get("stderr") or {}
+        consts = ", ".join(f"{k} = {_pm(v, se.get(k))}" for k, v in r["constants"].items())
+        corr = r.get("strongest_correlation")
+        corr_text = f"C({corr[0]}, {corr[1]}) = {corr[2]:+.4f}" if corr else "n/a"
         diag = "; ".join(r["reasons"]) or "well posed"
-        lines.append(f"| {name} | {consts} | {_num(r['train_objective'], '.4g')} | {diag} |")
-    lines += [""] + [f"![{cap}]({n})\n\n*{cap}*\n" for sec, n, cap in figs if sec == "fit"]
-    lines += [
-        "",
-        "Files: `results.json` (everything above, as numbers), `splits.csv` (one row "
-        "per split and form).",
-        "",
-    ]
-    return "\n".join(lines)
+        if r.get("uncertainty_note"):
+            diag += f"; errors: {r['uncertainty_note']}"
+        lines.append(
+            f"| {name} | {consts} | {corr_text} | {_num(r['train_objective'], '.4g')} | {diag} |"
+        )
+    sections = (("fit", None), ("residuals", "### Residuals"), ("curves", "### Fitted curves"))
+    for sec, title in sections:
+        chosen = [(n, cap) for s_, n, cap in figs if s_ == sec]
+        if chosen and title:
+            lines += ["", title]
+        lines += [""] + [f"![{cap}]({n})\n\n*{cap}*\n" for n, cap in chosen]
+    return lines
 
 
 def ci_report(
@@ -456,16 +547,15 @@ def ci_report(
             "",
             "| | |",
             "|---|---|",
-            f"| data | `{data['path']}` |",
+            f"| data | {code(data['path'])} |",
             f"| sha256 | `{data['sha256']}` |",
             f"| metric | {data['metric']} (lower is better) |",
             f"| baseline | `{results[0].baseline}` |",
             f"| level | {results[0].level:g} |",
             f"| bootstrap | BCa, {payload['settings']['resamples']} resamples, seed "
             f"{payload['settings']['seed']} |",
-            f"| command | `{command}` |",
+            f"| command | {code(command)} |",
             f"| fitrules | {__version__} |",
-            f"| date | {datetime.now(UTC).strftime('%Y-%m-%d')} |",
             "",
             *tuning_lines,
         ]
@@ -483,7 +573,7 @@ def ci_report(
                 "| quantity | value |",
                 "|---|---|",
                 f"| pairs | {r.n} (seeds {', '.join(map(str, r.seeds))}) |",
-                f"| mean difference | {r.mean_diff:+.4g} {r.units} "
+                f"| mean difference | {r.mean_diff:+.4g}{' ' + r.units if r.units else ''} "
                 f"({r.pct_of_baseline:+.3f}% of baseline) |",
                 f"| sd of differences | {r.sd_diff:.4g} |",
                 f"| {pct}% paired-t interval | {r.t_interval[0]:+.4g} to {r.t_interval[1]:+.4g} |",
@@ -511,47 +601,101 @@ def ci_report(
     return write_report_dir(target, build, force)
 
 
-def fit_report(out: dict, target: Path, command: str, force: bool = False) -> Path:
-    """Report of one form fitted on all cells: constants, diagnostics and the fit figures."""
-    from types import SimpleNamespace
+def fit_report(fitted, target: Path, command: str, force: bool = False, cells: bool = True) -> Path:
+    """Report of one form fitted on all cells: constants with standard errors and intervals,
+    correlations, predictions, diagnostics, and figures against every variable of the form."""
+    from fitrules.report.text import uncertainty_lines
 
-    form, result, cells = out["form"], out["result"], out["cells"]
-    view = SimpleNamespace(cells=cells, forms=[form], full_fits={form.name: result})
-    doc = out["json"]
+    f = fitted
+    doc = f.to_dict(cells)
+    data = doc["data"]
 
     def build(d: Path) -> None:
-        names = []
-        figures.save(
-            figures.observed_vs_predicted(view, form.name), d / "observed_vs_predicted.png"
-        )
-        names.append("observed_vs_predicted.png")
-        if {"H", "omega"} <= set(cells.variables):
-            figures.save(figures.residual_map(view, form.name, "H", "omega"), d / "residuals.png")
-            figures.save(figures.metric_vs(view, form.name, "omega", "H"), d / "loss_vs_omega.png")
-            names += ["residuals.png", "loss_vs_omega.png"]
-        te = out["train_error"]
+        figs: list[tuple[str, str, str]] = []
+
+        def fig(section, name, ax, caption):
+            figures.save(ax, d / name)
+            figs.append((section, name, caption))
+
+        _fit_figures(f.cells, [f.form], {f.form.name: f.result}, f.unit, fig)
+        te = f.train_error
+        where = " and ".join(data["where"]) or "none"
+        derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
         lines = [
-            f"# fitrules fit: {form.name}",
+            f"# fitrules fit: {f.form.name}",
             "",
-            f"`{form.name} = {form.expression}`",
+            code(f"{f.form.name} = {f.form.expression}"),
             "",
-            f"- data: `{doc['data']['path']}` (sha256 `{doc['data']['sha256']}`), filter "
-            f"`{' and '.join(doc['data']['where']) or 'none'}`, {doc['data']['cells']} cells",
-            f"- objective: {doc['objective']}; command: `{command}`; fitrules {__version__}",
+            "| | |",
+            "|---|---|",
+            f"| data | {code(data['path'])} |",
+            f"| sha256 | `{data['sha256']}` |",
+            f"| filter | {code(where)} |",
+            f"| derived | {derived} |",
+            f"| runs, cells | {data['runs']} runs in {data['cells']} cells |",
+            f"| objective | {doc['objective']} |",
+            f"| command | {code(command)} |",
+            f"| fitrules | {__version__} |",
             "",
-            "| constant | value |",
-            "|---|---:|",
+            "## Constants",
+            "",
         ]
-        lines += [f"| {k} | {v:.6g} |" for k, v in result.constants.items()]
+        has_iv = f.bootstrap is not None
+        pct = round(100 * f.bootstrap.level) if f.bootstrap is not None else 95
         lines += [
+            "| constant | value | standard error (Jacobian) |"
+            + (f" {pct}% bootstrap interval |" if has_iv else ""),
+            "|---|---:|---:|" + ("---|" if has_iv else ""),
+        ]
+        for r in f.table.to_dict("records"):
+            row = f"| {r['constant']} | {r['value']:.6g} | {_num(r['stderr'], '.3g')} |"
+            if has_iv:
+                row += f" {r['low']:.6g} to {r['high']:.6g} |"
+            lines.append(row)
+        lines += ["", *[f"- {x}" for x in uncertainty_lines(f)], ""]
+        corr = f.correlation
+        if f.uncertainty.ok and len(corr) > 1:
+            names = list(corr.columns)
+            lines += [
+                "Correlations of the constants (Jacobian):",
+                "",
+                "| | " + " | ".join(names) + " |",
+                "|---|" + "---:|" * len(names),
+            ]
+            lines += [
+                f"| {a} | " + " | ".join(f"{corr.loc[a, b]:+.4f}" for b in names) + " |"
+                for a in names
+            ]
+            lines.append("")
+        if f.predictions:
+            lines += ["## Predictions", "", "| point | prediction | standard error |"
+                      + (f" {pct}% bootstrap interval |" if has_iv else ""),
+                      "|---|---:|---:|" + ("---|" if has_iv else "")]  # fmt: skip
+            for p in f.predictions:
+                row = (
+                    f"| {', '.join(f'{k}={v:g}' for k, v in p['given'].items())} | "
+                    f"{p['prediction']:.5g} | {p['stderr']:.3g} |"
+                )
+                if has_iv:
+                    lo, hi = p["interval"]
+                    row += f" {lo:.5g} to {hi:.5g} |"
+                lines.append(row)
+            lines.append("")
+        lines += [
+            "## Fit",
             "",
             f"Training error: mean {te['heldout_error_pct']:.3f}%, "
             f"{te['worst_cell_pct']:.3f}% at the worst cell, rmse {te['rmse']:.4g}.",
             "",
-            "Diagnostics: " + ("; ".join(result.reasons) or "well posed") + ".",
+            "Diagnostics: " + ("; ".join(f.reasons) or "well posed") + ".",
             "",
         ]
-        lines += [f"![{n}]({n})\n" for n in names]
+        sections = (("fit", None), ("residuals", "### Residuals"), ("curves", "### Fitted curves"))
+        for sec, title in sections:
+            chosen = [(n, cap) for s_, n, cap in figs if s_ == sec]
+            if chosen and title:
+                lines += [title, ""]
+            lines += [f"![{cap}]({n})\n\n*{cap}*\n" for n, cap in chosen]
         (d / "report.md").write_text("\n".join(lines))
         (d / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
 
@@ -567,8 +711,7 @@ def protocols_report(cmps, payloads, target: Path, command: str, force: bool = F
         lines = [
             f"# fitrules validation: {', '.join(f['name'] for f in first['forms'])}",
             "",
-            f"Command: `{command}`; fitrules {__version__}; "
-            f"{datetime.now(UTC).strftime('%Y-%m-%d')}; objective "
+            f"Command: {code(command)}; fitrules {__version__}; objective "
             f"{first['settings']['objective']}.",
             "",
             "Each section is one split protocol. The held-out error of a split is the mean "

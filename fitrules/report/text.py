@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
-
-from fitrules.fit import FitResult
 
 
 def fmt_p(p: float | None) -> str:
@@ -25,7 +22,22 @@ def _fmt_ratio(x) -> str:
 
 
 def verdict_sentence(row: dict, basis: str = "valid") -> str:
-    """One paired row in words: the test first, then the descriptive counts."""
+    """One paired row in words: the test first, then the descriptive counts, and a warning
+    when most splits were set aside for one of the forms."""
+    text = _verdict(row, basis)
+    total = row.get("splits")
+    if total and row["n"] < MOST * total:
+        text += (
+            f". Warning: {total - row['n']} of {total} splits were set aside for one form or "
+            f"both; this verdict rests on the other {row['n']}"
+        )
+    return text
+
+
+MOST = 0.5
+
+
+def _verdict(row: dict, basis: str) -> str:
     a, b, n = row["a"], row["b"], row["n"]
     both = "valid for both" if basis == "valid" else "(all, degenerate kept)"
     if n == 0:
@@ -183,10 +195,12 @@ def render_comparison(cmp) -> str:
         for lab, g in cmp.results.groupby("split", sort=True):
             lines.append(f"  split {lab}: {g['split_label'].iloc[0]}")
     lines += ["", table(cmp.summary, summary_columns(basis))]
+    lines += [f"warning: {w}" for w in getattr(cmp, "warnings", [])]
     if cmp.summary["wild_splits"].sum():
         lines += ["", "With and without the wild fits:", table(cmp.summary, TAME_COLUMNS)]
-    lines += ["", paired_heading(s, len(cmp.paired))]
-    lines += [f"  {verdict_sentence(r, basis)}" for r in cmp.paired.to_dict("records")]
+    if len(cmp.paired):
+        lines += ["", paired_heading(s, len(cmp.paired))]
+        lines += [f"  {verdict_sentence(r, basis)}" for r in cmp.paired.to_dict("records")]
     wild = {k: v for k, v in (cmp.wild or {}).items() if v}
     if wild:
         lines += ["", "Wild extrapolation (named from the training fit alone):"]
@@ -200,11 +214,11 @@ def render_comparison(cmp) -> str:
     if flagged:
         lines += [
             "",
-            "Degenerate (split, form) pairs"
+            "Flagged (split, form) pairs: constants not identified, or the fit failed"
             + (
                 " (kept: --keep-degenerate)"
                 if s["keep_degenerate"]
-                else " set aside (--keep-degenerate keeps them)"
+                else "; set aside (--keep-degenerate keeps them)"
             )
             + ":",
         ]
@@ -213,47 +227,149 @@ def render_comparison(cmp) -> str:
     return "\n".join(lines)
 
 
-def render_fit(form, result: FitResult, cells, train_error: dict) -> str:
+def uncertainty_lines(f) -> list[str]:
+    """How the uncertainty of a fitted form was estimated, in sentences."""
+    u = f.uncertainty
+    kind = f.objective.kind
+    if kind == "rel_ls":
+        sd = f"{100 * u.residual_sd:.3g}% (relative)"
+    elif kind == "log_huber":
+        sd = f"{u.residual_sd:.3g} (log residuals)"
+    else:
+        sd = f"{u.residual_sd:.4g}{' ' + f.unit if f.unit else ''}"
+    lines = []
+    if u.ok:
+        lines.append(
+            "standard errors: from the Jacobian at the fit, scaled by the residual variance "
+            f"(residual sd {sd}, {u.dof} degrees of freedom)"
+        )
+        if u.note:
+            lines.append(f"note: {u.note}")
+        top = u.strongest(3, above=0.5)
+        if top:
+            lines.append(
+                "strongest correlations: " + ", ".join(f"C({a}, {b}) = {c:+.4f}" for a, b, c in top)
+            )
+    else:
+        lines.append(f"standard errors: not available ({u.note})")
+    if f.bootstrap is not None:
+        pct = round(100 * f.bootstrap.level)
+        lines.append(f"intervals: {pct}% percentile, {f.bootstrap.describe()}")
+    return lines
+
+
+def render_fitted(f) -> str:
+    """A fitted form: data, constants with standard errors (and intervals), correlations,
+    training error, diagnostics and predictions."""
+    has_iv = f.bootstrap is not None
     lines = [
-        f"form {form.name} = {form.expression}",
-        f"fitted on all {len(cells)} cells; objective {result.objective:.6g}; "
+        data_line(f.data),
+        f"form {f.form.name} = {f.form.expression}",
+        f"fitted on all {len(f.cells)} cells; objective {f.objective.describe()} "
+        f"{f.result.objective:.6g}; "
         + (
-            f"condition number {result.cond:.3g}"
-            if np.isfinite(result.cond)
+            f"condition number {f.result.cond:.3g}"
+            if math.isfinite(f.result.cond)
             else "condition number infinite (singular Jacobian)"
         ),
         "",
-        "constants:",
+        "constants (value, standard error" + (", interval" if has_iv else "") + "):",
     ]
-    w = max(len(c) for c in result.constants)
-    lines += [f"  {c.ljust(w)} = {v:.6g}" for c, v in result.constants.items()]
+    w = max(len(c) for c in f.constants)
+    iv = f.intervals or {}
+    for c, v in f.constants.items():
+        se = f.stderr[c]
+        line = f"  {c.ljust(w)} = {v:.6g}"
+        if math.isfinite(se):
+            line += f"  ± {se:.3g}"
+        if c in iv:
+            lo, hi = iv[c]
+            line += f"  [{lo:.6g}, {hi:.6g}]"
+        lines.append(line)
+    lines += [f"  {x}" for x in uncertainty_lines(f)]
+    te = f.train_error
     lines += [
         "",
-        f"training error: mean {train_error['heldout_error_pct']:.3f}%, worst cell "
-        f"{train_error['worst_cell_pct']:.3f}%, rmse {train_error['rmse']:.4g}",
+        f"training error: mean {te['heldout_error_pct']:.3f}%, worst cell "
+        f"{te['worst_cell_pct']:.3f}%, rmse {te['rmse']:.4g}",
+        "diagnostics: " + ("none (well posed)" if not f.reasons else "; ".join(f.reasons)),
     ]
-    lines += [
-        "diagnostics: " + ("none (well posed)" if not result.reasons else "; ".join(result.reasons))
-    ]
+    for p in f.predictions:
+        where = ", ".join(f"{k}={v:g}" for k, v in p["given"].items())
+        line = f"prediction at {where}: {p['prediction']:.5g} (standard error {p['stderr']:.2g}"
+        if p.get("interval") is not None:
+            lo, hi = p["interval"]
+            line += f"; {round(100 * p['level'])}% interval {lo:.5g} to {hi:.5g}"
+        lines.append(line + ")")
     return "\n".join(lines)
 
 
+def render_form(f, resolved_by: str | None = None) -> str:
+    """A bound form: its variables, which constants are linear, bounds and starting ranges."""
+    s = f.structure
+    how = f"resolved against {resolved_by}" if resolved_by else "declared"
+    lines = [f"{f.name} = {f.expression}"]
+    if f.description:
+        lines.append(f"  {f.description}")
+    lines += [
+        f"  source: {f.source}",
+        f"  variables ({how}): {', '.join(f.bound_variables)}",
+        f"  constants entering linearly (solved exactly): {', '.join(s.linear) or 'none'}",
+        f"  nonlinear constants (grid search, then polish): {', '.join(s.nonlinear) or 'none'}",
+    ]
+    for c, lo, hi in zip(s.constants, s.lower, s.upper, strict=True):
+        if c in s.nonlinear:
+            i = s.nonlinear.index(c)
+            lines.append(
+                f"    {c}: bounds [{lo:g}, {hi:g}], starting grid over "
+                f"[{s.start_lo[i]:g}, {s.start_hi[i]:g}]"
+            )
+    return "\n".join(lines)
+
+
+MAX_LEVELS = 12  # a factor with more levels is shown by its count and range
+
+
+def _levels_line(name: str, values: list) -> str:
+    def show(x) -> str:
+        return f"{x:g}" if isinstance(x, float) else str(x)
+
+    if len(values) <= MAX_LEVELS:
+        return f"  {name} ({len(values)}): {', '.join(show(x) for x in values)}"
+    numeric = all(isinstance(x, int | float) and not isinstance(x, bool) for x in values)
+    if numeric:
+        return f"  {name} ({len(values)} levels): {show(values[0])} to {show(values[-1])}"
+    return f"  {name} ({len(values)} levels, text): {', '.join(map(show, values[:3]))}, ..."
+
+
 def render_summary(summary: dict) -> str:
+    seed = summary["seed_column"]
+    seeds = (
+        f"seed column: {seed}"
+        if seed
+        else "seed column: none (runs cannot be paired by seed; a cell's runs are its repeats)"
+    )
+    unit = f" {summary['unit']}" if summary.get("unit") else ""
     lines = [
         f"{summary['path']}: sha256 {summary['sha256']}",
         f"rows read: {summary['rows_read']}; filtered out by --where: "
         f"{summary['filtered_out']}; runs kept: {summary['runs']}",
         "excluded: " + (", ".join(f"{v} {k}" for k, v in summary["excluded"].items()) or "none"),
         f"metric: {summary['metric']} (range {summary['metric_range'][0]:.4g} to "
-        f"{summary['metric_range'][1]:.4g}); seed column: {summary['seed_column']}",
-        f"cells: {summary['cells']}; runs per cell: min {summary['seeds_per_cell']['min']}, "
-        f"median {summary['seeds_per_cell']['median']:g}, max "
-        f"{summary['seeds_per_cell']['max']}",
+        f"{summary['metric_range'][1]:.4g}{unit}); {seeds}",
+        f"cells: {summary['cells']} (distinct combinations of "
+        f"{', '.join(summary.get('cells_by') or []) or 'nothing: one cell'}; compare counts cells "
+        "over the variables its forms read); runs per cell: min "
+        f"{summary['seeds_per_cell']['min']}, median {summary['seeds_per_cell']['median']:g}, "
+        f"max {summary['seeds_per_cell']['max']}",
         "levels of the varying factors:",
     ]
     for k, v in summary["levels"].items():
-        shown = ", ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v)
-        lines.append(f"  {k} ({len(v)}): {shown}")
+        lines.append(_levels_line(k, v))
+    if summary.get("continuous"):
+        lines.append(
+            "continuous (a different value in every run): " + ", ".join(summary["continuous"])
+        )
     if summary["fixed"]:
         lines.append("fixed: " + ", ".join(f"{k}={v}" for k, v in summary["fixed"].items()))
     return "\n".join(lines)
@@ -310,22 +426,6 @@ def render_ci(results, payload: dict) -> str:
         if dropped:
             lines.append(f"  seeds dropped: {'; '.join(dropped)}")
         lines += [f"  warning: {w}" for w in r.warnings]
-    return "\n".join(lines)
-
-
-def render_intervals(boot, preds) -> str:
-    pct = round(100 * boot.level)
-    lines = [
-        f"{pct}% bootstrap intervals ({boot.resamples} resamples of the runs within each "
-        f"cell, seed {boot.seed}; {boot.failed} failed refits; "
-        f"{boot.single_run_cells} cells with one run cannot vary):"
-    ]
-    for c, (lo, hi) in boot.constant_intervals().items():
-        lines.append(f"  {c} = {boot.fit.constants[c]:.6g}  [{lo:.6g}, {hi:.6g}]")
-    for p in preds:
-        where = ", ".join(f"{k}={v:g}" for k, v in p["given"].items())
-        lo, hi = p["interval"]
-        lines.append(f"  prediction at {where}: {p['prediction']:.5g}  [{lo:.5g}, {hi:.5g}]")
     return "\n".join(lines)
 
 
@@ -400,7 +500,7 @@ def render_tuning(tuning, max_rows: int = 24) -> str:
             break
         where = ", ".join(f"{c}={_fmt_level(r[c])}" for c in tuning.configuration) or "all"
         picks = "; ".join(
-            f"{c[len('chosen_'):]} {' / '.join(_fmt_level(v) for v in r[c])}" for c in chosen_cols
+            f"{c[len('chosen_') :]} {' / '.join(_fmt_level(v) for v in r[c])}" for c in chosen_cols
         )
         lines.append(
             f"  {where}: {picks}; value {r['honest']:.4f}, chosen on the same seeds "
@@ -412,4 +512,31 @@ def render_tuning(tuning, max_rows: int = 24) -> str:
             f"configurations by {d['mean_optimism']:.4f} on average"
         )
     lines += [f"  warning: {w}" for w in tuning.warnings]
+    return "\n".join(lines)
+
+
+def render_scored_pairs(pairs) -> str:
+    """Paired tests of forms over the new runs at cells both predicted."""
+    lines = [
+        "Forms compared on the new runs (predictions fixed before the runs; per run, squared "
+        "error of the first minus the second; t test over runs, Holm across pairs):"
+    ]
+    for r in pairs.to_dict("records"):
+        if not r["runs"]:
+            lines.append(f"  {r['a']} vs {r['b']}: no cell predicted by both has runs yet")
+            continue
+        lo, hi = r["ci"]
+        if r["p"] is None:
+            verdict = "too few runs for a test"
+        elif r["p_holm"] is not None and r["p_holm"] < 0.05:
+            verdict = f"{r['a'] if r['mean_sq_diff'] < 0 else r['b']} predicted the new runs better"
+        else:
+            verdict = "the new runs do not separate them"
+        ci = "" if lo is None else f" (interval {lo:+.3g} to {hi:+.3g})"
+        lines.append(
+            f"  {r['a']} vs {r['b']} on {r['cells']} cells, {r['runs']} runs: {verdict}; mean "
+            f"squared-error difference {r['mean_sq_diff']:+.3g}{ci}, p = {fmt_p(r['p'])}, Holm "
+            f"{fmt_p(r['p_holm'])}; {r['a']} closer at {r['a_closer_cells']} of {r['cells']} "
+            "cells"
+        )
     return "\n".join(lines)

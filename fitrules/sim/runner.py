@@ -1,9 +1,16 @@
-"""Run a grid spec in processes, appending each finished run to the output at once.
+"""Run a grid spec in processes or on a Dask cluster, appending each finished run at once.
 
 The output CSV is the checkpoint: runs already in it are skipped, so an interrupted grid
 resumes where it stopped and loses at most the runs in flight. When every run is in, the
 file is rewritten (atomically) in spec order so the committed table does not depend on
 which process finished first, and a manifest is written beside it.
+
+Every way of running (here, in a local process pool, or on a Dask cluster through
+:mod:`fitrules.sim.cluster`) hands its results to one :class:`_Checkpoint`, which writes
+each run once. A run that raises is recorded as failed and the others go on; at the end
+:class:`~fitrules.errors.SimError` names the failed runs and their errors, every finished
+run is in the output, and the final rewrite and manifest wait for a rerun that completes
+the grid.
 """
 
 from __future__ import annotations
@@ -15,10 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import asdict, fields
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 import pandas as pd
 
@@ -50,7 +60,8 @@ def _row_key(row: dict) -> str:
     return run_key(RunConfig(**values))
 
 
-def _init_worker() -> None:
+def one_blas_thread() -> None:
+    """Limit this process to one BLAS thread: every process that trains runs calls it first."""
     # Small matrices: one BLAS thread per process is several times faster than many.
     from threadpoolctl import threadpool_limits
 
@@ -170,12 +181,166 @@ def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
     return out_rows
 
 
+LOG_EVERY_S = 10.0
+
+
+def _finished(out: Path, spec: GridSpec) -> bool:
+    """``out`` holds every run of ``spec`` in spec order, with its manifest beside it."""
+    try:
+        manifest = json.loads(manifest_path(out).read_text())
+        table = pd.read_csv(out, keep_default_na=False)
+    except (OSError, ValueError):
+        return False
+    if manifest.get("spec_sha256") != spec.sha256 or manifest.get("runs") != len(spec.runs):
+        return False
+    keys = [_row_key(r) for r in table.to_dict("records")]
+    return keys == [run_key(cfg) for cfg in spec.runs]
+
+
+def _varying(spec: GridSpec) -> list[str]:
+    """The factors that differ between the spec's runs, and the seed: enough to name a run."""
+    names = [f.name for f in fields(RunConfig) if len({getattr(r, f.name) for r in spec.runs}) > 1]
+    return names if "seed" in names else [*names, "seed"]
+
+
+class _Checkpoint:
+    """The output CSV as it fills: each finished run appended and synced at once, and once.
+
+    ``done`` maps run keys to rows: the runs read from the output on resume, then each run
+    appended. A run already there is not written again, whoever reports it twice.
+    """
+
+    def __init__(
+        self,
+        out: Path,
+        spec: GridSpec,
+        done: dict[str, dict],
+        show_progress: bool | None,
+        on_run: Callable[[dict], None] | None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.out, self.spec, self.done, self.on_run = out, spec, done, on_run
+        self.show_progress = show_progress
+        # a line of progress every LOG_EVERY_S seconds when no bar is shown (stderr not a
+        # terminal): a long grid is never silent in a log file
+        bar_shown = show_progress if show_progress is not None else sys.stderr.isatty()
+        self.log = None if bar_shown else log
+        self._t0 = self._last_log = time.perf_counter()
+        self._diverged = 0
+        self.failed: list[tuple[RunConfig, str]] = []
+        self._stack = ExitStack()
+        self._writer: csv.DictWriter | None = None
+
+    def __enter__(self) -> _Checkpoint:
+        if self.out.exists():
+            with open(self.out, "rb") as fh:
+                self._header = not fh.read(1 << 16).strip()
+        else:
+            self._header = True
+        self._fh: TextIO | None = None  # opened at the first run: no empty file on failure
+        self._bar = self._stack.enter_context(
+            progress(
+                total=len(self.spec.runs),
+                initial=len(self.done),
+                desc=self.spec.name,
+                enabled=self.show_progress,
+            )
+        )
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stack.close()
+
+    def append(self, row: dict) -> None:
+        """Write one finished run (its row from :func:`fitrules.sim.diloco.run`)."""
+        row = {**row, "spec": self.spec.name, "spec_sha256": self.spec.sha256}
+        key = _row_key(row)
+        if key in self.done:
+            return
+        fh = self._fh
+        if fh is None:
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            fh = self._fh = self._stack.enter_context(
+                open(self.out, "w" if self._header else "a", newline="")
+            )
+        if self._writer is None:
+            self._writer = csv.DictWriter(fh, fieldnames=list(row))
+            if self._header:
+                self._writer.writeheader()
+        self._writer.writerow(row)
+        fh.flush()
+        os.fsync(fh.fileno())
+        self.done[key] = row
+        self._bar.update(1)
+        self._diverged += str(row.get("diverged")).lower() == "true"
+        now = time.perf_counter()
+        if self.log is not None and (
+            now - self._last_log >= LOG_EVERY_S or len(self.done) == len(self.spec.runs)
+        ):
+            self._last_log = now
+            self.log(
+                f"{self.spec.name}: {len(self.done)} of {len(self.spec.runs)} runs done "
+                f"({self._diverged} of this invocation diverged), {now - self._t0:.0f} s"
+            )
+        if self.on_run is not None:
+            self.on_run(row)
+
+    def fail(self, cfg: RunConfig, err: BaseException) -> None:
+        """Record a run that raised; :func:`simulate` names it when the grid ends."""
+        message = " ".join(f"{type(err).__name__}: {err}".split())
+        self.failed.append((cfg, message[:300]))
+
+    def error(self) -> SimError:
+        """One line naming the failed runs and their errors, and what a rerun does."""
+        names = _varying(self.spec)
+        shown = "; ".join(
+            ",".join(f"{n}={getattr(cfg, n)}" for n in names) + f": {message}"
+            for cfg, message in self.failed[:5]
+        )
+        more = f"; and {len(self.failed) - 5} more" if len(self.failed) > 5 else ""
+        return SimError(
+            f"{len(self.failed)} run(s) failed: {shown}{more}. "
+            f"{self.out} holds the {len(self.done)} of {len(self.spec.runs)} runs that "
+            "finished; rerun the same command to retry the others"
+        )
+
+
+def _run_here(todo: Iterable[RunConfig], checkpoint: _Checkpoint) -> None:
+    one_blas_thread()
+    corpus = load_corpus()
+    for cfg in todo:
+        try:
+            row = run(cfg, corpus)
+        except Exception as err:  # named when the grid ends; the other runs go on
+            checkpoint.fail(cfg, err)
+        else:
+            checkpoint.append(row)
+
+
+def _run_pool(todo: Iterable[RunConfig], jobs: int, checkpoint: _Checkpoint) -> None:
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=one_blas_thread)
+    try:
+        futures = {pool.submit(_one, cfg): cfg for cfg in todo}
+        for fut in as_completed(futures):
+            err = fut.exception()
+            if err is None:
+                checkpoint.append(fut.result())
+            else:
+                checkpoint.fail(futures[fut], err)
+    finally:
+        # On an interrupt, runs not yet started are dropped rather than run for nothing.
+        pool.shutdown(cancel_futures=True)
+
+
 def simulate(
     spec: GridSpec,
     out: Path,
     jobs: int = 1,
     show_progress: bool | None = None,
     command: str | None = None,
+    scheduler: str | None = None,
+    on_run: Callable[[dict], None] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Run every run of ``spec`` not already in ``out``; return the finished table.
 
@@ -183,62 +348,79 @@ def simulate(
     ----------
     spec : the grid to run.
     out : CSV path; created, or resumed if it holds runs of the same spec.
-    jobs : number of worker processes.
+    jobs : number of local worker processes (without ``scheduler``).
     show_progress : progress bar on stderr; default when stderr is a terminal.
     command : the command line recorded in the manifest.
+    scheduler : run each run as a task on a Dask cluster instead: a scheduler address such
+        as ``tcp://host:8786``, or ``local:N`` for a local cluster of N single-threaded
+        processes (needs the ``distributed`` extra; see :mod:`fitrules.sim.cluster`).
+    on_run : called with each finished run's row once it is in ``out``; an exception it
+        raises stops the grid, with every finished run kept.
+    log : called with a line of progress, at most every ``LOG_EVERY_S`` seconds and at the
+        end, when no progress bar is shown (stderr not a terminal).
+
+    Nothing is written when every run is already in ``out`` in spec order and the manifest
+    beside it describes the same spec: rerunning a finished grid (``make grids`` after a
+    fresh clone, whose file times say nothing) leaves the committed files as they are.
+
+    Returns
+    -------
+    The table of every run of ``spec``, in spec order, as written to ``out``.
+
+    Raises
+    ------
+    SimError
+        If ``out`` holds something else, the scheduler cannot be used or its workers do not
+        match this process, or some runs failed (named in the message; the runs that
+        finished are in ``out``, and a rerun retries the others).
+
+    Example
+    -------
+    >>> simulate(load_spec("data/specs/smoke.toml"), Path("smoke.csv"), scheduler="local:2")
+    ... # doctest: +SKIP
     """
     out = Path(out)
     check_out(out, jobs)
+    if scheduler is not None and jobs != 1:
+        raise SimError(
+            f"--jobs {jobs} with --scheduler {scheduler}: give one of them; on a cluster "
+            "the workers' threads decide how many runs go at once"
+        )
+    if scheduler is not None:
+        from fitrules.sim import cluster
+
+        cluster.parse_scheduler(scheduler)
     corpus = load_corpus()
     done = _existing(out, spec)
     todo = [cfg for cfg in spec.runs if run_key(cfg) not in done]
+    if not todo and _finished(out, spec):
+        return pd.read_csv(out)
     if todo:
-        workers = min(jobs, len(todo))
+        at_once = 1 if scheduler is not None else min(jobs, len(todo))
         check_memory(
-            workers * max(cfg.memory(corpus.vocab_size) for cfg in todo),
-            f"{workers} simulation process(es) at once",
+            at_once * max(cfg.memory(corpus.vocab_size) for cfg in todo),
+            f"{at_once} simulation process(es) at once",
             "use fewer --jobs or a smaller model",
         )
-    columns = None
     t0 = time.perf_counter()
-    with open(out, "rb") if out.exists() else open(os.devnull, "rb") as fh0:
-        new_file = not fh0.read(1 << 16).strip()
-    fh = None
-    try:
-        with progress(
-            total=len(spec.runs), initial=len(done), desc=spec.name, enabled=show_progress
-        ) as bar:
-            writer = None
-
-            def append(row: dict) -> None:
-                nonlocal writer, columns, new_file, fh
-                row = {**row, "spec": spec.name, "spec_sha256": spec.sha256}
-                if fh is None:  # opened at the first finished run: no empty file on failure
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    fh = open(out, "w" if new_file else "a", newline="")
-                if writer is None:
-                    columns = list(row)
-                    writer = csv.DictWriter(fh, fieldnames=columns)
-                    if new_file:
-                        writer.writeheader()
-                writer.writerow(row)
-                fh.flush()
-                os.fsync(fh.fileno())
-                done[run_key(RunConfig(**{k: row[k] for k in KEY_FIELDS}))] = row
-                bar.update(1)
-
-            if jobs == 1 or len(todo) <= 1:
-                _init_worker()
-                for cfg in todo:
-                    append(run(cfg, corpus))
-            else:
-                with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker) as pool:
-                    futures = [pool.submit(_one, cfg) for cfg in todo]
-                    for fut in as_completed(futures):
-                        append(fut.result())
-    finally:
-        if fh is not None:
-            fh.close()
+    # The manifest names where the runs ran: the local jobs, or the scheduler and its workers
+    # with the runs each finished this time.
+    where: dict = {"jobs": jobs} if scheduler is None else {"scheduler": scheduler, "workers": {}}
+    with ExitStack() as stack:
+        client = None
+        if scheduler is not None and todo:
+            client = stack.enter_context(cluster.connect(scheduler))
+            workers = dict.fromkeys(cluster.check_workers(client), 0)
+        checkpoint = stack.enter_context(_Checkpoint(out, spec, done, show_progress, on_run, log))
+        if client is not None:
+            ran = cluster.run_grid(client, todo, checkpoint.append, checkpoint.fail)
+            where["workers"] = dict(sorted({**workers, **ran}.items()))
+        elif jobs == 1 or len(todo) <= 1:
+            _run_here(todo, checkpoint)
+        else:
+            _run_pool(todo, jobs, checkpoint)
+    if checkpoint.failed:
+        raise checkpoint.error()
 
     table = pd.DataFrame([done[run_key(cfg)] for cfg in spec.runs])
     atomic_write_text(out, table.to_csv(index=False))
@@ -253,7 +435,7 @@ def simulate(
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "runs": len(table),
         "runs_this_invocation": len(todo),
-        "jobs": jobs,
+        **where,
         "wall_s_this_invocation": round(time.perf_counter() - t0, 1),
         "wall_s_per_run": [float(x) for x in table["wall_s"]],
     }

@@ -11,6 +11,8 @@ factors, on top of its own and the spec's fixed settings::
     [block.factors]
     H = [1, 4, 16, 64]
     keep = [1.0, 0.5]
+
+A block may carry its own ``seeds`` list (a designed batch gives each cell its own count).
 """
 
 from __future__ import annotations
@@ -147,12 +149,13 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
     plan = []
     total = 0
     for i, block in enumerate(blocks):
-        extra = set(block) - {"fixed", "factors"}
+        extra = set(block) - {"fixed", "factors", "seeds"}
         if extra:
             raise SimError(
                 f"{source}: block {i + 1} has unknown key(s) {sorted(extra)}; allowed: fixed, "
-                "factors"
+                "factors, seeds"
             )
+        block_seeds = _seeds(block["seeds"], source) if "seeds" in block else seeds
         bfixed = _table(block.get("fixed", {}), f"block {i + 1} [fixed]", source)
         factors = _table(block.get("factors", {}), f"block {i + 1} [factors]", source)
         _check_keys(f"block {i + 1} [fixed]", bfixed, source)
@@ -160,7 +163,7 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
         for name, levels in factors.items():
             if not isinstance(levels, list) or not levels:
                 raise SimError(f"{source}: factor {name!r} needs a non-empty list of levels")
-        count = len(seeds)
+        count = len(block_seeds)
         for levels in factors.values():
             count *= len(levels)
         total += count
@@ -168,12 +171,12 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
             raise SimError(
                 f"{source}: asks for more than {MAX_SIM_RUNS:,} runs; split it into smaller specs"
             )
-        plan.append((bfixed, factors))
+        plan.append((bfixed, factors, block_seeds))
     runs: list[RunConfig] = []
-    for bfixed, factors in plan:
+    for bfixed, factors, block_seeds in plan:
         names = list(factors)
         for combo in itertools.product(*(factors[n] for n in names)):
-            for seed in seeds:
+            for seed in block_seeds:
                 values = {**fixed, **bfixed, **dict(zip(names, combo, strict=True)), "seed": seed}
                 runs.append(_config(values, source))
     if len(set(runs)) != len(runs):
@@ -182,10 +185,24 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
     return GridSpec(str(doc.get("name", Path(source).stem)), text, tuple(runs))
 
 
-def load_spec(path: Path) -> GridSpec:
+def load_spec(path: Path | str) -> GridSpec:
+    """Read a spec file, or a committed spec by name (``main`` is ``data/specs/main.toml``).
+
+    A file that exists is read; otherwise a bare name is looked up among the committed specs,
+    which an installed package carries too.
+    """
+    from fitrules.paths import data_dir, shipped_spec
+
     path = Path(path)
     if not path.exists():
-        raise SimError(f"{path}: spec file not found")
+        shipped = shipped_spec(str(path))
+        if shipped is None:
+            names = sorted(p.stem for p in (data_dir() / "specs").glob("*.toml"))
+            raise SimError(
+                f"{path}: spec file not found (committed specs, usable by name: "
+                f"{', '.join(names) or 'none'})"
+            )
+        return parse_spec(shipped.read_text(), f"data/specs/{shipped.name}")
     if path.is_dir():
         raise SimError(f"{path}: is a directory, not a spec file")
     try:

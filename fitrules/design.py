@@ -1,0 +1,647 @@
+"""Which runs to do next: cells that would tell rival forms apart, or pin one form down.
+
+A verdict between forms is bounded by the cells already in the grid. This module ranks
+candidate cells (by default the grid's levels and the geometric midpoints between them, for
+every variable the forms read, minus the cells already run) by how well a few seeds there
+would separate the forms, and picks a batch under a budget of runs.
+
+Discrimination (two or more forms) follows the T-optimal idea (Atkinson and Fedorov, 1975):
+if form T were the truth, how badly would its rival R fit after R is refitted to the grid
+plus T's predictions at the new cells? The lack of fit at the new cells, in units of the
+combined uncertainty, summed over ordered pairs, is the score. Because the rival is refitted,
+a second cell in a region where the rival can bend adds less than the first: the batch is
+chosen greedily, each cell given the ones already chosen.
+
+Uncertainty at a cell: each form's prediction from the full-grid fit carries the larger of
+(a) the spread of its refits over random splits (robust sd, scaled by n_train / n to the size
+of the full grid) and (b) the sd of its seed-bootstrap refits; the mean of n new seeds carries
+the seed noise, modelled as a constant coefficient of variation pooled over the grid's cells
+(unbiased sd, s / c4). The seeds a cell needs are those that make the two forms' difference
+exceed (z_alpha/2 + z_power) standard errors.
+
+With one form and a target cell, cells are ranked by how much n seeds there would shrink the
+delta-method variance of the prediction at the target; the batch again greedy.
+
+Only the grid's cells are used: nothing here reads a value the design will later be scored
+on (new cells are not in the grid; cells that are, when named, are flagged "in grid").
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from fitrules._modules import make_callable
+from fitrules.errors import FitrulesError
+from fitrules.fit import CompiledForm, FitResult, Objective, fit_splits, predict
+from fitrules.forms import Form
+from fitrules.grids import Cells, Grid
+from fitrules.intervals import bootstrap_fit
+from fitrules.splits import RandomSplit
+from fitrules.stats import c4
+from fitrules.util import json_ready
+
+MAX_CANDIDATES = 5000  # candidate cells scored at once (each a refit per ordered pair)
+
+
+@dataclass
+class Design:
+    """Candidate cells ranked, and the batch chosen under the budget.
+
+    Attributes
+    ----------
+    candidates : one row per candidate cell: its variables, ``in_grid``, each form's
+        prediction and its sd (``pred_F``, ``sd_F``), the seed sd of one run ``seed_sd``,
+        ``separation`` (largest pairwise difference in standard errors at ``seeds``
+        seeds), ``seeds_needed`` (at the stated power) and ``score`` (the criterion of a
+        batch of this cell alone).
+    chosen : the batch, in the order chosen: cell, seeds, runs, the batch's score after
+        adding it and the gain.
+    commands : the commands that write each form's predictions for the chosen cells to a
+        ledger, then run the cells.
+    """
+
+    candidates: pd.DataFrame
+    chosen: pd.DataFrame
+    forms: list[Form]
+    variables: tuple[str, ...]
+    settings: dict
+    data: dict
+    commands: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    grid_cells: pd.DataFrame | None = None  # the cells already run, for figures
+
+    def to_dict(self) -> dict:
+        return json_ready(
+            {
+                "data": self.data,
+                "settings": self.settings,
+                "forms": [f.to_dict() for f in self.forms],
+                "variables": list(self.variables),
+                "chosen": self.chosen.to_dict("records"),
+                "candidates": self.candidates.to_dict("records"),
+                "commands": self.commands,
+                "notes": self.notes,
+            }
+        )
+
+
+# ------------------------------------------------------------------ candidates
+def _fmt(v: float) -> str:
+    return f"{v:g}"
+
+
+def _midpoints(levels: np.ndarray) -> list[float]:
+    out = []
+    for a, b in itertools.pairwise(np.sort(levels)):
+        out.append(float(math.sqrt(a * b)) if a > 0 and b > 0 else float((a + b) / 2))
+    return out
+
+
+def _parse_values(text: str, name: str) -> list[float]:
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            if "/" in part:
+                num, den = part.split("/", 1)
+                out.append(float(num) / float(den))
+            else:
+                out.append(float(part))
+        except (ValueError, ZeroDivisionError):
+            raise FitrulesError(
+                f"--candidates: {name}={text!r}: {part!r} is not a number or fraction"
+            ) from None
+    if not out or not all(np.isfinite(out)):
+        raise FitrulesError(f"--candidates: {name}={text!r}: give finite numbers")
+    return out
+
+
+def candidate_cells(cells: Cells, variables: tuple[str, ...], spec: str | None = None):
+    """The candidate cells, a DataFrame over ``variables`` with an ``in_grid`` column.
+
+    Default: for every variable, the grid's levels and the geometric midpoints between
+    neighbouring levels (arithmetic where a level is <= 0); their product, minus the cells
+    already in the grid. ``spec`` names values instead, e.g. ``"H=2,8,32;keep=1/32"``
+    (``keep`` is turned into ``omega = 1/keep - 1`` when the forms read omega); variables
+    it does not name take the grid's levels. Cells named that are in the grid are kept and
+    flagged.
+    """
+    table = cells.table
+    named: dict[str, list[float]] = {}
+    if spec:
+        for chunk in filter(None, (c.strip() for c in spec.split(";"))):
+            name, sep, values = chunk.partition("=")
+            name = name.strip()
+            if not sep:
+                raise FitrulesError(f"--candidates {spec!r}: {chunk!r} is not NAME=V1,V2,...")
+            vals = _parse_values(values, name)
+            if name == "keep" and "omega" in variables and "keep" not in variables:
+                if not all(0 < v <= 1 for v in vals):
+                    raise FitrulesError(f"--candidates: keep={values!r}: keep must be in (0, 1]")
+                name, vals = "omega", [1 / v - 1 for v in vals]
+            if name not in variables:
+                raise FitrulesError(
+                    f"--candidates: {name!r} is not a variable of the forms "
+                    f"({', '.join(variables)})"
+                )
+            named[name] = vals
+    axes = []
+    for v in variables:
+        levels = np.unique(table[v].to_numpy(float))
+        if v in named:
+            axes.append(sorted(set(named[v])))
+        elif spec:
+            axes.append(levels.tolist())
+        else:
+            axes.append(sorted(set(levels.tolist()) | set(_midpoints(levels))))
+    grid_keys = {tuple(np.round(r, 12)) for r in table[list(variables)].to_numpy(float)}
+    rows = []
+    for combo in itertools.product(*axes):
+        key = tuple(np.round(np.array(combo, float), 12))
+        in_grid = key in grid_keys
+        if in_grid and not spec:
+            continue
+        rows.append({**dict(zip(variables, map(float, combo), strict=True)), "in_grid": in_grid})
+    if not rows:
+        raise FitrulesError("no candidate cell: every combination is already in the grid")
+    if len(rows) > MAX_CANDIDATES:
+        raise FitrulesError(
+            f"{len(rows)} candidate cells; at most {MAX_CANDIDATES}: name fewer with --candidates"
+        )
+    return pd.DataFrame(rows)
+
+
+def cell_label(row, variables) -> str:
+    return ", ".join(f"{v}={_fmt(row[v])}" for v in variables)
+
+
+# ------------------------------------------------------------------ uncertainty
+def seed_cv(cells: Cells) -> float:
+    """Pooled coefficient of variation of one run (unbiased sd / mean) over the grid's cells."""
+    t = cells.table
+    n = t["n_seeds"].to_numpy(float)
+    ok = n >= 2
+    if not ok.any():
+        raise FitrulesError(
+            "the grid has no cell with two or more runs: the seed noise a new run would "
+            "carry cannot be estimated"
+        )
+    rel = (t["std"].to_numpy(float) / c4(n) / np.abs(t["value"].to_numpy(float)))[ok]
+    # pool variances, weighted by degrees of freedom
+    return float(np.sqrt(np.sum((n[ok] - 1) * rel**2) / np.sum(n[ok] - 1)))
+
+
+def _split_sd(form, cells, Xc, splits, seed, objective) -> np.ndarray:
+    n = len(cells)
+    sp = RandomSplit(splits, 1 / 3, seed)
+    sp.check(n)
+    masks = sp.masks(n)
+    fits = fit_splits(form, cells.X, cells.y, masks, objective)
+    preds = []
+    for r in fits:
+        if r.degenerate or not np.isfinite(r.objective):
+            continue
+        p = predict(form, Xc, r.constants)
+        if np.isfinite(p).all():
+            preds.append(p)
+    if len(preds) < 10:
+        return np.full(len(next(iter(Xc.values()))), np.nan)
+    P = np.array(preds)
+    mad = np.median(np.abs(P - np.median(P, axis=0)), axis=0) * 1.4826
+    return mad * math.sqrt(int(masks[0].sum()) / n)
+
+
+def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        b = bootstrap_fit(grid, form, objective, resamples, seed)
+        ok = np.isfinite(b.draws).all(axis=1)
+        P = np.array(
+            [predict(form, Xc, dict(zip(form.constants, d, strict=True))) for d in b.draws[ok]]
+        )
+    P = P[np.isfinite(P).all(axis=1)] if len(P) else P
+    return P.std(axis=0, ddof=1) if len(P) > 2 else np.full(len(next(iter(Xc.values()))), np.nan)
+
+
+# ------------------------------------------------------------------ the criterion
+def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial):
+    """Refit ``rival`` on the grid plus ``truth_pred`` at ``chosen`` + each ``trial`` cell.
+
+    Returns (len(trial), n_candidates): the rival's refitted prediction minus truth_pred at
+    every candidate (only chosen + that trial cell are read by the caller).
+    """
+    n, k = len(cells), len(truth_pred)
+    X = {v: np.concatenate([cells.X[v], Xc[v]]) for v in rival.bound_variables}
+    y = np.concatenate([cells.y, truth_pred])
+    masks = np.zeros((len(trial), n + k), bool)
+    masks[:, :n] = True
+    if chosen:
+        masks[:, n + np.array(chosen)] = True
+    masks[np.arange(len(trial)), n + np.array(trial)] = True
+    fits = fit_splits(rival, X, y, masks, Objective())
+    out = np.full((len(trial), k), np.nan)
+    for i, r in enumerate(fits):
+        if np.isfinite(r.objective):
+            out[i] = predict(rival, Xc, r.constants) - truth_pred
+    return out
+
+
+MAX_BUDGET = 10_000  # runs one design may plan
+MAX_DESIGN_REFITS = 2_000  # random-split refits or bootstrap resamples per form
+
+
+def check_design_options(
+    n_forms: int,
+    budget: int,
+    seeds: int,
+    max_seeds: int,
+    power: float,
+    alpha: float,
+    splits: int,
+    resamples: int,
+    target: str | None,
+) -> None:
+    """Refuse design settings outside what is allowed, before any work (one line each)."""
+    if target is None and n_forms < 2:
+        raise FitrulesError("design needs two or more forms to discriminate, or one --target")
+    if target is not None and n_forms != 1:
+        raise FitrulesError("--target ranks cells for one form: give exactly one form")
+    if not 1 <= max_seeds <= 1000:
+        raise FitrulesError(f"--max-seeds {max_seeds}: must be between 1 and 1000")
+    if not 1 <= seeds <= max_seeds:
+        raise FitrulesError(f"--seeds {seeds}: must be between 1 and --max-seeds ({max_seeds})")
+    if not seeds <= budget <= MAX_BUDGET:
+        raise FitrulesError(
+            f"--budget {budget}: must be at least --seeds ({seeds}) runs and at most {MAX_BUDGET:,}"
+        )
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise FitrulesError("--alpha and --power must be in (0, 1)")
+    for name, n, low in (("--design-splits", splits, 10), ("--resamples", resamples, 20)):
+        if not low <= n <= MAX_DESIGN_REFITS:
+            raise FitrulesError(f"{name} {n}: must be between {low} and {MAX_DESIGN_REFITS:,}")
+
+
+def design(
+    grid: Grid,
+    forms: list[Form],
+    candidates: str | None = None,
+    budget: int = 24,
+    seeds: int = 3,
+    max_seeds: int = 12,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    splits: int = 100,
+    resamples: int = 100,
+    seed: int = 0,
+    target: str | None = None,
+) -> Design:
+    """Rank candidate cells and choose a batch of runs under ``budget``.
+
+    Parameters
+    ----------
+    grid : the checked results table (tuned or not).
+    forms : two or more rival forms; or one form together with ``target``.
+    candidates : cells to consider (see :func:`candidate_cells`); default the grid's levels
+        and midpoints, minus the cells already run.
+    budget : runs to spend (cells x seeds).
+    seeds : seeds per cell at least (and the seeds at which separations are quoted).
+    max_seeds : seeds per cell at most.
+    power, alpha : the power at which a cell's difference should be detected, and the
+        two-sided level; they set the seeds a cell needs.
+    splits, resamples, seed : random splits and seed-bootstrap resamples that measure each
+        form's uncertainty, and their seed.
+    target : one form only: the cell whose prediction the batch should pin down, e.g.
+        ``"H=256,omega=63"``.
+
+    Raises
+    ------
+    FitrulesError
+        For too few forms, a target with several forms, a bad candidate or target, or a
+        budget smaller than one cell's seeds.
+    """
+    from fitrules.intervals import resolve_point
+
+    check_design_options(
+        len(forms), budget, seeds, max_seeds, power, alpha, splits, resamples, target
+    )
+    bound = [f.bind(grid.columns) for f in forms]
+    variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
+    cells = grid.cells(variables)
+    objective = Objective()
+    cand = candidate_cells(cells, variables, candidates)
+    Xc = {v: cand[v].to_numpy(float) for v in variables}
+    cv = seed_cv(cells)
+    full: dict[str, FitResult] = {}
+    for f in bound:
+        full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool))[0]
+        if not np.isfinite(full[f.name].objective):
+            raise FitrulesError(f"form {f.name!r} cannot be fitted to the grid")
+        pred = predict(f, Xc, full[f.name].constants)
+        sd_split = _split_sd(f, cells, Xc, splits, seed, objective)
+        sd_boot = _boot_sd(grid, f, Xc, resamples, seed, objective)
+        cand[f"pred_{f.name}"] = pred
+        cand[f"sd_split_{f.name}"] = sd_split
+        cand[f"sd_boot_{f.name}"] = sd_boot
+        cand[f"sd_{f.name}"] = np.fmax(sd_split, sd_boot)
+    mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
+    cand["seed_sd"] = cv * np.abs(mean_pred)
+    usable = np.isfinite(cand[[f"pred_{f.name}" for f in bound]].to_numpy()).all(axis=1)
+    usable &= np.isfinite(cand[[f"sd_{f.name}" for f in bound]].to_numpy()).all(axis=1)
+    notes = []
+    if (~usable).any():
+        notes.append(
+            f"{int((~usable).sum())} candidate cells left out: a form's prediction or its "
+            "uncertainty there is not finite"
+        )
+    cand = cand[usable].reset_index(drop=True)
+    Xc = {v: cand[v].to_numpy(float) for v in variables}
+    zsum = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    settings: dict = {
+        "mode": "discriminate" if target is None else "target",
+        "budget": budget,
+        "seeds": seeds,
+        "max_seeds": max_seeds,
+        "power": power,
+        "alpha": alpha,
+        "splits": splits,
+        "resamples": resamples,
+        "seed": seed,
+        "seed_cv": cv,
+        "candidates": candidates or "grid levels and geometric midpoints, minus cells run",
+        "target": target,
+    }
+    if target is None:
+        chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum)
+    else:
+        _, point = resolve_point(target, bound[0])
+        settings["target_point"] = point
+        chosen = _pin_down(bound[0], cells, cand, Xc, point, full, budget, seeds, cv)
+    data = {
+        "path": str(grid.path) if grid.path else None,
+        "sha256": grid.sha256,
+        "where": list(grid.where),
+        "derive": list(grid.derive),
+        "runs": int(len(grid.runs)),
+        "cells": int(len(cells)),
+        "metric": grid.metric,
+        "seed_max": int(grid.runs[grid.seed].max()) if grid.seed else None,
+    }
+    return Design(
+        cand,
+        chosen,
+        bound,
+        variables,
+        settings,
+        data,
+        notes=notes,
+        grid_cells=cells.table[list(variables)].copy(),
+    )
+
+
+def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.DataFrame:
+    k = len(cand)
+    names = [f.name for f in bound]
+    pairs = list(itertools.combinations(range(len(bound)), 2))
+    var = {f.name: cand[f"sd_{f.name}"].to_numpy() ** 2 for f in bound}
+    seed_var = cand["seed_sd"].to_numpy() ** 2
+    # separation of each pair at `seeds` seeds, and the seeds each pair needs
+    sep = np.zeros(k)
+    need = np.full(k, np.inf)
+    for i, j in pairs:
+        a, b = names[i], names[j]
+        delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy())
+        model = var[a] + var[b]
+        sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
+        room = (delta / zsum) ** 2 - model
+        with np.errstate(divide="ignore"):
+            n_ij = np.where(room > 0, np.ceil(seed_var / np.maximum(room, 1e-300)), np.inf)
+        need = np.minimum(need, n_ij)
+    cand["separation"] = sep
+    cand["seeds_needed"] = need
+    n_cell = np.clip(np.where(np.isfinite(need), need, max_seeds), seeds, max_seeds).astype(int)
+    cand["seeds_planned"] = n_cell
+    preds = {f.name: cand[f"pred_{f.name}"].to_numpy() for f in bound}
+
+    def score(chosen: list[int], trial: list[int]) -> np.ndarray:
+        """Batch criterion of chosen + each trial cell, summed over ordered pairs."""
+        total = np.zeros(len(trial))
+        for i, j in pairs:
+            for t, r in ((i, j), (j, i)):
+                gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial)
+                w = 1 / (var[names[t]] + var[names[r]] + seed_var / n_cell)
+                for row, x in enumerate(trial):
+                    idx = [*chosen, x]
+                    total[row] += np.nansum(gap[row, idx] ** 2 * w[idx])
+        return total
+
+    first = score([], list(range(k)))
+    cand["score"] = first
+    chosen: list[int] = []
+    rows: list[dict] = []
+    spent, current = 0, 0.0
+    while True:
+        left = [x for x in range(k) if x not in chosen and spent + n_cell[x] <= budget]
+        if not left:
+            break
+        s = score(chosen, left)
+        best = int(np.argmax(s))
+        gain = float(s[best] - current)
+        if not np.isfinite(s[best]) or gain <= 1e-12 * max(1.0, current):
+            break
+        x = left[best]
+        chosen.append(x)
+        spent += int(n_cell[x])
+        current = float(s[best])
+        rows.append(_chosen_row(cand, x, len(rows) + 1, int(n_cell[x]), current, gain, names))
+    return pd.DataFrame(rows)
+
+
+def _chosen_row(cand, x, order, n, total, gain, names) -> dict:
+    r = cand.iloc[x]
+    out = {"order": order, "candidate": int(x), "seeds": n, "runs": n}
+    out.update({v: float(r[v]) for v in cand.columns if v in r.index and v not in out})
+    out["batch_score"] = total
+    out["gain"] = gain
+    return out
+
+
+def _pin_down(form, cells, cand, Xc, point, full, budget, seeds, cv) -> pd.DataFrame:
+    """Greedy reduction of the delta-method variance of the prediction at ``point``."""
+    cf = CompiledForm(form)
+    theta = np.array([full[form.name].constants[c] for c in cf.s.constants], float)
+    pred = cf.predict(cells.X, theta)
+    J = cf.jacobian(cells.X, theta)  # (n, p)
+    resid = pred - cells.y
+    n, p = J.shape
+    # information of the grid: each cell mean weighted by its variance (seed noise of its
+    # runs plus the form's misfit, estimated from the residuals)
+    misfit = max(float(np.sum(resid**2) / max(n - p, 1)), 0.0)
+    seed_var_grid = (cv * cells.y) ** 2 / cells.table["n_seeds"].to_numpy(float)
+    w = 1 / (seed_var_grid + misfit)
+    info = (J * w[:, None]).T @ J
+    g_t = cf.jacobian({v: np.array([point[v]]) for v in form.bound_variables}, theta)[0]
+    Gc = cf.jacobian(Xc, theta)  # (k, p)
+    pc = cf.predict(Xc, theta)
+    var_new = (cv * pc) ** 2 / seeds + misfit
+
+    def target_var(information):
+        return float(g_t @ np.linalg.pinv(information, hermitian=True) @ g_t)
+
+    v0 = target_var(info)
+    cand["score"] = [
+        v0 - target_var(info + np.outer(Gc[i], Gc[i]) / var_new[i]) for i in range(len(cand))
+    ]
+    cand["target_sd_now"] = math.sqrt(max(v0, 0.0))
+    rows: list[dict] = []
+    chosen: list[int] = []
+    spent, current = 0, v0
+    while spent + seeds <= budget:
+        left = [i for i in range(len(cand)) if i not in chosen]
+        if not left:
+            break
+        vs = [target_var(info + np.outer(Gc[i], Gc[i]) / var_new[i]) for i in left]
+        best = int(np.argmin(vs))
+        gain = current - vs[best]
+        if gain <= 1e-12 * max(v0, 1e-300):
+            break
+        x = left[best]
+        info = info + np.outer(Gc[x], Gc[x]) / var_new[x]
+        chosen.append(x)
+        spent += seeds
+        current = vs[best]
+        row = _chosen_row(cand, x, len(rows) + 1, seeds, current, gain, [form.name])
+        row["target_sd_after"] = math.sqrt(max(current, 0.0))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ the loop's commands
+def _run_fields() -> dict:
+    from fitrules.sim.spec import CONFIG_FIELDS
+
+    return dict(CONFIG_FIELDS)
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace('"', '\\"') + '"'
+    return repr(v)
+
+
+def run_cells(d: Design) -> list[dict] | None:
+    """The chosen cells as harness settings (``omega`` becomes ``keep``), or None when a
+    variable is not a setting of ``fitrules simulate``."""
+    fields = _run_fields()
+    out = []
+    for r in d.chosen.to_dict("records"):
+        cell = {}
+        for v in d.variables:
+            if v in fields:
+                cell[v] = int(round(r[v])) if str(fields[v]) == "int" else float(r[v])
+            elif v == "omega":
+                cell["keep"] = 1 / (1 + r[v])
+            else:
+                return None
+        out.append(cell)
+    return out
+
+
+def batch_spec(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> str | None:
+    """A ``fitrules simulate`` spec for the chosen cells: the grid's fixed settings, one block
+    per cell with its own fresh seeds (above every seed in the grid), and for a tuned grid
+    every level of the tuned factors. None when the grid was not made by the harness."""
+    cells = run_cells(d)
+    fields = _run_fields()
+    needed = set(fields) - {"seed"} - set(tuned or {})
+    if cells is None or not len(d.chosen) or not needed <= set(grid.runs.columns):
+        return None
+    varying = set(d.variables) | {"keep"} | set(tuned or {})
+    fixed = {}
+    for c in fields:
+        if c == "seed" or c in varying:
+            continue
+        values = grid.runs[c].unique()
+        if len(values) != 1:
+            return None  # a setting varies and no form reads it: the cells are ambiguous
+        v = values[0]
+        fixed[c] = v.item() if hasattr(v, "item") else v
+    first = int(d.data["seed_max"] or -1) + 1
+    forms = ", ".join(f.name for f in d.forms)
+    lines = [
+        'name = "design"',
+        f'description = "cells chosen by fitrules design for {forms}"',
+        "",
+        "[fixed]",
+        *[f"{k} = {_toml_value(v)}" for k, v in fixed.items()],
+    ]
+    for cell, r in zip(cells, d.chosen.to_dict("records"), strict=True):
+        seeds = list(range(first, first + int(r["seeds"])))
+        lines += ["", "[[block]]", f"seeds = {seeds}", "[block.fixed]"]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in cell.items()]
+        if tuned:
+            lines.append("[block.factors]")
+            lines += [f"{k} = {[float(x) for x in vs]!r}" for k, vs in tuned.items()]
+    return "\n".join(lines) + "\n"
+
+
+def loop_commands(
+    d: Design,
+    data_args: list[str],
+    ledger: str,
+    spec_path: str | None,
+    runs_path: str,
+) -> list[str]:
+    """predict (each form, each chosen cell) -> simulate -> score, as command lines."""
+    import shlex
+
+    cells = run_cells(d)
+    out = []
+    for i, r in enumerate(d.chosen.to_dict("records")):
+        if cells is not None:
+            at = ",".join(f"{k}={v!r}" for k, v in cells[i].items())
+        else:
+            at = ",".join(f"{v}={r[v]!r}" for v in d.variables)
+        for f in d.forms:
+            form = f.name if f.source == "built-in" else f"{f.name} = {f.expression}"
+            out.append(
+                shlex.join(
+                    [
+                        "fitrules",
+                        "predict",
+                        *data_args,
+                        "--form",
+                        form,
+                        "--at",
+                        at,
+                        "--ledger",
+                        ledger,
+                    ]
+                )
+            )
+    if spec_path is not None:
+        out.append(
+            shlex.join(["fitrules", "simulate", spec_path, "--out", runs_path, "--jobs", "2"])
+        )
+    else:
+        out.append(
+            f"# run the chosen cells with {d.settings.get('seeds')} or more seeds each "
+            f"and collect the results in {runs_path}"
+        )
+    tune = []
+    for i, a in enumerate(data_args):
+        if a in ("--tune", "--tune-seeds"):
+            tune += [a, data_args[i + 1]]
+    out.append(shlex.join(["fitrules", "score", "--ledger", ledger, "--data", runs_path, *tune]))
+    return out
+
+
+# fr.design(...) calls fitrules.api.design; see fitrules._modules
+make_callable(__name__, "fitrules.api.design")

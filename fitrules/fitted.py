@@ -1,0 +1,244 @@
+"""A form fitted on every cell of a grid, with its uncertainty: what ``fitrules.fit`` returns.
+
+The result is data (constants, standard errors, correlations, intervals, residuals, as
+dicts and DataFrames); its views (text, HTML, JSON, figures, a report directory) render the
+same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fitrules import __version__
+from fitrules.fit import FitResult, Objective, predict
+from fitrules.forms import Form
+from fitrules.grids import Cells
+from fitrules.intervals import BootstrapFit, JacobianUncertainty, resolve_point
+from fitrules.util import json_ready
+
+
+@dataclass
+class FittedForm:
+    """A form fitted on all cells of a grid.
+
+    Attributes
+    ----------
+    form : the form, bound to the grid's columns.
+    result : the fit (constants, training objective, condition number, diagnostics).
+    cells : the cells it was fitted on.
+    objective : the training objective.
+    uncertainty : standard errors and correlations of the constants from the Jacobian.
+    bootstrap : bootstrap refits, when intervals were asked for (``None`` otherwise).
+    predictions : predictions asked for when fitting (see :meth:`predict`).
+    data : where the cells came from (path, sha256, filters, counts).
+    unit : the metric's unit, if known.
+
+    Examples
+    --------
+    >>> import fitrules as fr  # doctest: +SKIP
+    >>> f = fr.fit(grid, "composition", intervals=True)  # doctest: +SKIP
+    >>> f.table  # value, standard error and interval of each constant  # doctest: +SKIP
+    >>> f.predict("H=8,keep=0.25")["interval"]  # doctest: +SKIP
+    """
+
+    form: Form
+    result: FitResult
+    cells: Cells
+    objective: Objective
+    uncertainty: JacobianUncertainty
+    data: dict
+    unit: str | None = None
+    bootstrap: BootstrapFit | None = None
+    predictions: list[dict] = field(default_factory=list)
+    derive: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------ numbers
+    @property
+    def constants(self) -> dict[str, float]:
+        return dict(self.result.constants)
+
+    @property
+    def stderr(self) -> dict[str, float]:
+        """Standard error of each constant from the Jacobian (NaN when not estimable)."""
+        return self.uncertainty.stderr
+
+    @property
+    def correlation(self) -> pd.DataFrame:
+        """Correlations between the constants, from the Jacobian."""
+        return self.uncertainty.correlation
+
+    @property
+    def intervals(self) -> dict[str, tuple[float, float]] | None:
+        """Bootstrap percentile interval of each constant, if intervals were asked for."""
+        return self.bootstrap.constant_intervals() if self.bootstrap is not None else None
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per constant: value, standard error (Jacobian), bootstrap interval."""
+        rows = []
+        iv = self.intervals
+        for c, v in self.constants.items():
+            row = {"constant": c, "value": v, "stderr": self.stderr[c]}
+            if iv is not None:
+                row["low"], row["high"] = iv[c]
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @property
+    def residuals(self) -> pd.DataFrame:
+        """The cells with the prediction and the relative residual (%) of each."""
+        pred = predict(self.form, self.cells.X, self.result.constants)
+        t = self.cells.table.copy()
+        t["predicted"] = pred
+        t["residual_pct"] = 100 * (pred - t["value"]) / t["value"]
+        return t
+
+    @property
+    def train_error(self) -> dict:
+        """Mean and worst absolute relative error over the fitted cells (%), and the RMSE."""
+        from fitrules.compare import heldout_errors
+
+        return heldout_errors(self.cells.y, predict(self.form, self.cells.X, self.constants))
+
+    @property
+    def reasons(self) -> list[str]:
+        return list(self.result.reasons)
+
+    def predict(self, point: str | dict | None = None, **values: float) -> dict:
+        """The prediction at a point, in the grid or not, with its uncertainty.
+
+        Parameters
+        ----------
+        point : ``"H=8,keep=0.25"`` or a dict; or give the values as keywords.
+            Variables the point does not name come from the grid's ``derive`` expressions
+            (and ``omega`` from ``keep``).
+
+        Returns
+        -------
+        dict
+            ``given`` (the values as given), ``point`` (the form's variables),
+            ``prediction``, ``stderr`` (delta method, from the Jacobian), and ``interval``
+            (bootstrap percentile interval, or None without intervals) with its ``level``.
+
+        Examples
+        --------
+        >>> f.predict(H=8, keep=0.25)["prediction"]  # doctest: +SKIP
+        """
+        if point is None:
+            point = dict(values)
+        elif values:
+            raise TypeError("give the point as text, a dict, or keywords, not several")
+        given, at = resolve_point(point, self.form, self.derive)
+        X = {v: np.array([float(at[v])]) for v in self.form.bound_variables}
+        value = float(predict(self.form, X, self.constants)[0])
+        se = float(self.uncertainty.prediction_se(self.form, X, self.constants)[0])
+        out = {"given": given, "point": at, "prediction": value, "stderr": se}
+        if self.bootstrap is not None:
+            out["interval"] = self.bootstrap.predict_at(at)["interval"]
+            out["level"] = self.bootstrap.level
+        else:
+            out["interval"], out["level"] = None, None
+        return out
+
+    # ------------------------------------------------------------ views
+    def __repr__(self) -> str:
+        consts = ", ".join(f"{k}={v:.4g}" for k, v in self.constants.items())
+        return f"FittedForm({self.form.name}: {consts}; {len(self.cells)} cells)"
+
+    def __str__(self) -> str:
+        from fitrules.report.text import render_fitted
+
+        return render_fitted(self)
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import fitted_html
+
+        return fitted_html(self)
+
+    def to_dict(self, cells: bool = True) -> dict:
+        """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out
+        the per-cell table (observed values, predictions, residuals)."""
+        out = {
+            "fitrules_version": __version__,
+            "data": self.data,
+            "form": self.form.to_dict(),
+            "objective": self.objective.describe(),
+            "constants": self.constants,
+            "train_objective": self.result.objective,
+            "train_error": self.train_error,
+            "condition_number": self.result.cond,
+            "degenerate": self.result.degenerate,
+            "reasons": self.reasons,
+            "uncertainty": self.uncertainty.to_dict(),
+        }
+        if cells:
+            out["cells"] = self.residuals.to_dict("records")
+        if self.bootstrap is not None:
+            b = self.bootstrap
+            out["bootstrap"] = {
+                "kind": b.kind,
+                "why": b.reason,
+                "resamples": b.resamples,
+                "seed": b.seed,
+                "level": b.level,
+                "failed": b.failed,
+                "single_run_cells": b.single_run_cells,
+                "constants": {k: list(v) for k, v in b.constant_intervals().items()},
+            }
+        if self.predictions:
+            out["predictions"] = self.predictions
+        return json_ready(out)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        from fitrules.util import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text)
+        return text
+
+    def report(
+        self, target: str | Path, force: bool = False, command: str = "", cells: bool = True
+    ) -> Path:
+        """Write a report directory: report.md, figures and results.json (with the per-cell
+        table unless ``cells=False``, e.g. for data that may not be redistributed)."""
+        from fitrules.report.markdown import fit_report
+
+        return fit_report(self, Path(target), command, force, cells)
+
+    # ------------------------------------------------------------ figures
+    def plot_fit(self, ax=None):
+        """Observed against predicted at every cell; returns the matplotlib Axes."""
+        from fitrules.report import figures
+
+        return figures.observed_vs_predicted(self.cells, self.form, self.constants, self.unit, ax)
+
+    def plot_residuals(self, x: str | None = None, ax=None):
+        """Relative residuals against the variable ``x`` (default: the form's first)."""
+        from fitrules.report import figures
+
+        x = x or self.form.bound_variables[0]
+        self._check_variable(x)
+        return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
+
+    def plot_curves(self, x: str | None = None, ax=None):
+        """Data and the fitted form against ``x`` (default: the form's first variable)."""
+        from fitrules.report import figures
+
+        x = x or self.form.bound_variables[0]
+        self._check_variable(x)
+        return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax)
+
+    def _check_variable(self, x: str) -> None:
+        from fitrules.errors import FormError
+
+        if x not in self.form.bound_variables:
+            raise FormError(
+                f"form {self.form.name!r} reads {', '.join(self.form.bound_variables)}, not {x!r}"
+            )

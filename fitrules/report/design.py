@@ -1,0 +1,178 @@
+"""Views of a :class:`~fitrules.design.Design`: text, a figure of the candidate plane, and a
+report directory holding the batch spec and the commands of the loop."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # reports are files; never open a window
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+
+from fitrules import __version__  # noqa: E402
+from fitrules.report.directory import write_report_dir  # noqa: E402
+from fitrules.report.text import data_line, table  # noqa: E402
+
+
+def _cell(r: dict, variables) -> str:
+    return ", ".join(f"{v}={r[v]:.4g}" for v in variables)
+
+
+def render_design(d, max_rows: int = 12) -> str:
+    s = d.settings
+    names = [f.name for f in d.forms]
+    lines = [
+        data_line({**d.data, "excluded": {}}),
+        f"seed noise of one run: {100 * s['seed_cv']:.3f}% of the value (pooled over the "
+        f"grid's cells); form uncertainty: the larger of {s['splits']} random-split refits "
+        f"and {s['resamples']} seed-bootstrap refits",
+    ]
+    cand = d.candidates
+    if s["mode"] == "discriminate":
+        lines.append(
+            f"candidates: {len(cand)} ({s['candidates']}); score: lack of fit of each form's "
+            "rival, refitted to the grid plus the form's predictions at the new cells, in "
+            "units of the combined uncertainty (T-optimal, summed over ordered pairs); seeds "
+            f"needed: to detect the difference at power {s['power']:g}, two-sided "
+            f"{s['alpha']:g}"
+        )
+        top = cand.sort_values("score", ascending=False, kind="stable").head(max_rows).copy()
+        top["cell"] = [_cell(r, d.variables) for r in top.to_dict("records")]
+        top["need"] = ["never" if not np.isfinite(x) else str(int(x)) for x in top["seeds_needed"]]
+        cols = [("cell", "cell", "")]
+        cols += [(f"pred_{n}", f"{n}", ".4f") for n in names]
+        cols += [(f"sd_{n}", f"sd {n}", ".4f") for n in names]
+        cols += [
+            ("seed_sd", "seed sd", ".4f"),
+            ("separation", f"separation at {s['seeds']} seeds", ".2f"),
+            ("need", "seeds needed", ""),
+            ("score", "score", ".3g"),
+        ]
+        lines += ["", f"Top {len(top)} candidate cells, each alone:", table(top, cols)]
+    else:
+        lines.append(
+            f"target {s['target']}: delta-method sd of {names[0]}'s prediction there now "
+            f"{cand['target_sd_now'].iloc[0]:.4g}; cells ranked by how much {s['seeds']} "
+            "seeds would shrink it"
+        )
+    ch = d.chosen
+    if len(ch):
+        ch = ch.copy()
+        ch["cell"] = [_cell(r, d.variables) for r in ch.to_dict("records")]
+        cols = [("order", "#", "d"), ("cell", "cell", ""), ("seeds", "seeds", "d")]
+        cols += [(f"pred_{n}", n, ".4f") for n in names]
+        if s["mode"] == "discriminate":
+            cols += [("batch_score", "batch score", ".3g"), ("gain", "gain", ".3g")]
+        else:
+            cols += [("target_sd_after", "target sd after", ".4g")]
+        lines += [
+            "",
+            f"Batch under a budget of {s['budget']} runs ({int(ch['runs'].sum())} used), "
+            "chosen greedily, each cell given the ones before it:",
+            table(ch, cols),
+        ]
+    else:
+        lines += ["", "No cell adds evidence within the budget."]
+    lines += [f"note: {n}" for n in d.notes]
+    if d.commands:
+        lines += ["", "The loop: predictions to the ledger first, then the runs, then the score:"]
+        lines += [f"  {c}" for c in d.commands]
+    return "\n".join(lines)
+
+
+def design_figure(d, ax=None):
+    """The candidate plane coloured by score, the grid's cells and the chosen batch."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.0, 5.0), layout="constrained")
+    v = list(d.variables)
+    cand = d.candidates
+    score = np.maximum(cand["score"].to_numpy(float), 1e-12)
+    x = cand[v[0]].to_numpy(float)
+    y = cand[v[1]].to_numpy(float) if len(v) > 1 else score
+    norm = LogNorm(vmin=score.min(), vmax=max(score.max(), score.min() * 10))
+    sc = ax.scatter(x, y, c=score, cmap="viridis", norm=norm, s=60, label="candidate")
+    if d.grid_cells is not None and len(v) > 1:
+        ax.scatter(
+            d.grid_cells[v[0]],
+            d.grid_cells[v[1]],
+            marker="x",
+            color="grey",
+            s=30,
+            label="already in the grid",
+        )
+    plt.colorbar(
+        sc,
+        ax=ax,
+        label="score (discrimination)"
+        if d.settings["mode"] == "discriminate"
+        else "variance reduction at the target",
+    )
+    ch = d.chosen
+    if len(ch):
+        cx = ch[v[0]].to_numpy(float)
+        cy = ch[v[1]].to_numpy(float) if len(v) > 1 else ch["batch_score"].to_numpy(float)
+        ax.scatter(cx, cy, s=220, facecolors="none", edgecolors="red", linewidths=2, label="chosen")
+        for r, xx, yy in zip(ch.to_dict("records"), cx, cy, strict=True):
+            ax.annotate(
+                f"{r['order']} ({r['seeds']})",
+                (xx, yy),
+                xytext=(6, 6),
+                textcoords="offset points",
+                color="red",
+                fontsize=8,
+            )
+    for axis, name, vals in (("x", v[0], x), ("y", v[1] if len(v) > 1 else None, y)):
+        if name is None:
+            continue
+        setter = ax.set_xscale if axis == "x" else ax.set_yscale
+        if vals.min() > 0 and vals.max() / vals.min() > 10:
+            setter("log")
+        elif vals.min() >= 0 and vals.max() > 10:
+            setter("symlog", linthresh=1)
+    ax.set_xlabel(v[0])
+    ax.set_ylabel(v[1] if len(v) > 1 else "score")
+    ax.set_title(
+        f"fitrules design: {' vs '.join(f.name for f in d.forms)}\n"
+        "candidate cells coloured by score; red: chosen batch (seeds)",
+        fontsize=10,
+    )
+    ax.legend(loc="best", fontsize=8)
+    return ax
+
+
+def design_report(d, target: Path, command: str, spec_text: str | None, force=False) -> Path:
+    """report.md, design.png, design.json, runs.toml (the batch spec) and commands.sh."""
+
+    def build(p: Path) -> None:
+        fig = design_figure(d)
+        fig.figure.savefig(p / "design.png", dpi=110)
+        plt.close(fig.figure)
+        if spec_text is not None:
+            (p / "runs.toml").write_text(spec_text)
+        (p / "commands.sh").write_text("\n".join(d.commands) + "\n")
+        (p / "design.json").write_text(json.dumps(d.to_dict(), indent=1, allow_nan=False) + "\n")
+        lines = [
+            f"# fitrules design: {', '.join(f.name for f in d.forms)}",
+            "",
+            f"Command: `{command}`; fitrules {__version__}; "
+            f"{datetime.now(UTC).strftime('%Y-%m-%d')}.",
+            "",
+            "```",
+            render_design(d, max_rows=20),
+            "```",
+            "",
+            "![candidate cells and the chosen batch](design.png)",
+            "",
+            "Files: `design.json` (every candidate and the batch), `runs.toml` (the batch as a "
+            "`fitrules simulate` spec, fresh seeds), `commands.sh` (the loop).",
+            "",
+        ]
+        (p / "report.md").write_text("\n".join(lines))
+
+    return write_report_dir(target, build, force)

@@ -1,0 +1,103 @@
+"""HTML views for notebooks (``_repr_html_``): the same tables and sentences as the text view."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+FLOAT = "{:.4g}".format
+
+
+def _table(df: pd.DataFrame, formatters: dict | None = None) -> str:
+    return df.to_html(index=False, border=0, na_rep="n/a", float_format=FLOAT,
+                      formatters=formatters, classes="fitrules")  # fmt: skip
+
+
+def _p(text: str) -> str:
+    return f"<p>{html.escape(text)}</p>"
+
+
+def _list(items) -> str:
+    return "<ul>" + "".join(f"<li>{html.escape(str(x))}</li>" for x in items) + "</ul>"
+
+
+def grid_html(grid) -> str:
+    s = grid.summary()
+    levels = {k: (f"{len(v)} levels" if len(v) > 12 else ", ".join(map(str, v)))
+              for k, v in s["levels"].items()}  # fmt: skip
+    rows = pd.DataFrame({"factor": list(levels), "levels": list(levels.values())})
+    unit = f" ({grid.unit})" if grid.unit else ""
+    return (
+        f"<b>Grid</b> {html.escape(grid.label)}: {s['runs']} runs in {s['cells']} cells; "
+        f"metric <code>{html.escape(grid.metric)}</code>{html.escape(unit)}; excluded: "
+        f"{html.escape(', '.join(f'{v} {k}' for k, v in s['excluded'].items()) or 'none')}"
+        + _table(rows)
+    )
+
+
+def comparison_html(cmp) -> str:
+    from fitrules.report.text import data_line, verdict_sentence
+
+    basis = cmp.settings.get("splits_used", "valid")
+    cols = ["form", "constants", "splits_used", "degenerate_splits", "wild_splits",
+            "median_pct", "trimmed_mean_pct", "p90_pct", "worst_split_pct", "worst_cell_pct",
+            "noise_floor_pct"]  # fmt: skip
+    parts = [
+        f"<b>fitrules comparison</b> ({html.escape(cmp.settings['protocol'])} splits)",
+        _p(data_line(cmp.data)),
+        _table(cmp.summary[cols]),
+    ]
+    if cmp.warnings:
+        parts.append("<b>Warnings</b>" + _list(cmp.warnings))
+    if len(cmp.paired):
+        parts.append("<b>Paired verdicts</b>")
+        parts.append(_list(verdict_sentence(r, basis) for r in cmp.paired.to_dict("records")))
+    parts.append(
+        _p("Tables: .summary, .paired, .results, .cell_errors; figures: .plot_heldout(), "
+           ".plot_paired(a, b), .plot_fit(form), .plot_residuals(x), .plot_curves(form, x)")
+    )  # fmt: skip
+    return "\n".join(parts)
+
+
+def fitted_html(f) -> str:
+    from fitrules.report.text import data_line, uncertainty_lines
+
+    head = f"<b>{html.escape(f.form.name)}</b> = <code>{html.escape(f.form.expression)}</code>"
+    te = f.train_error
+    parts = [
+        head,
+        _p(data_line(f.data)),
+        _table(f.table, {"value": "{:.6g}".format}),
+        _list(uncertainty_lines(f)),
+        _p(
+            f"training error: mean {te['heldout_error_pct']:.3f}%, worst cell "
+            f"{te['worst_cell_pct']:.3f}%; diagnostics: {'; '.join(f.reasons) or 'well posed'}"
+        ),
+    ]
+    if f.predictions:
+        parts.append(_table(pd.DataFrame(
+            [{"point": ", ".join(f"{k}={v:g}" for k, v in p["given"].items()),
+              "prediction": p["prediction"], "stderr": p["stderr"],
+              "low": (p["interval"] or [None, None])[0],
+              "high": (p["interval"] or [None, None])[1]} for p in f.predictions]
+        )))  # fmt: skip
+    return "\n".join(parts)
+
+
+def intervals_html(res) -> str:
+    rows = pd.DataFrame(
+        [{"treatment": r.treatment, "pairs": r.n, "mean diff": r.mean_diff,
+          "% of baseline": r.pct_of_baseline, "t low": r.t_interval[0],
+          "t high": r.t_interval[1], "t p": r.t_p, "sign-flip p": r.signflip_p}
+         for r in res.results]
+    )  # fmt: skip
+    return "\n".join(
+        [
+            f"<b>Paired-seed intervals</b> against <code>{html.escape(res.results[0].baseline)}"
+            "</code>",
+            _table(rows),
+            _list(r.sentence() for r in res.results),
+            _list(w for r in res.results for w in r.warnings),
+        ]
+    )

@@ -1,0 +1,232 @@
+"""Run a grid's runs as tasks on a Dask cluster: ``fitrules simulate --scheduler ADDRESS``.
+
+Dask is optional (``pip install "fitrules[distributed]"``) and imported only when a scheduler
+is asked for. Each run is one task; :func:`fitrules.sim.runner.simulate` appends each result
+to the output as it arrives, exactly as with local processes, so the output stays the
+checkpoint.
+
+Faults:
+
+- a task that raises is retried :data:`RETRIES` times (on any worker), then recorded as
+  failed; the grid goes on, and ends with one error naming the failed runs;
+- a worker that dies loses only the runs it had in flight, which the scheduler gives to
+  other workers (or to the worker its nanny restarts);
+- every worker must run the same fitrules version on the same corpus as the client: checked
+  on connect (:func:`check_workers`) and again by each task, for workers that join later.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING
+
+from fitrules.errors import SimError
+from fitrules.sim.corpus import load_corpus
+from fitrules.sim.diloco import RunConfig, run
+from fitrules.sim.runner import one_blas_thread, run_key
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+RETRIES = 2
+"""Extra attempts for a task that raises, before its run is recorded as failed."""
+
+CONNECT_TIMEOUT = 30
+"""Seconds to wait for the scheduler, and then for its first worker."""
+
+INSTALL = 'pip install "fitrules[distributed]"'
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise SimError(
+            f"--scheduler needs Dask's distributed scheduler, which is not installed: {INSTALL}"
+        ) from None
+    return distributed
+
+
+def parse_scheduler(scheduler: str) -> int | str:
+    """The number of processes of ``local:N``, or the address of a running scheduler.
+
+    Raises
+    ------
+    SimError
+        If ``local:N`` has no whole N >= 1, the text is empty, or Dask is not installed.
+    """
+    if scheduler.startswith("local:"):
+        n = scheduler.removeprefix("local:")
+        if not n.isdigit() or int(n) < 1:
+            raise SimError(
+                f"--scheduler {scheduler!r}: local:N needs a whole number of processes "
+                "N >= 1, e.g. local:2"
+            )
+        target: int | str = int(n)
+    elif not scheduler.strip():
+        raise SimError(
+            "--scheduler '': expected a scheduler address such as tcp://host:8786, or local:N"
+        )
+    else:
+        target = scheduler
+    _distributed()
+    return target
+
+
+def local_cluster(n_workers: int):
+    """A ``distributed.LocalCluster`` of ``n_workers`` processes of one thread each.
+
+    Its workers keep glibc's default memory allocation, as the processes of ``--jobs`` do.
+    Dask's nanny otherwise sets ``MALLOC_TRIM_THRESHOLD_`` in each worker, which pins glibc's
+    mmap threshold: every large numpy temporary of a run is then mapped and unmapped again,
+    and the runs of ``data/specs/workers.toml`` take about twice as long.
+    """
+    distributed = _distributed()
+    import dask
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return distributed.LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,  # fitrules reports what matters: failed runs
+        )
+
+
+@contextmanager
+def connect(scheduler: str) -> Iterator[Client]:
+    """A client of ``scheduler`` with at least one worker, closed on exit.
+
+    ``scheduler`` is a running scheduler's address (``tcp://host:8786``) or ``local:N``: a
+    ``LocalCluster`` of N processes of one thread each, started here and stopped on exit.
+    """
+    target = parse_scheduler(scheduler)
+    distributed = _distributed()
+    with ExitStack() as stack:
+        if isinstance(target, int):
+            cluster = stack.enter_context(local_cluster(target))
+            address = cluster.scheduler_address
+        else:
+            address = target
+        try:
+            client = stack.enter_context(distributed.Client(address, timeout=CONNECT_TIMEOUT))
+        except (OSError, TimeoutError) as err:
+            raise SimError(
+                f"--scheduler {scheduler}: cannot connect: {' '.join(str(err).split())}"
+            ) from None
+        try:
+            client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+        except TimeoutError:
+            raise SimError(
+                f"--scheduler {scheduler}: no worker joined within {CONNECT_TIMEOUT} s; "
+                f"start some with: dask worker {address} --nthreads 1"
+            ) from None
+        yield client
+
+
+def worker_identity() -> tuple[str, str]:
+    """This process's fitrules version and corpus sha256, which client and workers share."""
+    from fitrules import __version__
+
+    return __version__, load_corpus().sha256
+
+
+def match_workers(
+    found: Mapping[str, tuple[str, str] | BaseException], expected: tuple[str, str]
+) -> list[str]:
+    """The worker addresses of ``found``, or an error naming each one that does not match.
+
+    ``found`` maps worker addresses to their :func:`worker_identity`, or to the exception a
+    worker raised computing it (no fitrules installed, no corpus file).
+    """
+    bad = []
+    for address, identity in sorted(found.items()):
+        if isinstance(identity, BaseException):
+            error = " ".join(f"{type(identity).__name__}: {identity}".split())
+            bad.append(f"{address} cannot load fitrules and its corpus ({error})")
+        elif tuple(identity) != tuple(expected):
+            their_version, their_sha = identity
+            bad.append(f"{address} has fitrules {their_version} with corpus {their_sha[:12]}")
+    if bad:
+        version, sha = expected
+        raise SimError(
+            f"workers do not match this client (fitrules {version}, corpus sha256 "
+            f"{sha[:12]}): {'; '.join(bad)}; install the same fitrules and data on every worker"
+        )
+    return sorted(found)
+
+
+def check_workers(client: Client) -> list[str]:
+    """Ask every worker for its :func:`worker_identity`; return their addresses.
+
+    Raises
+    ------
+    SimError
+        Naming every worker whose fitrules version or corpus differs from this process's.
+    """
+    found = client.run(worker_identity, on_error="return")
+    return match_workers(found, worker_identity())
+
+
+@functools.cache
+def _one_blas_thread_here() -> None:
+    one_blas_thread()
+
+
+def _run_task(cfg: RunConfig, expected: tuple[str, str]) -> tuple[dict, str]:
+    """One run on a worker: its row and the worker's address."""
+    from distributed import get_worker
+
+    address = get_worker().address
+    found = worker_identity()
+    if found != tuple(expected):  # a worker that joined after the check on connect
+        match_workers({address: found}, expected)
+    _one_blas_thread_here()
+    return run(cfg, load_corpus()), address
+
+
+def _task_key(cfg: RunConfig, invocation: str) -> str:
+    # Named by the run and this invocation: a rerun right after a failure must not be handed
+    # the failed task the scheduler may still hold for a moment.
+    return f"fitrules-run-{hashlib.sha256(run_key(cfg).encode()).hexdigest()[:16]}-{invocation}"
+
+
+def run_grid(
+    client: Client,
+    todo: Iterable[RunConfig],
+    append: Callable[[dict], None],
+    fail: Callable[[RunConfig, BaseException], None],
+) -> dict[str, int]:
+    """Run each of ``todo`` as a task; hand each row to ``append`` as it finishes.
+
+    A run whose task still raises after :data:`RETRIES` retries, or is lost with its workers
+    too often, goes to ``fail`` with its error. Returns the runs finished per worker.
+    """
+    distributed = _distributed()
+    expected = worker_identity()
+    invocation = uuid.uuid4().hex[:8]
+    futures = {
+        client.submit(
+            _run_task, cfg, expected, key=_task_key(cfg, invocation), retries=RETRIES
+        ): cfg
+        for cfg in todo
+    }
+    per_worker: Counter[str] = Counter()
+    results = distributed.as_completed(futures, with_results=True, raise_errors=False)
+    for future, result in results:
+        if future.status == "finished":
+            row, address = result
+            append(row)
+            per_worker[address] += 1
+        elif isinstance(result, BaseException):
+            fail(futures[future], result)
+        else:
+            fail(futures[future], RuntimeError(f"task {future.key} ended {future.status}"))
+    return dict(per_worker)
