@@ -730,3 +730,23 @@ def test_ci_with_nearly_identical_differences_is_quiet(tmp_path, capsys):
     assert code == 0 and err == "", err
     assert [str(w.message) for w in caught] == []
     assert "nan" not in out
+
+
+def test_predict_into_a_place_where_no_ledger_can_be_made(grid_csv, tmp_path, capsys):
+    refused(
+        ["predict", "--data", grid_csv, "--form", "composition", "--at", "H=8,keep=0.25"]
+        + ["--ledger", "/proc/fuzz.jsonl", "--resamples", "20"],
+        capsys,
+        tmp_path,
+        "--ledger /proc/fuzz.jsonl: cannot create files in /proc",
+    )
+
+
+def test_compare_memory_counts_the_results_of_every_split():
+    from fitrules.compare import compare_memory
+    from fitrules.forms import BUILTIN_FORMS
+
+    forms = [BUILTIN_FORMS["composition"].bind(["H", "omega"])]
+    small, large = compare_memory(forms, 20, 1_000), compare_memory(forms, 20, 100_000)
+    assert large - small == pytest.approx(99_000 * (4_000 + 60 * 20))
+
