@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from fitrules.cli import main
 
-ONE_LINE = re.compile(r"^fitrules( [a-z]+)?: error: \S.*$")
+ONE_LINE = re.compile(r"^fitrules( [a-z]+)*: error: \S.*$")
 STRICT_LINE = re.compile(r"^fitrules compare: \d+ degenerate \(split, form\) pairs \(--strict\)$")
 NONFINITE = re.compile(r"(?:^|[\s(\[=:,])[+-]?(?:nan|inf)(?=$|[\s)\],%;])", re.IGNORECASE)
 

@@ -750,3 +750,23 @@ def test_compare_memory_counts_the_results_of_every_split():
     small, large = compare_memory(forms, 20, 1_000), compare_memory(forms, 20, 100_000)
     assert large - small == pytest.approx(99_000 * (4_000 + 60 * 20))
 
+
+def test_residual_map_of_a_fit_with_no_finite_prediction():
+    """A transfer report whose fit on all cells failed crashed in nanmax of nothing."""
+    from types import SimpleNamespace
+
+    from fitrules.fit import FitResult
+    from fitrules.forms import BUILTIN_FORMS
+    from fitrules.grids import load_grid
+    from fitrules.report import figures
+
+    grid = load_grid("g.csv", frame=composition_grid())
+    form = BUILTIN_FORMS["additive"]
+    nan = {c: float("nan") for c in ("L0", "a", "c", "b", "d")}
+    view = SimpleNamespace(
+        cells=grid.cells(["H", "omega"]),
+        forms=[form],
+        full_fits={"additive": FitResult("additive", nan, float("inf"), 20, False, np.inf)},
+    )
+    ax = figures.residual_map(view, "additive", "H", "omega")
+    assert "no finite prediction" in ax.texts[0].get_text()

@@ -132,7 +132,19 @@ def residual_map(cmp, form: str, x: str, y: str, ax=None):
         100 * (predict(f, cmp.cells.X, cmp.full_fits[form].constants) - t["value"]) / t["value"]
     )
     grid = t.pivot_table(index=y, columns=x, values="res", aggfunc="mean")
-    lim = max(float(np.nanmax(np.abs(grid.to_numpy()))), 1e-6)
+    finite = np.isfinite(grid.to_numpy(float))
+    if not finite.any():  # the fit on all cells predicts nothing finite: say so, draw nothing
+        ax.text(
+            0.5,
+            0.5,
+            f"{form}: the fit on all cells gives no finite prediction",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
+        ax.set_axis_off()
+        return ax
+    lim = max(float(np.abs(grid.to_numpy(float)[finite]).max()), 1e-6)
     im = ax.imshow(
         grid.to_numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", origin="lower"
     )
