@@ -26,11 +26,12 @@ import pandas as pd
 from fitrules import __version__
 from fitrules._modules import make_callable
 from fitrules.errors import FormError, SplitError
-from fitrules.fit import FitOptions, FitResult, Objective, fit_splits, predict
+from fitrules.fit import FitOptions, FitResult, Objective, fit_memory, fit_splits, predict
 from fitrules.forms import Form
 from fitrules.grids import Cells, Grid
 from fitrules.guard import GuardOptions, check_fits
 from fitrules.intervals import JacobianUncertainty, jacobian_uncertainty
+from fitrules.limits import check_memory
 from fitrules.splits import RandomSplit
 from fitrules.stats import c4, holm, paired_verdict, units_verdict
 from fitrules.util import json_ready
@@ -336,6 +337,11 @@ def compare(
                 f"form {f.name!r} has {p} constants but {labels[0]!r} fits only "
                 f"{n_train} cells; drop the form or choose another --split"
             )
+    check_memory(
+        compare_memory(bound, n, len(masks), options),
+        f"comparing {len(bound)} forms on {len(masks):,} splits of {n:,} cells",
+        "use fewer --splits or forms",
+    )
     floor, no_noise = noise_floor(cells, masks)
     X, y = cells.X, cells.y
     cell_labels = [cells.label(i) for i in range(n)]
@@ -466,6 +472,21 @@ def set_aside_warnings(summary: pd.DataFrame, reasons: dict, n_splits: int) -> l
                 "be typical"
             )
     return out
+
+
+ROW_BYTES = 4_000  # one (split, form) row: its dict, table row, JSON view and text, generously
+CELL_BYTES = 60  # per cell of a row (the list of training cells, the per-cell errors)
+
+
+def compare_memory(
+    forms: Sequence[Form], n_cells: int, n_splits: int, options: FitOptions | None = None
+) -> float:
+    """Bytes a comparison will need, estimated before any fit: the largest form's fitting
+    arrays plus the per-(split, form) results, which grow with the number of splits
+    (measured: about 750 bytes a row on the default grid; counted here at 4 kB)."""
+    fitting = max((fit_memory(f, n_cells, n_splits, options) for f in forms), default=0.0)
+    rows = float(n_splits) * len(forms) * (ROW_BYTES + CELL_BYTES * n_cells)
+    return fitting + rows
 
 
 def _summarise(results: pd.DataFrame, forms: list[Form], keep_degenerate: bool):

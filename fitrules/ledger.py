@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -193,15 +194,21 @@ def check_ledger_target(path: Path) -> list[dict]:
     can be appended there."""
     path = Path(path)
     records = read_ledger(path)
-    if not path.exists():
-        parent = path.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-            raise LedgerError(
-                f"{display_path(path)}: cannot create a ledger there ({display_path(parent)} "
-                "is not a writable directory)"
-            )
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    problem = None
+    if not parent.is_dir():
+        problem = f"{parent} is not a directory"
+    else:
+        try:  # a real probe: access() says yes to root even where nothing can be created
+            fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as err:
+            problem = f"cannot create files in {parent}: {err.strerror}"
+    if problem is not None:
+        raise LedgerError(f"--ledger {path}: {problem}")
     return records
 
 

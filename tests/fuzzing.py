@@ -37,7 +37,7 @@ from fitrules.cli import main
 PROGRESS_LINE = re.compile(
     r"^\S.*: \d+ of \d+ runs done \(\d+ of this invocation diverged\), \d+ s$"
 )
-ONE_LINE = re.compile(r"^fitrules( [a-z]+)?: error: \S.*$")
+ONE_LINE = re.compile(r"^fitrules( [a-z]+)*: error: \S.*$")
 STRICT_LINE = re.compile(r"^fitrules compare: \d+ degenerate \(split, form\) pairs \(--strict\)$")
 NONFINITE = re.compile(r"(?:^|[\s(\[=:,])[+-]?(?:nan|inf)(?=$|[\s)\],%;])", re.IGNORECASE)
 

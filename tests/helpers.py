@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fitrules.cli import main
 
-ONE_LINE = re.compile(r"^fitrules( [a-z]+)?: (error: .+|interrupted|terminated)$")
+ONE_LINE = re.compile(r"^fitrules( [a-z]+)*: (error: .+|interrupted|terminated)$")
 
 
 def snapshot(root: Path) -> dict[str, float]:

@@ -729,3 +729,35 @@ def test_ci_with_nearly_identical_differences_is_quiet(tmp_path, capsys):
     assert code == 0 and err == "", err
     assert [str(w.message) for w in caught] == []
     assert "nan" not in out
+
+
+def test_predict_into_a_place_where_no_ledger_can_be_made(grid_csv, tmp_path, capsys):
+    refused(
+        ["predict", "--data", grid_csv, "--form", "composition", "--at", "H=8,keep=0.25"]
+        + ["--ledger", "/proc/fuzz.jsonl", "--resamples", "20"],
+        capsys,
+        tmp_path,
+        "--ledger /proc/fuzz.jsonl: cannot create files in /proc",
+    )
+
+
+def test_compare_memory_counts_the_results_of_every_split():
+    from fitrules.compare import compare_memory
+    from fitrules.forms import BUILTIN_FORMS
+
+    forms = [BUILTIN_FORMS["composition"].bind(["H", "omega"])]
+    small, large = compare_memory(forms, 20, 1_000), compare_memory(forms, 20, 100_000)
+    assert large - small == pytest.approx(99_000 * (4_000 + 60 * 20))
+
+
+def test_residual_map_of_a_fit_with_no_finite_prediction():
+    """A transfer report whose fit on all cells failed crashed in nanmax of nothing."""
+    from fitrules.forms import BUILTIN_FORMS
+    from fitrules.grids import load_grid
+    from fitrules.report import figures
+
+    grid = load_grid("g.csv", frame=composition_grid())
+    form = BUILTIN_FORMS["additive"].bind(grid.columns)
+    nan = {c: float("nan") for c in ("L0", "a", "c", "b", "d")}
+    ax = figures.residual_map(grid.cells(["H", "omega"]), form, nan, "H", "omega")
+    assert "no finite prediction" in ax.texts[0].get_text()

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from conftest import DATA, composition_grid
-from fitrules import limits
 from helpers import refused, run
 
 
@@ -131,6 +130,8 @@ def test_spec_run_count_is_checked_before_the_runs_are_made(tmp_path, capsys):
 
 
 def test_memory_estimate_is_checked_before_fitting(grid_csv, tmp_path, capsys, monkeypatch):
+    from fitrules import limits
+
     monkeypatch.setattr(limits, "MEMORY_CAP_BYTES", 2**20)
     _quick(
         ["compare", "--data", grid_csv, "--splits", "300"],
@@ -152,6 +153,8 @@ def test_the_default_grid_at_ten_thousand_splits_is_within_the_limits():
 
 
 def test_limits_are_documented():
+    from fitrules import limits
+
     doc = limits.__doc__ or ""
     assert "10,000 splits" in doc
     for name in ("MAX_SPLITS", "MAX_BOOTSTRAP_RESAMPLES", "MAX_CI_RESAMPLES", "MAX_NONLINEAR"):

@@ -246,7 +246,13 @@ def test_json_inside_the_report_or_over_an_input_is_refused(grid_csv, tmp_path, 
     )
 
 
-def test_json_to_a_device_is_refused(grid_csv, tmp_path, capsys):
+def test_json_to_a_fifo_is_refused(grid_csv, tmp_path, capsys):
+    """A device, pipe or socket is never replaced by a file. (A FIFO in the test's own
+    directory stands in for a device such as /dev/null: a regression must not be able to
+    replace a real one.)"""
     from helpers import refused
 
-    refused(["validate", grid_csv, "--json", "/dev/null"], capsys, tmp_path, "not a regular file")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    refused(["validate", grid_csv, "--json", fifo], capsys, tmp_path, "not a regular file")
+    assert fifo.is_fifo()

@@ -368,7 +368,12 @@ def residual_map(cells, form, constants, x: str, y: str, lim: float | None = Non
     t = cells.table.copy()
     t["res"] = residuals_pct(cells, form, constants)
     grid = t.pivot_table(index=y, columns=x, values="res", aggfunc="mean")
-    vals = grid.to_numpy()
+    vals = grid.to_numpy(float)
+    if not np.isfinite(vals).any():  # the fit on all cells predicts nothing finite: say so
+        ax.text(0.5, 0.5, f"{form.name}: the fit on all cells gives no finite prediction",
+                ha="center", va="center", transform=ax.transAxes)  # fmt: skip
+        ax.set_axis_off()
+        return ax
     if lim is None:
         lim = residual_limit([vals])
     im = ax.imshow(vals, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", origin="lower")
