@@ -927,7 +927,12 @@ def _add_design(sub, common) -> None:
     p.add_argument("--design-splits", type=int, default=100, help="random-split refits (100)")
     p.add_argument("--resamples", type=int, default=100, help="seed-bootstrap refits (100)")
     p.add_argument("--seed", type=int, default=0, help="seed of splits and bootstrap (0)")
-    p.add_argument("--ledger", default="design.jsonl", help="ledger named in the commands")
+    p.add_argument(
+        "--ledger",
+        dest="ledger_name",
+        default="design.jsonl",
+        help="ledger named in the commands (not read or written by design)",
+    )
     p.add_argument(
         "--runs-out", default="design_runs.csv", help="results CSV named in the commands"
     )
@@ -1014,7 +1019,7 @@ def _design(args) -> int:
         data_args += ["--tune", t]
     if args.tune_seeds is not None:
         data_args += ["--tune-seeds", args.tune_seeds]
-    d.commands = loop_commands(d, data_args, args.ledger, spec_path, args.runs_out)
+    d.commands = loop_commands(d, data_args, args.ledger_name, spec_path, args.runs_out)
     if args.report is not None:
         _write_report(args, design_report, d, args.report, _command_line(), spec_text, args.force)
     elif spec_file is not None and spec_text is not None:

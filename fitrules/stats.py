@@ -132,6 +132,9 @@ def paired_verdict(
     if n_train is None or n_test is None or len(d) < 2:
         return out
     logr = np.log(np.maximum(a, LOG_FLOOR)) - np.log(np.maximum(b, LOG_FLOOR))
+    if not (np.isfinite(logr).all() and np.isfinite(d).all()):
+        out["test"] = "none: a held-out error beyond floating-point range"
+        return out
     r = corrected_resampled_t(logr, n_train, n_test, level)
     raw = corrected_resampled_t(d, n_train, n_test, level)
     out.update(

@@ -18,7 +18,7 @@ def fmt_pct(x: float) -> str:
 
 
 def _fmt_ratio(x) -> str:
-    return "n/a" if x is None else f"{x:.3g}"
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
 def verdict_sentence(row: dict, basis: str = "valid") -> str:
@@ -58,7 +58,8 @@ def _verdict(row: dict, basis: str) -> str:
             f"(Holm {fmt_p(row.get('p_holm'))})"
         )
     if row.get("p") is None:
-        return f"{a} vs {b}: {counts}; too few splits for a test"
+        why = row.get("test") or "too few splits for a test"
+        return f"{a} vs {b}: {counts}; {why.removeprefix('none: ')}"
     lo, hi = row["ratio_ci"]
     p_adj = row.get("p_holm")
     if p_adj is not None and p_adj < 0.05:
@@ -296,7 +297,9 @@ def render_fitted(f) -> str:
     ]
     for p in f.predictions:
         where = ", ".join(f"{k}={v:g}" for k, v in p["given"].items())
-        line = f"prediction at {where}: {p['prediction']:.5g} (standard error {p['stderr']:.2g}"
+        se = p["stderr"]
+        se_text = f"{se:.2g}" if se is not None and math.isfinite(se) else "n/a"
+        line = f"prediction at {where}: {p['prediction']:.5g} (standard error {se_text}"
         if p.get("interval") is not None:
             lo, hi = p["interval"]
             line += f"; {round(100 * p['level'])}% interval {lo:.5g} to {hi:.5g}"
