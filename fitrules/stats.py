@@ -121,7 +121,10 @@ def paired_verdict(
     }
     if n_train is None or n_test is None or len(d) < 2:
         return out
-    logr = np.log(np.maximum(a, LOG_FLOOR)) - np.log(np.maximum(b, LOG_FLOOR))
+    with np.errstate(invalid="ignore"):
+        logr = np.log(np.maximum(a, LOG_FLOOR)) - np.log(np.maximum(b, LOG_FLOOR))
+    if not np.isfinite(logr).all() or not np.isfinite(d).all():
+        return out  # an error that is not finite leaves no ratio to test
     r = corrected_resampled_t(logr, n_train, n_test, level)
     raw = corrected_resampled_t(d, n_train, n_test, level)
     out.update(

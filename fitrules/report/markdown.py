@@ -405,7 +405,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         "|---|---|---:|---|",
     ]
     for name, r in doc["full_fit"].items():
-        consts = ", ".join(f"{k} = {v:.4g}" for k, v in r["constants"].items())
+        consts = ", ".join(f"{k} = {_num(v, '.4g')}" for k, v in r["constants"].items())
         diag = "; ".join(r["reasons"]) or "well posed"
         lines.append(f"| {name} | {consts} | {_num(r['train_objective'], '.4g')} | {diag} |")
     lines += [""] + [f"![{cap}]({n})\n\n*{cap}*\n" for sec, n, cap in figs if sec == "fit"]

@@ -21,7 +21,7 @@ def fmt_pct(x: float) -> str:
 
 
 def _fmt_ratio(x) -> str:
-    return "n/a" if x is None else f"{x:.3g}"
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.3g}"
 
 
 def verdict_sentence(row: dict, basis: str = "valid") -> str:
