@@ -817,3 +817,25 @@ def test_a_report_whose_fit_on_all_cells_failed(grid_csv, tmp_path, capsys, monk
     assert (
         "| composition | L0 = n/a, a = n/a, b = n/a |" in (tmp_path / "R" / "report.md").read_text()
     )
+
+
+def test_values_on_scales_too_far_apart_for_one_unit(tmp_path, capsys):
+    """A transfer from a grid at 1e-300 to one at 1e90: no common unit; no warning either."""
+    import warnings
+
+    tiny, huge = composition_grid(), composition_grid()
+    tiny["loss"] *= 1e-300
+    huge["loss"] *= 1e90
+    huge = huge[huge["H"] <= 4]  # fewer cells: the median, and the unit, come from the tiny ones
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    tiny.to_csv(a, index=False)
+    huge.to_csv(b, index=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = run(
+            ["compare", "--split", "transfer", "--fit-data", a, "--test-data", b]
+            + ["--data", a, "--forms", "additive"],
+            capsys,
+        )
+    assert code == 0 and err == "", err
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
