@@ -234,12 +234,19 @@ def noise_floor(cells: Cells, masks: np.ndarray) -> tuple[list[float | None], in
 
 def heldout_errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
     """Mean and worst absolute relative error over cells (percent), and the RMSE."""
-    rel = np.abs(y_pred - y_true) / np.abs(y_true)
-    return {
-        "heldout_error_pct": float(100 * rel.mean()),
-        "worst_cell_pct": float(100 * rel.max()),
-        "rmse": float(np.sqrt(np.mean((y_pred - y_true) ** 2))),
-    }
+    with np.errstate(over="ignore", invalid="ignore"):
+        rel = np.abs(y_pred - y_true) / np.abs(y_true)
+        diff = np.abs(y_pred - y_true)
+        rmse = float(np.sqrt(np.mean(diff**2)))
+        if not np.isfinite(rmse) and np.isfinite(diff).all():
+            # squares of differences near the largest float overflow: scale them first
+            top = float(diff.max())
+            rmse = top * float(np.sqrt(np.mean((diff / top) ** 2)))
+        return {
+            "heldout_error_pct": float(100 * rel.mean()),
+            "worst_cell_pct": float(100 * rel.max()),
+            "rmse": rmse,
+        }
 
 
 def trim_mean(e: np.ndarray, cut: float) -> float:
@@ -360,13 +367,13 @@ def compare(
                 pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
             else:
                 pred = np.full(test.sum(), np.nan)
-            if not np.isfinite(pred).all():
+            errs = heldout_errors(y[test], pred) if np.isfinite(pred).all() else None
+            if errs is None or not all(np.isfinite(v) for v in errs.values()):
+                # a prediction that is not finite, or so large that its error overflows
                 split_reasons.append("prediction is not finite on held-out cells")
                 errs = {"heldout_error_pct": np.nan, "worst_cell_pct": np.nan, "rmse": np.nan}
-            else:
-                errs = heldout_errors(y[test], pred)
-                if keep_degenerate or not split_reasons:
-                    at_cell[f.name][s, test] = 100 * np.abs(pred - y[test]) / np.abs(y[test])
+            elif keep_degenerate or not split_reasons:
+                at_cell[f.name][s, test] = 100 * np.abs(pred - y[test]) / np.abs(y[test])
             rows.append(
                 {
                     "split": s,

@@ -736,7 +736,14 @@ def value_scale(cf: CompiledForm, y: np.ndarray) -> float:
     if not len(mags):
         return 1.0
     e = int(np.round(np.log2(np.median(mags))))
-    return float(2.0**e) if abs(e) > SCALE_FREE_RANGE else 1.0
+    if abs(e) <= SCALE_FREE_RANGE:
+        return 1.0
+    scale = float(2.0**e)
+    with np.errstate(all="ignore"):
+        scaled = mags / scale
+    # values spread over more than the double range (1e-300 next to 1e90) have no common
+    # unit: leave them as they are, and let the fit's own checks flag what fails
+    return scale if np.isfinite(scaled).all() and (scaled > 0).all() else 1.0
 
 
 def fit_memory(form: Form, n_cells: int, n_splits: int, options: FitOptions | None = None) -> float:

@@ -209,6 +209,11 @@ class BootstrapFit:
     def constant_intervals(self) -> dict[str, tuple[float, float]]:
         a = (1 - self.level) / 2
         ok = np.isfinite(self.draws).all(axis=1)
+        if not ok.any():
+            raise FitrulesError(
+                f"form {self.form.name!r}: none of the {self.resamples} bootstrap refits gave "
+                "finite constants, so there are no intervals"
+            )
         out = {}
         for j, c in enumerate(self.form.constants):
             if not ok.any():

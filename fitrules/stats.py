@@ -131,7 +131,8 @@ def paired_verdict(
     }
     if n_train is None or n_test is None or len(d) < 2:
         return out
-    logr = np.log(np.maximum(a, LOG_FLOOR)) - np.log(np.maximum(b, LOG_FLOOR))
+    with np.errstate(invalid="ignore"):
+        logr = np.log(np.maximum(a, LOG_FLOOR)) - np.log(np.maximum(b, LOG_FLOOR))
     if not (np.isfinite(logr).all() and np.isfinite(d).all()):
         out["test"] = "none: a held-out error beyond floating-point range"
         return out

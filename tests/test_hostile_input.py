@@ -761,3 +761,72 @@ def test_residual_map_of_a_fit_with_no_finite_prediction():
     nan = {c: float("nan") for c in ("L0", "a", "c", "b", "d")}
     ax = figures.residual_map(grid.cells(["H", "omega"]), form, nan, "H", "omega")
     assert "no finite prediction" in ax.texts[0].get_text()
+
+
+def test_held_out_errors_that_overflow_are_set_aside():
+    """A prediction near the largest float has an error that overflows: the split is set
+    aside (not finite), so no ratio of 'nan' reaches the paired verdict."""
+    from fitrules.compare import heldout_errors
+    from fitrules.stats import paired_verdict
+
+    errs = heldout_errors(np.array([1e-300, 2e-300]), np.array([1e300, 1e300]))
+    assert not np.isfinite(errs["heldout_error_pct"])
+    assert np.isfinite(heldout_errors(np.array([1.0, 2.0]), np.array([1e300, 1e300]))["rmse"])
+    v = paired_verdict(np.array([1.0, np.inf, 2.0]), np.array([1.5, 1.0, 2.5]), 7, 13)
+    assert v["ratio"] is None and v["p"] is None and "floating-point range" in v["test"]
+
+
+def test_a_report_whose_fit_on_all_cells_failed(grid_csv, tmp_path, capsys, monkeypatch):
+    """The report's table of constants fitted on all cells says n/a for a failed fit."""
+    from fitrules import compare as cmp
+    from fitrules.fit import FitResult
+
+    real = cmp.fit_splits
+
+    def full_fit_fails(form, X, y, masks, *a, **k):
+        out = real(form, X, y, masks, *a, **k)
+        if masks.shape[0] == 1 and masks.all():  # the fit on every cell
+            nan = {c: float("nan") for c in out[0].constants}
+            return [FitResult(form.name, nan, float("inf"), len(y), False, np.inf, ["no fit"])]
+        return out
+
+    monkeypatch.setattr(cmp, "fit_splits", full_fit_fails)
+    code, _, err = run(
+        [
+            "compare",
+            "--data",
+            grid_csv,
+            *SPLITS,
+            "--forms",
+            "composition",
+            "--report",
+            tmp_path / "R",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert (
+        "| composition | L0 = n/a, a = n/a, b = n/a |" in (tmp_path / "R" / "report.md").read_text()
+    )
+
+
+def test_values_on_scales_too_far_apart_for_one_unit(tmp_path, capsys):
+    """A transfer from a grid at 1e-300 to one at 1e90: no common unit; no warning either."""
+    import warnings
+
+    tiny, huge = composition_grid(), composition_grid()
+    tiny["loss"] *= 1e-300
+    huge["loss"] *= 1e90
+    huge = huge[huge["H"] <= 4]  # fewer cells: the median, and the unit, come from the tiny ones
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    tiny.to_csv(a, index=False)
+    huge.to_csv(b, index=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = run(
+            ["compare", "--split", "transfer", "--fit-data", a, "--test-data", b]
+            + ["--data", a, "--forms", "additive"],
+            capsys,
+        )
+    assert code == 0 and err == "", err
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from pathlib import Path
 
@@ -189,6 +190,14 @@ def _fit_figures(cells, forms, full_fits, unit, fig) -> None:
     """Observed against predicted per form; residuals against every variable (all forms on
     one scale); residual heat maps over two variables when the cells form a grid (one colour
     scale for all forms); fitted curves of every form against each of its variables."""
+    # a form whose fit on all cells failed has nothing to draw (the table says n/a)
+    forms = [
+        f
+        for f in forms
+        if all(v is not None and math.isfinite(v) for v in full_fits[f.name].constants.values())
+    ]
+    if not forms:
+        return
     consts = {f.name: full_fits[f.name].constants for f in forms}
     for f in forms:
         fig(
@@ -474,6 +483,8 @@ def _set_aside_md(doc: dict) -> list[str]:
 
 
 def _pm(value, se) -> str:
+    if value is None:  # a full fit that failed: its constants are null in the JSON
+        return "n/a"
     return f"{value:.4g} ± {se:.2g}" if se is not None else f"{value:.4g}"
 
 
