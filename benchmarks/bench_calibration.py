@@ -15,6 +15,10 @@
    that fitrules used to print (pseudo-replicated).
 2. Paired-seed intervals (``fitrules ci``): coverage of the 95% t interval and of the BCa
    bootstrap interval on normal differences, by number of pairs.
+3. The test ``fitrules score`` makes between two forms' predictions on new runs
+   (:func:`fitrules.ledger.compare_scored`): 5 new cells x 4 seeds, Gaussian seed noise;
+   null: the two fixed predictions equally far from each cell's true mean (one above, one
+   below); alternative: one prediction at the truth, the other 1.5 noise sd off.
 
 Every rate is printed with its number of simulated grids or draws.
 """
@@ -38,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fitrules.compare import compare  # noqa: E402
 from fitrules.forms import Form  # noqa: E402
 from fitrules.grids import load_grid  # noqa: E402
+from fitrules.ledger import compare_scored  # noqa: E402
 from fitrules.splits import RandomSplit  # noqa: E402
 from fitrules.stats import corrected_resampled_t  # noqa: E402
 
@@ -104,6 +109,34 @@ def interval_coverage(n_pairs: list[int], draws: int, seed: int = 1) -> None:
         print(f"  {n:5d}  {cov_t / draws:10.3f}  {cov_b / draws:12.3f}", flush=True)
 
 
+def scored_rates(draws: int, seed: int = 2, cells: int = 5, seeds: int = 4) -> dict:
+    """Rejection rates of compare_scored's t test under a null and an alternative."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, (off_a, off_b) in {"null": (-1.0, 1.0), "alternative": (0.0, 1.5)}.items():
+        rejected = 0
+        for _ in range(draws):
+            truth = 2 + 0.1 * rng.standard_normal(cells)
+            rows = []
+            for c in range(cells):
+                values = (truth[c] + 0.01 * rng.standard_normal(seeds)).tolist()
+                for form, off in (("a", off_a), ("b", off_b)):
+                    rows.append(
+                        {"form": form, "point": {"x": float(c)}, "status": "scored",
+                         "prediction": truth[c] + 0.01 * off, "values": values}
+                    )  # fmt: skip
+            p = compare_scored(pd.DataFrame(rows))["p"].iloc[0]
+            rejected += p < 0.05
+        out[name] = rejected / draws
+    print(
+        f"score's paired test on new runs ({cells} cells x {seeds} seeds, {draws} draws each): "
+        f"rejects at 0.05 in {out['null']:.3f} under the null and {out['alternative']:.3f} "
+        "under the alternative",
+        flush=True,
+    )
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grids", type=int, default=200, help="grids per scenario (200)")
@@ -144,6 +177,8 @@ def main(argv=None) -> int:
         f"{'met' if ok else 'NOT met'} ({null['log']:.3f}, {alt['log']:.3f})"
     )
     interval_coverage([3, 5, 11, 20, 30], args.draws)
+    scored = scored_rates(5 * args.draws)
+    ok = ok and scored["null"] <= 0.08
     return 0 if ok else 1
 
 

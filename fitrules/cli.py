@@ -157,14 +157,9 @@ def _with_tuning(tuning, text: str, payload: dict) -> tuple[str, dict]:
 
 def _tuned(args, grid):
     """``grid`` reduced by --tune (with the record of the choices), or as it is."""
-    if not getattr(args, "tune", None):
-        if getattr(args, "tune_seeds", None) is not None:
-            raise FitrulesError("--tune-seeds needs --tune FACTOR")
-        return grid, None
-    from fitrules.tune import tune
+    from fitrules.api import _tuned as tuned
 
-    tuning = tune(grid, args.tune, _tune_seeds(args))
-    return tuning.grid, tuning
+    return tuned(grid, getattr(args, "tune", None), _tune_seeds(args))
 
 
 def _add_json_option(p) -> None:
@@ -403,16 +398,9 @@ def _validate(args) -> int:
         raise FitrulesError(
             f"give the grid once: PATH ({args.path}) or --data ({args.data}), not both"
         )
+    _tune_seeds(args)
     _take_outputs(args)
-    grid = _load(args, args.path)
-    tuning = None
-    if args.tune:
-        from fitrules.tune import tune
-
-        tuning = tune(grid, args.tune, _tune_seeds(args))
-        grid = tuning.grid
-    elif args.tune_seeds is not None:
-        raise FitrulesError("--tune-seeds needs --tune FACTOR")
+    grid, tuning = _tuned(args, _load(args, args.path))
     summary = grid.summary()
     _emit(args, *_with_tuning(tuning, render_summary(summary), summary))
     return 0
@@ -948,9 +936,8 @@ def _add_design(sub, common) -> None:
 
 
 def _design(args) -> int:
+    import math
     import shlex
-
-    import numpy as np
 
     from fitrules.design import batch_spec, check_design_options, design, loop_commands
     from fitrules.forms import select_forms
@@ -996,7 +983,7 @@ def _design(args) -> int:
         tuned = {k: v for k, v in tuning.describe()["levels"].items()}
     spec_text = batch_spec(d, grid, tuned)
     if tuned and len(d.chosen):
-        per = int(np.prod([len(v) for v in tuned.values()]))
+        per = math.prod(len(v) for v in tuned.values())
         d.notes.append(
             f"the grid is tuned: each chosen cell runs at every level of "
             f"{', '.join(tuned)} ({per} levels), {per * int(d.chosen['runs'].sum())} runs in "

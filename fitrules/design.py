@@ -449,7 +449,8 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         left = [x for x in range(k) if x not in chosen and spent + n_cell[x] <= budget]
         if not left:
             break
-        s = score(chosen, left)
+        # the first step scores the same batches as the ranking above: reuse it
+        s = first[left] if not chosen else score(chosen, left)
         best = int(np.argmax(s))
         gain = float(s[best] - current)
         if not np.isfinite(s[best]) or gain <= 1e-12 * max(1.0, current):
@@ -458,14 +459,13 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         chosen.append(x)
         spent += int(n_cell[x])
         current = float(s[best])
-        rows.append(_chosen_row(cand, x, len(rows) + 1, int(n_cell[x]), current, gain, names))
+        rows.append(_chosen_row(cand, x, len(rows) + 1, int(n_cell[x]), current, gain))
     return pd.DataFrame(rows)
 
 
-def _chosen_row(cand, x, order, n, total, gain, names) -> dict:
-    r = cand.iloc[x]
+def _chosen_row(cand, x, order, n, total, gain) -> dict:
     out = {"order": order, "candidate": int(x), "seeds": n, "runs": n}
-    out.update({v: float(r[v]) for v in cand.columns if v in r.index and v not in out})
+    out.update({v: float(val) for v, val in cand.iloc[x].items() if v not in out})
     out["batch_score"] = total
     out["gain"] = gain
     return out
@@ -515,7 +515,7 @@ def _pin_down(form, cells, cand, Xc, point, full, budget, seeds, cv) -> pd.DataF
         chosen.append(x)
         spent += seeds
         current = vs[best]
-        row = _chosen_row(cand, x, len(rows) + 1, seeds, current, gain, [form.name])
+        row = _chosen_row(cand, x, len(rows) + 1, seeds, current, gain)
         row["target_sd_after"] = math.sqrt(max(current, 0.0))
         rows.append(row)
     return pd.DataFrame(rows)
