@@ -113,6 +113,9 @@ def compare(
     tune: str | Sequence[str] | None = None,
     tune_seeds: Sequence[int] | str | None = None,
     level: float = 0.95,
+    against: str | None = None,
+    pairs: Sequence[tuple[str, str]] | str | None = None,
+    verdict_train_frac: float = 0.9,
     on_progress: Callable[[int], None] | None = None,
 ):
     """Fit every form on the same splits of a grid's cells and compare held-out errors.
@@ -137,6 +140,13 @@ def compare(
     test_grid : for ``split="transfer"``: the grid scored (``grid`` is fitted).
     tune, tune_seeds : tune these factors first (see :func:`fitrules.tune.tune`).
     level : level of the paired intervals.
+    against : test this form against each other form only (Holm over those pairs).
+    pairs : the pairs tested, as ``[("a", "b"), ...]`` or ``"a:b,a:c"`` (default: every
+        pair). Holm's adjustment runs over the pairs tested; the text says how many.
+    verdict_train_frac : with random splits, the paired tests are made on as many random
+        splits (same seed) fitting this fraction of the cells (default 0.9), where the
+        corrected t test has power; summaries and counts of splits won describe the
+        ``train_frac`` splits. See README, "What a verdict means".
     on_progress : called with the number of splits finished, for a progress bar.
 
     Returns
@@ -157,6 +167,7 @@ def compare(
     >>> c.summary[["form", "median_pct"]]  # doctest: +SKIP
     """
     from fitrules.compare import compare as compare_splits
+    from fitrules.compare import check_verdict_train_frac, parse_pairs
     from fitrules.fit import Objective
     from fitrules.guard import GuardOptions
     from fitrules.splits import RandomSplit, Transfer, parse_protocol
@@ -190,6 +201,17 @@ def compare(
         raise SplitError("test_grid is only used with split='transfer'")
     if tuning is not None and test is not None:
         raise FitrulesError("tuning with the transfer protocol is not supported: tune each grid")
+    names = [f.name for f in chosen]
+    if pairs is not None and not isinstance(pairs, str):
+        try:
+            pairs = ",".join(p if isinstance(p, str) else ":".join(p) for p in pairs)
+        except TypeError:
+            raise FormError(
+                f"pairs {pairs!r}: give pairs of form names, e.g. [('composition', 'additive')] "
+                "or 'composition:additive'"
+            ) from None
+    family = parse_pairs(pairs, against, names)
+    check_verdict_train_frac(verdict_train_frac)
     cmp = compare_splits(
         g,
         chosen,
@@ -200,6 +222,8 @@ def compare(
         test_grid=test,
         guard=GuardOptions(guard_span, guard_se, metric_range),
         level=level,
+        pairs=family,
+        verdict_train_frac=verdict_train_frac,
     )
     cmp.tuning = tuning
     if not isinstance(splitter, RandomSplit):

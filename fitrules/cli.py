@@ -448,6 +448,15 @@ def _add_compare(sub, common) -> None:
     )
     g.add_argument("--seed", type=int, default=0, help="seed of the split sequence (default 0)")
     g.add_argument(
+        "--verdict-train-frac",
+        type=_fraction,
+        default=0.9,
+        metavar="F",
+        help="random splits: the paired tests are made on as many splits (same seed) fitting "
+        "this fraction of the cells, where the test has power (default 0.9); summaries and "
+        "counts of splits won describe the --train-frac splits",
+    )
+    g.add_argument(
         "--split",
         action="append",
         default=None,
@@ -458,6 +467,19 @@ def _add_compare(sub, common) -> None:
     )
     g.add_argument("--fit-data", type=Path, default=None, help="transfer: the grid fitted")
     g.add_argument("--test-data", type=Path, default=None, help="transfer: the grid scored")
+    g = p.add_argument_group("verdicts (which pairs are tested; Holm runs over them)")
+    g.add_argument(
+        "--against",
+        default=None,
+        metavar="FORM",
+        help="test FORM against each other form only (default: every pair)",
+    )
+    g.add_argument(
+        "--pairs",
+        default=None,
+        metavar="A:B,...",
+        help='test only these pairs, e.g. "composition:additive,composition:log_additive"',
+    )
     _add_fit_options(p)
     g = p.add_argument_group(
         "wild-extrapolation guard (training fit and design only; fixed before scoring)"
@@ -533,12 +555,19 @@ def _compare(args) -> int:
     labels = (str(args.fit_data), str(args.test_data)) if transfer else None
     for t in protocols:
         parse_protocol(t, args.splits or 300, args.train_frac, args.seed, labels)
+    from fitrules.compare import check_verdict_train_frac, parse_pairs
+
+    check_verdict_train_frac(args.verdict_train_frac)
+    parse_pairs(args.pairs, args.against, [f.name for f in forms])
     _take_outputs(args)
     grid = _load(args)
     # structured protocols' split counts depend on the grid: no total, just a count
     n = args.splits if args.splits is not None else 300
     random_only = all(p.strip() == "random" for p in protocols)
-    total = n * len(protocols) * len(forms) if random_only else None
+    # random splits are fitted twice: the descriptive splits and the verdict's (unless the
+    # descriptive train fraction is already the verdict's)
+    fits_per_split = 2 if args.train_frac < args.verdict_train_frac else 1
+    total = n * len(protocols) * len(forms) * fits_per_split if random_only else None
     common = dict(
         train_frac=args.train_frac,
         seed=args.seed,
@@ -548,6 +577,9 @@ def _compare(args) -> int:
         guard_span=args.guard_span,
         guard_se=args.guard_se,
         metric_range=metric_range,
+        against=args.against,
+        pairs=args.pairs,
+        verdict_train_frac=args.verdict_train_frac,
     )
     results = []
     with progress(total=total, desc="fitting", enabled=_progress_enabled(args)) as bar:

@@ -33,11 +33,16 @@ from fitrules.guard import GuardOptions, check_fits
 from fitrules.intervals import JacobianUncertainty, jacobian_uncertainty
 from fitrules.limits import check_memory
 from fitrules.splits import RandomSplit
-from fitrules.stats import c4, holm, paired_verdict, units_verdict
+from fitrules.stats import c4, holm, paired_verdict, seed_effect, units_verdict
 from fitrules.util import json_ready
 
 TRIM = 0.10  # fraction cut from each end for the trimmed mean
 ALPHA = 0.05  # level at which "distinguishable" is said, after Holm's adjustment
+# Train fraction of the verdict protocol. Random thirds describe what a third of the grid
+# predicts, but the corrected t test over them has almost no power on a 20-cell grid (its
+# n_test/n_train = 2 term overstates the variance 4 to 9 times); at 0.9 the same test keeps
+# its level and has power at 2 to 3x error ratios (benchmarks/bench_calibration.py).
+VERDICT_TRAIN_FRAC = 0.9
 
 
 @dataclass
@@ -71,6 +76,8 @@ class Comparison:
     unit: str | None = None
     tuning: Any = None  # the fitrules.tune.Tuning the grid came from, if it was tuned
     full_uncertainty: dict[str, JacobianUncertainty] = field(default_factory=dict)
+    verdict_results: pd.DataFrame | None = None  # per (split, form) of the verdict protocol
+    seed_effect: dict | None = None  # a per-seed effect shared across cells, if measurable
 
     def to_dict(self) -> dict:
         """Everything, JSON-ready (NaN and infinities become null)."""
@@ -101,6 +108,12 @@ class Comparison:
                     self.cell_errors.to_dict("records") if self.cell_errors is not None else []
                 ),
                 "results": self.results.to_dict("records"),
+                "verdict_results": (
+                    self.verdict_results[VERDICT_COLUMNS].to_dict("records")
+                    if self.verdict_results is not None
+                    else []
+                ),
+                "seed_effect": self.seed_effect,
             }
         )
         if self.tuning is not None:
@@ -280,6 +293,8 @@ def compare(
     test_grid: Grid | None = None,
     guard: GuardOptions | None = None,
     level: float = 0.95,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    verdict_train_frac: float = VERDICT_TRAIN_FRAC,
 ) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
@@ -295,6 +310,13 @@ def compare(
     test_grid : for the transfer protocol, the grid whose cells are scored.
     guard : thresholds of the wild-extrapolation guard (see :mod:`fitrules.guard`).
     level : confidence level of the paired intervals.
+    pairs : the pairs of forms to test (default: every pair); Holm's adjustment runs over
+        these only. See :func:`family`.
+    verdict_train_frac : with random splits, the train fraction of the verdict protocol: the
+        paired tests are made on ``splitter.n_splits`` random splits (same seed) that fit this
+        fraction of the cells, while summaries and counts of splits won describe
+        ``splitter``'s splits. A ``splitter`` whose train fraction is at least this large is
+        its own verdict protocol.
 
     Raises
     ------
@@ -344,8 +366,11 @@ def compare(
                 f"form {f.name!r} has {p} constants but {labels[0]!r} fits only "
                 f"{n_train} cells; drop the form or choose another --split"
             )
+    names = [f.name for f in bound]
+    wanted = family(names, pairs)
+    vsplit = verdict_splitter(splitter, n, verdict_train_frac) if random else None
     check_memory(
-        compare_memory(bound, n, len(masks), options),
+        compare_memory(bound, n, len(masks) * (2 if vsplit is not None else 1), options),
         f"comparing {len(bound)} forms on {len(masks):,} splits of {n:,} cells",
         "use fewer --splits or forms",
     )
@@ -402,11 +427,21 @@ def compare(
     if not keep_degenerate:
         usable &= ~results["degenerate"]
     results["used"] = usable
+    if vsplit is None:
+        verdict = results
+    else:
+        vmasks = vsplit.masks(n)
+        verdict = pd.concat(
+            [
+                _verdict_rows(f, X, y, vmasks, objective, options, on_progress, keep_degenerate)
+                for f in bound
+            ],
+            ignore_index=True,
+        )
 
-    names = [f.name for f in bound]
     summary, reasons, wild = _summarise(results, bound, keep_degenerate)
     cell_errors = _cell_table(cells, at_cell)
-    paired = _paired(results, names, random, level, cell_errors)
+    paired = _paired(results, verdict, wanted, random, level, cell_errors)
     data = {
         "path": grid.label,
         "sha256": grid.sha256,
@@ -439,6 +474,14 @@ def compare(
             if random
             else "exact sign-flip over held-out groups where enough exist, Holm across pairs"
         ),
+        "descriptive_protocol": splitter.describe(),
+        "verdict_protocol": (
+            (vsplit or splitter).describe() | {"n_train": int(verdict["n_train"].min())}
+            if random
+            else splitter.describe()
+        ),
+        "comparisons": len(wanted),
+        "family": "all pairs" if pairs is None else "named pairs",
     }
     notes = set_aside_warnings(summary, reasons, len(masks))
     return Comparison(
@@ -456,7 +499,124 @@ def compare(
         notes,
         grid.unit,
         full_uncertainty=unc,
+        verdict_results=verdict,
+        seed_effect=grid_seed_effect(grid, variables) if test_grid is None else None,
     )
+
+
+def verdict_splitter(splitter: RandomSplit, n_cells: int, train_frac: float) -> RandomSplit | None:
+    """The random splits the paired tests are made on, or None when ``splitter`` is one.
+
+    Same number of splits and seed as ``splitter``, fitting ``train_frac`` of the cells (at
+    least one cell held out).
+    """
+    check_verdict_train_frac(train_frac)
+    if splitter.train_frac >= train_frac:
+        return None
+    k = min(int(np.floor(train_frac * n_cells + 0.5)), n_cells - 1)
+    if k <= splitter.n_train(n_cells):
+        return None
+    return RandomSplit(splitter.n_splits, k / n_cells, splitter.seed)
+
+
+def check_verdict_train_frac(train_frac: float) -> None:
+    """Refuse a verdict train fraction outside (0, 1) with :class:`SplitError`."""
+    ok = isinstance(train_frac, int | float) and not isinstance(train_frac, bool)
+    if not (ok and 0 < train_frac < 1):
+        raise SplitError(f"--verdict-train-frac {train_frac!r}: must be in (0, 1), e.g. 0.9")
+
+
+def family(
+    names: Sequence[str], pairs: Sequence[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """The pairs of forms tested, in the order the forms were given.
+
+    ``None`` means every pair. Each named pair must be two different forms of ``names``;
+    a pair named twice (either way round) counts once.
+
+    Raises
+    ------
+    FormError
+        For a pair naming a form not compared, or a form paired with itself.
+    """
+    if pairs is None:
+        return list(itertools.combinations(names, 2))
+    out: list[tuple[str, str]] = []
+    for a, b in pairs:
+        for x in (a, b):
+            if x not in names:
+                raise FormError(
+                    f"pair {a}:{b}: no form {x!r} in this comparison; forms: {', '.join(names)}"
+                )
+        if a == b:
+            raise FormError(f"pair {a}:{b}: a form cannot be compared with itself")
+        if (a, b) not in out and (b, a) not in out:
+            out.append((a, b))
+    if not out:
+        raise FormError("no pair of forms to compare: name at least one pair")
+    return out
+
+
+def parse_pairs(text: str | None, against: str | None, names: Sequence[str]):
+    """``--pairs "a:b,a:c"`` or ``--against a`` -> the family of pairs (None: all pairs)."""
+    if text is not None and against is not None:
+        raise FormError("--pairs and --against both name the pairs tested: give one")
+    if against is not None:
+        if against not in names:
+            raise FormError(
+                f"--against {against!r}: no such form in this comparison; forms: "
+                + ", ".join(names)
+            )
+        return [(against, n) for n in names if n != against] or family(names, [])
+    if text is None:
+        return None
+    pairs = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        a, sep, b = part.partition(":")
+        if not sep or not a.strip() or not b.strip():
+            raise FormError(f"--pairs {text!r}: {part!r} is not of the form A:B")
+        pairs.append((a.strip(), b.strip()))
+    return family(names, pairs)
+
+
+def grid_seed_effect(grid: Grid, variables: Sequence[str]) -> dict | None:
+    """A per-seed effect shared across the grid's cells (see :func:`stats.seed_effect`)."""
+    if grid.seed is None:
+        return None
+    runs = grid.runs.dropna(subset=[grid.metric])
+    return seed_effect(runs, list(variables), grid.seed, grid.metric)
+
+
+VERDICT_COLUMNS = ["split", "form", "heldout_error_pct", "n_train", "n_test", "used", "reasons"]
+
+
+def _verdict_rows(f, X, y, masks, objective, options, on_progress, keep_degenerate):
+    """Held-out errors of one form on the verdict protocol's splits."""
+    fits = fit_splits(f, X, y, masks, objective, options, on_progress)
+    rows = []
+    for s, (mask, r) in enumerate(zip(masks, fits, strict=True)):
+        test = ~mask
+        reasons = list(r.reasons)
+        err = np.nan
+        if np.isfinite(r.objective):
+            pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
+            if np.isfinite(pred).all():
+                err = heldout_errors(y[test], pred)["heldout_error_pct"]
+        if not np.isfinite(err):
+            reasons.append("prediction is not finite on held-out cells")
+            err = np.nan
+        rows.append(
+            {
+                "split": s,
+                "form": f.name,
+                "heldout_error_pct": err,
+                "n_train": int(mask.sum()),
+                "n_test": int(test.sum()),
+                "used": bool(np.isfinite(err) and (keep_degenerate or not reasons)),
+                "reasons": reasons,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 MOST = 0.5  # a form with more than this fraction of its splits set aside gets a warning
@@ -555,16 +715,29 @@ def _cell_table(cells: Cells, at_cell: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _paired(results, names, random: bool, level: float, cell_errors) -> pd.DataFrame:
+def _paired(results, verdict, pairs, random: bool, level: float, cell_errors) -> pd.DataFrame:
+    """Descriptive counts from ``results``; the test from ``verdict`` (the same table when
+    the descriptive protocol is its own verdict protocol)."""
     wide = results.pivot(index="split", columns="form", values="heldout_error_pct")
     ok = results.pivot(index="split", columns="form", values="used")
-    n_train = int(results["n_train"].min())
-    n_test = int(results["n_test"].min())
+    vwide = verdict.pivot(index="split", columns="form", values="heldout_error_pct")
+    vok = verdict.pivot(index="split", columns="form", values="used")
+    n_train = int(verdict["n_train"].min())
+    n_test = int(verdict["n_test"].min())
     rows = []
-    for a, b in itertools.combinations(names, 2):
+    for a, b in pairs:
         both = (ok[a] & ok[b]).to_numpy(bool)
         ea, eb = wide[a].to_numpy()[both], wide[b].to_numpy()[both]
-        v = paired_verdict(ea, eb, n_train, n_test, level) if random else units_verdict(ea, eb)
+        if random:
+            v = paired_verdict(ea, eb)  # descriptive: counts, ties, median difference
+            vboth = (vok[a] & vok[b]).to_numpy(bool)
+            test = paired_verdict(
+                vwide[a].to_numpy()[vboth], vwide[b].to_numpy()[vboth], n_train, n_test, level
+            )
+            v.update({k: test[k] for k in TEST_KEYS})
+            v["verdict_n"] = test["n"]
+        else:
+            v = units_verdict(ea, eb)
         rows.append(
             {
                 "a": a,
@@ -578,6 +751,9 @@ def _paired(results, names, random: bool, level: float, cell_errors) -> pd.DataF
     if len(paired):
         paired["p_holm"] = holm(paired["p"].tolist())
     return paired
+
+
+TEST_KEYS = ("test", "t", "df", "p", "ratio", "ratio_ci", "diff_ci_pct")
 
 
 def _deciding(cell_errors: pd.DataFrame, a: str, b: str, k: int = 3) -> list[dict]:

@@ -355,7 +355,15 @@ class Grid:
             "continuous": self.continuous,
             "fixed": fixed,
             "unit": self.unit,
+            "seed_effect": self._seed_effect(by),
         }
+
+    def _seed_effect(self, by: list[str]) -> dict | None:
+        from fitrules.stats import seed_effect
+
+        if self.seed is None or not by or not len(self.runs):
+            return None
+        return seed_effect(self.runs, by, self.seed, self.metric)
 
 
 def to_float(col: pd.Series) -> pd.Series:

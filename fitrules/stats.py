@@ -179,19 +179,185 @@ def units_verdict(err_a: np.ndarray, err_b: np.ndarray, alpha: float = 0.05) -> 
 
 
 def holm(ps: list[float | None]) -> list[float | None]:
-    """Holm-adjusted p-values; None stays None.
+    """Holm-adjusted p-values (statsmodels' ``multipletests``); None stays None.
 
-    The k-th smallest of m p-values is multiplied by m - k + 1, made non-decreasing and
-    capped at 1 (the same arithmetic as statsmodels' ``multipletests(method="holm")``).
+    The family is the p-values given: pass only the comparisons the question is about (one
+    reference against each other form, or named pairs) and the adjustment is that much
+    milder.
     """
     ok = [i for i, p in enumerate(ps) if p is not None and np.isfinite(p)]
     out: list[float | None] = [None] * len(ps)
     if ok:
-        p = np.array([ps[i] for i in ok], float)
-        order = np.argsort(p, kind="stable")
-        adj = np.minimum(np.maximum.accumulate(p[order] * np.arange(len(p), 0, -1)), 1.0)
-        for i, a in zip(np.array(ok)[order], adj, strict=True):
-            out[int(i)] = float(a)
+        from statsmodels.stats.multitest import multipletests
+
+        adj = multipletests([float(ps[i]) for i in ok], method="holm")[1]  # type: ignore[arg-type]
+        for i, a in zip(ok, adj, strict=True):
+            out[i] = float(a)
+    return out
+
+
+# ------------------------------------------------------------------ seeds as shared effects
+SEED_EFFECT_ALPHA = 0.01  # a per-seed effect is reported when its F test is below this
+
+
+def _crossed_anova(cell: np.ndarray, seed: np.ndarray, y: np.ndarray) -> dict | None:
+    """Cells fixed, seeds random, no interaction: y = mu_cell + u_seed + e.
+
+    Henderson's method III (the fitting-constants sums of squares): ``ms_e`` estimates the
+    per-run variance with ``df_e`` degrees of freedom; ``ms_seed`` is the seed sum of squares
+    adjusted for cells over ``df_seed``, whose expectation is ``var_e + q * var_u``. None
+    when no seed appears in two cells (seed and run noise cannot be told apart).
+    """
+    ci = np.unique(cell, return_inverse=True)[1]
+    si = np.unique(seed, return_inverse=True)[1]
+    n, C, S = len(y), int(ci.max()) + 1, int(si.max()) + 1
+    Xc = np.zeros((n, C))
+    Xc[np.arange(n), ci] = 1
+    Zs = np.zeros((n, S))
+    Zs[np.arange(n), si] = 1
+    full = np.hstack([Xc, Zs])
+    rank = int(np.linalg.matrix_rank(full))
+    df_seed, df_e = rank - C, n - rank
+    if df_seed < 1 or df_e < 1:
+        return None
+    counts = Xc.sum(axis=0)
+    rss_c = float(((y - (Xc.T @ y / counts)[ci]) ** 2).sum())
+    fitted = full @ np.linalg.lstsq(full, y, rcond=None)[0]
+    rss_f = float(((y - fitted) ** 2).sum())
+    ncs = Xc.T @ Zs  # runs per (cell, seed)
+    trace = float(n - ((ncs**2).sum(axis=1) / counts).sum())
+    return {
+        "ms_seed": max(rss_c - rss_f, 0.0) / df_seed,
+        "df_seed": df_seed,
+        "ms_e": rss_f / df_e,
+        "df_e": df_e,
+        "q": trace / df_seed,
+        "cell_index": ci,
+        "seed_index": si,
+        "ncs": ncs,
+        "counts": counts,
+        "seeds": np.unique(seed),
+    }
+
+
+def seed_effect(runs: pd.DataFrame, cells: list[str], seed_col: str, metric: str) -> dict | None:
+    """Is there a per-seed effect shared across cells? Two-way ANOVA, cells x seeds.
+
+    Runs with the same seed id often share more than their id (data order, initialisation),
+    so a seed can sit above or below its cells' means everywhere. That matters wherever
+    runs at different cells share seed ids: their errors are correlated, and a test that
+    treats them as independent is too confident (``fitrules score`` accounts for it).
+
+    Returns
+    -------
+    dict or None
+        ``F``, ``df``, ``p``, ``sd_shared`` (the seed effect's standard deviation),
+        ``sd_run`` (per-run noise beyond it), ``seeds`` and the seed furthest from its cells'
+        means (``extreme_seed``, ``extreme_offset``), ``shown`` (p below 0.01); None when no
+        seed id appears in two cells or there are too few runs.
+    """
+    if not cells or seed_col not in runs or len(runs) < 4:
+        return None
+    y = runs[metric].to_numpy(float)
+    key = runs[cells].astype(str).agg("|".join, axis=1).to_numpy()
+    a = _crossed_anova(key, runs[seed_col].astype(str).to_numpy(), y)
+    if a is None or not a["ms_e"] > 0:
+        return None
+    from scipy import stats as sst
+
+    F = a["ms_seed"] / a["ms_e"]
+    p = float(sst.f.sf(F, a["df_seed"], a["df_e"]))
+    var_u = max((a["ms_seed"] - a["ms_e"]) / a["q"], 0.0)
+    resid = y - (np.bincount(a["cell_index"], y) / a["counts"])[a["cell_index"]]
+    offset = np.bincount(a["seed_index"], resid) / np.bincount(a["seed_index"])
+    j = int(np.argmax(np.abs(offset)))
+    return {
+        "F": float(F),
+        "df": [int(a["df_seed"]), int(a["df_e"])],
+        "p": p,
+        "sd_shared": float(math.sqrt(var_u)),
+        "sd_run": float(math.sqrt(a["ms_e"])),
+        "seeds": len(a["seeds"]),
+        "extreme_seed": str(a["seeds"][j]),
+        "extreme_offset": float(offset[j]),
+        "shown": bool(p < SEED_EFFECT_ALPHA),
+    }
+
+
+def seed_effect_sentence(e: dict | None, unit: str = "") -> str | None:
+    """One line on a shared per-seed effect, or None when the data show none."""
+    if not e or not e["shown"]:
+        return None
+    u = f" {unit}" if unit else ""
+    return (
+        f"per-seed effect shared across cells: seed {e['extreme_seed']} sits "
+        f"{e['extreme_offset']:+.4g}{u} from its cells' means on average; F({e['df'][0]}, "
+        f"{e['df'][1]}) = {e['F']:.3g}, p = {e['p']:.2g}; shared sd {e['sd_shared']:.3g}{u}, "
+        f"per-run sd {e['sd_run']:.3g}{u}. Runs that share a seed id are correlated across "
+        "cells: new runs at fresh seed ids average it out"
+    )
+
+
+def contrast_test(
+    cell: np.ndarray,
+    seed: np.ndarray | None,
+    y: np.ndarray,
+    weights: dict,
+    offset: float = 0.0,
+    level: float = 0.95,
+) -> dict:
+    """Test ``sum_c w_c * mean_c(y) + offset = 0`` with cells and seeds as the units.
+
+    ``mean_c(y)`` is the mean of the runs at cell c. Runs at different cells that share a
+    seed id share that seed's effect, so the contrast's variance has a part from the seeds,
+    ``var_u * sum_s (sum_c w_c n_cs / n_c)**2``, that more cells do not shrink, and a part
+    from the runs, ``var_e * sum_c w_c**2 / n_c``. Both come from the two-way ANOVA of
+    :func:`_crossed_anova`, combined with Satterthwaite's degrees of freedom. Without shared
+    seed ids the runs are independent given their cells and the within-cell variance is used.
+
+    Returns
+    -------
+    dict with ``estimate``, ``se``, ``df``, ``t``, ``p``, ``ci``, ``units`` (how the variance
+    was estimated); ``p`` is None when no variance can be estimated.
+    """
+    from scipy import stats as sst
+
+    cell = np.asarray(cell)
+    labels, ci = np.unique(cell, return_inverse=True)
+    counts = np.bincount(ci).astype(float)
+    means = np.bincount(ci, y) / counts
+    w = np.array([float(weights[c]) for c in labels])
+    est = float(w @ means + offset)
+    out: dict = {"estimate": est, "se": None, "df": None, "t": None, "p": None,
+                 "ci": (None, None), "units": ""}  # fmt: skip
+    a = _crossed_anova(cell, np.asarray(seed), y) if seed is not None else None
+    if a is not None:
+        per_seed = (w / counts) @ a["ncs"]  # weight each seed carries through the cell means
+        cu, ce = float((per_seed**2).sum()), float((w**2 / counts).sum())
+        alpha, beta = cu / a["q"], max(ce - cu / a["q"], 0.0)
+        var = alpha * a["ms_seed"] + beta * a["ms_e"]
+        den = (alpha * a["ms_seed"]) ** 2 / a["df_seed"] + (beta * a["ms_e"]) ** 2 / a["df_e"]
+        df = var**2 / den if den > 0 else float(a["df_seed"])
+        out["units"] = (
+            f"cells and {len(a['seeds'])} seed ids shared across them (two-way ANOVA, "
+            "Satterthwaite degrees of freedom)"
+        )
+    else:
+        df = float(len(y) - len(labels))
+        if df < 1:
+            out["units"] = "no test: no cell has two runs, so run noise cannot be estimated"
+            return out
+        resid = y - means[ci]
+        var = float((resid**2).sum() / df) * float((w**2 / counts).sum())
+        out["units"] = "cells (no seed id shared across cells: runs independent given cells)"
+    if not var > 0:
+        out["units"] = "no test: the runs show no spread"
+        return out
+    se = math.sqrt(var)
+    t = est / se
+    q = float(sst.t.ppf(0.5 + level / 2, df))
+    out.update(se=se, df=float(df), t=t, p=float(2 * sst.t.sf(abs(t), df)),
+               ci=(est - q * se, est + q * se))  # fmt: skip
     return out
 
 

@@ -6,6 +6,8 @@ import math
 
 import pandas as pd
 
+from fitrules.stats import seed_effect_sentence
+
 
 def fmt_p(p: float | None) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
@@ -67,10 +69,11 @@ def _verdict(row: dict, basis: str) -> str:
         verdict = f"{better} predicts better"
     else:
         verdict = "not distinguishable from these cells"
+    on = f" over {row['verdict_n']} verdict splits" if row.get("verdict_n") is not None else ""
     return (
         f"{a} vs {b}: {verdict}: error ratio {_fmt_ratio(row['ratio'])} "
-        f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}), corrected t p = {fmt_p(row['p'])}, "
-        f"Holm {fmt_p(p_adj)}. Descriptive: {counts}"
+        f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, corrected t p = "
+        f"{fmt_p(row['p'])}, Holm {fmt_p(p_adj)}. Descriptive: {counts}"
     )
 
 
@@ -160,24 +163,46 @@ def protocol_line(settings: dict, n_train_min: int, cells: int) -> str:
     proto = settings["protocol"]
     if proto == "random":
         return (
-            f"splits: {settings['n_splits']} random, {n_train_min} of {cells} cells fitted "
-            f"(train fraction {settings['train_frac']:.3g}), seed {settings['seed']}"
+            f"splits (descriptive protocol): {settings['n_splits']} random, {n_train_min} of "
+            f"{cells} cells fitted (train fraction {settings['train_frac']:.3g}), seed "
+            f"{settings['seed']}"
         )
     return f"protocol: {proto}"
 
 
-def paired_heading(settings: dict, n_pairs: int) -> str:
+def verdict_protocol_text(settings: dict, cells: int) -> str:
+    """The verdict protocol in words (random splits only)."""
+    v = settings.get("verdict_protocol") or settings
+    n_train = v.get("n_train")
+    fitted = f"{n_train} of {cells} cells fitted" if n_train else "cells fitted"
+    same = v.get("train_frac") == settings.get("train_frac")
+    return (
+        f"{v['n_splits']} random splits, {fitted} (train fraction {v['train_frac']:.3g}), "
+        f"seed {v['seed']}" + (" (the descriptive splits themselves)" if same else "")
+    )
+
+
+def _family(settings: dict, n_pairs: int) -> str:
+    k = settings.get("comparisons", n_pairs)
+    which = "named pairs" if settings.get("family") == "named pairs" else "pairs"
+    return f"Holm across {k} comparison{'s' if k != 1 else ''} ({which})"
+
+
+def paired_heading(settings: dict, n_pairs: int, cells: int | None = None) -> str:
     basis = settings.get("splits_used", "valid")
     on = "splits valid for both forms" if basis == "valid" else "all splits (degenerate kept)"
     if settings["protocol"] == "random":
+        n = cells if cells is not None else "the"
         return (
-            f"Paired, on {on}: corrected resampled t test (Nadeau-Bengio) on log error "
-            f"ratios, Holm across {n_pairs} pair{'s' if n_pairs != 1 else ''}; random splits "
-            "share cells, so counts of splits won are descriptive, not evidence:"
+            f"Paired verdicts, on {on}: corrected resampled t test (Nadeau-Bengio) on log "
+            f"error ratios over the verdict protocol, "
+            f"{verdict_protocol_text(settings, n)}; {_family(settings, n_pairs)}. Counts of "
+            "splits won come from the descriptive protocol and are descriptive, not evidence "
+            "(random splits share cells):"
         )
     return (
         f"Paired, on {on}: the held-out groups are the units; exact sign-flip test where "
-        "enough groups exist:"
+        f"enough groups exist; {_family(settings, n_pairs)}:"
     )
 
 
@@ -197,10 +222,13 @@ def render_comparison(cmp) -> str:
             lines.append(f"  split {lab}: {g['split_label'].iloc[0]}")
     lines += ["", table(cmp.summary, summary_columns(basis))]
     lines += [f"warning: {w}" for w in getattr(cmp, "warnings", [])]
+    seed_line = seed_effect_sentence(getattr(cmp, "seed_effect", None), cmp.data.get("unit") or "")
+    if seed_line:
+        lines += [seed_line]
     if cmp.summary["wild_splits"].sum():
         lines += ["", "With and without the wild fits:", table(cmp.summary, TAME_COLUMNS)]
     if len(cmp.paired):
-        lines += ["", paired_heading(s, len(cmp.paired))]
+        lines += ["", paired_heading(s, len(cmp.paired), cmp.data["cells"])]
         lines += [f"  {verdict_sentence(r, basis)}" for r in cmp.paired.to_dict("records")]
     wild = {k: v for k, v in (cmp.wild or {}).items() if v}
     if wild:
@@ -375,6 +403,9 @@ def render_summary(summary: dict) -> str:
         )
     if summary["fixed"]:
         lines.append("fixed: " + ", ".join(f"{k}={v}" for k, v in summary["fixed"].items()))
+    seed_line = seed_effect_sentence(summary.get("seed_effect"), summary.get("unit") or "")
+    if seed_line:
+        lines.append(seed_line)
     return "\n".join(lines)
 
 
