@@ -108,6 +108,7 @@ def compare(
     keep_degenerate: bool = False,
     guard_span: float = 20.0,
     guard_se: float = 1.0,
+    guard_excursion: float = 10.0,
     metric_range: tuple[float, float] | None = None,
     test_grid: GridLike | None = None,
     tune: str | Sequence[str] | None = None,
@@ -136,7 +137,8 @@ def compare(
     train_frac, seed : fraction of cells fitted per random split; seed of the splits.
     objective, delta : ``rel_ls`` (default), ``log_huber`` (with Huber ``delta``), ``abs_ls``.
     keep_degenerate : keep flagged (split, form) pairs in summaries and verdicts.
-    guard_span, guard_se, metric_range : thresholds of the wild-extrapolation guard.
+    guard_span, guard_se, guard_excursion, metric_range : thresholds of the wild-extrapolation
+        guard (see :mod:`fitrules.guard`).
     test_grid : for ``split="transfer"``: the grid scored (``grid`` is fitted).
     tune, tune_seeds : tune these factors first (see :func:`fitrules.tune.tune`).
     level : level of the paired intervals.
@@ -166,8 +168,8 @@ def compare(
     >>> c = fr.compare(fr.load_grid("data/main.csv", where="lr == 3e-4"), splits=100)
     >>> c.summary[["form", "median_pct"]]  # doctest: +SKIP
     """
-    from fitrules.compare import compare as compare_splits
     from fitrules.compare import check_verdict_train_frac, parse_pairs
+    from fitrules.compare import compare as compare_splits
     from fitrules.fit import Objective
     from fitrules.guard import GuardOptions
     from fitrules.splits import RandomSplit, Transfer, parse_protocol
@@ -220,7 +222,7 @@ def compare(
         keep_degenerate,
         on_progress=on_progress,
         test_grid=test,
-        guard=GuardOptions(guard_span, guard_se, metric_range),
+        guard=GuardOptions(guard_span, guard_se, metric_range, guard_excursion),
         level=level,
         pairs=family,
         verdict_train_frac=verdict_train_frac,

@@ -501,6 +501,14 @@ def _add_compare(sub, common) -> None:
         "(default 1)",
     )
     g.add_argument(
+        "--guard-excursion",
+        type=float,
+        default=10.0,
+        metavar="PCT",
+        help="name a fit whose predictions at the cells it did not fit lie on average more "
+        "than PCT%% of the training values' level outside their range (default 10)",
+    )
+    g.add_argument(
         "--metric-range",
         default=None,
         metavar="LO,HI",
@@ -551,7 +559,7 @@ def _compare(args) -> int:
     from fitrules.splits import parse_protocol
 
     Objective(args.objective, args.delta)
-    GuardOptions(args.guard_span, args.guard_se, metric_range)
+    GuardOptions(args.guard_span, args.guard_se, metric_range, args.guard_excursion)
     labels = (str(args.fit_data), str(args.test_data)) if transfer else None
     for t in protocols:
         parse_protocol(t, args.splits or 300, args.train_frac, args.seed, labels)
@@ -576,6 +584,7 @@ def _compare(args) -> int:
         keep_degenerate=args.keep_degenerate,
         guard_span=args.guard_span,
         guard_se=args.guard_se,
+        guard_excursion=args.guard_excursion,
         metric_range=metric_range,
         against=args.against,
         pairs=args.pairs,
@@ -960,7 +969,9 @@ def _add_design(sub, common) -> None:
         "--spec-out",
         type=Path,
         default=None,
-        help="write the batch as a simulate spec here (with --report: runs.toml inside it)",
+        help="write the batch as a simulate spec here (with --report: runs.toml inside it); "
+        "each cell gets fresh seed ids, so that a seed's effect, shared by every cell it "
+        "runs at, averages out over the new cells (a tuned spec keeps one set of ids)",
     )
     _add_json_option(p)
     _add_report_options(p)
@@ -1090,7 +1101,12 @@ def _predict(args) -> int:
     from fitrules.fit import Objective
     from fitrules.forms import resolve_form
     from fitrules.intervals import check_bootstrap_options, format_point, parse_point
-    from fitrules.ledger import append_prediction, check_ledger_target, describe_head
+    from fitrules.ledger import (
+        append_prediction,
+        check_ledger_target,
+        describe_head,
+        fitted_runs_at,
+    )
 
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive, finite percentage")
@@ -1135,6 +1151,7 @@ def _predict(args) -> int:
                 "where": list(grid.where),
                 "derive": list(grid.derive),
                 "metric": grid.metric,
+                "fitted_runs": fitted_runs_at(grid, pred["given"]),
             },
             "command": _command_line(),
         },

@@ -416,6 +416,7 @@ def compare(
                     "wild": g.wild,
                     "span_ratio": g.span_ratio,
                     "max_rel_se": g.max_rel_se,
+                    "excursion_pct": g.excursion_pct,
                     "guard_reasons": list(g.reasons),
                     "constants": r.constants,
                 }

@@ -323,11 +323,63 @@ def _column_match(col: pd.Series, value: float) -> np.ndarray:
         return np.isclose(numeric, value, rtol=1e-9, atol=0)
 
 
+def _point_mask(runs: pd.DataFrame, point: dict) -> np.ndarray | None:
+    """Runs at ``point`` (None when the table lacks one of its columns)."""
+    mask = np.ones(len(runs), bool)
+    for k, v in point.items():
+        if k not in runs.columns:
+            return None
+        mask &= _column_match(runs[k], v)
+    return mask
+
+
+def _identity(value) -> str:
+    """A run's seed id as text: 3, 3.0 and "3" are the same seed."""
+    try:
+        f = float(value)
+        return repr(int(f)) if f.is_integer() else repr(f)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def fitted_runs_at(grid: Grid, point: dict) -> dict:
+    """Who the fitted runs at ``point`` were, for ``score`` to refuse them later.
+
+    A prediction at a cell the grid already has is a training error, whatever file the runs
+    come back in (a copy, a shuffled or re-exported table): recorded by seed id when the grid
+    has a seed column, else by the metric's values.
+    """
+    mask = _point_mask(grid.runs, point)
+    runs = grid.runs[mask] if mask is not None else grid.runs.iloc[0:0]
+    if grid.seed is not None:
+        return {"by": "seed", "seeds": sorted({_identity(v) for v in runs[grid.seed]})}
+    return {"by": "value", "values": sorted(float(v) for v in runs[grid.metric])}
+
+
+def _fitted_mask(rec: dict, hit: pd.DataFrame, grid: Grid) -> np.ndarray | None:
+    """Which of the runs at a record's point it was fitted on (None: not recorded)."""
+    fitted = rec["data"].get("fitted_runs")
+    if not isinstance(fitted, dict):
+        return None
+    if fitted.get("by") == "seed" and grid.seed is not None:
+        seeds = set(map(str, fitted.get("seeds", [])))
+        return hit[grid.seed].map(_identity).isin(seeds).to_numpy(bool)
+    values = np.asarray(fitted.get("values", []), float)
+    y = hit[grid.metric].to_numpy(float)
+    return (
+        np.isclose(y[:, None], values[None, :], rtol=1e-12, atol=0).any(axis=1)
+        if len(values)
+        else np.zeros(len(y), bool)
+    )
+
+
 def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> pd.DataFrame:
     """One row per record: observed mean where the cell now has runs, error, verdicts.
 
-    A record whose data sha256 equals this grid's was fitted on these very runs: it is scored
-    but marked, since that is a training error and not a test of the prediction.
+    Runs the record's form was fitted on (the same cell and seed id, recorded by
+    ``predict``) are not a test of it: when every run at the cell is one of them the record
+    is marked "fitted on this data: not a test"; otherwise they are left out and counted.
+    Records written before run identities were kept fall back to the data's sha256.
     """
     records = read_ledger(path, must_exist=True) if records is None else records
     if not records:
@@ -349,8 +401,17 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
                     mask &= np.broadcast_to(np.asarray(hit, bool), mask.shape)
                 except (TypeError, ValueError):
                     mask &= False
-        hit = runs.loc[mask, grid.metric] if not missing else runs.iloc[0:0][grid.metric]
-        same = grid.sha256 is not None and r["data"].get("sha256") == grid.sha256
+        frame = runs.loc[mask] if not missing else runs.iloc[0:0]
+        fitted = _fitted_mask(r, frame, grid)
+        if fitted is None:  # an older record: only the file's bytes say what it was fitted on
+            same = grid.sha256 is not None and r["data"].get("sha256") == grid.sha256
+            n_fitted = len(frame) if same else 0
+        else:
+            n_fitted = int(fitted.sum())
+            same = bool(len(frame)) and n_fitted == len(frame)
+            if not same:
+                frame = frame[~fitted]
+        hit = frame[grid.metric]
         row = {
             "id": r["id"],
             "form": r["form"],
@@ -360,7 +421,11 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
             "tolerance_pct": r.get("tolerance_pct"),
             "runs": int(len(hit)),
             "fitted_on_this_data": same,
+            "fitted_runs_left_out": 0 if same else n_fitted,
             "values": hit.to_numpy(float).tolist(),
+            "seeds": (
+                [_identity(v) for v in frame[grid.seed]] if grid.seed is not None else None
+            ),
         }
         obs = float(hit.mean()) if len(hit) else math.nan
         if len(hit) and math.isfinite(obs) and obs != 0:
@@ -391,14 +456,16 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
 def compare_scored(scores: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Paired tests between forms whose predictions, written before the runs, share cells.
 
-    For each pair of forms, over every new run at a cell both predicted, the loss
-    differential ``d = (y - pred_a)**2 - (y - pred_b)**2`` (a Diebold-Mariano comparison of
-    fixed predictions): the runs are independent given the cells, so a t test over them asks
-    whether one form's predictions are closer to what the runs gave. Holm across pairs.
+    For each pair of forms, over the cells both predicted, the mean over cells of the
+    squared-error difference of the cell means, ``(ybar - pred_a)**2 - (ybar - pred_b)**2``
+    (a Diebold-Mariano comparison of fixed predictions; its expectation is the difference
+    of the squared distances to the cells' true means). It is linear in the cell means, so
+    its variance is exact under a model with a cell effect, a seed effect shared by runs
+    with the same seed id at different cells, and run noise: :func:`fitrules.stats.
+    contrast_test`. Runs are not independent units when new cells reuse seed ids (a seed
+    that sits low everywhere moves every cell mean together). Holm across pairs.
     """
-    from scipy import stats as sst
-
-    from fitrules.stats import holm
+    from fitrules.stats import contrast_test, holm
 
     done = scores[scores["status"] == "scored"]
     key = done["point"].map(lambda p: tuple(sorted((k, round(float(v), 12)) for k, v in p.items())))
@@ -411,36 +478,39 @@ def compare_scored(scores: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
             A = {r["_key"]: r for r in done[done["form"] == a].to_dict("records")}
             B = {r["_key"]: r for r in done[done["form"] == b].to_dict("records")}
             common = [k for k in A if k in B]
-            parts: list[np.ndarray] = []
-            closer_a = 0
-            for k in common:
-                y = np.asarray(A[k]["values"], float)
-                pa, pb = float(A[k]["prediction"]), float(B[k]["prediction"])
-                parts.append((y - pa) ** 2 - (y - pb) ** 2)
-                closer_a += abs(y.mean() - pa) < abs(y.mean() - pb)
-            d = np.concatenate(parts) if parts else np.zeros(0)
-            row = {
-                "a": a,
-                "b": b,
-                "cells": len(common),
-                "runs": len(d),
-                "a_closer_cells": int(closer_a),
-                "mean_sq_diff": float(d.mean()) if len(d) else None,
-                "t": None,
-                "p": None,
-                "ci": (None, None),
-            }
-            if len(d) >= 2 and d.std(ddof=1) > 0:
-                se = d.std(ddof=1) / np.sqrt(len(d))
-                q = sst.t.ppf(0.5 + level / 2, len(d) - 1)
-                row.update(
-                    t=float(d.mean() / se),
-                    p=float(2 * sst.t.sf(abs(d.mean() / se), len(d) - 1)),
-                    ci=(float(d.mean() - q * se), float(d.mean() + q * se)),
-                )
+            row = _scored_pair(a, b, common, A, B, level, contrast_test)
             rows.append(row)
-    out = pd.DataFrame(
-        rows, columns=["a", "b", "cells", "runs", "a_closer_cells", "mean_sq_diff", "t", "p", "ci"]
-    )
+    out = pd.DataFrame(rows, columns=SCORED_PAIR_COLUMNS)
     out["p_holm"] = holm(out["p"].tolist()) if len(out) else []
     return out
+
+
+SCORED_PAIR_COLUMNS = [
+    "a", "b", "cells", "runs", "a_closer_cells", "mean_sq_diff", "t", "df", "p", "ci", "units"
+]  # fmt: skip
+
+
+def _scored_pair(a, b, common, A, B, level, contrast_test) -> dict:
+    cell, seed, y = [], [], []
+    weights, offset, closer_a = {}, 0.0, 0
+    has_seeds = all(A[k].get("seeds") is not None for k in common)
+    for j, k in enumerate(common):
+        v = np.asarray(A[k]["values"], float)
+        pa, pb = float(A[k]["prediction"]), float(B[k]["prediction"])
+        cell += [j] * len(v)
+        seed += list(A[k]["seeds"]) if has_seeds else [f"{j}:{i}" for i in range(len(v))]
+        y += v.tolist()
+        # (ybar - pa)**2 - (ybar - pb)**2 = (pb - pa) * (2 * ybar - pa - pb), averaged
+        weights[j] = 2 * (pb - pa) / len(common)
+        offset -= (pb - pa) * (pa + pb) / len(common)
+        closer_a += abs(v.mean() - pa) < abs(v.mean() - pb)
+    row = {"a": a, "b": b, "cells": len(common), "runs": len(y), "a_closer_cells": int(closer_a),
+           "mean_sq_diff": None, "t": None, "df": None, "p": None, "ci": (None, None),
+           "units": ""}  # fmt: skip
+    if not y:
+        return row
+    r = contrast_test(np.array(cell), np.array(seed, dtype=object).astype(str), np.array(y),
+                      weights, offset, level)  # fmt: skip
+    row.update(mean_sq_diff=r["estimate"], t=r["t"], df=r["df"], p=r["p"], ci=r["ci"],
+               units=r["units"])  # fmt: skip
+    return row

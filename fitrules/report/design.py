@@ -32,6 +32,10 @@ def render_design(d, max_rows: int = 12) -> str:
         f"seed noise of one run: {100 * s['seed_cv']:.3f}% of the value (pooled over the "
         f"grid's cells); form uncertainty: the larger of {s['splits']} random-split refits "
         f"and {s['resamples']} seed-bootstrap refits",
+        "new runs: fresh seed ids at every cell of the spec (a seed's effect is shared by "
+        "every cell it runs at; fresh ids make it noise that averages over the new cells, "
+        "which gives score's test its power; a tuned spec keeps one set of ids, since tuning "
+        "chooses on named seeds)",
     ]
     cand = d.candidates
     if s["mode"] == "discriminate":

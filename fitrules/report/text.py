@@ -135,9 +135,11 @@ def guard_line(settings: dict) -> str:
     extra = f", or predicts outside [{rng[0]:g}, {rng[1]:g}]" if rng else ""
     return (
         f"guard: a fit is wild when its predictions over the grid's cells spread more than "
-        f"{g.get('max_span', 20):g} times its training values, or a delta-method standard "
-        f"error exceeds {g.get('max_rel_se', 1):g} times its prediction{extra} (training fit "
-        "and design only; wild fits stay in the numbers)"
+        f"{g.get('max_span', 20):g} times its training values, its predictions at the cells "
+        f"not fitted lie on average more than {g.get('max_excursion', 10):g}% of the training "
+        "level outside the training values, or a delta-method standard error exceeds "
+        f"{g.get('max_rel_se', 1):g} times its prediction{extra} (training fit and design "
+        "only; wild fits stay in the numbers)"
     )
 
 
@@ -170,7 +172,7 @@ def protocol_line(settings: dict, n_train_min: int, cells: int) -> str:
     return f"protocol: {proto}"
 
 
-def verdict_protocol_text(settings: dict, cells: int) -> str:
+def verdict_protocol_text(settings: dict, cells: int | str) -> str:
     """The verdict protocol in words (random splits only)."""
     v = settings.get("verdict_protocol") or settings
     n_train = v.get("n_train")
@@ -482,7 +484,12 @@ def render_scores(scores) -> str:
                 "tolerance": "-"
                 if r["within_tolerance"] is None
                 else ("within" if r["within_tolerance"] else "missed"),
-                "status": r["status"],
+                "status": r["status"]
+                + (
+                    f" ({r['fitted_runs_left_out']} fitted run(s) left out)"
+                    if r.get("fitted_runs_left_out")
+                    else ""
+                ),
             }
         )
     cols = [
@@ -552,8 +559,10 @@ def render_tuning(tuning, max_rows: int = 24) -> str:
 def render_scored_pairs(pairs) -> str:
     """Paired tests of forms over the new runs at cells both predicted."""
     lines = [
-        "Forms compared on the new runs (predictions fixed before the runs; per run, squared "
-        "error of the first minus the second; t test over runs, Holm across pairs):"
+        "Forms compared on the new runs (predictions fixed before the runs): mean over cells "
+        "of the squared error of the first minus the second at the cell means; the units are "
+        "the cells and the seed ids they share (a seed's effect moves every cell it ran at), "
+        "Holm across pairs:"
     ]
     for r in pairs.to_dict("records"):
         if not r["runs"]:
@@ -571,6 +580,6 @@ def render_scored_pairs(pairs) -> str:
             f"  {r['a']} vs {r['b']} on {r['cells']} cells, {r['runs']} runs: {verdict}; mean "
             f"squared-error difference {r['mean_sq_diff']:+.3g}{ci}, p = {fmt_p(r['p'])}, Holm "
             f"{fmt_p(r['p_holm'])}; {r['a']} closer at {r['a_closer_cells']} of {r['cells']} "
-            "cells"
+            "cells" + (f"; units: {r['units']}" if r.get("units") else "")
         )
     return "\n".join(lines)
