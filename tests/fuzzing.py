@@ -439,6 +439,21 @@ def compare_cases(draw) -> Case:
     argv += d.maybe("--guard-span", ["20", "2"], ["1", "0", "inf", "nan"], 8, 2)
     argv += d.maybe("--guard-se", ["1", "0.5"], ["0", "-1", "nan"], 8, 2)
     argv += d.maybe("--metric-range", ["0,3.61", "0,1e9"], ["3,1", "a,b", "0", ""], 8, 2)
+    argv += d.maybe("--guard-excursion", ["10", "2.5"], ["0", "-1", "nan", "inf"], 8, 2)
+    argv += d.maybe("--verdict-train-frac", ["0.9", "0.5", "3/4"], BAD_FRACTIONS, 6, 2)
+    if d.chance(6):
+        argv.append(opt("--against", d.pick(["composition", "log_additive"], ["bogus", ""], 3)))
+    if d.chance(6):
+        argv.append(
+            opt(
+                "--pairs",
+                d.pick(
+                    ["composition:log_additive", "log_additive:composition,composition:additive"],
+                    ["composition:composition", "a-b", ",", "composition:bogus"],
+                    3,
+                ),
+            )
+        )
     if d.hostile and d.chance(6):
         argv.append(opt("--tune", d(st.sampled_from(["lr", "H", "nope"]))))
     if d.chance(10):

@@ -25,15 +25,13 @@ def default_cmp(grid):
 
 
 def test_p_does_not_shrink_as_splits_are_added(grid):
-    """The Wilcoxon over splits gave 4.8e-4 at 30 splits and 7.4e-44 at 1000."""
-    forms = select_forms(["composition", "additive"])
-    ps = {}
-    for n in (30, 100, 300, 1000, 3000):
-        row = compare(grid, forms, RandomSplit(n, 1 / 3, 0)).paired.iloc[0]
-        ps[n] = row["p"]
-    assert min(ps.values()) >= 1e-3, ps
-    big = [ps[300], ps[1000], ps[3000]]
-    assert max(big) / min(big) <= 3, ps
+    """The Wilcoxon over splits gave 4.8e-4 at 30 splits and 7.4e-44 at 1000; the corrected
+    t settles, since its variance term n_test/n_train does not shrink with the splits."""
+    forms = select_forms(["composition", "omega_only"])
+    t = {}
+    for n in (100, 300, 1000):
+        t[n] = abs(compare(grid, forms, RandomSplit(n, 1 / 3, 0)).paired.iloc[0]["t"])
+    assert max(t.values()) / min(t.values()) < 1.3, t
 
 
 def test_summary_ranks_the_forms_as_the_paired_counts_do(default_cmp):
