@@ -37,7 +37,7 @@ def grid_html(grid) -> str:
 
 
 def comparison_html(cmp) -> str:
-    from fitrules.report.text import data_line, verdict_sentence
+    from fitrules.report.text import data_line, paired_heading, verdict_sentence
 
     basis = cmp.settings.get("splits_used", "valid")
     cols = ["form", "constants", "splits_used", "degenerate_splits", "wild_splits",
@@ -52,6 +52,7 @@ def comparison_html(cmp) -> str:
         parts.append("<b>Warnings</b>" + _list(cmp.warnings))
     if len(cmp.paired):
         parts.append("<b>Paired verdicts</b>")
+        parts.append(_p(paired_heading(cmp.settings, len(cmp.paired), cmp.data["cells"])))
         parts.append(_list(verdict_sentence(r, basis) for r in cmp.paired.to_dict("records")))
     parts.append(
         _p("Tables: .summary, .paired, .results, .cell_errors; figures: .plot_heldout(), "
