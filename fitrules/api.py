@@ -256,7 +256,7 @@ def fit(
     g = as_grid(grid)
     g, _ = _tuned(g, tune, tune_seeds)
     (f,) = as_forms(form)
-    f = f.bind(g.columns)
+    f = f.bind(g.columns, g.runs)
     obj = Objective(objective, delta)
     cells = g.cells(f.bound_variables, positive=obj.kind != "abs_ls")
     points = [predict] if isinstance(predict, str | dict) else list(predict)

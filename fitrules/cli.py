@@ -746,7 +746,7 @@ def _forms_show(args) -> int:
     resolved_by = None
     if f.variables is None:
         grid = _load(args)
-        f = f.bind(grid.columns)
+        f = f.bind(grid.columns, grid.runs)
         resolved_by = grid.label
     _say(args, render_form(f, resolved_by))
     return 0
@@ -759,10 +759,12 @@ def _forms_add(args) -> int:
     checked = None
     if form.variables is None:
         grid = _load(args)
-        form = form.bind(grid.columns)  # refuses a name close to a column ("omgea")
+        form = form.bind(grid.columns, grid.runs)  # refuses a name close to a column ("omgea")
         checked = f"variables resolved against {grid.label}: {', '.join(form.bound_variables)}"
     else:
-        form = form.bind(_load(args).columns) if args.data is not None else form
+        if args.data is not None:
+            loaded = _load(args)
+            form = form.bind(loaded.columns, loaded.runs)
     path = add_form_to_file(args.name, args.expression)
     _say(args, f"added {form.describe()} to {path}" + (f" ({checked})" if checked else ""))
     return 0

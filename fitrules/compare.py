@@ -304,9 +304,9 @@ def compare(
     splitter = splitter or RandomSplit()
     objective = objective or Objective()
     guard = guard or GuardOptions()
-    bound = [f.bind(grid.columns) for f in forms]
+    bound = [f.bind(grid.columns, grid.runs) for f in forms]
     if test_grid is not None:
-        bound = [f.bind(test_grid.columns) for f in bound]
+        bound = [f.bind(test_grid.columns, test_grid.runs) for f in bound]
     variables = list(dict.fromkeys(v for f in bound for v in f.bound_variables))
     positive = objective.kind != "abs_ls"
     cells = grid.cells(variables, positive)

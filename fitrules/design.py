@@ -330,7 +330,7 @@ def design(
     check_design_options(
         len(forms), budget, seeds, max_seeds, power, alpha, splits, resamples, target
     )
-    bound = [f.bind(grid.columns) for f in forms]
+    bound = [f.bind(grid.columns, grid.runs) for f in forms]
     variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
     cells = grid.cells(variables)
     objective = Objective()

@@ -436,7 +436,7 @@ def bootstrap_fit(
     check_bootstrap_options(resamples, seed, level)
     if kind not in BOOTSTRAP_KINDS:
         raise FitrulesError(f"bootstrap {kind!r} is unknown; allowed: {', '.join(BOOTSTRAP_KINDS)}")
-    form = form.bind(grid.columns)
+    form = form.bind(grid.columns, grid.runs)
     obj = objective or Objective()
     cells = grid.cells(form.bound_variables, positive=obj.kind != "abs_ls")
     base = fit(form, cells.X, cells.y, obj, options)
