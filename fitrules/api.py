@@ -15,7 +15,7 @@ The command line parses its arguments, calls one of these and prints what it ret
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -82,6 +82,15 @@ def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = Non
     return out
 
 
+def _customised(forms: list[Form], fix, bounds, by, shared) -> list[Form]:
+    """The forms with ``fix``, ``bounds``, ``by`` and ``shared`` applied."""
+    from fitrules.forms import customise, parse_bounds, parse_fix
+
+    if isinstance(shared, str):
+        shared = [c.strip() for c in shared.split(",") if c.strip()]
+    return customise(forms, parse_fix(fix), parse_bounds(bounds), by, shared)
+
+
 def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
     if not tune:
         if tune_seeds is not None:
@@ -114,6 +123,11 @@ def compare(
     tune_seeds: Sequence[int] | str | None = None,
     level: float = 0.95,
     on_progress: Callable[[int], None] | None = None,
+    fix: Mapping[str, float] | Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
+    by: str | None = None,
+    shared: Sequence[str] | str | None = None,
+    weights: str = "cells",
 ):
     """Fit every form on the same splits of a grid's cells and compare held-out errors.
 
@@ -138,6 +152,7 @@ def compare(
     tune, tune_seeds : tune these factors first (see :func:`fitrules.tune.tune`).
     level : level of the paired intervals.
     on_progress : called with the number of splits finished, for a progress bar.
+    fix, bounds, by, shared, weights : see :func:`fit`.
 
     Returns
     -------
@@ -163,7 +178,7 @@ def compare(
 
     g = as_grid(grid)
     g, tuning = _tuned(g, tune, tune_seeds)
-    chosen = as_forms(forms)
+    chosen = _customised(as_forms(forms), fix, bounds, by, shared)
     test = None
     labels = None
     if splits is None or (isinstance(splits, int | float) and not isinstance(splits, bool)):
@@ -200,6 +215,7 @@ def compare(
         test_grid=test,
         guard=GuardOptions(guard_span, guard_se, metric_range),
         level=level,
+        weights=weights,
     )
     cmp.tuning = tuning
     if not isinstance(splitter, RandomSplit):
@@ -221,6 +237,11 @@ def fit(
     level: float = 0.95,
     tune: str | Sequence[str] | None = None,
     tune_seeds: Sequence[int] | str | None = None,
+    fix: Mapping[str, float] | Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
+    by: str | None = None,
+    shared: Sequence[str] | str | None = None,
+    weights: str = "cells",
 ):
     """Fit one form on every cell of a grid, with standard errors and optional intervals.
 
@@ -236,6 +257,16 @@ def fit(
         ``"seeds"`` or ``"residuals"``; see :mod:`fitrules.intervals`.
     resamples, seed, level : of the bootstrap.
     tune, tune_seeds : tune these factors first.
+    fix : constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
+    bounds : bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or
+        ``["Nc=1e10..1e16"]`` (a wide positive range is searched on a log scale).
+    by : fit one form per level of this column, jointly: the ``shared`` constants (default:
+        the nonlinear ones, e.g. exponents) are common to all groups, the others are one
+        per group (``a[M=2]``).
+    shared : the constants common to all groups (names, or ``"b,c"``).
+    weights : ``"cells"`` (default: each cell once), ``"runs"`` (each cell by its runs) or
+        ``"inverse-variance"`` (by one over its squared standard error); see
+        :func:`fitrules.fit.cell_weights`.
 
     Returns
     -------
@@ -248,17 +279,23 @@ def fit(
     >>> f = fr.fit(g, "composition", intervals=True)  # doctest: +SKIP
     >>> f.stderr["b"], f.intervals["b"]  # doctest: +SKIP
     """
-    from fitrules.fit import Objective
+    from fitrules.fit import WEIGHT_KEY, Objective, cell_weights
     from fitrules.fit import fit as fit_cells
     from fitrules.fitted import FittedForm
     from fitrules.intervals import bootstrap_fit, jacobian_uncertainty, resolve_point
 
     g = as_grid(grid)
     g, _ = _tuned(g, tune, tune_seeds)
-    (f,) = as_forms(form)
+    (f,) = _customised(as_forms(form), fix, bounds, by, shared)
     f = f.bind(g.columns, g.runs)
     obj = Objective(objective, delta)
     cells = g.cells(f.bound_variables, positive=obj.kind != "abs_ls")
+    w = cell_weights(weights, cells.table, obj)
+    if w is not None and (intervals or predict):
+        raise FitrulesError(
+            f"--weights {weights}: bootstrap intervals and predictions are made for fits "
+            "weighting cells equally only; drop --intervals/--predict or use --weights cells"
+        )
     points = [predict] if isinstance(predict, str | dict) else list(predict)
     for p in points:  # every point checked before any work
         resolve_point(p, f, g.derive)
@@ -267,13 +304,14 @@ def fit(
         boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap)
         result = boot.fit
     else:
-        result = fit_cells(f, cells.X, cells.y, obj)
+        result = fit_cells(f, cells.X, cells.y, obj, weights=w)
     if not math.isfinite(result.objective):
         raise FitrulesError(
             f"form {f.name!r}: no values of its constants give a finite prediction at "
             f"every one of the {len(cells)} cells; {'; '.join(result.reasons)}"
         )
-    unc = jacobian_uncertainty(f, cells.X, cells.y, result.constants, obj)
+    X = cells.X if w is None else {**cells.X, WEIGHT_KEY: w}
+    unc = jacobian_uncertainty(f, X, cells.y, result.constants, obj)
     data = {
         "path": g.label,
         "sha256": g.sha256,
@@ -285,7 +323,9 @@ def fit(
         "unit": g.unit,
         "excluded": g.summary()["excluded"],
     }
-    fitted = FittedForm(f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive))
+    fitted = FittedForm(
+        f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive), weights=weights
+    )
     fitted.predictions = [fitted.predict(p) for p in points]
     return fitted
 

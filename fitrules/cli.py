@@ -295,6 +295,55 @@ def _add_fit_options(p) -> None:
     g.add_argument(
         "--delta", type=float, default=1e-3, help="Huber delta for log_huber (default 1e-3)"
     )
+    g.add_argument(
+        "--weights",
+        default="cells",
+        choices=["cells", "runs", "inverse-variance"],
+        help="how each cell's squared residual counts: cells (default, once each), runs (by "
+        "its number of runs), inverse-variance (by 1/standard error^2)",
+    )
+    g.add_argument(
+        "--fix",
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="hold a constant at a value, e.g. alpha=0.34 (repeatable)",
+    )
+    g.add_argument(
+        "--bound",
+        action="append",
+        default=None,
+        metavar="NAME=LOW..HIGH",
+        help="bounds of a nonlinear constant, e.g. 'Nc=1e10..1e16' (repeatable; a wide "
+        "positive range is searched on a log scale)",
+    )
+    g.add_argument(
+        "--by",
+        default=None,
+        metavar="COLUMN",
+        help="one form per level of COLUMN, fitted jointly: --shared constants common to all "
+        "groups, the others one per group",
+    )
+    g.add_argument(
+        "--shared",
+        default=None,
+        metavar="NAMES",
+        help="with --by: comma-separated constants common to all groups (default: the "
+        "nonlinear ones, e.g. exponents)",
+    )
+
+
+def _form_options(args) -> dict:
+    """The fit options that change forms or weights, as keyword arguments of the API."""
+    from fitrules.forms import parse_bounds, parse_fix
+
+    parse_fix(args.fix)  # checked before any output is taken
+    parse_bounds(args.bound)
+    if args.shared is not None and args.by is None:
+        raise FitrulesError("--shared needs --by COLUMN")
+    return dict(
+        fix=args.fix, bounds=args.bound, by=args.by, shared=args.shared, weights=args.weights
+    )
 
 
 FORM_HELP = 'a form name (see "fitrules forms list") or an inline form "NAME = EXPR"'
@@ -529,6 +578,7 @@ def _compare(args) -> int:
     from fitrules.splits import parse_protocol
 
     Objective(args.objective, args.delta)
+    form_options = _form_options(args)
     GuardOptions(args.guard_span, args.guard_se, metric_range)
     labels = (str(args.fit_data), str(args.test_data)) if transfer else None
     for t in protocols:
@@ -548,6 +598,7 @@ def _compare(args) -> int:
         guard_span=args.guard_span,
         guard_se=args.guard_se,
         metric_range=metric_range,
+        **form_options,
     )
     results = []
     with progress(total=total, desc="fitting", enabled=_progress_enabled(args)) as bar:
@@ -663,6 +714,7 @@ def _fit(args) -> int:
     from fitrules.intervals import check_bootstrap_options, parse_point
 
     Objective(args.objective, args.delta)  # checks the objective's options
+    form_options = _form_options(args)
     form = resolve_form(args.form)
     if args.intervals or args.predict:
         check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
@@ -682,6 +734,7 @@ def _fit(args) -> int:
         level=args.level,
         tune=args.tune,
         tune_seeds=_tune_seeds(args),
+        **form_options,
     )
     if args.report is not None:  # only once everything above has succeeded
         _write_report(args, fitted.report, args.report, args.force, _command_line(), args.cells)
@@ -1065,6 +1118,7 @@ def _predict(args) -> int:
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive, finite percentage")
     Objective(args.objective, args.delta)
+    form_options = _form_options(args)
     check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
     parse_point(args.at, "--at")
     _tune_seeds(args)
@@ -1081,6 +1135,7 @@ def _predict(args) -> int:
         resamples=args.resamples,
         seed=args.bootstrap_seed,
         level=args.level,
+        **form_options,
     )
     pred = fitted.predictions[0]
     rec = append_prediction(

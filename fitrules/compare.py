@@ -26,7 +26,15 @@ import pandas as pd
 from fitrules import __version__
 from fitrules._modules import make_callable
 from fitrules.errors import FormError, SplitError
-from fitrules.fit import FitOptions, FitResult, Objective, fit_memory, fit_splits, predict
+from fitrules.fit import (
+    FitOptions,
+    FitResult,
+    Objective,
+    cell_weights,
+    fit_memory,
+    fit_splits,
+    predict,
+)
 from fitrules.forms import Form
 from fitrules.grids import Cells, Grid
 from fitrules.guard import GuardOptions, check_fits
@@ -232,6 +240,14 @@ def noise_floor(cells: Cells, masks: np.ndarray) -> tuple[list[float | None], in
     return out, int((~known).sum())
 
 
+def _unfitted_levels(form: Form, X, mask: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """Per held-out cell: its level of a per-level column has no training cell."""
+    out = np.zeros(int(test.sum()), bool)
+    for col in form.levels or {}:
+        out |= ~np.isin(X[col][test], np.unique(X[col][mask]))
+    return out
+
+
 def heldout_errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
     """Mean and worst absolute relative error over cells (percent), and the RMSE."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -280,6 +296,7 @@ def compare(
     test_grid: Grid | None = None,
     guard: GuardOptions | None = None,
     level: float = 0.95,
+    weights: str = "cells",
 ) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
@@ -295,6 +312,9 @@ def compare(
     test_grid : for the transfer protocol, the grid whose cells are scored.
     guard : thresholds of the wild-extrapolation guard (see :mod:`fitrules.guard`).
     level : confidence level of the paired intervals.
+    weights : ``cells`` (each cell once), ``runs`` or ``inverse-variance``: how each
+        cell's squared residual counts in the training objective (see
+        :func:`fitrules.fit.cell_weights`). Held-out error stays the mean over held-out cells.
 
     Raises
     ------
@@ -318,6 +338,7 @@ def compare(
         )
         cells = Cells(table, cells.variables, cells.metric)
     n = len(cells)
+    w = cell_weights(weights, cells.table, objective)
     random = isinstance(splitter, RandomSplit)
     if random:
         splitter.check(n)
@@ -358,7 +379,7 @@ def compare(
     # per form, each used split's error at each cell it held out (NaN elsewhere)
     at_cell = {f.name: np.full((len(masks), n), np.nan) for f in bound}
     for f in bound:
-        fits = fit_splits(f, X, y, masks, objective, options, on_progress)
+        fits = fit_splits(f, X, y, masks, objective, options, on_progress, weights=w)
         guarded = check_fits(f, X, y, masks, fits, objective, guard, cell_labels)
         for s, (mask, r, g) in enumerate(zip(masks, fits, guarded, strict=True)):
             test = ~mask
@@ -367,10 +388,14 @@ def compare(
                 pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
             else:
                 pred = np.full(test.sum(), np.nan)
+            unfitted = _unfitted_levels(f, X, mask, test)
+            if unfitted.any():  # a level with no training cell has no fitted constant
+                pred = np.where(unfitted, np.nan, pred)
             errs = heldout_errors(y[test], pred) if np.isfinite(pred).all() else None
             if errs is None or not all(np.isfinite(v) for v in errs.values()):
                 # a prediction that is not finite, or so large that its error overflows
-                split_reasons.append("prediction is not finite on held-out cells")
+                if not unfitted.any():  # else the split already names the unfitted level
+                    split_reasons.append("prediction is not finite on held-out cells")
                 errs = {"heldout_error_pct": np.nan, "worst_cell_pct": np.nan, "rmse": np.nan}
             elif keep_degenerate or not split_reasons:
                 at_cell[f.name][s, test] = 100 * np.abs(pred - y[test]) / np.abs(y[test])
@@ -395,7 +420,9 @@ def compare(
                     "constants": r.constants,
                 }
             )
-        full[f.name] = fit_splits(f, X, y, np.ones((1, n), bool), objective, options)[0]
+        full[f.name] = fit_splits(
+            f, X, y, np.ones((1, n), bool), objective, options, weights=w
+        )[0]
         unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
     results = pd.DataFrame(rows)
     usable = results["heldout_error_pct"].notna()
@@ -430,6 +457,7 @@ def compare(
     settings = {
         **splitter.describe(),
         "objective": objective.describe(),
+        "weights": weights,
         "keep_degenerate": bool(keep_degenerate),
         "splits_used": "all" if keep_degenerate else "valid",
         "guard": guard.describe(),

@@ -22,6 +22,11 @@ from fitrules.intervals import BootstrapFit, JacobianUncertainty, resolve_point
 from fitrules.util import json_ready
 
 
+INFORMATION_NOTE = (
+    "in-sample, on cell means; held-out error, not these, is what compare ranks"
+)
+
+
 @dataclass
 class FittedForm:
     """A form fitted on all cells of a grid.
@@ -56,6 +61,25 @@ class FittedForm:
     bootstrap: BootstrapFit | None = None
     predictions: list[dict] = field(default_factory=list)
     derive: tuple[str, ...] = ()
+    weights: str = "cells"
+
+    @property
+    def cell_weights(self) -> np.ndarray | None:
+        """Per cell, the weight of its squared residual (``None``: each cell once)."""
+        from fitrules.fit import cell_weights
+
+        return cell_weights(self.weights, self.cells.table, self.objective)
+
+    @property
+    def information(self) -> dict[str, float]:
+        """AIC, AICc, BIC and R^2 on the cell means (in-sample; see
+        :func:`fitrules.fit.information_criteria`)."""
+        from fitrules.fit import information_criteria
+
+        pred = predict(self.form, self.cells.X, self.constants)
+        return information_criteria(
+            self.cells.y, pred, self.objective, len(self.constants), self.cell_weights
+        )
 
     # ------------------------------------------------------------ numbers
     @property
@@ -168,9 +192,14 @@ class FittedForm:
             "data": self.data,
             "form": self.form.to_dict(),
             "objective": self.objective.describe(),
+            "weights": self.weights,
             "constants": self.constants,
             "train_objective": self.result.objective,
             "train_error": self.train_error,
+            "information_criteria": {
+                **self.information,
+                "note": INFORMATION_NOTE,
+            },
             "condition_number": self.result.cond,
             "degenerate": self.result.degenerate,
             "reasons": self.reasons,

@@ -33,7 +33,16 @@ import pandas as pd
 
 from fitrules import expr as ex
 from fitrules.errors import FitrulesError
-from fitrules.fit import CompiledForm, FitOptions, FitResult, Objective, fit, predict, refit
+from fitrules.fit import (
+    WEIGHT_KEY,
+    CompiledForm,
+    FitOptions,
+    FitResult,
+    Objective,
+    fit,
+    predict,
+    refit,
+)
 from fitrules.forms import Form
 from fitrules.grids import Grid
 from fitrules.limits import MAX_ABS_VALUE, MAX_BOOTSTRAP_RESAMPLES, check_count, check_seed
@@ -148,6 +157,9 @@ def jacobian_uncertainty(
     with np.errstate(all="ignore"):
         r = objective.residuals(pred, y)
         J = cf.jacobian(X, params) * objective.dres_dpred(pred, y)[:, None]
+        if WEIGHT_KEY in X:  # weighted fits: the residuals the objective squares
+            r = r * np.sqrt(X[WEIGHT_KEY])
+            J = J * np.sqrt(X[WEIGHT_KEY])[:, None]
     n, p = J.shape
     dof = n - p
     nan = np.full((p, p), np.nan)

@@ -188,6 +188,7 @@ def render_comparison(cmp) -> str:
     lines = [
         data_line(cmp.data),
         f"{protocol_line(s, n_train, cmp.data['cells'])}; objective {s['objective']}; "
+        f"weights {s.get('weights', 'cells')}; "
         "held-out error = mean |relative error| over held-out cells, in %; noise floor = the "
         "error of a predictor that knew each cell's true mean (from the seed spread)",
         guard_line(s),
@@ -259,6 +260,16 @@ def uncertainty_lines(f) -> list[str]:
     return lines
 
 
+def information_line(f) -> str:
+    """AIC, AICc, BIC and R^2 of a fitted form, with what they are not."""
+    ic = f.information
+    return (
+        f"information criteria ({ic['k']} constants, {ic['n']} cells): AIC {ic['aic']:.4g}, "
+        f"AICc {ic['aicc']:.4g}, BIC {ic['bic']:.4g}, R^2 {ic['r2']:.4f} (in-sample, on cell "
+        "means; held-out error, not these, is what compare ranks)"
+    )
+
+
 def render_fitted(f) -> str:
     """A fitted form: data, constants with standard errors (and intervals), correlations,
     training error, diagnostics and predictions."""
@@ -267,7 +278,7 @@ def render_fitted(f) -> str:
         data_line(f.data),
         f"form {f.form.name} = {f.form.expression}",
         f"fitted on all {len(f.cells)} cells; objective {f.objective.describe()} "
-        f"{f.result.objective:.6g}; "
+        f"{f.result.objective:.6g}; weights {f.weights}; "
         + (
             f"condition number {f.result.cond:.3g}"
             if math.isfinite(f.result.cond)
@@ -293,6 +304,7 @@ def render_fitted(f) -> str:
         "",
         f"training error: mean {te['heldout_error_pct']:.3f}%, worst cell "
         f"{te['worst_cell_pct']:.3f}%, rmse {te['rmse']:.4g}",
+        information_line(f),
         "diagnostics: " + ("none (well posed)" if not f.reasons else "; ".join(f.reasons)),
     ]
     for p in f.predictions:
