@@ -1089,13 +1089,23 @@ def information_criteria(
     n, k = len(y), int(n_constants)
     with np.errstate(all="ignore"):
         r = objective.residuals(pred, y) * np.sqrt(w)
-        rss = float((r**2).sum())
-        llf = -n / 2 * (np.log(2 * np.pi) + np.log(rss / n) + 1)
+        # log(RSS) through the largest residual, so values near 1e-300 or 1e300 do not
+        # underflow or overflow on squaring
+        top = float(np.max(np.abs(r))) if n else 0.0
+        log_rss = 2 * np.log(top) + np.log(((r / top) ** 2).sum()) if top > 0 else -np.inf
+        rss = float(np.exp(log_rss))
+        llf = -n / 2 * (np.log(2 * np.pi) + log_rss - np.log(n) + 1)
         aic = -2 * llf + 2 * k
         aicc = aic + 2 * k * (k + 1) / (n - k - 1) if n - k - 1 > 0 else np.nan
         bic = -2 * llf + k * np.log(n)
+        size = float(np.max(np.abs(y))) if n else 1.0
+        size = size if size > 0 and np.isfinite(size) else 1.0
+        y, pred = y / size, pred / size  # R^2 does not depend on the unit
         mean = float((w * y).sum() / w.sum())
-        r2 = 1 - float((w * (pred - y) ** 2).sum()) / float((w * (y - mean) ** 2).sum())
+        # numpy division: a constant grid (or values near 1e-300) gives NaN, not an error
+        r2 = 1 - np.divide((w * (pred - y) ** 2).sum(), (w * (y - mean) ** 2).sum())
+    if not all(np.isfinite(v) for v in (llf, aic, bic)):
+        llf = aic = aicc = bic = np.nan  # an exact fit (RSS 0) has no Gaussian likelihood
     return {
         "n": n,
         "k": k,

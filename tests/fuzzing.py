@@ -302,6 +302,7 @@ GOOD_FORMS = [  # each reads H and omega, the two factors the grids vary
     "L0 + a*exp(-H/b) + c*omega",
     "L0 + a/sqrt(H) + b*omega**2",
     "L0 + a*omega**c*(H/16)**b + d*log(H)",
+    "L0[H] + a*omega*(H/16)**b",  # one intercept per level of H
 ]
 ONE_FACTOR_FORMS = ["L0 + a*omega", "a*H**b", "L0 + a*log(H)"]
 
@@ -386,6 +387,25 @@ BAD_POINTS = [
 ]
 
 
+def _form_options(d: Draw) -> list[str]:
+    """--weights, --fix, --bound, --by, --shared (issue 22), good and bad values."""
+    args = d.maybe("--weights", ["cells", "runs", "inverse-variance"], ["rows", ""], 4, 4)
+    args += d.maybe("--fix", ["b=0.5", "L0=2"], ["b", "=1", "b=nan", "zz=1", "b=abc"], 6, 2)
+    args += d.maybe(
+        "--bound",
+        ["b=-2..2", "b=0..1e3"],
+        ["b=2..-2", "b=1", "b=a..b", "zz=0..1", "L0=0..1"],
+        6,
+        2,
+    )
+    if d.chance(6):
+        args.append(opt("--by", d.pick(["keep", "H"], ["nope", "", "loss"], 3)))
+        args += d.maybe("--shared", ["b", "b,a"], ["zz", ""], 2, 3)
+    elif d.hostile and d.chance(10):
+        args.append(opt("--shared", "b"))  # without --by: refused
+    return args
+
+
 def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
     files: dict[str, bytes] = {}
     if d.chance(10):
@@ -429,6 +449,7 @@ def compare_cases(draw) -> Case:
     argv += d.maybe("--seed", [0, 1, 2**63 - 1], BAD_SEEDS, 4, 2)
     argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], ["l1"], 3, 6)
     argv += d.maybe("--delta", ["1e-3", "0.01"], ["0", "-1", "inf", "nan"], 6, 2)
+    argv += _form_options(d)
     argv += d.maybe(
         "--split",
         ["random", "leave-one-level-out:H", "extrapolate:H", "extrapolate:H>=4"],
@@ -461,6 +482,7 @@ def fit_cases(draw) -> Case:
         form = d(form_lines(d.hostile))
     argv = ["fit", *data, opt("--form", form)]
     argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], (), 4)
+    argv += _form_options(d)
     if d.chance(3):
         argv.append("--intervals")
     for _ in range(d(st.integers(0, 2))):

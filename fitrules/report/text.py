@@ -263,9 +263,15 @@ def uncertainty_lines(f) -> list[str]:
 def information_line(f) -> str:
     """AIC, AICc, BIC and R^2 of a fitted form, with what they are not."""
     ic = f.information
+    if not all(math.isfinite(ic[k]) for k in ("aic", "bic", "r2")):
+        return (
+            "information criteria: not available (an exact or non-finite fit has no Gaussian "
+            "likelihood)"
+        )
+    aicc = f"{ic['aicc']:.4g}" if math.isfinite(ic["aicc"]) else "undefined (n - k - 1 <= 0)"
     return (
         f"information criteria ({ic['k']} constants, {ic['n']} cells): AIC {ic['aic']:.4g}, "
-        f"AICc {ic['aicc']:.4g}, BIC {ic['bic']:.4g}, R^2 {ic['r2']:.4f} (in-sample, on cell "
+        f"AICc {aicc}, BIC {ic['bic']:.4g}, R^2 {ic['r2']:.4f} (in-sample, on cell "
         "means; held-out error, not these, is what compare ranks)"
     )
 
