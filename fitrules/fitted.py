@@ -158,6 +158,16 @@ class FittedForm:
         elif values:
             raise TypeError("give the point as text, a dict, or keywords, not several")
         given, at = resolve_point(point, self.form, self.derive)
+        for col, levels in (self.form.levels or {}).items():
+            if float(at[col]) not in levels:
+                from fitrules.errors import FormError
+                from fitrules.forms import format_level
+
+                raise FormError(
+                    f"form {self.form.name!r} has constants per level of {col}, and none for "
+                    f"{col}={format_level(float(at[col]))}; it predicts at the levels it was "
+                    f"fitted on: {', '.join(format_level(v) for v in levels)}"
+                )
         X = {v: np.array([float(at[v])]) for v in self.form.bound_variables}
         value = float(predict(self.form, X, self.constants)[0])
         se = float(self.uncertainty.prediction_se(self.form, X, self.constants)[0])

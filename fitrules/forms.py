@@ -78,7 +78,7 @@ class Form:
         tree = ex.parse(self.expression, what=f"form {self.name!r}")
         _check_level_usage(tree, self)
         tree = self._fix(tree)
-        if self.by is not None and self.shared is not None:
+        if self._groups_resolved:
             tree = _group(tree, self.by, self.shared, self)
         if self.levels is not None:
             tree = _expand(tree, self.levels, self)
@@ -123,6 +123,17 @@ class Form:
                 )
             values[key] = ex.num(x)
         return _replace_constants(tree, values)
+
+    @property
+    def _groups_resolved(self) -> bool:
+        """Grouped, with the shared constants and the variables (the group column among
+        them) known: see :meth:`_resolve_groups`."""
+        return (
+            self.by is not None
+            and self.shared is not None
+            and self.variables is not None
+            and self.by in self.variables
+        )
 
     @property
     def level_columns(self) -> tuple[str, ...]:
@@ -251,7 +262,7 @@ class Form:
             per-level constants need ``data`` that is not given.
         """
         columns = list(columns)
-        if self.by is not None and self.shared is None:
+        if self.by is not None and not self._groups_resolved:
             return self._resolve_groups(columns, data).bind(columns, data)
         if self.levels is None and _level_columns(self.tree):
             return self._with_levels(columns, data).bind(columns, data)
