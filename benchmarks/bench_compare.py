@@ -63,8 +63,10 @@ MODELS = {
     ),
     # one intercept per level of H (1, 4, 16, 64 on the default grid)
     "composition_per_h": (
-        lambda X, p: np.choose(np.searchsorted([1, 4, 16, 64], X["H"]), p[:4])
-        + p[4] * X["omega"] * (X["H"] / 16) ** p[5],
+        lambda X, p: (
+            np.choose(np.searchsorted([1, 4, 16, 64], X["H"]), p[:4])
+            + p[4] * X["omega"] * (X["H"] / 16) ** p[5]
+        ),
         ["lin", "lin", "lin", "lin", "lin", "exp"],
     ),
 }

@@ -420,9 +420,7 @@ def compare(
                     "constants": r.constants,
                 }
             )
-        full[f.name] = fit_splits(
-            f, X, y, np.ones((1, n), bool), objective, options, weights=w
-        )[0]
+        full[f.name] = fit_splits(f, X, y, np.ones((1, n), bool), objective, options, weights=w)[0]
         unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
     results = pd.DataFrame(rows)
     usable = results["heldout_error_pct"].notna()

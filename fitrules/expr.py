@@ -348,7 +348,7 @@ def diff(node: Node, x: str) -> Node:
     op, args = node.op, node.args
     if op in ("num", "str", "is"):  # a level indicator is constant in every constant
         return ZERO
-    if op == "name":
+    if op in ("name", "at"):  # c[COL] before expansion: as the constant c, for structure
         return ONE if node.value == x else ZERO
     if op == "add":
         return add(diff(args[0], x), diff(args[1], x))

@@ -366,8 +366,8 @@ def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
     c = _solve(A, rhs)
     pred = offset + (bs @ c[..., None])[..., 0]
     with np.errstate(all="ignore"):
-        rw = _root_weights(X)
-        rw = rw[..., None, :] if np.ndim(rw) else rw
+        rw = np.asarray(_root_weights(X))
+        rw = rw[..., None, :] if rw.ndim else rw
         r = np.where(m[:, None, :] > 0, objective.residuals(pred, yb) * rw, 0.0)
         out = objective.value(r, axis=2)
     bad = ((~finite) & (m[:, None, :] > 0)).any(axis=2)
@@ -668,11 +668,12 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
         missing = cf.unfitted(X, mask)
         idle = [c for c, at in cf.level_of.items() if any(a in missing for a in at)]
         p_eff = cf.p - len(idle)
-        for col, v in missing:
-            own = [c for c in idle if (col, v) in cf.level_of[c]]
+        for col, level in missing:
+            own = [c for c in idle if (col, level) in cf.level_of[c]]
+            at = f"{col}={format_level(level)}"
             reasons.append(
-                f"level {col}={format_level(v)} has no training cell: {', '.join(own)} "
-                f"not fitted, held-out cells at {col}={format_level(v)} cannot be predicted"
+                f"level {at} has no training cell: {', '.join(own)} not fitted, held-out "
+                f"cells at {at} cannot be predicted"
             )
         if n < p_eff + 1:
             reasons.append(
@@ -1012,9 +1013,9 @@ def fit(
     weights: np.ndarray | None = None,
 ) -> FitResult:
     """Fit ``form`` on all cells; see :func:`fit_splits`."""
-    return fit_splits(
-        form, X, y, np.ones((1, len(y)), bool), objective, options, weights=weights
-    )[0]
+    return fit_splits(form, X, y, np.ones((1, len(y)), bool), objective, options, weights=weights)[
+        0
+    ]
 
 
 def refit(

@@ -21,10 +21,7 @@ from fitrules.grids import Cells
 from fitrules.intervals import BootstrapFit, JacobianUncertainty, resolve_point
 from fitrules.util import json_ready
 
-
-INFORMATION_NOTE = (
-    "in-sample, on cell means; held-out error, not these, is what compare ranks"
-)
+INFORMATION_NOTE = "in-sample, on cell means; held-out error, not these, is what compare ranks"
 
 
 @dataclass

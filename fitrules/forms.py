@@ -79,7 +79,7 @@ class Form:
         _check_level_usage(tree, self)
         tree = self._fix(tree)
         if self._groups_resolved:
-            tree = _group(tree, self.by, self.shared, self)
+            tree = _group(tree, str(self.by), tuple(self.shared or ()), self)
         if self.levels is not None:
             tree = _expand(tree, self.levels, self)
         object.__setattr__(self, "_tree", tree)

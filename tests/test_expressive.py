@@ -9,7 +9,7 @@ from scipy.optimize import least_squares
 
 import fitrules as fr
 from fitrules.errors import FitrulesError, FormError
-from fitrules.forms import BUILTIN_FORMS, Form, parse_bounds, parse_fix
+from fitrules.forms import BUILTIN_FORMS, parse_bounds, parse_fix
 
 COMP_H = "comp_h = L0[H] + a*omega*(H/16)**b"
 
@@ -84,9 +84,7 @@ def _grouped_table(seed=0):
         for n in [1, 2, 4, 8, 16, 32, 64, 128]:
             for s in range(2):
                 value = E[m] + A[m] * n**-alpha
-                rows.append(
-                    {"N": n, "M": m, "seed": s, "loss": value * (1 + 1e-4 * rng.normal())}
-                )
+                rows.append({"N": n, "M": m, "seed": s, "loss": value * (1 + 1e-4 * rng.normal())})
     return pd.DataFrame(rows), E, A, alpha
 
 
