@@ -40,7 +40,7 @@ from scipy import stats
 from fitrules._modules import make_callable
 from fitrules.errors import FitrulesError
 from fitrules.fit import CompiledForm, FitResult, Objective, fit_splits, predict
-from fitrules.forms import Form
+from fitrules.forms import Form, format_level
 from fitrules.grids import Cells, Grid
 from fitrules.intervals import bootstrap_fit
 from fitrules.splits import RandomSplit
@@ -197,6 +197,14 @@ def seed_cv(cells: Cells) -> float:
     return float(np.sqrt(np.sum((n[ok] - 1) * rel**2) / np.sum(n[ok] - 1)))
 
 
+def _known(form: Form, Xc) -> np.ndarray:
+    """Candidates at levels the form has constants for (all, for a form without levels)."""
+    known = np.ones(len(next(iter(Xc.values()))), bool)
+    for col, levels in (form.levels or {}).items():
+        known &= np.isin(Xc[col], levels)
+    return known
+
+
 def _split_sd(form, cells, Xc, splits, seed, objective) -> np.ndarray:
     n = len(cells)
     sp = RandomSplit(splits, 1 / 3, seed)
@@ -204,11 +212,12 @@ def _split_sd(form, cells, Xc, splits, seed, objective) -> np.ndarray:
     masks = sp.masks(n)
     fits = fit_splits(form, cells.X, cells.y, masks, objective)
     preds = []
+    known = _known(form, Xc)  # a per-level form predicts NaN at a level it has no constant for
     for r in fits:
         if r.degenerate or not np.isfinite(r.objective):
             continue
         p = predict(form, Xc, r.constants)
-        if np.isfinite(p).all():
+        if np.isfinite(p[known]).all():
             preds.append(p)
     if len(preds) < 10:
         return np.full(len(next(iter(Xc.values()))), np.nan)
@@ -225,7 +234,7 @@ def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
         P = np.array(
             [predict(form, Xc, dict(zip(form.constants, d, strict=True))) for d in b.draws[ok]]
         )
-    P = P[np.isfinite(P).all(axis=1)] if len(P) else P
+    P = P[np.isfinite(P[:, _known(form, Xc)]).all(axis=1)] if len(P) else P
     return P.std(axis=0, ddof=1) if len(P) > 2 else np.full(len(next(iter(Xc.values()))), np.nan)
 
 
@@ -354,10 +363,31 @@ def design(
     usable = np.isfinite(cand[[f"pred_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     usable &= np.isfinite(cand[[f"sd_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     notes = []
-    if (~usable).any():
+    unknown = np.zeros(len(cand), bool)
+    for f in bound:  # per-level forms predict only at the levels they have constants for
+        for col, levels in (f.levels or {}).items():
+            unknown |= ~np.isin(Xc[col], levels)
+    if (unknown & ~usable).any():
         notes.append(
-            f"{int((~usable).sum())} candidate cells left out: a form's prediction or its "
-            "uncertainty there is not finite"
+            f"{int((unknown & ~usable).sum())} candidate cells left out: at a level with no "
+            "constant of a per-level form ("
+            + "; ".join(
+                f"{f.name}: {col} in {', '.join(format_level(v) for v in levels)}"
+                for f in bound
+                for col, levels in (f.levels or {}).items()
+            )
+            + ")"
+        )
+    if (~usable & ~unknown).any():
+        notes.append(
+            f"{int((~usable & ~unknown).sum())} candidate cells left out: a form's prediction "
+            "or its uncertainty there is not finite"
+        )
+    if not usable.any():
+        raise FitrulesError(
+            "no candidate cell can be scored: "
+            + ("; ".join(notes) or "no candidates")
+            + "; give candidates with --candidates"
         )
     cand = cand[usable].reset_index(drop=True)
     Xc = {v: cand[v].to_numpy(float) for v in variables}
