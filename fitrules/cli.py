@@ -302,6 +302,11 @@ def _add_fit_options(p) -> None:
         help="how each cell's squared residual counts: cells (default, once each), runs (by "
         "its number of runs), inverse-variance (by 1/standard error^2)",
     )
+    _add_form_options(g)
+
+
+def _add_form_options(g) -> None:
+    """--fix, --bound, --by, --shared: constants fixed, bounded, or one per group."""
     g.add_argument(
         "--fix",
         action="append",
@@ -344,6 +349,19 @@ def _form_options(args) -> dict:
     return dict(
         fix=args.fix, bounds=args.bound, by=args.by, shared=args.shared, weights=args.weights
     )
+
+
+def _customised_forms(args, forms: list) -> list:
+    """``forms`` with --fix, --bound, --by and --shared applied (for commands that take
+    Form objects rather than the API's keyword arguments)."""
+    from fitrules.forms import customise, parse_bounds, parse_fix
+
+    if args.shared is not None and args.by is None:
+        raise FitrulesError("--shared needs --by COLUMN")
+    shared = None
+    if args.shared is not None:
+        shared = [c.strip() for c in args.shared.split(",") if c.strip()]
+    return customise(forms, parse_fix(args.fix), parse_bounds(args.bound), args.by, shared)
 
 
 FORM_HELP = 'a form name (see "fitrules forms list") or an inline form "NAME = EXPR"'
@@ -987,6 +1005,7 @@ def _add_design(sub, common) -> None:
     )
     _add_json_option(p)
     _add_report_options(p)
+    _add_form_options(p.add_argument_group("constants"))
     p.set_defaults(func=_design)
 
 
@@ -1002,6 +1021,7 @@ def _design(args) -> int:
     inline = {f.split("=")[0].strip() for f in args.form}
     forms = select_forms([n for n in names if n not in inline], args.form)
     forms = sorted(forms, key=lambda f: names.index(f.name) if f.name in names else len(names))
+    forms = _customised_forms(args, forms)
     check_design_options(
         len(forms),
         args.budget,

@@ -622,6 +622,15 @@ def batch_spec(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
+def _constant_options(f: Form) -> list[str]:
+    """The --fix, --bound, --by and --shared options that remake ``f``'s constants."""
+    out = [f"--fix={k}={float(v)!r}" for k, v in f.fixed.items()]
+    out += [f"--bound={k}={float(lo)!r}..{float(hi)!r}" for k, (lo, hi) in f.bounds.items()]
+    if f.by is not None:
+        out += [f"--by={f.by}", f"--shared={','.join(f.shared or ())}"]
+    return out
+
+
 def loop_commands(
     d: Design,
     data_args: list[str],
@@ -649,6 +658,7 @@ def loop_commands(
                         *data_args,
                         "--form",
                         form,
+                        *_constant_options(f),
                         "--at",
                         at,
                         "--ledger",
