@@ -348,6 +348,30 @@ class Form:
     def describe(self) -> str:
         return f"{self.name} = {self.expression}"
 
+    @property
+    def constant_notes(self) -> str:
+        """How the constants were set up beyond the expression: groups, fixed values, bounds
+        (empty when nothing was), e.g. ``"by M: alpha shared, E, A one per group"``."""
+        notes = []
+        if self.by is not None:
+            shared = list(self.shared or ())
+            per = [c for c in self.base_constants if c not in shared]
+            notes.append(
+                f"by {self.by}: "
+                + (f"{', '.join(shared)} shared, " if shared else "nothing shared, ")
+                + f"{', '.join(per)} one per group"
+            )
+        if self.fixed:
+            notes.append("fixed " + ", ".join(f"{k}={float(v):g}" for k, v in self.fixed.items()))
+        if self.bounds:
+            notes.append(
+                "bounds "
+                + ", ".join(
+                    f"{k} in [{float(a):g}, {float(b):g}]" for k, (a, b) in self.bounds.items()
+                )
+            )
+        return "; ".join(notes)
+
     def to_dict(self) -> dict:
         out: dict = {"name": self.name, "expression": self.expression}
         if self.fixed:
@@ -357,6 +381,8 @@ class Form:
             out["shared"] = list(self.shared) if self.shared is not None else None
         if self.levels is not None:
             out["levels"] = {k: list(v) for k, v in self.levels.items()}
+        if self.constant_notes:
+            out["constant_notes"] = self.constant_notes
         if self.variables is not None:
             out["variables"] = list(self.variables)
             out["constants"] = list(self.constants)

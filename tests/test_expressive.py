@@ -291,3 +291,42 @@ def test_information_criteria_match_statsmodels_ols():
     assert f"AIC {ols.aic:.4g}" in text and "what compare ranks" in text
     assert f.to_dict()["information_criteria"]["k"] == 2
     assert "AICc" in f._repr_html_()
+
+
+# ------------------------------------------------------------------ the command line
+def test_the_issue_command_runs_and_flags_unfitted_levels(capsys):
+    from fitrules.cli import main
+
+    code = main(["compare", "--form", COMP_H, "--forms", "composition,comp_h", "--splits", "30"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "comp_h" in out and "composition" in out
+    assert "has no training cell" in out and "cannot be predicted" in out
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["fit", "--form", "composition", "--shared", "b"], "--shared needs --by"),
+        (["fit", "--form", "composition", "--fix", "b"], "NAME=VALUE"),
+        (["fit", "--form", "composition", "--bound", "b=3..1"], "LOW < HIGH"),
+        (["fit", "--form", "composition", "--by", "nope"], "'nope' is not a column"),
+        (["fit", "--form", "composition", "--weights", "runs", "--intervals"], "weighting"),
+        (["predict", "--form", "composition_per_h", "--at", "H=8,keep=0.5", "--ledger",
+          "l.jsonl", "--resamples", "20"], "none for H=8"),  # fmt: skip
+    ],
+)
+def test_bad_options_give_one_line(argv, match, capsys, tmp_path, monkeypatch):
+    from fitrules.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and match in err
+    assert not (tmp_path / "l.jsonl").exists()
+
+
+def test_design_leaves_out_levels_a_per_level_form_cannot_predict():
+    d = fr.design(None, ["composition", "composition_per_h"], budget=6, splits=20, resamples=20)
+    assert any("no constant of a per-level form" in n for n in d.notes)
+    assert set(d.candidates["H"]) <= {1.0, 4.0, 16.0, 64.0}

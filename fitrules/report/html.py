@@ -64,6 +64,8 @@ def fitted_html(f) -> str:
     from fitrules.report.text import data_line, information_line, uncertainty_lines
 
     head = f"<b>{html.escape(f.form.name)}</b> = <code>{html.escape(f.form.expression)}</code>"
+    if f.form.constant_notes:
+        head += f" ({html.escape(f.form.constant_notes)})"
     te = f.train_error
     parts = [
         head,

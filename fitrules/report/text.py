@@ -282,7 +282,8 @@ def render_fitted(f) -> str:
     has_iv = f.bootstrap is not None
     lines = [
         data_line(f.data),
-        f"form {f.form.name} = {f.form.expression}",
+        f"form {f.form.name} = {f.form.expression}"
+        + (f" ({f.form.constant_notes})" if f.form.constant_notes else ""),
         f"fitted on all {len(f.cells)} cells; objective {f.objective.describe()} "
         f"{f.result.objective:.6g}; weights {f.weights}; "
         + (
