@@ -2,6 +2,7 @@
 
     python benchmarks/bench_compare.py            # all cases (several minutes)
     python benchmarks/bench_compare.py --quick    # fewer splits, for a smoke check
+    python benchmarks/bench_compare.py --per-level  # only composition_per_h against composition
 
 Per case it prints: the ratio baseline time / fitrules time, the fraction of fits where
 fitrules' training objective is at or below the best the baseline found (within 1e-6,
@@ -252,9 +253,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="30 splits per case, for a smoke run")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--per-level", action="store_true", help="only the per-level speed row (composition_per_h)"
+    )
     args = ap.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), args.child[2])
+        return
+    if args.per_level:
+        main_per_level(args.quick)
         return
     plan = [("default", 300, 300), ("chinchilla", 300, 300), ("default", 10_000, 300)]
     if args.quick:
@@ -272,6 +279,7 @@ def main() -> None:
             f"{100 * r['at_or_below_well_posed']:>12.2f}% {r['peak_mib']:>9.0f}{note}",
             flush=True,
         )
+    main_per_level(args.quick)
 
 
 def per_level_speed(n_splits: int, repeats: int = 3) -> dict:
@@ -305,5 +313,3 @@ def main_per_level(quick: bool) -> None:
 
 if __name__ == "__main__":
     main()
-    if "--child" not in sys.argv:
-        main_per_level("--quick" in sys.argv)

@@ -312,8 +312,20 @@ def test_the_issue_command_runs_and_flags_unfitted_levels(capsys):
         (["fit", "--form", "composition", "--bound", "b=3..1"], "LOW < HIGH"),
         (["fit", "--form", "composition", "--by", "nope"], "'nope' is not a column"),
         (["fit", "--form", "composition", "--weights", "runs", "--intervals"], "weighting"),
-        (["predict", "--form", "composition_per_h", "--at", "H=8,keep=0.5", "--ledger",
-          "l.jsonl", "--resamples", "20"], "none for H=8"),  # fmt: skip
+        (
+            [
+                "predict",
+                "--form",
+                "composition_per_h",
+                "--at",
+                "H=8,keep=0.5",
+                "--ledger",
+                "l.jsonl",
+                "--resamples",
+                "20",
+            ],
+            "none for H=8",
+        ),  # fmt: skip
     ],
 )
 def test_bad_options_give_one_line(argv, match, capsys, tmp_path, monkeypatch):
