@@ -1164,6 +1164,10 @@ def _predict(args) -> int:
             "form": fitted.form.name,
             "expression": fitted.form.expression,
             "variables": list(fitted.form.bound_variables),
+            # groups, fixed values and bounds, which the expression alone does not show
+            **(
+                {"constant_setup": fitted.form.constant_notes} if fitted.form.constant_notes else {}
+            ),
             "constants": fitted.constants,
             "objective": args.objective,
             "point": pred["given"],

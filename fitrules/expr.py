@@ -382,7 +382,7 @@ def diff(node: Node, x: str) -> Node:
 
 
 def substitute(node: Node, mapping: Mapping[str, Node]) -> Node:
-    if node.op == "name" and node.value in mapping:
+    if node.op in ("name", "at") and node.value in mapping:
         return mapping[node.value]
     if not node.args:
         return node
@@ -414,7 +414,7 @@ def terms(node: Node, sign: float = 1.0) -> list[tuple[float, Node]]:
 
 def numerator_names(node: Node) -> list[str]:
     """Names that multiply the whole term (appear as plain factors, not under / or **)."""
-    if node.op == "name":
+    if node.op in ("name", "at"):  # c[COL] (before expansion) multiplies as c does
         return [node.value]
     if node.op == "mul":
         return numerator_names(node.args[0]) + numerator_names(node.args[1])

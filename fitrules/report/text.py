@@ -326,6 +326,14 @@ def render_fitted(f) -> str:
     return "\n".join(lines)
 
 
+def _nodes(tree):
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.args)
+
+
 def render_form(f, resolved_by: str | None = None) -> str:
     """A bound form: its variables, which constants are linear, bounds and starting ranges."""
     s = f.structure
@@ -333,9 +341,11 @@ def render_form(f, resolved_by: str | None = None) -> str:
     lines = [f"{f.name} = {f.expression}"]
     if f.description:
         lines.append(f"  {f.description}")
+    per_level = sorted({(n.value, n.args[0].value) for n in _nodes(f.tree) if n.op == "at"})
     lines += [
         f"  source: {f.source}",
         f"  variables ({how}): {', '.join(f.bound_variables)}",
+        *[f"  {c}[{col}]: one constant {c} per level of {col}" for c, col in per_level],
         f"  constants entering linearly (solved exactly): {', '.join(s.linear) or 'none'}",
         f"  nonlinear constants (grid search, then polish): {', '.join(s.nonlinear) or 'none'}",
     ]
