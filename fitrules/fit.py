@@ -711,6 +711,7 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
                     f"Jacobian is rank-deficient at the fit (rank {rank} of {p_eff}; "
                     f"{', '.join(c for c in names if c in weak)} not identifiable)"
                 )
+                reasons += _edge_hints(cf, params[si])
             elif cond_si > COND_LIMIT:
                 worst = np.abs(vt_si[np.argmin(sv_si)])
                 top = [names[j] for j in np.argsort(-worst)[:2]]
@@ -724,12 +725,31 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
             near_hi = np.isfinite(hi[j]) and hi[j] - x[j] <= 1e-6 * width[j]
             if near_lo or near_hi:
                 reasons.append(
-                    f"constant {c} is at its bound {lo[j] if near_lo else hi[j]:g} (widen it "
-                    f"with --bound '{base_name(c)}=LOW..HIGH', or bounds in forms.toml)"
+                    f"constant {c} is at its bound {lo[j] if near_lo else hi[j]:g}; widen it "
+                    f"with --bound '{base_name(c)}=LOW..HIGH' (or bounds in forms.toml)"
                 )
         if not converged[si]:
             reasons.append("optimiser did not converge")
         out.append((float(cond_si), reasons))
+    return out
+
+
+def _edge_hints(cf: CompiledForm, x: np.ndarray) -> list[str]:
+    """For a fit that failed: nonlinear constants searched over the default range that
+    stopped on its edge. Their optimum may lie far outside (Kaplan's Nc ~ 1e13), which
+    only a wider range given with --bound reaches."""
+    out = []
+    for i, c in enumerate(cf.s.nonlinear):
+        if base_name(c) in cf.form.bounds or base_name(c) in cf.form.start:
+            continue
+        v = x[cf.non_idx[i]]
+        lo, hi = cf.s.start_lo[i], cf.s.start_hi[i]
+        # (a constant at its bound has its own reason, which names --bound too)
+        if any(abs(v - e) <= 1e-9 * max(1.0, abs(e)) for e in (lo, hi)):
+            out.append(
+                f"constant {c} stopped at the edge of its default search range {lo:g}..{hi:g}; "
+                f"if its value lies outside, give its range with --bound '{base_name(c)}=LOW..HIGH'"
+            )
     return out
 
 

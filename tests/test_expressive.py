@@ -158,6 +158,15 @@ def test_kaplan_fits_with_a_widened_bound():
     assert f.reasons == []
 
 
+def test_kaplan_without_bounds_says_how_to_give_them():
+    # Nc ~ 8.8e13 is far outside the default search range: every split fails, and says how
+    c = fr.compare(_kaplan_table(), ["kaplan = (Nc/N)**alphaN"], splits=20)
+    assert c.results["degenerate"].all()
+    hint = "give its range with --bound 'Nc=LOW..HIGH'"
+    assert all(any(hint in r for r in rs) for rs in c.results["reasons"])
+    assert hint in str(c)
+
+
 def test_a_constant_at_its_bound_says_which_option_widens_it():
     f = fr.fit(None, "composition", bounds=["b=0..0.3"])  # b is about 0.54 unbounded
     assert f.constants["b"] == pytest.approx(0.3)
