@@ -291,17 +291,12 @@ def fit(
     obj = Objective(objective, delta)
     cells = g.cells(f.bound_variables, positive=obj.kind != "abs_ls")
     w = cell_weights(weights, cells.table, obj)
-    if w is not None and (intervals or predict):
-        raise FitrulesError(
-            f"--weights {weights}: bootstrap intervals and predictions are made for fits "
-            "weighting cells equally only; drop --intervals/--predict or use --weights cells"
-        )
     points = [predict] if isinstance(predict, str | dict) else list(predict)
     for p in points:  # every point checked before any work
         resolve_point(p, f, g.derive)
     boot = None
     if intervals or points:
-        boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap)
+        boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap, weights=weights)
         result = boot.fit
     else:
         result = fit_cells(f, cells.X, cells.y, obj, weights=w)
