@@ -273,6 +273,15 @@ def test_inverse_variance_weights_need_a_spread_in_every_cell():
     np.testing.assert_allclose([f.constants[c] for c in ("L0", "a", "b")], sp, rtol=1e-4)
 
 
+def test_weighted_fits_get_bootstrap_intervals():
+    df = _unequal_runs()
+    f = fr.fit(df, "w = L0 + a*x**b", weights="runs", intervals=True, resamples=50)
+    lo, hi = f.intervals["b"]
+    assert lo < f.constants["b"] < hi
+    assert f.bootstrap.kind == "residuals"  # a cell has a single run
+    assert np.isfinite(f.predict("x=10")["interval"]).all()
+
+
 def test_compare_names_its_weights():
     c = fr.compare(_unequal_runs(), ["w = L0 + a*x**b"], splits=5, train_frac=0.6,
                    weights="runs")  # fmt: skip
@@ -320,7 +329,8 @@ def test_the_issue_command_runs_and_flags_unfitted_levels(capsys):
         (["fit", "--form", "composition", "--fix", "b"], "NAME=VALUE"),
         (["fit", "--form", "composition", "--bound", "b=3..1"], "LOW < HIGH"),
         (["fit", "--form", "composition", "--by", "nope"], "'nope' is not a column"),
-        (["fit", "--form", "composition", "--weights", "runs", "--intervals"], "weighting"),
+        (["fit", "--form", "composition", "--weights", "inverse-variance", "--objective",
+          "log_huber"], "log_huber weighs every cell once"),  # fmt: skip
         (
             [
                 "predict",
