@@ -665,12 +665,18 @@ def ledger_cases(draw) -> Case:
     argv = [
         "predict",
         *data,
-        opt("--form", d.pick(["composition", "log_additive"], ["bogus", "omega_only"], 4)),
+        opt(
+            "--form",
+            d.pick(
+                ["composition", "log_additive", "composition_per_h"], ["bogus", "omega_only"], 4
+            ),
+        ),
         opt("--at", d.pick(POINTS, BAD_POINTS, 2)),
         opt("--ledger", d.pick(["l.jsonl", "new.jsonl", "sub/new.jsonl"], ["DIR"], 4)),
         opt("--resamples", d.pick([20], [5, 10**9], 6)),
     ]
     argv += d.maybe("--tolerance", ["1", "5"], ["0", "-1", "inf", "nan"], 3, 2)
+    argv += _form_options(d)
     return Case(argv, files, ["DIR"])
 
 
@@ -679,8 +685,13 @@ GOOD_TOML = [
     b'mine = "L0 + a*omega*(H/16)**b"\n',
     b'[mine]\nexpr = "L0 + a*H**b"\nvariables = ["H"]\nbounds = { b = [-2, 2] }\n',
     b'[mine]\nexpr = "L0 + a*omega**c"\nstart = { c = [0, 2] }\ndescription = "d"\n',
+    b'[mine]\nexpr = "L0 + a*omega*(H/16)**b"\nfixed = { b = 0.5 }\n',
+    b'mine = "L0[H] + a*omega"\n',
 ]
 BAD_TOML = [
+    b'[mine]\nexpr = "L0 + a*H"\nfixed = { zz = 1 }\n',
+    b'[mine]\nexpr = "L0 + a*H"\nfixed = "x"\n',
+    b'[mine]\nexpr = "L0 + a*H"\nfixed = { a = "one" }\n',
     b'[mine]\nexpr = "L0 + a*H"\nvariables = 5\n',
     b'[mine]\nexpr = "L0 + a*H"\nbounds = "abc"\n',
     b'[mine]\nexpr = "L0 + a*H**b"\nstart = { b = [20, 30] }\n',
