@@ -27,6 +27,7 @@ from fitrules import __version__
 from fitrules._modules import make_callable
 from fitrules.errors import FormError, SplitError
 from fitrules.fit import (
+    WEIGHT_KEY,
     FitOptions,
     FitResult,
     Objective,
@@ -372,6 +373,8 @@ def compare(
     )
     floor, no_noise = noise_floor(cells, masks)
     X, y = cells.X, cells.y
+    if w is not None:  # the weights ride with the cells into every fit (fit.WEIGHT_KEY)
+        X = {**X, WEIGHT_KEY: w}
     cell_labels = [cells.label(i) for i in range(n)]
     rows = []
     full = {}
@@ -379,7 +382,7 @@ def compare(
     # per form, each used split's error at each cell it held out (NaN elsewhere)
     at_cell = {f.name: np.full((len(masks), n), np.nan) for f in bound}
     for f in bound:
-        fits = fit_splits(f, X, y, masks, objective, options, on_progress, weights=w)
+        fits = fit_splits(f, X, y, masks, objective, options, on_progress)
         guarded = check_fits(f, X, y, masks, fits, objective, guard, cell_labels)
         for s, (mask, r, g) in enumerate(zip(masks, fits, guarded, strict=True)):
             test = ~mask
@@ -420,7 +423,7 @@ def compare(
                     "constants": r.constants,
                 }
             )
-        full[f.name] = fit_splits(f, X, y, np.ones((1, n), bool), objective, options, weights=w)[0]
+        full[f.name] = fit_splits(f, X, y, np.ones((1, n), bool), objective, options)[0]
         unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
     results = pd.DataFrame(rows)
     usable = results["heldout_error_pct"].notna()

@@ -36,10 +36,10 @@ from fitrules.errors import FitrulesError
 from fitrules.fit import (
     WEIGHT_KEY,
     CompiledForm,
-    cell_weights,
     FitOptions,
     FitResult,
     Objective,
+    cell_weights,
     fit,
     predict,
     refit,

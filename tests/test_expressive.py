@@ -286,6 +286,11 @@ def test_compare_names_its_weights():
     c = fr.compare(_unequal_runs(), ["w = L0 + a*x**b"], splits=5, train_frac=0.6,
                    weights="runs")  # fmt: skip
     assert c.settings["weights"] == "runs" and "weights runs" in str(c)
+    # the weights reach the fits: the full fit is fit's weighted fit, not the equal-cell one
+    weighted = fr.fit(_unequal_runs(), "w = L0 + a*x**b", weights="runs").constants
+    assert c.full_fits["w"].constants == pytest.approx(weighted, rel=1e-9)
+    plain = fr.fit(_unequal_runs(), "w = L0 + a*x**b").constants
+    assert c.full_fits["w"].constants["b"] != pytest.approx(plain["b"], rel=1e-3)
 
 
 # ------------------------------------------------------------------ information criteria
