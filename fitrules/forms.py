@@ -262,6 +262,12 @@ class Form:
             per-level constants need ``data`` that is not given.
         """
         columns = list(columns)
+        for key in self.fixed:
+            if key in columns:
+                raise FormError(
+                    f"form {self.name!r}: cannot fix {key!r}, a column of the grid (a "
+                    "variable); --fix holds a constant"
+                )
         if self.by is not None and not self._groups_resolved:
             return self._resolve_groups(columns, data).bind(columns, data)
         if self.levels is None and _level_columns(self.tree):

@@ -221,6 +221,10 @@ def test_bad_fix_and_bound_options(fn, value, match):
 def test_fix_or_bound_of_no_constant_is_refused():
     with pytest.raises(FormError, match="--fix 'zz': no form has a constant"):
         fr.fit(None, "composition", fix={"zz": 1.0})
+    with pytest.raises(FormError, match="cannot fix 'H', a column"):
+        fr.fit(None, "k = L0 + a*omega*(H/16)**b", fix={"H": 16})
+    with pytest.raises(FormError, match="already has per-level constants"):
+        fr.fit(None, "composition_per_h", by="keep")
     with pytest.raises(FormError, match="enters linearly"):
         fr.fit(None, "composition", bounds={"L0": (0, 1)})
 
