@@ -338,8 +338,18 @@ def test_the_issue_command_runs_and_flags_unfitted_levels(capsys):
         (["fit", "--form", "composition", "--fix", "b"], "NAME=VALUE"),
         (["fit", "--form", "composition", "--bound", "b=3..1"], "LOW < HIGH"),
         (["fit", "--form", "composition", "--by", "nope"], "'nope' is not a column"),
-        (["fit", "--form", "composition", "--weights", "inverse-variance", "--objective",
-          "log_huber"], "log_huber weighs every cell once"),  # fmt: skip
+        (
+            [
+                "fit",
+                "--form",
+                "composition",
+                "--weights",
+                "inverse-variance",
+                "--objective",
+                "log_huber",
+            ],
+            "log_huber weighs every cell once",
+        ),  # fmt: skip
         (
             [
                 "predict",
