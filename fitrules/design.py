@@ -197,6 +197,16 @@ def seed_cv(cells: Cells) -> float:
     return float(np.sqrt(np.sum((n[ok] - 1) * rel**2) / np.sum(n[ok] - 1)))
 
 
+def _seed_max(grid: Grid) -> int | None:
+    """The largest whole seed id run (new runs take ids above it); None without one."""
+    if not grid.seed:
+        return None
+    seeds = pd.to_numeric(grid.runs[grid.seed], errors="coerce").to_numpy(float)
+    # a seed column may hold any number (1e308, inf): only whole, finite ids count
+    whole = seeds[np.isfinite(seeds) & (np.abs(seeds) < 2**53) & (seeds == np.round(seeds))]
+    return int(whole.max()) if len(whole) else None
+
+
 def _known(form: Form, Xc) -> np.ndarray:
     """Candidates at levels the form has constants for (all, for a form without levels)."""
     known = np.ones(len(next(iter(Xc.values()))), bool)
@@ -420,7 +430,7 @@ def design(
         "runs": int(len(grid.runs)),
         "cells": int(len(cells)),
         "metric": grid.metric,
-        "seed_max": int(grid.runs[grid.seed].max()) if grid.seed else None,
+        "seed_max": _seed_max(grid),
     }
     return Design(
         cand,

@@ -387,9 +387,11 @@ BAD_POINTS = [
 ]
 
 
-def _form_options(d: Draw) -> list[str]:
+def _form_options(d: Draw, weights: bool = True) -> list[str]:
     """--weights, --fix, --bound, --by, --shared (issue 22), good and bad values."""
-    args = d.maybe("--weights", ["cells", "runs", "inverse-variance"], ["rows", ""], 4, 4)
+    args: list[str] = []
+    if weights:
+        args += d.maybe("--weights", ["cells", "runs", "inverse-variance"], ["rows", ""], 4, 4)
     args += d.maybe("--fix", ["b=0.5", "L0=2"], ["b", "=1", "b=nan", "zz=1", "b=abc"], 6, 2)
     args += d.maybe(
         "--bound",
@@ -491,6 +493,25 @@ def fit_cases(draw) -> Case:
         argv.append(opt("--resamples", d.pick([20, 25], [5, 0, 10**9], 6)))
         argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
         argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
+    return Case(argv + out, files, dirs)
+
+
+@st.composite
+def design_cases(draw) -> Case:
+    """design, kept small (few refits) so that each case runs in about a second."""
+    d = Draw(draw)
+    data, files = _data(d)
+    out, dirs, more = _outputs(d)
+    files.update(more)
+    forms = d.pick(
+        ["composition,additive", "composition,composition_per_h", "log_additive,omega_only"],
+        ["composition", "bogus,additive", "composition,composition", ""],
+        4,
+    )
+    argv = ["design", *data, opt("--forms", forms)]
+    argv.append(opt("--budget", d.pick([6, 12], [0, -1, 10**9], 6)))
+    argv += ["--design-splits=20", "--resamples=20"]
+    argv += _form_options(d, weights=False)
     return Case(argv + out, files, dirs)
 
 
@@ -796,6 +817,7 @@ def cases():
     return st.one_of(
         compare_cases(),
         fit_cases(),
+        design_cases(),
         validate_cases(),
         ci_cases(),
         ledger_cases(),
