@@ -457,7 +457,8 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         a, b = names[i], names[j]
         delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy())
         model = var[a] + var[b]
-        sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
+        # a grid without seed noise, fitted exactly, leaves no variance: floor it
+        sep = np.maximum(sep, delta / np.sqrt(np.maximum(model + seed_var / seeds, 1e-300)))
         room = (delta / zsum) ** 2 - model
         with np.errstate(divide="ignore"):
             n_ij = np.where(room > 0, np.ceil(seed_var / np.maximum(room, 1e-300)), np.inf)
@@ -474,7 +475,7 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         for i, j in pairs:
             for t, r in ((i, j), (j, i)):
                 gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial)
-                w = 1 / (var[names[t]] + var[names[r]] + seed_var / n_cell)
+                w = 1 / np.maximum(var[names[t]] + var[names[r]] + seed_var / n_cell, 1e-300)
                 for row, x in enumerate(trial):
                     idx = [*chosen, x]
                     total[row] += np.nansum(gap[row, idx] ** 2 * w[idx])
