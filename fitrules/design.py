@@ -368,7 +368,9 @@ def design(
         cand[f"sd_split_{f.name}"] = sd_split
         cand[f"sd_boot_{f.name}"] = sd_boot
         cand[f"sd_{f.name}"] = np.fmax(sd_split, sd_boot)
-    mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
+    with warnings.catch_warnings():  # candidates no form predicts (levels) stay NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
     cand["seed_sd"] = cv * np.abs(mean_pred)
     usable = np.isfinite(cand[[f"pred_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     usable &= np.isfinite(cand[[f"sd_{f.name}" for f in bound]].to_numpy()).all(axis=1)
