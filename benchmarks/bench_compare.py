@@ -2,6 +2,7 @@
 
     python benchmarks/bench_compare.py            # all cases (several minutes)
     python benchmarks/bench_compare.py --quick    # fewer splits, for a smoke check
+    python benchmarks/bench_compare.py --per-level  # only composition_per_h against composition
 
 Per case it prints: the ratio baseline time / fitrules time, the fraction of fits where
 fitrules' training objective is at or below the best the baseline found (within 1e-6,
@@ -61,6 +62,14 @@ MODELS = {
         lambda X, p: p[0] + p[1] * X["omega"] + p[2] * np.log(X["H"] / 16),
         ["lin", "lin", "lin"],
     ),
+    # one intercept per level of H (1, 4, 16, 64 on the default grid)
+    "composition_per_h": (
+        lambda X, p: (
+            np.choose(np.searchsorted([1, 4, 16, 64], X["H"]), p[:4])
+            + p[4] * X["omega"] * (X["H"] / 16) ** p[5]
+        ),
+        ["lin", "lin", "lin", "lin", "lin", "exp"],
+    ),
 }
 START = {"lin": (1.0,), "exp": (-1.0, 0.5, 2.0)}  # per kind of constant
 BOUND = {"lin": (-np.inf, np.inf), "exp": (-10.0, 10.0)}  # fitrules' default bounds
@@ -70,7 +79,7 @@ def default_case():
     path, where = default_grid()
     grid = load_grid(path, where=where)
     cells = grid.cells(["H", "omega"])
-    forms = [f.bind(grid.columns) for f in BUILTIN_FORMS.values()]
+    forms = [f.bind(grid.columns, grid.runs) for f in BUILTIN_FORMS.values()]
     return cells.X, cells.y, forms, Objective()
 
 
@@ -244,9 +253,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="30 splits per case, for a smoke run")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--per-level", action="store_true", help="only the per-level speed row (composition_per_h)"
+    )
     args = ap.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), args.child[2])
+        return
+    if args.per_level:
+        main_per_level(args.quick)
         return
     plan = [("default", 300, 300), ("chinchilla", 300, 300), ("default", 10_000, 300)]
     if args.quick:
@@ -264,6 +279,36 @@ def main() -> None:
             f"{100 * r['at_or_below_well_posed']:>12.2f}% {r['peak_mib']:>9.0f}{note}",
             flush=True,
         )
+    main_per_level(args.quick)
+
+
+def per_level_speed(n_splits: int, repeats: int = 3) -> dict:
+    """Seconds to fit composition and composition_per_h (one intercept per level of H) on
+    the same splits of the default grid, best of ``repeats``, in this process."""
+    X, y, forms, obj = default_case()
+    by_name = {f.name: f for f in forms}
+    masks = RandomSplit(n_splits, 1 / 3, seed=0).masks(len(y))
+    out = {}
+    for name in ("composition", "composition_per_h"):
+        best = np.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fit_splits(by_name[name], X, y, masks, obj)
+            best = min(best, time.perf_counter() - t0)
+        out[name] = best
+    return out
+
+
+def main_per_level(quick: bool) -> None:
+    print()
+    print("per-level constants: composition_per_h (L0[H], 6 constants) against composition "
+          "(3 constants), same splits, best of 3 runs each")  # fmt: skip
+    print(f"{'splits':>6} {'composition s':>13} {'per-level s':>11} {'ratio':>6}")
+    for n in (30, 300) if quick else (300, 3000):
+        t = per_level_speed(n)
+        ratio = t["composition_per_h"] / t["composition"]
+        print(f"{n:>6} {t['composition']:>13.3f} {t['composition_per_h']:>11.3f} {ratio:>5.2f}x",
+              flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ The command line parses its arguments, calls one of these and prints what it ret
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -82,6 +82,15 @@ def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = Non
     return out
 
 
+def _customised(forms: list[Form], fix, bounds, by, shared) -> list[Form]:
+    """The forms with ``fix``, ``bounds``, ``by`` and ``shared`` applied."""
+    from fitrules.forms import customise, parse_bounds, parse_fix
+
+    if isinstance(shared, str):
+        shared = [c.strip() for c in shared.split(",") if c.strip()]
+    return customise(forms, parse_fix(fix), parse_bounds(bounds), by, shared)
+
+
 def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
     if not tune:
         if tune_seeds is not None:
@@ -118,6 +127,11 @@ def compare(
     pairs: Sequence[tuple[str, str]] | str | None = None,
     verdict_train_frac: float = 0.9,
     on_progress: Callable[[int], None] | None = None,
+    fix: Mapping[str, float] | Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
+    by: str | None = None,
+    shared: Sequence[str] | str | None = None,
+    weights: str = "cells",
 ):
     """Fit every form on the same splits of a grid's cells and compare held-out errors.
 
@@ -150,6 +164,7 @@ def compare(
         corrected t test has power; summaries and counts of splits won describe the
         ``train_frac`` splits. See README, "What a verdict means".
     on_progress : called with the number of splits finished, for a progress bar.
+    fix, bounds, by, shared, weights : see :func:`fit`.
 
     Returns
     -------
@@ -176,7 +191,7 @@ def compare(
 
     g = as_grid(grid)
     g, tuning = _tuned(g, tune, tune_seeds)
-    chosen = as_forms(forms)
+    chosen = _customised(as_forms(forms), fix, bounds, by, shared)
     test = None
     labels = None
     if splits is None or (isinstance(splits, int | float) and not isinstance(splits, bool)):
@@ -226,6 +241,7 @@ def compare(
         level=level,
         pairs=family,
         verdict_train_frac=verdict_train_frac,
+        weights=weights,
     )
     cmp.tuning = tuning
     if not isinstance(splitter, RandomSplit):
@@ -247,6 +263,11 @@ def fit(
     level: float = 0.95,
     tune: str | Sequence[str] | None = None,
     tune_seeds: Sequence[int] | str | None = None,
+    fix: Mapping[str, float] | Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
+    by: str | None = None,
+    shared: Sequence[str] | str | None = None,
+    weights: str = "cells",
 ):
     """Fit one form on every cell of a grid, with standard errors and optional intervals.
 
@@ -262,6 +283,16 @@ def fit(
         ``"seeds"`` or ``"residuals"``; see :mod:`fitrules.intervals`.
     resamples, seed, level : of the bootstrap.
     tune, tune_seeds : tune these factors first.
+    fix : constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
+    bounds : bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or
+        ``["Nc=1e10..1e16"]`` (a wide positive range is searched on a log scale).
+    by : fit one form per level of this column, jointly: the ``shared`` constants (default:
+        the nonlinear ones, e.g. exponents) are common to all groups, the others are one
+        per group (``a[M=2]``).
+    shared : the constants common to all groups (names, or ``"b,c"``).
+    weights : ``"cells"`` (default: each cell once), ``"runs"`` (each cell by its runs) or
+        ``"inverse-variance"`` (by one over its squared standard error); see
+        :func:`fitrules.fit.cell_weights`.
 
     Returns
     -------
@@ -274,32 +305,34 @@ def fit(
     >>> f = fr.fit(g, "composition", intervals=True)  # doctest: +SKIP
     >>> f.stderr["b"], f.intervals["b"]  # doctest: +SKIP
     """
-    from fitrules.fit import Objective
+    from fitrules.fit import WEIGHT_KEY, Objective, cell_weights
     from fitrules.fit import fit as fit_cells
     from fitrules.fitted import FittedForm
     from fitrules.intervals import bootstrap_fit, jacobian_uncertainty, resolve_point
 
     g = as_grid(grid)
     g, _ = _tuned(g, tune, tune_seeds)
-    (f,) = as_forms(form)
-    f = f.bind(g.columns)
+    (f,) = _customised(as_forms(form), fix, bounds, by, shared)
+    f = f.bind(g.columns, g.runs)
     obj = Objective(objective, delta)
     cells = g.cells(f.bound_variables, positive=obj.kind != "abs_ls")
+    w = cell_weights(weights, cells.table, obj)
     points = [predict] if isinstance(predict, str | dict) else list(predict)
     for p in points:  # every point checked before any work
         resolve_point(p, f, g.derive)
     boot = None
     if intervals or points:
-        boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap)
+        boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap, weights=weights)
         result = boot.fit
     else:
-        result = fit_cells(f, cells.X, cells.y, obj)
+        result = fit_cells(f, cells.X, cells.y, obj, weights=w)
     if not math.isfinite(result.objective):
         raise FitrulesError(
             f"form {f.name!r}: no values of its constants give a finite prediction at "
             f"every one of the {len(cells)} cells; {'; '.join(result.reasons)}"
         )
-    unc = jacobian_uncertainty(f, cells.X, cells.y, result.constants, obj)
+    X = cells.X if w is None else {**cells.X, WEIGHT_KEY: w}
+    unc = jacobian_uncertainty(f, X, cells.y, result.constants, obj)
     data = {
         "path": g.label,
         "sha256": g.sha256,
@@ -311,7 +344,9 @@ def fit(
         "unit": g.unit,
         "excluded": g.summary()["excluded"],
     }
-    fitted = FittedForm(f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive))
+    fitted = FittedForm(
+        f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive), weights=weights
+    )
     fitted.predictions = [fitted.predict(p) for p in points]
     return fitted
 

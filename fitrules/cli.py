@@ -295,6 +295,73 @@ def _add_fit_options(p) -> None:
     g.add_argument(
         "--delta", type=float, default=1e-3, help="Huber delta for log_huber (default 1e-3)"
     )
+    g.add_argument(
+        "--weights",
+        default="cells",
+        choices=["cells", "runs", "inverse-variance"],
+        help="how each cell's squared residual counts: cells (default, once each), runs (by "
+        "its number of runs), inverse-variance (by 1/standard error^2)",
+    )
+    _add_form_options(g)
+
+
+def _add_form_options(g) -> None:
+    """--fix, --bound, --by, --shared: constants fixed, bounded, or one per group."""
+    g.add_argument(
+        "--fix",
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="hold a constant at a value, e.g. alpha=0.34 (repeatable)",
+    )
+    g.add_argument(
+        "--bound",
+        action="append",
+        default=None,
+        metavar="NAME=LOW..HIGH",
+        help="bounds of a nonlinear constant, e.g. 'Nc=1e10..1e16' (repeatable; a wide "
+        "positive range is searched on a log scale)",
+    )
+    g.add_argument(
+        "--by",
+        default=None,
+        metavar="COLUMN",
+        help="one form per level of COLUMN, fitted jointly: --shared constants common to all "
+        "groups, the others one per group",
+    )
+    g.add_argument(
+        "--shared",
+        default=None,
+        metavar="NAMES",
+        help="with --by: comma-separated constants common to all groups (default: the "
+        "nonlinear ones, e.g. exponents)",
+    )
+
+
+def _form_options(args) -> dict:
+    """The fit options that change forms or weights, as keyword arguments of the API."""
+    from fitrules.forms import parse_bounds, parse_fix
+
+    parse_fix(args.fix)  # checked before any output is taken
+    parse_bounds(args.bound)
+    if args.shared is not None and args.by is None:
+        raise FitrulesError("--shared needs --by COLUMN")
+    return dict(
+        fix=args.fix, bounds=args.bound, by=args.by, shared=args.shared, weights=args.weights
+    )
+
+
+def _customised_forms(args, forms: list) -> list:
+    """``forms`` with --fix, --bound, --by and --shared applied (for commands that take
+    Form objects rather than the API's keyword arguments)."""
+    from fitrules.forms import customise, parse_bounds, parse_fix
+
+    if args.shared is not None and args.by is None:
+        raise FitrulesError("--shared needs --by COLUMN")
+    shared = None
+    if args.shared is not None:
+        shared = [c.strip() for c in args.shared.split(",") if c.strip()]
+    return customise(forms, parse_fix(args.fix), parse_bounds(args.bound), args.by, shared)
 
 
 FORM_HELP = 'a form name (see "fitrules forms list") or an inline form "NAME = EXPR"'
@@ -559,6 +626,7 @@ def _compare(args) -> int:
     from fitrules.splits import parse_protocol
 
     Objective(args.objective, args.delta)
+    form_options = _form_options(args)
     GuardOptions(args.guard_span, args.guard_se, metric_range, args.guard_excursion)
     labels = (str(args.fit_data), str(args.test_data)) if transfer else None
     for t in protocols:
@@ -589,6 +657,7 @@ def _compare(args) -> int:
         against=args.against,
         pairs=args.pairs,
         verdict_train_frac=args.verdict_train_frac,
+        **form_options,
     )
     results = []
     with progress(total=total, desc="fitting", enabled=_progress_enabled(args)) as bar:
@@ -704,6 +773,7 @@ def _fit(args) -> int:
     from fitrules.intervals import check_bootstrap_options, parse_point
 
     Objective(args.objective, args.delta)  # checks the objective's options
+    form_options = _form_options(args)
     form = resolve_form(args.form)
     if args.intervals or args.predict:
         check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
@@ -723,6 +793,7 @@ def _fit(args) -> int:
         level=args.level,
         tune=args.tune,
         tune_seeds=_tune_seeds(args),
+        **form_options,
     )
     if args.report is not None:  # only once everything above has succeeded
         _write_report(args, fitted.report, args.report, args.force, _command_line(), args.cells)
@@ -787,7 +858,7 @@ def _forms_show(args) -> int:
     resolved_by = None
     if f.variables is None:
         grid = _load(args)
-        f = f.bind(grid.columns)
+        f = f.bind(grid.columns, grid.runs)
         resolved_by = grid.label
     _say(args, render_form(f, resolved_by))
     return 0
@@ -800,10 +871,12 @@ def _forms_add(args) -> int:
     checked = None
     if form.variables is None:
         grid = _load(args)
-        form = form.bind(grid.columns)  # refuses a name close to a column ("omgea")
+        form = form.bind(grid.columns, grid.runs)  # refuses a name close to a column ("omgea")
         checked = f"variables resolved against {grid.label}: {', '.join(form.bound_variables)}"
     else:
-        form = form.bind(_load(args).columns) if args.data is not None else form
+        if args.data is not None:
+            loaded = _load(args)
+            form = form.bind(loaded.columns, loaded.runs)
     path = add_form_to_file(args.name, args.expression)
     _say(args, f"added {form.describe()} to {path}" + (f" ({checked})" if checked else ""))
     return 0
@@ -975,6 +1048,7 @@ def _add_design(sub, common) -> None:
     )
     _add_json_option(p)
     _add_report_options(p)
+    _add_form_options(p.add_argument_group("constants"))
     p.set_defaults(func=_design)
 
 
@@ -990,6 +1064,7 @@ def _design(args) -> int:
     inline = {f.split("=")[0].strip() for f in args.form}
     forms = select_forms([n for n in names if n not in inline], args.form)
     forms = sorted(forms, key=lambda f: names.index(f.name) if f.name in names else len(names))
+    forms = _customised_forms(args, forms)
     check_design_options(
         len(forms),
         args.budget,
@@ -1111,6 +1186,7 @@ def _predict(args) -> int:
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive, finite percentage")
     Objective(args.objective, args.delta)
+    form_options = _form_options(args)
     check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
     parse_point(args.at, "--at")
     _tune_seeds(args)
@@ -1127,6 +1203,7 @@ def _predict(args) -> int:
         resamples=args.resamples,
         seed=args.bootstrap_seed,
         level=args.level,
+        **form_options,
     )
     pred = fitted.predictions[0]
     rec = append_prediction(
@@ -1135,6 +1212,10 @@ def _predict(args) -> int:
             "form": fitted.form.name,
             "expression": fitted.form.expression,
             "variables": list(fitted.form.bound_variables),
+            # groups, fixed values and bounds, which the expression alone does not show
+            **(
+                {"constant_setup": fitted.form.constant_notes} if fitted.form.constant_notes else {}
+            ),
             "constants": fitted.constants,
             "objective": args.objective,
             "point": pred["given"],

@@ -26,7 +26,16 @@ import pandas as pd
 from fitrules import __version__
 from fitrules._modules import make_callable
 from fitrules.errors import FormError, SplitError
-from fitrules.fit import FitOptions, FitResult, Objective, fit_memory, fit_splits, predict
+from fitrules.fit import (
+    WEIGHT_KEY,
+    FitOptions,
+    FitResult,
+    Objective,
+    cell_weights,
+    fit_memory,
+    fit_splits,
+    predict,
+)
 from fitrules.forms import Form
 from fitrules.grids import Cells, Grid
 from fitrules.guard import GuardOptions, check_fits
@@ -245,6 +254,14 @@ def noise_floor(cells: Cells, masks: np.ndarray) -> tuple[list[float | None], in
     return out, int((~known).sum())
 
 
+def _unfitted_levels(form: Form, X, mask: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """Per held-out cell: its level of a per-level column has no training cell."""
+    out = np.zeros(int(test.sum()), bool)
+    for col in form.levels or {}:
+        out |= ~np.isin(X[col][test], np.unique(X[col][mask]))
+    return out
+
+
 def heldout_errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
     """Mean and worst absolute relative error over cells (percent), and the RMSE."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -295,6 +312,7 @@ def compare(
     level: float = 0.95,
     pairs: Sequence[tuple[str, str]] | None = None,
     verdict_train_frac: float = VERDICT_TRAIN_FRAC,
+    weights: str = "cells",
 ) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
@@ -317,6 +335,9 @@ def compare(
         fraction of the cells, while summaries and counts of splits won describe
         ``splitter``'s splits. A ``splitter`` whose train fraction is at least this large is
         its own verdict protocol.
+    weights : ``cells`` (each cell once), ``runs`` or ``inverse-variance``: how each
+        cell's squared residual counts in the training objective (see
+        :func:`fitrules.fit.cell_weights`). Held-out error stays the mean over held-out cells.
 
     Raises
     ------
@@ -326,9 +347,9 @@ def compare(
     splitter = splitter or RandomSplit()
     objective = objective or Objective()
     guard = guard or GuardOptions()
-    bound = [f.bind(grid.columns) for f in forms]
+    bound = [f.bind(grid.columns, grid.runs) for f in forms]
     if test_grid is not None:
-        bound = [f.bind(test_grid.columns) for f in bound]
+        bound = [f.bind(test_grid.columns, test_grid.runs) for f in bound]
     variables = list(dict.fromkeys(v for f in bound for v in f.bound_variables))
     positive = objective.kind != "abs_ls"
     cells = grid.cells(variables, positive)
@@ -340,6 +361,7 @@ def compare(
         )
         cells = Cells(table, cells.variables, cells.metric)
     n = len(cells)
+    w = cell_weights(weights, cells.table, objective)
     random = isinstance(splitter, RandomSplit)
     if random:
         splitter.check(n)
@@ -376,6 +398,8 @@ def compare(
     )
     floor, no_noise = noise_floor(cells, masks)
     X, y = cells.X, cells.y
+    if w is not None:  # the weights ride with the cells into every fit (fit.WEIGHT_KEY)
+        X = {**X, WEIGHT_KEY: w}
     cell_labels = [cells.label(i) for i in range(n)]
     rows = []
     full = {}
@@ -392,10 +416,14 @@ def compare(
                 pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
             else:
                 pred = np.full(test.sum(), np.nan)
+            unfitted = _unfitted_levels(f, X, mask, test)
+            if unfitted.any():  # a level with no training cell has no fitted constant
+                pred = np.where(unfitted, np.nan, pred)
             errs = heldout_errors(y[test], pred) if np.isfinite(pred).all() else None
             if errs is None or not all(np.isfinite(v) for v in errs.values()):
                 # a prediction that is not finite, or so large that its error overflows
-                split_reasons.append("prediction is not finite on held-out cells")
+                if not unfitted.any():  # else the split already names the unfitted level
+                    split_reasons.append("prediction is not finite on held-out cells")
                 errs = {"heldout_error_pct": np.nan, "worst_cell_pct": np.nan, "rmse": np.nan}
             elif keep_degenerate or not split_reasons:
                 at_cell[f.name][s, test] = 100 * np.abs(pred - y[test]) / np.abs(y[test])
@@ -466,6 +494,7 @@ def compare(
     settings = {
         **splitter.describe(),
         "objective": objective.describe(),
+        "weights": weights,
         "keep_degenerate": bool(keep_degenerate),
         "splits_used": "all" if keep_degenerate else "valid",
         "guard": guard.describe(),
@@ -599,12 +628,18 @@ def _verdict_rows(f, X, y, masks, objective, options, on_progress, keep_degenera
         test = ~mask
         reasons = list(r.reasons)
         err = np.nan
-        if np.isfinite(r.objective):
+        unfitted = _unfitted_levels(f, X, mask, test)
+        if np.isfinite(r.objective) and not unfitted.any():
             pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
             if np.isfinite(pred).all():
                 err = heldout_errors(y[test], pred)["heldout_error_pct"]
         if not np.isfinite(err):
-            reasons.append("prediction is not finite on held-out cells")
+            # a level with no training cell has no fitted constant: the split names it
+            reasons.append(
+                "a held-out cell's level has no training cell"
+                if unfitted.any()
+                else "prediction is not finite on held-out cells"
+            )
             err = np.nan
         rows.append(
             {

@@ -40,7 +40,7 @@ from scipy import stats
 from fitrules._modules import make_callable
 from fitrules.errors import FitrulesError
 from fitrules.fit import CompiledForm, FitResult, Objective, fit_splits, predict
-from fitrules.forms import Form
+from fitrules.forms import Form, format_level
 from fitrules.grids import Cells, Grid
 from fitrules.intervals import bootstrap_fit
 from fitrules.splits import RandomSplit
@@ -197,6 +197,24 @@ def seed_cv(cells: Cells) -> float:
     return float(np.sqrt(np.sum((n[ok] - 1) * rel**2) / np.sum(n[ok] - 1)))
 
 
+def _seed_max(grid: Grid) -> int | None:
+    """The largest whole seed id run (new runs take ids above it); None without one."""
+    if not grid.seed:
+        return None
+    seeds = pd.to_numeric(grid.runs[grid.seed], errors="coerce").to_numpy(float)
+    # a seed column may hold any number (1e308, inf): only whole, finite ids count
+    whole = seeds[np.isfinite(seeds) & (np.abs(seeds) < 2**53) & (seeds == np.round(seeds))]
+    return int(whole.max()) if len(whole) else None
+
+
+def _known(form: Form, Xc) -> np.ndarray:
+    """Candidates at levels the form has constants for (all, for a form without levels)."""
+    known = np.ones(len(next(iter(Xc.values()))), bool)
+    for col, levels in (form.levels or {}).items():
+        known &= np.isin(Xc[col], levels)
+    return known
+
+
 def _split_sd(form, cells, Xc, splits, seed, objective) -> np.ndarray:
     n = len(cells)
     sp = RandomSplit(splits, 1 / 3, seed)
@@ -204,11 +222,12 @@ def _split_sd(form, cells, Xc, splits, seed, objective) -> np.ndarray:
     masks = sp.masks(n)
     fits = fit_splits(form, cells.X, cells.y, masks, objective)
     preds = []
+    known = _known(form, Xc)  # a per-level form predicts NaN at a level it has no constant for
     for r in fits:
         if r.degenerate or not np.isfinite(r.objective):
             continue
         p = predict(form, Xc, r.constants)
-        if np.isfinite(p).all():
+        if np.isfinite(p[known]).all():
             preds.append(p)
     if len(preds) < 10:
         return np.full(len(next(iter(Xc.values()))), np.nan)
@@ -225,7 +244,7 @@ def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
         P = np.array(
             [predict(form, Xc, dict(zip(form.constants, d, strict=True))) for d in b.draws[ok]]
         )
-    P = P[np.isfinite(P).all(axis=1)] if len(P) else P
+    P = P[np.isfinite(P[:, _known(form, Xc)]).all(axis=1)] if len(P) else P
     return P.std(axis=0, ddof=1) if len(P) > 2 else np.full(len(next(iter(Xc.values()))), np.nan)
 
 
@@ -330,7 +349,7 @@ def design(
     check_design_options(
         len(forms), budget, seeds, max_seeds, power, alpha, splits, resamples, target
     )
-    bound = [f.bind(grid.columns) for f in forms]
+    bound = [f.bind(grid.columns, grid.runs) for f in forms]
     variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
     cells = grid.cells(variables)
     objective = Objective()
@@ -349,15 +368,38 @@ def design(
         cand[f"sd_split_{f.name}"] = sd_split
         cand[f"sd_boot_{f.name}"] = sd_boot
         cand[f"sd_{f.name}"] = np.fmax(sd_split, sd_boot)
-    mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
+    with warnings.catch_warnings():  # candidates no form predicts (levels) stay NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
     cand["seed_sd"] = cv * np.abs(mean_pred)
     usable = np.isfinite(cand[[f"pred_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     usable &= np.isfinite(cand[[f"sd_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     notes = []
-    if (~usable).any():
+    unknown = np.zeros(len(cand), bool)
+    for f in bound:  # per-level forms predict only at the levels they have constants for
+        for col, levels in (f.levels or {}).items():
+            unknown |= ~np.isin(Xc[col], levels)
+    if (unknown & ~usable).any():
         notes.append(
-            f"{int((~usable).sum())} candidate cells left out: a form's prediction or its "
-            "uncertainty there is not finite"
+            f"{int((unknown & ~usable).sum())} candidate cells left out: at a level with no "
+            "constant of a per-level form ("
+            + "; ".join(
+                f"{f.name}: {col} in {', '.join(format_level(v) for v in levels)}"
+                for f in bound
+                for col, levels in (f.levels or {}).items()
+            )
+            + ")"
+        )
+    if (~usable & ~unknown).any():
+        notes.append(
+            f"{int((~usable & ~unknown).sum())} candidate cells left out: a form's prediction "
+            "or its uncertainty there is not finite"
+        )
+    if not usable.any():
+        raise FitrulesError(
+            "no candidate cell can be scored: "
+            + ("; ".join(notes) or "no candidates")
+            + "; give candidates with --candidates"
         )
     cand = cand[usable].reset_index(drop=True)
     Xc = {v: cand[v].to_numpy(float) for v in variables}
@@ -390,7 +432,7 @@ def design(
         "runs": int(len(grid.runs)),
         "cells": int(len(cells)),
         "metric": grid.metric,
-        "seed_max": int(grid.runs[grid.seed].max()) if grid.seed else None,
+        "seed_max": _seed_max(grid),
     }
     return Design(
         cand,
@@ -417,7 +459,8 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         a, b = names[i], names[j]
         delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy())
         model = var[a] + var[b]
-        sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
+        # a grid without seed noise, fitted exactly, leaves no variance: floor it
+        sep = np.maximum(sep, delta / np.sqrt(np.maximum(model + seed_var / seeds, 1e-300)))
         room = (delta / zsum) ** 2 - model
         with np.errstate(divide="ignore"):
             n_ij = np.where(room > 0, np.ceil(seed_var / np.maximum(room, 1e-300)), np.inf)
@@ -434,7 +477,7 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         for i, j in pairs:
             for t, r in ((i, j), (j, i)):
                 gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial)
-                w = 1 / (var[names[t]] + var[names[r]] + seed_var / n_cell)
+                w = 1 / np.maximum(var[names[t]] + var[names[r]] + seed_var / n_cell, 1e-300)
                 for row, x in enumerate(trial):
                     idx = [*chosen, x]
                     total[row] += np.nansum(gap[row, idx] ** 2 * w[idx])
@@ -601,6 +644,15 @@ def batch_spec(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
+def _constant_options(f: Form) -> list[str]:
+    """The --fix, --bound, --by and --shared options that remake ``f``'s constants."""
+    out = [f"--fix={k}={float(v)!r}" for k, v in f.fixed.items()]
+    out += [f"--bound={k}={float(lo)!r}..{float(hi)!r}" for k, (lo, hi) in f.bounds.items()]
+    if f.by is not None:
+        out += [f"--by={f.by}", f"--shared={','.join(f.shared or ())}"]
+    return out
+
+
 def loop_commands(
     d: Design,
     data_args: list[str],
@@ -628,6 +680,7 @@ def loop_commands(
                         *data_args,
                         "--form",
                         form,
+                        *_constant_options(f),
                         "--at",
                         at,
                         "--ledger",

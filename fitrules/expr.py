@@ -106,6 +106,8 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
     def bad(node: ast.AST, why: str = "") -> ExpressionError:
         piece = ast.get_source_segment(src, node) or type(node).__name__
         allowed = "numbers, names, + - * / **, unary minus, log(), exp(), sqrt()"
+        if not logical:
+            allowed += ", c[COLUMN] (one constant c per level of COLUMN)"
         if logical:
             allowed += ", comparisons, and/or/not, strings"
         return ExpressionError(
@@ -144,6 +146,15 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
             return num(value)
         if isinstance(n, ast.Name):
             return Node("name", value=ticks.get(n.id, n.id))
+        if (
+            not logical
+            and isinstance(n, ast.Subscript)
+            and isinstance(n.value, ast.Name)
+            and isinstance(n.slice, ast.Name)
+        ):
+            # c[COL]: one constant c per level of the column COL (see fitrules.forms)
+            col = Node("name", value=ticks.get(n.slice.id, n.slice.id))
+            return Node("at", (col,), ticks.get(n.value.id, n.value.id))
         if isinstance(n, ast.BinOp):
             if type(n.op) in _BIN:
                 return Node(_BIN[type(n.op)], (conv1(n.left), conv1(n.right)))
@@ -223,7 +234,7 @@ def names(node: Node) -> list[str]:
     out: list[str] = []
 
     def walk(n: Node) -> None:
-        if n.op == "name" and n.value not in out:
+        if n.op in ("name", "at") and n.value not in out:
             out.append(n.value)
         for a in n.args:
             walk(a)
@@ -233,7 +244,7 @@ def names(node: Node) -> list[str]:
 
 
 def count(node: Node, name: str) -> int:
-    own = int(node.op == "name" and node.value == name)
+    own = int(node.op in ("name", "at") and node.value == name)
     return own + sum(count(a, name) for a in node.args)
 
 
@@ -267,6 +278,13 @@ def evaluate(node: Node, env: Mapping[str, Any]) -> Any:
         return env[node.value]
     if node.op == "xlogy":  # only made by diff(): x*log(y), 0 where x == 0
         return xlogy(evaluate(node.args[0], env), evaluate(node.args[1], env))
+    if node.op == "is":  # only made by level expansion: 1.0 where COLUMN == level, else 0.0
+        return np.equal(evaluate(node.args[0], env), node.value).astype(float)
+    if node.op == "at":
+        raise ExpressionError(
+            f"{node.value}[{node.args[0].value}] must be expanded over the levels of "
+            f"{node.args[0].value} before it is evaluated (bind the form to a grid)"
+        )
     return _NUMPY[node.op](*(evaluate(a, env) for a in node.args))
 
 
@@ -328,9 +346,9 @@ def power(a: Node, b: Node) -> Node:
 def diff(node: Node, x: str) -> Node:
     """Symbolic derivative of ``node`` with respect to the name ``x``."""
     op, args = node.op, node.args
-    if op in ("num", "str"):
+    if op in ("num", "str", "is"):  # a level indicator is constant in every constant
         return ZERO
-    if op == "name":
+    if op in ("name", "at"):  # c[COL] before expansion: as the constant c, for structure
         return ONE if node.value == x else ZERO
     if op == "add":
         return add(diff(args[0], x), diff(args[1], x))
@@ -364,7 +382,7 @@ def diff(node: Node, x: str) -> Node:
 
 
 def substitute(node: Node, mapping: Mapping[str, Node]) -> Node:
-    if node.op == "name" and node.value in mapping:
+    if node.op in ("name", "at") and node.value in mapping:
         return mapping[node.value]
     if not node.args:
         return node
@@ -396,7 +414,7 @@ def terms(node: Node, sign: float = 1.0) -> list[tuple[float, Node]]:
 
 def numerator_names(node: Node) -> list[str]:
     """Names that multiply the whole term (appear as plain factors, not under / or **)."""
-    if node.op == "name":
+    if node.op in ("name", "at"):  # c[COL] (before expansion) multiplies as c does
         return [node.value]
     if node.op == "mul":
         return numerator_names(node.args[0]) + numerator_names(node.args[1])
@@ -424,6 +442,10 @@ def unparse(node: Node) -> str:
         return v if v.isidentifier() else f"`{v}`"
     if op in FUNCTIONS:
         return f"{op}({unparse(node.args[0])})"
+    if op == "at":
+        return f"{unparse(Node('name', value=node.value))}[{unparse(node.args[0])}]"
+    if op == "is":
+        return f"[{unparse(node.args[0])} == {node.value:g}]"
     if op == "xlogy":
         return f"xlogy({unparse(node.args[0])}, {unparse(node.args[1])})"
     if op == "neg":

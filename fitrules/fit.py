@@ -28,13 +28,15 @@ import numpy as np
 from fitrules import expr as ex
 from fitrules._modules import make_callable
 from fitrules.errors import FitrulesError
-from fitrules.forms import Form, Structure
+from fitrules.forms import Form, Structure, base_name, format_level, level_of
 from fitrules.limits import check_memory
 
 OBJECTIVES = ("rel_ls", "log_huber", "abs_ls")
 RANK_TOL = 1e-9  # singular values below this fraction of the largest count as zero
 COND_LIMIT = 1e6  # condition number of the scaled Jacobian above which a fit is flagged
 TINY = 1e-300
+WEIGHT_KEY = "\x00weights"  # cell weights ride along with the variables (never a name: NUL)
+WEIGHTS = ("cells", "runs", "inverse-variance")
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,24 @@ class CompiledForm:
         self.p = len(self.s.constants)
         self.lin_idx = [self.s.constants.index(c) for c in self.s.linear]
         self.non_idx = [self.s.constants.index(c) for c in self.s.nonlinear]
+        self.levels = {k: np.array(v, float) for k, v in (form.levels or {}).items()}
+        # per-level constants: which level (column, value) pairs each one belongs to
+        self.level_of = {c: level_of(c) for c in self.s.constants if level_of(c)}
+
+    def unknown_levels(self, X: dict[str, np.ndarray]) -> np.ndarray | bool:
+        """True where a point's level of a per-level column has no constant of its own."""
+        out: np.ndarray | bool = False
+        for col, lv in self.levels.items():
+            out = out | ~np.isin(X[col], lv)
+        return out
+
+    def unfitted(self, X: dict[str, np.ndarray], mask: np.ndarray) -> list[tuple[str, float]]:
+        """Levels (column, value) with no training cell in ``mask``."""
+        out = []
+        for col, lv in self.levels.items():
+            seen = set(np.unique(X[col][mask]).tolist())
+            out += [(col, float(v)) for v in lv if float(v) not in seen]
+        return out
 
     def env(self, X: dict[str, np.ndarray], params: np.ndarray) -> dict:
         params = np.asarray(params, float)
@@ -149,9 +169,13 @@ class CompiledForm:
         return (*np.shape(params)[:-1], n)
 
     def predict(self, X: dict[str, np.ndarray], params: np.ndarray) -> np.ndarray:
+        """Predictions; NaN at a level of a per-level column that has no constant."""
         with np.errstate(all="ignore"):
             out = ex.evaluate(self.form.tree, self.env(X, params))
-        return np.broadcast_to(out, self._shape(X, params)).astype(float)
+        out = np.broadcast_to(out, self._shape(X, params)).astype(float)
+        if self.levels:
+            out = np.where(self.unknown_levels(X), np.nan, out)
+        return out
 
     def jacobian(self, X: dict[str, np.ndarray], params: np.ndarray) -> np.ndarray:
         """d prediction / d constants, shape (..., n, p)."""
@@ -167,19 +191,49 @@ def _theta_grid(s: Structure, opts: FitOptions) -> np.ndarray:
     if q == 0:
         return np.zeros((1, 0))
     lo, hi = np.array(s.start_lo), np.array(s.start_hi)
+    logs = np.array(s.log_axes or [False] * q, bool)
     if q <= len(opts.grid_points):
         k = opts.grid_points[q - 1]
-        axes = [np.linspace(lo[i], hi[i], k) for i in range(q)]
+        axes = [
+            np.geomspace(lo[i], hi[i], k) if logs[i] else np.linspace(lo[i], hi[i], k)
+            for i in range(q)
+        ]
         return np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
     from scipy.stats import qmc  # only for four or more nonlinear constants: slow to import
 
     pts = qmc.Sobol(q, scramble=True, seed=0).random(opts.grid_points_high_dim)
-    return lo + pts * (hi - lo)
+    with np.errstate(all="ignore"):
+        in_log = np.exp(np.log(lo) + pts * (np.log(hi) - np.log(lo)))
+    return np.where(logs, in_log, lo + pts * (hi - lo))
 
 
-def _weights(objective: Objective, y: np.ndarray) -> np.ndarray:
+def _log_axes(s: Structure) -> np.ndarray:
+    return np.array(s.log_axes or [False] * len(s.nonlinear), bool)
+
+
+def _search_scale(s: Structure, theta: np.ndarray) -> np.ndarray:
+    """Per row, the size of each nonlinear constant's starting range, in its own units:
+    the range's width, or for a log-scale axis the width of its log range at ``theta``."""
+    span = np.maximum(np.array(s.start_hi) - np.array(s.start_lo), 1e-12)
+    logs = _log_axes(s)
+    if not logs.any():
+        return np.broadcast_to(span, theta.shape)
+    with np.errstate(all="ignore"):
+        decades = np.log(np.array(s.start_hi) / np.array(s.start_lo))
+    return np.where(logs, np.abs(theta) * decades, span)
+
+
+def _weights(objective: Objective, y: np.ndarray, X=None) -> np.ndarray:
     # log-Huber is profiled with relative least squares: log(p/y) ~ (p - y)/y near the fit
-    return np.ones_like(y) if objective.kind == "abs_ls" else 1.0 / y
+    base = np.ones_like(y) if objective.kind == "abs_ls" else 1.0 / y
+    return base * _root_weights(X)
+
+
+def _root_weights(X) -> np.ndarray | float:
+    """Square roots of the cell weights carried in ``X`` (1 when cells count equally)."""
+    if X is None or WEIGHT_KEY not in X:
+        return 1.0
+    return np.sqrt(X[WEIGHT_KEY])
 
 
 def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray):
@@ -267,7 +321,7 @@ def _grid_pieces(cf: CompiledForm, X, y, objective: Objective, thetas) -> _GridP
     norm = np.sqrt((basis**2).sum(axis=1, keepdims=True))
     norm = np.where(norm > 0, norm, 1.0)
     bs = basis / norm
-    w2 = _weights(objective, y) ** 2
+    w2 = _weights(objective, y, X) ** 2
     target = y[None, :] - offset
     outer = bs[:, :, :, None] * bs[:, :, None, :] * w2[None, :, None, None]
     return _GridPieces(bs, norm, offset, finite, outer, w2 * target, w2 * target**2)
@@ -305,14 +359,16 @@ def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
     bs = basis / norm
     m = masks.astype(float)  # (T, n)
     yb = y if y.ndim == 1 else y[:, None, :]  # y is (n,) or per row (T, n)
-    sw = m * _weights(objective, y)  # square root of the row weights
+    sw = m * _weights(objective, y, X)  # square root of the row weights
     bw = np.swapaxes(bs * sw[:, None, :, None], -1, -2)  # (T, L, k, n)
     A = bw @ np.swapaxes(bw, -1, -2)
     rhs = (bw @ (sw[:, None, :] * (yb - offset))[..., None])[..., 0]
     c = _solve(A, rhs)
     pred = offset + (bs @ c[..., None])[..., 0]
     with np.errstate(all="ignore"):
-        r = np.where(m[:, None, :] > 0, objective.residuals(pred, yb), 0.0)
+        rw = np.asarray(_root_weights(X))
+        rw = rw[..., None, :] if rw.ndim else rw
+        r = np.where(m[:, None, :] > 0, objective.residuals(pred, yb) * rw, 0.0)
         out = objective.value(r, axis=2)
     bad = ((~finite) & (m[:, None, :] > 0)).any(axis=2)
     out[bad | ~np.isfinite(out)] = np.inf
@@ -355,7 +411,6 @@ def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOpt
         masks = np.ones(take.shape, bool)
     lo = np.array(cf.s.lower)[cf.non_idx]
     hi = np.array(cf.s.upper)[cf.non_idx]
-    span = np.maximum(np.array(cf.s.start_hi) - np.array(cf.s.start_lo), 1e-12)
     local, centre = _stencil(q)
     theta = theta0.copy()
     h = np.broadcast_to(np.asarray(step, float), (T, q)).copy()
@@ -380,6 +435,7 @@ def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOpt
         on_edge = (np.abs(local[best]) == 1) & (theta[idx] > lo) & (theta[idx] < hi)
         shrink = ~on_edge.any(axis=1)
         h[idx[shrink]] *= 0.5
+        span = _search_scale(cf.s, theta[idx])
         active[idx] = (h[idx] > opts.resolution * span).any(axis=1)
     return theta, lin, val, active
 
@@ -421,19 +477,20 @@ def _lm(
     Returns the constants, the objective and which rows converged.
     """
     X, y, m = _gather(X, y, masks)
-    m = m.astype(float)
+    m = m.astype(float) * (_root_weights(X) * np.ones(m.shape))  # weights scale residuals
     lo, hi = np.array(cf.s.lower), np.array(cf.s.upper)
     with np.errstate(invalid="ignore"):
         inner_lo = np.where(np.isfinite(lo), lo + 1e-12 * (1 + np.abs(lo)), lo)
         inner_hi = np.where(np.isfinite(hi), hi - 1e-12 * (1 + np.abs(hi)), hi)
     huber = objective.kind == "log_huber"
-    scaled = huber if scaled is None else scaled
+    # constants searched on a log scale (Nc ~ 1e13) sit beside exponents ~ 0.1: scale too
+    scaled = (huber or any(cf.s.log_axes)) if scaled is None else scaled
 
     def evaluate(x, rows):
         Xr = {v: a[rows] for v, a in X.items()}
         pred = cf.predict(Xr, x)
         with np.errstate(all="ignore"):
-            r = objective.residuals(pred, y[rows])
+            r = objective.residuals(pred, y[rows]) * m[rows]
         r = np.where(m[rows] > 0, r, 0.0)
         with np.errstate(all="ignore"):
             val = objective.value(r, axis=1)
@@ -549,7 +606,15 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
         return []
     if thetas.shape[1] == 0:
         return [int(order[0])]
-    span = np.maximum(np.array(s.start_hi) - np.array(s.start_lo), 1e-12)
+    logs = _log_axes(s)
+    if logs.any():  # basins are apart in log units on a log-scale axis
+        with np.errstate(all="ignore"):
+            thetas = np.where(logs, np.log(np.abs(thetas) + 1e-300), thetas)
+        lo_s = np.where(logs, np.log(np.array(s.start_lo)), np.array(s.start_lo))
+        hi_s = np.where(logs, np.log(np.array(s.start_hi)), np.array(s.start_hi))
+    else:
+        lo_s, hi_s = np.array(s.start_lo), np.array(s.start_hi)
+    span = np.maximum(hi_s - lo_s, 1e-12)
     step = span / max(2, round(len(thetas) ** (1 / thetas.shape[1])) - 1)
     picked = [int(order[0])]
     for i in order[1:200]:
@@ -570,6 +635,7 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
     pred = cf.predict(Xg, safe)  # (S, n_train)
     with np.errstate(all="ignore"):
         J = cf.jacobian(Xg, safe) * objective.dres_dpred(pred, yg)[..., None]
+        J = J * np.asarray(_root_weights(Xg))[..., None]
     J = np.where(np.isfinite(J) & mg[..., None], J, 0.0)
     # Relative sensitivities: each column scaled by its constant's size (at least 1), so a
     # constant whose effect has vanished (an exponent run off to where its term is ~0) is a
@@ -599,13 +665,33 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
             out.append((np.inf, ["no starting point gives a finite prediction"]))
             continue
         reasons = []
-        if n < cf.p + 1:
+        missing = cf.unfitted(X, mask)
+        idle = [c for c, at in cf.level_of.items() if any(a in missing for a in at)]
+        p_eff = cf.p - len(idle)
+        for col, level in missing:
+            own = [c for c in idle if (col, level) in cf.level_of[c]]
+            at = f"{col}={format_level(level)}"
             reasons.append(
-                f"only {n} training cells for {cf.p} constants (need at least {cf.p + 1})"
+                f"level {at} has no training cell: {', '.join(own)} not fitted, held-out "
+                f"cells at {at} cannot be predicted"
             )
-        weak = {names[j] for j in np.flatnonzero(colnorm[si] == 0)}
-        for i in np.flatnonzero(null[si]):
-            weak |= {names[j] for j in np.flatnonzero(np.abs(vt[si, i]) > 0.1)}
+        if n < p_eff + 1:
+            reasons.append(
+                f"only {n} training cells for {p_eff} constants (need at least {p_eff + 1})"
+            )
+        null_si, cond_si, vt_si, sv_si = null[si], cond[si], vt[si], sv_full[si]
+        keep = [j for j, c in enumerate(names) if c not in idle]
+        if idle:  # the unfitted levels' constants are set aside, not a rank deficiency
+            _, sv_k, vt_k = np.linalg.svd(Js[si][:, keep], full_matrices=True)
+            sv_si = np.zeros(len(keep))
+            sv_si[: len(sv_k)] = sv_k
+            null_si = sv_si <= RANK_TOL * sv_si.max()
+            cond_si = sv_si.max() / sv_si.min() if sv_si.min() > 0 else np.inf
+            vt_si = np.zeros((len(keep), cf.p))
+            vt_si[:, keep] = vt_k
+        weak = {names[j] for j in np.flatnonzero(colnorm[si] == 0) if names[j] not in idle}
+        for i in np.flatnonzero(null_si):
+            weak |= {names[j] for j in np.flatnonzero(np.abs(vt_si[i]) > 0.1)}
         design = []
         for v in cf.form.bound_variables:
             values = np.unique(X[v][mask])
@@ -618,29 +704,52 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
                 )
                 design.append(f"all training cells have {v}={values[0]:g}: {what}")
         reasons.extend(design)
-        if not design and n >= cf.p:
-            if null[si].any():
-                rank = int((~null[si]).sum())
+        if not design and n >= p_eff:
+            if null_si.any():
+                rank = int((~null_si).sum())
                 reasons.append(
-                    f"Jacobian is rank-deficient at the fit (rank {rank} of {cf.p}; "
+                    f"Jacobian is rank-deficient at the fit (rank {rank} of {p_eff}; "
                     f"{', '.join(c for c in names if c in weak)} not identifiable)"
                 )
-            elif cond[si] > COND_LIMIT:
-                worst = np.abs(vt[si, np.argmin(sv_full[si])])
+                reasons += _edge_hints(cf, params[si])
+            elif cond_si > COND_LIMIT:
+                worst = np.abs(vt_si[np.argmin(sv_si)])
                 top = [names[j] for j in np.argsort(-worst)[:2]]
                 reasons.append(
                     f"Jacobian is badly conditioned at the fit (condition number "
-                    f"{cond[si]:.1e}; weakest direction mostly {', '.join(top)})"
+                    f"{cond_si:.1e}; weakest direction mostly {', '.join(top)})"
                 )
         x = params[si]
         for j, c in enumerate(names):
             near_lo = np.isfinite(lo[j]) and x[j] - lo[j] <= 1e-6 * width[j]
             near_hi = np.isfinite(hi[j]) and hi[j] - x[j] <= 1e-6 * width[j]
             if near_lo or near_hi:
-                reasons.append(f"constant {c} is at its bound {lo[j] if near_lo else hi[j]:g}")
+                reasons.append(
+                    f"constant {c} is at its bound {lo[j] if near_lo else hi[j]:g}; widen it "
+                    f"with --bound '{base_name(c)}=LOW..HIGH' (or bounds in forms.toml)"
+                )
         if not converged[si]:
             reasons.append("optimiser did not converge")
-        out.append((float(cond[si]), reasons))
+        out.append((float(cond_si), reasons))
+    return out
+
+
+def _edge_hints(cf: CompiledForm, x: np.ndarray) -> list[str]:
+    """For a fit that failed: nonlinear constants searched over the default range that
+    stopped on its edge. Their optimum may lie far outside (Kaplan's Nc ~ 1e13), which
+    only a wider range given with --bound reaches."""
+    out = []
+    for i, c in enumerate(cf.s.nonlinear):
+        if base_name(c) in cf.form.bounds or base_name(c) in cf.form.start:
+            continue
+        v = x[cf.non_idx[i]]
+        lo, hi = cf.s.start_lo[i], cf.s.start_hi[i]
+        # (a constant at its bound has its own reason, which names --bound too)
+        if any(abs(v - e) <= 1e-9 * max(1.0, abs(e)) for e in (lo, hi)):
+            out.append(
+                f"constant {c} stopped at the edge of its default search range {lo:g}..{hi:g}; "
+                f"if its value lies outside, give its range with --bound '{base_name(c)}=LOW..HIGH'"
+            )
     return out
 
 
@@ -652,6 +761,7 @@ def fit_splits(
     objective: Objective | None = None,
     options: FitOptions | None = None,
     on_progress: Callable[[int], None] | None = None,
+    weights: np.ndarray | None = None,
 ) -> list[FitResult]:
     """Fit ``form`` on the training cells of each split.
 
@@ -663,6 +773,8 @@ def fit_splits(
     masks : (S, n) boolean; row s marks the training cells of split s.
     objective, options : training objective and search settings.
     on_progress : called with the number of splits finished after each batch.
+    weights : per cell, the weight of its squared residual (see :func:`cell_weights`);
+        ``None`` counts every cell once.
 
     Returns
     -------
@@ -682,6 +794,7 @@ def fit_splits(
     cf = CompiledForm(form)
     masks = np.atleast_2d(np.asarray(masks, bool))
     y = np.asarray(y, float)
+    X = _with_weights(X, weights, objective, len(y))
     if objective.kind != "abs_ls" and (y <= 0).any():
         raise FitrulesError(
             f"objective {objective.kind} needs a positive metric; "
@@ -717,6 +830,58 @@ def fit_splits(
             r.constants = {c: v * scale if c in lin else v for c, v in r.constants.items()}
             r.objective *= factor
     return results
+
+
+def _with_weights(X, weights, objective: Objective, n: int) -> dict:
+    if weights is None:
+        return X
+    w = np.asarray(weights, float)
+    if w.shape != (n,) or not (np.isfinite(w).all() and (w > 0).all()):
+        raise FitrulesError(f"cell weights must be {n} finite positive numbers")
+    if objective.kind == "log_huber" and not np.all(w == w[0]):
+        raise FitrulesError(
+            "weights other than cells apply to least-squares objectives (rel_ls, abs_ls); "
+            "log_huber weighs every cell once"
+        )
+    return {**X, WEIGHT_KEY: w}
+
+
+def cell_weights(kind: str, table, objective: Objective | None = None) -> np.ndarray | None:
+    """Per-cell weights of the squared residuals for ``--weights``.
+
+    ``cells``: every cell once (``None``). ``runs``: each cell by its number of runs, so
+    that a fit to cell means is the least-squares fit to the runs (with residuals relative
+    to the cell mean for ``rel_ls``). ``inverse-variance``: each cell by one over the
+    squared standard error of its mean (on the objective's scale), so the objective is a
+    chi-square; it needs at least two runs in every cell.
+
+    Raises
+    ------
+    FitrulesError
+        For an unknown kind, or inverse-variance weights where a cell has one run or no
+        spread.
+    """
+    if kind not in WEIGHTS:
+        raise FitrulesError(f"--weights {kind!r} is unknown; allowed: {', '.join(WEIGHTS)}")
+    if kind == "cells":
+        return None
+    n = table["n_seeds"].to_numpy(float)
+    if kind == "runs":
+        return n / n.mean()
+    sem = table["sem"].to_numpy(float)
+    bad = ~(np.isfinite(sem) & (sem > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        row = table.iloc[i]
+        raise FitrulesError(
+            f"--weights inverse-variance needs a standard error in every cell; the cell "
+            f"at row {i} ({int(row['n_seeds'])} run(s), standard error {row['sem']!r}) has "
+            "none (it needs at least 2 runs that differ); use --weights runs or cells"
+        )
+    y = table["value"].to_numpy(float)
+    scale = 1.0 if (objective is not None and objective.kind == "abs_ls") else 1.0 / y
+    w = 1.0 / (sem * scale) ** 2
+    return w / w.mean()
 
 
 SCALE_FREE_RANGE = 16  # values whose median magnitude is within 2**+-16 are fitted as they are
@@ -801,6 +966,13 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
         elif q:
             k = len(thetas) ** (1 / q)
             step = (np.array(cf.s.start_hi) - np.array(cf.s.start_lo)) / max(1.0, k - 1)
+            logs = _log_axes(cf.s)
+            if logs.any():  # one grid step around each start, in the log axes' own units
+                with np.errstate(all="ignore"):
+                    ratio = (np.array(cf.s.start_hi) / np.array(cf.s.start_lo)) ** (
+                        1 / max(1.0, k - 1)
+                    )
+                step = np.where(logs, thetas[gidx_a] * (ratio - 1), step)
             theta, lin, val, moving = _refine(
                 cf, X, y, masks[rows_a], objective, thetas[gidx_a], step, options
             )
@@ -858,9 +1030,12 @@ def fit(
     y: np.ndarray,
     objective: Objective | None = None,
     options: FitOptions | None = None,
+    weights: np.ndarray | None = None,
 ) -> FitResult:
     """Fit ``form`` on all cells; see :func:`fit_splits`."""
-    return fit_splits(form, X, y, np.ones((1, len(y)), bool), objective, options)[0]
+    return fit_splits(form, X, y, np.ones((1, len(y)), bool), objective, options, weights=weights)[
+        0
+    ]
 
 
 def refit(
@@ -870,6 +1045,7 @@ def refit(
     start: dict[str, float],
     objective: Objective | None = None,
     options: FitOptions | None = None,
+    weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Refit ``form`` to many target vectors at once, each from the constants ``start``.
 
@@ -888,6 +1064,7 @@ def refit(
     options = options or FitOptions()
     cf = CompiledForm(form)
     Y = np.atleast_2d(np.asarray(Y, float))
+    X = _with_weights(X, weights, objective, Y.shape[1])
     # the same units as fit_splits: extreme scales are fitted in a power of two near them
     scale = value_scale(cf, Y.ravel())
     lin = [cf.s.constants.index(c) for c in cf.s.linear]
@@ -900,6 +1077,66 @@ def refit(
     if objective.kind == "abs_ls":
         value = value * scale**2
     return params, value, converged
+
+
+def information_criteria(
+    y: np.ndarray,
+    pred: np.ndarray,
+    objective: Objective,
+    n_constants: int,
+    weights: np.ndarray | None = None,
+) -> dict[str, float]:
+    """AIC, AICc, BIC and R^2 of a fit to cell means.
+
+    The likelihood is Gaussian in the residuals the objective squares (relative for
+    ``rel_ls``, log for ``log_huber``, absolute for ``abs_ls``; times the square roots of
+    the weights), with their variance profiled out, as statsmodels' OLS computes it:
+    ``llf = -n/2 (log(2 pi) + log(RSS/n) + 1)``, ``AIC = -2 llf + 2k``,
+    ``AICc = AIC + 2k(k+1)/(n-k-1)``, ``BIC = -2 llf + k log n``, where ``k`` counts every
+    fitted constant (each level of a per-level constant; fixed ones not). ``R^2`` is
+    ``1 - sum w (pred - y)^2 / sum w (y - weighted mean)^2`` on the cell means. These are
+    in-sample; held-out error, not these, is what ``compare`` ranks.
+
+    Examples
+    --------
+    >>> y = np.array([1.0, 2.1, 2.9, 4.2])
+    >>> ic = information_criteria(y, np.array([1.0, 2.0, 3.0, 4.0]), Objective("abs_ls"), 2)
+    >>> round(ic["r2"], 4)
+    0.9904
+    """
+    y = np.asarray(y, float)
+    pred = np.asarray(pred, float)
+    w = np.ones_like(y) if weights is None else np.asarray(weights, float)
+    n, k = len(y), int(n_constants)
+    with np.errstate(all="ignore"):
+        r = objective.residuals(pred, y) * np.sqrt(w)
+        # log(RSS) through the largest residual, so values near 1e-300 or 1e300 do not
+        # underflow or overflow on squaring
+        top = float(np.max(np.abs(r))) if n else 0.0
+        log_rss = 2 * np.log(top) + np.log(((r / top) ** 2).sum()) if top > 0 else -np.inf
+        rss = float(np.exp(log_rss))
+        llf = -n / 2 * (np.log(2 * np.pi) + log_rss - np.log(n) + 1)
+        aic = -2 * llf + 2 * k
+        aicc = aic + 2 * k * (k + 1) / (n - k - 1) if n - k - 1 > 0 else np.nan
+        bic = -2 * llf + k * np.log(n)
+        size = float(np.max(np.abs(y))) if n else 1.0
+        size = size if size > 0 and np.isfinite(size) else 1.0
+        y, pred = y / size, pred / size  # R^2 does not depend on the unit
+        mean = float((w * y).sum() / w.sum())
+        # numpy division: a constant grid (or values near 1e-300) gives NaN, not an error
+        r2 = 1 - np.divide((w * (pred - y) ** 2).sum(), (w * (y - mean) ** 2).sum())
+    if not all(np.isfinite(v) for v in (llf, aic, bic)):
+        llf = aic = aicc = bic = np.nan  # an exact fit (RSS 0) has no Gaussian likelihood
+    return {
+        "n": n,
+        "k": k,
+        "rss": rss,
+        "log_likelihood": float(llf),
+        "aic": float(aic),
+        "aicc": float(aicc),
+        "bic": float(bic),
+        "r2": float(r2),
+    }
 
 
 def predict(form: Form, X: dict[str, np.ndarray], constants: dict[str, float]) -> np.ndarray:

@@ -21,6 +21,8 @@ from fitrules.grids import Cells
 from fitrules.intervals import BootstrapFit, JacobianUncertainty, resolve_point
 from fitrules.util import json_ready
 
+INFORMATION_NOTE = "in-sample, on cell means; held-out error, not these, is what compare ranks"
+
 
 @dataclass
 class FittedForm:
@@ -56,6 +58,25 @@ class FittedForm:
     bootstrap: BootstrapFit | None = None
     predictions: list[dict] = field(default_factory=list)
     derive: tuple[str, ...] = ()
+    weights: str = "cells"
+
+    @property
+    def cell_weights(self) -> np.ndarray | None:
+        """Per cell, the weight of its squared residual (``None``: each cell once)."""
+        from fitrules.fit import cell_weights
+
+        return cell_weights(self.weights, self.cells.table, self.objective)
+
+    @property
+    def information(self) -> dict[str, float]:
+        """AIC, AICc, BIC and R^2 on the cell means (in-sample; see
+        :func:`fitrules.fit.information_criteria`)."""
+        from fitrules.fit import information_criteria
+
+        pred = predict(self.form, self.cells.X, self.constants)
+        return information_criteria(
+            self.cells.y, pred, self.objective, len(self.constants), self.cell_weights
+        )
 
     # ------------------------------------------------------------ numbers
     @property
@@ -134,6 +155,16 @@ class FittedForm:
         elif values:
             raise TypeError("give the point as text, a dict, or keywords, not several")
         given, at = resolve_point(point, self.form, self.derive)
+        for col, levels in (self.form.levels or {}).items():
+            if float(at[col]) not in levels:
+                from fitrules.errors import FormError
+                from fitrules.forms import format_level
+
+                raise FormError(
+                    f"form {self.form.name!r} has constants per level of {col}, and none for "
+                    f"{col}={format_level(float(at[col]))}; it predicts at the levels it was "
+                    f"fitted on: {', '.join(format_level(v) for v in levels)}"
+                )
         X = {v: np.array([float(at[v])]) for v in self.form.bound_variables}
         value = float(predict(self.form, X, self.constants)[0])
         se = float(self.uncertainty.prediction_se(self.form, X, self.constants)[0])
@@ -168,9 +199,14 @@ class FittedForm:
             "data": self.data,
             "form": self.form.to_dict(),
             "objective": self.objective.describe(),
+            "weights": self.weights,
             "constants": self.constants,
             "train_objective": self.result.objective,
             "train_error": self.train_error,
+            "information_criteria": {
+                **self.information,
+                "note": INFORMATION_NOTE,
+            },
             "condition_number": self.result.cond,
             "degenerate": self.result.degenerate,
             "reasons": self.reasons,

@@ -18,17 +18,22 @@ import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fitrules import expr as ex
 from fitrules.errors import FormError, LimitError
 from fitrules.limits import MAX_CONSTANTS, MAX_NONLINEAR
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 FORMS_FILE = "forms.toml"
 DEFAULT_NONLINEAR_BOUNDS = (-10.0, 10.0)
 DEFAULT_NONLINEAR_START = (-3.0, 3.0)
+LOG_RANGE = 1e3  # a positive starting range at least this wide (hi/lo) is searched in log
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
@@ -59,6 +64,10 @@ class Form:
     start: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     description: str = ""
     source: str = "command line"
+    fixed: Mapping[str, float] = field(default_factory=dict)
+    by: str | None = None
+    shared: tuple[str, ...] | None = None
+    levels: Mapping[str, tuple[float, ...]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -67,6 +76,12 @@ class Form:
                 ", starting with a letter"
             )
         tree = ex.parse(self.expression, what=f"form {self.name!r}")
+        _check_level_usage(tree, self)
+        tree = self._fix(tree)
+        if self._groups_resolved:
+            tree = _group(tree, str(self.by), tuple(self.shared or ()), self)
+        if self.levels is not None:
+            tree = _expand(tree, self.levels, self)
         object.__setattr__(self, "_tree", tree)
         if self.variables is not None:
             object.__setattr__(self, "variables", tuple(self.variables))
@@ -78,6 +93,60 @@ class Form:
                 )
             self._check_constant_options()
 
+    def _fix(self, tree: ex.Node) -> ex.Node:
+        """The tree with each fixed constant replaced by its value."""
+        if not isinstance(self.fixed, Mapping):
+            raise FormError(
+                f"form {self.name!r}: fixed must be a table of NAME = VALUE, got {self.fixed!r}"
+            )
+        if not self.fixed:
+            return tree
+        known = ex.names(tree)
+        values = {}
+        for key, v in self.fixed.items():
+            if key not in known or (self.variables is not None and key in self.variables):
+                raise FormError(
+                    f"form {self.name!r}: cannot fix {key!r}, which is not a constant of "
+                    f"{self.expression!r}"
+                )
+            if isinstance(v, bool | str | bytes):
+                raise FormError(f"form {self.name!r}: fixed value of {key!r} must be a number")
+            try:
+                x = float(v)
+            except (TypeError, ValueError, OverflowError):
+                raise FormError(
+                    f"form {self.name!r}: fixed value of {key!r} must be a number, got {v!r}"
+                ) from None
+            if not math.isfinite(x):
+                raise FormError(
+                    f"form {self.name!r}: fixed value of {key!r} must be finite, got {v!r}"
+                )
+            values[key] = ex.num(x)
+        return _replace_constants(tree, values)
+
+    @property
+    def _groups_resolved(self) -> bool:
+        """Grouped, with the shared constants and the variables (the group column among
+        them) known: see :meth:`_resolve_groups`."""
+        return (
+            self.by is not None
+            and self.shared is not None
+            and self.variables is not None
+            and self.by in self.variables
+        )
+
+    @property
+    def level_columns(self) -> tuple[str, ...]:
+        """Columns ``COL`` of the per-level constants ``c[COL]`` (before expansion)."""
+        return _level_columns(ex.parse(self.expression, what=f"form {self.name!r}")) + (
+            (self.by,) if self.by is not None else ()
+        )
+
+    @property
+    def base_constants(self) -> tuple[str, ...]:
+        """The constants as written: ``L0`` for the per-level constants ``L0[H=1]``, ..."""
+        return tuple(dict.fromkeys(base_name(c) for c in self.constants))
+
     def _check_constant_options(self) -> None:
         for label, opts in (("bounds", self.bounds), ("start", self.start)):
             if not isinstance(opts, Mapping):
@@ -86,10 +155,10 @@ class Form:
                     f"{opts!r}"
                 )
             for key, pair in opts.items():
-                if key not in self.constants:
+                if key not in self.base_constants:
                     raise FormError(
                         f"form {self.name!r}: {label} given for {key!r}, which is "
-                        f"not a constant of it (constants: {', '.join(self.constants)})"
+                        f"not a constant of it (constants: {', '.join(self.base_constants)})"
                     )
                 try:
                     if isinstance(pair, str | bytes) or len(pair) != 2:
@@ -132,9 +201,10 @@ class Form:
                 f"({', '.join(s.nonlinear)}); at most {MAX_NONLINEAR} are allowed (each is "
                 "searched on a grid)"
             )
+        linear = {base_name(c) for c in s.linear}
         for label, opts in (("bounds", self.bounds), ("start", self.start)):
             for key in opts:
-                if key in s.linear:
+                if key in linear:
                     raise FormError(
                         f"form {self.name!r}: {label} given for {key!r}, which enters "
                         "linearly and is solved exactly without bounds; bounds and start "
@@ -144,7 +214,9 @@ class Form:
         for c in s.nonlinear:
             i = s.constants.index(c)
             lo, hi = s.lower[i], s.upper[i]
-            a, b = self.start.get(c, DEFAULT_NONLINEAR_START)
+            a, b = s.start_lo[s.nonlinear.index(c)], s.start_hi[s.nonlinear.index(c)]
+            if base_name(c) in self.start:
+                a, b = self.start[base_name(c)]
             if not (lo <= float(a) and float(b) <= hi):
                 raise FormError(
                     f"form {self.name!r}: the starting range [{float(a):g}, {float(b):g}] of "
@@ -169,11 +241,37 @@ class Form:
 
     @property
     def constants(self) -> tuple[str, ...]:
-        return tuple(n for n in self.names if n not in self.bound_variables)
+        out = [n for n in self.names if n not in self.bound_variables]
+        # per-level constants next to each other, in the order their names first appear
+        first = {b: i for i, b in reversed(list(enumerate(base_name(c) for c in out)))}
+        return tuple(sorted(out, key=lambda c: first[base_name(c)]))
 
-    def bind(self, columns: Iterable[str]) -> Form:
-        """This form with its variables resolved against (and checked in) ``columns``."""
+    def bind(self, columns: Iterable[str], data: pd.DataFrame | None = None) -> Form:
+        """This form with its variables resolved against (and checked in) ``columns``.
+
+        Parameters
+        ----------
+        columns : the grid's columns.
+        data : the grid's runs; needed when the form has per-level constants ``c[COL]`` or
+            groups (``by``): one constant per level of ``COL`` found in ``data``.
+
+        Raises
+        ------
+        FormError
+            If a variable is not a column, a constant option names no constant, or the
+            per-level constants need ``data`` that is not given.
+        """
         columns = list(columns)
+        for key in self.fixed:
+            if key in columns:
+                raise FormError(
+                    f"form {self.name!r}: cannot fix {key!r}, a column of the grid (a "
+                    "variable); --fix holds a constant"
+                )
+        if self.by is not None and not self._groups_resolved:
+            return self._resolve_groups(columns, data).bind(columns, data)
+        if self.levels is None and _level_columns(self.tree):
+            return self._with_levels(columns, data).bind(columns, data)
         if self.variables is not None:
             lacking = [v for v in self.variables if v not in columns]
             if lacking:
@@ -201,23 +299,96 @@ class Form:
                 f"form {self.name!r} reads no column of the grid "
                 f"({self.expression!r}); columns: {', '.join(columns)}"
             )
-        bound = Form(
-            self.name,
-            self.expression,
-            variables,
-            dict(self.bounds),
-            dict(self.start),
-            self.description,
-            self.source,
-        )
+        bound = replace(self, variables=variables)
         bound._check_structure()
         return bound
+
+    def _resolve_groups(self, columns: list[str], data: pd.DataFrame | None) -> Form:
+        """This form with ``shared`` decided: the declared names, or by default the
+        nonlinear constants (the exponents), every other constant one per group."""
+        by = self.by
+        if by not in columns:
+            raise FormError(
+                f"form {self.name!r}: --by {by!r} is not a column of the grid"
+                f"{_close(str(by), columns)}; columns: {', '.join(columns)}"
+            )
+        plain = replace(self, by=None, shared=None).bind(columns, data)
+        if by in plain.bound_variables:
+            raise FormError(
+                f"form {self.name!r} reads {by!r}; --by needs a column the form does not read"
+            )
+        constants = plain.base_constants
+        shared = self.shared
+        if shared is None:
+            nonlinear = {base_name(c) for c in plain.structure.nonlinear}
+            shared = tuple(c for c in constants if c in nonlinear)
+        return replace(self, shared=tuple(shared), variables=(*plain.bound_variables, by))
+
+    def _with_levels(self, columns: list[str], data: pd.DataFrame | None) -> Form:
+        cols = _level_columns(self.tree)
+        for col in cols:
+            if col not in columns:
+                raise FormError(
+                    f"form {self.name!r}: per-level constants need {col!r} to be a column of "
+                    f"the grid{_close(col, columns)}; columns: {', '.join(columns)}"
+                )
+        if data is None:
+            raise FormError(
+                f"form {self.name!r} has constants per level of {', '.join(cols)}: bind it "
+                "with the grid's runs (data=grid.runs) so that the levels are known"
+            )
+        import numpy as np
+        import pandas as pd
+
+        levels = {}
+        for col in cols:
+            values = pd.to_numeric(data[col], errors="coerce")
+            if values.isna().any() or not np.isfinite(values.to_numpy(float)).all():
+                raise FormError(
+                    f"form {self.name!r}: column {col!r} must hold finite numbers to give one "
+                    "constant per level"
+                )
+            levels[col] = tuple(float(v) for v in np.unique(values.to_numpy(float)))
+        return replace(self, levels=levels)
 
     def describe(self) -> str:
         return f"{self.name} = {self.expression}"
 
+    @property
+    def constant_notes(self) -> str:
+        """How the constants were set up beyond the expression: groups, fixed values, bounds
+        (empty when nothing was), e.g. ``"by M: alpha shared, E, A one per group"``."""
+        notes = []
+        if self.by is not None:
+            shared = list(self.shared or ())
+            per = [c for c in self.base_constants if c not in shared]
+            notes.append(
+                f"by {self.by}: "
+                + (f"{', '.join(shared)} shared, " if shared else "nothing shared, ")
+                + f"{', '.join(per)} one per group"
+            )
+        if self.fixed:
+            notes.append("fixed " + ", ".join(f"{k}={float(v):g}" for k, v in self.fixed.items()))
+        if self.bounds:
+            notes.append(
+                "bounds "
+                + ", ".join(
+                    f"{k} in [{float(a):g}, {float(b):g}]" for k, (a, b) in self.bounds.items()
+                )
+            )
+        return "; ".join(notes)
+
     def to_dict(self) -> dict:
         out: dict = {"name": self.name, "expression": self.expression}
+        if self.fixed:
+            out["fixed"] = {k: float(v) for k, v in self.fixed.items()}
+        if self.by is not None:
+            out["by"] = self.by
+            out["shared"] = list(self.shared) if self.shared is not None else None
+        if self.levels is not None:
+            out["levels"] = {k: list(v) for k, v in self.levels.items()}
+        if self.constant_notes:
+            out["constant_notes"] = self.constant_notes
         if self.variables is not None:
             out["variables"] = list(self.variables)
             out["constants"] = list(self.constants)
@@ -230,6 +401,142 @@ class Form:
     @cached_property
     def structure(self) -> Structure:
         return Structure.of(self)
+
+
+def base_name(constant: str) -> str:
+    """``L0`` for the per-level constant ``L0[H=16]``; other names unchanged."""
+    return constant.split("[", 1)[0] if constant.endswith("]") else constant
+
+
+def level_name(constant: str, levels: Sequence[tuple[str, float]]) -> str:
+    """The name of one per-level constant: ``L0[H=16]``, ``a[M=2,H=16]``."""
+    return f"{constant}[{','.join(f'{c}={format_level(v)}' for c, v in levels)}]"
+
+
+def format_level(v: float) -> str:
+    """A level as short as it reads back exactly: ``16``, ``0.25``, ``0.123456789``."""
+    short = f"{v:g}"
+    return short if float(short) == v else repr(float(v))
+
+
+def level_of(constant: str) -> tuple[tuple[str, float], ...]:
+    """``(("H", 16.0),)`` for ``L0[H=16]``; ``()`` for a constant shared by all levels."""
+    if not constant.endswith("]") or "[" not in constant:
+        return ()
+    inside = constant[constant.index("[") + 1 : -1]
+    out = []
+    for part in inside.split(","):
+        col, _, v = part.rpartition("=")
+        out.append((col, float(v)))
+    return tuple(out)
+
+
+def _check_level_usage(tree: ex.Node, form: Form) -> None:
+    """A per-level constant ``c[COL]`` is always written with the same COL, never bare."""
+    how: dict[str, set] = {}
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        if n.op == "at":
+            how.setdefault(n.value, set()).add(n.args[0].value)
+        elif n.op == "name":
+            how.setdefault(n.value, set()).add(None)
+        if n.op != "at":
+            stack.extend(n.args)
+    for c, cols in how.items():
+        if len(cols) > 1 and any(col is not None for col in cols):
+            shown = ", ".join(c if col is None else f"{c}[{col}]" for col in sorted(cols, key=str))
+            raise FormError(
+                f"form {form.name!r}: {c!r} is written as {shown}; a per-level constant "
+                "takes one column and is always written with it"
+            )
+
+
+def _level_columns(tree: ex.Node) -> tuple[str, ...]:
+    out: list[str] = []
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        if n.op == "at" and n.args[0].value not in out:
+            out.append(n.args[0].value)
+        stack.extend(n.args)
+    return tuple(sorted(out))
+
+
+def _replace_constants(tree: ex.Node, values: Mapping[str, ex.Node]) -> ex.Node:
+    """Replace names and per-level constants ``c[COL]`` named in ``values``."""
+    if tree.op in ("name", "at") and tree.value in values:
+        return values[tree.value]
+    if not tree.args or tree.op == "at":
+        return tree
+    return ex.substitute(
+        ex.Node(tree.op, tuple(_replace_constants(a, values) for a in tree.args), tree.value), {}
+    )
+
+
+def _group(tree: ex.Node, by: str, shared: Sequence[str], form: Form) -> ex.Node:
+    """Every constant not in ``shared`` becomes one constant per level of ``by``."""
+    if _level_columns(tree):
+        raise FormError(
+            f"form {form.name!r} already has per-level constants; group it with --by or "
+            "write the per-level constants, not both"
+        )
+    names = ex.names(tree)
+    variables = set(form.variables or ()) | {by}
+    for c in shared:
+        if c not in names or c in variables:
+            raise FormError(
+                f"form {form.name!r}: shared constant {c!r} is not a constant of "
+                f"{form.expression!r}"
+            )
+    col = ex.Node("name", value=by)
+    per_group = {}
+    for c in names:
+        if c in shared or c in variables:
+            continue
+        per_group[c] = ex.Node("at", (col,), c)
+    return _replace_constants(tree, per_group)
+
+
+def _expand(tree: ex.Node, levels: Mapping[str, Sequence[float]], form: Form) -> ex.Node:
+    """Write each per-level constant ``c[COL]`` as one constant per level.
+
+    Each term of the sum that reads per-level constants becomes one term per combination of
+    their columns' levels, multiplied by an indicator of that combination: so
+    ``L0[H] + a*omega`` becomes ``L0[H=1]*[H == 1] + ... + a*omega``, where every
+    ``L0[H=...]`` still multiplies one term and stays linear (variable projection keeps it).
+    """
+    out = ex.ZERO
+    for sign, term in ex.terms(tree):
+        signed = term if sign > 0 else ex.neg(term)
+        cols = _level_columns(term)
+        if not cols:
+            out = ex.add(out, signed)
+            continue
+        combos: list[list[tuple[str, float]]] = [[]]
+        for col in cols:
+            combos = [[*c, (col, v)] for c in combos for v in levels[col]]
+            if len(combos) > MAX_CONSTANTS:
+                raise LimitError(
+                    f"form {form.name!r}: per-level constants over {', '.join(cols)} give "
+                    f"more than {MAX_CONSTANTS} constants; at most {MAX_CONSTANTS} are allowed"
+                )
+        for combo in combos:
+            at = dict(combo)
+            values = {}
+            stack = [term]
+            while stack:
+                n = stack.pop()
+                if n.op == "at":
+                    c = n.value
+                    own = [(k, at[k]) for k in (n.args[0].value,)]
+                    values[c] = ex.Node("name", value=level_name(c, own))
+                stack.extend(n.args)
+            piece = _replace_constants(signed, values)
+            for col, v in combo:
+                piece = ex.mul(ex.Node("is", (ex.Node("name", value=col),), float(v)), piece)
+            out = ex.add(out, piece)
+    return out
 
 
 def _close(name: str, columns: Sequence[str]) -> str:
@@ -259,6 +566,7 @@ class Structure:
     upper: tuple[float, ...]
     start_lo: tuple[float, ...]  # starting ranges of the nonlinear constants
     start_hi: tuple[float, ...]
+    log_axes: tuple[bool, ...] = ()  # per nonlinear constant: searched on a log scale
 
     @classmethod
     def of(cls, form: Form) -> Structure:
@@ -283,15 +591,24 @@ class Structure:
         lower, upper = [], []
         for c in consts:
             default = DEFAULT_NONLINEAR_BOUNDS if c in nonlinear else (-math.inf, math.inf)
-            lo, hi = form.bounds.get(c, default)
+            lo, hi = form.bounds.get(base_name(c), default)
             lower.append(float(lo))
             upper.append(float(hi))
-        s_lo, s_hi = [], []
+        s_lo, s_hi, log_axes = [], [], []
         for c in nonlinear:
-            lo, hi = form.start.get(c, DEFAULT_NONLINEAR_START)
             i = consts.index(c)
+            if base_name(c) in form.start:
+                lo, hi = form.start[base_name(c)]
+            else:
+                lo, hi = DEFAULT_NONLINEAR_START
+                if not (lower[i] <= lo and hi <= upper[i]) and base_name(c) in form.bounds:
+                    # bounds given without a start that excludes the default range (e.g.
+                    # Nc in 1e10..1e16): search the whole bounded range
+                    lo, hi = lower[i], upper[i]
             s_lo.append(max(float(lo), lower[i]))
             s_hi.append(min(float(hi), upper[i]))
+            # a positive range over decades is searched on a log scale (Nc ~ 1e13)
+            log_axes.append(bool(s_lo[-1] > 0 and s_hi[-1] >= LOG_RANGE * s_lo[-1]))
         return cls(
             tuple(consts),
             tuple(linear),
@@ -303,6 +620,7 @@ class Structure:
             tuple(upper),
             tuple(s_lo),
             tuple(s_hi),
+            tuple(log_axes),
         )
 
 
@@ -333,6 +651,14 @@ BUILTIN_FORMS: dict[str, Form] = {
             source="built-in",
         ),
         Form(
+            "composition_per_h",
+            "L0[H] + a*omega*(H/16)**b",
+            ("H", "omega"),
+            description="The composition rule with one intercept per level of H (L0[H]): "
+            "the loss at omega = 0 may move with H.",
+            source="built-in",
+        ),
+        Form(
             "omega_only",
             "L0 + a*omega",
             ("omega",),
@@ -348,7 +674,14 @@ BUILTIN_FORMS: dict[str, Form] = {
         ),
     ]
 }
-DEFAULT_FORMS = ("composition", "additive", "free_omega", "omega_only", "log_additive")
+DEFAULT_FORMS = (
+    "composition",
+    "additive",
+    "free_omega",
+    "omega_only",
+    "log_additive",
+    "composition_per_h",
+)
 
 _LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*(?:\(([^)]*)\))?\s*=\s*(.+)$", re.S)
 
@@ -393,11 +726,11 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
     if isinstance(value, str):
         return parse_form_line(f"{name} = {value}", source)
     if isinstance(value, dict):
-        unknown = set(value) - {"expr", "variables", "bounds", "start", "description"}
+        unknown = set(value) - {"expr", "variables", "bounds", "start", "fixed", "description"}
         if unknown or "expr" not in value:
             raise FormError(
                 f"{source}: form {name!r} needs 'expr' and may have variables, "
-                f"bounds, start, description; got {sorted(value)}"
+                f"bounds, start, fixed, description; got {sorted(value)}"
             )
         if not isinstance(value["expr"], str):
             raise FormError(f"{source}: form {name!r}: expr must be a string expression")
@@ -409,7 +742,7 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
                 f"{source}: form {name!r}: variables must be a list of column names, e.g. "
                 f'["H", "omega"]; got {variables!r}'
             )
-        for key in ("bounds", "start"):
+        for key in ("bounds", "start", "fixed"):
             if not isinstance(value.get(key, {}), dict):
                 raise FormError(
                     f"{source}: form {name!r}: {key} must be a table such as "
@@ -425,6 +758,7 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
             value.get("start", {}),
             value.get("description", ""),
             source,
+            fixed=value.get("fixed", {}),
         )
     raise FormError(f"{source}: form {name!r} must be a string expression or a table")
 
@@ -476,7 +810,11 @@ def select_forms(
         _check_new_name(f.name, pool)
     if names:
         chosen = []
+        inline = {f.name: f for f in added}
         for n in names:
+            if n in inline:  # --forms may name a form given inline with --form
+                chosen.append(inline.pop(n))
+                continue
             if n not in pool:
                 raise FormError(
                     f"unknown form {n!r}; available: {', '.join(pool)} "
@@ -485,12 +823,109 @@ def select_forms(
             chosen.append(pool[n])
     else:
         chosen = [] if added else [pool[n] for n in DEFAULT_FORMS]
-    out = chosen + added
+    out = chosen + [f for f in added if f not in chosen]
     seen: set[str] = set()
     for f in out:
         if f.name in seen:
             raise FormError(f"form {f.name!r} is given twice")
         seen.add(f.name)
+    return out
+
+
+def parse_fix(items: Sequence[str] | Mapping[str, float] | None) -> dict[str, float]:
+    """``["alpha=0.34", ...]`` (``--fix``) -> ``{"alpha": 0.34}``."""
+    if items is None:
+        return {}
+    if isinstance(items, Mapping):
+        return dict(items)
+    if isinstance(items, str):
+        items = [items]
+    out: dict[str, float] = {}
+    for text in items:
+        name, eq, value = str(text).partition("=")
+        name = name.strip()
+        try:
+            x = float(value)
+        except ValueError:
+            x = math.nan
+        if not eq or not name or not math.isfinite(x):
+            raise FormError(
+                f"--fix {text!r}: expected NAME=VALUE with a finite number, e.g. alpha=0.34"
+            )
+        out[name] = x
+    return out
+
+
+def parse_bounds(
+    items: Sequence[str] | Mapping[str, tuple[float, float]] | None,
+) -> dict[str, tuple[float, float]]:
+    """``["Nc=1e10..1e16", ...]`` (``--bound``) -> ``{"Nc": (1e10, 1e16)}``."""
+    if items is None:
+        return {}
+    if isinstance(items, Mapping):
+        return {k: (float(v[0]), float(v[1])) for k, v in items.items()}
+    if isinstance(items, str):
+        items = [items]
+    out: dict[str, tuple[float, float]] = {}
+    for text in items:
+        name, eq, rng = str(text).partition("=")
+        lo_s, dots, hi_s = rng.partition("..")
+        try:
+            lo, hi = float(lo_s), float(hi_s)
+        except ValueError:
+            lo = hi = math.nan
+        if not eq or not name.strip() or not dots or not (lo < hi) or math.isnan(lo + hi):
+            raise FormError(
+                f"--bound {text!r}: expected NAME=LOW..HIGH with LOW < HIGH, e.g. "
+                "Nc=1e10..1e16 (inf and -inf allowed)"
+            )
+        out[name.strip()] = (lo, hi)
+    return out
+
+
+def customise(
+    forms: Sequence[Form],
+    fix: Mapping[str, float] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    by: str | None = None,
+    shared: Sequence[str] | None = None,
+) -> list[Form]:
+    """The forms with constants fixed, bounded, or made per group (``--fix``, ``--bound``,
+    ``--by``, ``--shared``).
+
+    A fixed or bounded name applies to every form that has a constant of that name, and
+    must name a constant of at least one form.
+
+    Raises
+    ------
+    FormError
+        If a name is a constant of none of the forms.
+    """
+    fix, bounds = dict(fix or {}), dict(bounds or {})
+    if shared is not None and by is None:
+        raise FormError("--shared needs --by COLUMN (the constants shared across groups)")
+    for label, keys in (("--fix", fix), ("--bound", bounds)):
+        for key in keys:
+            if not any(key in ex.names(f.tree) for f in forms):
+                raise FormError(
+                    f"{label} {key!r}: no form has a constant of that name (forms: "
+                    + ", ".join(f"{f.name} = {f.expression}" for f in forms)
+                    + ")"
+                )
+    out = []
+    for f in forms:
+        names = ex.names(f.tree)
+        own_fix = {k: v for k, v in fix.items() if k in names}
+        own_bounds = {k: v for k, v in bounds.items() if k in names and k not in own_fix}
+        out.append(
+            replace(
+                f,
+                fixed={**f.fixed, **own_fix},
+                bounds={**f.bounds, **own_bounds},
+                by=by if by is not None else f.by,
+                shared=tuple(shared) if shared is not None else f.shared,
+            )
+        )
     return out
 
 

@@ -33,7 +33,17 @@ import pandas as pd
 
 from fitrules import expr as ex
 from fitrules.errors import FitrulesError
-from fitrules.fit import CompiledForm, FitOptions, FitResult, Objective, fit, predict, refit
+from fitrules.fit import (
+    WEIGHT_KEY,
+    CompiledForm,
+    FitOptions,
+    FitResult,
+    Objective,
+    cell_weights,
+    fit,
+    predict,
+    refit,
+)
 from fitrules.forms import Form
 from fitrules.grids import Grid
 from fitrules.limits import MAX_ABS_VALUE, MAX_BOOTSTRAP_RESAMPLES, check_count, check_seed
@@ -148,6 +158,9 @@ def jacobian_uncertainty(
     with np.errstate(all="ignore"):
         r = objective.residuals(pred, y)
         J = cf.jacobian(X, params) * objective.dres_dpred(pred, y)[:, None]
+        if WEIGHT_KEY in X:  # weighted fits: the residuals the objective squares
+            r = r * np.sqrt(X[WEIGHT_KEY])
+            J = J * np.sqrt(X[WEIGHT_KEY])[:, None]
     n, p = J.shape
     dof = n - p
     nan = np.full((p, p), np.nan)
@@ -409,12 +422,16 @@ def bootstrap_fit(
     level: float = 0.95,
     options: FitOptions | None = None,
     kind: str = "auto",
+    weights: str = "cells",
 ) -> BootstrapFit:
     """Fit ``form`` on all cells and refit it on ``resamples`` bootstrap replicates.
 
     Parameters
     ----------
     grid, form, objective : what is fitted, and how.
+    weights : ``cells``, ``runs`` or ``inverse-variance`` (see
+        :func:`fitrules.fit.cell_weights`); every replicate is fitted with the weights of
+        the data, and the residual bootstrap resamples weighted (standardised) residuals.
     resamples : number of replicates (at least 20).
     seed : seed of the resampling.
     level : level of the percentile intervals.
@@ -436,10 +453,11 @@ def bootstrap_fit(
     check_bootstrap_options(resamples, seed, level)
     if kind not in BOOTSTRAP_KINDS:
         raise FitrulesError(f"bootstrap {kind!r} is unknown; allowed: {', '.join(BOOTSTRAP_KINDS)}")
-    form = form.bind(grid.columns)
+    form = form.bind(grid.columns, grid.runs)
     obj = objective or Objective()
     cells = grid.cells(form.bound_variables, positive=obj.kind != "abs_ls")
-    base = fit(form, cells.X, cells.y, obj, options)
+    w = cell_weights(weights, cells.table, obj)
+    base = fit(form, cells.X, cells.y, obj, options, weights=w)
     keys = list(cells.variables)
     groups = grid.runs.groupby(keys, sort=True)[grid.metric].apply(lambda s: s.to_numpy(float))
     values = list(groups.to_numpy())
@@ -458,8 +476,8 @@ def bootstrap_fit(
             [[v[rng.integers(0, len(v), len(v))].mean() for v in values] for _ in range(resamples)]
         )
     else:
-        Y = _residual_replicates(form, cells.X, cells.y, base.constants, obj, resamples, rng)
-    draws, _, converged = refit(form, cells.X, Y, base.constants, obj, options)
+        Y = _residual_replicates(form, cells.X, cells.y, base.constants, obj, resamples, rng, w)
+    draws, _, converged = refit(form, cells.X, Y, base.constants, obj, options, weights=w)
     bad = ~converged | ~np.isfinite(draws).all(axis=1)
     draws[bad] = np.nan
     return BootstrapFit(
@@ -467,20 +485,27 @@ def bootstrap_fit(
     )
 
 
-def _residual_replicates(form, X, y, constants, objective: Objective, B: int, rng) -> np.ndarray:
+def _residual_replicates(
+    form, X, y, constants, objective: Objective, B: int, rng, weights=None
+) -> np.ndarray:
     """(B, n) data sets: the fit plus residuals drawn with replacement, on the objective's
-    scale (y = pred / (1 + r) for relative, pred * exp(-r) for log, pred - r for absolute)."""
+    scale (y = pred / (1 + r) for relative, pred * exp(-r) for log, pred - r for absolute).
+    With cell weights the residuals are standardised (times the root weight) before they
+    are drawn, and each draw is put back on its cell's scale."""
     pred = predict(form, X, constants)
     r = objective.residuals(pred, y)
+    root = np.ones(len(y)) if weights is None else np.sqrt(np.asarray(weights, float))
+    r = r * root
     n, p = len(y), len(form.constants)
     if n - p < 1:
         raise FitrulesError(
             f"form {form.name!r}: {n} cells for {p} constants leave no residual to resample"
         )
     r = (r - r.mean()) * np.sqrt(n / (n - p))
-    draw = r[rng.integers(0, n, (B, n))]
+    draw = r[rng.integers(0, n, (B, n))] / root
     if objective.kind == "rel_ls":
         return pred / (1 + draw)
     if objective.kind == "log_huber":
-        return pred * np.exp(-draw)
+        with np.errstate(over="ignore"):  # a huge log residual: that replicate fails its refit
+            return pred * np.exp(-draw)
     return pred - draw

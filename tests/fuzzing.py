@@ -302,6 +302,7 @@ GOOD_FORMS = [  # each reads H and omega, the two factors the grids vary
     "L0 + a*exp(-H/b) + c*omega",
     "L0 + a/sqrt(H) + b*omega**2",
     "L0 + a*omega**c*(H/16)**b + d*log(H)",
+    "L0[H] + a*omega*(H/16)**b",  # one intercept per level of H
 ]
 ONE_FACTOR_FORMS = ["L0 + a*omega", "a*H**b", "L0 + a*log(H)"]
 
@@ -386,6 +387,27 @@ BAD_POINTS = [
 ]
 
 
+def _form_options(d: Draw, weights: bool = True) -> list[str]:
+    """--weights, --fix, --bound, --by, --shared (issue 22), good and bad values."""
+    args: list[str] = []
+    if weights:
+        args += d.maybe("--weights", ["cells", "runs", "inverse-variance"], ["rows", ""], 4, 4)
+    args += d.maybe("--fix", ["b=0.5", "L0=2"], ["b", "=1", "b=nan", "zz=1", "b=abc"], 6, 2)
+    args += d.maybe(
+        "--bound",
+        ["b=-2..2", "b=0..1e3"],
+        ["b=2..-2", "b=1", "b=a..b", "zz=0..1", "L0=0..1"],
+        6,
+        2,
+    )
+    if d.chance(6):
+        args.append(opt("--by", d.pick(["keep", "H"], ["nope", "", "loss"], 3)))
+        args += d.maybe("--shared", ["b", "b,a"], ["zz", ""], 2, 3)
+    elif d.hostile and d.chance(10):
+        args.append(opt("--shared", "b"))  # without --by: refused
+    return args
+
+
 def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
     files: dict[str, bytes] = {}
     if d.chance(10):
@@ -429,6 +451,7 @@ def compare_cases(draw) -> Case:
     argv += d.maybe("--seed", [0, 1, 2**63 - 1], BAD_SEEDS, 4, 2)
     argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], ["l1"], 3, 6)
     argv += d.maybe("--delta", ["1e-3", "0.01"], ["0", "-1", "inf", "nan"], 6, 2)
+    argv += _form_options(d)
     argv += d.maybe(
         "--split",
         ["random", "leave-one-level-out:H", "extrapolate:H", "extrapolate:H>=4"],
@@ -476,6 +499,7 @@ def fit_cases(draw) -> Case:
         form = d(form_lines(d.hostile))
     argv = ["fit", *data, opt("--form", form)]
     argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], (), 4)
+    argv += _form_options(d)
     if d.chance(3):
         argv.append("--intervals")
     for _ in range(d(st.integers(0, 2))):
@@ -484,6 +508,25 @@ def fit_cases(draw) -> Case:
         argv.append(opt("--resamples", d.pick([20, 25], [5, 0, 10**9], 6)))
         argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
         argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
+    return Case(argv + out, files, dirs)
+
+
+@st.composite
+def design_cases(draw) -> Case:
+    """design, kept small (few refits) so that each case runs in about a second."""
+    d = Draw(draw)
+    data, files = _data(d)
+    out, dirs, more = _outputs(d)
+    files.update(more)
+    forms = d.pick(
+        ["composition,additive", "composition,composition_per_h", "log_additive,omega_only"],
+        ["composition", "bogus,additive", "composition,composition", ""],
+        4,
+    )
+    argv = ["design", *data, opt("--forms", forms)]
+    argv.append(opt("--budget", d.pick([6, 12], [0, -1, 10**9], 6)))
+    argv += ["--design-splits=20", "--resamples=20"]
+    argv += _form_options(d, weights=False)
     return Case(argv + out, files, dirs)
 
 
@@ -658,12 +701,18 @@ def ledger_cases(draw) -> Case:
     argv = [
         "predict",
         *data,
-        opt("--form", d.pick(["composition", "log_additive"], ["bogus", "omega_only"], 4)),
+        opt(
+            "--form",
+            d.pick(
+                ["composition", "log_additive", "composition_per_h"], ["bogus", "omega_only"], 4
+            ),
+        ),
         opt("--at", d.pick(POINTS, BAD_POINTS, 2)),
         opt("--ledger", d.pick(["l.jsonl", "new.jsonl", "sub/new.jsonl"], ["DIR"], 4)),
         opt("--resamples", d.pick([20], [5, 10**9], 6)),
     ]
     argv += d.maybe("--tolerance", ["1", "5"], ["0", "-1", "inf", "nan"], 3, 2)
+    argv += _form_options(d)
     return Case(argv, files, ["DIR"])
 
 
@@ -672,8 +721,13 @@ GOOD_TOML = [
     b'mine = "L0 + a*omega*(H/16)**b"\n',
     b'[mine]\nexpr = "L0 + a*H**b"\nvariables = ["H"]\nbounds = { b = [-2, 2] }\n',
     b'[mine]\nexpr = "L0 + a*omega**c"\nstart = { c = [0, 2] }\ndescription = "d"\n',
+    b'[mine]\nexpr = "L0 + a*omega*(H/16)**b"\nfixed = { b = 0.5 }\n',
+    b'mine = "L0[H] + a*omega"\n',
 ]
 BAD_TOML = [
+    b'[mine]\nexpr = "L0 + a*H"\nfixed = { zz = 1 }\n',
+    b'[mine]\nexpr = "L0 + a*H"\nfixed = "x"\n',
+    b'[mine]\nexpr = "L0 + a*H"\nfixed = { a = "one" }\n',
     b'[mine]\nexpr = "L0 + a*H"\nvariables = 5\n',
     b'[mine]\nexpr = "L0 + a*H"\nbounds = "abc"\n',
     b'[mine]\nexpr = "L0 + a*H**b"\nstart = { b = [20, 30] }\n',
@@ -778,6 +832,7 @@ def cases():
     return st.one_of(
         compare_cases(),
         fit_cases(),
+        design_cases(),
         validate_cases(),
         ci_cases(),
         ledger_cases(),

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import composition_grid
 from fitrules.cli import main
+from fitrules.forms import DEFAULT_FORMS
 
 
 def run(args, capsys):
@@ -59,7 +60,7 @@ def test_same_command_twice_gives_byte_identical_json(synthetic_csv, tmp_path, c
     )
     assert {"train_cells", "cond", "wild", "span_ratio", "max_rel_se"} <= set(row)
     assert {"path", "sha256", "runs", "cells"} <= set(doc["data"])
-    assert len(doc["results"]) == 25 * 5
+    assert len(doc["results"]) == 25 * len(DEFAULT_FORMS)
 
 
 def test_every_form_is_scored_on_the_same_splits(synthetic_csv, tmp_path, capsys):

@@ -62,9 +62,11 @@ def comparison_html(cmp) -> str:
 
 
 def fitted_html(f) -> str:
-    from fitrules.report.text import data_line, uncertainty_lines
+    from fitrules.report.text import data_line, information_line, uncertainty_lines
 
     head = f"<b>{html.escape(f.form.name)}</b> = <code>{html.escape(f.form.expression)}</code>"
+    if f.form.constant_notes:
+        head += f" ({html.escape(f.form.constant_notes)})"
     te = f.train_error
     parts = [
         head,
@@ -75,6 +77,7 @@ def fitted_html(f) -> str:
             f"training error: mean {te['heldout_error_pct']:.3f}%, worst cell "
             f"{te['worst_cell_pct']:.3f}%; diagnostics: {'; '.join(f.reasons) or 'well posed'}"
         ),
+        _p(f"weights {f.weights}; " + information_line(f)),
     ]
     if f.predictions:
         parts.append(_table(pd.DataFrame(

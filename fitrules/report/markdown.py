@@ -347,7 +347,11 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         "## Forms",
         "",
     ]
-    lines += [f"- **{f['name']}** = `{f['expression']}`" for f in doc["forms"]]
+    lines += [
+        f"- **{f['name']}** = `{f['expression']}`"
+        + (f" ({f['constant_notes']})" if f.get("constant_notes") else "")
+        for f in doc["forms"]
+    ]
     basis = s.get("splits_used", "valid")
     lines += [
         "",
@@ -638,7 +642,8 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
         lines = [
             f"# fitrules fit: {f.form.name}",
             "",
-            code(f"{f.form.name} = {f.form.expression}"),
+            code(f"{f.form.name} = {f.form.expression}")
+            + (f" ({f.form.constant_notes})" if f.form.constant_notes else ""),
             "",
             "| | |",
             "|---|---|",

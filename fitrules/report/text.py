@@ -215,6 +215,7 @@ def render_comparison(cmp) -> str:
     lines = [
         data_line(cmp.data),
         f"{protocol_line(s, n_train, cmp.data['cells'])}; objective {s['objective']}; "
+        f"weights {s.get('weights', 'cells')}; "
         "held-out error = mean |relative error| over held-out cells, in %; noise floor = the "
         "error of a predictor that knew each cell's true mean (from the seed spread)",
         guard_line(s),
@@ -289,15 +290,32 @@ def uncertainty_lines(f) -> list[str]:
     return lines
 
 
+def information_line(f) -> str:
+    """AIC, AICc, BIC and R^2 of a fitted form, with what they are not."""
+    ic = f.information
+    if not all(math.isfinite(ic[k]) for k in ("aic", "bic", "r2")):
+        return (
+            "information criteria: not available (an exact or non-finite fit has no Gaussian "
+            "likelihood)"
+        )
+    aicc = f"{ic['aicc']:.4g}" if math.isfinite(ic["aicc"]) else "undefined (n - k - 1 <= 0)"
+    return (
+        f"information criteria ({ic['k']} constants, {ic['n']} cells): AIC {ic['aic']:.4g}, "
+        f"AICc {aicc}, BIC {ic['bic']:.4g}, R^2 {ic['r2']:.4f} (in-sample, on cell "
+        "means; held-out error, not these, is what compare ranks)"
+    )
+
+
 def render_fitted(f) -> str:
     """A fitted form: data, constants with standard errors (and intervals), correlations,
     training error, diagnostics and predictions."""
     has_iv = f.bootstrap is not None
     lines = [
         data_line(f.data),
-        f"form {f.form.name} = {f.form.expression}",
+        f"form {f.form.name} = {f.form.expression}"
+        + (f" ({f.form.constant_notes})" if f.form.constant_notes else ""),
         f"fitted on all {len(f.cells)} cells; objective {f.objective.describe()} "
-        f"{f.result.objective:.6g}; "
+        f"{f.result.objective:.6g}; weights {f.weights}; "
         + (
             f"condition number {f.result.cond:.3g}"
             if math.isfinite(f.result.cond)
@@ -323,6 +341,7 @@ def render_fitted(f) -> str:
         "",
         f"training error: mean {te['heldout_error_pct']:.3f}%, worst cell "
         f"{te['worst_cell_pct']:.3f}%, rmse {te['rmse']:.4g}",
+        information_line(f),
         "diagnostics: " + ("none (well posed)" if not f.reasons else "; ".join(f.reasons)),
     ]
     for p in f.predictions:
@@ -337,6 +356,14 @@ def render_fitted(f) -> str:
     return "\n".join(lines)
 
 
+def _nodes(tree):
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.args)
+
+
 def render_form(f, resolved_by: str | None = None) -> str:
     """A bound form: its variables, which constants are linear, bounds and starting ranges."""
     s = f.structure
@@ -344,9 +371,11 @@ def render_form(f, resolved_by: str | None = None) -> str:
     lines = [f"{f.name} = {f.expression}"]
     if f.description:
         lines.append(f"  {f.description}")
+    per_level = sorted({(n.value, n.args[0].value) for n in _nodes(f.tree) if n.op == "at"})
     lines += [
         f"  source: {f.source}",
         f"  variables ({how}): {', '.join(f.bound_variables)}",
+        *[f"  {c}[{col}]: one constant {c} per level of {col}" for c, col in per_level],
         f"  constants entering linearly (solved exactly): {', '.join(s.linear) or 'none'}",
         f"  nonlinear constants (grid search, then polish): {', '.join(s.nonlinear) or 'none'}",
     ]

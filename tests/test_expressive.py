@@ -1,0 +1,382 @@
+"""Issue 22: per-level constants, groups, fixed and bounded constants, weights, information
+criteria. Each "Done when" item of the issue is one test here, against an independent fit
+(scipy.optimize, statsmodels) or a known truth."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import least_squares
+
+import fitrules as fr
+from fitrules.errors import FitrulesError, FormError
+from fitrules.forms import BUILTIN_FORMS, parse_bounds, parse_fix
+
+COMP_H = "comp_h = L0[H] + a*omega*(H/16)**b"
+
+
+# ------------------------------------------------------------------ per-level constants
+def test_per_level_intercepts_fit_the_default_grid_to_the_issue_numbers():
+    # measured on main at a3516a9: composition 0.642%, L0[H] + a*omega*(H/16)**b 0.376%
+    per_h = fr.fit(None, COMP_H)
+    plain = fr.fit(None, "composition")
+    assert per_h.train_error["heldout_error_pct"] == pytest.approx(0.376, abs=0.0015)
+    assert plain.train_error["heldout_error_pct"] == pytest.approx(0.642, abs=0.0015)
+    assert list(per_h.constants) == ["L0[H=1]", "L0[H=4]", "L0[H=16]", "L0[H=64]", "a", "b"]
+    # the intercepts rise with H, as the observed loss at omega = 0 does (2.14 to 2.196)
+    l0 = [per_h.constants[f"L0[H={h}]"] for h in (1, 4, 16, 64)]
+    assert l0 == sorted(l0) and l0[-1] - l0[0] > 0.04
+    assert per_h.reasons == []
+
+
+def test_per_level_constants_stay_linear_in_the_variable_projection():
+    f = BUILTIN_FORMS["composition_per_h"].bind(
+        ["H", "omega"], pd.DataFrame({"H": [1, 4, 16, 64], "omega": [0, 1, 3, 7]})
+    )
+    assert f.structure.nonlinear == ("b",)
+    assert len(f.structure.linear) == 5
+
+
+def test_compare_flags_splits_that_leave_a_level_unfitted_by_name():
+    c = fr.compare(None, [COMP_H, "composition"], splits=40)
+    r = c.results[c.results["form"] == "comp_h"]
+    named = r[r["reasons"].map(lambda rs: any("has no training cell" in x for x in rs))]
+    assert len(named) > 0
+    for _, row in named.iterrows():
+        (reason,) = [x for x in row["reasons"] if "has no training cell" in x]
+        col_level = reason.split()[1]  # "H=64"
+        h = float(col_level.split("=")[1])
+        assert h not in set(c.cells.table["H"].iloc[row["train_cells"]])
+        assert f"L0[{col_level}] not fitted" in reason
+        assert row["degenerate"] and np.isnan(row["heldout_error_pct"])
+    # splits that fit every level are scored as usual
+    assert (~r["degenerate"]).sum() > 0
+    assert set(c.summary["form"]) == {"comp_h", "composition"}
+
+
+def test_predict_refuses_a_level_with_no_constant():
+    f = fr.fit(None, COMP_H)
+    assert np.isfinite(f.predict("H=16,keep=0.25")["prediction"])
+    with pytest.raises(FormError, match=r"none for H=8; .* 1, 4, 16, 64"):
+        f.predict("H=8,keep=0.25")
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("x = L0[H] + L0*omega", "always written with it"),
+        ("x = L0[H] + a*omega + L0[omega]", "always written with it"),
+        ("x = L0[zz] + a*omega", "'zz' to be a column"),
+    ],
+)
+def test_bad_per_level_forms_are_refused(text, match):
+    with pytest.raises(FormError, match=match):
+        fr.fit(None, text)
+
+
+# ------------------------------------------------------------------ groups
+def _grouped_table(seed=0):
+    rng = np.random.default_rng(seed)
+    E = {1: 2.0, 2: 2.3, 3: 1.8, 4: 2.6}
+    A = {1: 1.5, 2: 0.9, 3: 2.2, 4: 1.1}
+    alpha = 0.35
+    rows = []
+    for m in E:
+        for n in [1, 2, 4, 8, 16, 32, 64, 128]:
+            for s in range(2):
+                value = E[m] + A[m] * n**-alpha
+                rows.append({"N": n, "M": m, "seed": s, "loss": value * (1 + 1e-4 * rng.normal())})
+    return pd.DataFrame(rows), E, A, alpha
+
+
+def test_grouped_fit_recovers_per_group_scales_and_the_shared_exponent():
+    df, E, A, alpha = _grouped_table()
+    f = fr.fit(df, "g = E + A*N**(-alpha)", by="M", shared="alpha")
+    k = f.constants
+    assert k["alpha"] == pytest.approx(alpha, rel=2e-3)
+    for m in E:
+        assert k[f"E[M={m}]"] == pytest.approx(E[m], rel=1e-3)
+        assert k[f"A[M={m}]"] == pytest.approx(A[m], rel=5e-3)
+    assert len(k) == 9 and f.information["k"] == 9
+    # the default shares the nonlinear constants: the same fit
+    assert fr.fit(df, "g = E + A*N**(-alpha)", by="M").constants == pytest.approx(k)
+
+
+def test_grouped_fit_matches_a_joint_scipy_fit():
+    df, E, A, alpha = _grouped_table(seed=1)
+    f = fr.fit(df, "g = E + A*N**(-alpha)", by="M")
+    cells = df.groupby(["N", "M"], as_index=False)["loss"].mean()
+    groups = sorted(E)
+
+    def residuals(p):
+        e, a = dict(zip(groups, p[:4], strict=True)), dict(zip(groups, p[4:8], strict=True))
+        pred = cells["M"].map(e) + cells["M"].map(a) * cells["N"] ** -p[8]
+        return (pred - cells["loss"]) / cells["loss"]  # relative least squares
+
+    start = np.r_[np.full(4, 2.0), np.full(4, 1.0), 0.5]
+    sp = least_squares(residuals, start, xtol=1e-14, ftol=1e-14, gtol=1e-14).x
+    mine = [f.constants[f"E[M={m}]"] for m in groups]
+    mine += [f.constants[f"A[M={m}]"] for m in groups] + [f.constants["alpha"]]
+    np.testing.assert_allclose(mine, sp, rtol=1e-5)
+
+
+def test_group_options_are_checked():
+    df, *_ = _grouped_table()
+    with pytest.raises(FormError, match="not a column"):
+        fr.fit(df, "g = E + A*N**(-alpha)", by="Q")
+    with pytest.raises(FormError, match="shared constant 'zz'"):
+        fr.fit(df, "g = E + A*N**(-alpha)", by="M", shared="zz")
+    with pytest.raises(FormError, match="--shared needs --by"):
+        fr.fit(df, "g = E + A*N**(-alpha)", shared="alpha")
+    with pytest.raises(FormError, match="does not read"):
+        fr.fit(df, "g = E + A*M**(-alpha) + 0*N", by="M")
+
+
+def test_compare_takes_groups():
+    df, *_ = _grouped_table()
+    c = fr.compare(df, ["g = E + A*N**(-alpha)", "h = E + A*log(N)"], splits=10, by="M",
+                   train_frac=0.6)  # fmt: skip
+    assert "E[M=1]" in c.full_fits["g"].constants
+    assert c.to_dict()["forms"][0]["by"] == "M"
+
+
+# ------------------------------------------------------------------ fixed, tied, bounded
+def _kaplan_table(seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in np.geomspace(1e7, 1e10, 12):
+        for s in range(2):
+            value = (8.8e13 / n) ** 0.076
+            rows.append({"N": n, "seed": s, "loss": value * (1 + 2e-4 * rng.normal())})
+    return pd.DataFrame(rows)
+
+
+def test_kaplan_fits_with_a_widened_bound():
+    df = _kaplan_table()
+    f = fr.fit(df, "kaplan = (Nc/N)**alphaN", bounds=["Nc=1e10..1e16"])
+    assert f.constants["Nc"] == pytest.approx(8.8e13, rel=0.1)
+    assert f.constants["alphaN"] == pytest.approx(0.076, rel=0.01)
+    assert f.reasons == []
+
+
+def test_kaplan_without_bounds_says_how_to_give_them():
+    # Nc ~ 8.8e13 is far outside the default search range: every split fails, and says how
+    c = fr.compare(_kaplan_table(), ["kaplan = (Nc/N)**alphaN"], splits=20)
+    assert c.results["degenerate"].all()
+    hint = "give its range with --bound 'Nc=LOW..HIGH'"
+    assert all(any(hint in r for r in rs) for rs in c.results["reasons"])
+    assert hint in str(c)
+
+
+def test_a_constant_at_its_bound_says_which_option_widens_it():
+    f = fr.fit(None, "composition", bounds=["b=0..0.3"])  # b is about 0.54 unbounded
+    assert f.constants["b"] == pytest.approx(0.3)
+    assert any("b is at its bound 0.3" in r and "--bound 'b=LOW..HIGH'" in r for r in f.reasons)
+
+
+def test_a_fixed_constant_is_the_same_as_writing_its_value():
+    fixed = fr.fit(None, "k = L0 + a*omega*(H/16)**b", fix={"b": 0.5})
+    written = fr.fit(None, "k = L0 + a*omega*(H/16)**0.5")
+    assert set(fixed.constants) == {"L0", "a"}
+    assert fixed.constants == pytest.approx(written.constants, rel=1e-9)
+    assert fixed.to_dict()["form"]["fixed"] == {"b": 0.5}
+
+
+def test_a_tie_is_one_name_written_twice():
+    rng = np.random.default_rng(3)
+    rows = [
+        {"x": x, "z": z, "seed": 0, "loss": 1 + 2 * x**0.6 + 3 * z**0.6 + 1e-6 * rng.normal()}
+        for x in (1, 2, 4, 8)
+        for z in (1, 3, 9)
+    ]
+    f = fr.fit(pd.DataFrame(rows), "t = L0 + a*x**b + c*z**b")
+    assert f.constants["b"] == pytest.approx(0.6, rel=1e-4)
+
+
+def test_forms_toml_takes_fixed_and_bounds(tmp_path, monkeypatch):
+    (tmp_path / "forms.toml").write_text(
+        '[kap]\nexpr = "(Nc/N)**alphaN"\nbounds = { Nc = [1e10, 1e16] }\n'
+        '[fx]\nexpr = "L0 + a*omega*(H/16)**b"\nfixed = { b = 0.5 }\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert fr.fit(_kaplan_table(), "kap").constants["Nc"] == pytest.approx(8.8e13, rel=0.1)
+    assert set(fr.fit(None, "fx").constants) == {"L0", "a"}
+
+
+@pytest.mark.parametrize(
+    "fn, value, match",
+    [
+        (parse_fix, ["b"], "NAME=VALUE"),
+        (parse_fix, ["b=nan"], "finite"),
+        (parse_fix, ["=1"], "NAME=VALUE"),
+        (parse_bounds, ["Nc=1e16..1e10"], "LOW < HIGH"),
+        (parse_bounds, ["Nc=1"], "NAME=LOW..HIGH"),
+        (parse_bounds, ["Nc=a..b"], "NAME=LOW..HIGH"),
+    ],
+)
+def test_bad_fix_and_bound_options(fn, value, match):
+    with pytest.raises(FormError, match=match):
+        fn(value)
+
+
+def test_fix_or_bound_of_no_constant_is_refused():
+    with pytest.raises(FormError, match="--fix 'zz': no form has a constant"):
+        fr.fit(None, "composition", fix={"zz": 1.0})
+    with pytest.raises(FormError, match="cannot fix 'H', a column"):
+        fr.fit(None, "k = L0 + a*omega*(H/16)**b", fix={"H": 16})
+    with pytest.raises(FormError, match="already has per-level constants"):
+        fr.fit(None, "composition_per_h", by="keep")
+    with pytest.raises(FormError, match="enters linearly"):
+        fr.fit(None, "composition", bounds={"L0": (0, 1)})
+
+
+# ------------------------------------------------------------------ weights
+def _unequal_runs(seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, x in enumerate([1.0, 2, 3, 5, 8, 13, 21, 34]):
+        for s in range(1 + (i * 5) % 7):  # 1 to 7 runs per cell
+            # a truth the form misses (the bump), so that weighting cells moves the fit
+            truth = 2 + 0.8 * x**0.5 + 0.3 * np.sin(x)
+            rows.append({"x": x, "seed": s, "loss": truth + 0.05 * rng.normal()})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("objective", ["abs_ls", "rel_ls"])
+def test_run_weights_reproduce_a_run_level_least_squares_fit(objective):
+    df = _unequal_runs()
+    f = fr.fit(df, "w = L0 + a*x**b", weights="runs", objective=objective)
+    means = df.groupby("x")["loss"].transform("mean")  # each run's cell mean
+
+    def residuals(p):
+        r = p[0] + p[1] * df["x"] ** p[2] - df["loss"]
+        return r if objective == "abs_ls" else r / means  # relative to the cell mean
+
+    sp = least_squares(residuals, [1.0, 1.0, 1.0], xtol=1e-14, ftol=1e-14, gtol=1e-14).x
+    # the fitter stops refining an exponent at 1e-6 of its starting range (6e-6 for b)
+    np.testing.assert_allclose([f.constants[c] for c in ("L0", "a", "b")], sp, rtol=1e-4)
+    # and it is not the equal-cell fit
+    cells = fr.fit(df, "w = L0 + a*x**b", objective=objective)
+    assert abs(cells.constants["b"] - f.constants["b"]) > 1e-2
+    assert f.to_dict()["weights"] == "runs" and "weights runs" in str(f)
+
+
+def test_inverse_variance_weights_need_a_spread_in_every_cell():
+    with pytest.raises(FitrulesError, match="needs a standard error in every cell"):
+        fr.fit(_unequal_runs(), "w = L0 + a*x**b", weights="inverse-variance")
+    df = _unequal_runs()
+    df = df[df.groupby("x")["seed"].transform("count") > 1]
+    f = fr.fit(df, "w = L0 + a*x**b", weights="inverse-variance", objective="abs_ls")
+    sem = df.groupby("x")["loss"].sem().to_numpy()
+    mean = df.groupby("x")["loss"].mean().to_numpy()
+    x = np.sort(df["x"].unique())
+
+    def residuals(p):
+        return (p[0] + p[1] * x ** p[2] - mean) / sem  # chi
+
+    sp = least_squares(residuals, [1.0, 1.0, 1.0], xtol=1e-14, ftol=1e-14, gtol=1e-14).x
+    np.testing.assert_allclose([f.constants[c] for c in ("L0", "a", "b")], sp, rtol=1e-4)
+
+
+def test_weighted_fits_get_bootstrap_intervals():
+    df = _unequal_runs()
+    f = fr.fit(df, "w = L0 + a*x**b", weights="runs", intervals=True, resamples=50)
+    lo, hi = f.intervals["b"]
+    assert lo < f.constants["b"] < hi
+    assert f.bootstrap.kind == "residuals"  # a cell has a single run
+    assert np.isfinite(f.predict("x=10")["interval"]).all()
+
+
+def test_compare_names_its_weights():
+    c = fr.compare(_unequal_runs(), ["w = L0 + a*x**b"], splits=5, train_frac=0.6,
+                   weights="runs")  # fmt: skip
+    assert c.settings["weights"] == "runs" and "weights runs" in str(c)
+    # the weights reach the fits: the full fit is fit's weighted fit, not the equal-cell one
+    weighted = fr.fit(_unequal_runs(), "w = L0 + a*x**b", weights="runs").constants
+    assert c.full_fits["w"].constants == pytest.approx(weighted, rel=1e-9)
+    plain = fr.fit(_unequal_runs(), "w = L0 + a*x**b").constants
+    assert c.full_fits["w"].constants["b"] != pytest.approx(plain["b"], rel=1e-3)
+
+
+# ------------------------------------------------------------------ information criteria
+def test_information_criteria_match_statsmodels_ols():
+    sm = pytest.importorskip("statsmodels.api")
+    from statsmodels.tools.eval_measures import aicc
+
+    rng = np.random.default_rng(5)
+    x = np.linspace(0, 10, 15)
+    y = 3 + 0.7 * x + rng.normal(0, 0.4, len(x))
+    df = pd.DataFrame({"x": x, "seed": 0, "loss": y})
+    f = fr.fit(df, "lin = L0 + a*x", objective="abs_ls")
+    ols = sm.OLS(y, sm.add_constant(x)).fit()
+    ic = f.information
+    assert ic["log_likelihood"] == pytest.approx(ols.llf, rel=1e-9)
+    assert ic["aic"] == pytest.approx(ols.aic, rel=1e-9)
+    assert ic["bic"] == pytest.approx(ols.bic, rel=1e-9)
+    assert ic["r2"] == pytest.approx(ols.rsquared, rel=1e-9)
+    assert ic["aicc"] == pytest.approx(aicc(ols.llf, len(x), 2), rel=1e-9)
+    text = str(f)
+    assert f"AIC {ols.aic:.4g}" in text and "what compare ranks" in text
+    assert f.to_dict()["information_criteria"]["k"] == 2
+    assert "AICc" in f._repr_html_()
+
+
+# ------------------------------------------------------------------ the command line
+def test_the_issue_command_runs_and_flags_unfitted_levels(capsys):
+    from fitrules.cli import main
+
+    code = main(["compare", "--form", COMP_H, "--forms", "composition,comp_h", "--splits", "30"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "comp_h" in out and "composition" in out
+    assert "has no training cell" in out and "cannot be predicted" in out
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["fit", "--form", "composition", "--shared", "b"], "--shared needs --by"),
+        (["fit", "--form", "composition", "--fix", "b"], "NAME=VALUE"),
+        (["fit", "--form", "composition", "--bound", "b=3..1"], "LOW < HIGH"),
+        (["fit", "--form", "composition", "--by", "nope"], "'nope' is not a column"),
+        (
+            [
+                "fit",
+                "--form",
+                "composition",
+                "--weights",
+                "inverse-variance",
+                "--objective",
+                "log_huber",
+            ],
+            "log_huber weighs every cell once",
+        ),  # fmt: skip
+        (
+            [
+                "predict",
+                "--form",
+                "composition_per_h",
+                "--at",
+                "H=8,keep=0.5",
+                "--ledger",
+                "l.jsonl",
+                "--resamples",
+                "20",
+            ],
+            "none for H=8",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_options_give_one_line(argv, match, capsys, tmp_path, monkeypatch):
+    from fitrules.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and match in err
+    assert not (tmp_path / "l.jsonl").exists()
+
+
+def test_design_leaves_out_levels_a_per_level_form_cannot_predict():
+    d = fr.design(None, ["composition", "composition_per_h"], budget=6, splits=20, resamples=20)
+    assert any("no constant of a per-level form" in n for n in d.notes)
+    assert set(d.candidates["H"]) <= {1.0, 4.0, 16.0, 64.0}
