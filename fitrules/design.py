@@ -14,10 +14,16 @@ chosen greedily, each cell given the ones already chosen.
 
 Uncertainty at a cell: each form's prediction from the full-grid fit carries the larger of
 (a) the spread of its refits over random splits (robust sd, scaled by n_train / n to the size
-of the full grid) and (b) the sd of its seed-bootstrap refits; the mean of n new seeds carries
-the seed noise, modelled as a constant coefficient of variation pooled over the grid's cells
-(unbiased sd, s / c4). The seeds a cell needs are those that make the two forms' difference
-exceed (z_alpha/2 + z_power) standard errors.
+of the full grid) and (b) the sd of its seed-bootstrap refits, and, added in quadrature, (c)
+the form's misfit as held-out cells show it (leave-one-cell-out refits; see
+:class:`fitrules.intervals.HeldOut`): no form is exactly true, and a difference between two
+forms smaller than their misfit is not one new runs can pin on either. The mean of n new seeds
+carries the seed noise, modelled as a constant coefficient of variation pooled over the grid's
+cells (a MAD of the runs' deviations, so that a corrupted run does not multiply it; see
+:func:`fitrules.intervals.seed_noise`). The seeds a cell needs are those that make the two
+forms' difference exceed (z_alpha/2 + z_power) standard errors; where no number of seeds can
+(the forms' own uncertainty is larger than the difference), the cell is planned with the
+minimum ``seeds``, since more would not reach the power.
 
 With one form and a target cell, cells are ranked by how much n seeds there would shrink the
 delta-method variance of the prediction at the target; the batch again greedy.
@@ -42,7 +48,7 @@ from fitrules.errors import FitrulesError
 from fitrules.fit import CompiledForm, FitResult, Objective, fit_splits, predict
 from fitrules.forms import Form
 from fitrules.grids import Cells, Grid
-from fitrules.intervals import bootstrap_fit
+from fitrules.intervals import bootstrap_fit, heldout_fit, seed_noise
 from fitrules.splits import RandomSplit
 from fitrules.stats import c4
 from fitrules.util import json_ready
@@ -229,6 +235,18 @@ def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
     return P.std(axis=0, ddof=1) if len(P) > 2 else np.full(len(next(iter(Xc.values()))), np.nan)
 
 
+def _misfit_sd(form, cells, full: FitResult, noise, pred: np.ndarray, notes: list) -> np.ndarray:
+    """The form's misfit at each candidate as held-out cells show it (relative, times the
+    prediction); zero with a note when too few cells are left to estimate it."""
+    try:
+        h = heldout_fit(form, cells, full.constants, noise)
+        h.check()
+    except FitrulesError as err:
+        notes.append(f"form {form.name!r}: misfit not estimated ({err}); taken as 0")
+        return np.zeros_like(pred)
+    return math.sqrt(h.components["misfit_var"]) * np.abs(pred)
+
+
 # ------------------------------------------------------------------ the criterion
 def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial):
     """Refit ``rival`` on the grid plus ``truth_pred`` at ``chosen`` + each ``trial`` cell.
@@ -336,7 +354,14 @@ def design(
     objective = Objective()
     cand = candidate_cells(cells, variables, candidates)
     Xc = {v: cand[v].to_numpy(float) for v in variables}
-    cv = seed_cv(cells)
+    noise = seed_noise(grid, variables)
+    if not noise.known:
+        raise FitrulesError(
+            "the grid has no cell with two or more runs: the seed noise a new run would "
+            "carry cannot be estimated"
+        )
+    cv = noise.cv
+    notes = []
     full: dict[str, FitResult] = {}
     for f in bound:
         full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool))[0]
@@ -348,12 +373,13 @@ def design(
         cand[f"pred_{f.name}"] = pred
         cand[f"sd_split_{f.name}"] = sd_split
         cand[f"sd_boot_{f.name}"] = sd_boot
-        cand[f"sd_{f.name}"] = np.fmax(sd_split, sd_boot)
+        misfit = _misfit_sd(f, cells, full[f.name], noise, pred, notes)
+        cand[f"sd_misfit_{f.name}"] = misfit
+        cand[f"sd_{f.name}"] = np.sqrt(np.fmax(sd_split, sd_boot) ** 2 + misfit**2)
     mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
     cand["seed_sd"] = cv * np.abs(mean_pred)
     usable = np.isfinite(cand[[f"pred_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     usable &= np.isfinite(cand[[f"sd_{f.name}" for f in bound]].to_numpy()).all(axis=1)
-    notes = []
     if (~usable).any():
         notes.append(
             f"{int((~usable).sum())} candidate cells left out: a form's prediction or its "
@@ -373,6 +399,7 @@ def design(
         "resamples": resamples,
         "seed": seed,
         "seed_cv": cv,
+        "seed_noise": noise.method,
         "candidates": candidates or "grid levels and geometric midpoints, minus cells run",
         "target": target,
     }
@@ -424,7 +451,9 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         need = np.minimum(need, n_ij)
     cand["separation"] = sep
     cand["seeds_needed"] = need
-    n_cell = np.clip(np.where(np.isfinite(need), need, max_seeds), seeds, max_seeds).astype(int)
+    # where no number of seeds reaches the power (the forms' own uncertainty, misfit
+    # included, exceeds their difference), more seeds would not help: plan the minimum
+    n_cell = np.clip(np.where(np.isfinite(need), need, seeds), seeds, max_seeds).astype(int)
     cand["seeds_planned"] = n_cell
     preds = {f.name: cand[f"pred_{f.name}"].to_numpy() for f in bound}
 
@@ -621,6 +650,8 @@ def loop_commands(
                         form,
                         "--at",
                         at,
+                        "--runs",
+                        str(int(r["seeds"])),
                         "--ledger",
                         ledger,
                     ]

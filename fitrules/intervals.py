@@ -30,12 +30,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from fitrules import expr as ex
 from fitrules.errors import FitrulesError
-from fitrules.fit import CompiledForm, FitOptions, FitResult, Objective, fit, predict, refit
+from fitrules.fit import (
+    CompiledForm,
+    FitOptions,
+    FitResult,
+    Objective,
+    fit,
+    fit_splits,
+    predict,
+    refit,
+)
 from fitrules.forms import Form
-from fitrules.grids import Grid
+from fitrules.grids import Cells, Grid
 from fitrules.limits import MAX_ABS_VALUE, MAX_BOOTSTRAP_RESAMPLES, check_count, check_seed
 
 BOOTSTRAP_KINDS = ("auto", "seeds", "residuals")
@@ -484,3 +494,326 @@ def _residual_replicates(form, X, y, constants, objective: Objective, B: int, rn
     if objective.kind == "log_huber":
         return pred * np.exp(-draw)
     return pred - draw
+
+
+# ------------------------------------------------------------------ seed noise
+@dataclass(frozen=True)
+class SeedNoise:
+    """The seed noise of one run, as a coefficient of variation pooled over the cells.
+
+    Attributes
+    ----------
+    cv : robust spread of one run about its cell's mean, relative to the cell's value;
+        NaN when no cell has two runs.
+    runs : runs that entered the estimate (those of cells with two or more runs).
+    cells : cells with two or more runs.
+    method : how it was estimated, for the record.
+    """
+
+    cv: float
+    runs: int
+    cells: int
+    method: str = (
+        "1.4826 x median absolute relative deviation of each run from its cell's mean, "
+        "the deviations rescaled by sqrt(n / (n - 1)), pooled over the cells"
+    )
+
+    @property
+    def known(self) -> bool:
+        return bool(np.isfinite(self.cv))
+
+
+def seed_noise(grid: Grid, variables: tuple[str, ...] | list[str]) -> SeedNoise:
+    """Robust coefficient of variation of one run, pooled over the cells with repeats.
+
+    A MAD of the runs' relative deviations from their cells' means, not a pooled variance:
+    one corrupted run then moves a few of the deviations, not the estimate (a pooled
+    variance is multiplied by the square of the corruption). Each deviation is rescaled by
+    ``sqrt(n / (n - 1))`` so that, with Gaussian seed noise, it has the variance of one run
+    whatever the cell's seed count ``n``.
+
+    Parameters
+    ----------
+    grid : the runs.
+    variables : the columns that define a cell.
+
+    Returns
+    -------
+    SeedNoise
+        With ``cv`` NaN when no cell has two or more runs.
+
+    Examples
+    --------
+    >>> noise = seed_noise(grid, ("H", "omega"))  # doctest: +SKIP
+    >>> round(100 * noise.cv, 2)  # percent of the value  # doctest: +SKIP
+    """
+    keys = list(dict.fromkeys(variables))
+    y = grid.runs[grid.metric].to_numpy(float)
+    g = grid.runs.groupby(keys, sort=False)[grid.metric]
+    mean = g.transform("mean").to_numpy(float)
+    n = g.transform("size").to_numpy(float)
+    ok = (n >= 2) & np.isfinite(y) & (mean != 0)
+    if not ok.any():
+        return SeedNoise(math.nan, 0, 0)
+    dev = (y[ok] - mean[ok]) / np.abs(mean[ok]) * np.sqrt(n[ok] / (n[ok] - 1))
+    cells = int(g.ngroups - int((g.size() < 2).sum()))
+    return SeedNoise(float(1.4826 * np.median(np.abs(dev))), int(ok.sum()), cells)
+
+
+# ------------------------------------------------------------------ prediction intervals
+PREDICTION_KIND = "held-out misfit"
+PREDICTION_METHOD = (
+    "leave-one-cell-out refits: the held-out residuals' mean square (less the cells' own "
+    "seed noise) for the form's misfit, plus the jackknife spread of the refits' predictions "
+    "beyond its average at the grid's cells (extrapolation), plus the seed noise of k new "
+    "runs; a t quantile with n - p degrees of freedom"
+)
+
+
+@dataclass
+class HeldOut:
+    """Leave-one-cell-out refits of a form: its misfit as held-out cells see it.
+
+    The unit is the cell, never the run: every refit leaves one whole cell out, fits the
+    rest, and predicts it. The held-out residual at cell i is
+    ``e_i = (y_i - f_-i(x_i)) / f_-i(x_i)`` (relative; absolute for ``abs_ls``), so its mean
+    square carries the form's lack of fit, the uncertainty of refitted constants and the
+    seed noise of the cell's mean.
+
+    Attributes
+    ----------
+    form : the bound form; constants : the fit on every cell.
+    X, y, n_runs : the cells (variables, means, runs per cell).
+    draws : (n, p) constants of each leave-one-out refit (a failed one is a row of NaN).
+    residuals : (n,) held-out residuals (NaN for a failed refit).
+    noise : the seed noise of one run (see :func:`seed_noise`).
+    relative : residuals relative to the prediction (else absolute).
+    level : level of the intervals.
+    """
+
+    form: Form
+    constants: dict[str, float]
+    X: dict[str, np.ndarray]
+    y: np.ndarray
+    n_runs: np.ndarray
+    draws: np.ndarray
+    residuals: np.ndarray
+    noise: SeedNoise
+    relative: bool = True
+    level: float = 0.95
+
+    @property
+    def ok(self) -> np.ndarray:
+        return np.isfinite(self.residuals)
+
+    @property
+    def dof(self) -> int:
+        return int(self.ok.sum()) - len(self.form.constants)
+
+    def _scale(self, pred: np.ndarray) -> np.ndarray:
+        return np.abs(pred) if self.relative else np.ones_like(pred)
+
+    def _noise_sd(self, value: np.ndarray) -> np.ndarray:
+        """Seed sd of one run on the residuals' scale at cells of this ``value``."""
+        if not self.noise.known:
+            return np.zeros_like(value)
+        return self.noise.cv * (np.ones_like(value) if self.relative else np.abs(value))
+
+    def _jackknife_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
+        """Jackknife variance of the prediction at each point, on the residuals' scale."""
+        ok = self.ok
+        P = CompiledForm(self.form).predict(X, self.draws[ok])  # (m, k)
+        m = int(ok.sum())
+        full = predict(self.form, X, self.constants)
+        with np.errstate(all="ignore"):
+            P = P / self._scale(full)[None, :]
+            return (m - 1) / m * np.sum((P - P.mean(axis=0)) ** 2, axis=0)
+
+    @property
+    def components(self) -> dict[str, float]:
+        """The parts of the variance shared by every point (on the residuals' scale)."""
+        ok = self.ok
+        e = self.residuals[ok]
+        mse = float(np.mean(e**2))
+        own = float(np.mean(self._noise_sd(self.y[ok]) ** 2 / self.n_runs[ok]))
+        grid_jack = float(np.mean(self._jackknife_var({k: v[ok] for k, v in self.X.items()})))
+        return {
+            "heldout_mse": mse,
+            "cells_seed_var": own,
+            "misfit_var": max(mse - own, 0.0),
+            "jackknife_var_at_cells": grid_jack,
+        }
+
+    def check(self) -> None:
+        """Refuse to give an interval from too few held-out cells.
+
+        Raises
+        ------
+        FitrulesError
+            When fewer than p + 2 leave-one-out refits succeeded.
+        """
+        p = len(self.form.constants)
+        if int(self.ok.sum()) < p + 2:
+            raise FitrulesError(
+                f"form {self.form.name!r}: {int(self.ok.sum())} of {len(self.y)} "
+                f"leave-one-cell-out refits succeeded; an interval with the form's misfit "
+                f"needs at least {p + 2} (its {p} constants plus 2)"
+            )
+
+    def predict_at(self, point: dict[str, float], runs: int | None = None) -> dict:
+        """Prediction intervals at ``point`` for the two targets.
+
+        Parameters
+        ----------
+        point : the form's variables there.
+        runs : k, the number of new runs whose mean is the second target (None: only the
+            configuration's mean).
+
+        Returns
+        -------
+        dict
+            ``prediction``; ``interval`` (the configuration's mean loss) and, with ``runs``,
+            ``interval_runs`` (the mean of ``runs`` new runs); ``sd`` of each target on the
+            residuals' scale and its parts; ``extrapolation`` (how far the point lies from the
+            fitted cells).
+        """
+        self.check()
+        X = {v: np.array([float(point[v])]) for v in self.form.bound_variables}
+        value = float(predict(self.form, X, self.constants)[0])
+        comp = self.components
+        jack = float(self._jackknife_var(X)[0])
+        extra = max(jack - comp["jackknife_var_at_cells"], 0.0)
+        # the held-out mean square already holds the constants' uncertainty at a typical
+        # cell; only the spread beyond it (a point the refits disagree on) is added
+        var_mean = comp["misfit_var"] + extra
+        q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
+        scale = abs(value) if self.relative else 1.0
+
+        def interval(var: float) -> list[float]:
+            half = q * math.sqrt(var) * scale
+            return [value - half, value + half]
+
+        out: dict = {
+            "prediction": value,
+            "interval": interval(var_mean),
+            "sd_mean": math.sqrt(var_mean) * scale,
+            "quantile": q,
+            "misfit_sd": math.sqrt(comp["misfit_var"]) * scale,
+            "extrapolation_sd": math.sqrt(extra) * scale,
+            "jackknife_ratio": math.sqrt(jack / comp["jackknife_var_at_cells"])
+            if comp["jackknife_var_at_cells"] > 0
+            else math.nan,
+            "extrapolation": self.extrapolation(point),
+        }
+        if runs is not None:
+            seed_var = float(self._noise_sd(np.array([value]))[0] ** 2) / runs
+            out["runs"] = int(runs)
+            out["interval_runs"] = interval(var_mean + seed_var)
+            out["sd_runs"] = math.sqrt(var_mean + seed_var) * scale
+            out["seed_sd_runs"] = math.sqrt(seed_var) * scale
+        return out
+
+    def extrapolation(self, point: dict[str, float]) -> dict[str, float]:
+        """For each variable outside the fitted cells' range: how far, as a ratio.
+
+        ``{"H": 2.0}`` means H lies at twice the largest H fitted (or half the smallest:
+        the ratio is always >= 1); for a variable whose values are not all positive, the
+        distance beyond the range in units of the range. An empty dict: inside the range
+        of every variable (which is not the same as near a fitted cell).
+        """
+        out = {}
+        for v in self.form.bound_variables:
+            x, cells = float(point[v]), self.X[v]
+            lo, hi = float(np.min(cells)), float(np.max(cells))
+            if lo <= x <= hi:
+                continue
+            if lo > 0 and x > 0:
+                out[v] = x / hi if x > hi else lo / x
+            else:
+                out[v] = 1 + (x - hi if x > hi else lo - x) / max(hi - lo, 1e-300)
+        return out
+
+    def describe(self) -> str:
+        comp = self.components
+        unit = "%" if self.relative else ""
+        f = 100.0 if self.relative else 1.0
+        return (
+            f"{PREDICTION_KIND}: {int(self.ok.sum())} leave-one-cell-out refits; held-out "
+            f"rms {f * math.sqrt(comp['heldout_mse']):.3g}{unit}, of which misfit "
+            f"{f * math.sqrt(comp['misfit_var']):.3g}{unit} after the cells' own seed noise"
+            + (
+                f" (one run: {100 * self.noise.cv:.3g}%)"
+                if self.noise.known
+                else " (unknown: no cell has two runs, so none is taken off)"
+            )
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": PREDICTION_KIND,
+            "method": PREDICTION_METHOD,
+            "level": self.level,
+            "cells": len(self.y),
+            "refits": int(self.ok.sum()),
+            "dof": self.dof,
+            "seed_cv": self.noise.cv,
+            **self.components,
+        }
+
+
+def heldout_fit(
+    form: Form,
+    cells: Cells,
+    constants: dict[str, float],
+    noise: SeedNoise,
+    objective: Objective | None = None,
+    level: float = 0.95,
+    options: FitOptions | None = None,
+) -> HeldOut:
+    """Refit ``form`` once per cell with that cell left out, and keep the held-out residuals.
+
+    Parameters
+    ----------
+    form : a bound form; cells : the cells it was fitted on; constants : that fit.
+    noise : the seed noise of one run (see :func:`seed_noise`).
+    objective : the training objective (``abs_ls`` makes the residuals absolute).
+    level : level of the intervals.
+
+    Returns
+    -------
+    HeldOut
+
+    Examples
+    --------
+    >>> h = heldout_fit(form, cells, fit.constants, seed_noise(grid, form.bound_variables))
+    ... # doctest: +SKIP
+    >>> h.predict_at({"H": 8, "omega": 3}, runs=3)["interval_runs"]  # doctest: +SKIP
+    """
+    if not (isinstance(level, int | float) and 0 < level < 1):
+        raise FitrulesError(f"--level {level}: must be in (0, 1), e.g. 0.95")
+    obj = objective or Objective()
+    n = len(cells)
+    p = len(form.constants)
+    if n < p + 2:
+        raise FitrulesError(
+            f"form {form.name!r}: {n} cells for {p} constants; an interval with the form's "
+            f"misfit needs at least {p + 2} cells to leave one out"
+        )
+    X, y = cells.X, cells.y
+    masks = ~np.eye(n, dtype=bool)
+    fits = fit_splits(form, X, y, masks, obj, options)
+    draws = np.full((n, p), np.nan)
+    resid = np.full(n, np.nan)
+    relative = obj.kind != "abs_ls"
+    for i, r in enumerate(fits):
+        if not np.isfinite(r.objective):
+            continue
+        theta = np.array([r.constants[c] for c in form.constants], float)
+        Xi = {v: X[v][i : i + 1] for v in form.bound_variables}
+        with np.errstate(all="ignore"):
+            pi = float(CompiledForm(form).predict(Xi, theta[None, :])[0, 0])
+            e = (y[i] - pi) / (abs(pi) if relative else 1.0)
+        if np.isfinite(e) and np.isfinite(theta).all():
+            draws[i], resid[i] = theta, e
+    n_runs = cells.table["n_seeds"].to_numpy(float)
+    return HeldOut(form, dict(constants), X, y, n_runs, draws, resid, noise, relative, float(level))

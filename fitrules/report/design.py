@@ -29,9 +29,10 @@ def render_design(d, max_rows: int = 12) -> str:
     names = [f.name for f in d.forms]
     lines = [
         data_line({**d.data, "excluded": {}}),
-        f"seed noise of one run: {100 * s['seed_cv']:.3f}% of the value (pooled over the "
-        f"grid's cells); form uncertainty: the larger of {s['splits']} random-split refits "
-        f"and {s['resamples']} seed-bootstrap refits",
+        f"seed noise of one run: {100 * s['seed_cv']:.3f}% of the value (robust, pooled over "
+        f"the grid's cells); form uncertainty: the larger of {s['splits']} random-split "
+        f"refits and {s['resamples']} seed-bootstrap refits, plus the form's misfit on "
+        "held-out cells (leave-one-cell-out), in quadrature",
     ]
     cand = d.candidates
     if s["mode"] == "discriminate":

@@ -679,19 +679,33 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
             ]
             lines.append("")
         if f.predictions:
-            lines += ["## Predictions", "", "| point | prediction | standard error |"
-                      + (f" {pct}% bootstrap interval |" if has_iv else ""),
-                      "|---|---:|---:|" + ("---|" if has_iv else "")]  # fmt: skip
+            lines += ["## Predictions", "",
+                      "| point | prediction | standard error |"
+                      + (f" {pct}% interval, the configuration's mean (misfit included) |"
+                         f" {pct}% interval, constants only |" if has_iv else "")
+                      + " outside the fitted cells |",
+                      "|---|---:|---:|" + ("---|---|" if has_iv else "") + "---|"]  # fmt: skip
             for p in f.predictions:
                 row = (
                     f"| {', '.join(f'{k}={v:g}' for k, v in p['given'].items())} | "
                     f"{p['prediction']:.5g} | {p['stderr']:.3g} |"
                 )
                 if has_iv:
-                    lo, hi = p["interval"]
-                    row += f" {lo:.5g} to {hi:.5g} |"
+                    for key in ("interval", "constants_interval"):
+                        iv = p.get(key)
+                        row += f" {iv[0]:.5g} to {iv[1]:.5g} |" if iv else " - |"
+                far = p.get("extrapolation") or {}
+                row += " " + (", ".join(f"{k} {v:.3g}x" for k, v in far.items()) or "no") + " |"
                 lines.append(row)
             lines.append("")
+            if f.heldout is not None:
+                lines += [
+                    f"Prediction intervals: {f.heldout.describe()}. The constants-only "
+                    "interval treats the form as exactly true; the other adds its misfit as "
+                    "held-out cells show it. Neither covers a change of regime outside the "
+                    "fitted cells.",
+                    "",
+                ]
         lines += [
             "## Fit",
             "",
