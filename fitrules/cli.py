@@ -929,6 +929,7 @@ def _add_design(sub, common) -> None:
     p.add_argument("--design-splits", type=int, default=100, help="random-split refits (100)")
     p.add_argument("--resamples", type=int, default=100, help="seed-bootstrap refits (100)")
     p.add_argument("--seed", type=int, default=0, help="seed of splits and bootstrap (0)")
+    _add_fit_options(p)
     p.add_argument(
         "--ledger",
         dest="ledger_name",
@@ -972,6 +973,9 @@ def _design(args) -> int:
         args.resamples,
         args.target,
     )
+    from fitrules.fit import Objective
+
+    Objective(args.objective, args.delta)  # checks the objective's options
     _tune_seeds(args)
     _take_outputs(args)
     spec_file = None
@@ -991,6 +995,8 @@ def _design(args) -> int:
         args.resamples,
         args.seed,
         args.target,
+        objective=args.objective,
+        delta=args.delta,
     )
     tuned = None
     if tuning is not None:
@@ -1020,6 +1026,8 @@ def _design(args) -> int:
         data_args += ["--tune", t]
     if args.tune_seeds is not None:
         data_args += ["--tune-seeds", args.tune_seeds]
+    if args.objective != "rel_ls":  # the predictions are fitted as the design was
+        data_args += ["--objective", args.objective, "--delta", f"{args.delta:g}"]
     d.commands = loop_commands(d, data_args, args.ledger_name, spec_path, args.runs_out)
     if args.report is not None:
         _write_report(args, design_report, d, args.report, _command_line(), spec_text, args.force)

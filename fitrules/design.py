@@ -235,11 +235,13 @@ def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
     return P.std(axis=0, ddof=1) if len(P) > 2 else np.full(len(next(iter(Xc.values()))), np.nan)
 
 
-def _misfit_sd(form, cells, full: FitResult, noise, pred: np.ndarray, notes: list) -> np.ndarray:
+def _misfit_sd(
+    form, cells, full: FitResult, noise, pred: np.ndarray, notes: list, obj
+) -> np.ndarray:
     """The form's misfit at each candidate as held-out cells show it (relative, times the
     prediction); zero with a note when too few cells are left to estimate it."""
     try:
-        h = heldout_fit(form, cells, full.constants, noise)
+        h = heldout_fit(form, cells, full.constants, noise, obj)
         h.check()
     except FitrulesError as err:
         notes.append(f"form {form.name!r}: misfit not estimated ({err}); taken as 0")
@@ -318,6 +320,8 @@ def design(
     resamples: int = 100,
     seed: int = 0,
     target: str | None = None,
+    objective: str = "rel_ls",
+    delta: float = 1e-3,
 ) -> Design:
     """Rank candidate cells and choose a batch of runs under ``budget``.
 
@@ -336,6 +340,8 @@ def design(
         form's uncertainty, and their seed.
     target : one form only: the cell whose prediction the batch should pin down, e.g.
         ``"H=256,omega=63"``.
+    objective, delta : the training objective of every fit the design makes (``log_huber``
+        also makes the forms' misfit a robust spread of the held-out residuals).
 
     Raises
     ------
@@ -350,8 +356,8 @@ def design(
     )
     bound = [f.bind(grid.columns) for f in forms]
     variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
-    cells = grid.cells(variables)
-    objective = Objective()
+    obj = Objective(objective, delta)
+    cells = grid.cells(variables, positive=obj.kind != "abs_ls")
     cand = candidate_cells(cells, variables, candidates)
     Xc = {v: cand[v].to_numpy(float) for v in variables}
     noise = seed_noise(grid, variables)
@@ -364,16 +370,16 @@ def design(
     notes = []
     full: dict[str, FitResult] = {}
     for f in bound:
-        full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool))[0]
+        full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool), obj)[0]
         if not np.isfinite(full[f.name].objective):
             raise FitrulesError(f"form {f.name!r} cannot be fitted to the grid")
         pred = predict(f, Xc, full[f.name].constants)
-        sd_split = _split_sd(f, cells, Xc, splits, seed, objective)
-        sd_boot = _boot_sd(grid, f, Xc, resamples, seed, objective)
+        sd_split = _split_sd(f, cells, Xc, splits, seed, obj)
+        sd_boot = _boot_sd(grid, f, Xc, resamples, seed, obj)
         cand[f"pred_{f.name}"] = pred
         cand[f"sd_split_{f.name}"] = sd_split
         cand[f"sd_boot_{f.name}"] = sd_boot
-        misfit = _misfit_sd(f, cells, full[f.name], noise, pred, notes)
+        misfit = _misfit_sd(f, cells, full[f.name], noise, pred, notes, obj)
         cand[f"sd_misfit_{f.name}"] = misfit
         cand[f"sd_{f.name}"] = np.sqrt(np.fmax(sd_split, sd_boot) ** 2 + misfit**2)
     mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
@@ -402,6 +408,7 @@ def design(
         "seed_noise": noise.method,
         "candidates": candidates or "grid levels and geometric midpoints, minus cells run",
         "target": target,
+        "objective": obj.describe(),
     }
     if target is None:
         chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum)

@@ -6,14 +6,16 @@ Two answers, always labelled with how they were made:
   ``s^2 (J'J)^-1``, with J the Jacobian of the training residuals at the fit and ``s^2``
   the residual variance (sum of squared residuals over n - p degrees of freedom); standard
   errors and correlations follow, and the delta method gives a standard error for any
-  prediction. For ``log_huber`` the log residuals are treated as least squares would treat
-  them (an approximation: the Huber loss downweights large residuals). Because ``s^2`` is
+  prediction. For ``log_huber`` ``s^2`` is Huber's sandwich factor instead (the clipped
+  residuals' mean square over the share of residuals within delta, squared), so that a few
+  corrupted runs, which the fit shrugs off, do not multiply the errors either. Because ``s^2`` is
   the scatter of the cells about the form, these errors carry the form's misfit as well as
   seed noise, and they exist with one run per cell.
 - **Bootstrap**, percentile intervals from refits of resampled data:
-  ``seeds`` draws, within every cell, as many runs as it has, with replacement (seed noise
-  only; needs repeats); ``residuals`` adds to each cell's fitted value a residual drawn
-  from all cells' residuals (centred, rescaled by sqrt(n / (n - p))), on the scale of the
+  ``seeds`` draws, within every cell, as many runs as it has, with replacement, and rescales
+  the resampled mean's deviation by ``sqrt(n / (n - 1))`` so that it varies as much as a mean
+  of n runs does (seed noise only; needs repeats); ``residuals`` adds to each cell's fitted
+  value a residual drawn from all cells' residuals (centred, rescaled by sqrt(n / (n - p))), on the scale of the
   objective (relative, log or absolute). ``auto`` uses the residual bootstrap when any cell
   has a single run, where the seed bootstrap would leave that cell fixed and give
   intervals of zero width.
@@ -109,7 +111,8 @@ class JacobianUncertainty:
 
     def to_dict(self) -> dict:
         return {
-            "method": "jacobian: s^2 (J'J)^-1 at the fit, s^2 the residual variance",
+            "method": "jacobian: s^2 (J'J)^-1 at the fit, s^2 the residual variance "
+            "(for log_huber: Huber's sandwich factor)",
             "stderr": self.stderr,
             "correlation": self.correlation.to_dict(),
             "residual_sd": self.residual_sd,
@@ -164,6 +167,8 @@ def jacobian_uncertainty(
     if not (np.isfinite(J).all() and np.isfinite(r).all()):
         return JacobianUncertainty(cf.s.constants, nan, np.nan, dof, 0, "prediction not finite")
     s2 = float((r**2).sum() / dof) if dof > 0 else np.nan
+    if objective.kind == "log_huber" and dof > 0:
+        s2 = _huber_scale2(r, objective.delta, n, p)
     # column scaling keeps J'J invertible in floating point when constants differ in size;
     # by the largest entry, which cannot overflow where a norm of 1e300-sized entries would
     scale = np.max(np.abs(J), axis=0) if n else np.ones(p)
@@ -190,6 +195,29 @@ def jacobian_uncertainty(
         else ""
     )
     return JacobianUncertainty(cf.s.constants, cov, float(np.sqrt(s2)), dof, rank, note)
+
+
+def _huber_scale2(r: np.ndarray, delta: float, n: int, p: int) -> float:
+    """Huber's sandwich factor, so that ``cov = factor * (J'J)^-1`` for a Huber fit.
+
+    ``K^2 [sum psi(r)^2 / (n - p)] / mean(psi'(r))^2`` with ``psi`` the residual clipped at
+    +-delta and ``K = 1 + (p / n) var(psi') / mean(psi')^2`` (Huber, Robust Statistics,
+    1981, section 7.6). A run far off moves ``psi`` by at most delta, so the standard errors
+    stay put where ``s^2`` (the mean squared residual) would be multiplied by its square.
+    ``mean(psi')``, the share of residuals within delta, comes from a normal bulk with the
+    residuals' MAD as scale when fewer than 10 residuals lie within delta (too few to count).
+    """
+    psi = np.clip(r, -delta, delta)
+    inside = np.abs(r) <= delta
+    if inside.sum() >= 10:
+        m = float(inside.mean())
+    else:
+        sigma = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        m = float(2 * stats.norm.cdf(delta / sigma) - 1) if sigma > 0 else 1.0
+    if m <= 0:
+        return float((r**2).sum() / (n - p))
+    k = 1 + (p / n) * m * (1 - m) / m**2
+    return float(k**2 * (psi**2).sum() / (n - p) / m**2)
 
 
 @dataclass
@@ -266,7 +294,7 @@ class BootstrapFit:
     def describe(self) -> str:
         """One line: what was resampled, how many refits, how many failed."""
         what = (
-            "the runs within each cell (seed noise only)"
+            "the runs within each cell, rescaled by sqrt(n / (n - 1)) (seed noise only)"
             if self.kind == "seeds"
             else "the fit's residuals across cells (scatter about the form, one run per cell)"
         )
@@ -464,9 +492,17 @@ def bootstrap_fit(
         )
     rng = np.random.default_rng(seed)
     if kind == "seeds":
-        Y = np.array(
+        # a resampled mean of n runs varies (n - 1) / n as much as the mean does: with 3 runs
+        # a cell the intervals were a fifth too narrow (coverage 0.86 for a nominal 0.95);
+        # the deviations from each cell's mean are rescaled by sqrt(n / (n - 1)) to undo it
+        means = np.array([v.mean() for v in values])
+        inflate = np.array(
+            [math.sqrt(len(v) / (len(v) - 1)) if len(v) > 1 else 0.0 for v in values]
+        )
+        raw = np.array(
             [[v[rng.integers(0, len(v), len(v))].mean() for v in values] for _ in range(resamples)]
         )
+        Y = means + inflate * (raw - means)
     else:
         Y = _residual_replicates(form, cells.X, cells.y, base.constants, obj, resamples, rng)
     draws, _, converged = refit(form, cells.X, Y, base.constants, obj, options)
@@ -589,6 +625,8 @@ class HeldOut:
     noise : the seed noise of one run (see :func:`seed_noise`).
     relative : residuals relative to the prediction (else absolute).
     level : level of the intervals.
+    robust : take the held-out residuals' spread as a MAD (for ``log_huber``, whose fit
+        shrugs off a corrupted cell that a mean square would not).
     """
 
     form: Form
@@ -601,6 +639,7 @@ class HeldOut:
     noise: SeedNoise
     relative: bool = True
     level: float = 0.95
+    robust: bool = False
 
     @property
     def ok(self) -> np.ndarray:
@@ -634,7 +673,7 @@ class HeldOut:
         """The parts of the variance shared by every point (on the residuals' scale)."""
         ok = self.ok
         e = self.residuals[ok]
-        mse = float(np.mean(e**2))
+        mse = float((1.4826 * np.median(np.abs(e))) ** 2 if self.robust else np.mean(e**2))
         own = float(np.mean(self._noise_sd(self.y[ok]) ** 2 / self.n_runs[ok]))
         grid_jack = float(np.mean(self._jackknife_var({k: v[ok] for k, v in self.X.items()})))
         return {
