@@ -15,10 +15,10 @@ Two answers, always labelled with how they were made:
   ``seeds`` draws, within every cell, as many runs as it has, with replacement, and rescales
   the resampled mean's deviation by ``sqrt(n / (n - 1))`` so that it varies as much as a mean
   of n runs does (seed noise only; needs repeats); ``residuals`` adds to each cell's fitted
-  value a residual drawn from all cells' residuals (centred, rescaled by sqrt(n / (n - p))), on the scale of the
-  objective (relative, log or absolute). ``auto`` uses the residual bootstrap when any cell
-  has a single run, where the seed bootstrap would leave that cell fixed and give
-  intervals of zero width.
+  value a residual drawn from all cells' residuals (centred, rescaled by
+  sqrt(n / (n - p))), on the scale of the objective (relative, log or absolute). ``auto``
+  uses the residual bootstrap when any cell has a single run, where the seed bootstrap
+  would leave that cell fixed and give intervals of zero width.
 
 Each replicate is refitted from the full fit's constants by Levenberg-Marquardt, all
 replicates at once (:func:`fitrules.fit.refit`); one that does not converge is counted as
