@@ -450,6 +450,9 @@ def compare_cases(draw) -> Case:
     return Case(argv + out, files, dirs)
 
 
+BAD_RUNS = [0, -1, 10**5, "2.5", "nan"]
+
+
 @st.composite
 def fit_cases(draw) -> Case:
     d = Draw(draw)
@@ -469,6 +472,7 @@ def fit_cases(draw) -> Case:
         argv.append(opt("--resamples", d.pick([20, 25], [5, 0, 10**9], 6)))
         argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
         argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
+        argv += d.maybe("--runs", [1, 3], BAD_RUNS, 4, 2)
     return Case(argv + out, files, dirs)
 
 
@@ -649,6 +653,7 @@ def ledger_cases(draw) -> Case:
         opt("--resamples", d.pick([20], [5, 10**9], 6)),
     ]
     argv += d.maybe("--tolerance", ["1", "5"], ["0", "-1", "inf", "nan"], 3, 2)
+    argv += d.maybe("--runs", [1, 3], BAD_RUNS, 3, 2)
     return Case(argv, files, ["DIR"])
 
 
