@@ -264,7 +264,7 @@ def section_harness(work: Path, resamples: int) -> None:
 
 # ------------------------------------------------------------------ 4
 CHINCHILLA = Form("chinchilla", "E + A/N**alpha + B/D**beta", ("N", "D"))
-RIVAL = Form("shared_exponent", "E + A/N**alpha + B/D**alpha", ("N", "D"))
+RIVAL = Form("fixed_alpha", "E + A/N**0.5 + B/D**beta", ("N", "D"))
 
 
 def chinchilla_grid(rng, corrupted: int, noise: float = 0.0035):
@@ -287,14 +287,17 @@ def chinchilla_grid(rng, corrupted: int, noise: float = 0.0035):
 def section_robust(seed: int, design_splits: int, design_resamples: int) -> None:
     print(
         "\n4. Robust uncertainty under log_huber (delta 1e-3): Chinchilla-shaped grid, 108 "
-        "runs in 36 cells, 0.35% noise; corrupted runs x1.3; ratios to the clean grid"
+        "runs in 36 cells, 0.35% log-normal noise; corrupted runs x1.3; ratios to the clean "
+        f"grid. design: chinchilla against {RIVAL.expression}, budget 24, "
+        f"{design_splits} splits, {design_resamples} resamples"
     )
     print(
         "| corrupted runs | SE ratio, sandwich (E, A, B, alpha, beta) | SE ratio, old s^2 "
-        "| seed noise robust % (pooled sd %) | design seeds: batch total, median needed "
-        "| ratio to clean |"
+        "| seed noise % robust (pooled sd, the old estimate) | design: cells with finite "
+        "seeds needed | seeds needed / clean, median over those cells (range) "
+        "| old design: seeds x (pooled sd ratio)^2 |"
     )
-    print("|---:|---|---|---|---|---|")
+    print("|---:|---|---|---|---|---|---|")
     obj = Objective("log_huber", 1e-3)
     old_obj = Objective("log_huber", 1e9)  # psi(r) = r: the old mean-square s^2
     clean = None
@@ -311,18 +314,22 @@ def section_robust(seed: int, design_splits: int, design_resamples: int) -> None
             g, [f, RIVAL.bind(g.columns)], budget=24, splits=design_splits,
             resamples=design_resamples, seed=seed, objective="log_huber",
         )  # fmt: skip
-        finite = d.candidates["seeds_needed"][np.isfinite(d.candidates["seeds_needed"])]
-        batch = int(d.chosen["seeds"].sum()) if len(d.chosen) else 0
-        med = float(finite.median()) if len(finite) else math.inf
-        never = int((~np.isfinite(d.candidates["seeds_needed"])).sum())
+        need = d.candidates["seeds_needed"].to_numpy(float)
         if clean is None:
-            clean = (new, old, med)
+            clean = (new, old, need, pooled)
+        both = np.isfinite(need) & np.isfinite(clean[2])
+        ratio = need[both] / clean[2][both]
         ratio_new = ", ".join(f"{new[c] / clean[0][c]:.2f}" for c in new)
         ratio_old = ", ".join(f"{old[c] / clean[1][c]:.2f}" for c in old)
+        spread = (
+            f"{np.median(ratio):.2f} ({ratio.min():.2f} to {ratio.max():.2f})"
+            if both.any()
+            else "-"
+        )
         print(
             f"| {k} | {ratio_new} | {ratio_old} | {100 * noise:.3f} ({100 * pooled:.3f}) | "
-            f"{batch} runs in {len(d.chosen)} cells, median {med:g} ({never} of "
-            f"{len(d.candidates)} never) | {med / clean[2]:.2f} |"
+            f"{int(np.isfinite(need).sum())} of {len(need)} | {spread} | "
+            f"{(pooled / clean[3]) ** 2:.1f} |"
         )
 
 

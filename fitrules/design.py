@@ -14,10 +14,14 @@ chosen greedily, each cell given the ones already chosen.
 
 Uncertainty at a cell: each form's prediction from the full-grid fit carries the larger of
 (a) the spread of its refits over random splits (robust sd, scaled by n_train / n to the size
-of the full grid) and (b) the sd of its seed-bootstrap refits, and, added in quadrature, (c)
-the form's misfit as held-out cells show it (leave-one-cell-out refits; see
-:class:`fitrules.intervals.HeldOut`): no form is exactly true, and a difference between two
-forms smaller than their misfit is not one new runs can pin on either. The mean of n new seeds
+of the full grid) and (b) the sd of its seed-bootstrap refits (``sd_param_F``), and (c) the
+form's misfit as held-out cells show it (leave-one-cell-out refits, ``sd_misfit_F``; see
+:class:`fitrules.intervals.HeldOut`); ``sd_F`` adds (c) to the larger of (a) and (b) in
+quadrature: the sd of the prediction for the configuration's mean. No form is exactly true:
+a pair's difference is judged against both forms' constants' uncertainty plus the misfit of
+the better-fitting of the two (the truth lies about that far from its prediction, which may
+put it midway between the two, where no number of runs separates them; the worse form's
+misfit is what the runs are to show, not noise). The mean of n new seeds
 carries the seed noise, modelled as a constant coefficient of variation pooled over the grid's
 cells (a MAD of the runs' deviations, so that a corrupted run does not multiply it; see
 :func:`fitrules.intervals.seed_noise`). The seeds a cell needs are those that make the two
@@ -381,6 +385,8 @@ def design(
         cand[f"sd_boot_{f.name}"] = sd_boot
         misfit = _misfit_sd(f, cells, full[f.name], noise, pred, notes, obj)
         cand[f"sd_misfit_{f.name}"] = misfit
+        cand[f"sd_param_{f.name}"] = np.fmax(sd_split, sd_boot)
+        # the sd of the form's prediction for the configuration's mean: constants and misfit
         cand[f"sd_{f.name}"] = np.sqrt(np.fmax(sd_split, sd_boot) ** 2 + misfit**2)
     mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
     cand["seed_sd"] = cv * np.abs(mean_pred)
@@ -442,7 +448,16 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
     k = len(cand)
     names = [f.name for f in bound]
     pairs = list(itertools.combinations(range(len(bound)), 2))
-    var = {f.name: cand[f"sd_{f.name}"].to_numpy() ** 2 for f in bound}
+    param = {f.name: cand[f"sd_param_{f.name}"].to_numpy() ** 2 for f in bound}
+    misfit = {f.name: cand[f"sd_misfit_{f.name}"].to_numpy() ** 2 for f in bound}
+
+    def model_var(a: str, b: str) -> np.ndarray:
+        # both forms' constants, and the misfit of the better-fitting one: the truth lies
+        # about that far from its prediction, which can put it near the midpoint of the two
+        # predictions where no number of runs tells them apart. The worse form's misfit is
+        # the signal the runs are there to show, not noise.
+        return param[a] + param[b] + np.minimum(misfit[a], misfit[b])
+
     seed_var = cand["seed_sd"].to_numpy() ** 2
     # separation of each pair at `seeds` seeds, and the seeds each pair needs
     sep = np.zeros(k)
@@ -450,7 +465,7 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
     for i, j in pairs:
         a, b = names[i], names[j]
         delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy())
-        model = var[a] + var[b]
+        model = model_var(a, b)
         sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
         room = (delta / zsum) ** 2 - model
         with np.errstate(divide="ignore"):
@@ -470,7 +485,7 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         for i, j in pairs:
             for t, r in ((i, j), (j, i)):
                 gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial)
-                w = 1 / (var[names[t]] + var[names[r]] + seed_var / n_cell)
+                w = 1 / (model_var(names[t], names[r]) + seed_var / n_cell)
                 for row, x in enumerate(trial):
                     idx = [*chosen, x]
                     total[row] += np.nansum(gap[row, idx] ** 2 * w[idx])

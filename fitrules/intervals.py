@@ -855,4 +855,7 @@ def heldout_fit(
         if np.isfinite(e) and np.isfinite(theta).all():
             draws[i], resid[i] = theta, e
     n_runs = cells.table["n_seeds"].to_numpy(float)
-    return HeldOut(form, dict(constants), X, y, n_runs, draws, resid, noise, relative, float(level))
+    robust = obj.kind == "log_huber"
+    return HeldOut(
+        form, dict(constants), X, y, n_runs, draws, resid, noise, relative, float(level), robust
+    )

@@ -32,7 +32,8 @@ def render_design(d, max_rows: int = 12) -> str:
         f"seed noise of one run: {100 * s['seed_cv']:.3f}% of the value (robust, pooled over "
         f"the grid's cells); form uncertainty: the larger of {s['splits']} random-split "
         f"refits and {s['resamples']} seed-bootstrap refits, plus the form's misfit on "
-        "held-out cells (leave-one-cell-out), in quadrature",
+        "held-out cells (leave-one-cell-out), in quadrature; a pair's separation counts "
+        "both forms' constants and the misfit of the better-fitting one",
     ]
     cand = d.candidates
     if s["mode"] == "discriminate":
