@@ -599,10 +599,11 @@ def seed_noise(grid: Grid, variables: tuple[str, ...] | list[str]) -> SeedNoise:
 # ------------------------------------------------------------------ prediction intervals
 PREDICTION_KIND = "held-out misfit"
 PREDICTION_METHOD = (
-    "leave-one-cell-out refits: the held-out residuals' mean square (less the cells' own "
-    "seed noise) for the form's misfit, plus the jackknife spread of the refits' predictions "
-    "beyond its average at the grid's cells (extrapolation), plus the seed noise of k new "
-    "runs; a t quantile with n - p degrees of freedom"
+    "leave-one-cell-out refits: the held-out residuals' mean square, less the cells' own "
+    "seed noise and the refits' jackknife variance at the cells, for the form's misfit; plus "
+    "the jackknife variance of the refits' predictions at the point (the constants' "
+    "uncertainty there, growing outside the cells); plus the seed noise of k new runs for "
+    "their mean; a t quantile with n - p degrees of freedom"
 )
 
 
@@ -676,11 +677,13 @@ class HeldOut:
         mse = float((1.4826 * np.median(np.abs(e))) ** 2 if self.robust else np.mean(e**2))
         own = float(np.mean(self._noise_sd(self.y[ok]) ** 2 / self.n_runs[ok]))
         grid_jack = float(np.mean(self._jackknife_var({k: v[ok] for k, v in self.X.items()})))
+        # e_i = misfit + seed noise of the cell's mean + error of the refitted constants
+        # there: the misfit is what is left after the other two
         return {
             "heldout_mse": mse,
             "cells_seed_var": own,
-            "misfit_var": max(mse - own, 0.0),
             "jackknife_var_at_cells": grid_jack,
+            "misfit_var": max(mse - own - grid_jack, 0.0),
         }
 
     def check(self) -> None:
@@ -722,9 +725,9 @@ class HeldOut:
         comp = self.components
         jack = float(self._jackknife_var(X)[0])
         extra = max(jack - comp["jackknife_var_at_cells"], 0.0)
-        # the held-out mean square already holds the constants' uncertainty at a typical
-        # cell; only the spread beyond it (a point the refits disagree on) is added
-        var_mean = comp["misfit_var"] + extra
+        # misfit plus the constants' uncertainty at this point (the jackknife spread of the
+        # refits' predictions, which grows as the point leaves the fitted cells)
+        var_mean = comp["misfit_var"] + jack
         q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
         scale = abs(value) if self.relative else 1.0
 
@@ -779,7 +782,8 @@ class HeldOut:
         return (
             f"{PREDICTION_KIND}: {int(self.ok.sum())} leave-one-cell-out refits; held-out "
             f"rms {f * math.sqrt(comp['heldout_mse']):.3g}{unit}, of which misfit "
-            f"{f * math.sqrt(comp['misfit_var']):.3g}{unit} after the cells' own seed noise"
+            f"{f * math.sqrt(comp['misfit_var']):.3g}{unit} after the cells' own seed noise "
+            "and the refitted constants' error"
             + (
                 f" (one run: {100 * self.noise.cv:.3g}%)"
                 if self.noise.known
