@@ -269,12 +269,14 @@ class FittedForm:
         return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
 
     def plot_curves(self, x: str | None = None, ax=None):
-        """Data and the fitted form against ``x`` (default: the form's first variable)."""
+        """Data and the fitted form against ``x`` (default: the form's first variable), with
+        the prediction interval (misfit included) shaded when intervals were asked for."""
         from fitrules.report import figures
 
         x = x or self.form.bound_variables[0]
         self._check_variable(x)
-        return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax)
+        band = self.heldout.band if self.heldout is not None else None
+        return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax, band)
 
     def _check_variable(self, x: str) -> None:
         from fitrules.errors import FormError

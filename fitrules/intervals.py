@@ -755,6 +755,15 @@ class HeldOut:
             out["seed_sd_runs"] = math.sqrt(seed_var) * scale
         return out
 
+    def band(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The interval for the configuration's mean at many points at once (for figures)."""
+        self.check()
+        value = predict(self.form, X, self.constants)
+        var = self.components["misfit_var"] + self._jackknife_var(X)
+        q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
+        half = q * np.sqrt(var) * self._scale(value)
+        return value - half, value + half
+
     def extrapolation(self, point: dict[str, float]) -> dict[str, float]:
         """For each variable outside the fitted cells' range: how far, as a ratio.
 

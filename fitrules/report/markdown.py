@@ -186,7 +186,7 @@ def comparison_report(
     return write_report_dir(target, build, force)
 
 
-def _fit_figures(cells, forms, full_fits, unit, fig) -> None:
+def _fit_figures(cells, forms, full_fits, unit, fig, bands=None) -> None:
     """Observed against predicted per form; residuals against every variable (all forms on
     one scale); residual heat maps over two variables when the cells form a grid (one colour
     scale for all forms); fitted curves of every form against each of its variables."""
@@ -233,8 +233,16 @@ def _fit_figures(cells, forms, full_fits, unit, fig) -> None:
             fig(
                 "curves",
                 f"curves_{_slug(f.name)}_vs_{_slug(x)}.png",
-                figures.curves_vs(cells, f, consts[f.name], x, unit),
-                f"{f.name}: data and fitted curves against {x}.",
+                figures.curves_vs(
+                    cells, f, consts[f.name], x, unit, band=(bands or {}).get(f.name)
+                ),
+                f"{f.name}: data and fitted curves against {x}"
+                + (
+                    ", shaded: the prediction interval for the configuration's mean (misfit "
+                    "included)."
+                    if (bands or {}).get(f.name)
+                    else "."
+                ),
             )
 
 
@@ -628,7 +636,8 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
             figures.save(ax, d / name)
             figs.append((section, name, caption))
 
-        _fit_figures(f.cells, [f.form], {f.form.name: f.result}, f.unit, fig)
+        bands = {f.form.name: f.heldout.band} if f.heldout is not None else None
+        _fit_figures(f.cells, [f.form], {f.form.name: f.result}, f.unit, fig, bands)
         te = f.train_error
         where = " and ".join(data["where"]) or "none"
         derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
