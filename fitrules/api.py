@@ -401,7 +401,7 @@ def design(
     tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.tune.tune`).
     **options : passed to :func:`fitrules.design.design` (``candidates``, ``seeds``,
         ``max_seeds``, ``power``, ``alpha``, ``splits``, ``resamples``, ``seed``,
-        ``target``).
+        ``target``, ``objective``, ``delta``).
 
     Returns
     -------

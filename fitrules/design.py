@@ -371,7 +371,7 @@ def design(
             "carry cannot be estimated"
         )
     cv = noise.cv
-    notes = []
+    notes: list[str] = []
     full: dict[str, FitResult] = {}
     for f in bound:
         full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool), obj)[0]

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from fitrules import expr as ex
 from fitrules.errors import FitrulesError
@@ -207,6 +206,8 @@ def _huber_scale2(r: np.ndarray, delta: float, n: int, p: int) -> float:
     ``mean(psi')``, the share of residuals within delta, comes from a normal bulk with the
     residuals' MAD as scale when fewer than 10 residuals lie within delta (too few to count).
     """
+    from scipy import stats  # lazily: the compare command does not load scipy.stats
+
     psi = np.clip(r, -delta, delta)
     inside = np.abs(r) <= delta
     if inside.sum() >= 10:
@@ -719,6 +720,8 @@ class HeldOut:
             residuals' scale and its parts; ``extrapolation`` (how far the point lies from the
             fitted cells).
         """
+        from scipy import stats
+
         self.check()
         X = {v: np.array([float(point[v])]) for v in self.form.bound_variables}
         value = float(predict(self.form, X, self.constants)[0])
@@ -757,6 +760,8 @@ class HeldOut:
 
     def band(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The interval for the configuration's mean at many points at once (for figures)."""
+        from scipy import stats
+
         self.check()
         value = predict(self.form, X, self.constants)
         var = self.components["misfit_var"] + self._jackknife_var(X)

@@ -1,7 +1,10 @@
 """Predictions written before the run: an append-only, hash-chained JSON-lines ledger.
 
 ``fitrules predict`` appends one record per prediction: the form, its constants, the
-prediction and its bootstrap interval at the cell, the sha256 of the data it was fitted on,
+prediction and its interval at the cell (``interval_kind`` says which: the configuration's
+mean or the mean of k new runs, both with the form's held-out misfit; records written before
+intervals carried misfit hold a constants-only bootstrap interval and no kind), the sha256 of
+the data it was fitted on,
 the command, the time and the tolerance its author commits to. ``fitrules score`` reads the
 ledger, never writes it, and scores every record whose cell now has results.
 

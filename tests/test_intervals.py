@@ -30,10 +30,9 @@ def test_the_old_closed_loop_is_covered_by_the_misfit_intervals():
     assert len(obs) == 7
     covered, old = 0, 0
     for form in ("composition", "additive", "log_additive"):
+        f = fr.fit(None, form, intervals=True, resamples=50)
         for r in obs.to_dict("records"):
-            f = fr.fit(None, form, predict=f"H={r['H']:g},keep={r['keep']!r}",
-                       runs=int(r["size"]), resamples=50)  # fmt: skip
-            p = f.predictions[0]
+            p = f.predict(f"H={r['H']:g},keep={r['keep']!r}", runs=int(r["size"]))
             lo, hi = p["interval_runs"]
             covered += lo <= r["mean"] <= hi
             blo, bhi = p["constants_interval"]

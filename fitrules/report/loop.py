@@ -111,8 +111,9 @@ def run_loop(target: Path, forms: str, budget: int, extra: list[str] | None = No
         if s["status"] == "scored"
     ]
     observed = [s["observed"] for s in score["scores"] if s["status"] == "scored"]
-    if old and all(iv is not None for iv in old):
-        hit = sum(lo <= y <= hi for (lo, hi), y in zip(old, observed, strict=True))
+    given = [iv for iv in old if iv is not None]
+    if old and len(given) == len(old):
+        hit = sum(lo <= y <= hi for (lo, hi), y in zip(given, observed, strict=True))
         lines.append(
             f"- for contrast, the constants-only bootstrap intervals each record also keeps "
             f"(`intervals.constants_only` in `ledger.jsonl`; they treat the form as exactly "
