@@ -468,7 +468,7 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         model = model_var(a, b)
         sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
         room = (delta / zsum) ** 2 - model
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", over="ignore"):  # beyond any count: never
             n_ij = np.where(room > 0, np.ceil(seed_var / np.maximum(room, 1e-300)), np.inf)
         need = np.minimum(need, n_ij)
     cand["separation"] = sep

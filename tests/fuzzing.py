@@ -626,6 +626,23 @@ def ledger_files(draw, hostile: bool = False) -> tuple[bytes, str | None]:
 
 
 @st.composite
+def design_cases(draw) -> Case:
+    """design with few refits (fast), its objective and the loop's --runs per cell."""
+    d = Draw(draw)
+    data, files = _data(d)
+    out, dirs, more = _outputs(d, report=False)
+    files.update(more)
+    forms = d.pick(["composition,additive", "composition,log_additive"], ["composition", "x"], 6)
+    argv = ["design", *data, opt("--forms", forms)]
+    argv += [opt("--design-splits", 10), opt("--resamples", 20)]
+    argv.append(opt("--budget", d.pick([6, 9], [0, -1, 10**6], 6)))
+    argv += d.maybe("--objective", ["rel_ls", "log_huber"], (), 3)
+    argv += d.maybe("--delta", ["1e-3", "0.05"], ["0", "-1", "nan"], 4, 2)
+    argv += d.maybe("--seeds", [2, 3], [0, -3], 4, 2)
+    return Case(argv + out, files, dirs)
+
+
+@st.composite
 def ledger_cases(draw) -> Case:
     d = Draw(draw)
     raw, head = d(ledger_files(d.hostile))
@@ -771,6 +788,7 @@ def cases():
         validate_cases(),
         ci_cases(),
         ledger_cases(),
+        design_cases(),
         forms_cases(),
         simulate_cases(),
     )
