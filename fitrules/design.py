@@ -370,6 +370,11 @@ def design(
             "the grid has no cell with two or more runs: the seed noise a new run would "
             "carry cannot be estimated"
         )
+    if noise.cv == 0:
+        raise FitrulesError(
+            "every run repeats its cell's mean exactly: the seed noise is 0, and seeds per "
+            "cell cannot be planned against it (is the metric a copy of one run per cell?)"
+        )
     cv = noise.cv
     notes: list[str] = []
     full: dict[str, FitResult] = {}
@@ -392,12 +397,20 @@ def design(
     cand["seed_sd"] = cv * np.abs(mean_pred)
     usable = np.isfinite(cand[[f"pred_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     usable &= np.isfinite(cand[[f"sd_{f.name}" for f in bound]].to_numpy()).all(axis=1)
+    # losses so small that their noise underflows to 0 cannot be planned against
+    with np.errstate(under="ignore"):
+        usable &= cand["seed_sd"].to_numpy() ** 2 > 0
     if (~usable).any():
         notes.append(
             f"{int((~usable).sum())} candidate cells left out: a form's prediction or its "
             "uncertainty there is not finite"
         )
     cand = cand[usable].reset_index(drop=True)
+    if not len(cand):
+        raise FitrulesError(
+            "no candidate cell is usable: at every one a form's prediction, its uncertainty "
+            "or the seed noise is not a finite, nonzero number at this scale of the metric"
+        )
     Xc = {v: cand[v].to_numpy(float) for v in variables}
     zsum = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     settings: dict = {
@@ -466,7 +479,8 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         a, b = names[i], names[j]
         delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy())
         model = model_var(a, b)
-        sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
+        with np.errstate(divide="ignore", invalid="ignore"):  # no noise at all: infinite
+            sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
         room = (delta / zsum) ** 2 - model
         with np.errstate(divide="ignore", over="ignore"):  # beyond any count: never
             n_ij = np.where(room > 0, np.ceil(seed_var / np.maximum(room, 1e-300)), np.inf)
@@ -485,10 +499,12 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         for i, j in pairs:
             for t, r in ((i, j), (j, i)):
                 gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial)
-                w = 1 / (model_var(names[t], names[r]) + seed_var / n_cell)
+                with np.errstate(divide="ignore"):  # no noise at all: an infinite weight
+                    w = 1 / (model_var(names[t], names[r]) + seed_var / n_cell)
                 for row, x in enumerate(trial):
                     idx = [*chosen, x]
-                    total[row] += np.nansum(gap[row, idx] ** 2 * w[idx])
+                    with np.errstate(invalid="ignore"):  # 0 gap x infinite weight
+                        total[row] += np.nansum(gap[row, idx] ** 2 * w[idx])
         return total
 
     first = score([], list(range(k)))

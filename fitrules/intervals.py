@@ -594,7 +594,10 @@ def seed_noise(grid: Grid, variables: tuple[str, ...] | list[str]) -> SeedNoise:
         return SeedNoise(math.nan, 0, 0)
     dev = (y[ok] - mean[ok]) / np.abs(mean[ok]) * np.sqrt(n[ok] / (n[ok] - 1))
     cells = int(g.ngroups - int((g.size() < 2).sum()))
-    return SeedNoise(float(1.4826 * np.median(np.abs(dev))), int(ok.sum()), cells)
+    cv = float(1.4826 * np.median(np.abs(dev)))
+    if cv == 0:  # most runs repeat their cell's mean exactly: the MAD says nothing, the rest do
+        cv = float(np.sqrt(np.mean(dev**2)))
+    return SeedNoise(cv, int(ok.sum()), cells)
 
 
 # ------------------------------------------------------------------ prediction intervals
