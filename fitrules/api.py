@@ -268,6 +268,7 @@ def fit(
     by: str | None = None,
     shared: Sequence[str] | str | None = None,
     weights: str = "cells",
+    runs: int | None = None,
 ):
     """Fit one form on every cell of a grid, with standard errors and optional intervals.
 
@@ -276,9 +277,11 @@ def fit(
     grid : Grid, DataFrame or path (``None``: the default grid).
     form : a name, ``"NAME = EXPR"`` or a :class:`Form`.
     objective, delta : the training objective.
-    intervals : also refit on bootstrap replicates for percentile intervals (implied by
-        ``predict``).
+    intervals : also refit on bootstrap replicates for percentile intervals of the
+        constants, and once per cell with that cell left out for prediction intervals that
+        carry the form's misfit (implied by ``predict``).
     predict : points to predict, e.g. ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
+    runs : k: the predictions also give the interval for the mean of k new runs.
     bootstrap : ``"auto"`` (residuals when any cell has a single run, else seeds),
         ``"seeds"`` or ``"residuals"``; see :mod:`fitrules.intervals`.
     resamples, seed, level : of the bootstrap.
@@ -308,7 +311,13 @@ def fit(
     from fitrules.fit import WEIGHT_KEY, Objective, cell_weights
     from fitrules.fit import fit as fit_cells
     from fitrules.fitted import FittedForm
-    from fitrules.intervals import bootstrap_fit, jacobian_uncertainty, resolve_point
+    from fitrules.intervals import (
+        bootstrap_fit,
+        heldout_fit,
+        jacobian_uncertainty,
+        resolve_point,
+        seed_noise,
+    )
 
     g = as_grid(grid)
     g, _ = _tuned(g, tune, tune_seeds)
@@ -320,6 +329,8 @@ def fit(
     points = [predict] if isinstance(predict, str | dict) else list(predict)
     for p in points:  # every point checked before any work
         resolve_point(p, f, g.derive)
+    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
+        raise FitrulesError(f"--runs {runs!r}: the number of new runs must be a whole number >= 1")
     boot = None
     if intervals or points:
         boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap, weights=weights)
@@ -344,10 +355,16 @@ def fit(
         "unit": g.unit,
         "excluded": g.summary()["excluded"],
     }
+    heldout = None
+    if intervals or points:
+        noise = seed_noise(g, f.bound_variables)
+        heldout = heldout_fit(f, cells, result.constants, noise, obj, level)
+        heldout.check()
     fitted = FittedForm(
         f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive), weights=weights
     )
-    fitted.predictions = [fitted.predict(p) for p in points]
+    fitted.heldout = heldout
+    fitted.predictions = [fitted.predict(p, runs) for p in points]
     return fitted
 
 
@@ -445,7 +462,7 @@ def design(
     tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.tune.tune`).
     **options : passed to :func:`fitrules.design.design` (``candidates``, ``seeds``,
         ``max_seeds``, ``power``, ``alpha``, ``splits``, ``resamples``, ``seed``,
-        ``target``).
+        ``target``, ``objective``, ``delta``).
 
     Returns
     -------

@@ -206,6 +206,17 @@ def _add_bootstrap_options(g) -> None:
     )
 
 
+def _add_runs_option(g) -> None:
+    g.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        metavar="K",
+        help="also give the interval for the mean of K new runs at the point (the "
+        "configuration's mean plus the seed noise of K runs); predict records that one",
+    )
+
+
 def _add_report_options(p) -> None:
     p.add_argument(
         "--report",
@@ -753,6 +764,7 @@ def _add_fit(sub, common) -> None:
         metavar='"H=8,keep=0.25"',
         help="prediction with interval at a point, in the grid or not (repeatable)",
     )
+    _add_runs_option(g)
     _add_bootstrap_options(g)
     _add_json_option(p)
     _add_report_options(p)
@@ -779,6 +791,7 @@ def _fit(args) -> int:
         check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
         for text in args.predict:
             parse_point(text)
+    _check_runs(args.runs)
     _take_outputs(args)
     fitted = api.fit(
         _load(args),
@@ -794,6 +807,7 @@ def _fit(args) -> int:
         tune=args.tune,
         tune_seeds=_tune_seeds(args),
         **form_options,
+        runs=args.runs,
     )
     if args.report is not None:  # only once everything above has succeeded
         _write_report(args, fitted.report, args.report, args.force, _command_line(), args.cells)
@@ -1029,6 +1043,7 @@ def _add_design(sub, common) -> None:
     p.add_argument("--design-splits", type=int, default=100, help="random-split refits (100)")
     p.add_argument("--resamples", type=int, default=100, help="seed-bootstrap refits (100)")
     p.add_argument("--seed", type=int, default=0, help="seed of splits and bootstrap (0)")
+    _add_fit_options(p)
     p.add_argument(
         "--ledger",
         dest="ledger_name",
@@ -1076,6 +1091,9 @@ def _design(args) -> int:
         args.resamples,
         args.target,
     )
+    from fitrules.fit import Objective
+
+    Objective(args.objective, args.delta)  # checks the objective's options
     _tune_seeds(args)
     _take_outputs(args)
     spec_file = None
@@ -1095,6 +1113,8 @@ def _design(args) -> int:
         args.resamples,
         args.seed,
         args.target,
+        objective=args.objective,
+        delta=args.delta,
     )
     tuned = None
     if tuning is not None:
@@ -1124,6 +1144,8 @@ def _design(args) -> int:
         data_args += ["--tune", t]
     if args.tune_seeds is not None:
         data_args += ["--tune-seeds", args.tune_seeds]
+    if args.objective != "rel_ls":  # the predictions are fitted as the design was
+        data_args += ["--objective", args.objective, "--delta", f"{args.delta:g}"]
     d.commands = loop_commands(d, data_args, args.ledger_name, spec_path, args.runs_out)
     if args.report is not None:
         _write_report(args, design_report, d, args.report, _command_line(), spec_text, args.force)
@@ -1137,13 +1159,20 @@ def _design(args) -> int:
 
 
 # ---------------------------------------------------------------- predict / score
+def _check_runs(runs: int | None) -> None:
+    if runs is not None and not 1 <= runs <= 1000:
+        raise FitrulesError(f"--runs {runs}: the number of new runs must be between 1 and 1000")
+
+
 def _add_predict(sub, common) -> None:
     p = sub.add_parser(
         "predict",
         parents=[common],
         help="write a prediction to a ledger before the run",
-        description="Fit a form on all cells, predict one cell with a bootstrap "
-        "interval, and append the prediction to an append-only, hash-chained ledger.",
+        description="Fit a form on all cells, predict one cell with an interval that "
+        "carries the form's misfit (leave-one-cell-out refits) as well as its constants' "
+        "uncertainty and, with --runs K, the seed noise of K new runs, and append the "
+        "prediction to an append-only, hash-chained ledger.",
     )
     _add_data_options(p)
     _add_tune_options(p)
@@ -1165,7 +1194,9 @@ def _add_predict(sub, common) -> None:
         "checked first)",
     )
     _add_fit_options(p)
-    _add_bootstrap_options(p.add_argument_group("interval (bootstrap)"))
+    g = p.add_argument_group("interval")
+    _add_runs_option(g)
+    _add_bootstrap_options(g)
     p.set_defaults(func=_predict)
 
 
@@ -1189,6 +1220,7 @@ def _predict(args) -> int:
     form_options = _form_options(args)
     check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
     parse_point(args.at, "--at")
+    _check_runs(args.runs)
     _tune_seeds(args)
     check_ledger_target(args.ledger)  # a tampered or unwritable ledger is refused now
     form = resolve_form(args.form)
@@ -1204,8 +1236,15 @@ def _predict(args) -> int:
         seed=args.bootstrap_seed,
         level=args.level,
         **form_options,
+        runs=args.runs,
     )
     pred = fitted.predictions[0]
+    # the interval scored later is the one for what will be measured: the mean of K runs
+    # when K is given, else the configuration's mean
+    if args.runs is not None:
+        interval, kind = pred["interval_runs"], pred["interval_runs_kind"]
+    else:
+        interval, kind = pred["interval"], pred["interval_kind"]
     rec = append_prediction(
         args.ledger,
         {
@@ -1221,7 +1260,16 @@ def _predict(args) -> int:
             "point": pred["given"],
             "at": pred["point"],
             "prediction": pred["prediction"],
-            "interval": pred["interval"],
+            "interval": interval,
+            "interval_kind": kind,
+            "intervals": {
+                "mean": pred["interval"],
+                **({f"mean_of_{args.runs}_runs": pred["interval_runs"]} if args.runs else {}),
+                "constants_only": pred.get("constants_interval"),
+            },
+            "runs": args.runs,
+            "misfit_sd": pred["misfit_sd"],
+            "extrapolation": pred["extrapolation"],
             "level": args.level,
             "resamples": args.resamples,
             "bootstrap": fitted.bootstrap.kind if fitted.bootstrap else None,
@@ -1242,7 +1290,13 @@ def _predict(args) -> int:
         args,
         f"{args.ledger}: record {rec['id']}: {rec['form']} predicts {rec['prediction']:.4f} "
         f"at {format_point(rec['point'])} ({round(100 * args.level)}% interval {lo:.4f} to "
-        f"{hi:.4f}, {fitted.bootstrap.kind if fitted.bootstrap else ''} bootstrap"
+        f"{hi:.4f}, {kind}"
+        + (
+            "; outside the fitted cells: "
+            + ", ".join(f"{k} {v:.3g}x beyond" for k, v in rec["extrapolation"].items())
+            if rec["extrapolation"]
+            else ""
+        )
         + (f"; tolerance {args.tolerance:g}%" if args.tolerance is not None else "")
         + ")",
     )
@@ -1280,12 +1334,13 @@ def _add_score(sub, common) -> None:
 def _score(args) -> int:
     from fitrules.ledger import (
         compare_scored,
+        interval_coverage,
         parse_head,
         read_ledger,
         score_ledger,
         verify_head,
     )
-    from fitrules.report.text import render_scored_pairs, render_scores
+    from fitrules.report.text import render_coverage, render_scored_pairs, render_scores
     from fitrules.util import json_ready
 
     if args.data is None:
@@ -1299,13 +1354,22 @@ def _score(args) -> int:
     grid, _ = _tuned(args, _load(args))
     table = score_ledger(args.ledger, grid, records=records)
     pairs = compare_scored(table)
+    coverage = interval_coverage(table)
     text = render_scores(table)
+    if len(coverage):
+        text += "\n\n" + render_coverage(coverage)
     if len(pairs):
         text += "\n\n" + render_scored_pairs(pairs)
     _emit(
         args,
         text,
-        json_ready({"scores": table.to_dict("records"), "pairs": pairs.to_dict("records")}),
+        json_ready(
+            {
+                "scores": table.to_dict("records"),
+                "coverage": coverage.to_dict("records"),
+                "pairs": pairs.to_dict("records"),
+            }
+        ),
     )
     return 0
 

@@ -14,10 +14,20 @@ chosen greedily, each cell given the ones already chosen.
 
 Uncertainty at a cell: each form's prediction from the full-grid fit carries the larger of
 (a) the spread of its refits over random splits (robust sd, scaled by n_train / n to the size
-of the full grid) and (b) the sd of its seed-bootstrap refits; the mean of n new seeds carries
-the seed noise, modelled as a constant coefficient of variation pooled over the grid's cells
-(unbiased sd, s / c4). The seeds a cell needs are those that make the two forms' difference
-exceed (z_alpha/2 + z_power) standard errors.
+of the full grid) and (b) the sd of its seed-bootstrap refits (``sd_param_F``), and (c) the
+form's misfit as held-out cells show it (leave-one-cell-out refits, ``sd_misfit_F``; see
+:class:`fitrules.intervals.HeldOut`); ``sd_F`` adds (c) to the larger of (a) and (b) in
+quadrature: the sd of the prediction for the configuration's mean. No form is exactly true:
+a pair's difference is judged against both forms' constants' uncertainty plus the misfit of
+the better-fitting of the two (the truth lies about that far from its prediction, which may
+put it midway between the two, where no number of runs separates them; the worse form's
+misfit is what the runs are to show, not noise). The mean of n new seeds
+carries the seed noise, modelled as a constant coefficient of variation pooled over the grid's
+cells (a MAD of the runs' deviations, so that a corrupted run does not multiply it; see
+:func:`fitrules.intervals.seed_noise`). The seeds a cell needs are those that make the two
+forms' difference exceed (z_alpha/2 + z_power) standard errors; where no number of seeds can
+(the forms' own uncertainty is larger than the difference), the cell is planned with the
+minimum ``seeds``, since more would not reach the power.
 
 With one form and a target cell, cells are ranked by how much n seeds there would shrink the
 delta-method variance of the prediction at the target; the batch again greedy.
@@ -42,7 +52,7 @@ from fitrules.errors import FitrulesError
 from fitrules.fit import CompiledForm, FitResult, Objective, fit_splits, predict
 from fitrules.forms import Form, format_level
 from fitrules.grids import Cells, Grid
-from fitrules.intervals import bootstrap_fit
+from fitrules.intervals import bootstrap_fit, heldout_fit, seed_noise
 from fitrules.splits import RandomSplit
 from fitrules.stats import c4
 from fitrules.util import json_ready
@@ -248,6 +258,20 @@ def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
     return P.std(axis=0, ddof=1) if len(P) > 2 else np.full(len(next(iter(Xc.values()))), np.nan)
 
 
+def _misfit_sd(
+    form, cells, full: FitResult, noise, pred: np.ndarray, notes: list, obj
+) -> np.ndarray:
+    """The form's misfit at each candidate as held-out cells show it (relative, times the
+    prediction); zero with a note when too few cells are left to estimate it."""
+    try:
+        h = heldout_fit(form, cells, full.constants, noise, obj)
+        h.check()
+    except FitrulesError as err:
+        notes.append(f"form {form.name!r}: misfit not estimated ({err}); taken as 0")
+        return np.zeros_like(pred)
+    return math.sqrt(h.components["misfit_var"]) * np.abs(pred)
+
+
 # ------------------------------------------------------------------ the criterion
 def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial):
     """Refit ``rival`` on the grid plus ``truth_pred`` at ``chosen`` + each ``trial`` cell.
@@ -319,6 +343,8 @@ def design(
     resamples: int = 100,
     seed: int = 0,
     target: str | None = None,
+    objective: str = "rel_ls",
+    delta: float = 1e-3,
 ) -> Design:
     """Rank candidate cells and choose a batch of runs under ``budget``.
 
@@ -337,6 +363,8 @@ def design(
         form's uncertainty, and their seed.
     target : one form only: the cell whose prediction the batch should pin down, e.g.
         ``"H=256,omega=63"``.
+    objective, delta : the training objective of every fit the design makes (``log_huber``
+        also makes the forms' misfit a robust spread of the held-out residuals).
 
     Raises
     ------
@@ -351,30 +379,48 @@ def design(
     )
     bound = [f.bind(grid.columns, grid.runs) for f in forms]
     variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
-    cells = grid.cells(variables)
-    objective = Objective()
+    obj = Objective(objective, delta)
+    cells = grid.cells(variables, positive=obj.kind != "abs_ls")
     cand = candidate_cells(cells, variables, candidates)
     Xc = {v: cand[v].to_numpy(float) for v in variables}
-    cv = seed_cv(cells)
+    noise = seed_noise(grid, variables)
+    if not noise.known:
+        raise FitrulesError(
+            "the grid has no cell with two or more runs: the seed noise a new run would "
+            "carry cannot be estimated"
+        )
+    if noise.cv == 0:
+        raise FitrulesError(
+            "every run repeats its cell's mean exactly: the seed noise is 0, and seeds per "
+            "cell cannot be planned against it (is the metric a copy of one run per cell?)"
+        )
+    cv = noise.cv
+    notes: list[str] = []
     full: dict[str, FitResult] = {}
     for f in bound:
-        full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool))[0]
+        full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool), obj)[0]
         if not np.isfinite(full[f.name].objective):
             raise FitrulesError(f"form {f.name!r} cannot be fitted to the grid")
         pred = predict(f, Xc, full[f.name].constants)
-        sd_split = _split_sd(f, cells, Xc, splits, seed, objective)
-        sd_boot = _boot_sd(grid, f, Xc, resamples, seed, objective)
+        sd_split = _split_sd(f, cells, Xc, splits, seed, obj)
+        sd_boot = _boot_sd(grid, f, Xc, resamples, seed, obj)
         cand[f"pred_{f.name}"] = pred
         cand[f"sd_split_{f.name}"] = sd_split
         cand[f"sd_boot_{f.name}"] = sd_boot
-        cand[f"sd_{f.name}"] = np.fmax(sd_split, sd_boot)
+        misfit = _misfit_sd(f, cells, full[f.name], noise, pred, notes, obj)
+        cand[f"sd_misfit_{f.name}"] = misfit
+        cand[f"sd_param_{f.name}"] = np.fmax(sd_split, sd_boot)
+        # the sd of the form's prediction for the configuration's mean: constants and misfit
+        cand[f"sd_{f.name}"] = np.sqrt(np.fmax(sd_split, sd_boot) ** 2 + misfit**2)
     with warnings.catch_warnings():  # candidates no form predicts (levels) stay NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
     cand["seed_sd"] = cv * np.abs(mean_pred)
     usable = np.isfinite(cand[[f"pred_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     usable &= np.isfinite(cand[[f"sd_{f.name}" for f in bound]].to_numpy()).all(axis=1)
-    notes = []
+    # losses so small that their noise underflows to 0 cannot be planned against
+    with np.errstate(under="ignore"):
+        usable &= cand["seed_sd"].to_numpy() ** 2 > 0
     unknown = np.zeros(len(cand), bool)
     for f in bound:  # per-level forms predict only at the levels they have constants for
         for col, levels in (f.levels or {}).items():
@@ -402,6 +448,11 @@ def design(
             + "; give candidates with --candidates"
         )
     cand = cand[usable].reset_index(drop=True)
+    if not len(cand):
+        raise FitrulesError(
+            "no candidate cell is usable: at every one a form's prediction, its uncertainty "
+            "or the seed noise is not a finite, nonzero number at this scale of the metric"
+        )
     Xc = {v: cand[v].to_numpy(float) for v in variables}
     zsum = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     settings: dict = {
@@ -415,8 +466,10 @@ def design(
         "resamples": resamples,
         "seed": seed,
         "seed_cv": cv,
+        "seed_noise": noise.method,
         "candidates": candidates or "grid levels and geometric midpoints, minus cells run",
         "target": target,
+        "objective": obj.describe(),
     }
     if target is None:
         chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum)
@@ -450,7 +503,16 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
     k = len(cand)
     names = [f.name for f in bound]
     pairs = list(itertools.combinations(range(len(bound)), 2))
-    var = {f.name: cand[f"sd_{f.name}"].to_numpy() ** 2 for f in bound}
+    param = {f.name: cand[f"sd_param_{f.name}"].to_numpy() ** 2 for f in bound}
+    misfit = {f.name: cand[f"sd_misfit_{f.name}"].to_numpy() ** 2 for f in bound}
+
+    def model_var(a: str, b: str) -> np.ndarray:
+        # both forms' constants, and the misfit of the better-fitting one: the truth lies
+        # about that far from its prediction, which can put it near the midpoint of the two
+        # predictions where no number of runs tells them apart. The worse form's misfit is
+        # the signal the runs are there to show, not noise.
+        return param[a] + param[b] + np.minimum(misfit[a], misfit[b])
+
     seed_var = cand["seed_sd"].to_numpy() ** 2
     # separation of each pair at `seeds` seeds, and the seeds each pair needs
     sep = np.zeros(k)
@@ -458,16 +520,18 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
     for i, j in pairs:
         a, b = names[i], names[j]
         delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy())
-        model = var[a] + var[b]
-        # a grid without seed noise, fitted exactly, leaves no variance: floor it
-        sep = np.maximum(sep, delta / np.sqrt(np.maximum(model + seed_var / seeds, 1e-300)))
+        model = model_var(a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):  # no noise at all: infinite
+            sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
         room = (delta / zsum) ** 2 - model
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", over="ignore"):  # beyond any count: never
             n_ij = np.where(room > 0, np.ceil(seed_var / np.maximum(room, 1e-300)), np.inf)
         need = np.minimum(need, n_ij)
     cand["separation"] = sep
     cand["seeds_needed"] = need
-    n_cell = np.clip(np.where(np.isfinite(need), need, max_seeds), seeds, max_seeds).astype(int)
+    # where no number of seeds reaches the power (the forms' own uncertainty, misfit
+    # included, exceeds their difference), more seeds would not help: plan the minimum
+    n_cell = np.clip(np.where(np.isfinite(need), need, seeds), seeds, max_seeds).astype(int)
     cand["seeds_planned"] = n_cell
     preds = {f.name: cand[f"pred_{f.name}"].to_numpy() for f in bound}
 
@@ -477,10 +541,12 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         for i, j in pairs:
             for t, r in ((i, j), (j, i)):
                 gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial)
-                w = 1 / np.maximum(var[names[t]] + var[names[r]] + seed_var / n_cell, 1e-300)
+                with np.errstate(divide="ignore"):  # no noise at all: an infinite weight
+                    w = 1 / (model_var(names[t], names[r]) + seed_var / n_cell)
                 for row, x in enumerate(trial):
                     idx = [*chosen, x]
-                    total[row] += np.nansum(gap[row, idx] ** 2 * w[idx])
+                    with np.errstate(invalid="ignore"):  # 0 gap x infinite weight
+                        total[row] += np.nansum(gap[row, idx] ** 2 * w[idx])
         return total
 
     first = score([], list(range(k)))
@@ -683,6 +749,8 @@ def loop_commands(
                         *_constant_options(f),
                         "--at",
                         at,
+                        "--runs",
+                        str(int(r["seeds"])),
                         "--ledger",
                         ledger,
                     ]

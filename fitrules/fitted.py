@@ -18,7 +18,7 @@ from fitrules import __version__
 from fitrules.fit import FitResult, Objective, predict
 from fitrules.forms import Form
 from fitrules.grids import Cells
-from fitrules.intervals import BootstrapFit, JacobianUncertainty, resolve_point
+from fitrules.intervals import BootstrapFit, HeldOut, JacobianUncertainty, resolve_point
 from fitrules.util import json_ready
 
 INFORMATION_NOTE = "in-sample, on cell means; held-out error, not these, is what compare ranks"
@@ -36,6 +36,8 @@ class FittedForm:
     objective : the training objective.
     uncertainty : standard errors and correlations of the constants from the Jacobian.
     bootstrap : bootstrap refits, when intervals were asked for (``None`` otherwise).
+    heldout : leave-one-cell-out refits that give prediction intervals their misfit term,
+        when intervals or predictions were asked for (``None`` otherwise).
     predictions : predictions asked for when fitting (see :meth:`predict`).
     data : where the cells came from (path, sha256, filters, counts).
     unit : the metric's unit, if known.
@@ -58,6 +60,7 @@ class FittedForm:
     bootstrap: BootstrapFit | None = None
     predictions: list[dict] = field(default_factory=list)
     derive: tuple[str, ...] = ()
+    heldout: HeldOut | None = None
     weights: str = "cells"
 
     @property
@@ -130,7 +133,9 @@ class FittedForm:
     def reasons(self) -> list[str]:
         return list(self.result.reasons)
 
-    def predict(self, point: str | dict | None = None, **values: float) -> dict:
+    def predict(
+        self, point: str | dict | None = None, runs: int | None = None, **values: float
+    ) -> dict:
         """The prediction at a point, in the grid or not, with its uncertainty.
 
         Parameters
@@ -138,22 +143,42 @@ class FittedForm:
         point : ``"H=8,keep=0.25"`` or a dict; or give the values as keywords.
             Variables the point does not name come from the grid's ``derive`` expressions
             (and ``omega`` from ``keep``).
+        runs : k: also give the interval for the mean of k new runs at the point (the
+            configuration's mean plus the seed noise of k runs).
 
         Returns
         -------
         dict
             ``given`` (the values as given), ``point`` (the form's variables),
-            ``prediction``, ``stderr`` (delta method, from the Jacobian), and ``interval``
-            (bootstrap percentile interval, or None without intervals) with its ``level``.
+            ``prediction``, ``stderr`` (delta method, from the Jacobian: the constants only);
+            ``interval`` with ``interval_kind`` and ``level``: the prediction interval for
+            the configuration's mean loss, which carries the form's misfit as held-out cells
+            show it (None without intervals); ``interval_runs`` for the mean of ``runs`` new
+            runs; ``constants_interval``: the bootstrap interval, which carries only the
+            constants' uncertainty, as if the form were exactly true; ``extrapolation``:
+            each variable outside the fitted cells' range, with how far (a ratio >= 1).
+
+        Raises
+        ------
+        FitrulesError
+            For a point the form cannot be evaluated at, or ``runs`` below 1.
 
         Examples
         --------
-        >>> f.predict(H=8, keep=0.25)["prediction"]  # doctest: +SKIP
+        >>> f.predict(H=8, keep=0.25, runs=3)["interval_runs"]  # doctest: +SKIP
         """
+        from fitrules.errors import FitrulesError
+
         if point is None:
             point = dict(values)
         elif values:
             raise TypeError("give the point as text, a dict, or keywords, not several")
+        if runs is not None and (
+            isinstance(runs, bool) or not isinstance(runs, int | np.integer) or runs < 1
+        ):
+            raise FitrulesError(
+                f"--runs {runs!r}: the number of new runs must be a whole number >= 1"
+            )
         given, at = resolve_point(point, self.form, self.derive)
         for col, levels in (self.form.levels or {}).items():
             if float(at[col]) not in levels:
@@ -168,12 +193,26 @@ class FittedForm:
         X = {v: np.array([float(at[v])]) for v in self.form.bound_variables}
         value = float(predict(self.form, X, self.constants)[0])
         se = float(self.uncertainty.prediction_se(self.form, X, self.constants)[0])
-        out = {"given": given, "point": at, "prediction": value, "stderr": se}
+        out: dict = {"given": given, "point": at, "prediction": value, "stderr": se}
+        out["interval"], out["interval_kind"], out["level"] = None, None, None
+        if self.heldout is not None:
+            h = self.heldout.predict_at(at, runs)
+            out["interval"] = h["interval"]
+            out["interval_kind"] = "held-out misfit: the configuration's mean"
+            out["level"] = self.heldout.level
+            if runs is not None:
+                out["runs"] = int(runs)
+                out["interval_runs"] = h["interval_runs"]
+                out["interval_runs_kind"] = f"held-out misfit: the mean of {int(runs)} new runs"
+            out["misfit_sd"] = h["misfit_sd"]
+            out["extrapolation_sd"] = h["extrapolation_sd"]
+            out["extrapolation"] = h["extrapolation"]
         if self.bootstrap is not None:
-            out["interval"] = self.bootstrap.predict_at(at)["interval"]
-            out["level"] = self.bootstrap.level
-        else:
-            out["interval"], out["level"] = None, None
+            out["constants_interval"] = self.bootstrap.predict_at(at)["interval"]
+            out["constants_interval_kind"] = (
+                f"{self.bootstrap.kind} bootstrap: the constants only (as if the form were exact)"
+            )
+            out["level"] = self.bootstrap.level if out["level"] is None else out["level"]
         return out
 
     # ------------------------------------------------------------ views
@@ -226,6 +265,8 @@ class FittedForm:
                 "single_run_cells": b.single_run_cells,
                 "constants": {k: list(v) for k, v in b.constant_intervals().items()},
             }
+        if self.heldout is not None:
+            out["prediction_intervals"] = self.heldout.to_dict()
         if self.predictions:
             out["predictions"] = self.predictions
         return json_ready(out)
@@ -264,12 +305,14 @@ class FittedForm:
         return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
 
     def plot_curves(self, x: str | None = None, ax=None):
-        """Data and the fitted form against ``x`` (default: the form's first variable)."""
+        """Data and the fitted form against ``x`` (default: the form's first variable), with
+        the prediction interval (misfit included) shaded when intervals were asked for."""
         from fitrules.report import figures
 
         x = x or self.form.bound_variables[0]
         self._check_variable(x)
-        return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax)
+        band = self.heldout.band if self.heldout is not None else None
+        return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax, band)
 
     def _check_variable(self, x: str) -> None:
         from fitrules.errors import FormError

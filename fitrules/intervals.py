@@ -6,17 +6,19 @@ Two answers, always labelled with how they were made:
   ``s^2 (J'J)^-1``, with J the Jacobian of the training residuals at the fit and ``s^2``
   the residual variance (sum of squared residuals over n - p degrees of freedom); standard
   errors and correlations follow, and the delta method gives a standard error for any
-  prediction. For ``log_huber`` the log residuals are treated as least squares would treat
-  them (an approximation: the Huber loss downweights large residuals). Because ``s^2`` is
+  prediction. For ``log_huber`` ``s^2`` is Huber's sandwich factor instead (the clipped
+  residuals' mean square over the share of residuals within delta, squared), so that a few
+  corrupted runs, which the fit shrugs off, do not multiply the errors either. Because ``s^2`` is
   the scatter of the cells about the form, these errors carry the form's misfit as well as
   seed noise, and they exist with one run per cell.
 - **Bootstrap**, percentile intervals from refits of resampled data:
-  ``seeds`` draws, within every cell, as many runs as it has, with replacement (seed noise
-  only; needs repeats); ``residuals`` adds to each cell's fitted value a residual drawn
-  from all cells' residuals (centred, rescaled by sqrt(n / (n - p))), on the scale of the
-  objective (relative, log or absolute). ``auto`` uses the residual bootstrap when any cell
-  has a single run, where the seed bootstrap would leave that cell fixed and give
-  intervals of zero width.
+  ``seeds`` draws, within every cell, as many runs as it has, with replacement, and rescales
+  the resampled mean's deviation by ``sqrt(n / (n - 1))`` so that it varies as much as a mean
+  of n runs does (seed noise only; needs repeats); ``residuals`` adds to each cell's fitted
+  value a residual drawn from all cells' residuals (centred, rescaled by
+  sqrt(n / (n - p))), on the scale of the objective (relative, log or absolute). ``auto``
+  uses the residual bootstrap when any cell has a single run, where the seed bootstrap
+  would leave that cell fixed and give intervals of zero width.
 
 Each replicate is refitted from the full fit's constants by Levenberg-Marquardt, all
 replicates at once (:func:`fitrules.fit.refit`); one that does not converge is counted as
@@ -41,11 +43,12 @@ from fitrules.fit import (
     Objective,
     cell_weights,
     fit,
+    fit_splits,
     predict,
     refit,
 )
 from fitrules.forms import Form
-from fitrules.grids import Grid
+from fitrules.grids import Cells, Grid
 from fitrules.limits import MAX_ABS_VALUE, MAX_BOOTSTRAP_RESAMPLES, check_count, check_seed
 
 BOOTSTRAP_KINDS = ("auto", "seeds", "residuals")
@@ -109,7 +112,8 @@ class JacobianUncertainty:
 
     def to_dict(self) -> dict:
         return {
-            "method": "jacobian: s^2 (J'J)^-1 at the fit, s^2 the residual variance",
+            "method": "jacobian: s^2 (J'J)^-1 at the fit, s^2 the residual variance "
+            "(for log_huber: Huber's sandwich factor)",
             "stderr": self.stderr,
             "correlation": self.correlation.to_dict(),
             "residual_sd": self.residual_sd,
@@ -167,6 +171,8 @@ def jacobian_uncertainty(
     if not (np.isfinite(J).all() and np.isfinite(r).all()):
         return JacobianUncertainty(cf.s.constants, nan, np.nan, dof, 0, "prediction not finite")
     s2 = float((r**2).sum() / dof) if dof > 0 else np.nan
+    if objective.kind == "log_huber" and dof > 0:
+        s2 = _huber_scale2(r, objective.delta, n, p)
     # column scaling keeps J'J invertible in floating point when constants differ in size;
     # by the largest entry, which cannot overflow where a norm of 1e300-sized entries would
     scale = np.max(np.abs(J), axis=0) if n else np.ones(p)
@@ -193,6 +199,31 @@ def jacobian_uncertainty(
         else ""
     )
     return JacobianUncertainty(cf.s.constants, cov, float(np.sqrt(s2)), dof, rank, note)
+
+
+def _huber_scale2(r: np.ndarray, delta: float, n: int, p: int) -> float:
+    """Huber's sandwich factor, so that ``cov = factor * (J'J)^-1`` for a Huber fit.
+
+    ``K^2 [sum psi(r)^2 / (n - p)] / mean(psi'(r))^2`` with ``psi`` the residual clipped at
+    +-delta and ``K = 1 + (p / n) var(psi') / mean(psi')^2`` (Huber, Robust Statistics,
+    1981, section 7.6). A run far off moves ``psi`` by at most delta, so the standard errors
+    stay put where ``s^2`` (the mean squared residual) would be multiplied by its square.
+    ``mean(psi')``, the share of residuals within delta, comes from a normal bulk with the
+    residuals' MAD as scale when fewer than 10 residuals lie within delta (too few to count).
+    """
+    from scipy import stats  # lazily: the compare command does not load scipy.stats
+
+    psi = np.clip(r, -delta, delta)
+    inside = np.abs(r) <= delta
+    if inside.sum() >= 10:
+        m = float(inside.mean())
+    else:
+        sigma = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        m = float(2 * stats.norm.cdf(delta / sigma) - 1) if sigma > 0 else 1.0
+    if m <= 0:
+        return float((r**2).sum() / (n - p))
+    k = 1 + (p / n) * m * (1 - m) / m**2
+    return float(k**2 * (psi**2).sum() / (n - p) / m**2)
 
 
 @dataclass
@@ -269,7 +300,7 @@ class BootstrapFit:
     def describe(self) -> str:
         """One line: what was resampled, how many refits, how many failed."""
         what = (
-            "the runs within each cell (seed noise only)"
+            "the runs within each cell, rescaled by sqrt(n / (n - 1)) (seed noise only)"
             if self.kind == "seeds"
             else "the fit's residuals across cells (scatter about the form, one run per cell)"
         )
@@ -472,9 +503,17 @@ def bootstrap_fit(
         )
     rng = np.random.default_rng(seed)
     if kind == "seeds":
-        Y = np.array(
+        # a resampled mean of n runs varies (n - 1) / n as much as the mean does: with 3 runs
+        # a cell the intervals were a fifth too narrow (coverage 0.86 for a nominal 0.95);
+        # the deviations from each cell's mean are rescaled by sqrt(n / (n - 1)) to undo it
+        means = np.array([v.mean() for v in values])
+        inflate = np.array(
+            [math.sqrt(len(v) / (len(v) - 1)) if len(v) > 1 else 0.0 for v in values]
+        )
+        raw = np.array(
             [[v[rng.integers(0, len(v), len(v))].mean() for v in values] for _ in range(resamples)]
         )
+        Y = means + inflate * (raw - means)
     else:
         Y = _residual_replicates(form, cells.X, cells.y, base.constants, obj, resamples, rng, w)
     draws, _, converged = refit(form, cells.X, Y, base.constants, obj, options, weights=w)
@@ -509,3 +548,352 @@ def _residual_replicates(
         with np.errstate(over="ignore"):  # a huge log residual: that replicate fails its refit
             return pred * np.exp(-draw)
     return pred - draw
+
+
+# ------------------------------------------------------------------ seed noise
+@dataclass(frozen=True)
+class SeedNoise:
+    """The seed noise of one run, as a coefficient of variation pooled over the cells.
+
+    Attributes
+    ----------
+    cv : robust spread of one run about its cell's mean, relative to the cell's value;
+        NaN when no cell has two runs.
+    runs : runs that entered the estimate (those of cells with two or more runs).
+    cells : cells with two or more runs.
+    method : how it was estimated, for the record.
+    """
+
+    cv: float
+    runs: int
+    cells: int
+    method: str = (
+        "1.4826 x median absolute relative deviation of each run from its cell's mean, "
+        "the deviations rescaled by sqrt(n / (n - 1)), pooled over the cells"
+    )
+
+    @property
+    def known(self) -> bool:
+        return bool(np.isfinite(self.cv))
+
+
+def seed_noise(grid: Grid, variables: tuple[str, ...] | list[str]) -> SeedNoise:
+    """Robust coefficient of variation of one run, pooled over the cells with repeats.
+
+    A MAD of the runs' relative deviations from their cells' means, not a pooled variance:
+    one corrupted run then moves a few of the deviations, not the estimate (a pooled
+    variance is multiplied by the square of the corruption). Each deviation is rescaled by
+    ``sqrt(n / (n - 1))`` so that, with Gaussian seed noise, it has the variance of one run
+    whatever the cell's seed count ``n``.
+
+    Parameters
+    ----------
+    grid : the runs.
+    variables : the columns that define a cell.
+
+    Returns
+    -------
+    SeedNoise
+        With ``cv`` NaN when no cell has two or more runs.
+
+    Examples
+    --------
+    >>> noise = seed_noise(grid, ("H", "omega"))  # doctest: +SKIP
+    >>> round(100 * noise.cv, 2)  # percent of the value  # doctest: +SKIP
+    """
+    keys = list(dict.fromkeys(variables))
+    y = grid.runs[grid.metric].to_numpy(float)
+    g = grid.runs.groupby(keys, sort=False)[grid.metric]
+    mean = g.transform("mean").to_numpy(float)
+    n = g.transform("size").to_numpy(float)
+    ok = (n >= 2) & np.isfinite(y) & (mean != 0)
+    if not ok.any():
+        return SeedNoise(math.nan, 0, 0)
+    dev = (y[ok] - mean[ok]) / np.abs(mean[ok]) * np.sqrt(n[ok] / (n[ok] - 1))
+    cells = int(g.ngroups - int((g.size() < 2).sum()))
+    cv = float(1.4826 * np.median(np.abs(dev)))
+    if cv == 0:  # most runs repeat their cell's mean exactly: the MAD says nothing, the rest do
+        cv = float(np.sqrt(np.mean(dev**2)))
+    return SeedNoise(cv, int(ok.sum()), cells)
+
+
+# ------------------------------------------------------------------ prediction intervals
+PREDICTION_KIND = "held-out misfit"
+PREDICTION_METHOD = (
+    "leave-one-cell-out refits: the held-out residuals' mean square, less the cells' own "
+    "seed noise and the refits' jackknife variance at the cells, for the form's misfit; plus "
+    "the jackknife variance of the refits' predictions at the point (the constants' "
+    "uncertainty there, growing outside the cells); plus the seed noise of k new runs for "
+    "their mean; a t quantile with n - p degrees of freedom"
+)
+
+
+@dataclass
+class HeldOut:
+    """Leave-one-cell-out refits of a form: its misfit as held-out cells see it.
+
+    The unit is the cell, never the run: every refit leaves one whole cell out, fits the
+    rest, and predicts it. The held-out residual at cell i is
+    ``e_i = (y_i - f_-i(x_i)) / f_-i(x_i)`` (relative; absolute for ``abs_ls``), so its mean
+    square carries the form's lack of fit, the uncertainty of refitted constants and the
+    seed noise of the cell's mean.
+
+    Attributes
+    ----------
+    form : the bound form; constants : the fit on every cell.
+    X, y, n_runs : the cells (variables, means, runs per cell).
+    draws : (n, p) constants of each leave-one-out refit (a failed one is a row of NaN).
+    residuals : (n,) held-out residuals (NaN for a failed refit).
+    noise : the seed noise of one run (see :func:`seed_noise`).
+    relative : residuals relative to the prediction (else absolute).
+    level : level of the intervals.
+    robust : take the held-out residuals' spread as a MAD (for ``log_huber``, whose fit
+        shrugs off a corrupted cell that a mean square would not).
+    """
+
+    form: Form
+    constants: dict[str, float]
+    X: dict[str, np.ndarray]
+    y: np.ndarray
+    n_runs: np.ndarray
+    draws: np.ndarray
+    residuals: np.ndarray
+    noise: SeedNoise
+    relative: bool = True
+    level: float = 0.95
+    robust: bool = False
+
+    @property
+    def ok(self) -> np.ndarray:
+        return np.isfinite(self.residuals)
+
+    @property
+    def dof(self) -> int:
+        return int(self.ok.sum()) - len(self.form.constants)
+
+    def _scale(self, pred: np.ndarray) -> np.ndarray:
+        return np.abs(pred) if self.relative else np.ones_like(pred)
+
+    def _noise_sd(self, value: np.ndarray) -> np.ndarray:
+        """Seed sd of one run on the residuals' scale at cells of this ``value``."""
+        if not self.noise.known:
+            return np.zeros_like(value)
+        return self.noise.cv * (np.ones_like(value) if self.relative else np.abs(value))
+
+    def _jackknife_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
+        """Jackknife variance of the prediction at each point, on the residuals' scale."""
+        ok = self.ok
+        P = CompiledForm(self.form).predict(X, self.draws[ok])  # (m, k)
+        m = int(ok.sum())
+        full = predict(self.form, X, self.constants)
+        with np.errstate(all="ignore"):
+            P = P / self._scale(full)[None, :]
+            return (m - 1) / m * np.sum((P - P.mean(axis=0)) ** 2, axis=0)
+
+    @property
+    def components(self) -> dict[str, float]:
+        """The parts of the variance shared by every point (on the residuals' scale)."""
+        ok = self.ok
+        e = self.residuals[ok]
+        mse = float((1.4826 * np.median(np.abs(e))) ** 2 if self.robust else np.mean(e**2))
+        own = float(np.mean(self._noise_sd(self.y[ok]) ** 2 / self.n_runs[ok]))
+        grid_jack = float(np.mean(self._jackknife_var({k: v[ok] for k, v in self.X.items()})))
+        # e_i = misfit + seed noise of the cell's mean + error of the refitted constants
+        # there: the misfit is what is left after the other two
+        return {
+            "heldout_mse": mse,
+            "cells_seed_var": own,
+            "jackknife_var_at_cells": grid_jack,
+            "misfit_var": max(mse - own - grid_jack, 0.0),
+        }
+
+    def check(self) -> None:
+        """Refuse to give an interval from too few held-out cells.
+
+        Raises
+        ------
+        FitrulesError
+            When fewer than p + 2 leave-one-out refits succeeded.
+        """
+        p = len(self.form.constants)
+        if int(self.ok.sum()) < p + 2:
+            raise FitrulesError(
+                f"form {self.form.name!r}: {int(self.ok.sum())} of {len(self.y)} "
+                f"leave-one-cell-out refits succeeded; an interval with the form's misfit "
+                f"needs at least {p + 2} (its {p} constants plus 2)"
+            )
+
+    def predict_at(self, point: dict[str, float], runs: int | None = None) -> dict:
+        """Prediction intervals at ``point`` for the two targets.
+
+        Parameters
+        ----------
+        point : the form's variables there.
+        runs : k, the number of new runs whose mean is the second target (None: only the
+            configuration's mean).
+
+        Returns
+        -------
+        dict
+            ``prediction``; ``interval`` (the configuration's mean loss) and, with ``runs``,
+            ``interval_runs`` (the mean of ``runs`` new runs); ``sd`` of each target on the
+            residuals' scale and its parts; ``extrapolation`` (how far the point lies from the
+            fitted cells).
+        """
+        from scipy import stats
+
+        self.check()
+        X = {v: np.array([float(point[v])]) for v in self.form.bound_variables}
+        value = float(predict(self.form, X, self.constants)[0])
+        comp = self.components
+        jack = float(self._jackknife_var(X)[0])
+        extra = max(jack - comp["jackknife_var_at_cells"], 0.0)
+        # misfit plus the constants' uncertainty at this point (the jackknife spread of the
+        # refits' predictions, which grows as the point leaves the fitted cells)
+        var_mean = comp["misfit_var"] + jack
+        q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
+        scale = abs(value) if self.relative else 1.0
+
+        def interval(var: float) -> list[float]:
+            half = q * math.sqrt(var) * scale
+            return [value - half, value + half]
+
+        out: dict = {
+            "prediction": value,
+            "interval": interval(var_mean),
+            "sd_mean": math.sqrt(var_mean) * scale,
+            "quantile": q,
+            "misfit_sd": math.sqrt(comp["misfit_var"]) * scale,
+            "extrapolation_sd": math.sqrt(extra) * scale,
+            "jackknife_ratio": math.sqrt(jack / comp["jackknife_var_at_cells"])
+            if comp["jackknife_var_at_cells"] > 0
+            else math.nan,
+            "extrapolation": self.extrapolation(point),
+        }
+        if runs is not None:
+            seed_var = float(self._noise_sd(np.array([value]))[0] ** 2) / runs
+            out["runs"] = int(runs)
+            out["interval_runs"] = interval(var_mean + seed_var)
+            out["sd_runs"] = math.sqrt(var_mean + seed_var) * scale
+            out["seed_sd_runs"] = math.sqrt(seed_var) * scale
+        return out
+
+    def band(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The interval for the configuration's mean at many points at once (for figures)."""
+        from scipy import stats
+
+        self.check()
+        value = predict(self.form, X, self.constants)
+        var = self.components["misfit_var"] + self._jackknife_var(X)
+        q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
+        half = q * np.sqrt(var) * self._scale(value)
+        return value - half, value + half
+
+    def extrapolation(self, point: dict[str, float]) -> dict[str, float]:
+        """For each variable outside the fitted cells' range: how far, as a ratio.
+
+        ``{"H": 2.0}`` means H lies at twice the largest H fitted (or half the smallest:
+        the ratio is always >= 1); for a variable whose values are not all positive, the
+        distance beyond the range in units of the range. An empty dict: inside the range
+        of every variable (which is not the same as near a fitted cell).
+        """
+        out = {}
+        for v in self.form.bound_variables:
+            x, cells = float(point[v]), self.X[v]
+            lo, hi = float(np.min(cells)), float(np.max(cells))
+            if lo <= x <= hi:
+                continue
+            if lo > 0 and x > 0:
+                out[v] = x / hi if x > hi else lo / x
+            else:
+                out[v] = 1 + (x - hi if x > hi else lo - x) / max(hi - lo, 1e-300)
+        return out
+
+    def describe(self) -> str:
+        comp = self.components
+        unit = "%" if self.relative else ""
+        f = 100.0 if self.relative else 1.0
+        return (
+            f"{PREDICTION_KIND}: {int(self.ok.sum())} leave-one-cell-out refits; held-out "
+            f"rms {f * math.sqrt(comp['heldout_mse']):.3g}{unit}, of which misfit "
+            f"{f * math.sqrt(comp['misfit_var']):.3g}{unit} after the cells' own seed noise "
+            "and the refitted constants' error"
+            + (
+                f" (one run: {100 * self.noise.cv:.3g}%)"
+                if self.noise.known
+                else " (unknown: no cell has two runs, so none is taken off)"
+            )
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": PREDICTION_KIND,
+            "method": PREDICTION_METHOD,
+            "level": self.level,
+            "cells": len(self.y),
+            "refits": int(self.ok.sum()),
+            "dof": self.dof,
+            "seed_cv": self.noise.cv,
+            **self.components,
+        }
+
+
+def heldout_fit(
+    form: Form,
+    cells: Cells,
+    constants: dict[str, float],
+    noise: SeedNoise,
+    objective: Objective | None = None,
+    level: float = 0.95,
+    options: FitOptions | None = None,
+) -> HeldOut:
+    """Refit ``form`` once per cell with that cell left out, and keep the held-out residuals.
+
+    Parameters
+    ----------
+    form : a bound form; cells : the cells it was fitted on; constants : that fit.
+    noise : the seed noise of one run (see :func:`seed_noise`).
+    objective : the training objective (``abs_ls`` makes the residuals absolute).
+    level : level of the intervals.
+
+    Returns
+    -------
+    HeldOut
+
+    Examples
+    --------
+    >>> h = heldout_fit(form, cells, fit.constants, seed_noise(grid, form.bound_variables))
+    ... # doctest: +SKIP
+    >>> h.predict_at({"H": 8, "omega": 3}, runs=3)["interval_runs"]  # doctest: +SKIP
+    """
+    if not (isinstance(level, int | float) and 0 < level < 1):
+        raise FitrulesError(f"--level {level}: must be in (0, 1), e.g. 0.95")
+    obj = objective or Objective()
+    n = len(cells)
+    p = len(form.constants)
+    if n < p + 2:
+        raise FitrulesError(
+            f"form {form.name!r}: {n} cells for {p} constants; an interval with the form's "
+            f"misfit needs at least {p + 2} cells to leave one out"
+        )
+    X, y = cells.X, cells.y
+    masks = ~np.eye(n, dtype=bool)
+    fits = fit_splits(form, X, y, masks, obj, options)
+    draws = np.full((n, p), np.nan)
+    resid = np.full(n, np.nan)
+    relative = obj.kind != "abs_ls"
+    for i, r in enumerate(fits):
+        if not np.isfinite(r.objective):
+            continue
+        theta = np.array([r.constants[c] for c in form.constants], float)
+        Xi = {v: X[v][i : i + 1] for v in form.bound_variables}
+        with np.errstate(all="ignore"):
+            pi = float(CompiledForm(form).predict(Xi, theta[None, :])[0, 0])
+            e = (y[i] - pi) / (abs(pi) if relative else 1.0)
+        if np.isfinite(e) and np.isfinite(theta).all():
+            draws[i], resid[i] = theta, e
+    n_runs = cells.table["n_seeds"].to_numpy(float)
+    robust = obj.kind == "log_huber"
+    return HeldOut(
+        form, dict(constants), X, y, n_runs, draws, resid, noise, relative, float(level), robust
+    )

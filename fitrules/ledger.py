@@ -1,7 +1,10 @@
 """Predictions written before the run: an append-only, hash-chained JSON-lines ledger.
 
 ``fitrules predict`` appends one record per prediction: the form, its constants, the
-prediction and its bootstrap interval at the cell, the sha256 of the data it was fitted on,
+prediction and its interval at the cell (``interval_kind`` says which: the configuration's
+mean or the mean of k new runs, both with the form's held-out misfit; records written before
+intervals carried misfit hold a constants-only bootstrap interval and no kind), the sha256 of
+the data it was fitted on,
 the command, the time and the tolerance its author commits to. ``fitrules score`` reads the
 ledger, never writes it, and scores every record whose cell now has results.
 
@@ -95,6 +98,9 @@ def _schema_problem(rec: dict) -> str | None:
     interval = rec.get("interval")
     if not (isinstance(interval, list) and len(interval) == 2 and all(map(_is_num, interval))):
         return "'interval' is not two finite numbers"
+    kind = rec.get("interval_kind")
+    if kind is not None and not isinstance(kind, str):
+        return "'interval_kind' is not text"
     tol = rec.get("tolerance_pct")
     if tol is not None and not (_is_num(tol) and tol > 0):
         return "'tolerance_pct' is not a positive number"
@@ -418,6 +424,7 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
             "point": r["point"],
             "prediction": r["prediction"],
             "interval": r["interval"],
+            "interval_kind": r.get("interval_kind") or OLD_INTERVAL_KIND,
             "tolerance_pct": r.get("tolerance_pct"),
             "runs": int(len(hit)),
             "fitted_on_this_data": same,
@@ -451,6 +458,35 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
             )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+OLD_INTERVAL_KIND = "bootstrap: the constants only (written before intervals carried misfit)"
+
+
+def interval_coverage(scores: pd.DataFrame) -> pd.DataFrame:
+    """How many recorded intervals covered the observed mean, per interval kind and form.
+
+    Only records scored against new runs count (not those fitted on the same data, nor
+    cells without results). One row per (interval kind, form) and a row ``form="all"`` per
+    kind: ``scored``, ``covered``, ``fraction``.
+    """
+    cols = ["interval_kind", "form", "scored", "covered", "fraction"]
+    done = scores[scores["status"] == "scored"] if len(scores) else scores
+    rows = []
+    for kind, part in done.groupby("interval_kind", sort=False) if len(done) else []:
+        groups = [*part.groupby("form", sort=False), ("all", part)]
+        for form, sub in groups:
+            covered = int(sub["inside_interval"].astype(bool).sum())
+            rows.append(
+                {
+                    "interval_kind": kind,
+                    "form": form,
+                    "scored": len(sub),
+                    "covered": covered,
+                    "fraction": covered / len(sub),
+                }
+            )
+    return pd.DataFrame(rows, columns=cols)
 
 
 def compare_scored(scores: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:

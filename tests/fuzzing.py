@@ -488,6 +488,9 @@ def compare_cases(draw) -> Case:
     return Case(argv + out, files, dirs)
 
 
+BAD_RUNS = [0, -1, 10**5, "2.5", "nan"]
+
+
 @st.composite
 def fit_cases(draw) -> Case:
     d = Draw(draw)
@@ -508,6 +511,7 @@ def fit_cases(draw) -> Case:
         argv.append(opt("--resamples", d.pick([20, 25], [5, 0, 10**9], 6)))
         argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
         argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
+        argv += d.maybe("--runs", [1, 3], BAD_RUNS, 4, 2)
     return Case(argv + out, files, dirs)
 
 
@@ -527,6 +531,9 @@ def design_cases(draw) -> Case:
     argv.append(opt("--budget", d.pick([6, 12], [0, -1, 10**9], 6)))
     argv += ["--design-splits=20", "--resamples=20"]
     argv += _form_options(d, weights=False)
+    argv += d.maybe("--objective", ["rel_ls", "log_huber"], (), 3)
+    argv += d.maybe("--delta", ["1e-3", "0.05"], ["0", "-1", "nan"], 4, 2)
+    argv += d.maybe("--seeds", [2, 3], [0, -3], 4, 2)
     return Case(argv + out, files, dirs)
 
 
@@ -713,6 +720,7 @@ def ledger_cases(draw) -> Case:
     ]
     argv += d.maybe("--tolerance", ["1", "5"], ["0", "-1", "inf", "nan"], 3, 2)
     argv += _form_options(d)
+    argv += d.maybe("--runs", [1, 3], BAD_RUNS, 3, 2)
     return Case(argv, files, ["DIR"])
 
 
@@ -836,6 +844,7 @@ def cases():
         validate_cases(),
         ci_cases(),
         ledger_cases(),
+        design_cases(),
         forms_cases(),
         simulate_cases(),
     )

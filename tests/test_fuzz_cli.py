@@ -17,10 +17,10 @@ import fuzzing
 FAMILIES = {
     "compare": (fuzzing.compare_cases(), 100),
     "fit": (fuzzing.fit_cases(), 100),
-    "design": (fuzzing.design_cases(), 20),
     "validate": (fuzzing.validate_cases(), 80),
     "ci": (fuzzing.ci_cases(), 80),
     "ledger": (fuzzing.ledger_cases(), 100),
+    "design": (fuzzing.design_cases(), 30),
     "forms": (fuzzing.forms_cases(), 60),
     "simulate": (fuzzing.simulate_cases(), 80),
 }

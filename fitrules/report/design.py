@@ -29,9 +29,11 @@ def render_design(d, max_rows: int = 12) -> str:
     names = [f.name for f in d.forms]
     lines = [
         data_line({**d.data, "excluded": {}}),
-        f"seed noise of one run: {100 * s['seed_cv']:.3f}% of the value (pooled over the "
-        f"grid's cells); form uncertainty: the larger of {s['splits']} random-split refits "
-        f"and {s['resamples']} seed-bootstrap refits",
+        f"seed noise of one run: {100 * s['seed_cv']:.3f}% of the value (robust, pooled over "
+        f"the grid's cells); form uncertainty: the larger of {s['splits']} random-split "
+        f"refits and {s['resamples']} seed-bootstrap refits, plus the form's misfit on "
+        "held-out cells (leave-one-cell-out), in quadrature; a pair's separation counts "
+        "both forms' constants and the misfit of the better-fitting one",
         "new runs: fresh seed ids at every cell of the spec (a seed's effect is shared by "
         "every cell it runs at; fresh ids make it noise that averages over the new cells, "
         "which gives score's test its power; a tuned spec keeps one set of ids, since tuning "

@@ -463,12 +463,13 @@ def _groups(t: pd.DataFrame, by: list[str]) -> tuple[pd.Series, dict]:
     return key, at
 
 
-def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None):
+def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None, band=None):
     """Cell values against ``x`` with the fitted form as lines.
 
     One colour per level of the form's other variables (binned into a few quantile groups
     when they have many levels, the line then drawn at the group's median). A form that
-    reads only ``x`` gets one line.
+    reads only ``x`` gets one line. ``band``, when given, maps the variables (a dict of
+    arrays) to the (low, high) prediction interval there, shaded around each line.
     """
     ax = _ax(ax)
     t = cells.table
@@ -505,6 +506,9 @@ def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None):
         shown = (curve >= lo) & (curve <= hi)
         n_cut += int(not shown.all())
         ax.plot(np.where(shown, dense, np.nan), curve, color=f"C{i % 10}", lw=1.2)
+        if band is not None:
+            low, high = band(X)
+            ax.fill_between(dense, low, high, color=f"C{i % 10}", alpha=0.12, lw=0)
     if n_cut:
         ax.text(0.01, 0.01, f"{n_cut} fitted {'curve leaves' if n_cut == 1 else 'curves leave'}"
                 " the range of the data", fontsize=8, transform=ax.transAxes,
@@ -522,7 +526,8 @@ def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None):
         if any(t[v].nunique() > MAX_GROUPS for v in others)
         else (f"one line per level of {', '.join(others)}" if others else "one line")
     )
-    _title(ax, f"{form.name} fitted on all cells against {x} ({lines}); points: data")
+    shaded = "; shaded: prediction interval, misfit included" if band is not None else ""
+    _title(ax, f"{form.name} fitted on all cells against {x} ({lines}); points: data{shaded}")
     if others:
         _legend(ax, fontsize=8, ncol=2 if len(order) > 4 else 1)
     ax.grid(alpha=0.3)

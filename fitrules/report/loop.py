@@ -90,6 +90,35 @@ def run_loop(target: Path, forms: str, budget: int, extra: list[str] | None = No
             f"{p['p']:.2g}, Holm {p['p_holm']:.2g}; {p['a']} was closer at "
             f"{p['a_closer_cells']} of {p['cells']} cells."
         )
+    lines += ["", "## How often the recorded intervals covered the new means", ""]
+    for c in score.get("coverage", []):
+        if c["form"] != "all":
+            continue
+        per_form = "; ".join(
+            f"{x['form']} {x['covered']} of {x['scored']}"
+            for x in score["coverage"]
+            if x["interval_kind"] == c["interval_kind"] and x["form"] != "all"
+        )
+        level = {round(100 * r.get("level", 0.95)) for r in records}
+        lines.append(
+            f"- {'/'.join(f'{v}%' for v in sorted(level))} intervals ({c['interval_kind']}): "
+            f"**{c['covered']} of {c['scored']}** new-cell means covered ({per_form})."
+        )
+    by_id = {r["id"]: r for r in records}
+    old = [
+        (by_id[s["id"]].get("intervals") or {}).get("constants_only")
+        for s in score["scores"]
+        if s["status"] == "scored"
+    ]
+    observed = [s["observed"] for s in score["scores"] if s["status"] == "scored"]
+    given = [iv for iv in old if iv is not None]
+    if old and len(given) == len(old):
+        hit = sum(lo <= y <= hi for (lo, hi), y in zip(given, observed, strict=True))
+        lines.append(
+            f"- for contrast, the constants-only bootstrap intervals each record also keeps "
+            f"(`intervals.constants_only` in `ledger.jsonl`; they treat the form as exactly "
+            f"true) covered {hit} of {len(old)}."
+        )
     lines += ["", "![the design](design.png)", "", "## Transcript", ""]
     for cmd, code, out in steps:
         lines += [f"`{cmd}` (exit {code})", "", "```", out.rstrip(), "```", ""]

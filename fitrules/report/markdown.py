@@ -186,7 +186,7 @@ def comparison_report(
     return write_report_dir(target, build, force)
 
 
-def _fit_figures(cells, forms, full_fits, unit, fig) -> None:
+def _fit_figures(cells, forms, full_fits, unit, fig, bands=None) -> None:
     """Observed against predicted per form; residuals against every variable (all forms on
     one scale); residual heat maps over two variables when the cells form a grid (one colour
     scale for all forms); fitted curves of every form against each of its variables."""
@@ -233,8 +233,16 @@ def _fit_figures(cells, forms, full_fits, unit, fig) -> None:
             fig(
                 "curves",
                 f"curves_{_slug(f.name)}_vs_{_slug(x)}.png",
-                figures.curves_vs(cells, f, consts[f.name], x, unit),
-                f"{f.name}: data and fitted curves against {x}.",
+                figures.curves_vs(
+                    cells, f, consts[f.name], x, unit, band=(bands or {}).get(f.name)
+                ),
+                f"{f.name}: data and fitted curves against {x}"
+                + (
+                    ", shaded: the prediction interval for the configuration's mean (misfit "
+                    "included)."
+                    if (bands or {}).get(f.name)
+                    else "."
+                ),
             )
 
 
@@ -635,7 +643,8 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
             figures.save(ax, d / name)
             figs.append((section, name, caption))
 
-        _fit_figures(f.cells, [f.form], {f.form.name: f.result}, f.unit, fig)
+        bands = {f.form.name: f.heldout.band} if f.heldout is not None else None
+        _fit_figures(f.cells, [f.form], {f.form.name: f.result}, f.unit, fig, bands)
         te = f.train_error
         where = " and ".join(data["where"]) or "none"
         derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
@@ -687,19 +696,33 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
             ]
             lines.append("")
         if f.predictions:
-            lines += ["## Predictions", "", "| point | prediction | standard error |"
-                      + (f" {pct}% bootstrap interval |" if has_iv else ""),
-                      "|---|---:|---:|" + ("---|" if has_iv else "")]  # fmt: skip
+            lines += ["## Predictions", "",
+                      "| point | prediction | standard error |"
+                      + (f" {pct}% interval, the configuration's mean (misfit included) |"
+                         f" {pct}% interval, constants only |" if has_iv else "")
+                      + " outside the fitted cells |",
+                      "|---|---:|---:|" + ("---|---|" if has_iv else "") + "---|"]  # fmt: skip
             for p in f.predictions:
                 row = (
                     f"| {', '.join(f'{k}={v:g}' for k, v in p['given'].items())} | "
                     f"{p['prediction']:.5g} | {p['stderr']:.3g} |"
                 )
                 if has_iv:
-                    lo, hi = p["interval"]
-                    row += f" {lo:.5g} to {hi:.5g} |"
+                    for key in ("interval", "constants_interval"):
+                        iv = p.get(key)
+                        row += f" {iv[0]:.5g} to {iv[1]:.5g} |" if iv else " - |"
+                far = p.get("extrapolation") or {}
+                row += " " + (", ".join(f"{k} {v:.3g}x" for k, v in far.items()) or "no") + " |"
                 lines.append(row)
             lines.append("")
+            if f.heldout is not None:
+                lines += [
+                    f"Prediction intervals: {f.heldout.describe()}. The constants-only "
+                    "interval treats the form as exactly true; the other adds its misfit as "
+                    "held-out cells show it. Neither covers a change of regime outside the "
+                    "fitted cells.",
+                    "",
+                ]
         lines += [
             "## Fit",
             "",

@@ -33,6 +33,12 @@ REPORTS: dict[str, str | tuple] = {
         "composition,log_additive",
         24,
     ),
+    "design-loop-three": (
+        "loop",
+        "reports/design-loop/three-forms",
+        "composition,additive,log_additive",
+        24,
+    ),
     "fit-composition": "fit --form composition --report reports/fit-composition",
     "validation": "compare --data data/main.csv --where 'lr == 3e-4' --split random "
     "--split leave-one-level-out:H --split extrapolate:H --split transfer "

@@ -349,10 +349,27 @@ def render_fitted(f) -> str:
         se = p["stderr"]
         se_text = f"{se:.2g}" if se is not None and math.isfinite(se) else "n/a"
         line = f"prediction at {where}: {p['prediction']:.5g} (standard error {se_text}"
+        pct = round(100 * p["level"]) if p.get("level") else None
         if p.get("interval") is not None:
             lo, hi = p["interval"]
-            line += f"; {round(100 * p['level'])}% interval {lo:.5g} to {hi:.5g}"
+            line += f"; {pct}% interval for the configuration's mean {lo:.5g} to {hi:.5g}"
+        if p.get("interval_runs") is not None:
+            lo, hi = p["interval_runs"]
+            line += f"; for the mean of {p['runs']} new runs {lo:.5g} to {hi:.5g}"
+        if p.get("constants_interval") is not None:
+            lo, hi = p["constants_interval"]
+            line += f"; constants' uncertainty only {lo:.5g} to {hi:.5g}"
+        if p.get("extrapolation"):
+            line += "; outside the fitted cells: " + ", ".join(
+                f"{k} {v:.3g}x beyond" for k, v in p["extrapolation"].items()
+            )
         lines.append(line + ")")
+    if f.heldout is not None and f.predictions:
+        lines.append(
+            f"prediction intervals: {f.heldout.describe()}; they do not cover a change of "
+            "regime outside the fitted cells (the further out, the less the held-out cells "
+            "say)"
+        )
     return "\n".join(lines)
 
 
@@ -534,6 +551,22 @@ def render_scores(scores) -> str:
         ("status", "status", ""),
     ]
     return table(pd.DataFrame(rows), cols)
+
+
+def render_coverage(coverage) -> str:
+    """'recorded intervals that covered the new cell's observed mean: ...', per kind."""
+    lines = []
+    for kind, part in coverage.groupby("interval_kind", sort=False):
+        total = part[part["form"] == "all"].iloc[0]
+        forms = "; ".join(
+            f"{r['form']} {r['covered']} of {r['scored']}"
+            for r in part[part["form"] != "all"].to_dict("records")
+        )
+        lines.append(
+            f"recorded intervals ({kind}) that covered the observed mean: "
+            f"{total['covered']} of {total['scored']} ({forms})"
+        )
+    return "\n".join(lines)
 
 
 def _fmt_level(v) -> str:

@@ -1,0 +1,360 @@
+"""Calibration of prediction intervals and of robust uncertainty, by simulation.
+
+    python benchmarks/bench_intervals.py               # 200 grids per truth, the harness
+    python benchmarks/bench_intervals.py --grids 50    # quicker
+    python benchmarks/bench_intervals.py --only robust # one section
+
+1. **Prediction intervals at new cells** (``FittedForm.predict``: held-out misfit, see
+   :class:`fitrules.intervals.HeldOut`). Synthetic grids on the default grid's design (20
+   cells H in {1, 4, 16, 64} x keep in {1, 1/2, 1/4, 1/8, 1/16}, 3 runs a cell), the seed
+   noise of the real grid (its robust coefficient of variation, Gaussian), and a truth:
+   composition with the constants it takes on the real grid (correctly specified), the
+   same for log_additive (misspecified), and a 50/50 mixture of the two means. Composition
+   is fitted to each grid. At H=8, keep=1/4 and H=32, keep=2/3 (inside the grid's range)
+   and H=128, keep=1/4 (outside: twice the largest H), printed: how often the interval
+   for the configuration's mean covers the true mean, how often the interval for the mean
+   of 3 new runs covers the mean of 3 runs drawn afresh, and, for contrast, how often the
+   constants-only bootstrap interval (the old one) covers the true mean.
+2. **Constants' intervals under the correct truth** (the composition grids of 1): coverage
+   of L0, a, b by the default (seed) bootstrap, rescaled by sqrt(n / (n - 1)), and by the
+   Jacobian standard errors with a t quantile.
+3. **New cells run by the harness** (``fitrules simulate``): 20 new cells inside the
+   default grid's range and 3 beyond it (H=128), 3 fresh seeds each; the three built-in
+   forms composition, additive and log_additive fitted to the default grid; how many
+   intervals for the mean of 3 runs cover the observed mean. One draw of the harness: the
+   count is over cells, not grids.
+4. **Robust uncertainty under log_huber**: a grid shaped like Chinchilla's
+   (``E + A/N**alpha + B/D**beta``, 6 x 6 cells, 3 runs a cell = 108 runs, 0.35% log-normal
+   noise) with 0, 1, 2 and 5 runs corrupted (loss x 1.3). Printed: the Jacobian standard
+   errors (Huber's sandwich) relative to the clean grid's, the same for the mean-square
+   ``s^2`` the old code used, the seed noise (robust MAD against the pooled sd) and the
+   seeds ``fitrules design --objective log_huber`` plans (its batch, and the median of
+   ``seeds needed`` over the candidates) relative to the clean grid's.
+
+Every coverage is printed with its number of draws. Everything is seeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy import stats  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fitrules import api  # noqa: E402
+from fitrules.design import design, seed_cv  # noqa: E402
+from fitrules.fit import Objective, fit, predict  # noqa: E402
+from fitrules.forms import BUILTIN_FORMS, Form  # noqa: E402
+from fitrules.grids import load_grid  # noqa: E402
+from fitrules.intervals import jacobian_uncertainty, seed_noise  # noqa: E402
+
+H_LEVELS = (1, 4, 16, 64)
+OMEGA_LEVELS = (0.0, 1.0, 3.0, 7.0, 15.0)
+POINTS = {  # label -> (H, keep, inside the grid's range)
+    "H=8, keep=1/4": (8.0, 0.25, True),
+    "H=32, keep=2/3": (32.0, 2 / 3, True),
+    "H=128, keep=1/4": (128.0, 0.25, False),
+}
+K_RUNS = 3
+
+
+def _omega(keep: float) -> float:
+    return 1 / keep - 1
+
+
+def _true_mean(truths, H, omega):
+    """Mean loss at (H, omega) under a truth: [(form, constants, weight), ...]."""
+    X = {"H": np.atleast_1d(np.asarray(H, float)), "omega": np.atleast_1d(np.asarray(omega, float))}
+    return sum(w * predict(f, X, c) for f, c, w in truths)
+
+
+def _grid_from(rng, truths, cv, seeds=3):
+    H, Om = np.meshgrid(H_LEVELS, OMEGA_LEVELS, indexing="ij")
+    H, Om = H.ravel().astype(float), Om.ravel()
+    mu = _true_mean(truths, H, Om)
+    rows = [
+        {"H": H[i], "omega": Om[i], "keep": 1 / (1 + Om[i]), "seed": s,
+         "loss": mu[i] * (1 + cv * rng.standard_normal())}
+        for i in range(len(H))
+        for s in range(seeds)
+    ]  # fmt: skip
+    return load_grid("synthetic.csv", frame=pd.DataFrame(rows))
+
+
+def _rate(hits: list[bool]) -> str:
+    n = len(hits)
+    return f"{np.mean(hits):.3f} ({n})" if n else "- (0)"
+
+
+# ------------------------------------------------------------------ 1 and 2
+def section_synthetic(grids: int, seed: int, resamples: int) -> None:
+    real = api.as_grid(None)
+    comp = BUILTIN_FORMS["composition"].bind(real.columns)
+    logadd = BUILTIN_FORMS["log_additive"].bind(real.columns)
+    cells = real.cells(("H", "omega"), positive=True)
+    cv = seed_noise(real, ("H", "omega")).cv
+    c_comp = fit(comp, cells.X, cells.y).constants
+    c_log = fit(logadd, cells.X, cells.y).constants
+    truths = {
+        "composition (correct)": [(comp, c_comp, 1.0)],
+        "log_additive (misspecified)": [(logadd, c_log, 1.0)],
+        "50/50 mixture (misspecified)": [(comp, c_comp, 0.5), (logadd, c_log, 0.5)],
+    }
+    print(
+        f"\n1. Prediction intervals of composition at new cells, {grids} grids per truth "
+        f"(20 cells x 3 runs, seed noise {100 * cv:.3f}% of the value), nominal 0.95"
+    )
+    print(
+        "| truth | cell | in range | mean: misfit interval | mean of 3 runs: misfit interval "
+        "| mean: constants-only bootstrap (old) | median half-width % (misfit / old) |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|")
+    const_rows = None
+    rng = np.random.default_rng(seed)
+    for name, truth in truths.items():
+        hits = {p: {"mean": [], "runs": [], "old": [], "w": [], "w_old": []} for p in POINTS}
+        const_hits: dict[str, list[bool]] = {}
+        t0 = time.perf_counter()
+        for _ in range(grids):
+            g = _grid_from(rng, truth, cv)
+            f = api.fit(
+                g,
+                "composition",
+                predict=[f"H={h:g},keep={k!r}" for h, k, _ in POINTS.values()],
+                runs=K_RUNS,
+                resamples=resamples,
+                seed=int(rng.integers(2**31)),
+            )
+            for label, pr in zip(POINTS, f.predictions, strict=True):
+                h, keep, _ = POINTS[label]
+                mu = float(_true_mean(truth, h, _omega(keep))[0])
+                new = mu * (1 + cv * rng.standard_normal(K_RUNS))
+                lo, hi = pr["interval"]
+                rlo, rhi = pr["interval_runs"]
+                blo, bhi = pr["constants_interval"]
+                hits[label]["mean"].append(lo <= mu <= hi)
+                hits[label]["runs"].append(rlo <= new.mean() <= rhi)
+                hits[label]["old"].append(blo <= mu <= bhi)
+                hits[label]["w"].append(100 * (hi - lo) / 2 / pr["prediction"])
+                hits[label]["w_old"].append(100 * (bhi - blo) / 2 / pr["prediction"])
+            if name.startswith("composition"):
+                iv = f.intervals or {}
+                q = stats.t.ppf(0.975, f.uncertainty.dof)
+                for c, true in c_comp.items():
+                    lo, hi = iv[c]
+                    const_hits.setdefault(f"{c}: seed bootstrap", []).append(lo <= true <= hi)
+                    se = f.stderr[c]
+                    v = f.constants[c]
+                    const_hits.setdefault(f"{c}: Jacobian, t quantile", []).append(
+                        v - q * se <= true <= v + q * se
+                    )
+        for label, (_, _, inside) in POINTS.items():
+            d = hits[label]
+            print(
+                f"| {name} | {label} | {'yes' if inside else 'no (extrapolation)'} | "
+                f"{_rate(d['mean'])} | {_rate(d['runs'])} | {_rate(d['old'])} | "
+                f"{np.median(d['w']):.2f} / {np.median(d['w_old']):.2f} |"
+            )
+        if const_hits:
+            const_rows = const_hits
+        print(f"<!-- {name}: {time.perf_counter() - t0:.0f} s -->")
+    if const_rows:
+        print(f"\n2. Constants' 95% intervals under the correct truth (composition), {grids} grids")
+        print("| constant: interval | coverage (grids) |")
+        print("|---|---:|")
+        for k, v in const_rows.items():
+            print(f"| {k} | {_rate(v)} |")
+
+
+# ------------------------------------------------------------------ 3
+HARNESS_INSIDE = (
+    [(h, o) for h in (2, 8, 32) for o in OMEGA_LEVELS]
+    + [(h, o) for h in (4, 16) for o in (0.5, 5.0)]
+    + [(64, 0.5)]
+)
+HARNESS_OUTSIDE = [(128, o) for o in (0.0, 3.0, 15.0)]
+
+
+def harness_spec(real) -> str:
+    from fitrules.sim.spec import CONFIG_FIELDS
+
+    fixed = {}
+    for c in CONFIG_FIELDS:
+        if c in ("seed", "H", "keep"):
+            continue
+        v = real.runs[c].unique()
+        assert len(v) == 1, c
+        fixed[c] = v[0].item() if hasattr(v[0], "item") else v[0]
+
+    def toml(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return f'"{v}"' if isinstance(v, str) else repr(v)
+
+    first = int(real.runs[real.seed].max()) + 1
+    lines = ['name = "bench_intervals"', "", "[fixed]"]
+    lines += [f"{k} = {toml(v)}" for k, v in fixed.items()]
+    for h, o in HARNESS_INSIDE + HARNESS_OUTSIDE:
+        lines += ["", "[[block]]", f"seeds = {list(range(first, first + K_RUNS))}"]
+        lines += ["[block.fixed]", f"H = {int(h)}", f"keep = {1 / (1 + o)!r}"]
+    return "\n".join(lines) + "\n"
+
+
+def section_harness(work: Path, resamples: int) -> None:
+    real = api.as_grid(None)
+    work.mkdir(parents=True, exist_ok=True)
+    spec, out = work / "harness_new_cells.toml", work / "harness_new_cells.csv"
+    text = harness_spec(real)
+    if not out.exists() or not spec.exists() or spec.read_text() != text:
+        spec.write_text(text)
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "fitrules", "simulate", str(spec), "--out", str(out),
+             "--jobs", "2"],
+            check=True, cwd=ROOT,
+        )  # fmt: skip
+        print(f"<!-- harness: {time.perf_counter() - t0:.0f} s -->")
+    new = load_grid(out)
+    obs = new.runs.groupby(["H", "keep"])["loss"].agg(["mean", "size"]).reset_index()
+    print(
+        f"\n3. New cells run by the harness: {len(HARNESS_INSIDE)} inside the default grid's "
+        f"range, {len(HARNESS_OUTSIDE)} beyond it (H=128), {K_RUNS} fresh seeds each; "
+        "intervals for the mean of 3 runs (nominal 0.95)"
+    )
+    print(
+        "| form | inside: misfit interval covers | inside: constants-only bootstrap (old) "
+        "| outside (H=128): misfit interval | outside: old |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    total = {"in": [], "out": []}
+    for name in ("composition", "additive", "log_additive"):
+        pts = [f"H={h:g},keep={1 / (1 + o)!r}" for h, o in HARNESS_INSIDE + HARNESS_OUTSIDE]
+        f = api.fit(real, name, predict=pts, runs=K_RUNS, resamples=resamples)
+        res = {"in": [], "out": [], "old_in": [], "old_out": []}
+        for (h, o), pr in zip(HARNESS_INSIDE + HARNESS_OUTSIDE, f.predictions, strict=True):
+            row = obs[np.isclose(obs["H"], h) & np.isclose(obs["keep"], 1 / (1 + o))]
+            y = float(row["mean"].iloc[0])
+            lo, hi = pr["interval_runs"]
+            blo, bhi = pr["constants_interval"]
+            where = "in" if h <= 64 else "out"
+            res[where].append(lo <= y <= hi)
+            res[f"old_{where}"].append(blo <= y <= bhi)
+        total["in"] += res["in"]
+        total["out"] += res["out"]
+        print(
+            f"| {name} | {_rate(res['in'])} | {_rate(res['old_in'])} | {_rate(res['out'])} "
+            f"| {_rate(res['old_out'])} |"
+        )
+    print(f"| all three | {_rate(total['in'])} | | {_rate(total['out'])} | |")
+
+
+# ------------------------------------------------------------------ 4
+CHINCHILLA = Form("chinchilla", "E + A/N**alpha + B/D**beta", ("N", "D"))
+RIVAL = Form("fixed_alpha", "E + A/N**0.5 + B/D**beta", ("N", "D"))
+
+
+def chinchilla_grid(rng, corrupted: int, noise: float = 0.0035):
+    truth = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+    N = np.geomspace(5e7, 5e9, 6)
+    D = np.geomspace(1e9, 1e11, 6)
+    rows = []
+    for n in N:
+        for d in D:
+            mu = truth["E"] + truth["A"] / n ** truth["alpha"] + truth["B"] / d ** truth["beta"]
+            for s in range(3):
+                rows.append({"N": n, "D": d, "seed": s,
+                             "loss": mu * math.exp(noise * rng.standard_normal())})  # fmt: skip
+    frame = pd.DataFrame(rows)
+    bad = rng.choice(len(frame), corrupted, replace=False) if corrupted else []
+    frame.loc[bad, "loss"] *= 1.3
+    return load_grid("chinchilla_shaped.csv", frame=frame)
+
+
+def section_robust(seed: int, design_splits: int, design_resamples: int) -> None:
+    print(
+        "\n4. Robust uncertainty under log_huber (delta 1e-3): Chinchilla-shaped grid, 108 "
+        "runs in 36 cells, 0.35% log-normal noise; corrupted runs x1.3; ratios to the clean "
+        f"grid. design: chinchilla against {RIVAL.expression}, budget 24, "
+        f"{design_splits} splits, {design_resamples} resamples"
+    )
+    print(
+        "| corrupted runs | SE ratio, sandwich (E, A, B, alpha, beta) | SE ratio, old s^2 "
+        "| seed noise % robust (pooled sd, the old estimate) | design: cells with finite "
+        "seeds needed | seeds needed / clean, median over those cells (range) "
+        "| old design: seeds x (pooled sd ratio)^2 |"
+    )
+    print("|---:|---|---|---|---|---|---|")
+    obj = Objective("log_huber", 1e-3)
+    old_obj = Objective("log_huber", 1e9)  # psi(r) = r: the old mean-square s^2
+    clean = None
+    for k in (0, 1, 2, 5):
+        g = chinchilla_grid(np.random.default_rng(seed), k)
+        f = CHINCHILLA.bind(g.columns)
+        cells = g.cells(("N", "D"), positive=True)
+        r = fit(f, cells.X, cells.y, obj)
+        new = jacobian_uncertainty(f, cells.X, cells.y, r.constants, obj).stderr
+        old = jacobian_uncertainty(f, cells.X, cells.y, r.constants, old_obj).stderr
+        noise = seed_noise(g, ("N", "D")).cv
+        pooled = seed_cv(cells)
+        d = design(
+            g, [f, RIVAL.bind(g.columns)], budget=24, splits=design_splits,
+            resamples=design_resamples, seed=seed, objective="log_huber",
+        )  # fmt: skip
+        need = d.candidates["seeds_needed"].to_numpy(float)
+        if clean is None:
+            clean = (new, old, need, pooled)
+        both = np.isfinite(need) & np.isfinite(clean[2])
+        ratio = need[both] / clean[2][both]
+        ratio_new = ", ".join(f"{new[c] / clean[0][c]:.2f}" for c in new)
+        ratio_old = ", ".join(f"{old[c] / clean[1][c]:.2f}" for c in old)
+        spread = (
+            f"{np.median(ratio):.2f} ({ratio.min():.2f} to {ratio.max():.2f})"
+            if both.any()
+            else "-"
+        )
+        print(
+            f"| {k} | {ratio_new} | {ratio_old} | {100 * noise:.3f} ({100 * pooled:.3f}) | "
+            f"{int(np.isfinite(need).sum())} of {len(need)} | {spread} | "
+            f"{(pooled / clean[3]) ** 2:.1f} |"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--grids", type=int, default=200, help="synthetic grids per truth (200)")
+    ap.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", choices=["synthetic", "harness", "robust"], default=None)
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "fitrules-bench-intervals",
+        help="the harness's runs are written (and reused) here",
+    )
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    if args.only in (None, "synthetic"):
+        section_synthetic(args.grids, args.seed, args.resamples)
+    if args.only in (None, "harness"):
+        section_harness(args.work, args.resamples)
+    if args.only in (None, "robust"):
+        section_robust(args.seed, 30, 50)
+    print(f"\n<!-- total {time.perf_counter() - t0:.0f} s -->")
+
+
+if __name__ == "__main__":
+    main()
