@@ -295,8 +295,7 @@ def _emit(args, text: str, payload: dict) -> None:
         _say(args, text)
 
 
-def _add_fit_options(p) -> None:
-    g = p.add_argument_group("fitting")
+def _add_objective_options(g) -> None:
     g.add_argument(
         "--objective",
         default="rel_ls",
@@ -306,6 +305,11 @@ def _add_fit_options(p) -> None:
     g.add_argument(
         "--delta", type=float, default=1e-3, help="Huber delta for log_huber (default 1e-3)"
     )
+
+
+def _add_fit_options(p) -> None:
+    g = p.add_argument_group("fitting")
+    _add_objective_options(g)
     g.add_argument(
         "--weights",
         default="cells",
@@ -1043,7 +1047,7 @@ def _add_design(sub, common) -> None:
     p.add_argument("--design-splits", type=int, default=100, help="random-split refits (100)")
     p.add_argument("--resamples", type=int, default=100, help="seed-bootstrap refits (100)")
     p.add_argument("--seed", type=int, default=0, help="seed of splits and bootstrap (0)")
-    _add_fit_options(p)
+    _add_objective_options(p.add_argument_group("fitting"))
     p.add_argument(
         "--ledger",
         dest="ledger_name",
