@@ -284,6 +284,7 @@ def fit(
         "metric": g.metric,
         "unit": g.unit,
         "excluded": g.summary()["excluded"],
+        **g.handling(f.bound_variables),
     }
     fitted = FittedForm(f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive))
     fitted.predictions = [fitted.predict(p) for p in points]

@@ -70,6 +70,12 @@ def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
     g.add_argument("--data", type=Path, default=None, help=default_help)
     g.add_argument("--metric", default=None, help="metric column (default: loss, else val_loss)")
     g.add_argument(
+        "--seed-col",
+        default=None,
+        metavar="COL",
+        help="the column that names each run's seed (default: seed, when there is one)",
+    )
+    g.add_argument(
         "--where",
         action="append",
         default=None,
@@ -144,7 +150,14 @@ def _load(args, path: Path | None = None):
         path, where = default_grid(args.where)
     else:
         where = args.where or []
-    return load_grid(path, metric=args.metric, where=where, derive=args.derive, unit=args.unit)
+    return load_grid(
+        path,
+        metric=args.metric,
+        where=where,
+        derive=args.derive,
+        unit=args.unit,
+        seed_col=args.seed_col,
+    )
 
 
 def _with_tuning(tuning, text: str, payload: dict) -> tuple[str, dict]:
@@ -847,7 +860,7 @@ def _ci(args) -> int:
         from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE, load_grid
 
         grid = load_grid(DEFAULT_PAIRED, metric=args.metric, where=args.where or [],
-                         derive=args.derive, unit=args.unit)  # fmt: skip
+                         derive=args.derive, unit=args.unit, seed_col=args.seed_col)  # fmt: skip
         if args.tune is None:
             args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
     else:
@@ -998,6 +1011,9 @@ def _design(args) -> int:
     data_args: list[str] = []
     if args.data is not None:
         data_args += ["--data", str(args.data)]
+    for option in ("metric", "seed_col", "unit"):
+        if getattr(args, option) is not None:
+            data_args += [f"--{option.replace('_', '-')}", getattr(args, option)]
     for w in args.where or []:
         data_args += ["--where", w]
     for dv in args.derive:
@@ -1059,6 +1075,7 @@ def _predict(args) -> int:
     from fitrules.forms import resolve_form
     from fitrules.intervals import check_bootstrap_options, format_point, parse_point
     from fitrules.ledger import append_prediction, check_ledger_target, describe_head
+    from fitrules.report.text import table_notes
 
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive, finite percentage")
@@ -1116,6 +1133,8 @@ def _predict(args) -> int:
         + (f"; tolerance {args.tolerance:g}%" if args.tolerance is not None else "")
         + ")",
     )
+    for note in table_notes(fitted.data):
+        _say(args, note)
     print(f"{args.ledger}: {describe_head(rec['id'], rec['sha256'])}")
     return 0
 
@@ -1152,6 +1171,7 @@ def _score(args) -> int:
         compare_scored,
         parse_head,
         read_ledger,
+        score_data,
         score_ledger,
         verify_head,
     )
@@ -1169,13 +1189,19 @@ def _score(args) -> int:
     grid, _ = _tuned(args, _load(args))
     table = score_ledger(args.ledger, grid, records=records)
     pairs = compare_scored(table)
-    text = render_scores(table)
+    text = render_scores(table, score_data(grid, records))
     if len(pairs):
         text += "\n\n" + render_scored_pairs(pairs)
     _emit(
         args,
         text,
-        json_ready({"scores": table.to_dict("records"), "pairs": pairs.to_dict("records")}),
+        json_ready(
+            {
+                "data": score_data(grid, records),
+                "scores": table.to_dict("records"),
+                "pairs": pairs.to_dict("records"),
+            }
+        ),
     )
     return 0
 

@@ -416,6 +416,7 @@ def compare(
         "where": list(grid.where),
         "derive": list(grid.derive),
         "excluded": grid.summary()["excluded"],
+        **grid.handling(variables),
         "variables": variables,
         "cells_without_noise_estimate": no_noise,
         "unit": grid.unit,

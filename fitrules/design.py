@@ -391,6 +391,8 @@ def design(
         "cells": int(len(cells)),
         "metric": grid.metric,
         "seed_max": int(grid.runs[grid.seed].max()) if grid.seed else None,
+        "excluded": grid.summary()["excluded"],
+        **grid.handling(variables),
     }
     return Design(
         cand,

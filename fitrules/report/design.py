@@ -28,7 +28,7 @@ def render_design(d, max_rows: int = 12) -> str:
     s = d.settings
     names = [f.name for f in d.forms]
     lines = [
-        data_line({**d.data, "excluded": {}}),
+        data_line(d.data),
         f"seed noise of one run: {100 * s['seed_cv']:.3f}% of the value (pooled over the "
         f"grid's cells); form uncertainty: the larger of {s['splits']} random-split refits "
         f"and {s['resamples']} seed-bootstrap refits",
