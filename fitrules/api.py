@@ -44,6 +44,10 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
 
         path, where = default_grid(load.pop("where", None) or ())
         return load_grid(path, where=where, **load)
+    if isinstance(grid, str | Path):
+        from fitrules.examples import resolve_data
+
+        grid = resolve_data(grid)
     return load_grid(grid, **load)
 
 

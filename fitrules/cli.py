@@ -19,8 +19,8 @@ from fitrules.errors import FitrulesError, UsageError
 _ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
 DEFAULT_DATA_HELP = (
-    "results table (CSV or Parquet), one row a run (default: the committed main grid, "
-    "data/main.csv, at inner lr 3e-4)"
+    "results table (CSV or Parquet), one row a run, or the name of a shipped grid such as "
+    "main (default: the committed main grid, data/main.csv, at inner lr 3e-4)"
 )
 
 
@@ -145,11 +145,13 @@ def _load(args, path: Path | None = None):
     """The grid the data options describe (the default grid without --data)."""
     from fitrules.grids import default_grid, load_grid
 
+    from fitrules.examples import resolve_data
+
     path = path or args.data
     if path is None:
         path, where = default_grid(args.where)
     else:
-        where = args.where or []
+        path, where = resolve_data(path), args.where or []
     return load_grid(
         path,
         metric=args.metric,
@@ -237,7 +239,9 @@ def _inputs(args) -> list[Path]:
     paths = [getattr(args, a, None) for a in ("data", "fit_data", "test_data", "ledger", "path")]
     if getattr(args, "data", None) is None:
         paths += [default_grid()[0], DEFAULT_PAIRED]
-    return [Path(p) for p in paths if p is not None]
+    from fitrules.examples import resolve_data
+
+    return [resolve_data(p) for p in paths if p is not None]
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -1306,6 +1310,26 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
+@contextmanager
+def _headless():
+    """Figures go to files: the command line draws with Agg and never opens a window.
+
+    The package itself forces no backend (a notebook keeps its inline one); the choice is
+    made here, through the environment, only when matplotlib is not yet loaded, and the
+    environment is restored afterwards.
+    """
+    import os
+
+    if "matplotlib" in sys.modules or "MPLBACKEND" in os.environ:
+        yield
+        return
+    os.environ["MPLBACKEND"] = "Agg"
+    try:
+        yield
+    finally:
+        os.environ.pop("MPLBACKEND", None)
+
+
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
@@ -1323,7 +1347,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     outputs = Outputs()
     name = "fitrules"
-    with _sigterm_as_interrupt():
+    with _sigterm_as_interrupt(), _headless():
         try:
             args = parser.parse_args(_ARGV)
             name = f"fitrules {args.command}"

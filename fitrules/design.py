@@ -77,6 +77,29 @@ class Design:
     notes: list[str] = field(default_factory=list)
     grid_cells: pd.DataFrame | None = None  # the cells already run, for figures
 
+    def __repr__(self) -> str:
+        return (
+            f"Design({', '.join(f.name for f in self.forms)}: {len(self.candidates)} "
+            f"candidates, {len(self.chosen)} cells chosen)"
+        )
+
+    def __str__(self) -> str:
+        from fitrules.report.design import render_design
+
+        return render_design(self)
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import design_html
+
+        return design_html(self)
+
+    def plot(self, ax=None):
+        """The candidate plane: cells run, candidates by score, the batch chosen; returns the
+        matplotlib Axes."""
+        from fitrules.report.design import design_figure
+
+        return design_figure(self, ax=ax)
+
     def to_dict(self) -> dict:
         return json_ready(
             {

@@ -108,6 +108,29 @@ class Tuning:
             f"{self.scheme}, {len(self.runs)} runs out, {len(self.warnings)} warnings)"
         )
 
+    def __str__(self) -> str:
+        from fitrules.report.text import render_tuning
+
+        return render_tuning(self)
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import tuning_html
+
+        return tuning_html(self)
+
+    def plot_curves(self, ax=None, by: str | None = None):
+        """The metric against each tuned level per configuration, winners marked; returns the
+        matplotlib Axes."""
+        from fitrules.report.tuning import lr_curves
+
+        return lr_curves(self, ax=ax, by=by)
+
+    def plot_chosen(self, x: str, y: str, ax=None):
+        """The level chosen at each configuration over two factors; returns the Axes."""
+        from fitrules.report.tuning import chosen_levels_map
+
+        return chosen_levels_map(self, x, y, ax=ax)
+
     def describe(self) -> dict:
         """A JSON-ready summary: scheme, seeds, factors, levels, counts and warnings.
 

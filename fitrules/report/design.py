@@ -7,17 +7,13 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import LogNorm
 
-matplotlib.use("Agg")  # reports are files; never open a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
-
-from fitrules import __version__  # noqa: E402
-from fitrules.report.directory import write_report_dir  # noqa: E402
-from fitrules.report.text import data_line, table  # noqa: E402
+from fitrules import __version__
+from fitrules.report.directory import write_report_dir
+from fitrules.report.text import data_line, table
 
 
 def _cell(r: dict, variables) -> str:

@@ -20,15 +20,11 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # reports are files; never open a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from fitrules.fit import predict  # noqa: E402
+from fitrules.fit import predict
 
 FENCE = 3.0  # interquartile ranges beyond the quartiles that still set the axis range
 RESIDUAL_FENCE = 10.0  # residuals of full-grid fits: only runaway ones go to the edge

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")  # reports are files; never open a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
-
-from fitrules.errors import GridError  # noqa: E402
-from fitrules.tune import FOLD_AB, FOLD_BA, TUNE_SEEDS, Tuning  # noqa: E402
+from fitrules.errors import GridError
+from fitrules.tune import FOLD_AB, FOLD_BA, TUNE_SEEDS, Tuning
 
 MANY_LINES = 6  # more lines than this and the legend goes outside the axes
 
