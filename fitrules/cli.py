@@ -143,9 +143,8 @@ def _tune_seeds(args) -> list[int] | None:
 
 def _load(args, path: Path | None = None):
     """The grid the data options describe (the default grid without --data)."""
-    from fitrules.grids import default_grid, load_grid
-
     from fitrules.examples import resolve_data
+    from fitrules.grids import default_grid, load_grid
 
     path = path or args.data
     if path is None:

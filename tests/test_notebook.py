@@ -4,6 +4,7 @@ render as HTML tables."""
 from __future__ import annotations
 
 import pytest
+
 from readme import from_python, statements
 
 nbformat = pytest.importorskip("nbformat")
