@@ -11,6 +11,7 @@ find the installed wheel.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import site
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from readme import blocks, from_python
 
 
 def _run(cmd, cwd, env, timeout=300):
@@ -121,3 +123,62 @@ def test_installed_wheel_runs_ci_and_python_m(installed):
     assert "paired_tuned.csv" in out
     out = _run([bin_ / "python", "-m", "fitrules", "--version"], work, env).stdout
     assert out.startswith("fitrules ")
+
+
+# Lines of the README's sh blocks that set up an environment or develop fitrules itself, not
+# examples of using it; any other line must be a fitrules command, and is run.
+SETUP = (
+    "python3 -m venv",
+    ". .venv/bin/activate",
+    "pip install",
+    "python -m pytest",
+    "dask scheduler",
+    "dask worker",
+    "mkdir -p ~/.config/dask",
+    "printf 'distributed:",
+    "ruff check",
+    "mypy ",
+    "make ",
+    "python benchmarks/",
+)
+
+
+def _readme_commands() -> tuple[list[list[str]], list[str]]:
+    """(the fitrules commands of the README's sh blocks, in order; the lines not run)."""
+    commands, skipped = [], []
+    for block in blocks("sh"):
+        for line in block.splitlines():
+            for part in (p.strip() for p in line.split("&&")):
+                if not part:
+                    continue
+                argv = shlex.split(part, comments=True)
+                if argv[0] == "fitrules" and "HOST" not in part:
+                    commands.append(argv)
+                else:
+                    assert argv[0] == "fitrules" or part.startswith(SETUP), (
+                        f"README line neither a fitrules command nor set-up: {part!r}"
+                    )
+                    skipped.append(part)
+    return commands, skipped
+
+
+def test_every_readme_example_runs_from_the_wheel_in_an_empty_directory(installed, tmp_path):
+    _, bin_, _, env = installed
+    env = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    commands, skipped = _readme_commands()
+    assert len(commands) >= 14
+    # only the cluster example is left out: it needs a scheduler on another machine
+    assert [s for s in skipped if s.startswith("fitrules")] == [
+        "fitrules simulate main --out main.csv --scheduler tcp://HOST:8786"
+    ]
+    shell = tmp_path / "sh"
+    shell.mkdir()
+    for argv in commands:
+        _run([bin_ / "fitrules", *argv[1:]], shell, env)
+    assert (shell / "reports" / "mine" / "report.md").exists()
+    assert (shell / "new.csv").exists() and (shell / "predictions.jsonl").exists()
+    py = tmp_path / "py"
+    py.mkdir()
+    (tmp_path / "example.py").write_text(from_python())
+    _run([bin_ / "python", tmp_path / "example.py"], py, env)
+    assert (py / "out.json").exists() and (py / "reports" / "mine" / "report.md").exists()
