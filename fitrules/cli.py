@@ -96,6 +96,12 @@ def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
         help="the metric's unit for labels, e.g. nats (default: nats for tables written by "
         "fitrules simulate, otherwise none)",
     )
+    g.add_argument(
+        "--units",
+        default=None,
+        metavar="NAME=UNIT,...",
+        help='units of variables for axis labels, e.g. "N=parameters,D=tokens"',
+    )
 
 
 def _add_tune_options(p) -> None:
@@ -158,6 +164,7 @@ def _load(args, path: Path | None = None):
         derive=args.derive,
         unit=args.unit,
         seed_col=args.seed_col,
+        units=args.units,
     )
 
 
@@ -229,6 +236,13 @@ def _add_report_options(p) -> None:
         help="write a report directory (report.md, figures, results.json)",
     )
     p.add_argument("--force", action="store_true", help="replace an existing --report DIR")
+    p.add_argument(
+        "--figure-format",
+        default="png",
+        metavar="FORMATS",
+        help="figure formats in the report, comma-separated: png (always), svg, pdf "
+        "(default png)",
+    )
 
 
 def _inputs(args) -> list[Path]:
@@ -271,6 +285,9 @@ def _take_outputs(args) -> None:
                 "results.json; choose a path outside it"
             )
     if report is not None:
+        from fitrules.report.figures import parse_formats
+
+        parse_formats(args.figure_format)  # a bad format is refused before any work
         for p in inputs:
             if p.exists() and _within(p, report):
                 raise FitrulesError(
@@ -284,7 +301,10 @@ def _take_outputs(args) -> None:
 
 def _write_report(args, write, *a, **k) -> None:
     """Write the report (into its taken directory) and remember it was written."""
-    write(*a, **k)
+    from fitrules.report.figures import figure_formats
+
+    with figure_formats(args.figure_format):
+        write(*a, **k)
     if args.report_slot is not None:
         args.report_slot.written = True
 
@@ -863,7 +883,8 @@ def _ci(args) -> int:
         from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE, load_grid
 
         grid = load_grid(DEFAULT_PAIRED, metric=args.metric, where=args.where or [],
-                         derive=args.derive, unit=args.unit, seed_col=args.seed_col)  # fmt: skip
+                         derive=args.derive, unit=args.unit, seed_col=args.seed_col,
+                         units=args.units)  # fmt: skip
         if args.tune is None:
             args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
     else:

@@ -416,6 +416,7 @@ def design(
         "seed_max": int(grid.runs[grid.seed].max()) if grid.seed else None,
         "excluded": grid.summary()["excluded"],
         **grid.handling(variables),
+        "units": {v: grid.units[v] for v in variables if v in grid.units},
     }
     return Design(
         cand,

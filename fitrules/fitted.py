@@ -8,6 +8,7 @@ same numbers.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -204,13 +205,21 @@ class FittedForm:
         return text
 
     def report(
-        self, target: str | Path, force: bool = False, command: str = "", cells: bool = True
+        self,
+        target: str | Path,
+        force: bool = False,
+        command: str = "",
+        cells: bool = True,
+        figure_format: str | Sequence[str] | None = None,
     ) -> Path:
         """Write a report directory: report.md, figures and results.json (with the per-cell
-        table unless ``cells=False``, e.g. for data that may not be redistributed)."""
+        table unless ``cells=False``, e.g. for data that may not be redistributed); figures
+        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too."""
+        from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import fit_report
 
-        return fit_report(self, Path(target), command, force, cells)
+        with figure_formats(figure_format):
+            return fit_report(self, Path(target), command, force, cells)
 
     # ------------------------------------------------------------ figures
     def plot_fit(self, ax=None):

@@ -56,6 +56,8 @@ DOMAIN = {
 # character and wall time in seconds; any other table's unit is what --unit says, or unknown.
 HARNESS_COLUMNS = ("spec", "spec_sha256")
 HARNESS_UNITS = {"loss": "nats", "val_loss": "nats", "train_loss": "nats", "wall_s": "s"}
+# ... and the harness's variables that have a unit (keep, omega and lr have none)
+HARNESS_VARIABLE_UNITS = {"H": "inner steps", "M": "workers", "steps": "steps", "width": "units"}
 IN_MEMORY = "DataFrame"
 
 DEFAULT_GRID = "main.csv"
@@ -113,11 +115,13 @@ class Cells:
     table : one row per cell: the variables, then ``value`` (mean), ``n_seeds``, ``std``, ``sem``.
     variables : the columns that define a cell.
     metric : the metric the values are means of.
+    units : the unit of each variable that has one (``{"N": "parameters"}``), for labels.
     """
 
     table: pd.DataFrame
     variables: tuple[str, ...]
     metric: str
+    units: dict = field(default_factory=dict)  # variable -> unit, for axis labels
 
     def __len__(self) -> int:
         return len(self.table)
@@ -168,6 +172,8 @@ class Grid:
     # written by ``fitrules simulate`` (a manifest beside the table says so): the harness's
     # column meanings and domain checks apply
     harness: bool = False
+    # the unit of each column that has one (``{"N": "parameters"}``), for axis labels
+    units: dict = field(default_factory=dict)
 
     # the 0-based row of the file each run came from (for messages); None if unknown
     row_numbers: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -338,7 +344,8 @@ class Grid:
         agg = groups[self.metric].agg(["mean", "count", "std"]).reset_index()
         agg.columns = [*variables, "value", "n_seeds", "std"]
         agg["sem"] = agg["std"] / np.sqrt(agg["n_seeds"])
-        return Cells(agg, variables, self.metric)
+        return Cells(agg, variables, self.metric, {v: self.units[v] for v in variables
+                                                    if v in self.units})  # fmt: skip
 
     @property
     def continuous(self) -> list[str]:
@@ -445,6 +452,28 @@ def classify_within_cells(runs: pd.DataFrame, variables: tuple[str, ...], skip: 
         else:
             ignored.append(c)
     return {"ignored": ignored, "pooled": pooled}
+
+
+def parse_units(units: dict[str, str] | str | None, columns: list[str], label: str) -> dict:
+    """``"N=parameters,D=tokens"`` (or a dict) checked against the table's columns."""
+    if units is None:
+        return {}
+    if isinstance(units, str):
+        pairs = {}
+        for part in filter(None, (p.strip() for p in units.split(","))):
+            name, sep, unit = part.partition("=")
+            if not sep or not name.strip() or not unit.strip():
+                raise GridError(f"--units {units!r}: expected NAME=UNIT pairs, e.g. N=parameters")
+            pairs[name.strip().strip("`")] = unit.strip()
+        units = pairs
+    if not isinstance(units, dict):
+        raise GridError(f"units: expected a dict of column -> unit, got {type(units).__name__}")
+    for name in units:
+        if name not in columns:
+            raise GridError(
+                f"--units: {label} has no column {name!r}; columns: {', '.join(columns)}"
+            )
+    return {str(k): str(v) for k, v in units.items()}
 
 
 def where_suggestion(column: str, value: Any) -> str:
@@ -588,6 +617,7 @@ def load_grid(
     frame: pd.DataFrame | None = None,
     unit: str | None = None,
     seed_col: str | None = None,
+    units: dict[str, str] | str | None = None,
 ) -> Grid:
     """Load and check a results table.
 
@@ -610,6 +640,9 @@ def load_grid(
     seed_col : str, optional
         The column that names each run's seed (default ``seed`` when there is one). Runs
         with the same seed in different cells are paired by it.
+    units : dict or str, optional
+        Units of variables for axis labels, ``{"N": "parameters", "D": "tokens"}`` or
+        ``"N=parameters,D=tokens"``. Tables written by ``fitrules simulate`` know theirs.
 
     Returns
     -------
@@ -767,6 +800,8 @@ def load_grid(
         sha = sha256_file(path)
     if unit is None and all(c in columns_read for c in HARNESS_COLUMNS):
         unit = HARNESS_UNITS.get(metric)
+    var_units = {k: u for k, u in HARNESS_VARIABLE_UNITS.items() if harness and k in df.columns}
+    var_units |= parse_units(units, list(df.columns), label)
     return Grid(
         runs,
         excluded,
@@ -781,5 +816,6 @@ def load_grid(
         path.stem if path is not None else IN_MEMORY,
         unit or None,
         harness,
+        var_units,
         row_numbers,
     )

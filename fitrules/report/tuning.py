@@ -118,8 +118,8 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
         ax.set_xscale("log")
     ax.set_xticks(ticks, [_fmt(v) for v in levels])
     ax.minorticks_off()
-    metric = tuning.grid.metric
-    ax.set_xlabel(x)
+    metric = tuning.grid.metric + (f" ({tuning.grid.unit})" if tuning.grid.unit else "")
+    ax.set_xlabel(x + (f" ({tuning.grid.units[x]})" if x in tuning.grid.units else ""))
     ax.set_ylabel(f"{metric} (mean ± s.e. over all seeds)" if by is None else f"{metric} (mean)")
     over = "" if by is None else f", averaged over {', '.join(c for c in config if c != by)}"
     ax.set_title(
