@@ -944,6 +944,7 @@ def _add_design(sub, common) -> None:
         metavar='"H=256,omega=63"',
         help="one form: the cell whose prediction the batch should pin down",
     )
+    _add_fit_options(p)
     p.add_argument("--budget", type=int, default=24, help="runs to spend (default 24)")
     p.add_argument("--seeds", type=int, default=3, help="seeds per cell, at least (default 3)")
     p.add_argument("--max-seeds", type=int, default=12, help="seeds per cell, at most (12)")
@@ -981,9 +982,10 @@ def _design(args) -> int:
     from fitrules.report.design import design_report, render_design
 
     names = [n.strip() for n in args.forms.split(",") if n.strip()]
-    inline = {f.split("=")[0].strip() for f in args.form}
-    forms = select_forms([n for n in names if n not in inline], args.form)
-    forms = sorted(forms, key=lambda f: names.index(f.name) if f.name in names else len(names))
+    forms = select_forms(names, args.form)
+    from fitrules.fit import Objective
+
+    Objective(args.objective, args.delta)
     check_design_options(
         len(forms),
         args.budget,
@@ -1014,6 +1016,8 @@ def _design(args) -> int:
         args.resamples,
         args.seed,
         args.target,
+        objective=args.objective,
+        delta=args.delta,
     )
     tuned = None
     if tuning is not None:
@@ -1042,6 +1046,8 @@ def _design(args) -> int:
         data_args += ["--where", w]
     for dv in args.derive:
         data_args += ["--derive", dv]
+    if args.objective != "rel_ls" or args.delta != 1e-3:  # predict fits as design did
+        data_args += ["--objective", args.objective, "--delta", f"{args.delta:g}"]
     for t in args.tune or []:
         data_args += ["--tune", t]
     if args.tune_seeds is not None:

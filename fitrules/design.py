@@ -205,6 +205,24 @@ def cell_label(row, variables) -> str:
 
 
 # ------------------------------------------------------------------ uncertainty
+def residual_cv(cells: Cells, forms, full: dict) -> float:
+    """Noise of one run when no cell has repeats: the smallest root-mean-square relative
+    residual over the forms' full-grid fits (degrees of freedom counted)."""
+    out = []
+    for f in forms:
+        pred = predict(f, cells.X, full[f.name].constants)
+        rel = (cells.y - pred) / np.abs(pred)
+        dof = len(rel) - len(full[f.name].constants)
+        if dof > 0 and np.isfinite(rel).all():
+            out.append(float(np.sqrt(np.sum(rel**2) / dof)))
+    if not out:
+        raise FitrulesError(
+            "the grid has no cell with two or more runs and too few cells to estimate the "
+            "noise of one run from the fits' residuals"
+        )
+    return min(out)
+
+
 def seed_cv(cells: Cells) -> float:
     """Pooled coefficient of variation of one run (unbiased sd / mean) over the grid's cells."""
     t = cells.table
@@ -253,7 +271,7 @@ def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ the criterion
-def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial):
+def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial, objective):
     """Refit ``rival`` on the grid plus ``truth_pred`` at ``chosen`` + each ``trial`` cell.
 
     Returns (len(trial), n_candidates): the rival's refitted prediction minus truth_pred at
@@ -267,7 +285,7 @@ def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial):
     if chosen:
         masks[:, n + np.array(chosen)] = True
     masks[np.arange(len(trial)), n + np.array(trial)] = True
-    fits = fit_splits(rival, X, y, masks, Objective())
+    fits = fit_splits(rival, X, y, masks, objective)
     out = np.full((len(trial), k), np.nan)
     for i, r in enumerate(fits):
         if np.isfinite(r.objective):
@@ -323,6 +341,8 @@ def design(
     resamples: int = 100,
     seed: int = 0,
     target: str | None = None,
+    objective: str = "rel_ls",
+    delta: float = 1e-3,
 ) -> Design:
     """Rank candidate cells and choose a batch of runs under ``budget``.
 
@@ -341,6 +361,8 @@ def design(
         form's uncertainty, and their seed.
     target : one form only: the cell whose prediction the batch should pin down, e.g.
         ``"H=256,omega=63"``.
+    objective, delta : the training objective of every fit (as in ``compare`` and ``fit``),
+        and the Huber delta of ``log_huber``.
 
     Raises
     ------
@@ -355,19 +377,29 @@ def design(
     )
     bound = [f.bind(grid.columns) for f in forms]
     variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
-    cells = grid.cells(variables)
-    objective = Objective()
+    obj = Objective(objective, delta)
+    cells = grid.cells(variables, positive=obj.kind != "abs_ls")
     cand = candidate_cells(cells, variables, candidates)
     Xc = {v: cand[v].to_numpy(float) for v in variables}
-    cv = seed_cv(cells)
     full: dict[str, FitResult] = {}
     for f in bound:
-        full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool))[0]
+        full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool), obj)[0]
         if not np.isfinite(full[f.name].objective):
             raise FitrulesError(f"form {f.name!r} cannot be fitted to the grid")
+    notes = []
+    if (cells.table["n_seeds"] >= 2).any():
+        cv = seed_cv(cells)
+    else:  # one run per cell (e.g. the Chinchilla runs): no seed spread to pool
+        cv = residual_cv(cells, bound, full)
+        notes.append(
+            f"no cell has two or more runs: the noise of one run ({100 * cv:.3g}% of the "
+            "value) is the smallest RMS relative residual of the forms' fits on all cells, "
+            "an upper bound (it carries the form's misfit too)"
+        )
+    for f in bound:
         pred = predict(f, Xc, full[f.name].constants)
-        sd_split = _split_sd(f, cells, Xc, splits, seed, objective)
-        sd_boot = _boot_sd(grid, f, Xc, resamples, seed, objective)
+        sd_split = _split_sd(f, cells, Xc, splits, seed, obj)
+        sd_boot = _boot_sd(grid, f, Xc, resamples, seed, obj)
         cand[f"pred_{f.name}"] = pred
         cand[f"sd_split_{f.name}"] = sd_split
         cand[f"sd_boot_{f.name}"] = sd_boot
@@ -376,7 +408,6 @@ def design(
     cand["seed_sd"] = cv * np.abs(mean_pred)
     usable = np.isfinite(cand[[f"pred_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     usable &= np.isfinite(cand[[f"sd_{f.name}" for f in bound]].to_numpy()).all(axis=1)
-    notes = []
     if (~usable).any():
         notes.append(
             f"{int((~usable).sum())} candidate cells left out: a form's prediction or its "
@@ -387,6 +418,7 @@ def design(
     zsum = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     settings: dict = {
         "mode": "discriminate" if target is None else "target",
+        "objective": obj.kind,
         "budget": budget,
         "seeds": seeds,
         "max_seeds": max_seeds,
@@ -400,7 +432,7 @@ def design(
         "target": target,
     }
     if target is None:
-        chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum)
+        chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, obj)
     else:
         _, point = resolve_point(target, bound[0])
         settings["target_point"] = point
@@ -430,7 +462,7 @@ def design(
     )
 
 
-def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.DataFrame:
+def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, objective):
     k = len(cand)
     names = [f.name for f in bound]
     pairs = list(itertools.combinations(range(len(bound)), 2))
@@ -459,7 +491,9 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         total = np.zeros(len(trial))
         for i, j in pairs:
             for t, r in ((i, j), (j, i)):
-                gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial)
+                gap = _pair_refit_gap(
+                    bound[r], cells, Xc, preds[names[t]], chosen, trial, objective
+                )
                 w = 1 / (var[names[t]] + var[names[r]] + seed_var / n_cell)
                 for row, x in enumerate(trial):
                     idx = [*chosen, x]
@@ -636,7 +670,8 @@ def loop_commands(
         else:
             at = ",".join(f"{v}={r[v]!r}" for v in d.variables)
         for f in d.forms:
-            form = f.name if f.source == "built-in" else f"{f.name} = {f.expression}"
+            head = f"{f.name}({', '.join(f.variables)})" if f.variables else f.name
+            form = f.name if f.source == "built-in" else f"{head} = {f.expression}"
             out.append(
                 shlex.join(
                     [

@@ -98,29 +98,8 @@ def test_installed_wheel_reads_its_own_copy(installed):
     assert Path(module).is_relative_to(bin_.parent) and Path(data).name == "_data"
 
 
-def test_installed_wheel_runs_the_main_job_from_an_empty_directory(installed):
+def test_installed_wheel_runs_python_m(installed):
     _, bin_, work, env = installed
-    out = _run([bin_ / "fitrules", "compare", "--splits", "300"], work, env).stdout
-    assert "data: data/main.csv" in out and "where lr == 3e-4" in out
-    assert "composition" in out and "corrected resampled t" in out
-    assert list(work.iterdir()) == []  # nothing written where it ran
-
-
-def test_installed_wheel_simulates_a_cell(installed):
-    _, bin_, work, env = installed
-    out = _run(
-        [bin_ / "fitrules", "simulate", "--cell", "H=4,keep=0.5", "--out", "x.csv"], work, env
-    )
-    assert "x.csv: 1 runs" in out.stdout
-    assert (work / "x.csv").exists() and (work / "x.manifest.json").exists()
-    for p in work.iterdir():
-        p.unlink()
-
-
-def test_installed_wheel_runs_ci_and_python_m(installed):
-    _, bin_, work, env = installed
-    out = _run([bin_ / "fitrules", "ci"], work, env).stdout
-    assert "paired_tuned.csv" in out
     out = _run([bin_ / "python", "-m", "fitrules", "--version"], work, env).stdout
     assert out.startswith("fitrules ")
 
@@ -162,6 +141,7 @@ def _readme_commands() -> tuple[list[list[str]], list[str]]:
     return commands, skipped
 
 
+@pytest.mark.slow
 def test_every_readme_example_runs_from_the_wheel_in_an_empty_directory(installed, tmp_path):
     _, bin_, _, env = installed
     env = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
@@ -173,8 +153,20 @@ def test_every_readme_example_runs_from_the_wheel_in_an_empty_directory(installe
     ]
     shell = tmp_path / "sh"
     shell.mkdir()
+    outputs = {}
     for argv in commands:
-        _run([bin_ / "fitrules", *argv[1:]], shell, env)
+        out = _run([bin_ / "fitrules", *argv[1:]], shell, env).stdout
+        outputs.setdefault(shlex.join(argv[1:]), out)
+        if argv[1:] == ["compare", "--splits", "300"]:  # the main job: reads, never writes
+            assert list(shell.iterdir()) == []
+    main = outputs["compare --splits 300"]
+    assert "data: data/main.csv" in main and "where lr == 3e-4" in main
+    assert "composition" in main and "corrected resampled t" in main
+    assert "paired_tuned.csv" in outputs["ci"]
+    assert "new.csv: 3 runs" in outputs[
+        "simulate main --cell H=8,keep=0.25,lr=3e-4 --seeds 0,1,2 --out new.csv"
+    ]
+    assert (shell / "new.manifest.json").exists()
     assert (shell / "reports" / "mine" / "report.md").exists()
     assert (shell / "new.csv").exists() and (shell / "predictions.jsonl").exists()
     py = tmp_path / "py"

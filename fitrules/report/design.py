@@ -151,7 +151,7 @@ def design_figure(d, ax=None):
 def _keep_inside(ax, labels) -> None:
     """Turn a chosen cell's label to the other side of its point where it would leave the
     axes (a cell at the top or right edge of the candidate plane)."""
-    ax.figure.canvas.draw()
+    ax.figure.draw_without_rendering()
     box = ax.get_window_extent()
     for label in labels:
         ext = label.get_window_extent()

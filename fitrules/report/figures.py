@@ -89,7 +89,8 @@ def legend_overlap(ax) -> int:
     legend = ax.get_legend()
     if legend is None:
         return 0
-    ax.figure.canvas.draw()
+    # layout without rasterising: a tenth of the cost of a full draw
+    ax.figure.draw_without_rendering()
     box = legend.get_window_extent().padded(-1)
     pts = data_points(ax)
     inside = (
