@@ -49,8 +49,11 @@ def _common() -> argparse.ArgumentParser:
         "-q",
         "--quiet",
         action="store_true",
-        help="print nothing but errors (files asked for are still written; --json - still "
-        "prints the JSON)",
+        # SUPPRESS: a -q given before a subcommand (ledger -q verify) is not reset by the
+        # subcommand's own default
+        default=argparse.SUPPRESS,
+        help="print nothing but errors (files asked for are still written; on a command with "
+        "--json, --json - still prints the JSON)",
     )
     return p
 
@@ -203,7 +206,7 @@ def _add_progress_option(p) -> None:
 
 
 def _progress_enabled(args) -> bool | None:
-    return False if args.quiet else args.progress
+    return False if getattr(args, "quiet", False) else args.progress
 
 
 def _json_text(payload: dict) -> str:
@@ -240,8 +243,7 @@ def _add_report_options(p) -> None:
         "--figure-format",
         default="png",
         metavar="FORMATS",
-        help="figure formats in the report, comma-separated: png (always), svg, pdf "
-        "(default png)",
+        help="figure formats in the report, comma-separated: png (always), svg, pdf (default png)",
     )
 
 
@@ -402,7 +404,7 @@ def _simulate(args) -> int:
         show_progress=_progress_enabled(args),
         command=_command_line(),
         scheduler=args.scheduler,
-        log=None if args.quiet else log,
+        log=None if getattr(args, "quiet", False) else log,
     )
     n_div = int(table["diverged"].astype(str).str.lower().eq("true").sum())
     _say(args, f"{args.out}: {len(table)} runs of {spec.name!r} ({n_div} diverged)")
@@ -1246,7 +1248,9 @@ def _add_ledger(sub, common) -> None:
         "is caught only that way).",
     )
     lsub = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
-    q = lsub.add_parser("verify", help="check the records, the chain and (--head) the head")
+    q = lsub.add_parser(
+        "verify", parents=[common], help="check the records, the chain and (--head) the head"
+    )
     q.add_argument("--ledger", type=Path, required=True, help="the JSON-lines ledger to check")
     _add_head_option(q)
     q.set_defaults(func=_ledger_verify)
@@ -1263,7 +1267,8 @@ def _ledger_verify(args) -> int:
     if head is not None:
         i = verify_head(args.ledger, records, head)
         after = len(records) - i
-        print(
+        _say(
+            args,
             f"{args.ledger}: {len(records)} records, chain intact; the recorded head is record "
             f"{i}"
             + (
@@ -1271,14 +1276,15 @@ def _ledger_verify(args) -> int:
                 "chain only"
                 if after
                 else ""
-            )
+            ),
         )
     else:
-        print(
+        _say(
+            args,
             f"{args.ledger}: {len(records)} records, chain intact (without --head a removed "
-            "last record or a rewritten chain cannot be detected)"
+            "last record or a rewritten chain cannot be detected)",
         )
-    print(f"{args.ledger}: {describe_head(last['id'], last['sha256'])}")
+    _say(args, f"{args.ledger}: {describe_head(last['id'], last['sha256'])}")
     return 0
 
 
