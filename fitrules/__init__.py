@@ -29,7 +29,7 @@ except PackageNotFoundError:  # running from a checkout without installing
 
 # public name -> module that defines it
 _PUBLIC = {
-    "load_grid": "fitrules.grids",
+    "load_grid": "fitrules.api",
     "load_example": "fitrules.examples",
     "example_path": "fitrules.examples",
     "list_examples": "fitrules.examples",

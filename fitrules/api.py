@@ -21,9 +21,14 @@ from typing import Any, TypeAlias
 
 import pandas as pd
 
-from fitrules.errors import FitrulesError, FormError, SplitError
+from fitrules import grids as _grids
+from fitrules.errors import FitrulesError, FormError, SplitError, api_terms
 from fitrules.forms import Form
-from fitrules.grids import Grid, load_grid
+from fitrules.grids import Grid
+from fitrules.grids import load_grid as _load_grid
+
+# fr.load_grid: the loader, its errors in the words of its parameters
+load_grid = api_terms(_grids.load_grid)
 
 GridLike: TypeAlias = Grid | pd.DataFrame | str | Path
 FormLike: TypeAlias = Form | str
@@ -43,12 +48,12 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
         from fitrules.grids import default_grid
 
         path, where = default_grid(load.pop("where", None) or ())
-        return load_grid(path, where=where, **load)
+        return _load_grid(path, where=where, **load)
     if isinstance(grid, str | Path):
         from fitrules.examples import resolve_data
 
         grid = resolve_data(grid)
-    return load_grid(grid, **load)
+    return _load_grid(grid, **load)
 
 
 def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = None) -> list[Form]:
@@ -99,6 +104,7 @@ def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
     return tuning.grid, tuning
 
 
+@api_terms
 def compare(
     grid: GridLike | None = None,
     forms: FormLike | Sequence[FormLike] | None = None,
@@ -211,6 +217,7 @@ def compare(
     return cmp
 
 
+@api_terms
 def fit(
     grid: GridLike | None,
     form: FormLike,
@@ -265,7 +272,7 @@ def fit(
     cells = g.cells(f.bound_variables, positive=obj.kind != "abs_ls")
     points = [predict] if isinstance(predict, str | dict) else list(predict)
     for p in points:  # every point checked before any work
-        resolve_point(p, f, g.derive)
+        resolve_point(p, f, g.derive, harness=g.harness)
     boot = None
     if intervals or points:
         boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap)
@@ -290,11 +297,14 @@ def fit(
         "excluded": g.summary()["excluded"],
         **g.handling(f.bound_variables),
     }
-    fitted = FittedForm(f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive))
+    fitted = FittedForm(
+        f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive), harness=g.harness
+    )
     fitted.predictions = [fitted.predict(p) for p in points]
     return fitted
 
 
+@api_terms
 def ci(
     grid: GridLike | None = None,
     baseline: str | None = None,
@@ -336,7 +346,7 @@ def ci(
     if grid is None:
         from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
 
-        g = load_grid(DEFAULT_PAIRED)
+        g = _load_grid(DEFAULT_PAIRED)
         if tune is None:
             tune, tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
         if baseline is None and not treatment and sweep is None:
@@ -370,6 +380,7 @@ def ci(
     return PairedIntervals(results, data, settings, tuning)
 
 
+@api_terms
 def design(
     grid: GridLike | None = None,
     forms: FormLike | Sequence[FormLike] | None = None,

@@ -14,7 +14,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from fitrules.errors import FitrulesError, UsageError
+from fitrules.errors import FitrulesError, UsageError, command_line
 
 _ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
@@ -1379,7 +1379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     outputs = Outputs()
     name = "fitrules"
-    with _sigterm_as_interrupt(), _headless():
+    with _sigterm_as_interrupt(), _headless(), command_line():
         try:
             args = parser.parse_args(_ARGV)
             name = f"fitrules {args.command}"

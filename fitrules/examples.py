@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fitrules.errors import GridError
+from fitrules.errors import GridError, api_terms
 
 
 def list_examples() -> list[str]:
@@ -71,6 +71,7 @@ def example_path(name: str, kind: str = "grid") -> Path:
     return kinds[kind]
 
 
+@api_terms
 def load_example(name: str, **load: Any):
     """Load a shipped grid as a :class:`fitrules.Grid`.
 

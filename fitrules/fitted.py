@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 
 from fitrules import __version__
+from fitrules.errors import FitrulesError, api_terms
 from fitrules.fit import FitResult, Objective, predict
 from fitrules.forms import Form
 from fitrules.grids import Cells
-from fitrules.intervals import BootstrapFit, JacobianUncertainty, resolve_point
+from fitrules.intervals import BootstrapFit, JacobianUncertainty, format_point, resolve_point
 from fitrules.util import json_ready
 
 
@@ -38,6 +39,8 @@ class FittedForm:
     predictions : predictions asked for when fitting (see :meth:`predict`).
     data : where the cells came from (path, sha256, filters, counts).
     unit : the metric's unit, if known.
+    harness : whether the grid was written by ``fitrules simulate`` (its domain checks, e.g.
+        H >= 1, then apply to prediction points).
 
     Examples
     --------
@@ -57,6 +60,8 @@ class FittedForm:
     bootstrap: BootstrapFit | None = None
     predictions: list[dict] = field(default_factory=list)
     derive: tuple[str, ...] = ()
+    # the grid was written by the harness: its domain checks apply to prediction points
+    harness: bool = True
 
     # ------------------------------------------------------------ numbers
     @property
@@ -110,6 +115,7 @@ class FittedForm:
     def reasons(self) -> list[str]:
         return list(self.result.reasons)
 
+    @api_terms
     def predict(self, point: str | dict | None = None, **values: float) -> dict:
         """The prediction at a point, in the grid or not, with its uncertainty.
 
@@ -126,6 +132,12 @@ class FittedForm:
             ``prediction``, ``stderr`` (delta method, from the Jacobian), and ``interval``
             (bootstrap percentile interval, or None without intervals) with its ``level``.
 
+        Raises
+        ------
+        FitrulesError
+            For a point that names an unknown variable or leaves one undetermined, or one
+            outside the form's domain (no finite prediction, e.g. ``N=-1``).
+
         Examples
         --------
         >>> f.predict(H=8, keep=0.25)["prediction"]  # doctest: +SKIP
@@ -134,9 +146,16 @@ class FittedForm:
             point = dict(values)
         elif values:
             raise TypeError("give the point as text, a dict, or keywords, not several")
-        given, at = resolve_point(point, self.form, self.derive)
+        given, at = resolve_point(point, self.form, self.derive, harness=self.harness)
         X = {v: np.array([float(at[v])]) for v in self.form.bound_variables}
-        value = float(predict(self.form, X, self.constants)[0])
+        with np.errstate(all="ignore"):
+            value = float(predict(self.form, X, self.constants)[0])
+        if not np.isfinite(value):
+            raise FitrulesError(
+                f"form {self.form.name!r} gives no finite prediction at "
+                f"{format_point(given)} ({value:g}): the point is outside the form's domain "
+                "(e.g. a negative base raised to a fractional power)"
+            )
         se = float(self.uncertainty.prediction_se(self.form, X, self.constants)[0])
         out = {"given": given, "point": at, "prediction": value, "stderr": se}
         if self.bootstrap is not None:

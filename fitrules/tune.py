@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from fitrules._modules import make_callable
-from fitrules.errors import GridError
+from fitrules.errors import GridError, api_terms
 from fitrules.grids import Grid
 
 CROSS_FIT = "cross-fit"
@@ -693,5 +693,7 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-# fr.tune(...) calls fitrules.tune.tune; see fitrules._modules
-make_callable(__name__, "fitrules.tune.tune")
+# fr.tune(...) calls fitrules.tune.tune, its errors in the words of its parameters; see
+# fitrules._modules
+_tune_api = api_terms(tune)
+make_callable(__name__, "fitrules.tune._tune_api")
