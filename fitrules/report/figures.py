@@ -48,7 +48,16 @@ def _legend(ax, **kwargs) -> None:
     ax.legend(**kwargs)
     if legend_overlap(ax):
         kwargs.pop("loc")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, **kwargs)
+        wide = ax.get_legend().get_window_extent().width > 0.3 * ax.figure.bbox.width
+        if wide:  # long labels: below the axes, or the axes would shrink to nothing
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0,
+                      **kwargs)  # fmt: skip
+        else:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, **kwargs)
+        title = getattr(ax, "_fitrules_title", None)
+        if title is not None:  # the axes narrowed to make room: wrap the title again
+            ax.figure.draw_without_rendering()
+            _title(ax, *title)
 
 
 def data_points(ax, step: float = 3.0) -> np.ndarray:
@@ -108,6 +117,7 @@ def _ax(ax, size=(7.0, 4.5)):
 
 def _title(ax, text: str, fontsize: float = 10.0) -> None:
     """A title wrapped to the width of the axes' figure, so that it is never clipped."""
+    ax._fitrules_title = (text, fontsize)  # for a re-wrap once the layout changes
     width_in = ax.figure.get_size_inches()[0] * ax.get_position().width
     chars = max(20, int(width_in * 72 / (0.6 * fontsize)))
     lines = [textwrap.fill(part, chars) for part in text.split("\n")]
