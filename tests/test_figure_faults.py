@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from test_figures import _cmp
 
-from conftest import composition_grid
+from conftest import TRUTH, composition_grid
 from fitrules import api
+from fitrules.forms import Form
 from fitrules.grids import load_grid
 from fitrules.report import figures
 from fitrules.report.design import design_figure
@@ -162,3 +163,24 @@ def test_vector_figures_beside_every_png(tmp_path, capsys):
         tmp_path,
         "figure format 'png,tiff': expected one or more of png, svg, pdf",
     )
+
+
+def test_one_forms_small_residuals_do_not_push_a_rivals_off_the_chart():
+    """On the four-factor sheet, a form that misses width had all 24 residuals off the chart:
+    the range came from the pooled quartiles, set by the good form's near-zero residuals."""
+    cells = load_grid(composition_grid()).cells(["H", "omega"])
+    good = (Form("good", "L0 + a*omega*(H/16)**b", ("H", "omega")), TRUTH)
+    flat = (Form("flat", "L0 + a*omega", ("omega",)), {"L0": 2.2, "a": 0.02})
+    ax = figures.residuals_vs(cells, [good, flat], "omega")
+    assert not [t for t in ax.texts if "off the chart" in t.get_text()]
+
+
+def test_tuning_curves_with_many_configurations_keep_their_axes():
+    """36 configurations gave a legend so tall that the axes shrank to a strip."""
+    from fitrules.report.contact import four_factor_table
+    from fitrules.tune import tune
+
+    ax = tune(load_grid(four_factor_table()), "lr").plot_curves()
+    ax.figure.draw_without_rendering()
+    assert ax.get_position().height > 0.5 and ax.get_position().width > 0.5
+    assert any("36 configurations" in t.get_text() for t in ax.texts)

@@ -54,14 +54,16 @@ Figure = tuple[str, Callable[[], object]]
 
 def _default() -> Iterator[Figure]:
     import fitrules as fr
+    from fitrules import api
+    from fitrules.tune import tune
 
     g = fr.load_example("main", where="lr == 3e-4")
-    c = fr.compare(g, forms=["composition", "additive", "log_additive"], splits=300)
-    f = fr.fit(g, "composition")
-    lolo = fr.compare(g, forms=["composition", "additive"], split="leave-one-level-out:H")
-    ci = fr.ci()
-    t = fr.tune(fr.load_example("tuned"), "lr")
-    d = fr.design(g, forms=["composition", "additive"], budget=24)
+    c = api.compare(g, forms=["composition", "additive", "log_additive"], splits=300)
+    f = api.fit(g, "composition")
+    lolo = api.compare(g, forms=["composition", "additive"], split="leave-one-level-out:H")
+    ci = api.ci()
+    t = tune(fr.load_example("tuned"), "lr")
+    d = api.design(g, forms=["composition", "additive"], budget=24)
     yield "heldout_ecdf", c.plot_heldout
     yield "paired composition vs additive", lambda: c.plot_paired("composition", "additive")
     yield "errors by split (leave-one-level-out:H)", lambda: _errors_by_split(lolo)
@@ -78,13 +80,14 @@ def _default() -> Iterator[Figure]:
 
 def _chinchilla() -> Iterator[Figure]:
     import fitrules as fr
+    from fitrules import api
 
     g = fr.load_grid(CHINCHILLA, derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"],
                      where="loss < 3.42", units="N=parameters,D=tokens")  # fmt: skip
     forms = ["chin(N, D) = E + A/N**alpha + B/D**beta", "noE(N, D) = A/N**alpha + B/D**beta"]
-    c = fr.compare(g, forms=forms, splits=100, objective="log_huber")
-    f = fr.fit(g, forms[0], objective="log_huber")
-    d = fr.design(g, forms=forms, budget=6, objective="log_huber", splits=30, resamples=30,
+    c = api.compare(g, forms=forms, splits=100, objective="log_huber")
+    f = api.fit(g, forms[0], objective="log_huber")
+    d = api.design(g, forms=forms, budget=6, objective="log_huber", splits=30, resamples=30,
                   candidates="N=1e8,1e9,1e10,1e11;D=1e10,1e11,1e12,1e13")  # fmt: skip
     yield "heldout_ecdf", c.plot_heldout
     yield "paired chin vs noE", lambda: c.plot_paired("chin", "noE")
@@ -98,20 +101,22 @@ def _chinchilla() -> Iterator[Figure]:
 
 def _four_factor() -> Iterator[Figure]:
     import fitrules as fr
+    from fitrules import api
+    from fitrules.tune import tune
 
     raw = fr.load_grid(four_factor_table(), derive="omega = 1/keep - 1",
                        units="H=inner steps,width=units")  # fmt: skip
-    t = fr.tune(raw, "lr")
+    t = tune(raw, "lr")
     g = t.grid
     forms = [
         "four(H, omega, width) = L0 + a*omega*(H/16)**b + c/width**d",
         "two(H, omega) = L0 + a*omega*(H/16)**b",
     ]
-    c = fr.compare(g, forms=forms, splits=200)
-    f = fr.fit(g, forms[0])
-    lolo = fr.compare(g, forms=forms, split="leave-one-level-out:width")
-    ci = fr.ci(raw, baseline="H=1", treatment="H=16", tune="lr")
-    d = fr.design(g, forms=forms, budget=12, splits=30, resamples=30)
+    c = api.compare(g, forms=forms, splits=200)
+    f = api.fit(g, forms[0])
+    lolo = api.compare(g, forms=forms, split="leave-one-level-out:width")
+    ci = api.ci(raw, baseline="H=1,keep=1,width=256", treatment="H=16,keep=1,width=256", tune="lr")
+    d = api.design(g, forms=forms, budget=12, splits=30, resamples=30)
     yield "heldout_ecdf", c.plot_heldout
     yield "paired four vs two", lambda: c.plot_paired("four", "two")
     yield "errors by split (leave-one-level-out:width)", lambda: _errors_by_split(lolo)
@@ -157,14 +162,15 @@ def contact_sheet(name: str, out: Path) -> Path:
     title, figures = GRIDS[name]
     images = [(caption, _png(draw())) for caption, draw in figures()]
     rows = -(-len(images) // COLUMNS)
-    fig, axes = plt.subplots(rows, COLUMNS, figsize=(6.5 * COLUMNS, 5.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(
+        rows, COLUMNS, figsize=(6.5 * COLUMNS, 5.4 * rows), squeeze=False, layout="constrained"
+    )
     for ax in axes.ravel():
         ax.set_axis_off()
     for ax, (caption, img) in zip(axes.ravel(), images, strict=False):
         ax.imshow(img)
         ax.set_title(caption, fontsize=13)
     fig.suptitle(f"fitrules figures on {title}", fontsize=16)
-    fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.png"
     fig.savefig(path, dpi=60, metadata={"Software": None})

@@ -542,7 +542,10 @@ def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
     ax = _ax(ax)
     xs = cells.table[x].to_numpy(float)
     res = [residuals_pct(cells, f, c) for f, c in fits]
-    lo, hi, _ = robust_range(np.concatenate(res), log=False, fence=RESIDUAL_FENCE)
+    # the union of each form's own range: one form's small residuals must not push a
+    # rival's off the chart
+    ranges = [robust_range(r, log=False, fence=RESIDUAL_FENCE) for r in res]
+    lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
     lo, hi = min(lo, -abs(hi) * 0.05), max(hi, abs(lo) * 0.05)
     jitter = len(fits) > 1 and cells.table[x].nunique() <= 12
     n_off = 0

@@ -15,6 +15,7 @@ from fitrules.errors import GridError
 from fitrules.tune import FOLD_AB, FOLD_BA, TUNE_SEEDS, Tuning
 
 MANY_LINES = 6  # more lines than this and the legend goes outside the axes
+TOO_MANY_LINES = 20  # ... and more than this, no line is named
 
 
 def _ax(ax, size=(7.0, 4.5)):
@@ -132,7 +133,11 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
     handles.append(
         Line2D([], [], ls="", marker="o", ms=10, mfc="none", mec="k", label="chosen level")
     )
-    if n > MANY_LINES:
+    if n > TOO_MANY_LINES:  # a legend this tall would squeeze the axes to nothing
+        ax.legend(handles=handles[-1:], fontsize=8, loc="best")
+        ax.text(0.01, 0.01, f"{n} configurations (too many to name; see .curves)",
+                transform=ax.transAxes, fontsize=8, va="bottom")  # fmt: skip
+    elif n > MANY_LINES:
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         ax.legend(handles=handles, fontsize=8, loc="best")
