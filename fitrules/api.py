@@ -375,6 +375,7 @@ def ci(
         "unit": g.unit,
         "where": list(g.where),
         "excluded": g.summary()["excluded"],
+        **g.handling(()),
     }
     settings = {"baseline": baseline, "level": level, "resamples": resamples, "seed": seed}
     return PairedIntervals(results, data, settings, tuning)
