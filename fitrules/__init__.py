@@ -4,6 +4,7 @@ The public API (imported on first use, so that ``import fitrules`` stays cheap):
 
     import fitrules as fr
     g = fr.load_grid(df_or_path, where="lr == 3e-4", derive="omega = 1/keep - 1")
+    g = fr.load_example("main", where="lr == 3e-4")   # a shipped grid (fr.list_examples())
     c = fr.compare(g, forms=["composition", "additive"], splits=300)   # Comparison
     f = fr.fit(g, "composition", intervals=True)                      # FittedForm
     p = fr.ci(g, baseline="algo=sync", treatment="algo=diloco,H=16", tune="lr")
@@ -28,7 +29,10 @@ except PackageNotFoundError:  # running from a checkout without installing
 
 # public name -> module that defines it
 _PUBLIC = {
-    "load_grid": "fitrules.grids",
+    "load_grid": "fitrules.api",
+    "load_example": "fitrules.examples",
+    "example_path": "fitrules.examples",
+    "list_examples": "fitrules.examples",
     "Grid": "fitrules.grids",
     "Form": "fitrules.forms",
     "available_forms": "fitrules.forms",

@@ -19,6 +19,7 @@ import types
 def make_callable(module_name: str, target: str) -> None:
     """Make the module ``module_name`` call ``target`` ("package.module.function")."""
     target_module, _, attr = target.rpartition(".")
+    module_doc = sys.modules[module_name].__doc__
 
     def resolve():
         return getattr(importlib.import_module(target_module), attr)
@@ -30,6 +31,18 @@ def make_callable(module_name: str, target: str) -> None:
         @property
         def __wrapped__(self):  # inspect.signature and help() follow this to the function
             return resolve()
+
+        @property
+        def __doc__(self):  # type: ignore[override]
+            # help(fr.fit) shows the function first: that is what the user called
+            import inspect
+
+            func = resolve()
+            return (
+                f"{attr}{inspect.signature(func)}\n\n{inspect.getdoc(func)}\n\n"
+                f"(The module {module_name}, callable as {attr}(...).)\n\n"
+                f"{module_doc or ''}"
+            )
 
     CallableModule.__call__.__doc__ = f"Call ``{target}`` (see its docstring)."
     sys.modules[module_name].__class__ = CallableModule

@@ -21,9 +21,14 @@ from typing import Any, TypeAlias
 
 import pandas as pd
 
-from fitrules.errors import FitrulesError, FormError, SplitError
+from fitrules import grids as _grids
+from fitrules.errors import FitrulesError, FormError, SplitError, api_terms
 from fitrules.forms import Form
-from fitrules.grids import Grid, load_grid
+from fitrules.grids import Grid
+from fitrules.grids import load_grid as _load_grid
+
+# fr.load_grid: the loader, its errors in the words of its parameters
+load_grid = api_terms(_grids.load_grid)
 
 GridLike: TypeAlias = Grid | pd.DataFrame | str | Path
 FormLike: TypeAlias = Form | str
@@ -43,8 +48,12 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
         from fitrules.grids import default_grid
 
         path, where = default_grid(load.pop("where", None) or ())
-        return load_grid(path, where=where, **load)
-    return load_grid(grid, **load)
+        return _load_grid(path, where=where, **load)
+    if isinstance(grid, str | Path):
+        from fitrules.examples import resolve_data
+
+        grid = resolve_data(grid)
+    return _load_grid(grid, **load)
 
 
 def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = None) -> list[Form]:
@@ -104,6 +113,7 @@ def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
     return tuning.grid, tuning
 
 
+@api_terms
 def compare(
     grid: GridLike | None = None,
     forms: FormLike | Sequence[FormLike] | None = None,
@@ -249,6 +259,7 @@ def compare(
     return cmp
 
 
+@api_terms
 def fit(
     grid: GridLike | None,
     form: FormLike,
@@ -328,9 +339,9 @@ def fit(
     w = cell_weights(weights, cells.table, obj)
     points = [predict] if isinstance(predict, str | dict) else list(predict)
     for p in points:  # every point checked before any work
-        resolve_point(p, f, g.derive)
+        resolve_point(p, f, g.derive, harness=g.harness)
     if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
-        raise FitrulesError(f"--runs {runs!r}: the number of new runs must be a whole number >= 1")
+        raise FitrulesError(f"runs {runs!r}: the number of new runs must be a whole number >= 1")
     boot = None
     if intervals or points:
         boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap, weights=weights)
@@ -354,6 +365,7 @@ def fit(
         "metric": g.metric,
         "unit": g.unit,
         "excluded": g.summary()["excluded"],
+        **g.handling(f.bound_variables),
     }
     heldout = None
     if intervals or points:
@@ -361,13 +373,24 @@ def fit(
         heldout = heldout_fit(f, cells, result.constants, noise, obj, level)
         heldout.check()
     fitted = FittedForm(
-        f, result, cells, obj, unc, data, g.unit, boot, derive=tuple(g.derive), weights=weights
+        f,
+        result,
+        cells,
+        obj,
+        unc,
+        data,
+        g.unit,
+        boot,
+        derive=tuple(g.derive),
+        weights=weights,
+        harness=g.harness,
     )
     fitted.heldout = heldout
     fitted.predictions = [fitted.predict(p, runs) for p in points]
     return fitted
 
 
+@api_terms
 def ci(
     grid: GridLike | None = None,
     baseline: str | None = None,
@@ -409,7 +432,7 @@ def ci(
     if grid is None:
         from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
 
-        g = load_grid(DEFAULT_PAIRED)
+        g = _load_grid(DEFAULT_PAIRED)
         if tune is None:
             tune, tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
         if baseline is None and not treatment and sweep is None:
@@ -438,11 +461,13 @@ def ci(
         "unit": g.unit,
         "where": list(g.where),
         "excluded": g.summary()["excluded"],
+        **g.handling(()),
     }
     settings = {"baseline": baseline, "level": level, "resamples": resamples, "seed": seed}
     return PairedIntervals(results, data, settings, tuning)
 
 
+@api_terms
 def design(
     grid: GridLike | None = None,
     forms: FormLike | Sequence[FormLike] | None = None,

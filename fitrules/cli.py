@@ -14,13 +14,13 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from fitrules.errors import FitrulesError, UsageError
+from fitrules.errors import FitrulesError, UsageError, command_line
 
 _ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
 DEFAULT_DATA_HELP = (
-    "results table (CSV or Parquet), one row a run (default: the committed main grid, "
-    "data/main.csv, at inner lr 3e-4)"
+    "results table (CSV or Parquet), one row a run, or the name of a shipped grid such as "
+    "main (default: the committed main grid, data/main.csv, at inner lr 3e-4)"
 )
 
 
@@ -49,8 +49,11 @@ def _common() -> argparse.ArgumentParser:
         "-q",
         "--quiet",
         action="store_true",
-        help="print nothing but errors (files asked for are still written; --json - still "
-        "prints the JSON)",
+        # SUPPRESS: a -q given before a subcommand (ledger -q verify) is not reset by the
+        # subcommand's own default
+        default=argparse.SUPPRESS,
+        help="print nothing but errors (files asked for are still written; on a command with "
+        "--json, --json - still prints the JSON)",
     )
     return p
 
@@ -69,6 +72,12 @@ def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", type=Path, default=None, help=default_help)
     g.add_argument("--metric", default=None, help="metric column (default: loss, else val_loss)")
+    g.add_argument(
+        "--seed-col",
+        default=None,
+        metavar="COL",
+        help="the column that names each run's seed (default: seed, when there is one)",
+    )
     g.add_argument(
         "--where",
         action="append",
@@ -89,6 +98,12 @@ def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
         default=None,
         help="the metric's unit for labels, e.g. nats (default: nats for tables written by "
         "fitrules simulate, otherwise none)",
+    )
+    g.add_argument(
+        "--units",
+        default=None,
+        metavar="NAME=UNIT,...",
+        help='units of variables for axis labels, e.g. "N=parameters,D=tokens"',
     )
 
 
@@ -137,14 +152,23 @@ def _tune_seeds(args) -> list[int] | None:
 
 def _load(args, path: Path | None = None):
     """The grid the data options describe (the default grid without --data)."""
+    from fitrules.examples import resolve_data
     from fitrules.grids import default_grid, load_grid
 
     path = path or args.data
     if path is None:
         path, where = default_grid(args.where)
     else:
-        where = args.where or []
-    return load_grid(path, metric=args.metric, where=where, derive=args.derive, unit=args.unit)
+        path, where = resolve_data(path), args.where or []
+    return load_grid(
+        path,
+        metric=args.metric,
+        where=where,
+        derive=args.derive,
+        unit=args.unit,
+        seed_col=args.seed_col,
+        units=args.units,
+    )
 
 
 def _with_tuning(tuning, text: str, payload: dict) -> tuple[str, dict]:
@@ -182,7 +206,7 @@ def _add_progress_option(p) -> None:
 
 
 def _progress_enabled(args) -> bool | None:
-    return False if args.quiet else args.progress
+    return False if getattr(args, "quiet", False) else args.progress
 
 
 def _json_text(payload: dict) -> str:
@@ -226,6 +250,12 @@ def _add_report_options(p) -> None:
         help="write a report directory (report.md, figures, results.json)",
     )
     p.add_argument("--force", action="store_true", help="replace an existing --report DIR")
+    p.add_argument(
+        "--figure-format",
+        default="png",
+        metavar="FORMATS",
+        help="figure formats in the report, comma-separated: png (always), svg, pdf (default png)",
+    )
 
 
 def _inputs(args) -> list[Path]:
@@ -235,7 +265,9 @@ def _inputs(args) -> list[Path]:
     paths = [getattr(args, a, None) for a in ("data", "fit_data", "test_data", "ledger", "path")]
     if getattr(args, "data", None) is None:
         paths += [default_grid()[0], DEFAULT_PAIRED]
-    return [Path(p) for p in paths if p is not None]
+    from fitrules.examples import resolve_data
+
+    return [resolve_data(p) for p in paths if p is not None]
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -266,6 +298,9 @@ def _take_outputs(args) -> None:
                 "results.json; choose a path outside it"
             )
     if report is not None:
+        from fitrules.report.figures import parse_formats
+
+        parse_formats(args.figure_format)  # a bad format is refused before any work
         for p in inputs:
             if p.exists() and _within(p, report):
                 raise FitrulesError(
@@ -279,7 +314,10 @@ def _take_outputs(args) -> None:
 
 def _write_report(args, write, *a, **k) -> None:
     """Write the report (into its taken directory) and remember it was written."""
-    write(*a, **k)
+    from fitrules.report.figures import figure_formats
+
+    with figure_formats(args.figure_format):
+        write(*a, **k)
     if args.report_slot is not None:
         args.report_slot.written = True
 
@@ -448,7 +486,7 @@ def _simulate(args) -> int:
         show_progress=_progress_enabled(args),
         command=_command_line(),
         scheduler=args.scheduler,
-        log=None if args.quiet else log,
+        log=None if getattr(args, "quiet", False) else log,
     )
     n_div = int(table["diverged"].astype(str).str.lower().eq("true").sum())
     _say(args, f"{args.out}: {len(table)} runs of {spec.name!r} ({n_div} diverged)")
@@ -979,7 +1017,8 @@ def _ci(args) -> int:
         from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE, load_grid
 
         grid = load_grid(DEFAULT_PAIRED, metric=args.metric, where=args.where or [],
-                         derive=args.derive, unit=args.unit)  # fmt: skip
+                         derive=args.derive, unit=args.unit, seed_col=args.seed_col,
+                         units=args.units)  # fmt: skip
         if args.tune is None:
             args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
     else:
@@ -1039,6 +1078,7 @@ def _add_design(sub, common) -> None:
         metavar='"H=256,omega=63"',
         help="one form: the cell whose prediction the batch should pin down",
     )
+    _add_fit_options(p)
     p.add_argument("--budget", type=int, default=24, help="runs to spend (default 24)")
     p.add_argument("--seeds", type=int, default=3, help="seeds per cell, at least (default 3)")
     p.add_argument("--max-seeds", type=int, default=12, help="seeds per cell, at most (12)")
@@ -1080,9 +1120,7 @@ def _design(args) -> int:
     from fitrules.report.design import design_report, render_design
 
     names = [n.strip() for n in args.forms.split(",") if n.strip()]
-    inline = {f.split("=")[0].strip() for f in args.form}
-    forms = select_forms([n for n in names if n not in inline], args.form)
-    forms = sorted(forms, key=lambda f: names.index(f.name) if f.name in names else len(names))
+    forms = select_forms(names, args.form)
     forms = _customised_forms(args, forms)
     check_design_options(
         len(forms),
@@ -1140,16 +1178,19 @@ def _design(args) -> int:
     data_args: list[str] = []
     if args.data is not None:
         data_args += ["--data", str(args.data)]
+    for option in ("metric", "seed_col", "unit"):
+        if getattr(args, option) is not None:
+            data_args += [f"--{option.replace('_', '-')}", getattr(args, option)]
     for w in args.where or []:
         data_args += ["--where", w]
     for dv in args.derive:
         data_args += ["--derive", dv]
+    if args.objective != "rel_ls" or args.delta != 1e-3:  # predict fits as design did
+        data_args += ["--objective", args.objective, "--delta", f"{args.delta:g}"]
     for t in args.tune or []:
         data_args += ["--tune", t]
     if args.tune_seeds is not None:
         data_args += ["--tune-seeds", args.tune_seeds]
-    if args.objective != "rel_ls":  # the predictions are fitted as the design was
-        data_args += ["--objective", args.objective, "--delta", f"{args.delta:g}"]
     d.commands = loop_commands(d, data_args, args.ledger_name, spec_path, args.runs_out)
     if args.report is not None:
         _write_report(args, design_report, d, args.report, _command_line(), spec_text, args.force)
@@ -1217,6 +1258,7 @@ def _predict(args) -> int:
         describe_head,
         fitted_runs_at,
     )
+    from fitrules.report.text import table_notes
 
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive, finite percentage")
@@ -1304,6 +1346,8 @@ def _predict(args) -> int:
         + (f"; tolerance {args.tolerance:g}%" if args.tolerance is not None else "")
         + ")",
     )
+    for note in table_notes(fitted.data):
+        _say(args, note)
     print(f"{args.ledger}: {describe_head(rec['id'], rec['sha256'])}")
     return 0
 
@@ -1341,6 +1385,7 @@ def _score(args) -> int:
         interval_coverage,
         parse_head,
         read_ledger,
+        score_data,
         score_ledger,
         verify_head,
     )
@@ -1359,7 +1404,7 @@ def _score(args) -> int:
     table = score_ledger(args.ledger, grid, records=records)
     pairs = compare_scored(table)
     coverage = interval_coverage(table)
-    text = render_scores(table)
+    text = render_scores(table, score_data(grid, records))
     if len(coverage):
         text += "\n\n" + render_coverage(coverage)
     if len(pairs):
@@ -1369,6 +1414,7 @@ def _score(args) -> int:
         text,
         json_ready(
             {
+                "data": score_data(grid, records),
                 "scores": table.to_dict("records"),
                 "coverage": coverage.to_dict("records"),
                 "pairs": pairs.to_dict("records"),
@@ -1388,7 +1434,9 @@ def _add_ledger(sub, common) -> None:
         "is caught only that way).",
     )
     lsub = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
-    q = lsub.add_parser("verify", help="check the records, the chain and (--head) the head")
+    q = lsub.add_parser(
+        "verify", parents=[common], help="check the records, the chain and (--head) the head"
+    )
     q.add_argument("--ledger", type=Path, required=True, help="the JSON-lines ledger to check")
     _add_head_option(q)
     q.set_defaults(func=_ledger_verify)
@@ -1405,7 +1453,8 @@ def _ledger_verify(args) -> int:
     if head is not None:
         i = verify_head(args.ledger, records, head)
         after = len(records) - i
-        print(
+        _say(
+            args,
             f"{args.ledger}: {len(records)} records, chain intact; the recorded head is record "
             f"{i}"
             + (
@@ -1413,14 +1462,15 @@ def _ledger_verify(args) -> int:
                 "chain only"
                 if after
                 else ""
-            )
+            ),
         )
     else:
-        print(
+        _say(
+            args,
             f"{args.ledger}: {len(records)} records, chain intact (without --head a removed "
-            "last record or a rewritten chain cannot be detected)"
+            "last record or a rewritten chain cannot be detected)",
         )
-    print(f"{args.ledger}: {describe_head(last['id'], last['sha256'])}")
+    _say(args, f"{args.ledger}: {describe_head(last['id'], last['sha256'])}")
     return 0
 
 
@@ -1478,6 +1528,26 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
+@contextmanager
+def _headless():
+    """Figures go to files: the command line draws with Agg and never opens a window.
+
+    The package itself forces no backend (a notebook keeps its inline one); the choice is
+    made here, through the environment, only when matplotlib is not yet loaded, and the
+    environment is restored afterwards.
+    """
+    import os
+
+    if "matplotlib" in sys.modules or "MPLBACKEND" in os.environ:
+        yield
+        return
+    os.environ["MPLBACKEND"] = "Agg"
+    try:
+        yield
+    finally:
+        os.environ.pop("MPLBACKEND", None)
+
+
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
@@ -1495,7 +1565,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     outputs = Outputs()
     name = "fitrules"
-    with _sigterm_as_interrupt():
+    with _sigterm_as_interrupt(), _headless(), command_line():
         try:
             args = parser.parse_args(_ARGV)
             name = f"fitrules {args.command}"

@@ -167,11 +167,22 @@ class Comparison:
             atomic_write_text(Path(path), text)
         return text
 
-    def report(self, target: str | Path, force: bool = False, command: str = "") -> Path:
-        """Write a report directory (report.md, figures, results.json, splits.csv)."""
+    def report(
+        self,
+        target: str | Path,
+        force: bool = False,
+        command: str = "",
+        figure_format: str | Sequence[str] | None = None,
+    ) -> Path:
+        """Write a report directory (report.md, figures, results.json, splits.csv); figures
+        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them."""
+        from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import comparison_report
 
-        return comparison_report(self, self.to_dict(), Path(target), command, force, self.tuning)
+        with figure_formats(figure_format):
+            return comparison_report(
+                self, self.to_dict(), Path(target), command, force, self.tuning
+            )
 
     def form(self, name: str) -> Form:
         """The (bound) form called ``name``."""
@@ -359,7 +370,7 @@ def compare(
             [cells.table.assign(_source="fit"), other.table.assign(_source="test")],
             ignore_index=True,
         )
-        cells = Cells(table, cells.variables, cells.metric)
+        cells = Cells(table, cells.variables, cells.metric, cells.units)
     n = len(cells)
     w = cell_weights(weights, cells.table, objective)
     random = isinstance(splitter, RandomSplit)
@@ -480,6 +491,7 @@ def compare(
         "where": list(grid.where),
         "derive": list(grid.derive),
         "excluded": grid.summary()["excluded"],
+        **grid.handling(variables),
         "variables": variables,
         "cells_without_noise_estimate": no_noise,
         "unit": grid.unit,

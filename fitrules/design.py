@@ -87,6 +87,29 @@ class Design:
     notes: list[str] = field(default_factory=list)
     grid_cells: pd.DataFrame | None = None  # the cells already run, for figures
 
+    def __repr__(self) -> str:
+        return (
+            f"Design({', '.join(f.name for f in self.forms)}: {len(self.candidates)} "
+            f"candidates, {len(self.chosen)} cells chosen)"
+        )
+
+    def __str__(self) -> str:
+        from fitrules.report.design import render_design
+
+        return render_design(self)
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import design_html
+
+        return design_html(self)
+
+    def plot(self, ax=None):
+        """The candidate plane: cells run, candidates by score, the batch chosen; returns the
+        matplotlib Axes."""
+        from fitrules.report.design import design_figure
+
+        return design_figure(self, ax=ax)
+
     def to_dict(self) -> dict:
         return json_ready(
             {
@@ -192,6 +215,24 @@ def cell_label(row, variables) -> str:
 
 
 # ------------------------------------------------------------------ uncertainty
+def residual_cv(cells: Cells, forms, full: dict) -> float:
+    """Noise of one run when no cell has repeats: the smallest root-mean-square relative
+    residual over the forms' full-grid fits (degrees of freedom counted)."""
+    out = []
+    for f in forms:
+        pred = predict(f, cells.X, full[f.name].constants)
+        rel = (cells.y - pred) / np.abs(pred)
+        dof = len(rel) - len(full[f.name].constants)
+        if dof > 0 and np.isfinite(rel).all():
+            out.append(float(np.sqrt(np.sum(rel**2) / dof)))
+    if not out:
+        raise FitrulesError(
+            "the grid has no cell with two or more runs and too few cells to estimate the "
+            "noise of one run from the fits' residuals"
+        )
+    return min(out)
+
+
 def seed_cv(cells: Cells) -> float:
     """Pooled coefficient of variation of one run (unbiased sd / mean) over the grid's cells."""
     t = cells.table
@@ -273,7 +314,7 @@ def _misfit_sd(
 
 
 # ------------------------------------------------------------------ the criterion
-def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial):
+def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial, objective):
     """Refit ``rival`` on the grid plus ``truth_pred`` at ``chosen`` + each ``trial`` cell.
 
     Returns (len(trial), n_candidates): the rival's refitted prediction minus truth_pred at
@@ -287,7 +328,7 @@ def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial):
     if chosen:
         masks[:, n + np.array(chosen)] = True
     masks[np.arange(len(trial)), n + np.array(trial)] = True
-    fits = fit_splits(rival, X, y, masks, Objective())
+    fits = fit_splits(rival, X, y, masks, objective)
     out = np.full((len(trial), k), np.nan)
     for i, r in enumerate(fits):
         if np.isfinite(r.objective):
@@ -384,23 +425,27 @@ def design(
     cand = candidate_cells(cells, variables, candidates)
     Xc = {v: cand[v].to_numpy(float) for v in variables}
     noise = seed_noise(grid, variables)
-    if not noise.known:
-        raise FitrulesError(
-            "the grid has no cell with two or more runs: the seed noise a new run would "
-            "carry cannot be estimated"
-        )
-    if noise.cv == 0:
-        raise FitrulesError(
-            "every run repeats its cell's mean exactly: the seed noise is 0, and seeds per "
-            "cell cannot be planned against it (is the metric a copy of one run per cell?)"
-        )
-    cv = noise.cv
-    notes: list[str] = []
     full: dict[str, FitResult] = {}
     for f in bound:
         full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool), obj)[0]
         if not np.isfinite(full[f.name].objective):
             raise FitrulesError(f"form {f.name!r} cannot be fitted to the grid")
+    notes: list[str] = []
+    if noise.known:
+        if noise.cv == 0:
+            raise FitrulesError(
+                "every run repeats its cell's mean exactly: the seed noise is 0, and seeds per "
+                "cell cannot be planned against it (is the metric a copy of one run per cell?)"
+            )
+        cv = noise.cv
+    else:  # one run per cell (e.g. the Chinchilla runs): no seed spread to pool
+        cv = residual_cv(cells, bound, full)
+        notes.append(
+            f"no cell has two or more runs: the noise of one run ({100 * cv:.3g}% of the "
+            "value) is the smallest RMS relative residual of the forms' fits on all cells, "
+            "an upper bound (it carries the form's misfit too)"
+        )
+    for f in bound:
         pred = predict(f, Xc, full[f.name].constants)
         sd_split = _split_sd(f, cells, Xc, splits, seed, obj)
         sd_boot = _boot_sd(grid, f, Xc, resamples, seed, obj)
@@ -472,7 +517,7 @@ def design(
         "objective": obj.describe(),
     }
     if target is None:
-        chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum)
+        chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, obj)
     else:
         _, point = resolve_point(target, bound[0])
         settings["target_point"] = point
@@ -486,6 +531,9 @@ def design(
         "cells": int(len(cells)),
         "metric": grid.metric,
         "seed_max": _seed_max(grid),
+        "excluded": grid.summary()["excluded"],
+        **grid.handling(variables),
+        "units": {v: grid.units[v] for v in variables if v in grid.units},
     }
     return Design(
         cand,
@@ -499,7 +547,7 @@ def design(
     )
 
 
-def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.DataFrame:
+def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, objective):
     k = len(cand)
     names = [f.name for f in bound]
     pairs = list(itertools.combinations(range(len(bound)), 2))
@@ -540,7 +588,9 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         total = np.zeros(len(trial))
         for i, j in pairs:
             for t, r in ((i, j), (j, i)):
-                gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial)
+                gap = _pair_refit_gap(
+                    bound[r], cells, Xc, preds[names[t]], chosen, trial, objective
+                )
                 with np.errstate(divide="ignore"):  # no noise at all: an infinite weight
                     w = 1 / (model_var(names[t], names[r]) + seed_var / n_cell)
                 for row, x in enumerate(trial):
@@ -737,7 +787,8 @@ def loop_commands(
         else:
             at = ",".join(f"{v}={r[v]!r}" for v in d.variables)
         for f in d.forms:
-            form = f.name if f.source == "built-in" else f"{f.name} = {f.expression}"
+            head = f"{f.name}({', '.join(f.variables)})" if f.variables else f.name
+            form = f.name if f.source == "built-in" else f"{head} = {f.expression}"
             out.append(
                 shlex.join(
                     [

@@ -1,7 +1,20 @@
 """Exceptions for bad input; each message names the bad value and what is allowed.
 
-The CLI turns any :class:`FitrulesError` into one line on stderr and exit status 2.
+The CLI turns any :class:`FitrulesError` into one line on stderr and exit status 2. The
+messages name command-line options (``--where``); raised through the Python API they name
+the parameters instead (``where``): see :func:`api_terms`.
 """
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class FitrulesError(Exception):
@@ -50,3 +63,55 @@ class UsageError(FitrulesError):
 
 class DegenerateSplitWarning(RuntimeWarning):
     """Some (split, form) pairs could not identify the form's constants."""
+
+
+# ---------------------------------------------------------------- the words of an error
+_on_command_line: ContextVar[bool] = ContextVar("fitrules_command_line", default=False)
+# options whose parameter is not the option's name with '_' for '-'
+_PARAMETERS = {
+    "data": "grid",
+    "fit-data": "grid",
+    "test-data": "test_grid",
+    "form": "forms",
+    "at": "predict",
+    "treatment-sweep": "sweep",
+    "bootstrap-seed": "seed",
+    "design-splits": "splits",
+    "figure-format": "figure_format",
+}
+_OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
+
+
+@contextmanager
+def command_line() -> Iterator[None]:
+    """Within the block errors keep naming command-line options (the CLI's ``main``)."""
+    token = _on_command_line.set(True)
+    try:
+        yield
+    finally:
+        _on_command_line.reset(token)
+
+
+def in_api_terms(message: str) -> str:
+    """``"--where 'x >': cannot parse"`` -> ``"where 'x >': cannot parse"``."""
+    return _OPTION.sub(lambda m: _PARAMETERS.get(m[1], m[1].replace("-", "_")), message)
+
+
+def api_terms(func: F) -> F:
+    """Re-raise a :class:`FitrulesError` from ``func`` with parameter names for options,
+    unless the command line is running."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except FitrulesError as err:
+            if _on_command_line.get():
+                raise
+            text = str(err)
+            new = in_api_terms(text)
+            if new == text:
+                raise
+            raise type(err)(new) from None
+
+    return wrapper  # type: ignore[return-value]

@@ -8,6 +8,7 @@ same numbers.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,10 +16,17 @@ import numpy as np
 import pandas as pd
 
 from fitrules import __version__
+from fitrules.errors import FitrulesError, api_terms
 from fitrules.fit import FitResult, Objective, predict
 from fitrules.forms import Form
 from fitrules.grids import Cells
-from fitrules.intervals import BootstrapFit, HeldOut, JacobianUncertainty, resolve_point
+from fitrules.intervals import (
+    BootstrapFit,
+    HeldOut,
+    JacobianUncertainty,
+    format_point,
+    resolve_point,
+)
 from fitrules.util import json_ready
 
 INFORMATION_NOTE = "in-sample, on cell means; held-out error, not these, is what compare ranks"
@@ -41,6 +49,8 @@ class FittedForm:
     predictions : predictions asked for when fitting (see :meth:`predict`).
     data : where the cells came from (path, sha256, filters, counts).
     unit : the metric's unit, if known.
+    harness : whether the grid was written by ``fitrules simulate`` (its domain checks, e.g.
+        H >= 1, then apply to prediction points).
 
     Examples
     --------
@@ -60,6 +70,8 @@ class FittedForm:
     bootstrap: BootstrapFit | None = None
     predictions: list[dict] = field(default_factory=list)
     derive: tuple[str, ...] = ()
+    # the grid was written by the harness: its domain checks apply to prediction points
+    harness: bool = True
     heldout: HeldOut | None = None
     weights: str = "cells"
 
@@ -133,6 +145,7 @@ class FittedForm:
     def reasons(self) -> list[str]:
         return list(self.result.reasons)
 
+    @api_terms
     def predict(
         self, point: str | dict | None = None, runs: int | None = None, **values: float
     ) -> dict:
@@ -163,11 +176,16 @@ class FittedForm:
         FitrulesError
             For a point the form cannot be evaluated at, or ``runs`` below 1.
 
+        Raises
+        ------
+        FitrulesError
+            For a point that names an unknown variable or leaves one undetermined, or one
+            outside the form's domain (no finite prediction, e.g. ``N=-1``).
+
         Examples
         --------
         >>> f.predict(H=8, keep=0.25, runs=3)["interval_runs"]  # doctest: +SKIP
         """
-        from fitrules.errors import FitrulesError
 
         if point is None:
             point = dict(values)
@@ -177,9 +195,9 @@ class FittedForm:
             isinstance(runs, bool) or not isinstance(runs, int | np.integer) or runs < 1
         ):
             raise FitrulesError(
-                f"--runs {runs!r}: the number of new runs must be a whole number >= 1"
+                f"runs {runs!r}: the number of new runs must be a whole number >= 1"
             )
-        given, at = resolve_point(point, self.form, self.derive)
+        given, at = resolve_point(point, self.form, self.derive, harness=self.harness)
         for col, levels in (self.form.levels or {}).items():
             if float(at[col]) not in levels:
                 from fitrules.errors import FormError
@@ -191,7 +209,14 @@ class FittedForm:
                     f"fitted on: {', '.join(format_level(v) for v in levels)}"
                 )
         X = {v: np.array([float(at[v])]) for v in self.form.bound_variables}
-        value = float(predict(self.form, X, self.constants)[0])
+        with np.errstate(all="ignore"):
+            value = float(predict(self.form, X, self.constants)[0])
+        if not np.isfinite(value):
+            raise FitrulesError(
+                f"form {self.form.name!r} gives no finite prediction at "
+                f"{format_point(given)} ({value:g}): the point is outside the form's domain "
+                "(e.g. a negative base raised to a fractional power)"
+            )
         se = float(self.uncertainty.prediction_se(self.form, X, self.constants)[0])
         out: dict = {"given": given, "point": at, "prediction": value, "stderr": se}
         out["interval"], out["interval_kind"], out["level"] = None, None, None
@@ -281,13 +306,21 @@ class FittedForm:
         return text
 
     def report(
-        self, target: str | Path, force: bool = False, command: str = "", cells: bool = True
+        self,
+        target: str | Path,
+        force: bool = False,
+        command: str = "",
+        cells: bool = True,
+        figure_format: str | Sequence[str] | None = None,
     ) -> Path:
         """Write a report directory: report.md, figures and results.json (with the per-cell
-        table unless ``cells=False``, e.g. for data that may not be redistributed)."""
+        table unless ``cells=False``, e.g. for data that may not be redistributed); figures
+        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too."""
+        from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import fit_report
 
-        return fit_report(self, Path(target), command, force, cells)
+        with figure_formats(figure_format):
+            return fit_report(self, Path(target), command, force, cells)
 
     # ------------------------------------------------------------ figures
     def plot_fit(self, ax=None):

@@ -803,17 +803,19 @@ def available_forms(cwd: Path | None = None) -> dict[str, Form]:
 def select_forms(
     names: Sequence[str] | None, extra: Sequence[str] = (), cwd: Path | None = None
 ) -> list[Form]:
-    """Forms to compare: the named ones (default: the built-in set) plus ``--form`` lines."""
+    """Forms to compare: the named ones (default: the built-in set) plus ``--form`` lines;
+    a name may be that of a ``--form`` line, which then takes its place in the order."""
     pool = available_forms(cwd)
     added = [parse_form_line(line) for line in extra]
     for f in added:
         _check_new_name(f.name, pool)
+    inline = {f.name: f for f in added}
     if names:
         chosen = []
         inline = {f.name: f for f in added}
         for n in names:
-            if n in inline:  # --forms may name a form given inline with --form
-                chosen.append(inline.pop(n))
+            if n in inline:  # --forms may name an inline form, to place it in the order
+                chosen.append(inline[n])
                 continue
             if n not in pool:
                 raise FormError(

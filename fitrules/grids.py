@@ -24,6 +24,8 @@ from fitrules.util import sha256_file
 METRIC_DEFAULTS = ("loss", "val_loss")
 SEED_COLUMNS = ("seed",)
 # Columns the harness writes that describe a run's outcome or bookkeeping, not its design.
+# They are set aside only in tables the harness wrote: in anyone else's table a column called
+# ``n_params`` may well be the factor a form reads.
 NON_FACTORS = {
     "diverged",
     "train_loss",
@@ -39,7 +41,9 @@ NON_FACTORS = {
 # Columns that record what a run produced: a form that read one would predict the metric
 # from an outcome of the same run, so no form may read them (nor the metric, nor the seed).
 OUTCOMES = {"loss", "val_loss", "train_loss", "diverged", "wall_s"}
-# Domain checks for columns with a known meaning: name -> (test, what is allowed).
+# Domain checks for the harness's columns: name -> (test, what is allowed). They hold for
+# tables ``fitrules simulate`` wrote (its manifest beside them says so), where ``M`` is a
+# number of workers; in another table ``M = 0.07`` may be a model size in billions.
 DOMAIN = {
     "keep": (lambda v: (v > 0) & (v <= 1), "keep must be in (0, 1]"),
     "H": (lambda v: (v >= 1) & np.isfinite(v), "H must be finite and >= 1"),
@@ -52,6 +56,8 @@ DOMAIN = {
 # character and wall time in seconds; any other table's unit is what --unit says, or unknown.
 HARNESS_COLUMNS = ("spec", "spec_sha256")
 HARNESS_UNITS = {"loss": "nats", "val_loss": "nats", "train_loss": "nats", "wall_s": "s"}
+# ... and the harness's variables that have a unit (keep, omega and lr have none)
+HARNESS_VARIABLE_UNITS = {"H": "inner steps", "M": "workers", "steps": "steps", "width": "units"}
 IN_MEMORY = "DataFrame"
 
 DEFAULT_GRID = "main.csv"
@@ -109,11 +115,13 @@ class Cells:
     table : one row per cell: the variables, then ``value`` (mean), ``n_seeds``, ``std``, ``sem``.
     variables : the columns that define a cell.
     metric : the metric the values are means of.
+    units : the unit of each variable that has one (``{"N": "parameters"}``), for labels.
     """
 
     table: pd.DataFrame
     variables: tuple[str, ...]
     metric: str
+    units: dict = field(default_factory=dict)  # variable -> unit, for axis labels
 
     def __len__(self) -> int:
         return len(self.table)
@@ -161,6 +169,11 @@ class Grid:
     filtered_out: int = 0
     name: str = field(default="")
     unit: str | None = None
+    # written by ``fitrules simulate`` (a manifest beside the table says so): the harness's
+    # column meanings and domain checks apply
+    harness: bool = False
+    # the unit of each column that has one (``{"N": "parameters"}``), for axis labels
+    units: dict = field(default_factory=dict)
 
     # the 0-based row of the file each run came from (for messages); None if unknown
     row_numbers: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -196,11 +209,51 @@ class Grid:
         return list(self.runs.columns)
 
     @property
+    def non_factors(self) -> set[str]:
+        """Columns that are never design factors: outcomes, and in a table the harness wrote,
+        its bookkeeping columns too."""
+        return set(NON_FACTORS) if self.harness else set(OUTCOMES)
+
+    @property
+    def per_run(self) -> list[str]:
+        """Text columns with a different value in every run (names, ids, paths, timestamps):
+        they label runs, never cells, and are ignored (and listed once)."""
+        return per_run_columns(self.runs, {self.metric, self.seed, *self.non_factors})
+
+    def run_columns(self, variables: Sequence[str]) -> dict:
+        """What happens to the columns no form reads that vary within a cell of ``variables``.
+
+        Returns
+        -------
+        dict
+            ``ignored``: per-run columns (ids, names, paths, timestamps, per-run numbers),
+            left out; ``pooled``: columns that look like a factor (few levels, each shared by
+            several cells), whose levels each cell's mean pools, with their levels.
+        """
+        return classify_within_cells(
+            self.runs, tuple(dict.fromkeys(variables)), {self.metric, self.seed, *self.non_factors}
+        )
+
+    def handling(self, variables: Sequence[str]) -> dict:
+        """How the table was taken, for the data block of every result: rows filtered out by
+        ``where``, the seed column, per-run columns ignored and factor-like columns pooled
+        over the cells of ``variables``."""
+        cols = self.run_columns(variables)
+        return {
+            "filtered_out": int(self.filtered_out),
+            "seed_column": self.seed,
+            "ignored_columns": list(dict.fromkeys([*self.per_run, *cols["ignored"]])),
+            "pooled": cols["pooled"],
+        }
+
+    @property
     def factors(self) -> list[str]:
-        """Design columns: everything but the metric, seed and outcome/bookkeeping columns."""
+        """Design columns: everything but the metric, seed, outcome/bookkeeping columns and
+        per-run labels."""
         out = []
+        skip = {self.metric, self.seed, *self.non_factors, *self.per_run}
         for c in self.runs.columns:
-            if c == self.metric or c == self.seed or c in NON_FACTORS:
+            if c in skip:
                 continue
             col = self.runs[c]
             continuous = col.dtype.kind == "f" and len(col) > 3 and col.nunique() == len(col)
@@ -225,8 +278,8 @@ class Grid:
         GridError
             If a variable is missing, is the metric, the seed or an outcome column, is not
             numeric, has missing, non-finite or huge (beyond 1e100) values; if ``positive``
-            and a run's metric is not > 0; or if a cell mixes runs that differ in a factor no
-            form reads (filter with ``--where``).
+            and a run's metric is not > 0; or if a seed appears twice in one cell. Columns no
+            form reads that vary within a cell are not refused: see :meth:`run_columns`.
         """
         variables = tuple(dict.fromkeys(variables))
         where = self.label
@@ -277,22 +330,11 @@ class Grid:
                     "relative and log objectives need every run's value > 0 (or use "
                     "--objective abs_ls)"
                 )
-        others = [c for c in self.varying_factors if c not in variables]
         groups = self.runs.groupby(list(variables), sort=True)
-        for c in others:
-            within = groups[c].nunique(dropna=False)
-            if (within > 1).any():
-                key = within.index[(within > 1).to_numpy()][0]
-                key = key if isinstance(key, tuple) else (key,)
-                cell = ", ".join(f"{v}={_fmt(k)}" for v, k in zip(variables, key, strict=True))
-                levels = sorted(self.runs[c].unique().tolist(), key=str)
-                raise GridError(
-                    f"{where}: cell {cell} mixes runs with different {c!r} "
-                    f"(levels {levels}); no form reads {c!r}, so filter with "
-                    f'--where, e.g. --where "{c} == {levels[0]!r}"'
-                )
+        pooled = list(self.run_columns(variables)["pooled"])
         if self.seed is not None:
-            dup = self.runs.duplicated(list(variables) + [self.seed], keep=False)
+            # a seed may recur across the levels of a pooled factor, never within one
+            dup = self.runs.duplicated([*variables, *pooled, self.seed], keep=False)
             if dup.any():
                 i = int(np.flatnonzero(dup.to_numpy())[0])
                 raise GridError(
@@ -302,13 +344,14 @@ class Grid:
         agg = groups[self.metric].agg(["mean", "count", "std"]).reset_index()
         agg.columns = [*variables, "value", "n_seeds", "std"]
         agg["sem"] = agg["std"] / np.sqrt(agg["n_seeds"])
-        return Cells(agg, variables, self.metric)
+        return Cells(agg, variables, self.metric, {v: self.units[v] for v in variables
+                                                    if v in self.units})  # fmt: skip
 
     @property
     def continuous(self) -> list[str]:
         """Design columns with a different value in every run (e.g. a compute budget): not
         factors, but a cell is one value of them."""
-        skip = {self.metric, self.seed, *NON_FACTORS, *self.factors}
+        skip = {self.metric, self.seed, *self.non_factors, *self.factors, *self.per_run}
         return [
             c for c in self.runs.columns if c not in skip and self.runs[c].nunique(dropna=False) > 1
         ]
@@ -353,6 +396,7 @@ class Grid:
             "cells_by": by,
             "levels": levels,
             "continuous": self.continuous,
+            "per_run_columns": self.per_run,
             "fixed": fixed,
             "unit": self.unit,
             "seed_effect": self._seed_effect(by),
@@ -364,6 +408,113 @@ class Grid:
         if self.seed is None or not by or not len(self.runs):
             return None
         return seed_effect(self.runs, by, self.seed, self.metric)
+
+
+# ---------------------------------------------------------------- a user's table as it comes
+# A column that varies within cells is a factor when it has at most this many levels and
+# every level is shared by at least two cells; otherwise it labels runs.
+MAX_POOLED_LEVELS = 12
+
+
+def per_run_columns(runs: pd.DataFrame, skip: set) -> list[str]:
+    """Text columns (names, ids, paths, timestamps) with a different value in every run."""
+    if len(runs) < 2:
+        return []
+    return [
+        c
+        for c in runs.columns
+        if c not in skip
+        and runs[c].dtype.kind not in "biufc"
+        and runs[c].nunique(dropna=False) == len(runs)
+    ]
+
+
+def classify_within_cells(runs: pd.DataFrame, variables: tuple[str, ...], skip: set) -> dict:
+    """Columns no form reads that vary within some cell over ``variables``: per-run labels
+    (``ignored``) or factor-like columns whose levels the cell means pool (``pooled``).
+
+    A column is factor-like when it has few levels (at most ``MAX_POOLED_LEVELS``, and fewer
+    than half the runs) and each level occurs in at least two cells: an optimiser, a
+    learning rate, a hardware type. Ids, names, paths, timestamps and per-run measurements
+    have a level per run, or levels confined to one cell.
+    """
+    ignored: list[str] = []
+    pooled: dict[str, list] = {}
+    if not variables or len(runs) == 0:
+        return {"ignored": ignored, "pooled": pooled}
+    groups = runs.groupby(list(variables), sort=True, dropna=False)
+    for c in runs.columns:
+        if c in variables or c in skip:
+            continue
+        if not (groups[c].nunique(dropna=False) > 1).any():
+            continue
+        n_levels = runs[c].nunique(dropna=False)
+        pairs = runs[[*variables, c]].drop_duplicates()
+        cells_per_level = pairs.groupby(c, dropna=False).size()
+        if (
+            n_levels <= MAX_POOLED_LEVELS
+            and 2 * n_levels <= len(runs)
+            and (cells_per_level >= 2).all()
+        ):
+            pooled[c] = sorted((_plain(v) for v in runs[c].unique()), key=str)
+        else:
+            ignored.append(c)
+    return {"ignored": ignored, "pooled": pooled}
+
+
+def parse_units(units: dict[str, str] | str | None, columns: list[str], label: str) -> dict:
+    """``"N=parameters,D=tokens"`` (or a dict) checked against the table's columns."""
+    if units is None:
+        return {}
+    if isinstance(units, str):
+        pairs = {}
+        for part in filter(None, (p.strip() for p in units.split(","))):
+            name, sep, unit = part.partition("=")
+            if not sep or not name.strip() or not unit.strip():
+                raise GridError(f"--units {units!r}: expected NAME=UNIT pairs, e.g. N=parameters")
+            pairs[name.strip().strip("`")] = unit.strip()
+        units = pairs
+    if not isinstance(units, dict):
+        raise GridError(f"units: expected a dict of column -> unit, got {type(units).__name__}")
+    for name in units:
+        if name not in columns:
+            raise GridError(
+                f"--units: {label} has no column {name!r}; columns: {', '.join(columns)}"
+            )
+    return {str(k): str(v) for k, v in units.items()}
+
+
+def where_suggestion(column: str, value: Any) -> str:
+    """A ``where`` condition keeping one level of ``column`` that the parser accepts: a name
+    that is not an identifier goes in backticks, as in ``pandas.eval``."""
+    name = column if column.isidentifier() else f"`{column}`"
+    v = _plain(value)
+    shown = f"{v:g}" if isinstance(v, float) else repr(v) if isinstance(v, str) else str(v)
+    return f"{name} == {shown}"
+
+
+def pooled_note(column: str, levels: Sequence[Any]) -> str:
+    """What was done with a factor-like column no form reads, and how to change it."""
+    shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in levels)
+    return (
+        f"{column!r} varies within cells and looks like a factor ({len(levels)} levels: "
+        f"{shown}): each cell pools its levels; to keep one, filter with where "
+        f'"{where_suggestion(column, levels[0])}", or name {column!r} as a variable of a form'
+    )
+
+
+def written_by_harness(path: Path | None, columns: Sequence[str]) -> bool:
+    """True for a table ``fitrules simulate`` wrote: its columns name the spec, and the
+    manifest the harness writes beside it (``NAME.manifest.json``) names the same spec."""
+    if path is None or not all(c in columns for c in HARNESS_COLUMNS):
+        return False
+    import json
+
+    manifest = path.with_name(path.stem + ".manifest.json")
+    try:
+        return "spec_sha256" in json.loads(manifest.read_text())
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def to_float(col: pd.Series) -> pd.Series:
@@ -473,6 +624,8 @@ def load_grid(
     derive: Sequence[str] | str = (),
     frame: pd.DataFrame | None = None,
     unit: str | None = None,
+    seed_col: str | None = None,
+    units: dict[str, str] | str | None = None,
 ) -> Grid:
     """Load and check a results table.
 
@@ -492,6 +645,12 @@ def load_grid(
     unit : str, optional
         The metric's unit, for labels ("nats"). Default: nats for the loss columns of tables
         written by ``fitrules simulate``, otherwise none.
+    seed_col : str, optional
+        The column that names each run's seed (default ``seed`` when there is one). Runs
+        with the same seed in different cells are paired by it.
+    units : dict or str, optional
+        Units of variables for axis labels, ``{"N": "parameters", "D": "tokens"}`` or
+        ``"N=parameters,D=tokens"``. Tables written by ``fitrules simulate`` know theirs.
 
     Returns
     -------
@@ -593,8 +752,15 @@ def load_grid(
             "aside as excluded runs)"
         )
 
+    harness = written_by_harness(path, columns_read)
+    if seed_col is not None and seed_col not in df.columns:
+        raise GridError(
+            f"{label}: no column {seed_col!r} for --seed-col; columns: {', '.join(df.columns)}"
+        )
+    if seed_col is not None and seed_col == metric:
+        raise GridError(f"{label}: --seed-col {seed_col!r} is the metric; name the seed column")
     for col, (test, allowed) in DOMAIN.items():
-        if col in df.columns:
+        if harness and col in df.columns:
             v = to_float(df[col])
             with np.errstate(invalid="ignore"):
                 bad = v.isna() | ~test(v)
@@ -635,13 +801,15 @@ def load_grid(
     excluded = df[reason != ""].assign(reason=reason[reason != ""])
     row_numbers = df.index[(reason == "").to_numpy()].to_numpy()
     runs = df[reason == ""].reset_index(drop=True)
-    seed = next((s for s in SEED_COLUMNS if s in df.columns), None)
+    seed = seed_col or next((s for s in SEED_COLUMNS if s in df.columns), None)
     if frame is not None:  # the table as CSV text: the same rows give the same hash
         sha = hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
     elif path is not None:
         sha = sha256_file(path)
     if unit is None and all(c in columns_read for c in HARNESS_COLUMNS):
         unit = HARNESS_UNITS.get(metric)
+    var_units = {k: u for k, u in HARNESS_VARIABLE_UNITS.items() if harness and k in df.columns}
+    var_units |= parse_units(units, list(df.columns), label)
     return Grid(
         runs,
         excluded,
@@ -655,5 +823,7 @@ def load_grid(
         filtered_out,
         path.stem if path is not None else IN_MEMORY,
         unit or None,
+        harness,
+        var_units,
         row_numbers,
     )

@@ -363,7 +363,7 @@ def parse_point(text: str, option: str = "--predict") -> dict[str, float]:
 
 
 def resolve_point(
-    text_or_dict, form: Form, derive=(), option: str = "--predict"
+    text_or_dict, form: Form, derive=(), option: str = "--predict", harness: bool = True
 ) -> tuple[dict, dict]:
     """``"H=8,keep=0.25"`` -> (the values as given, the form's variables at that point).
 
@@ -371,7 +371,7 @@ def resolve_point(
     ``omega`` from ``keep`` (omega = 1/keep - 1) when the grid's convention is needed. Every
     name must be a variable of the form or an input of a derivation; a variable that is both
     given and derivable must agree with its derivation; values with a known domain (H, M,
-    keep, omega) must lie in it.
+    keep, omega) must lie in it when the grid is one the harness wrote (``harness``).
 
     Raises
     ------
@@ -416,7 +416,7 @@ def resolve_point(
         if not math.isfinite(v):
             raise FitrulesError(f"{option} {shown!r}: {text!r} gives {name}={v} there")
         values[name] = v
-    _check_domain(values, shown, option)
+    _check_domain(values, shown, option, harness)
     missing = [v for v in form.bound_variables if v not in values]
     if missing:
         raise FitrulesError(
@@ -425,13 +425,13 @@ def resolve_point(
     return given, {v: values[v] for v in form.bound_variables}
 
 
-def _check_domain(values: dict[str, float], shown, option: str) -> None:
+def _check_domain(values: dict[str, float], shown, option: str, harness: bool = True) -> None:
     from fitrules.grids import DOMAIN
 
     for name, v in values.items():
         if not math.isfinite(v) or abs(v) > MAX_ABS_VALUE:
             raise FitrulesError(f"{option} {shown!r}: {name}={v:g} is not a finite value")
-        if name in DOMAIN:
+        if harness and name in DOMAIN:
             test, allowed = DOMAIN[name]
             if not bool(test(np.float64(v))):
                 raise FitrulesError(f"{option} {shown!r}: {name}={v:g}; {allowed}")

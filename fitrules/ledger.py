@@ -379,6 +379,20 @@ def _fitted_mask(rec: dict, hit: pd.DataFrame, grid: Grid) -> np.ndarray | None:
     )
 
 
+def score_data(grid: Grid, records: list[dict]) -> dict:
+    """The data block of a scoring: the table, and how it was taken over the variables the
+    records' points name."""
+    variables = [k for r in records for k in r["point"] if k in grid.runs.columns]
+    return {
+        "path": grid.label,
+        "sha256": grid.sha256,
+        "runs": int(len(grid.runs)),
+        "where": list(grid.where),
+        "excluded": grid.summary()["excluded"],
+        **grid.handling(list(dict.fromkeys(variables))),
+    }
+
+
 def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> pd.DataFrame:
     """One row per record: observed mean where the cell now has runs, error, verdicts.
 

@@ -597,14 +597,17 @@ class PairedIntervals:
 
         return figures.paired_differences(self.results[i], ax)
 
-    def report(self, target, force: bool = False, command: str = ""):
-        """Write a report directory: report.md, one figure per treatment, results.json."""
+    def report(self, target, force: bool = False, command: str = "", figure_format=None):
+        """Write a report directory: report.md, one figure per treatment, results.json;
+        figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files."""
         from pathlib import Path
 
+        from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import ci_report
 
         payload = self.to_dict() | {"command": command}
-        return ci_report(self.results, payload, Path(target), command, force, self.tuning)
+        with figure_formats(figure_format):
+            return ci_report(self.results, payload, Path(target), command, force, self.tuning)
 
 
 def paired_ci(

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from fitrules._modules import make_callable
-from fitrules.errors import GridError
+from fitrules.errors import GridError, api_terms
 from fitrules.grids import Grid
 
 CROSS_FIT = "cross-fit"
@@ -107,6 +107,29 @@ class Tuning:
             f"Tuning({', '.join(self.factors)} over {len(self.flattery)} configurations, "
             f"{self.scheme}, {len(self.runs)} runs out, {len(self.warnings)} warnings)"
         )
+
+    def __str__(self) -> str:
+        from fitrules.report.text import render_tuning
+
+        return render_tuning(self)
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import tuning_html
+
+        return tuning_html(self)
+
+    def plot_curves(self, ax=None, by: str | None = None):
+        """The metric against each tuned level per configuration, winners marked; returns the
+        matplotlib Axes."""
+        from fitrules.report.tuning import lr_curves
+
+        return lr_curves(self, ax=ax, by=by)
+
+    def plot_chosen(self, x: str, y: str, ax=None):
+        """The level chosen at each configuration over two factors; returns the Axes."""
+        from fitrules.report.tuning import chosen_levels_map
+
+        return chosen_levels_map(self, x, y, ax=ax)
 
     def describe(self) -> dict:
         """A JSON-ready summary: scheme, seeds, factors, levels, counts and warnings.
@@ -670,5 +693,7 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-# fr.tune(...) calls fitrules.tune.tune; see fitrules._modules
-make_callable(__name__, "fitrules.tune.tune")
+# fr.tune(...) calls fitrules.tune.tune, its errors in the words of its parameters; see
+# fitrules._modules
+_tune_api = api_terms(tune)
+make_callable(__name__, "fitrules.tune._tune_api")

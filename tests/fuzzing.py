@@ -412,9 +412,13 @@ def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
     files: dict[str, bytes] = {}
     if d.chance(10):
         args: list[str] = []  # the committed default grid
+    elif d.chance(12):  # a shipped grid by name (or a name that is none)
+        args = [opt("--data", d.pick(["main", "wide", "smoke"], ["mian", "specs", "main.csv"]))]
     else:
         files["g.csv"] = d(grid_bytes(d.hostile))
         args = [opt("--data", "g.csv")]
+    args += d.maybe("--seed-col", ["seed"], ["nope", "loss", "H", ""], 8, 2)
+    args += d.maybe("--units", ["H=steps", "H=steps,omega=1"], ["Q=x", "H", "=", ""], 8, 2)
     args += d.maybe("--where", WHERES, BAD_WHERES, 4, 2)
     args += d.maybe("--derive", DERIVES, BAD_DERIVES, 6, 2)
     if d.hostile and d.chance(8):
@@ -428,6 +432,7 @@ def _outputs(d: Draw, report: bool = True) -> tuple[list[str], list[str], dict[s
         args.append(opt("--report", d.pick(["R", "sub/R"], ["EXISTING", "."], 2)))
         if d.chance(2):
             args.append("--force")
+        args += d.maybe("--figure-format", ["png", "png,svg", "svg"], ["tiff", "", ","], 3, 2)
     return args, ["DIR", "EXISTING"], {"EXISTING/notes.txt": b"mine"}
 
 

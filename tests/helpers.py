@@ -6,6 +6,8 @@ import os
 import re
 from pathlib import Path
 
+import pandas as pd
+
 from fitrules.cli import main
 
 ONE_LINE = re.compile(r"^fitrules( [a-z]+)*: (error: .+|interrupted|terminated)$")
@@ -40,3 +42,18 @@ def refused(argv, capsys, root: Path, match: str) -> str:
     assert re.search(match, lines[0]), (match, lines[0])
     assert snapshot(root) == before, "a refused command changed files"
     return lines[0]
+
+
+def harness(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the columns ``fitrules simulate`` writes to name its spec."""
+    return df.assign(spec="test", spec_sha256="0" * 64)
+
+
+def write_table(df: pd.DataFrame, path: Path) -> Path:
+    """Write ``df`` as CSV; a table with the harness's spec columns gets the manifest the
+    harness writes beside it, so its checks (e.g. keep in (0, 1]) apply."""
+    df.to_csv(path, index=False)
+    if {"spec", "spec_sha256"} <= set(df.columns):
+        manifest = path.with_name(path.stem + ".manifest.json")
+        manifest.write_text('{"spec_sha256": "%s"}\n' % ("0" * 64))
+    return path

@@ -111,7 +111,7 @@ def test_api_refuses_bad_input_with_clear_errors(df):
     g = fr.load_grid(df, where="lr == 3e-4", derive="omega = 1/keep - 1")
     with pytest.raises(fr.FormError, match="unknown form 'nope'"):
         fr.compare(g, forms=["nope"])
-    with pytest.raises(fr.FitrulesError, match="--splits 10 applies to random splits only"):
+    with pytest.raises(fr.FitrulesError, match="^splits 10 applies to random splits only"):
         fr.compare(g, forms="composition", splits=10, split="leave-one-level-out:H")
     with pytest.raises(fr.FormError, match="reads H, omega, not 'keep'"):
         fr.fit(g, "composition").plot_curves("keep")

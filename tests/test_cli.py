@@ -7,6 +7,7 @@ import pytest
 from conftest import composition_grid
 from fitrules.cli import main
 from fitrules.forms import DEFAULT_FORMS
+from helpers import harness, write_table
 
 
 def run(args, capsys):
@@ -131,9 +132,7 @@ def test_forms_commands(tmp_path, monkeypatch, capsys):
 
 def _bad_grid(tmp_path, mutate):
     df = mutate(composition_grid())
-    p = tmp_path / "bad.csv"
-    df.to_csv(p, index=False)
-    return p
+    return write_table(df, tmp_path / "bad.csv")
 
 
 def _text_metric(df):
@@ -144,7 +143,7 @@ def _text_metric(df):
 
 def _neg_keep(df):
     df.loc[1, "keep"] = -1
-    return df
+    return harness(df)
 
 
 BAD = [

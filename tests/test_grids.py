@@ -5,6 +5,7 @@ import pytest
 from conftest import DATA, composition_grid
 from fitrules.errors import GridError
 from fitrules.grids import load_grid
+from helpers import harness, write_table
 
 
 def test_cells_are_seed_means_with_counts_and_standard_errors(synthetic_csv):
@@ -38,8 +39,10 @@ def test_derive_and_where(tmp_path):
     df2["lr"] = 1e-3
     path = tmp_path / "g.csv"
     pd.concat([df, df2]).to_csv(path, index=False)
-    with pytest.raises(GridError, match="mixes runs with different 'lr'"):
-        load_grid(path, derive=["omega = 1/keep - 1"]).cells(["H", "omega"])
+    # lr looks like a factor (2 levels, each in every cell): pooled, and said so
+    mixed = load_grid(path, derive=["omega = 1/keep - 1"])
+    assert mixed.run_columns(["H", "omega"])["pooled"] == {"lr": [0.0003, 0.001]}
+    assert (mixed.cells(["H", "omega"]).table["n_seeds"] == 6).all()
     grid = load_grid(path, where=["lr == 3e-4"], derive=["omega = 1/keep - 1"])
     assert grid.filtered_out == len(df2)
     assert sorted(grid.runs["omega"].unique()) == [0, 1, 3, 7, 15]
@@ -66,9 +69,7 @@ def test_metric_choice(tmp_path):
 def _write(tmp_path, mutate):
     df = composition_grid()
     df = mutate(df) if mutate else df
-    path = tmp_path / "bad.csv"
-    df.to_csv(path, index=False)
-    return path
+    return write_table(df, tmp_path / "bad.csv")
 
 
 def _text_metric(df):
@@ -79,7 +80,7 @@ def _text_metric(df):
 
 def _neg_keep(df):
     df.loc[3, "keep"] = -0.5
-    return df
+    return harness(df)
 
 
 def _dup_seed(df):
@@ -121,8 +122,10 @@ def test_nan_in_a_variable(tmp_path):
         df.loc[4, "H"] = np.nan
         return df
 
-    with pytest.raises(GridError, match="'H' has"):
-        load_grid(_write(tmp_path, mutate))
+    with pytest.raises(GridError, match="'H' has a missing value in line 6"):
+        load_grid(_write(tmp_path, mutate)).cells(["H", "omega"])
+    with pytest.raises(GridError, match="'H' has nan in line 6; H must be finite"):
+        load_grid(_write(tmp_path, lambda df: harness(mutate(df))))
 
 
 @pytest.mark.parametrize("name", ["main", "wide", "workers", "variants", "paired", "smoke"])

@@ -390,7 +390,7 @@ def test_a_consistent_keep_and_omega_are_accepted(grid_csv, capsys):
 @pytest.mark.parametrize(
     "column, value, match",
     [
-        ("H", np.inf, "'H' has inf in line 2; H must be finite"),
+        ("H", np.inf, "'H' has inf in line 2; a variable a form reads must be finite"),
         ("omega", 1e308, "'omega' has 1e\\+308 in line 2; a variable a form reads must be finite"),
         ("loss", -1.0, "'loss' has -1 in line 2; relative and log objectives need"),
         ("loss", 0.0, "'loss' has 0 in line 2"),
@@ -619,7 +619,9 @@ def test_simulate_out_that_is_not_a_file_name(tmp_path, capsys, monkeypatch):
 
 
 def test_an_integer_beyond_double_precision_in_a_grid(tmp_path, capsys):
-    path = _write(tmp_path / "g.csv", "H,keep,loss\n1,1," + "2\n" + "9" * 400 + ",1,2\n")
+    head = "H,keep,loss,spec,spec_sha256\n1,1,2,t,0\n"
+    path = _write(tmp_path / "g.csv", head + "9" * 400 + ",1,2,t,0\n")
+    (tmp_path / "g.manifest.json").write_text('{"spec_sha256": "0"}')  # a harness table
     line = refused(["validate", path], capsys, tmp_path, "column 'H' has 9+\\.\\.\\.9+ in line 3")
     assert len(line) < 200
 

@@ -11,6 +11,7 @@ find the installed wheel.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import site
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from readme import blocks, from_python
 
 
 def _run(cmd, cwd, env, timeout=300):
@@ -96,28 +98,79 @@ def test_installed_wheel_reads_its_own_copy(installed):
     assert Path(module).is_relative_to(bin_.parent) and Path(data).name == "_data"
 
 
-def test_installed_wheel_runs_the_main_job_from_an_empty_directory(installed):
+def test_installed_wheel_runs_python_m(installed):
     _, bin_, work, env = installed
-    out = _run([bin_ / "fitrules", "compare", "--splits", "300"], work, env).stdout
-    assert "data: data/main.csv" in out and "where lr == 3e-4" in out
-    assert "composition" in out and "corrected resampled t" in out
-    assert list(work.iterdir()) == []  # nothing written where it ran
-
-
-def test_installed_wheel_simulates_a_cell(installed):
-    _, bin_, work, env = installed
-    out = _run(
-        [bin_ / "fitrules", "simulate", "--cell", "H=4,keep=0.5", "--out", "x.csv"], work, env
-    )
-    assert "x.csv: 1 runs" in out.stdout
-    assert (work / "x.csv").exists() and (work / "x.manifest.json").exists()
-    for p in work.iterdir():
-        p.unlink()
-
-
-def test_installed_wheel_runs_ci_and_python_m(installed):
-    _, bin_, work, env = installed
-    out = _run([bin_ / "fitrules", "ci"], work, env).stdout
-    assert "paired_tuned.csv" in out
     out = _run([bin_ / "python", "-m", "fitrules", "--version"], work, env).stdout
     assert out.startswith("fitrules ")
+
+
+# Lines of the README's sh blocks that set up an environment or develop fitrules itself, not
+# examples of using it; any other line must be a fitrules command, and is run.
+SETUP = (
+    "python3 -m venv",
+    ". .venv/bin/activate",
+    "pip install",
+    "python -m pytest",
+    "dask scheduler",
+    "dask worker",
+    "mkdir -p ~/.config/dask",
+    "printf 'distributed:",
+    "ruff check",
+    "mypy ",
+    "make ",
+    "python benchmarks/",
+)
+
+
+def _readme_commands() -> tuple[list[list[str]], list[str]]:
+    """(the fitrules commands of the README's sh blocks, in order; the lines not run)."""
+    commands, skipped = [], []
+    for block in blocks("sh"):
+        for line in block.splitlines():
+            for part in (p.strip() for p in line.split("&&")):
+                if not part:
+                    continue
+                argv = shlex.split(part, comments=True)
+                if argv[0] == "fitrules" and "HOST" not in part:
+                    commands.append(argv)
+                else:
+                    assert argv[0] == "fitrules" or part.startswith(SETUP), (
+                        f"README line neither a fitrules command nor set-up: {part!r}"
+                    )
+                    skipped.append(part)
+    return commands, skipped
+
+
+@pytest.mark.slow
+def test_every_readme_example_runs_from_the_wheel_in_an_empty_directory(installed, tmp_path):
+    _, bin_, _, env = installed
+    env = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    commands, skipped = _readme_commands()
+    assert len(commands) >= 14
+    # only the cluster example is left out: it needs a scheduler on another machine
+    assert [s for s in skipped if s.startswith("fitrules")] == [
+        "fitrules simulate main --out main.csv --scheduler tcp://HOST:8786"
+    ]
+    shell = tmp_path / "sh"
+    shell.mkdir()
+    outputs = {}
+    for argv in commands:
+        out = _run([bin_ / "fitrules", *argv[1:]], shell, env).stdout
+        outputs.setdefault(shlex.join(argv[1:]), out)
+        if argv[1:] == ["compare", "--splits", "300"]:  # the main job: reads, never writes
+            assert list(shell.iterdir()) == []
+    main = outputs["compare --splits 300"]
+    assert "data: data/main.csv" in main and "where lr == 3e-4" in main
+    assert "composition" in main and "corrected resampled t" in main
+    assert "paired_tuned.csv" in outputs["ci"]
+    assert "new.csv: 3 runs" in outputs[
+        "simulate main --cell H=8,keep=0.25,lr=3e-4 --seeds 0,1,2 --out new.csv"
+    ]
+    assert (shell / "new.manifest.json").exists()
+    assert (shell / "reports" / "mine" / "report.md").exists()
+    assert (shell / "new.csv").exists() and (shell / "predictions.jsonl").exists()
+    py = tmp_path / "py"
+    py.mkdir()
+    (tmp_path / "example.py").write_text(from_python())
+    _run([bin_ / "python", tmp_path / "example.py"], py, env)
+    assert (py / "out.json").exists() and (py / "reports" / "mine" / "report.md").exists()

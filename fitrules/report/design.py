@@ -7,17 +7,14 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import LogNorm
 
-matplotlib.use("Agg")  # reports are files; never open a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
-
-from fitrules import __version__  # noqa: E402
-from fitrules.report.directory import write_report_dir  # noqa: E402
-from fitrules.report.text import data_line, table  # noqa: E402
+from fitrules import __version__
+from fitrules.report import figures
+from fitrules.report.directory import write_report_dir
+from fitrules.report.text import data_line, table
 
 
 def _cell(r: dict, variables) -> str:
@@ -28,7 +25,7 @@ def render_design(d, max_rows: int = 12) -> str:
     s = d.settings
     names = [f.name for f in d.forms]
     lines = [
-        data_line({**d.data, "excluded": {}}),
+        data_line(d.data),
         f"seed noise of one run: {100 * s['seed_cv']:.3f}% of the value (robust, pooled over "
         f"the grid's cells); form uncertainty: the larger of {s['splits']} random-split "
         f"refits and {s['resamples']} seed-bootstrap refits, plus the form's misfit on "
@@ -124,7 +121,7 @@ def design_figure(d, ax=None):
         cx = ch[v[0]].to_numpy(float)
         cy = ch[v[1]].to_numpy(float) if len(v) > 1 else ch["batch_score"].to_numpy(float)
         ax.scatter(cx, cy, s=220, facecolors="none", edgecolors="red", linewidths=2, label="chosen")
-        for r, xx, yy in zip(ch.to_dict("records"), cx, cy, strict=True):
+        labels = [
             ax.annotate(
                 f"{r['order']} ({r['seeds']})",
                 (xx, yy),
@@ -133,6 +130,8 @@ def design_figure(d, ax=None):
                 color="red",
                 fontsize=8,
             )
+            for r, xx, yy in zip(ch.to_dict("records"), cx, cy, strict=True)
+        ]
     for axis, name, vals in (("x", v[0], x), ("y", v[1] if len(v) > 1 else None, y)):
         if name is None:
             continue
@@ -141,24 +140,42 @@ def design_figure(d, ax=None):
             setter("log")
         elif vals.min() >= 0 and vals.max() > 10:
             setter("symlog", linthresh=1)
-    ax.set_xlabel(v[0])
-    ax.set_ylabel(v[1] if len(v) > 1 else "score")
-    ax.set_title(
+    units = d.data.get("units") or {}
+    ax.set_xlabel(figures.unit_label(v[0], units.get(v[0])))
+    ax.set_ylabel(figures.unit_label(v[1], units.get(v[1])) if len(v) > 1 else "score")
+    figures._title(
+        ax,
         f"fitrules design: {' vs '.join(f.name for f in d.forms)}\n"
         "candidate cells coloured by score; red: chosen batch (seeds)",
-        fontsize=10,
     )
-    ax.legend(loc="best", fontsize=8)
+    figures._legend(ax, fontsize=8)
+    if len(ch):
+        _keep_inside(ax, labels)
     return ax
+
+
+def _keep_inside(ax, labels) -> None:
+    """Turn a chosen cell's label to the other side of its point where it would leave the
+    axes (a cell at the top or right edge of the candidate plane)."""
+    ax.figure.draw_without_rendering()
+    box = ax.get_window_extent()
+    for label in labels:
+        ext = label.get_window_extent()
+        dx, dy = 6, 6
+        if ext.x1 > box.x1:
+            dx = -6
+            label.set_horizontalalignment("right")
+        if ext.y1 > box.y1:
+            dy = -6
+            label.set_verticalalignment("top")
+        label.xyann = (dx, dy)
 
 
 def design_report(d, target: Path, command: str, spec_text: str | None, force=False) -> Path:
     """report.md, design.png, design.json, runs.toml (the batch spec) and commands.sh."""
 
     def build(p: Path) -> None:
-        fig = design_figure(d)
-        fig.figure.savefig(p / "design.png", dpi=110)
-        plt.close(fig.figure)
+        figures.save(design_figure(d), p / "design.png")
         if spec_text is not None:
             (p / "runs.toml").write_text(spec_text)
         (p / "commands.sh").write_text("\n".join(d.commands) + "\n")

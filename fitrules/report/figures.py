@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # reports are files; never open a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from fitrules.fit import predict  # noqa: E402
+from fitrules.fit import predict
 
 FENCE = 3.0  # interquartile ranges beyond the quartiles that still set the axis range
 RESIDUAL_FENCE = 10.0  # residuals of full-grid fits: only runaway ones go to the edge
@@ -38,9 +36,76 @@ EDGE = dict(marker="o", facecolors="none", linewidths=1.2, zorder=4)
 
 
 def _legend(ax, **kwargs) -> None:
-    """A legend when something is labelled (a form with no usable split draws nothing)."""
-    if ax.get_legend_handles_labels()[0]:
+    """A legend when something is labelled (a form with no usable split draws nothing),
+    placed in the axes' free space: where asked (or "best") if no data lie under it, else
+    outside the axes on the right."""
+    if not ax.get_legend_handles_labels()[0]:
+        return
+    if "bbox_to_anchor" in kwargs:  # asked for outside the axes
         ax.legend(**kwargs)
+        return
+    kwargs.setdefault("loc", "best")
+    ax.legend(**kwargs)
+    if legend_overlap(ax):
+        kwargs.pop("loc")
+        wide = ax.get_legend().get_window_extent().width > 0.3 * ax.figure.bbox.width
+        if wide:  # long labels: below the axes, or the axes would shrink to nothing
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0,
+                      **kwargs)  # fmt: skip
+        else:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, **kwargs)
+        title = getattr(ax, "_fitrules_title", None)
+        if title is not None:  # the axes narrowed to make room: wrap the title again
+            ax.figure.draw_without_rendering()
+            _title(ax, *title)
+
+
+def data_points(ax, step: float = 3.0) -> np.ndarray:
+    """Display coordinates of what is drawn in data coordinates: the markers of every
+    scatter and the points of every line, with segments filled in every ``step`` pixels (a
+    legend over the middle of a segment covers it too). Lines in axes coordinates
+    (``axhline``) are left out: a legend may sit on a reference line."""
+    from matplotlib.cbook import STEP_LOOKUP_MAP
+
+    parts = []
+    for line in ax.lines:
+        if line.get_transform() is not ax.transData or not line.get_visible():
+            continue
+        xy = np.asarray(line.get_xydata(), float)
+        if not len(xy):
+            continue
+        xs, ys = STEP_LOOKUP_MAP[line.get_drawstyle()](xy[:, 0], xy[:, 1])
+        pts = ax.transData.transform(np.column_stack([xs, ys]))
+        if line.get_linestyle() not in ("None", "", " ") and len(pts) > 1:
+            a, b = pts[:-1], pts[1:]
+            ok = np.isfinite(a).all(1) & np.isfinite(b).all(1)
+            for p0, p1 in zip(a[ok], b[ok], strict=True):
+                k = int(min(np.hypot(*(p1 - p0)) // step, 2000)) + 2
+                parts.append(p0 + np.linspace(0, 1, k)[:, None] * (p1 - p0))
+        parts.append(pts)
+    for coll in ax.collections:
+        offsets = np.asarray(coll.get_offsets(), float)
+        if len(offsets) and coll.get_offset_transform() is ax.transData and coll.get_visible():
+            parts.append(ax.transData.transform(offsets))
+    if not parts:
+        return np.empty((0, 2))
+    pts = np.concatenate(parts)
+    return pts[np.isfinite(pts).all(1)]
+
+
+def legend_overlap(ax) -> int:
+    """How many drawn data points lie under the axes' legend (0 when it has none)."""
+    legend = ax.get_legend()
+    if legend is None:
+        return 0
+    # layout without rasterising: a tenth of the cost of a full draw
+    ax.figure.draw_without_rendering()
+    box = legend.get_window_extent().padded(-1)
+    pts = data_points(ax)
+    inside = (
+        (pts[:, 0] > box.x0) & (pts[:, 0] < box.x1) & (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1)
+    )
+    return int(inside.sum())
 
 
 # ------------------------------------------------------------------ helpers
@@ -52,10 +117,15 @@ def _ax(ax, size=(7.0, 4.5)):
 
 def _title(ax, text: str, fontsize: float = 10.0) -> None:
     """A title wrapped to the width of the axes' figure, so that it is never clipped."""
+    ax._fitrules_title = (text, fontsize)  # for a re-wrap once the layout changes
     width_in = ax.figure.get_size_inches()[0] * ax.get_position().width
     chars = max(20, int(width_in * 72 / (0.6 * fontsize)))
     lines = [textwrap.fill(part, chars) for part in text.split("\n")]
     ax.set_title("\n".join(lines), fontsize=fontsize)
+
+
+def _unit_of(cells, name: str) -> str | None:
+    return (getattr(cells, "units", None) or {}).get(name)
 
 
 def unit_label(name: str, unit: str | None) -> str:
@@ -217,6 +287,22 @@ def heldout_ecdf(cmp, ax=None):
     return ax
 
 
+def _verdict_head(cmp, a: str, b: str) -> str:
+    """The paired test's verdict for (a, b), as the text view states it, without its
+    descriptive counts; "a vs b" when the comparison has no test for the pair."""
+    from fitrules.report.text import verdict_sentence
+
+    paired = getattr(cmp, "paired", None)
+    if paired is None or not len(paired):
+        return f"{a} vs {b}"
+    rows = paired[[{r["a"], r["b"]} == {a, b} for r in paired.to_dict("records")]]
+    if not len(rows):
+        return f"{a} vs {b}"
+    basis = cmp.settings.get("splits_used", "valid")
+    text = verdict_sentence(rows.iloc[0].to_dict(), basis)
+    return text.split(". Descriptive:")[0]
+
+
 def paired_scatter(cmp, a: str, b: str, ax=None):
     """One point per split valid for both forms: a's error against b's; the diagonal drawn.
 
@@ -249,8 +335,8 @@ def paired_scatter(cmp, a: str, b: str, ax=None):
     ax.set_ylabel(f"{b}: held-out error (%)")
     _title(
         ax,
-        f"{a} vs {b}: {a} lower in {wins} of {len(both)} splits (descriptive)\n"
-        f"points above the diagonal: {a} better",
+        f"{_verdict_head(cmp, a, b)}\n"
+        f"descriptive only: {a} lower in {wins} of {len(both)} splits (above the diagonal)",
     )
     _legend(ax, fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
@@ -303,7 +389,11 @@ def errors_by_split(cmp, ax=None):
 def observed_vs_predicted(cells, form, constants, unit: str | None = None, ax=None):
     """Full-grid fit: each cell's value (with its standard error when it has repeats)
     against the prediction."""
-    ax = _ax(ax, (5.2, 5.2))
+    panel = None
+    if ax is None:
+        fig, (ax, panel) = plt.subplots(
+            2, 1, figsize=(5.2, 6.6), layout="constrained", height_ratios=(3, 1.3), sharex=True
+        )
     t = cells.table
     pred = predict(form, cells.X, constants)
     y = t["value"].to_numpy(float)
@@ -335,7 +425,36 @@ def observed_vs_predicted(cells, form, constants, unit: str | None = None, ax=No
     _title(ax, f"{form.name} fitted on all {len(t)} cells: observed against predicted")
     _legend(ax, fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
+    if panel is not None:
+        ax.set_xlabel("")
+        _residual_panel(panel, pc, y, pred, off, sem, lo, hi)
+        panel.set_xlabel(f"predicted {unit_label(cells.metric, unit)}")
     return ax
+
+
+def _residual_panel(ax, pc, y, pred, off, sem, lo, hi) -> None:
+    """(observed - predicted) / predicted in percent under the observed-predicted panel: on
+    a 2 to 3.4 range a 0.5% miss is a hair's breadth from the diagonal; here it is the
+    scale."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = 100 * (y - pred) / pred
+        rs = None if sem is None else 100 * sem / np.abs(pred)
+    ok = ~off & np.isfinite(r)
+    if ok.any():
+        rlo, rhi, _ = robust_range(r[ok], log=False, fence=RESIDUAL_FENCE)
+        rlo, rhi = min(rlo, 0.0), max(rhi, 0.0)
+        pad = 0.1 * (rhi - rlo) if rhi > rlo else 1.0
+        rc, roff = clip_to(r, rlo - pad, rhi + pad)
+        inside = ok & ~roff
+        ax.errorbar(pc[inside], rc[inside], yerr=None if rs is None else rs[inside], fmt="o",
+                    ms=3, capsize=2)  # fmt: skip
+        if (ok & roff).any():
+            ax.scatter(pc[ok & roff], rc[ok & roff], s=24, edgecolors="C3", **EDGE)
+        ax.set_ylim(rlo - pad, rhi + pad)
+    ax.axhline(0, color="k", lw=1)
+    ax.set_xlim(lo, hi)
+    ax.set_ylabel("observed - predicted\n(% of predicted)", fontsize=8)
+    ax.grid(alpha=0.3)
 
 
 def residual_limit(residuals: Sequence[np.ndarray]) -> float:
@@ -385,14 +504,33 @@ def residual_map(cells, form, constants, x: str, y: str, lim: float | None = Non
                         color="white" if abs(v) > 0.6 * lim else "black")  # fmt: skip
     ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [f"{r:g}" for r in grid.index])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    ax.set_xlabel(unit_label(x, _unit_of(cells, x)))
+    ax.set_ylabel(unit_label(y, _unit_of(cells, y)))
     _title(ax, f"{form.name}: (predicted - observed) / observed, %")
     extend = "both" if np.nanmax(np.abs(vals)) > lim else "neither"
     ax.figure.colorbar(
         im, ax=ax, extend=extend, label=f"relative residual (%), shared scale ±{lim:.3g}"
     )
     return ax
+
+
+DODGE = 0.6  # the forms' points at one level span this fraction of the smallest gap
+
+
+def _dodge(xs: np.ndarray, i: int, n: int) -> np.ndarray:
+    """``xs`` shifted sideways for the ``i``-th of ``n`` series: all series at a level stay
+    within ``DODGE / 2`` of the smallest gap between levels (in log space on a log axis), so
+    the levels never interleave and no point moves past a neighbouring level."""
+    log = _use_log(xs)
+    t = np.log10(xs) if log else xs
+    levels = np.unique(t)
+    if len(levels) < 2:
+        gap = 1.0 if not log else 0.1
+    else:
+        gap = float(np.min(np.diff(levels)))
+    shift = (i - (n - 1) / 2) / max(n - 1, 1) * DODGE * gap
+    shifted = t + shift
+    return 10**shifted if log else shifted
 
 
 def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
@@ -404,7 +542,10 @@ def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
     ax = _ax(ax)
     xs = cells.table[x].to_numpy(float)
     res = [residuals_pct(cells, f, c) for f, c in fits]
-    lo, hi, _ = robust_range(np.concatenate(res), log=False, fence=RESIDUAL_FENCE)
+    # the union of each form's own range: one form's small residuals must not push a
+    # rival's off the chart
+    ranges = [robust_range(r, log=False, fence=RESIDUAL_FENCE) for r in res]
+    lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
     lo, hi = min(lo, -abs(hi) * 0.05), max(hi, abs(lo) * 0.05)
     jitter = len(fits) > 1 and cells.table[x].nunique() <= 12
     n_off = 0
@@ -412,8 +553,7 @@ def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
         rc, off = clip_to(r, lo, hi)
         xi = xs
         if jitter:  # few levels: spread the forms sideways so their points do not overlap
-            shift = (i - (len(fits) - 1) / 2) * 0.06
-            xi = xs * 10**shift if _use_log(xs) else xs + shift * np.ptp(xs)
+            xi = _dodge(xs, i, len(fits))
         ax.scatter(xi[~off], rc[~off], s=14, alpha=0.7, color=f"C{i}", label=f.name)
         if off.any():
             ax.scatter(xi[off], rc[off], s=30, edgecolors=f"C{i}", **EDGE)
@@ -426,7 +566,7 @@ def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
     if _use_log(xs):
         ax.set_xscale("log")
     ax.set_ylim(lo, hi)
-    ax.set_xlabel(x)
+    ax.set_xlabel(unit_label(x, _unit_of(cells, x)))
     ax.set_ylabel("(predicted - observed) / observed (%)")
     names = ", ".join(f.name for f, _ in fits)
     _title(ax, f"Residuals of the full-grid fit against {x}: {names}")
@@ -518,7 +658,7 @@ def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None, 
     if log_y:
         ax.set_yscale("log")
     ax.set_ylim(lo, hi)
-    ax.set_xlabel(x)
+    ax.set_xlabel(unit_label(x, _unit_of(cells, x)))
     what = "mean ± s.e. over seeds" if _has_repeats(cells) else "one run per cell"
     ax.set_ylabel(f"{unit_label(cells.metric, unit)}; {what}")
     lines = (
@@ -579,6 +719,56 @@ def paired_differences(ci, ax=None):
     return ax
 
 
+DPI = 150
+FORMATS = ("png", "svg", "pdf")
+_formats: ContextVar[tuple[str, ...]] = ContextVar("figure_formats", default=("png",))
+
+
+def parse_formats(text: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``"png,svg"`` -> ``("png", "svg")``; PNG always comes first (reports link it).
+
+    Raises
+    ------
+    ReportError
+        For a format other than png, svg and pdf.
+    """
+    from fitrules.errors import ReportError
+
+    if text is None:
+        return ("png",)
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out = [f.strip().lower().lstrip(".") for f in items if f.strip()]
+    bad = [f for f in out if f not in FORMATS]
+    if bad or not out:
+        raise ReportError(
+            f"figure format {','.join(items) if not isinstance(text, str) else text!r}: "
+            f"expected one or more of {', '.join(FORMATS)}, comma-separated (e.g. png,svg)"
+        )
+    return tuple(dict.fromkeys(["png", *out]))
+
+
+@contextmanager
+def figure_formats(formats: str | Sequence[str] | None):
+    """Within the block, :func:`save` writes every figure in ``formats`` (PNG always);
+    ``None`` keeps the formats already in force."""
+    if formats is None:
+        yield
+        return
+    token = _formats.set(parse_formats(formats))
+    try:
+        yield
+    finally:
+        _formats.reset(token)
+
+
 def save(ax, path) -> None:
-    ax.figure.savefig(path, dpi=110)
+    """Write the figure of ``ax`` to ``path`` (a .png) and, in the formats asked for with
+    :func:`figure_formats`, beside it as .svg or .pdf; then close it."""
+    from pathlib import Path
+
+    path = Path(path)
+    for fmt in _formats.get():
+        # no date in vector files: a report is byte-identical when remade
+        meta = {"Date": None} if fmt == "svg" else ({"CreationDate": None} if fmt == "pdf" else {})
+        ax.figure.savefig(path.with_suffix(f".{fmt}"), dpi=DPI, metadata=meta)
     plt.close(ax.figure)

@@ -105,3 +105,49 @@ def intervals_html(res) -> str:
             _list(w for r in res.results for w in r.warnings),
         ]
     )
+
+
+def design_html(d) -> str:
+    from fitrules.report.text import data_line
+
+    names = ", ".join(f.name for f in d.forms)
+    what = (
+        f"cells that tell {html.escape(names)} apart"
+        if d.settings.get("mode") == "discriminate"
+        else f"cells that pin down {html.escape(names)} at the target"
+    )
+    chosen = d.chosen.drop(columns=[c for c in d.chosen.columns if c.startswith("_")])
+    parts = [
+        f"<b>fitrules design</b>: {what}, budget {d.settings.get('budget')} runs",
+        _p(data_line(d.data)),
+        "<b>Chosen batch</b>",
+        _table(chosen) if len(chosen) else _p("no cell chosen"),
+    ]
+    if d.notes:
+        parts.append("<b>Notes</b>" + _list(d.notes))
+    if d.commands:
+        parts.append(
+            "<b>The loop</b><pre>" + html.escape("\n".join(d.commands)) + "</pre>"
+        )
+    parts.append(_p("Tables: .chosen, .candidates; figure: .plot(); JSON: .to_dict()"))
+    return "\n".join(parts)
+
+
+def tuning_html(t) -> str:
+    d = t.describe()
+    levels = "; ".join(
+        f"{k} from {{{', '.join(f'{v:g}' for v in vs)}}}" for k, vs in d["levels"].items()
+    )
+    parts = [
+        f"<b>Tuning</b> of {html.escape(', '.join(t.factors))} ({html.escape(t.scheme)}) per "
+        f"configuration of {html.escape(', '.join(t.configuration) or 'the whole grid')}: "
+        f"{html.escape(levels)}; {len(t.runs)} runs out",
+        _table(t.flattery),
+    ]
+    if t.warnings:
+        parts.append("<b>Warnings</b>" + _list(t.warnings))
+    parts.append(
+        _p("Tables: .choices, .curves, .flattery; the tuned grid: .grid; figures: .plot_curves(), "
+           ".plot_chosen(x, y)")
+    )  # fmt: skip
+    return "\n".join(parts)

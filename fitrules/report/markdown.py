@@ -17,6 +17,7 @@ from fitrules.report.text import (
     guard_line,
     paired_heading,
     protocol_line,
+    table_notes,
     verdict_sentence,
 )
 from fitrules.util import json_ready
@@ -343,6 +344,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         f"| derived | {derived} |",
         f"| runs, cells | {data['runs']} runs in {data['cells']} cells "
         f"(excluded: {', '.join(f'{v} {k}' for k, v in data['excluded'].items()) or 'none'}) |",
+        *[f"| table | {n} |" for n in table_notes(data)],
         f"| protocol | {protocol_line(s, n_train, data['cells'])} |",
         f"| objective | {s['objective']} |",
         f"| degenerate pairs | {'kept' if s['keep_degenerate'] else 'set aside'} |",

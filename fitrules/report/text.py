@@ -143,6 +143,24 @@ def guard_line(settings: dict) -> str:
     )
 
 
+def table_notes(data: dict) -> list[str]:
+    """Lines on how a table was taken: rows filtered out, columns ignored or pooled."""
+    from fitrules.grids import pooled_note
+
+    out = []
+    if data.get("where"):
+        n = data.get("filtered_out", 0)
+        out.append(f"filtered out by where: {n} row{'s' if n != 1 else ''}")
+    if data.get("ignored_columns"):
+        out.append(
+            "ignored per-run columns (no form reads them; they label runs, not cells): "
+            + ", ".join(data["ignored_columns"])
+        )
+    for col, levels in (data.get("pooled") or {}).items():
+        out.append(pooled_note(col, levels))
+    return out
+
+
 def data_line(data: dict) -> str:
     where = f" where {' and '.join(data['where'])}" if data.get("where") else ""
     excl = data.get("excluded") or {}
@@ -158,7 +176,8 @@ def data_line(data: dict) -> str:
             f"; scored on {t['path']} (sha256 {(t['sha256'] or '')[:12]}): {t['runs']} runs "
             f"in {t['cells']} cells"
         )
-    return out
+    notes = table_notes(data)
+    return out + ("\n" + "\n".join(notes) if notes else "")
 
 
 def protocol_line(settings: dict, n_train_min: int, cells: int) -> str:
@@ -449,6 +468,11 @@ def render_summary(summary: dict) -> str:
         lines.append(
             "continuous (a different value in every run): " + ", ".join(summary["continuous"])
         )
+    if summary.get("per_run_columns"):
+        lines.append(
+            "per-run columns (a different label in every run; ignored): "
+            + ", ".join(summary["per_run_columns"])
+        )
     if summary["fixed"]:
         lines.append("fixed: " + ", ".join(f"{k}={v}" for k, v in summary["fixed"].items()))
     seed_line = seed_effect_sentence(summary.get("seed_effect"), summary.get("unit") or "")
@@ -511,7 +535,7 @@ def render_ci(results, payload: dict) -> str:
     return "\n".join(lines)
 
 
-def render_scores(scores) -> str:
+def render_scores(scores, data: dict | None = None) -> str:
     rows = []
     for r in scores.to_dict("records"):
         where = ", ".join(f"{k}={v:g}" for k, v in r["point"].items())
@@ -550,7 +574,9 @@ def render_scores(scores) -> str:
         ("tolerance", "tolerance", ""),
         ("status", "status", ""),
     ]
-    return table(pd.DataFrame(rows), cols)
+    out = table(pd.DataFrame(rows), cols)
+    notes = table_notes(data) if data else []
+    return "\n".join(notes + [out]) if notes else out
 
 
 def render_coverage(coverage) -> str:

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")  # reports are files; never open a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
-
-from fitrules.errors import GridError  # noqa: E402
-from fitrules.tune import FOLD_AB, FOLD_BA, TUNE_SEEDS, Tuning  # noqa: E402
+from fitrules.errors import GridError
+from fitrules.tune import FOLD_AB, FOLD_BA, TUNE_SEEDS, Tuning
 
 MANY_LINES = 6  # more lines than this and the legend goes outside the axes
+TOO_MANY_LINES = 20  # ... and more than this, no line is named
 
 
 def _ax(ax, size=(7.0, 4.5)):
@@ -122,8 +119,8 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
         ax.set_xscale("log")
     ax.set_xticks(ticks, [_fmt(v) for v in levels])
     ax.minorticks_off()
-    metric = tuning.grid.metric
-    ax.set_xlabel(x)
+    metric = tuning.grid.metric + (f" ({tuning.grid.unit})" if tuning.grid.unit else "")
+    ax.set_xlabel(x + (f" ({tuning.grid.units[x]})" if x in tuning.grid.units else ""))
     ax.set_ylabel(f"{metric} (mean ± s.e. over all seeds)" if by is None else f"{metric} (mean)")
     over = "" if by is None else f", averaged over {', '.join(c for c in config if c != by)}"
     ax.set_title(
@@ -136,7 +133,11 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
     handles.append(
         Line2D([], [], ls="", marker="o", ms=10, mfc="none", mec="k", label="chosen level")
     )
-    if n > MANY_LINES:
+    if n > TOO_MANY_LINES:  # a legend this tall would squeeze the axes to nothing
+        ax.legend(handles=handles[-1:], fontsize=8, loc="best")
+        ax.text(0.01, 0.01, f"{n} configurations (too many to name; see .curves)",
+                transform=ax.transAxes, fontsize=8, va="bottom")  # fmt: skip
+    elif n > MANY_LINES:
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         ax.legend(handles=handles, fontsize=8, loc="best")
