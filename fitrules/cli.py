@@ -1078,7 +1078,6 @@ def _add_design(sub, common) -> None:
         metavar='"H=256,omega=63"',
         help="one form: the cell whose prediction the batch should pin down",
     )
-    _add_fit_options(p)
     p.add_argument("--budget", type=int, default=24, help="runs to spend (default 24)")
     p.add_argument("--seeds", type=int, default=3, help="seeds per cell, at least (default 3)")
     p.add_argument("--max-seeds", type=int, default=12, help="seeds per cell, at most (12)")

@@ -86,8 +86,10 @@ def test_verdict_train_frac_is_checked(bad):
 # ------------------------------------------------------------------ families
 def test_against_shrinks_the_family(grid, capsys):
     code, out, err = run(
-        ["compare", "--splits", "300", "--against", "composition", "--json", "-", "-q"], capsys
-    )
+        ["compare", "--splits", "300", "--forms", ",".join(FIVE), "--against", "composition",
+         "--json", "-", "-q"],
+        capsys,
+    )  # fmt: skip
     assert code == 0, err
     doc = json.loads(out)
     assert doc["settings"]["comparisons"] == 4 and doc["settings"]["family"] == "named pairs"
