@@ -190,6 +190,8 @@ def compare(
         raise SplitError("test_grid is only used with split='transfer'")
     if tuning is not None and test is not None:
         raise FitrulesError("tuning with the transfer protocol is not supported: tune each grid")
+    if test is not None:
+        _check_same_metric(g, test)
     cmp = compare_splits(
         g,
         chosen,
@@ -205,6 +207,15 @@ def compare(
     if not isinstance(splitter, RandomSplit):
         cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
     return cmp
+
+
+def _check_same_metric(fitted: Grid, scored: Grid) -> None:
+    """Transfer fits one grid and scores another: both must measure the same thing."""
+    if fitted.metric != scored.metric:
+        raise SplitError(
+            f"transfer: {fitted.label} is fitted on {fitted.metric!r} but {scored.label} would "
+            f"be scored on {scored.metric!r}; give both grids the same metric (--metric)"
+        )
 
 
 def fit(

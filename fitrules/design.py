@@ -122,15 +122,71 @@ def _parse_values(text: str, name: str) -> list[float]:
     return out
 
 
-def candidate_cells(cells: Cells, variables: tuple[str, ...], spec: str | None = None):
+def integer_variables(grid: Grid, variables: tuple[str, ...]) -> set[str]:
+    """Variables that take whole numbers: integer columns of the grid, and integer settings
+    of the harness (a run cannot be made at H=1.414)."""
+    fields = _run_fields()
+    return {
+        v
+        for v in variables
+        if grid.runs[v].dtype.kind in "iub" or str(fields.get(v, "")) == "int"
+    }
+
+
+def _check_candidate_values(name: str, values: list[float], text: str, integer: bool) -> None:
+    """Named candidate values must be runnable: in the variable's domain, whole for a whole
+    variable, and within the harness's limits."""
+    from fitrules.grids import DOMAIN
+    from fitrules.limits import MAX_ABS_VALUE, SIM_INT_LIMITS
+
+    for v in values:
+        if abs(v) > MAX_ABS_VALUE:
+            raise FitrulesError(
+                f"--candidates: {name}={text!r}: {v:g} is beyond +-{MAX_ABS_VALUE:g}"
+            )
+        if name in DOMAIN:
+            ok = bool(np.asarray(DOMAIN[name][0](pd.Series([v]))).all())
+            if not ok:
+                raise FitrulesError(f"--candidates: {name}={text!r}: {DOMAIN[name][1]}")
+        if integer and not float(v).is_integer():
+            raise FitrulesError(
+                f"--candidates: {name}={text!r}: {v:g} is not a whole number, and {name} takes "
+                "whole numbers (in the grid and in a run)"
+            )
+        if integer and name in SIM_INT_LIMITS and not v <= SIM_INT_LIMITS[name]:
+            raise FitrulesError(
+                f"--candidates: {name}={text!r}: {v:g} is above {SIM_INT_LIMITS[name]:,}, the "
+                f"largest {name} a run takes"
+            )
+
+
+def _whole_midpoints(levels: np.ndarray) -> list[float]:
+    """Midpoints rounded to whole numbers, without the levels themselves."""
+    have = set(levels.tolist())
+    return sorted({float(round(m)) for m in _midpoints(levels)} - have)
+
+
+def candidate_cells(
+    cells: Cells,
+    variables: tuple[str, ...],
+    spec: str | None = None,
+    integer: set[str] | frozenset[str] = frozenset(),
+):
     """The candidate cells, a DataFrame over ``variables`` with an ``in_grid`` column.
 
     Default: for every variable, the grid's levels and the geometric midpoints between
-    neighbouring levels (arithmetic where a level is <= 0); their product, minus the cells
-    already in the grid. ``spec`` names values instead, e.g. ``"H=2,8,32;keep=1/32"``
-    (``keep`` is turned into ``omega = 1/keep - 1`` when the forms read omega); variables
-    it does not name take the grid's levels. Cells named that are in the grid are kept and
-    flagged.
+    neighbouring levels (arithmetic where a level is <= 0; rounded to whole numbers for
+    the ``integer`` variables, so that the cells ranked are the cells that will be run);
+    their product, minus the cells already in the grid. ``spec`` names values instead,
+    e.g. ``"H=2,8,32;keep=1/32"`` (``keep`` is turned into ``omega = 1/keep - 1`` when the
+    forms read omega); variables it does not name take the grid's levels. Cells named that
+    are in the grid are kept and flagged.
+
+    Raises
+    ------
+    FitrulesError
+        For a malformed ``spec``, a variable named twice or not read by the forms, a value
+        outside the variable's domain, a fraction for a whole variable, or too many cells.
     """
     table = cells.table
     named: dict[str, list[float]] = {}
@@ -150,6 +206,12 @@ def candidate_cells(cells: Cells, variables: tuple[str, ...], spec: str | None =
                     f"--candidates: {name!r} is not a variable of the forms "
                     f"({', '.join(variables)})"
                 )
+            if name in named:
+                raise FitrulesError(
+                    f"--candidates {spec!r}: {name} is named twice; give all its values once, "
+                    f"e.g. {name}=2,8"
+                )
+            _check_candidate_values(name, vals, values, name in integer)
             named[name] = vals
     axes = []
     for v in variables:
@@ -158,9 +220,16 @@ def candidate_cells(cells: Cells, variables: tuple[str, ...], spec: str | None =
             axes.append(sorted(set(named[v])))
         elif spec:
             axes.append(levels.tolist())
+        elif v in integer:
+            axes.append(sorted(set(levels.tolist()) | set(_whole_midpoints(levels))))
         else:
             axes.append(sorted(set(levels.tolist()) | set(_midpoints(levels))))
     grid_keys = {tuple(np.round(r, 12)) for r in table[list(variables)].to_numpy(float)}
+    n_rows = math.prod(len(a) for a in axes)
+    if n_rows > 50 * MAX_CANDIDATES:  # before the product is made
+        raise FitrulesError(
+            f"{n_rows:,} candidate cells; at most {MAX_CANDIDATES}: name fewer with --candidates"
+        )
     rows = []
     for combo in itertools.product(*axes):
         key = tuple(np.round(np.array(combo, float), 12))
@@ -334,7 +403,7 @@ def design(
     variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
     cells = grid.cells(variables)
     objective = Objective()
-    cand = candidate_cells(cells, variables, candidates)
+    cand = candidate_cells(cells, variables, candidates, integer_variables(grid, variables))
     Xc = {v: cand[v].to_numpy(float) for v in variables}
     cv = seed_cv(cells)
     full: dict[str, FitResult] = {}
@@ -554,24 +623,43 @@ def run_cells(d: Design) -> list[dict] | None:
     return out
 
 
+def no_spec_reason(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> str | None:
+    """Why :func:`batch_spec` gives no spec for this batch, or None when it gives one."""
+    fields = _run_fields()
+    if not len(d.chosen):
+        return "no cell was chosen"
+    if run_cells(d) is None:
+        other = [v for v in d.variables if v not in fields and v != "omega"]
+        return f"{', '.join(other)} {'is' if len(other) == 1 else 'are'} not a setting of the harness"
+    needed = set(fields) - {"seed"} - set(tuned or {})
+    lacking = sorted(needed - set(grid.runs.columns))
+    if lacking:
+        return (
+            f"the grid was not written by fitrules simulate (it has no column "
+            f"{', '.join(map(repr, lacking[:3]))}{', ...' if len(lacking) > 3 else ''})"
+        )
+    varying = set(d.variables) | {"keep"} | set(tuned or {})
+    for c in fields:
+        if c != "seed" and c not in varying and grid.runs[c].nunique() != 1:
+            return f"the setting {c!r} varies in the grid and no form reads it"
+    return None
+
+
 def batch_spec(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> str | None:
     """A ``fitrules simulate`` spec for the chosen cells: the grid's fixed settings, one block
     per cell with its own fresh seeds (above every seed in the grid), and for a tuned grid
-    every level of the tuned factors. None when the grid was not made by the harness."""
+    every level of the tuned factors. None when the grid was not made by the harness (see
+    :func:`no_spec_reason`)."""
     cells = run_cells(d)
-    fields = _run_fields()
-    needed = set(fields) - {"seed"} - set(tuned or {})
-    if cells is None or not len(d.chosen) or not needed <= set(grid.runs.columns):
+    if cells is None or no_spec_reason(d, grid, tuned) is not None:
         return None
+    fields = _run_fields()
     varying = set(d.variables) | {"keep"} | set(tuned or {})
     fixed = {}
     for c in fields:
         if c == "seed" or c in varying:
             continue
-        values = grid.runs[c].unique()
-        if len(values) != 1:
-            return None  # a setting varies and no form reads it: the cells are ambiguous
-        v = values[0]
+        v = grid.runs[c].unique()[0]
         fixed[c] = v.item() if hasattr(v, "item") else v
     first = int(d.data["seed_max"] or -1) + 1
     forms = ", ".join(f.name for f in d.forms)

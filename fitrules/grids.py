@@ -96,6 +96,28 @@ def display_path(path: Path) -> str:
     return str(path) if not path.is_absolute() else path.name
 
 
+def derivations(derive: Sequence[str]) -> dict[str, set[str]]:
+    """Each derived column -> the columns of the table it is computed from, through any
+    chain of derivations (``b = a*2`` after ``a = loss + 1`` reads ``loss``)."""
+    out: dict[str, set[str]] = {}
+    for text in derive:
+        name, _, rhs = text.partition("=")
+        try:
+            read = ex.names(ex.parse(rhs))
+        except ExpressionError:
+            continue  # load_grid has refused it already
+        sources: set[str] = set()
+        for n in read:
+            sources |= out.get(n, {n})
+        out[name.strip().strip("`")] = sources
+    return out
+
+
+def derived_inputs(grid: Grid) -> set[str]:
+    """Every column of the table that a derivation of ``grid`` reads."""
+    return set().union(*derivations(grid.derive).values()) if grid.derive else set()
+
+
 def _line(index: int) -> int:
     return int(index) + 2  # 1-based line in the file, after the header
 
@@ -204,7 +226,9 @@ class Grid:
                 continue
             col = self.runs[c]
             continuous = col.dtype.kind == "f" and len(col) > 3 and col.nunique() == len(col)
-            if not continuous:
+            # values that differ only by rounding are one level written twice, not a
+            # continuous column: as a factor they are reported, never pooled
+            if not continuous or rounding_twins(col) is not None:
                 out.append(c)
         return out
 
@@ -248,6 +272,7 @@ class Grid:
                     f"{where}: column {v!r} is an outcome of each run, not a condition; a "
                     "form may not read it"
                 )
+            self._check_not_derived_from_outcome(v)
             col = self.runs[v]
             if col.dtype.kind not in "biuf":
                 raise GridError(
@@ -285,11 +310,17 @@ class Grid:
                 key = within.index[(within > 1).to_numpy()][0]
                 key = key if isinstance(key, tuple) else (key,)
                 cell = ", ".join(f"{v}={_fmt(k)}" for v, k in zip(variables, key, strict=True))
-                levels = sorted(self.runs[c].unique().tolist(), key=str)
+                first = sorted((_plain(v) for v in self.runs[c].unique()), key=str)[0]
+                twins = rounding_twins(self.runs[c])
+                hint = (
+                    f"; {twins[0]!r} and {twins[1]!r} differ only by rounding: round the column"
+                    if twins is not None
+                    else ""
+                )
                 raise GridError(
                     f"{where}: cell {cell} mixes runs with different {c!r} "
-                    f"(levels {levels}); no form reads {c!r}, so filter with "
-                    f'--where, e.g. --where "{c} == {levels[0]!r}"'
+                    f"(levels {level_list(self.runs[c])}){hint}; no form reads {c!r}, so "
+                    f'filter with --where, e.g. --where "{c} == {first!r}"'
                 )
         if self.seed is not None:
             dup = self.runs.duplicated(list(variables) + [self.seed], keep=False)
@@ -303,6 +334,24 @@ class Grid:
         agg.columns = [*variables, "value", "n_seeds", "std"]
         agg["sem"] = agg["std"] / np.sqrt(agg["n_seeds"])
         return Cells(agg, variables, self.metric)
+
+    def _check_not_derived_from_outcome(self, v: str) -> None:
+        """A derived column computed from the metric, the seed or an outcome would let a
+        form read what it predicts: refuse it as the column itself is refused."""
+        sources = derivations(self.derive).get(v, set())
+        banned = [s for s in sources if s == self.metric or s == self.seed or s in OUTCOMES]
+        if banned:
+            what = (
+                "the metric"
+                if banned[0] == self.metric
+                else "a run's seed"
+                if banned[0] == self.seed
+                else "an outcome of each run"
+            )
+            raise GridError(
+                f"{self.label}: column {v!r} is derived from {banned[0]!r}, {what}; a form "
+                "may not read it, directly or through a derivation"
+            )
 
     @property
     def continuous(self) -> list[str]:
@@ -356,6 +405,33 @@ class Grid:
             "fixed": fixed,
             "unit": self.unit,
         }
+
+
+ROUNDING = 1e-6  # distinct values closer than this (relative) are one level rounded twice
+
+
+def rounding_twins(col: pd.Series) -> tuple[float, float] | None:
+    """Two distinct values of a float column that differ only by rounding, or None."""
+    if col.dtype.kind != "f":
+        return None
+    vals = np.unique(col.to_numpy(float))
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < 2:
+        return None
+    scale = np.maximum(np.abs(vals[:-1]), np.abs(vals[1:]))
+    close = np.flatnonzero(np.diff(vals) <= ROUNDING * scale)
+    return (float(vals[close[0]]), float(vals[close[0] + 1])) if len(close) else None
+
+
+MAX_LEVELS_SHOWN = 6  # levels named in one message; a column like job_id has thousands
+
+
+def level_list(col: pd.Series) -> str:
+    """The distinct values of ``col`` for a message, at most :data:`MAX_LEVELS_SHOWN`."""
+    levels = sorted((_plain(v) for v in col.unique()), key=str)
+    shown = ", ".join(_shown(v, 24) for v in levels[:MAX_LEVELS_SHOWN])
+    more = len(levels) - MAX_LEVELS_SHOWN
+    return shown + (f", ... ({len(levels)} levels)" if more > 0 else "")
 
 
 def to_float(col: pd.Series) -> pd.Series:
@@ -415,6 +491,21 @@ def _read(path: Path) -> pd.DataFrame:
         raise GridError(f"{label}: not a readable results table ({_first_line(err)})") from None
     except OSError as err:
         raise GridError(f"{label}: cannot be read ({err.strerror or _first_line(err)})") from None
+
+
+def _index_as_columns(df: pd.DataFrame, label: str) -> pd.DataFrame:
+    """A named index (``df.set_index("lr")``, kept by Parquet) holds data: its levels become
+    columns. An unnamed index is only row labels and is dropped later."""
+    names = [n for n in df.index.names if n is not None]
+    if not names:
+        return df
+    clash = [n for n in names if str(n).strip() in {str(c).strip() for c in df.columns}]
+    if clash:
+        raise GridError(
+            f"{label}: the index is named {str(clash[0])!r}, which is also a column; rename "
+            "one (the index holds data and becomes a column)"
+        )
+    return df.reset_index(level=names)
 
 
 def _check_unique(names: Sequence[str], label: str) -> None:
@@ -517,9 +608,10 @@ def load_grid(
         raise GridError(f"frame: expected a pandas DataFrame, got {type(frame).__name__}")
     label = IN_MEMORY if path is None else display_path(path)
     if frame is not None:
+        frame = _index_as_columns(frame, label)
         df = frame.copy()
     elif path is not None:
-        df = _read(path)
+        df = _index_as_columns(_read(path), label)
     if len(df) == 0:
         raise GridError(f"{label}: the table has no rows")
     df.columns = [str(c).strip() for c in df.columns]

@@ -184,6 +184,67 @@ def exchange(a: Path, b: Path) -> None:
         os.rename(aside, a)
 
 
+def follow_link(path: Path | str, option: str) -> Path:
+    """``path``, or the file it links to when it is a symbolic link (a chain is followed to
+    its end): a file written through a link lands where the link points, and the link stays.
+
+    Raises
+    ------
+    ReportError
+        For a loop of links.
+    """
+    path = Path(path)
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=False))
+    except (OSError, RuntimeError, ValueError):
+        raise ReportError(f"{option} {_show(path)}: is a loop of symbolic links") from None
+
+
+# ------------------------------------------------------------------ outputs are never inputs
+def same_file(a: Path | str, b: Path | str) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once links are followed, or (for
+    files that exist) the same device and inode, which also catches hard links."""
+    a, b = Path(a), Path(b)
+    try:
+        if a.resolve() == b.resolve():
+            return True
+    except (OSError, RuntimeError):  # a loop of links: compare as given
+        if os.path.abspath(a) == os.path.abspath(b):
+            return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_distinct(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
+    """Refuse, before any work, an output that is an input or another output.
+
+    ``outputs`` are (option, path) pairs; the check is by resolved path and by inode, so a
+    symbolic or hard link to an input is caught too.
+
+    Raises
+    ------
+    ReportError
+        Naming the option, the path and what it would replace.
+    """
+    for i, (option, path) in enumerate(outputs):
+        for src in inputs:
+            if same_file(path, src):
+                raise ReportError(
+                    f"{option} {_show(path)}: is {_show(src)}, an input of this command; "
+                    "choose another path (it would be replaced)"
+                )
+        for other, opath in outputs[:i]:
+            if same_file(path, opath):
+                raise ReportError(
+                    f"{option} {_show(path)}: is also the path of {other}; give each output "
+                    "its own path"
+                )
+
+
 # ------------------------------------------------------------------ files
 def _check_file_target(path: Path, option: str) -> None:
     try:
@@ -234,8 +295,10 @@ class StagedFile:
     def __init__(self, path: Path | str, option: str = "--json"):
         if not str(path).strip():
             raise ReportError(f"{option} {str(path)!r}: empty path; give a file name")
-        path = Path(path)
-        self.path, self.option = path, option
+        self.path, self.option = Path(path), option
+        # a link is followed, so that the file it points to is replaced and the link stays
+        path = follow_link(path, option)
+        self.real = path
         _check_file_target(path, option)
         self.created_parents: list[Path] = []
         self.tmp: Path | None = None
@@ -268,8 +331,8 @@ class StagedFile:
             umask = os.umask(0)
             os.umask(umask)
             os.fchmod(self.fd, 0o666 & ~umask)  # mkstemp makes 0600; give the usual mode
-            _check_file_target(self.path, self.option)  # a directory may have appeared
-            os.replace(self.tmp, self.path)
+            _check_file_target(self.real, self.option)  # a directory may have appeared
+            os.replace(self.tmp, self.real)
         except OSError as err:
             self.discard()
             raise ReportError(
@@ -461,6 +524,15 @@ class Outputs:
         f = StagedFile(path, option)
         self.files.append(f)
         return f
+
+    def finish(self) -> None:
+        """After a command succeeded: remove what was taken but not written (nothing else)."""
+        for f in self.files:
+            f.discard()  # a committed file has nothing left to discard
+        for d in reversed(self.dirs):
+            if not d.written:
+                d.release()
+        self.files, self.dirs = [], []
 
     def rollback(self) -> None:
         for f in self.files:
