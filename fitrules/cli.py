@@ -963,16 +963,13 @@ def _design(args) -> int:
         batch_spec,
         check_design_options,
         design,
+        design_forms,
         loop_commands,
         no_spec_reason,
     )
-    from fitrules.forms import select_forms
     from fitrules.report.design import design_report, render_design
 
-    names = [n.strip() for n in args.forms.split(",") if n.strip()]
-    inline = {f.split("=")[0].strip() for f in args.form}
-    forms = select_forms([n for n in names if n not in inline], args.form)
-    forms = sorted(forms, key=lambda f: names.index(f.name) if f.name in names else len(names))
+    forms = design_forms(args.forms, args.form)
     check_design_options(
         len(forms),
         args.budget,

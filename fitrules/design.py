@@ -289,7 +289,8 @@ def _split_sd(form, cells, Xc, splits, seed, objective) -> np.ndarray:
 def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        b = bootstrap_fit(grid, form, objective, resamples, seed)
+        # on the cells of every form's variables, as the forms are compared there
+        b = bootstrap_fit(grid, form, objective, resamples, seed, variables=tuple(Xc))
         ok = np.isfinite(b.draws).all(axis=1)
         P = np.array(
             [predict(form, Xc, dict(zip(form.constants, d, strict=True))) for d in b.draws[ok]]
@@ -319,6 +320,29 @@ def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial):
         if np.isfinite(r.objective):
             out[i] = predict(rival, Xc, r.constants) - truth_pred
     return out
+
+
+def design_forms(names: str, inline: list[str]) -> list[Form]:
+    """The forms ``--forms A,B`` names, in that order; an inline ``--form "NAME = EXPR"``
+    defines one of them and must be named there.
+
+    Raises
+    ------
+    FitrulesError
+        For an inline form that ``--forms`` does not name, or a name that is no form.
+    """
+    from fitrules.forms import parse_form_line, select_forms
+
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    lines = {parse_form_line(line).name: line for line in inline}
+    extra = [n for n in lines if n not in wanted]
+    if extra:
+        raise FitrulesError(
+            f"--form {lines[extra[0]]!r}: {extra[0]!r} is not named in --forms "
+            f"{names!r}; design uses the forms named there (add it: --forms {names},{extra[0]})"
+        )
+    forms = select_forms([n for n in wanted if n not in lines], list(lines.values()))
+    return sorted(forms, key=lambda f: wanted.index(f.name))
 
 
 MAX_BUDGET = 10_000  # runs one design may plan
@@ -402,6 +426,8 @@ def design(
     bound = [f.bind(grid.columns) for f in forms]
     variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
     cells = grid.cells(variables)
+    if target is not None:  # a bad target is refused before the work
+        resolve_point(target, bound[0], grid.derive, option="--target")
     objective = Objective()
     cand = candidate_cells(cells, variables, candidates, integer_variables(grid, variables))
     Xc = {v: cand[v].to_numpy(float) for v in variables}
@@ -448,7 +474,7 @@ def design(
     if target is None:
         chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum)
     else:
-        _, point = resolve_point(target, bound[0])
+        _, point = resolve_point(target, bound[0], grid.derive, option="--target")
         settings["target_point"] = point
         chosen = _pin_down(bound[0], cells, cand, Xc, point, full, budget, seeds, cv)
     data = {

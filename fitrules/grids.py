@@ -472,6 +472,11 @@ def _read(path: Path) -> pd.DataFrame:
         raise GridError(f"{label}: file not found")
     if path.is_dir():
         raise GridError(f"{label}: is a directory; give a results table (CSV or Parquet)")
+    if not path.is_file():  # a pipe with no writer would wait forever; a device never ends
+        raise GridError(
+            f"{label}: is not a regular file (a pipe, socket or device); give a results table "
+            "(CSV or Parquet) saved to a file"
+        )
     parquet = path.suffix.lower() in (".parquet", ".pq")
     try:
         if parquet:
@@ -506,6 +511,52 @@ def _index_as_columns(df: pd.DataFrame, label: str) -> pd.DataFrame:
             "one (the index holds data and becomes a column)"
         )
     return df.reset_index(level=names)
+
+
+def _plain_dtypes(df: pd.DataFrame, label: str) -> pd.DataFrame:
+    """One scalar per cell, in a dtype pandas can group by: half and single precision
+    widened to double (pandas cannot index float16), lists and tables refused.
+
+    Raises
+    ------
+    GridError
+        For a cell holding a list, array, tuple, set or table (Parquet list columns).
+    """
+    narrow = [c for c in df.columns if df[c].dtype.kind == "f" and df[c].dtype.itemsize < 8]
+    if narrow:
+        df = df.astype({c: float for c in narrow})
+    for c in df.columns:
+        if df[c].dtype != object:
+            continue
+        nested = df[c].map(lambda v: isinstance(v, list | tuple | set | dict | np.ndarray))
+        if nested.any():
+            i = int(np.flatnonzero(nested.to_numpy())[0])
+            raise GridError(
+                f"{label}: column {c!r} holds a {type(df[c].iloc[i]).__name__} in line "
+                f"{_line(df.index[i])}; a results table holds one value per cell (a number or text)"
+            )
+    # one block per dtype: pandas warns on every later column added to a frame of 100+
+    # separate blocks (as read_csv makes for a wide table)
+    return df.copy()
+
+
+def _csv_lines(path: Path, n_rows: int) -> np.ndarray | None:
+    """The line of the file each row starts on, counting blank lines (which pandas skips)
+    and newlines inside quoted fields; None when the file does not parse the same way."""
+    import csv
+
+    starts: list[int] = []
+    end = 0
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            for record in reader:
+                start, end = end + 1, reader.line_num
+                if record:
+                    starts.append(start)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return np.array(starts[1:], dtype=np.int64) if len(starts) == n_rows + 1 else None
 
 
 def _check_unique(names: Sequence[str], label: str) -> None:
@@ -618,6 +669,11 @@ def load_grid(
     _check_unique(list(df.columns), label)
     rows_read = len(df)
     df = df.reset_index(drop=True)
+    if path is not None and frame is None and path.suffix.lower() not in (".parquet", ".pq"):
+        lines = _csv_lines(path, len(df))
+        if lines is not None:  # rows labelled so that _line(label) is the line in the file
+            df.index = pd.Index(lines - 2)
+    df = _plain_dtypes(df, label)
     columns_read = list(df.columns)
 
     derived = []
@@ -654,6 +710,15 @@ def load_grid(
         raise GridError(
             f"{label}: no column {metric!r} for --metric; columns: {', '.join(df.columns)}"
         )
+    kind = df[metric].dtype.kind
+    if kind in "bc" or (
+        kind == "O"
+        and df[metric].map(lambda v: isinstance(v, bool | complex | np.bool_ | np.complexfloating)).any()
+    ):
+        what = {"b": "true/false", "c": "complex"}.get(kind, "true/false or complex")
+        raise GridError(
+            f"{label}: column {metric!r} holds {what} values; the metric must be real numbers"
+        )
     values = to_float(df[metric])
     text_rows = (
         values.isna()
@@ -672,7 +737,8 @@ def load_grid(
     if huge.any():
         i = int(np.flatnonzero(huge)[0])
         raise GridError(
-            f"{label}: column {metric!r} has {df[metric].iloc[i]:g} in line {_line(i)}; a "
+            f"{label}: column {metric!r} has {df[metric].iloc[i]:g} in line "
+            f"{_line(df.index[i])}; a "
             f"finite metric must lie within +-{MAX_ABS_VALUE:g} (non-finite values are set "
             "aside as excluded runs)"
         )

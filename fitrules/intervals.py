@@ -25,6 +25,8 @@ failed and left out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import math
 from dataclasses import dataclass, field
 
@@ -409,6 +411,7 @@ def bootstrap_fit(
     level: float = 0.95,
     options: FitOptions | None = None,
     kind: str = "auto",
+    variables: Sequence[str] | None = None,
 ) -> BootstrapFit:
     """Fit ``form`` on all cells and refit it on ``resamples`` bootstrap replicates.
 
@@ -420,6 +423,8 @@ def bootstrap_fit(
     level : level of the percentile intervals.
     kind : ``"seeds"``, ``"residuals"`` or ``"auto"`` (residuals when any cell has a
         single run; see the module docstring).
+    variables : the columns that define a cell (default: the form's variables); more than
+        the form reads when it is compared with forms that read more (``design``).
 
     Raises
     ------
@@ -438,7 +443,8 @@ def bootstrap_fit(
         raise FitrulesError(f"bootstrap {kind!r} is unknown; allowed: {', '.join(BOOTSTRAP_KINDS)}")
     form = form.bind(grid.columns)
     obj = objective or Objective()
-    cells = grid.cells(form.bound_variables, positive=obj.kind != "abs_ls")
+    keys = list(dict.fromkeys([*form.bound_variables, *(variables or ())]))
+    cells = grid.cells(keys, positive=obj.kind != "abs_ls")
     base = fit(form, cells.X, cells.y, obj, options)
     keys = list(cells.variables)
     groups = grid.runs.groupby(keys, sort=True)[grid.metric].apply(lambda s: s.to_numpy(float))

@@ -115,6 +115,11 @@ def _schema_problem(rec: dict) -> str | None:
 
 
 def _read_text(path: Path) -> str | None:
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise LedgerError(
+            f"{display_path(path)}: is not a regular file (a pipe, socket or device); a "
+            "ledger is a file"
+        )
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -250,7 +255,12 @@ def verify_head(path: Path, records: list[dict], head: tuple[int | None, str]) -
     where = display_path(Path(path))
     hits = [i for i, r in enumerate(records, start=1) if r["sha256"].startswith(digits)]
     if n is not None:
-        if n < 1 or n > len(records):
+        if n < 1:
+            raise LedgerError(
+                f"--head {n}:{digits[:16]}: record numbers start at 1; give the head as "
+                "'fitrules predict' printed it"
+            )
+        if n > len(records):
             raise LedgerError(
                 f"{where}: the recorded head is record {n} but the ledger holds "
                 f"{len(records)} records: records were removed"

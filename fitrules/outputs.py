@@ -48,7 +48,8 @@ def _why(err: OSError) -> str:
 # ------------------------------------------------------------------ locks and stale partials
 def _lock(path: Path) -> int:
     """Open ``path`` (file or directory) and hold an exclusive flock on it; return the fd."""
-    fd = os.open(path, os.O_RDONLY)
+    # O_NONBLOCK: a pipe put where a partial was expected must not wait for a writer
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -75,10 +76,12 @@ def _remove(path: Path) -> None:
 def clean_stale(target: Path) -> list[Path]:
     """Remove partial siblings of ``target`` left by killed runs (their lock is free).
 
-    A partial still being written by a live process holds its lock and is left alone. A
-    ``.NAME.old`` directory (left by fitrules before 0.2 when ``--force`` was interrupted
-    between its two renames) is put back at ``target`` if ``target`` is missing, else removed.
-    Returns the paths removed.
+    A partial still being written by a live process holds its lock and is left alone, as is
+    anything named like a partial that fitrules cannot have made (a pipe, a device, a link:
+    opening a pipe would wait for a writer forever). A ``.NAME.old`` directory is never
+    touched: fitrules no longer makes one, and putting it back at a fresh target would
+    replace what the user asked for with something nobody asked for. Returns the paths
+    removed.
     """
     target = Path(target)
     parent, name = target.parent, target.name
@@ -91,6 +94,12 @@ def clean_stale(target: Path) -> list[Path]:
         if not (entry.name.startswith(f".{name}.") and entry.name.endswith(PARTIAL)):
             continue
         try:
+            mode = entry.lstat().st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            continue
+        try:
             fd = _lock(entry)
         except OSError:
             continue  # held by a live run, or already gone
@@ -99,13 +108,6 @@ def clean_stale(target: Path) -> list[Path]:
             removed.append(entry)
         finally:
             _unlock(fd)
-    old = parent / f".{name}.old"
-    if old.is_dir() and not old.is_symlink():
-        if target.exists() or target.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
-            removed.append(old)
-        else:
-            os.rename(old, target)
     return removed
 
 

@@ -280,6 +280,13 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
             fold_crit[fold] = crit
             best = _argbest(crit, levels_c)
             fold_best[fold] = best
+            unseen = [lv for lv in levels_c.tolist() if np.isnan(crit[lv])]
+            if unseen:  # a level with no run on the choosing seeds cannot win: say so
+                warnings.append(
+                    f"{', '.join(d.level_label(lv) for lv in unseen)}{at} "
+                    f"{'has' if len(unseen) == 1 else 'have'} no run on the choosing seeds "
+                    f"({_fold_words(fold)}), so could not be chosen"
+                )
             if not np.isfinite(crit[best]):
                 warnings.append(
                     f"every level diverged on a choosing seed{at} ({_fold_words(fold)}); "
@@ -549,7 +556,11 @@ def _check_tune_seeds(d: _Dense, tune_seeds: Sequence, where: str) -> tuple:
     if np.isscalar(tune_seeds):  # one seed given bare
         tune_seeds = [tune_seeds]
     known = {_plain(s) for s in d.seeds}
-    wanted = tuple(dict.fromkeys(_plain(s) for s in tune_seeds))
+    given = [_plain(s) for s in tune_seeds]
+    wanted = tuple(dict.fromkeys(given))
+    if len(wanted) != len(given):
+        twice = next(s for s in given if given.count(s) > 1)
+        raise GridError(f"{where}: seed {_fmt(twice)} is given twice in tune_seeds")
     if not wanted:
         raise GridError(f"{where}: tune_seeds is empty; give the seeds to choose on, or None")
     for s in wanted:
