@@ -11,7 +11,8 @@ noise): the child loads the grid, resets its peak resident set size (Linux: writ
 /proc/self/clear_refs), runs ``fr.compare`` (default: composition and log_additive, 300
 splits; ``--forms composition,additive`` for a two-exponent form, whose shared grid of 41 x 41
 points makes 20,000 cells exceed the 8 GiB cap) or ``fr.fit`` (default: composition), and
-reports its peak RSS minus its RSS before the call. Printed per case: the estimate (``compare_memory`` / ``fit_memory``), the measured
+reports its peak RSS minus its RSS before the call. Printed per case: the estimate
+(``compare_memory`` / ``fit_memory``), the measured
 peak, their ratio (target: within 1.5x either way) and the wall time. Last, a request far
 over the budget (``fit`` of additive on 200,000 cells: its shared grid alone is 41 x 41
 points x 200,000 cells x 3 x 3) must be refused before it allocates: printed are the
@@ -61,7 +62,6 @@ def child(kind: str, n: int, splits: int, seed: int, forms_arg: str, fit_form: s
     from fitrules.errors import LimitError
     from fitrules.fit import fit_memory
     from fitrules.forms import BUILTIN_FORMS
-
     from fitrules.splits import RandomSplit
 
     FORMS, FIT_FORM = forms_arg.split(","), fit_form
@@ -98,8 +98,17 @@ def child(kind: str, n: int, splits: int, seed: int, forms_arg: str, fit_form: s
 
 def run_case(kind: str, n: int, splits: int, seed: int, forms: str, fit_form: str) -> dict:
     out = subprocess.run(
-        [sys.executable, __file__, "--child", kind, str(n), str(splits), str(seed), forms,
-         fit_form],  # fmt: skip
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            kind,
+            str(n),
+            str(splits),
+            str(seed),
+            forms,
+            fit_form,
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         check=False,
@@ -152,7 +161,8 @@ def main() -> int:
             )
     r = run_case("fit", args.refuse_cells, 1, args.seed, args.forms, args.refuse_form)
     print(
-        f"\nfit of {args.refuse_form} on {args.refuse_cells:,} cells: estimate {_mib(r['estimate'])} MiB; "
+        f"\nfit of {args.refuse_form} on {args.refuse_cells:,} cells: estimate "
+        f"{_mib(r['estimate'])} MiB; "
         + (
             f"refused after {r['seconds']:.2f} s, RSS grew {_mib(r['peak'])} MiB: {r['refused']}"
             if r["refused"]

@@ -75,9 +75,7 @@ def main() -> int:
     run()
     tried = sum(counts.values())
     print(f"cases tried: {tried:,} in {time.perf_counter() - t0:.0f} s (seed {args.seed})")
-    print(
-        f"results: {counts['ok']:,}; refused (fitrules.errors, one line): {counts['refused']:,}"
-    )
+    print(f"results: {counts['ok']:,}; refused (fitrules.errors, one line): {counts['refused']:,}")
     print(
         "raw exceptions: {raw}; messages not one line: {lines}; bad arguments accepted: "
         "{accepted}; results of the wrong type: {wrong}; warnings: {warning}".format(

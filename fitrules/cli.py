@@ -238,8 +238,8 @@ def _file_outputs(args) -> list[tuple[str, Path]]:
     """The files a command writes: (option, path)."""
     out = []
     json_out = getattr(args, "json_out", None)
-    if json_out not in (None, "-") and str(json_out).strip():
-        out.append(("--json", Path(json_out)))
+    if json_out not in (None, "-"):
+        out.append(("--json", Path(json_out) if str(json_out).strip() else json_out))
     spec_out = getattr(args, "spec_out", None)
     if spec_out is not None and getattr(args, "report", None) is None:
         out.append(("--spec-out", Path(spec_out)))
@@ -1083,8 +1083,8 @@ def _predict(args) -> int:
     from fitrules import api
     from fitrules.fit import Objective
     from fitrules.forms import resolve_form
-    from fitrules.intervals import check_bootstrap_options, format_point, parse_point
     from fitrules.grids import derived_inputs
+    from fitrules.intervals import check_bootstrap_options, format_point, parse_point
     from fitrules.ledger import (
         append_prediction,
         check_ledger_target,

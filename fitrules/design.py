@@ -503,16 +503,21 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
     k = len(cand)
     names = [f.name for f in bound]
     pairs = list(itertools.combinations(range(len(bound)), 2))
-    var = {f.name: cand[f"sd_{f.name}"].to_numpy() ** 2 for f in bound}
-    seed_var = cand["seed_sd"].to_numpy() ** 2
+    # in units of the typical prediction: the criterion is a ratio of squares, which at
+    # values of 1e-300 or 1e90 would under- or overflow in the metric's own units
+    unit = float(np.nanmedian(np.abs(cand[[f"pred_{n}" for n in names]].to_numpy())))
+    unit = unit if math.isfinite(unit) and unit > 0 else 1.0
+    var = {f.name: (cand[f"sd_{f.name}"].to_numpy() / unit) ** 2 for f in bound}
+    seed_var = (cand["seed_sd"].to_numpy() / unit) ** 2
     # separation of each pair at `seeds` seeds, and the seeds each pair needs
     sep = np.zeros(k)
     need = np.full(k, np.inf)
     for i, j in pairs:
         a, b = names[i], names[j]
-        delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy())
+        delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy()) / unit
         model = var[a] + var[b]
-        sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
         room = (delta / zsum) ** 2 - model
         with np.errstate(divide="ignore"):
             n_ij = np.where(room > 0, np.ceil(seed_var / np.maximum(room, 1e-300)), np.inf)
@@ -528,8 +533,9 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum) -> pd.
         total = np.zeros(len(trial))
         for i, j in pairs:
             for t, r in ((i, j), (j, i)):
-                gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial)
-                w = 1 / (var[names[t]] + var[names[r]] + seed_var / n_cell)
+                gap = _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial) / unit
+                with np.errstate(divide="ignore"):
+                    w = 1 / (var[names[t]] + var[names[r]] + seed_var / n_cell)
                 for row, x in enumerate(trial):
                     idx = [*chosen, x]
                     total[row] += np.nansum(gap[row, idx] ** 2 * w[idx])
@@ -656,7 +662,8 @@ def no_spec_reason(d: Design, grid: Grid, tuned: dict[str, list] | None = None) 
         return "no cell was chosen"
     if run_cells(d) is None:
         other = [v for v in d.variables if v not in fields and v != "omega"]
-        return f"{', '.join(other)} {'is' if len(other) == 1 else 'are'} not a setting of the harness"
+        verb = "is" if len(other) == 1 else "are"
+        return f"{', '.join(other)} {verb} not a setting of the harness"
     needed = set(fields) - {"seed"} - set(tuned or {})
     lacking = sorted(needed - set(grid.runs.columns))
     if lacking:

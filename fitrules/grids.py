@@ -85,12 +85,16 @@ def display_path(path: Path) -> str:
 
     path = Path(path)
     try:
-        return str(Path("data") / path.resolve().relative_to(packaged_data_dir()))
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a loop of links: shown as given
+        return str(path) if not path.is_absolute() else path.name
+    try:
+        return str(Path("data") / resolved.relative_to(packaged_data_dir()))
     except ValueError:
         pass
     for base in (Path.cwd(), project_root()):
         try:
-            return str(path.resolve().relative_to(base.resolve()))
+            return str(resolved.relative_to(base.resolve()))
         except ValueError:
             continue
     return str(path) if not path.is_absolute() else path.name
@@ -498,6 +502,16 @@ def _read(path: Path) -> pd.DataFrame:
         raise GridError(f"{label}: cannot be read ({err.strerror or _first_line(err)})") from None
 
 
+def _texts(value: Any, name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise GridError(f"{name} {value!r}: give a condition as text, or a list of them")
+    return tuple(value)
+
+
 def _index_as_columns(df: pd.DataFrame, label: str) -> pd.DataFrame:
     """A named index (``df.set_index("lr")``, kept by Parquet) holds data: its levels become
     columns. An unnamed index is only row labels and is dropped later."""
@@ -648,8 +662,15 @@ def load_grid(
     >>> len(g.runs), g.cells(["H"]).table["value"].round(3).tolist()
     (4, [2.105, 2.205])
     """
-    where = (where,) if isinstance(where, str) else tuple(where or ())
-    derive = (derive,) if isinstance(derive, str) else tuple(derive or ())
+    where, derive = _texts(where, "where"), _texts(derive, "derive")
+    for name, value in (("metric", metric), ("unit", unit)):
+        if value is not None and not isinstance(value, str):
+            raise GridError(f"{name} {value!r}: must be a column name (text) or None")
+    if not isinstance(source, pd.DataFrame | str | Path):
+        raise GridError(
+            f"source {type(source).__name__}: give a pandas DataFrame or the path of a CSV or "
+            "Parquet file"
+        )
     path: Path | None
     if isinstance(source, pd.DataFrame):
         frame, path = source, None
@@ -713,7 +734,9 @@ def load_grid(
     kind = df[metric].dtype.kind
     if kind in "bc" or (
         kind == "O"
-        and df[metric].map(lambda v: isinstance(v, bool | complex | np.bool_ | np.complexfloating)).any()
+        and df[metric]
+        .map(lambda v: isinstance(v, bool | complex | np.bool_ | np.complexfloating))
+        .any()
     ):
         what = {"b": "true/false", "c": "complex"}.get(kind, "true/false or complex")
         raise GridError(

@@ -25,9 +25,8 @@ failed and left out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -338,8 +337,25 @@ def resolve_point(
         point does not determine.
     """
     if isinstance(text_or_dict, dict):
+        import numbers
+
+        for k, v in text_or_dict.items():
+            if (
+                not isinstance(k, str)
+                or isinstance(v, bool)
+                or not isinstance(v, numbers.Real)
+                or not math.isfinite(float(v))
+            ):
+                raise FitrulesError(
+                    f"{option} {text_or_dict!r}: {k!r} = {v!r}; a point maps variable names "
+                    "to finite numbers"
+                )
         given = {str(k): float(v) for k, v in text_or_dict.items()}
-        shown = text_or_dict
+        shown: object = text_or_dict
+    elif not isinstance(text_or_dict, str):
+        raise FitrulesError(
+            f"{option} {text_or_dict!r}: give a point as text ('H=8,keep=0.25') or a dict"
+        )
     else:
         given = parse_point(text_or_dict, option)
         shown = text_or_dict

@@ -199,7 +199,7 @@ def follow_link(path: Path | str, option: str) -> Path:
     if not path.is_symlink():
         return path
     try:
-        return Path(os.path.realpath(path, strict=False))
+        return path.resolve()
     except (OSError, RuntimeError, ValueError):
         raise ReportError(f"{option} {_show(path)}: is a loop of symbolic links") from None
 
@@ -232,12 +232,14 @@ def check_distinct(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
     ReportError
         Naming the option, the path and what it would replace.
     """
+    outputs = [(o, p) for o, p in outputs if str(p).strip()]  # empty: refused when taken
     for i, (option, path) in enumerate(outputs):
         for src in inputs:
             if same_file(path, src):
+                also = f" ({_show(src)})" if str(src) != str(path) else ""
                 raise ReportError(
-                    f"{option} {_show(path)}: is {_show(src)}, an input of this command; "
-                    "choose another path (it would be replaced)"
+                    f"{option} {_show(path)}: is an input of this command{also}; choose "
+                    "another path (it would be replaced)"
                 )
         for other, opath in outputs[:i]:
             if same_file(path, opath):

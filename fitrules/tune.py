@@ -231,6 +231,18 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
     >>> t.choices[["algo", "chosen_lr", "at_edge"]]  # doctest: +SKIP
     >>> t.grid.cells(["algo"]).table  # doctest: +SKIP
     """
+    if not isinstance(grid, Grid):
+        from fitrules.api import as_grid
+
+        grid = as_grid(grid)
+    if not isinstance(factors, str) and not (
+        isinstance(factors, Sequence) and all(isinstance(f, str) for f in factors)
+    ):
+        raise GridError(f"factors {factors!r}: give a column name or a list of them, e.g. ['lr']")
+    if tune_seeds is not None and not isinstance(tune_seeds, Sequence | str) and not np.isscalar(
+        tune_seeds
+    ):
+        raise GridError(f"tune_seeds {tune_seeds!r}: give a list of seeds, e.g. [0, 1], or None")
     where = str(grid.path or grid.name or "grid")
     tuned = _check_factors(grid, factors, where)
     if grid.seed is None:
