@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -35,6 +36,29 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from fuzzing import API_FAILURES, api_cases, check_api  # noqa: E402
 
 
+def _keep(path: Path | None, failure: dict) -> None:
+    """Append one failing case to ``path`` at once, so that a long run stopped early keeps
+    what it found."""
+    if path is not None:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(failure, default=repr) + "\n")
+
+
+def _run_until_stopped(run) -> bool:
+    """Run; Ctrl-C or SIGTERM stops it, and the counts so far are still printed (a long run
+    on a loaded machine may have to end before its last case). True if stopped early."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        run()
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=10_000, help="cases to try (10,000)")
@@ -42,6 +66,8 @@ def main() -> int:
     ap.add_argument("--failures", type=Path, default=None, help="write failing cases here")
     ap.add_argument("--every", type=int, default=500, help="print progress every N cases")
     args = ap.parse_args()
+    if args.failures is not None:
+        args.failures.write_text("")
 
     counts: Counter[str] = Counter()
     by_call: Counter[str] = Counter()
@@ -63,6 +89,7 @@ def main() -> int:
         by_call[case.call] += 1
         if outcome.failed and sum(k["kind"] == outcome.kind for k in kept) < 20:
             kept.append({"kind": outcome.kind, "call": case.argv, "detail": outcome.detail})
+            _keep(args.failures, kept[-1])
         n = sum(counts.values())
         if args.every and n % args.every == 0:
             bad = sum(counts[k] for k in counts if k not in ("ok", "refused"))
@@ -72,9 +99,12 @@ def main() -> int:
                 flush=True,
             )
 
-    run()
+    stopped = _run_until_stopped(run)
     tried = sum(counts.values())
-    print(f"cases tried: {tried:,} in {time.perf_counter() - t0:.0f} s (seed {args.seed})")
+    print(
+        f"cases tried: {tried:,} in {time.perf_counter() - t0:.0f} s (seed {args.seed})"
+        + (" - STOPPED EARLY (interrupted)" if stopped else "")
+    )
     print(f"results: {counts['ok']:,}; refused (fitrules.errors, one line): {counts['refused']:,}")
     print(
         "raw exceptions: {raw}; messages not one line: {lines}; bad arguments accepted: "
@@ -83,10 +113,6 @@ def main() -> int:
         )
     )
     print("cases per function: " + ", ".join(f"{k} {v:,}" for k, v in sorted(by_call.items())))
-    if args.failures is not None:
-        with open(args.failures, "w") as fh:
-            for k in kept:
-                fh.write(json.dumps(k, default=repr) + "\n")
     return 0
 
 

@@ -375,7 +375,11 @@ class Grid:
         variables its forms read.
         """
         varying = self.varying_factors
-        fixed = {c: _plain(self.runs[c].iloc[0]) for c in self.factors if c not in varying}
+        fixed = {
+            c: _plain(self.runs[c].iloc[0])
+            for c in self.factors
+            if c not in varying and len(self.runs)  # every run may have been set aside
+        }
         levels = {c: sorted(_plain(v) for v in self.runs[c].unique()) for c in varying}
         by = varying + self.continuous
         if by:
@@ -808,6 +812,12 @@ def load_grid(
     excluded = df[reason != ""].assign(reason=reason[reason != ""])
     row_numbers = df.index[(reason == "").to_numpy()].to_numpy()
     runs = df[reason == ""].reset_index(drop=True)
+    if len(runs) == 0:
+        why = ", ".join(f"{n} {r}" for r, n in excluded["reason"].value_counts().items())
+        raise GridError(
+            f"{label}: no run left to use: every one of the {len(df)} rows kept was set aside "
+            f"({why})"
+        )
     seed = next((s for s in SEED_COLUMNS if s in df.columns), None)
     if frame is not None:  # the table as CSV text: the same rows give the same hash
         sha = hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()

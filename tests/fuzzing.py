@@ -1114,7 +1114,7 @@ def api_cases(draw) -> ApiCase:
         args = (_grid_arg(d),)
         kw["forms"] = _arg(
             d,
-            [None, "composition", ["composition", "log_additive"], ("composition", "additive"),
+            [None, "composition", ["composition", "log_additive"], ("composition", "omega_only"),
              "x = L0 + a*omega + b*H"],  # fmt: skip
             [5, [], ["bogus"], [None], "composition,additive", ["composition", "composition"]],
             "forms",

@@ -237,3 +237,10 @@ def test_ctrl_c_on_a_local_cluster_is_one_line(tmp_path):
     assert err.strip().splitlines() == ["fitrules simulate: interrupted"], err
     table = pd.read_csv(out)
     assert len(table) >= 2 and not table.duplicated().any()
+
+
+def test_a_table_whose_every_run_is_set_aside_is_one_line(tmp_path, capsys):
+    # found by the fuzzer: validate raised IndexError when no run was left
+    path = tmp_path / "g.csv"
+    path.write_text("H,omega,seed,loss\n1,0,0,inf\n2,1,0,nan\n")
+    refused(["validate", path], capsys, tmp_path, r"no run left to use: .* \(2 non-finite metric\)")
