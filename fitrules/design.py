@@ -334,6 +334,8 @@ def design_forms(names: str, inline: list[str]) -> list[Form]:
     from fitrules.forms import parse_form_line, select_forms
 
     wanted = [n.strip() for n in names.split(",") if n.strip()]
+    if not wanted:
+        raise FitrulesError(f"--forms {names!r}: name the forms, e.g. composition,additive")
     lines = {parse_form_line(line).name: line for line in inline}
     extra = [n for n in lines if n not in wanted]
     if extra:

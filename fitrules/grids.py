@@ -735,6 +735,11 @@ def load_grid(
         raise GridError(
             f"{label}: no column {metric!r} for --metric; columns: {', '.join(df.columns)}"
         )
+    elif metric in SEED_COLUMNS:
+        raise GridError(
+            f"{label}: --metric {metric}: is the seed column, which names each run's seed; "
+            "choose the column the runs measured"
+        )
     kind = df[metric].dtype.kind
     if kind in "bc" or (
         kind == "O"

@@ -212,11 +212,17 @@ def check_ledger_target(path: Path) -> list[dict]:
         problem = f"{parent} is not a directory"
     else:
         try:  # a real probe: access() says yes to root even where nothing can be created
+            before = os.stat(parent)
             fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
             os.close(fd)
             os.unlink(probe)
         except OSError as err:
             problem = f"cannot create files in {parent}: {err.strerror}"
+        else:
+            try:  # the probe leaves no trace, not even the time of a shared ledger's folder
+                os.utime(parent, ns=(before.st_atime_ns, before.st_mtime_ns))
+            except OSError:
+                pass
     if problem is not None:
         raise LedgerError(f"--ledger {path}: {problem}")
     return records

@@ -244,3 +244,26 @@ def test_a_table_whose_every_run_is_set_aside_is_one_line(tmp_path, capsys):
     path = tmp_path / "g.csv"
     path.write_text("H,omega,seed,loss\n1,0,0,inf\n2,1,0,nan\n")
     refused(["validate", path], capsys, tmp_path, r"no run left to use: .* \(2 non-finite metric\)")
+
+
+def test_the_seed_column_is_not_a_metric(grid_csv, tmp_path, capsys):
+    # found by the fuzzer: ci with --metric seed raised ValueError from pandas
+    refused(["ci", "--data", grid_csv, "--metric", "seed", "--baseline", "H=4,keep=0.5",
+             "--treatment-sweep", "keep", "--resamples", "1000"], capsys, tmp_path,
+            "is the seed column")  # fmt: skip
+
+
+def test_design_with_no_form_named_is_one_line(tmp_path, capsys):
+    # found by the fuzzer: --forms '' took the built-in set, then raised ValueError
+    refused(["design", "--forms", "", *FAST_DESIGN], capsys, tmp_path, "name the forms")
+
+
+def test_a_refused_predict_leaves_a_shared_ledgers_folder_untouched(grid_csv, tmp_path, capsys):
+    # found by the fuzzer: the writability probe changed the time of the linked folder
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "link.jsonl").symlink_to("../shared/l.jsonl")
+    grid_csv.write_bytes(b"\xff\xfe" + grid_csv.read_bytes())
+    refused(["predict", "--data", grid_csv, "--form", "composition", "--at", "H=4,keep=1",
+             "--ledger", tmp_path / "mine" / "link.jsonl"], capsys, tmp_path,
+            "not a readable results table")  # fmt: skip
