@@ -46,14 +46,15 @@ def _keep(path: Path | None, failure: dict) -> None:
             fh.write(json.dumps(failure, default=repr) + "\n")
 
 
+STOP: list[int] = []  # set by SIGUSR1: stop before the next case
+
+
 def _run_until_stopped(run) -> bool:
-    """Run; Ctrl-C or SIGTERM stops it, and the counts so far are still printed (a long run
-    on a loaded machine may have to end before its last case). True if stopped early."""
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
+    """Run; Ctrl-C, or SIGUSR1 (``kill -USR1 PID``: taken before the next case, since the
+    commands under test handle SIGINT and SIGTERM themselves), stops it, and the counts so
+    far are still printed: a long run on a loaded machine may have to end before its last
+    case. True if stopped early."""
+    signal.signal(signal.SIGUSR1, lambda signum, frame: STOP.append(signum))
     try:
         run()
     except KeyboardInterrupt:
@@ -86,6 +87,8 @@ def main() -> int:
     )
     @given(case=cases())
     def run(case):
+        if STOP:
+            raise KeyboardInterrupt
         outcome = check(case)
         counts[outcome.kind] += 1
         by_command[case.command] += 1

@@ -261,9 +261,19 @@ def seed_cv(cells: Cells) -> float:
             "the grid has no cell with two or more runs: the seed noise a new run would "
             "carry cannot be estimated"
         )
-    rel = (t["std"].to_numpy(float) / c4(n) / np.abs(t["value"].to_numpy(float)))[ok]
-    # pool variances, weighted by degrees of freedom
-    return float(np.sqrt(np.sum((n[ok] - 1) * rel**2) / np.sum(n[ok] - 1)))
+    with np.errstate(all="ignore"):
+        rel = (t["std"].to_numpy(float) / c4(n) / np.abs(t["value"].to_numpy(float)))[ok]
+        # pool variances, weighted by degrees of freedom
+        cv = float(np.sqrt(np.sum((n[ok] - 1) * rel**2) / np.sum(n[ok] - 1)))
+    if not (math.isfinite(cv) and cv > 0):
+        # at values near 1e-300 the spread of the runs underflows to 0: no seed count could
+        # be planned (a separation over no noise is infinite), so say so instead
+        raise FitrulesError(
+            "the runs of the grid's cells show no measurable spread (identical values, or "
+            "differences below double precision at this scale): the seed noise a new run "
+            "would carry cannot be estimated"
+        )
+    return cv
 
 
 def _split_sd(form, cells, Xc, splits, seed, objective) -> np.ndarray:

@@ -267,3 +267,21 @@ def test_a_refused_predict_leaves_a_shared_ledgers_folder_untouched(grid_csv, tm
     refused(["predict", "--data", grid_csv, "--form", "composition", "--at", "H=4,keep=1",
              "--ledger", tmp_path / "mine" / "link.jsonl"], capsys, tmp_path,
             "not a readable results table")  # fmt: skip
+
+
+@pytest.mark.parametrize("scale, ok", [(1e-300, False), (1e90, True)])
+def test_design_at_extreme_scales(tmp_path, capsys, scale, ok):
+    # found by the fuzzer: 'inf' separations (no measurable seed noise at 1e-300) and
+    # overflow warnings (squares of 1e90)
+    df = composition_grid().assign(loss=lambda d: d["loss"] * scale)
+    df.to_csv(tmp_path / "g.csv", index=False)
+    argv = ["design", "--data", tmp_path / "g.csv", "--forms", "composition,log_additive"]
+    argv += [*FAST_DESIGN, "--budget", "6"]
+    if ok:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            code, out, err = run(argv, capsys)
+        assert code == 0, err
+        assert "inf" not in out and "nan" not in out
+    else:
+        refused(argv, capsys, tmp_path, "no measurable spread")
