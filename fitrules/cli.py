@@ -265,7 +265,7 @@ def _take_outputs(args) -> None:
     args.report_slot = None
     check_distinct(files, inputs)
     for option, target in files:
-        if report is not None and _within(target, report):
+        if report is not None and str(target).strip() and _within(Path(target), report):
             raise FitrulesError(
                 f"{option} {target}: is inside --report {report}, which is written whole; "
                 "choose a path outside it"

@@ -285,3 +285,11 @@ def test_design_at_extreme_scales(tmp_path, capsys, scale, ok):
         assert "inf" not in out and "nan" not in out
     else:
         refused(argv, capsys, tmp_path, "no measurable spread")
+
+
+def test_an_empty_json_path_beside_a_report_is_one_line(grid_csv, tmp_path, capsys):
+    # found by the suite's fuzzer: --json= with --report raised AttributeError
+    refused(["validate", grid_csv, "--json="], capsys, tmp_path, "empty path")
+    refused(["ci", "--data", grid_csv, "--baseline", "H=4,keep=0.5", "--treatment",
+             "H=16,keep=0.5", "--resamples", "1000", "--json=", "--report", tmp_path / "R"],
+            capsys, tmp_path, "empty path")  # fmt: skip
