@@ -787,6 +787,18 @@ def load_grid(
                     f"{_line(i)}; {allowed}"
                 )
 
+    for col in df.columns:  # a condition at +-inf is no setting a run was made at
+        if col == metric or col in NON_FACTORS or df[col].dtype.kind != "f":
+            continue
+        inf = np.isinf(df[col].to_numpy())
+        if inf.any():
+            i = int(np.flatnonzero(inf)[0])
+            raise GridError(
+                f"{label}: column {col!r} has {df[col].iloc[i]:g} in line "
+                f"{_line(df.index[i])}; a condition of a run must be finite (leave it empty "
+                "where it does not apply)"
+            )
+
     keep = np.ones(len(df), bool)
     for text in where:
         try:

@@ -518,29 +518,35 @@ class Outputs:
     def __init__(self) -> None:
         self.dirs: list[ReservedDir] = []
         self.files: list[StagedFile] = []
+        self.taken: list[ReservedDir | StagedFile] = []  # in order: undone last first
 
     def reserve_dir(self, target: Path | str, force: bool, option: str = "--report") -> ReservedDir:
         d = ReservedDir(target, force, option)
         self.dirs.append(d)
+        self.taken.append(d)
         return d
 
     def stage_file(self, path: Path | str, option: str = "--json") -> StagedFile:
         f = StagedFile(path, option)
         self.files.append(f)
+        self.taken.append(f)
         return f
 
     def finish(self) -> None:
-        """After a command succeeded: remove what was taken but not written (nothing else)."""
-        for f in self.files:
-            f.discard()  # a committed file has nothing left to discard
-        for d in reversed(self.dirs):
-            if not d.written:
-                d.release()
-        self.files, self.dirs = [], []
+        """After a command succeeded: remove what was taken but not written (nothing else),
+        last taken first (a folder made for one output may hold another's staging file)."""
+        for t in reversed(self.taken):
+            if isinstance(t, StagedFile):
+                t.discard()  # a committed file has nothing left to discard
+            elif not t.written:
+                t.release()
+        self.files, self.dirs, self.taken = [], [], []
 
     def rollback(self) -> None:
-        for f in self.files:
-            f.discard()
-        for d in reversed(self.dirs):
-            d.release()
-        self.files, self.dirs = [], []
+        """After a failure: undo every output taken, last taken first."""
+        for t in reversed(self.taken):
+            if isinstance(t, StagedFile):
+                t.discard()
+            else:
+                t.release()
+        self.files, self.dirs, self.taken = [], [], []

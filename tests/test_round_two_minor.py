@@ -293,3 +293,31 @@ def test_an_empty_json_path_beside_a_report_is_one_line(grid_csv, tmp_path, caps
     refused(["ci", "--data", grid_csv, "--baseline", "H=4,keep=0.5", "--treatment",
              "H=16,keep=0.5", "--resamples", "1000", "--json=", "--report", tmp_path / "R"],
             capsys, tmp_path, "empty path")  # fmt: skip
+
+
+def test_outputs_are_undone_last_taken_first(grid_csv, tmp_path, capsys, monkeypatch):
+    # found by the long fuzz run: --json sub/dir/out.json then --spec-out sub/s.toml; the
+    # refusal removed the first one's folders before the second's staging file, leaving sub/
+    monkeypatch.chdir(tmp_path)
+    refused(["design", "--data", grid_csv, "--forms", "composition,additive", *FAST_DESIGN,
+             "--json", "sub/dir/out.json", "--spec-out", "sub/s.toml"], capsys, tmp_path,
+            "--spec-out")  # fmt: skip
+    assert not (tmp_path / "sub").exists()
+
+
+def test_an_infinite_condition_is_refused(grid_csv, tmp_path, capsys):
+    # found by the long fuzz run: validate printed a level 'inf'
+    df = composition_grid().assign(lr=3e-4)
+    df.loc[5, "lr"] = np.inf
+    df.to_csv(grid_csv, index=False)
+    refused(["validate", grid_csv], capsys, tmp_path, r"column 'lr' has inf in line 7")
+
+
+def test_a_grid_of_zeros_has_no_relative_training_error(grid_csv, tmp_path, capsys):
+    # found by the long fuzz run: float16 Parquet turned 1e-30 losses into 0; abs_ls fitted
+    # them and printed 'mean nan%'
+    composition_grid().assign(loss=0.0).to_csv(grid_csv, index=False)
+    code, out, err = run(["fit", "--data", grid_csv, "--form", "composition", "--objective",
+                          "abs_ls"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert "nan" not in out and "relative error not defined" in out
