@@ -321,3 +321,24 @@ def test_a_grid_of_zeros_has_no_relative_training_error(grid_csv, tmp_path, caps
                           "abs_ls"], capsys)  # fmt: skip
     assert code == 0, err
     assert "nan" not in out and "relative error not defined" in out
+
+
+def test_an_overflowing_standard_error_is_not_printed_as_inf(monkeypatch):
+    # found by the long fuzz run (seed 2): the guard's reason read "standard error inf times"
+    from fitrules import guard
+    from fitrules.fit import Objective, fit_splits
+    from fitrules.forms import BUILTIN_FORMS
+
+    g = fr.load_grid(composition_grid())
+    f = BUILTIN_FORMS["composition"].bind(g.columns)
+    cells = g.cells(f.bound_variables)
+    masks = np.ones((1, len(cells)), bool)
+    fits = fit_splits(f, cells.X, cells.y, masks)
+    rel_se = np.full((1, len(cells)), np.inf)
+    rel_se[0, 0] = 0.1  # one finite, the others overflowed
+    monkeypatch.setattr(guard, "_delta_rel_se", lambda *a: rel_se)
+    (res,) = guard.check_fits(
+        f, cells.X, cells.y, masks, fits, Objective(), guard.GuardOptions(20.0, 0.5, None)
+    )
+    text = "; ".join(res.reasons)
+    assert "beyond any multiple of the prediction" in text and "inf" not in text
