@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -37,6 +38,30 @@ from fuzzing import cases, check  # noqa: E402
 FAILURE_KINDS = ("traceback", "exit1", "leftover", "lines", "nonfinite", "stderr", "warning")
 
 
+def _keep(path: Path | None, failure: dict) -> None:
+    """Append one failing case to ``path`` at once, so that a long run stopped early keeps
+    what it found."""
+    if path is not None:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(failure, default=repr) + "\n")
+
+
+STOP: list[int] = []  # set by SIGUSR1: stop before the next case
+
+
+def _run_until_stopped(run) -> bool:
+    """Run; Ctrl-C, or SIGUSR1 (``kill -USR1 PID``: taken before the next case, since the
+    commands under test handle SIGINT and SIGTERM themselves), stops it, and the counts so
+    far are still printed: a long run on a loaded machine may have to end before its last
+    case. True if stopped early."""
+    signal.signal(signal.SIGUSR1, lambda signum, frame: STOP.append(signum))
+    try:
+        run()
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=10_000, help="cases to try (10,000)")
@@ -44,6 +69,8 @@ def main() -> int:
     ap.add_argument("--failures", type=Path, default=None, help="write failing cases here")
     ap.add_argument("--every", type=int, default=500, help="print progress every N cases")
     args = ap.parse_args()
+    if args.failures is not None:
+        args.failures.write_text("")
 
     counts: Counter[str] = Counter()
     by_command: Counter[str] = Counter()
@@ -60,11 +87,14 @@ def main() -> int:
     )
     @given(case=cases())
     def run(case):
+        if STOP:
+            raise KeyboardInterrupt
         outcome = check(case)
         counts[outcome.kind] += 1
         by_command[case.command] += 1
         if outcome.failed and sum(k["kind"] == outcome.kind for k in kept) < 20:
             kept.append({"kind": outcome.kind, "argv": case.argv, "detail": outcome.detail})
+            _keep(args.failures, kept[-1])
         n = sum(counts.values())
         if args.every and n % args.every == 0:
             bad = sum(counts[k] for k in counts if k not in ("ok", "refused", "strict"))
@@ -74,11 +104,14 @@ def main() -> int:
                 flush=True,
             )
 
-    run()
+    stopped = _run_until_stopped(run)
     tried = sum(counts.values())
     failures = {k: counts[k] for k in FAILURE_KINDS}
     other = {k: v for k, v in counts.items() if k.startswith("exit") and k != "exit1"}
-    print(f"cases tried: {tried:,} in {time.perf_counter() - t0:.0f} s (seed {args.seed})")
+    print(
+        f"cases tried: {tried:,} in {time.perf_counter() - t0:.0f} s (seed {args.seed})"
+        + (" - STOPPED EARLY (interrupted)" if stopped else "")
+    )
     print(
         f"exit 0: {counts['ok']:,}; exit 2 (refused, one line, nothing written): "
         f"{counts['refused']:,}; exit 1 with --strict: {counts['strict']:,}"
@@ -91,10 +124,6 @@ def main() -> int:
     if other:
         print(f"other exit statuses: {other}")
     print("cases per command: " + ", ".join(f"{k} {v:,}" for k, v in sorted(by_command.items())))
-    if args.failures is not None:
-        with open(args.failures, "w") as fh:
-            for k in kept:
-                fh.write(json.dumps(k) + "\n")
     return 0
 
 

@@ -15,14 +15,16 @@ The command line parses its arguments, calls one of these and prints what it ret
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
 import pandas as pd
 
+from fitrules import arguments as arg
 from fitrules import grids as _grids
-from fitrules.errors import FitrulesError, FormError, SplitError, api_terms
+from fitrules.errors import FitrulesError, FormError, GridError, SplitError, api_terms
 from fitrules.forms import Form
 from fitrules.grids import Grid
 from fitrules.grids import load_grid as _load_grid
@@ -49,6 +51,11 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
 
         path, where = default_grid(load.pop("where", None) or ())
         return _load_grid(path, where=where, **load)
+    if not isinstance(grid, pd.DataFrame | str | Path):
+        raise GridError(
+            f"grid {type(grid).__name__}: give a fitrules.Grid, a pandas DataFrame, or the path "
+            "of a CSV or Parquet file (None: the default grid)"
+        )
     if isinstance(grid, str | Path):
         from fitrules.examples import resolve_data
 
@@ -65,6 +72,10 @@ def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = Non
         return select_forms(None, cwd=cwd)
     if isinstance(forms, Form | str):
         forms = [forms]
+    if not isinstance(forms, Sequence):
+        raise FormError(
+            f"forms {forms!r}: give a name, 'NAME = EXPR', a fitrules.Form, or a list of them"
+        )
     pool = None
     out: list[Form] = []
     for f in forms:
@@ -101,6 +112,11 @@ def _customised(forms: list[Form], fix, bounds, by, shared) -> list[Form]:
 
 
 def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
+    tune = list(arg.texts(tune, "tune"))
+    if tune_seeds is not None and not isinstance(tune_seeds, str):
+        if not isinstance(tune_seeds, Sequence):
+            raise FitrulesError(f"tune_seeds {tune_seeds!r}: give a list of seeds, e.g. [0, 1]")
+        tune_seeds = [arg.seed(s, "tune_seeds") for s in tune_seeds]
     if not tune:
         if tune_seeds is not None:
             raise FitrulesError("--tune-seeds needs --tune FACTOR (tune_seeds needs tune)")
@@ -108,8 +124,13 @@ def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
     from fitrules.tune import tune as tune_grid
 
     if isinstance(tune_seeds, str):
-        tune_seeds = [int(s) for s in tune_seeds.split(",") if s.strip()]
-    tuning = tune_grid(grid, [tune] if isinstance(tune, str) else list(tune), tune_seeds)
+        try:
+            tune_seeds = [int(s) for s in tune_seeds.split(",") if s.strip()]
+        except ValueError:
+            raise FitrulesError(
+                f"tune_seeds {tune_seeds!r}: expected integers separated by commas"
+            ) from None
+    tuning = tune_grid(grid, tune, tune_seeds)
     return tuning.grid, tuning
 
 
@@ -199,21 +220,23 @@ def compare(
     from fitrules.guard import GuardOptions
     from fitrules.splits import RandomSplit, Transfer, parse_protocol
 
+    _check_compare_options(
+        split, train_frac, seed, objective, delta, keep_degenerate, guard_span, guard_se,
+        metric_range, level, on_progress,
+    )  # fmt: skip
     g = as_grid(grid)
     g, tuning = _tuned(g, tune, tune_seeds)
     chosen = _customised(as_forms(forms), fix, bounds, by, shared)
     test = None
     labels = None
-    if splits is None or (isinstance(splits, int | float) and not isinstance(splits, bool)):
+    if splits is None or isinstance(splits, numbers.Real):
         kind = split.partition(":")[0].strip()
         if splits is not None and kind != "random":
             raise SplitError(
                 f"--splits {splits} applies to random splits only; {split!r} makes its own "
                 "(one per held-out group)"
             )
-        splits = 300 if splits is None else splits
-        if int(splits) != splits:
-            raise SplitError(f"splits {splits}: must be a whole number")
+        splits = 300 if splits is None else arg.count(splits, "splits")
         if kind == "transfer":
             if test_grid is None:
                 raise SplitError("split='transfer' needs test_grid (--fit-data A --test-data B)")
@@ -221,6 +244,11 @@ def compare(
             labels = (g.label, test.label)
         splitter = parse_protocol(split, int(splits), train_frac, seed, labels)
     else:
+        if not all(hasattr(splits, a) for a in ("masks_for", "labels", "describe")):
+            raise SplitError(
+                f"splits {splits!r}: give a number of random splits or a splitter from "
+                "fitrules.splits"
+            )
         splitter = splits
         if isinstance(splitter, Transfer):
             test = as_grid(test_grid)
@@ -239,6 +267,8 @@ def compare(
             ) from None
     family = parse_pairs(pairs, against, names)
     check_verdict_train_frac(verdict_train_frac)
+    if test is not None:
+        _check_same_metric(g, test)
     cmp = compare_splits(
         g,
         chosen,
@@ -257,6 +287,34 @@ def compare(
     if not isinstance(splitter, RandomSplit):
         cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
     return cmp
+
+
+def _check_compare_options(
+    split, train_frac, seed, objective, delta, keep_degenerate, guard_span, guard_se,
+    metric_range, level, on_progress,
+) -> None:  # fmt: skip
+    """The types and ranges of compare's options, before anything is loaded."""
+    arg.text(split, "split")
+    arg.real(train_frac, "train_frac", 0.0, 1.0)
+    arg.seed(seed, "seed")
+    arg.text(objective, "objective")
+    arg.real(delta, "delta", 0.0)
+    arg.flag(keep_degenerate, "keep_degenerate")
+    arg.real(guard_span, "guard_span", 1.0)
+    arg.real(guard_se, "guard_se", 0.0)
+    arg.interval(metric_range, "metric_range")
+    arg.level(level)
+    if on_progress is not None and not callable(on_progress):
+        raise FitrulesError(f"on_progress {on_progress!r}: must be callable or None")
+
+
+def _check_same_metric(fitted: Grid, scored: Grid) -> None:
+    """Transfer fits one grid and scores another: both must measure the same thing."""
+    if fitted.metric != scored.metric:
+        raise SplitError(
+            f"transfer: {fitted.label} is fitted on {fitted.metric!r} but {scored.label} would "
+            f"be scored on {scored.metric!r}; give both grids the same metric (--metric)"
+        )
 
 
 @api_terms
@@ -330,6 +388,16 @@ def fit(
         seed_noise,
     )
 
+    arg.text(objective, "objective")
+    arg.real(delta, "delta", 0.0)
+    arg.flag(intervals, "intervals")
+    arg.text(bootstrap, "bootstrap")
+    if intervals or predict:
+        arg.count(resamples, "resamples")
+        arg.seed(seed)
+        arg.level(level)
+    if not isinstance(form, Form | str):
+        raise FormError(f"form {form!r}: give one form: a name, 'NAME = EXPR' or a fitrules.Form")
     g = as_grid(grid)
     g, _ = _tuned(g, tune, tune_seeds)
     (f,) = _customised(as_forms(form), fix, bounds, by, shared)
@@ -337,6 +405,14 @@ def fit(
     obj = Objective(objective, delta)
     cells = g.cells(f.bound_variables, positive=obj.kind != "abs_ls")
     w = cell_weights(weights, cells.table, obj)
+    if predict is None:
+        predict = ()
+    if not isinstance(predict, str | dict | Sequence) or (
+        not isinstance(predict, str | dict) and not all(isinstance(p, str | dict) for p in predict)
+    ):
+        raise FitrulesError(
+            f"predict {predict!r}: give a point ('H=8,keep=0.25' or a dict) or a list of them"
+        )
     points = [predict] if isinstance(predict, str | dict) else list(predict)
     for p in points:  # every point checked before any work
         resolve_point(p, f, g.derive, harness=g.harness)
@@ -344,6 +420,7 @@ def fit(
         raise FitrulesError(f"runs {runs!r}: the number of new runs must be a whole number >= 1")
     boot = None
     if intervals or points:
+        resamples, seed, level = arg.count(resamples, "resamples"), arg.seed(seed), arg.level(level)
         boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap, weights=weights)
         result = boot.fit
     else:
@@ -429,6 +506,11 @@ def ci(
     """
     from fitrules.stats import PairedIntervals, paired_ci, parse_selection, sweep_treatments
 
+    arg.text(baseline, "baseline", none=True)
+    arg.texts(treatment, "treatment")
+    arg.text(sweep, "sweep", none=True)
+    level, seed = arg.level(level), arg.seed(seed)
+    resamples = arg.count(resamples, "resamples")
     if grid is None:
         from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
 
@@ -502,6 +584,18 @@ def design(
     """
     from fitrules.design import design as run_design
 
+    budget = arg.count(budget, "budget")
+    for name in ("seeds", "max_seeds", "splits", "resamples"):
+        if name in options:
+            options[name] = arg.count(options[name], name)
+    if "seed" in options:
+        options["seed"] = arg.seed(options["seed"])
+    for name in ("power", "alpha"):
+        if name in options:
+            options[name] = arg.real(options[name], name, 0.0, 1.0)
+    for name in ("candidates", "target"):
+        if name in options:
+            arg.text(options[name], name, none=True)
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
     return run_design(g, as_forms(forms), budget=budget, **options)
 

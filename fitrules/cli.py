@@ -260,11 +260,13 @@ def _add_report_options(p) -> None:
 
 def _inputs(args) -> list[Path]:
     """The files a command reads, which no output may replace."""
+    from fitrules.forms import FORMS_FILE
     from fitrules.grids import DEFAULT_PAIRED, default_grid
 
     paths = [getattr(args, a, None) for a in ("data", "fit_data", "test_data", "ledger", "path")]
     if getattr(args, "data", None) is None:
         paths += [default_grid()[0], DEFAULT_PAIRED]
+    paths.append(Path(FORMS_FILE))  # every command that reads forms reads it
     from fitrules.examples import resolve_data
 
     return [resolve_data(p) for p in paths if p is not None]
@@ -275,27 +277,41 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _take_outputs(args) -> None:
-    """Check and take every output before any work: ``--report DIR`` and ``--json PATH``.
-
-    The report directory is created empty now (create-or-fail) and the JSON file's staging
-    file beside it, so a place that cannot be written, or a report that exists, is refused
-    before the fit; :func:`main` removes both if the command then fails.
-    """
+def _file_outputs(args) -> list[tuple[str, Path]]:
+    """The files a command writes: (option, path)."""
+    out = []
     json_out = getattr(args, "json_out", None)
+    if json_out not in (None, "-"):
+        out.append(("--json", Path(json_out) if str(json_out).strip() else json_out))
+    spec_out = getattr(args, "spec_out", None)
+    if spec_out is not None and getattr(args, "report", None) is None:
+        out.append(("--spec-out", Path(spec_out)))
+    return out
+
+
+def _take_outputs(args) -> None:
+    """Check and take every output before any work: ``--report DIR``, ``--json PATH`` and
+    ``--spec-out PATH``.
+
+    No output may be an input or another output (by resolved path and inode). The report
+    directory is created empty now (create-or-fail) and each file's staging file beside it,
+    so a place that cannot be written, or a report that exists, is refused before the fit;
+    :func:`main` removes them if the command then fails.
+    """
+    from fitrules.outputs import check_distinct
+
     report = getattr(args, "report", None)
     inputs = _inputs(args)
+    files = _file_outputs(args)
     args.json_file = None
+    args.spec_file = None
     args.report_slot = None
-    if json_out not in (None, "-") and str(json_out).strip():
-        target = Path(json_out)
-        for p in inputs:
-            if p.exists() and target.exists() and target.resolve() == p.resolve():
-                raise FitrulesError(f"--json {json_out}: is an input of this command")
-        if report is not None and _within(target, report):
+    check_distinct(files, inputs)
+    for option, target in files:
+        if report is not None and str(target).strip() and _within(Path(target), report):
             raise FitrulesError(
-                f"--json {json_out}: is inside --report {report}, which gets its own "
-                "results.json; choose a path outside it"
+                f"{option} {target}: is inside --report {report}, which is written whole; "
+                "choose a path outside it"
             )
     if report is not None:
         from fitrules.report.figures import parse_formats
@@ -308,8 +324,12 @@ def _take_outputs(args) -> None:
                     "to replace it"
                 )
         args.report_slot = args.outputs.reserve_dir(report, args.force)
-    if json_out is not None and json_out != "-":
-        args.json_file = args.outputs.stage_file(json_out, "--json")
+    for option, target in files:
+        staged = args.outputs.stage_file(target, option)
+        if option == "--json":
+            args.json_file = staged
+        else:
+            args.spec_file = staged
 
 
 def _write_report(args, write, *a, **k) -> None:
@@ -1114,12 +1134,17 @@ def _design(args) -> int:
     import math
     import shlex
 
-    from fitrules.design import batch_spec, check_design_options, design, loop_commands
-    from fitrules.forms import select_forms
+    from fitrules.design import (
+        batch_spec,
+        check_design_options,
+        design,
+        design_forms,
+        loop_commands,
+        no_spec_reason,
+    )
     from fitrules.report.design import design_report, render_design
 
-    names = [n.strip() for n in args.forms.split(",") if n.strip()]
-    forms = select_forms(names, args.form)
+    forms = design_forms(args.forms, args.form)
     forms = _customised_forms(args, forms)
     check_design_options(
         len(forms),
@@ -1137,9 +1162,7 @@ def _design(args) -> int:
     Objective(args.objective, args.delta)  # checks the objective's options
     _tune_seeds(args)
     _take_outputs(args)
-    spec_file = None
-    if args.spec_out is not None and args.report is None:
-        spec_file = args.outputs.stage_file(args.spec_out, "--spec-out")
+    spec_file = args.spec_file
     grid, tuning = _tuned(args, _load(args))
     d = design(
         grid,
@@ -1161,6 +1184,11 @@ def _design(args) -> int:
     if tuning is not None:
         tuned = {k: v for k, v in tuning.describe()["levels"].items()}
     spec_text = batch_spec(d, grid, tuned)
+    if spec_file is not None and spec_text is None:
+        raise FitrulesError(
+            f"--spec-out {args.spec_out}: no simulate spec for this batch: "
+            f"{no_spec_reason(d, grid, tuned)}; leave out --spec-out"
+        )
     if tuned and len(d.chosen):
         per = math.prod(len(v) for v in tuned.values())
         d.notes.append(
@@ -1250,12 +1278,14 @@ def _predict(args) -> int:
     from fitrules import api
     from fitrules.fit import Objective
     from fitrules.forms import resolve_form
+    from fitrules.grids import derived_inputs
     from fitrules.intervals import check_bootstrap_options, format_point, parse_point
     from fitrules.ledger import (
         append_prediction,
         check_ledger_target,
         describe_head,
         fitted_runs_at,
+        prediction_setup,
     )
     from fitrules.report.text import table_notes
 
@@ -1319,6 +1349,9 @@ def _predict(args) -> int:
             "resamples": args.resamples,
             "bootstrap": fitted.bootstrap.kind if fitted.bootstrap else None,
             "tolerance_pct": args.tolerance,
+            "setup": prediction_setup(
+                grid, [*fitted.form.bound_variables, *pred["given"], *derived_inputs(grid)]
+            ),
             "data": {
                 "path": grid.label,
                 "sha256": grid.sha256,
@@ -1569,7 +1602,9 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(_ARGV)
             name = f"fitrules {args.command}"
             args.outputs = outputs
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+            outputs.finish()  # a staged output the command did not write leaves nothing
+            return code
         except UsageError as err:
             print(_one_line(err), file=sys.stderr)
             return 2

@@ -403,7 +403,14 @@ def compare(
     wanted = family(names, pairs)
     vsplit = verdict_splitter(splitter, n, verdict_train_frac) if random else None
     check_memory(
-        compare_memory(bound, n, len(masks) * (2 if vsplit is not None else 1), options),
+        compare_memory(
+            bound,
+            n,
+            len(masks) * (2 if vsplit is not None else 1),
+            options,
+            max(int(masks.sum(axis=1).max(initial=0)), vsplit.n_train(n) if vsplit else 0),
+            objective.kind,
+        ),
         f"comparing {len(bound)} forms on {len(masks):,} splits of {n:,} cells",
         "use fewer --splits or forms",
     )
@@ -690,16 +697,26 @@ def set_aside_warnings(summary: pd.DataFrame, reasons: dict, n_splits: int) -> l
 
 
 ROW_BYTES = 4_000  # one (split, form) row: its dict, table row, JSON view and text, generously
-CELL_BYTES = 60  # per cell of a row (the list of training cells, the per-cell errors)
+# per cell of a row: its list of training cells (a third of the cells, ~36 bytes each as
+# Python ints) and its held-out errors per cell (8 bytes); measured by bench_memory.py
+CELL_BYTES = 24
 
 
 def compare_memory(
-    forms: Sequence[Form], n_cells: int, n_splits: int, options: FitOptions | None = None
+    forms: Sequence[Form],
+    n_cells: int,
+    n_splits: int,
+    options: FitOptions | None = None,
+    n_train: int | None = None,
+    objective: str = "rel_ls",
 ) -> float:
     """Bytes a comparison will need, estimated before any fit: the largest form's fitting
     arrays plus the per-(split, form) results, which grow with the number of splits
     (measured: about 750 bytes a row on the default grid; counted here at 4 kB)."""
-    fitting = max((fit_memory(f, n_cells, n_splits, options) for f in forms), default=0.0)
+    fitting = max(
+        (fit_memory(f, n_cells, n_splits, options, n_train, objective) for f in forms),
+        default=0.0,
+    )
     rows = float(n_splits) * len(forms) * (ROW_BYTES + CELL_BYTES * n_cells)
     return fitting + rows
 

@@ -155,15 +155,71 @@ def _parse_values(text: str, name: str) -> list[float]:
     return out
 
 
-def candidate_cells(cells: Cells, variables: tuple[str, ...], spec: str | None = None):
+def integer_variables(grid: Grid, variables: tuple[str, ...]) -> set[str]:
+    """Variables that take whole numbers: integer columns of the grid, and integer settings
+    of the harness (a run cannot be made at H=1.414)."""
+    fields = _run_fields()
+    return {
+        v
+        for v in variables
+        if grid.runs[v].dtype.kind in "iub" or str(fields.get(v, "")) == "int"
+    }
+
+
+def _check_candidate_values(name: str, values: list[float], text: str, integer: bool) -> None:
+    """Named candidate values must be runnable: in the variable's domain, whole for a whole
+    variable, and within the harness's limits."""
+    from fitrules.grids import DOMAIN
+    from fitrules.limits import MAX_ABS_VALUE, SIM_INT_LIMITS
+
+    for v in values:
+        if abs(v) > MAX_ABS_VALUE:
+            raise FitrulesError(
+                f"--candidates: {name}={text!r}: {v:g} is beyond +-{MAX_ABS_VALUE:g}"
+            )
+        if name in DOMAIN:
+            ok = bool(np.asarray(DOMAIN[name][0](pd.Series([v]))).all())
+            if not ok:
+                raise FitrulesError(f"--candidates: {name}={text!r}: {DOMAIN[name][1]}")
+        if integer and not float(v).is_integer():
+            raise FitrulesError(
+                f"--candidates: {name}={text!r}: {v:g} is not a whole number, and {name} takes "
+                "whole numbers (in the grid and in a run)"
+            )
+        if integer and name in SIM_INT_LIMITS and not v <= SIM_INT_LIMITS[name]:
+            raise FitrulesError(
+                f"--candidates: {name}={text!r}: {v:g} is above {SIM_INT_LIMITS[name]:,}, the "
+                f"largest {name} a run takes"
+            )
+
+
+def _whole_midpoints(levels: np.ndarray) -> list[float]:
+    """Midpoints rounded to whole numbers, without the levels themselves."""
+    have = set(levels.tolist())
+    return sorted({float(round(m)) for m in _midpoints(levels)} - have)
+
+
+def candidate_cells(
+    cells: Cells,
+    variables: tuple[str, ...],
+    spec: str | None = None,
+    integer: set[str] | frozenset[str] = frozenset(),
+):
     """The candidate cells, a DataFrame over ``variables`` with an ``in_grid`` column.
 
     Default: for every variable, the grid's levels and the geometric midpoints between
-    neighbouring levels (arithmetic where a level is <= 0); their product, minus the cells
-    already in the grid. ``spec`` names values instead, e.g. ``"H=2,8,32;keep=1/32"``
-    (``keep`` is turned into ``omega = 1/keep - 1`` when the forms read omega); variables
-    it does not name take the grid's levels. Cells named that are in the grid are kept and
-    flagged.
+    neighbouring levels (arithmetic where a level is <= 0; rounded to whole numbers for
+    the ``integer`` variables, so that the cells ranked are the cells that will be run);
+    their product, minus the cells already in the grid. ``spec`` names values instead,
+    e.g. ``"H=2,8,32;keep=1/32"`` (``keep`` is turned into ``omega = 1/keep - 1`` when the
+    forms read omega); variables it does not name take the grid's levels. Cells named that
+    are in the grid are kept and flagged.
+
+    Raises
+    ------
+    FitrulesError
+        For a malformed ``spec``, a variable named twice or not read by the forms, a value
+        outside the variable's domain, a fraction for a whole variable, or too many cells.
     """
     table = cells.table
     named: dict[str, list[float]] = {}
@@ -183,6 +239,12 @@ def candidate_cells(cells: Cells, variables: tuple[str, ...], spec: str | None =
                     f"--candidates: {name!r} is not a variable of the forms "
                     f"({', '.join(variables)})"
                 )
+            if name in named:
+                raise FitrulesError(
+                    f"--candidates {spec!r}: {name} is named twice; give all its values once, "
+                    f"e.g. {name}=2,8"
+                )
+            _check_candidate_values(name, vals, values, name in integer)
             named[name] = vals
     axes = []
     for v in variables:
@@ -191,9 +253,16 @@ def candidate_cells(cells: Cells, variables: tuple[str, ...], spec: str | None =
             axes.append(sorted(set(named[v])))
         elif spec:
             axes.append(levels.tolist())
+        elif v in integer:
+            axes.append(sorted(set(levels.tolist()) | set(_whole_midpoints(levels))))
         else:
             axes.append(sorted(set(levels.tolist()) | set(_midpoints(levels))))
     grid_keys = {tuple(np.round(r, 12)) for r in table[list(variables)].to_numpy(float)}
+    n_rows = math.prod(len(a) for a in axes)
+    if n_rows > 50 * MAX_CANDIDATES:  # before the product is made
+        raise FitrulesError(
+            f"{n_rows:,} candidate cells; at most {MAX_CANDIDATES}: name fewer with --candidates"
+        )
     rows = []
     for combo in itertools.product(*axes):
         key = tuple(np.round(np.array(combo, float), 12))
@@ -243,9 +312,19 @@ def seed_cv(cells: Cells) -> float:
             "the grid has no cell with two or more runs: the seed noise a new run would "
             "carry cannot be estimated"
         )
-    rel = (t["std"].to_numpy(float) / c4(n) / np.abs(t["value"].to_numpy(float)))[ok]
-    # pool variances, weighted by degrees of freedom
-    return float(np.sqrt(np.sum((n[ok] - 1) * rel**2) / np.sum(n[ok] - 1)))
+    with np.errstate(all="ignore"):
+        rel = (t["std"].to_numpy(float) / c4(n) / np.abs(t["value"].to_numpy(float)))[ok]
+        # pool variances, weighted by degrees of freedom
+        cv = float(np.sqrt(np.sum((n[ok] - 1) * rel**2) / np.sum(n[ok] - 1)))
+    if not (math.isfinite(cv) and cv > 0):
+        # at values near 1e-300 the spread of the runs underflows to 0: no seed count could
+        # be planned (a separation over no noise is infinite), so say so instead
+        raise FitrulesError(
+            "the runs of the grid's cells show no measurable spread (identical values, or "
+            "differences below double precision at this scale): the seed noise a new run "
+            "would carry cannot be estimated"
+        )
+    return cv
 
 
 def _seed_max(grid: Grid) -> int | None:
@@ -290,7 +369,8 @@ def _split_sd(form, cells, Xc, splits, seed, objective) -> np.ndarray:
 def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        b = bootstrap_fit(grid, form, objective, resamples, seed)
+        # on the cells of every form's variables, as the forms are compared there
+        b = bootstrap_fit(grid, form, objective, resamples, seed, variables=tuple(Xc))
         ok = np.isfinite(b.draws).all(axis=1)
         P = np.array(
             [predict(form, Xc, dict(zip(form.constants, d, strict=True))) for d in b.draws[ok]]
@@ -334,6 +414,31 @@ def _pair_refit_gap(rival, cells, Xc, truth_pred, chosen, trial, objective):
         if np.isfinite(r.objective):
             out[i] = predict(rival, Xc, r.constants) - truth_pred
     return out
+
+
+def design_forms(names: str, inline: list[str]) -> list[Form]:
+    """The forms ``--forms A,B`` names, in that order; an inline ``--form "NAME = EXPR"``
+    defines one of them and must be named there.
+
+    Raises
+    ------
+    FitrulesError
+        For an inline form that ``--forms`` does not name, or a name that is no form.
+    """
+    from fitrules.forms import parse_form_line, select_forms
+
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    if not wanted:
+        raise FitrulesError(f"--forms {names!r}: name the forms, e.g. composition,additive")
+    lines = {parse_form_line(line).name: line for line in inline}
+    extra = [n for n in lines if n not in wanted]
+    if extra:
+        raise FitrulesError(
+            f"--form {lines[extra[0]]!r}: {extra[0]!r} is not named in --forms "
+            f"{names!r}; design uses the forms named there (add it: --forms {names},{extra[0]})"
+        )
+    forms = select_forms([n for n in wanted if n not in lines], list(lines.values()))
+    return sorted(forms, key=lambda f: wanted.index(f.name))
 
 
 MAX_BUDGET = 10_000  # runs one design may plan
@@ -422,7 +527,9 @@ def design(
     variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
     obj = Objective(objective, delta)
     cells = grid.cells(variables, positive=obj.kind != "abs_ls")
-    cand = candidate_cells(cells, variables, candidates)
+    if target is not None:  # a bad target is refused before the work
+        resolve_point(target, bound[0], grid.derive, option="--target")
+    cand = candidate_cells(cells, variables, candidates, integer_variables(grid, variables))
     Xc = {v: cand[v].to_numpy(float) for v in variables}
     noise = seed_noise(grid, variables)
     full: dict[str, FitResult] = {}
@@ -519,7 +626,7 @@ def design(
     if target is None:
         chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, obj)
     else:
-        _, point = resolve_point(target, bound[0])
+        _, point = resolve_point(target, bound[0], grid.derive, option="--target")
         settings["target_point"] = point
         chosen = _pin_down(bound[0], cells, cand, Xc, point, full, budget, seeds, cv)
     data = {
@@ -551,8 +658,12 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, object
     k = len(cand)
     names = [f.name for f in bound]
     pairs = list(itertools.combinations(range(len(bound)), 2))
-    param = {f.name: cand[f"sd_param_{f.name}"].to_numpy() ** 2 for f in bound}
-    misfit = {f.name: cand[f"sd_misfit_{f.name}"].to_numpy() ** 2 for f in bound}
+    # in units of the typical prediction: the criterion is a ratio of squares, which at
+    # values of 1e-300 or 1e90 would under- or overflow in the metric's own units
+    unit = float(np.nanmedian(np.abs(cand[[f"pred_{n}" for n in names]].to_numpy())))
+    unit = unit if math.isfinite(unit) and unit > 0 else 1.0
+    param = {f.name: (cand[f"sd_param_{f.name}"].to_numpy() / unit) ** 2 for f in bound}
+    misfit = {f.name: (cand[f"sd_misfit_{f.name}"].to_numpy() / unit) ** 2 for f in bound}
 
     def model_var(a: str, b: str) -> np.ndarray:
         # both forms' constants, and the misfit of the better-fitting one: the truth lies
@@ -561,13 +672,13 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, object
         # the signal the runs are there to show, not noise.
         return param[a] + param[b] + np.minimum(misfit[a], misfit[b])
 
-    seed_var = cand["seed_sd"].to_numpy() ** 2
+    seed_var = (cand["seed_sd"].to_numpy() / unit) ** 2
     # separation of each pair at `seeds` seeds, and the seeds each pair needs
     sep = np.zeros(k)
     need = np.full(k, np.inf)
     for i, j in pairs:
         a, b = names[i], names[j]
-        delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy())
+        delta = np.abs(cand[f"pred_{a}"].to_numpy() - cand[f"pred_{b}"].to_numpy()) / unit
         model = model_var(a, b)
         with np.errstate(divide="ignore", invalid="ignore"):  # no noise at all: infinite
             sep = np.maximum(sep, delta / np.sqrt(model + seed_var / seeds))
@@ -588,8 +699,9 @@ def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, object
         total = np.zeros(len(trial))
         for i, j in pairs:
             for t, r in ((i, j), (j, i)):
-                gap = _pair_refit_gap(
-                    bound[r], cells, Xc, preds[names[t]], chosen, trial, objective
+                gap = (
+                    _pair_refit_gap(bound[r], cells, Xc, preds[names[t]], chosen, trial, objective)
+                    / unit
                 )
                 with np.errstate(divide="ignore"):  # no noise at all: an infinite weight
                     w = 1 / (model_var(names[t], names[r]) + seed_var / n_cell)
@@ -713,24 +825,44 @@ def run_cells(d: Design) -> list[dict] | None:
     return out
 
 
+def no_spec_reason(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> str | None:
+    """Why :func:`batch_spec` gives no spec for this batch, or None when it gives one."""
+    fields = _run_fields()
+    if not len(d.chosen):
+        return "no cell was chosen"
+    if run_cells(d) is None:
+        other = [v for v in d.variables if v not in fields and v != "omega"]
+        verb = "is" if len(other) == 1 else "are"
+        return f"{', '.join(other)} {verb} not a setting of the harness"
+    needed = set(fields) - {"seed"} - set(tuned or {})
+    lacking = sorted(needed - set(grid.runs.columns))
+    if lacking:
+        return (
+            f"the grid was not written by fitrules simulate (it has no column "
+            f"{', '.join(map(repr, lacking[:3]))}{', ...' if len(lacking) > 3 else ''})"
+        )
+    varying = set(d.variables) | {"keep"} | set(tuned or {})
+    for c in fields:
+        if c != "seed" and c not in varying and grid.runs[c].nunique() != 1:
+            return f"the setting {c!r} varies in the grid and no form reads it"
+    return None
+
+
 def batch_spec(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> str | None:
     """A ``fitrules simulate`` spec for the chosen cells: the grid's fixed settings, one block
     per cell with its own fresh seeds (above every seed in the grid), and for a tuned grid
-    every level of the tuned factors. None when the grid was not made by the harness."""
+    every level of the tuned factors. None when the grid was not made by the harness (see
+    :func:`no_spec_reason`)."""
     cells = run_cells(d)
-    fields = _run_fields()
-    needed = set(fields) - {"seed"} - set(tuned or {})
-    if cells is None or not len(d.chosen) or not needed <= set(grid.runs.columns):
+    if cells is None or no_spec_reason(d, grid, tuned) is not None:
         return None
+    fields = _run_fields()
     varying = set(d.variables) | {"keep"} | set(tuned or {})
     fixed = {}
     for c in fields:
         if c == "seed" or c in varying:
             continue
-        values = grid.runs[c].unique()
-        if len(values) != 1:
-            return None  # a setting varies and no form reads it: the cells are ambiguous
-        v = values[0]
+        v = grid.runs[c].unique()[0]
         fixed[c] = v.item() if hasattr(v, "item") else v
     first = int(d.data["seed_max"] or -1) + 1
     forms = ", ".join(f.name for f in d.forms)

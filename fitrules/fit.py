@@ -642,7 +642,11 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
     # tiny column instead of being normalised back to unit length.
     Js = np.clip(J * np.maximum(np.abs(safe), 1.0)[:, None, :], -1e150, 1e150)
     colnorm = np.linalg.norm(Js, axis=1)  # (S, p)
-    _, sv, vt = np.linalg.svd(Js, full_matrices=True)  # sv (S, min(n, p)), vt (S, p, p)
+    if Js.shape[1] < cf.p:  # fewer cells than constants: zero rows give all p directions
+        Js = np.concatenate([Js, np.zeros((S, cf.p - Js.shape[1], cf.p))], axis=1)
+    # only the singular values and right singular vectors are needed: the thin SVD's left
+    # vectors are (S, n, p), where full ones would be (S, n, n), splits x n_train^2
+    _, sv, vt = np.linalg.svd(Js, full_matrices=False)  # sv (S, p), vt (S, p, p)
     sv_full = np.zeros((S, cf.p))
     sv_full[:, : sv.shape[1]] = sv
     smax = sv_full.max(axis=1)
@@ -801,7 +805,14 @@ def fit_splits(
             f"found {y.min():g} (use --objective abs_ls)"
         )
     check_memory(
-        fit_memory(form, len(y), len(masks), options),
+        fit_memory(
+            form,
+            len(y),
+            len(masks),
+            options,
+            int(masks.sum(axis=1).max(initial=0)),
+            objective.kind,
+        ),
         f"fitting form {form.name!r} on {len(masks):,} splits of {len(y):,} cells",
         "use fewer splits, cells or constants",
     )
@@ -911,16 +922,31 @@ def value_scale(cf: CompiledForm, y: np.ndarray) -> float:
     return scale if np.isfinite(scaled).all() and (scaled > 0).all() else 1.0
 
 
-def fit_memory(form: Form, n_cells: int, n_splits: int, options: FitOptions | None = None) -> float:
-    """Bytes the largest arrays of :func:`fit_splits` will take, estimated before allocating.
+def fit_memory(
+    form: Form,
+    n_cells: int,
+    n_splits: int,
+    options: FitOptions | None = None,
+    n_train: int | None = None,
+    objective: str = "rel_ls",
+) -> float:
+    """Bytes :func:`fit_splits` will need at its peak, estimated before allocating.
 
-    The shared grid's pieces (grid points x cells x k x k for k linear constants), one batch
-    of splits' normal equations (grid points x batch x k x k), the local search (starts x
-    batch x window x cells x k) and the diagnostics (splits x cells x constants).
+    Its phases, each counted with its temporaries: building the shared grid's pieces (grid
+    points x cells x k x k for k linear constants, with the outer products made twice), then,
+    with those pieces kept, the largest of one batch of splits' normal equations (grid
+    points x batch x k x k), the local search (starts x batch x window x training cells x k),
+    Levenberg-Marquardt (starts x batch x training cells x constants^2) and the diagnostics
+    (a batch's Jacobians and their thin SVD). ``n_train`` is the largest number of cells a
+    split fits (default: all of them). Levenberg-Marquardt runs on every row for
+    ``objective="log_huber"``, and otherwise only on rows whose search kept moving (none
+    without a nonlinear constant). Measured against peak RSS by benchmarks/bench_memory.py.
     """
     options = options or FitOptions()
     s = form.structure
     q, k, p = len(s.nonlinear), len(s.linear), len(s.constants)
+    n = max(int(n_cells), 1)
+    nt = n if n_train is None else max(min(int(n_train), n), 1)
     if q == 0:
         G = 1
     elif q <= len(options.grid_points):
@@ -930,12 +956,13 @@ def fit_memory(form: Form, n_cells: int, n_splits: int, options: FitOptions | No
     C = min(max(n_splits, 1), options.chunk_splits)
     window = 3**q if q <= FULL_STENCIL_MAX_Q else 2 * q + 1
     T = options.n_starts * C
-    pieces = 8.0 * G * n_cells * (k * k + 3 * k + 4)
-    batch = 8.0 * G * C * (2 * k * k + 3 * k + 3)
-    search = 8.0 * T * window * n_cells * (3 * k + 4) if q else 0.0
-    lm = 8.0 * T * n_cells * (p * p + 2 * p + 4)
-    diagnose = 8.0 * C * (n_cells * p * 3 + p * p * 2)
-    return pieces + batch + max(search, lm) + diagnose
+    kept = 8.0 * G * n * (k * k + k + 4)  # outer products, scaled basis, offsets, targets
+    build = 8.0 * G * n * (2 * k * k + 3 * k + 5)  # while they are made
+    batch = 8.0 * G * C * (3 * k * k + 4 * k + 24)  # normal equations and their solves
+    search = 8.0 * T * window * nt * (4 * k + 8) if q else 0.0
+    lm = 8.0 * T * nt * (2 * p * p + 3 * p + 8) if q or objective == "log_huber" else 0.0
+    diagnose = 8.0 * C * nt * (3 * p + 4)
+    return max(build, kept + max(batch, search, lm, diagnose))
 
 
 def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces):

@@ -75,6 +75,14 @@ class Form:
                 f"form name {self.name!r} is not allowed; use letters, digits, _ or -"
                 ", starting with a letter"
             )
+        for label in ("description", "source"):
+            if not isinstance(getattr(self, label), str):
+                raise FormError(
+                    f"form {self.name!r}: {label} must be text, got {getattr(self, label)!r}"
+                )
+        if not isinstance(self.expression, str):
+            raise FormError(f"form {self.name!r}: the expression must be text, not "
+                            f"{type(self.expression).__name__}")  # fmt: skip
         tree = ex.parse(self.expression, what=f"form {self.name!r}")
         _check_level_usage(tree, self)
         tree = self._fix(tree)
@@ -83,7 +91,20 @@ class Form:
         if self.levels is not None:
             tree = _expand(tree, self.levels, self)
         object.__setattr__(self, "_tree", tree)
+        self._check_ranges()
         if self.variables is not None:
+            if isinstance(self.variables, str) or not all(
+                isinstance(v, str) for v in self.variables
+            ):
+                raise FormError(
+                    f"form {self.name!r}: variables must be a sequence of column names, e.g. "
+                    f'("H", "omega"); got {self.variables!r}'
+                )
+            if not len(self.variables):
+                raise FormError(
+                    f"form {self.name!r}: declares no variables; name at least one column "
+                    "it reads, or leave the variables out to resolve them against the grid"
+                )
             object.__setattr__(self, "variables", tuple(self.variables))
             missing = [v for v in self.variables if v not in ex.names(tree)]
             if missing:
@@ -146,6 +167,27 @@ class Form:
     def base_constants(self) -> tuple[str, ...]:
         """The constants as written: ``L0`` for the per-level constants ``L0[H=1]``, ..."""
         return tuple(dict.fromkeys(base_name(c) for c in self.constants))
+
+    def _check_ranges(self) -> None:
+        """Before the constants are known: a start given with bounds lies within them."""
+        for label in ("bounds", "start"):
+            if not isinstance(getattr(self, label), Mapping):
+                raise FormError(
+                    f"form {self.name!r}: {label} must be a table of NAME = [LOW, HIGH], got "
+                    f"{getattr(self, label)!r}"
+                )
+        for key, pair in self.start.items():
+            if key not in self.bounds:
+                continue
+            try:
+                (a, b), (lo, hi) = (float(x) for x in pair), (float(x) for x in self.bounds[key])
+            except (TypeError, ValueError, OverflowError):
+                continue  # the pairs themselves are checked with the constants
+            if not (lo <= a < b <= hi):
+                raise FormError(
+                    f"form {self.name!r}: start of {key!r} {list(pair)!r} is not a range "
+                    f"inside its bounds [{lo:g}, {hi:g}]"
+                )
 
     def _check_constant_options(self) -> None:
         for label, opts in (("bounds", self.bounds), ("start", self.start)):
@@ -214,9 +256,7 @@ class Form:
         for c in s.nonlinear:
             i = s.constants.index(c)
             lo, hi = s.lower[i], s.upper[i]
-            a, b = s.start_lo[s.nonlinear.index(c)], s.start_hi[s.nonlinear.index(c)]
-            if base_name(c) in self.start:
-                a, b = self.start[base_name(c)]
+            a, b = self.start.get(base_name(c), default_start(lo, hi))
             if not (lo <= float(a) and float(b) <= hi):
                 raise FormError(
                     f"form {self.name!r}: the starting range [{float(a):g}, {float(b):g}] of "
@@ -597,14 +637,7 @@ class Structure:
         s_lo, s_hi, log_axes = [], [], []
         for c in nonlinear:
             i = consts.index(c)
-            if base_name(c) in form.start:
-                lo, hi = form.start[base_name(c)]
-            else:
-                lo, hi = DEFAULT_NONLINEAR_START
-                if not (lower[i] <= lo and hi <= upper[i]) and base_name(c) in form.bounds:
-                    # bounds given without a start that excludes the default range (e.g.
-                    # Nc in 1e10..1e16): search the whole bounded range
-                    lo, hi = lower[i], upper[i]
+            lo, hi = form.start.get(base_name(c), default_start(lower[i], upper[i]))
             s_lo.append(max(float(lo), lower[i]))
             s_hi.append(min(float(hi), upper[i]))
             # a positive range over decades is searched on a log scale (Nc ~ 1e13)
@@ -622,6 +655,16 @@ class Structure:
             tuple(s_hi),
             tuple(log_axes),
         )
+
+
+def default_start(lo: float, hi: float) -> tuple[float, float]:
+    """The starting range of a nonlinear constant with no ``start``: the default range
+    clipped to its bounds (bounds = [-2, 2] starts over [-2, 2]), or the bounds themselves
+    when the two do not overlap."""
+    a, b = max(DEFAULT_NONLINEAR_START[0], lo), min(DEFAULT_NONLINEAR_START[1], hi)
+    if a < b:
+        return a, b
+    return lo, hi
 
 
 # ------------------------------------------------------------------ built-ins and registry

@@ -91,15 +91,41 @@ def display_path(path: Path) -> str:
 
     path = Path(path)
     try:
-        return str(Path("data") / path.resolve().relative_to(packaged_data_dir()))
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a loop of links: shown as given
+        return str(path) if not path.is_absolute() else path.name
+    try:
+        return str(Path("data") / resolved.relative_to(packaged_data_dir()))
     except ValueError:
         pass
     for base in (Path.cwd(), project_root()):
         try:
-            return str(path.resolve().relative_to(base.resolve()))
+            return str(resolved.relative_to(base.resolve()))
         except ValueError:
             continue
     return str(path) if not path.is_absolute() else path.name
+
+
+def derivations(derive: Sequence[str]) -> dict[str, set[str]]:
+    """Each derived column -> the columns of the table it is computed from, through any
+    chain of derivations (``b = a*2`` after ``a = loss + 1`` reads ``loss``)."""
+    out: dict[str, set[str]] = {}
+    for text in derive:
+        name, _, rhs = text.partition("=")
+        try:
+            read = ex.names(ex.parse(rhs))
+        except ExpressionError:
+            continue  # load_grid has refused it already
+        sources: set[str] = set()
+        for n in read:
+            sources |= out.get(n, {n})
+        out[name.strip().strip("`")] = sources
+    return out
+
+
+def derived_inputs(grid: Grid) -> set[str]:
+    """Every column of the table that a derivation of ``grid`` reads."""
+    return set().union(*derivations(grid.derive).values()) if grid.derive else set()
 
 
 def _line(index: int) -> int:
@@ -257,7 +283,9 @@ class Grid:
                 continue
             col = self.runs[c]
             continuous = col.dtype.kind == "f" and len(col) > 3 and col.nunique() == len(col)
-            if not continuous:
+            # values that differ only by rounding are one level written twice, not a
+            # continuous column: as a factor they are reported, never pooled
+            if not continuous or rounding_twins(col) is not None:
                 out.append(c)
         return out
 
@@ -301,6 +329,7 @@ class Grid:
                     f"{where}: column {v!r} is an outcome of each run, not a condition; a "
                     "form may not read it"
                 )
+            self._check_not_derived_from_outcome(v)
             col = self.runs[v]
             if col.dtype.kind not in "biuf":
                 raise GridError(
@@ -347,6 +376,24 @@ class Grid:
         return Cells(agg, variables, self.metric, {v: self.units[v] for v in variables
                                                     if v in self.units})  # fmt: skip
 
+    def _check_not_derived_from_outcome(self, v: str) -> None:
+        """A derived column computed from the metric, the seed or an outcome would let a
+        form read what it predicts: refuse it as the column itself is refused."""
+        sources = derivations(self.derive).get(v, set())
+        banned = [s for s in sources if s == self.metric or s == self.seed or s in OUTCOMES]
+        if banned:
+            what = (
+                "the metric"
+                if banned[0] == self.metric
+                else "a run's seed"
+                if banned[0] == self.seed
+                else "an outcome of each run"
+            )
+            raise GridError(
+                f"{self.label}: column {v!r} is derived from {banned[0]!r}, {what}; a form "
+                "may not read it, directly or through a derivation"
+            )
+
     @property
     def continuous(self) -> list[str]:
         """Design columns with a different value in every run (e.g. a compute budget): not
@@ -365,7 +412,11 @@ class Grid:
         variables its forms read.
         """
         varying = self.varying_factors
-        fixed = {c: _plain(self.runs[c].iloc[0]) for c in self.factors if c not in varying}
+        fixed = {
+            c: _plain(self.runs[c].iloc[0])
+            for c in self.factors
+            if c not in varying and len(self.runs)  # every run may have been set aside
+        }
         levels = {c: sorted(_plain(v) for v in self.runs[c].unique()) for c in varying}
         by = varying + self.continuous
         if by:
@@ -517,6 +568,33 @@ def written_by_harness(path: Path | None, columns: Sequence[str]) -> bool:
         return False
 
 
+ROUNDING = 1e-6  # distinct values closer than this (relative) are one level rounded twice
+
+
+def rounding_twins(col: pd.Series) -> tuple[float, float] | None:
+    """Two distinct values of a float column that differ only by rounding, or None."""
+    if col.dtype.kind != "f":
+        return None
+    vals = np.unique(col.to_numpy(float))
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < 2:
+        return None
+    scale = np.maximum(np.abs(vals[:-1]), np.abs(vals[1:]))
+    close = np.flatnonzero(np.diff(vals) <= ROUNDING * scale)
+    return (float(vals[close[0]]), float(vals[close[0] + 1])) if len(close) else None
+
+
+MAX_LEVELS_SHOWN = 6  # levels named in one message; a column like job_id has thousands
+
+
+def level_list(col: pd.Series) -> str:
+    """The distinct values of ``col`` for a message, at most :data:`MAX_LEVELS_SHOWN`."""
+    levels = sorted((_plain(v) for v in col.unique()), key=str)
+    shown = ", ".join(_shown(v, 24) for v in levels[:MAX_LEVELS_SHOWN])
+    more = len(levels) - MAX_LEVELS_SHOWN
+    return shown + (f", ... ({len(levels)} levels)" if more > 0 else "")
+
+
 def to_float(col: pd.Series) -> pd.Series:
     """``col`` as floats: text becomes NaN, an integer beyond double precision +-inf."""
 
@@ -555,6 +633,11 @@ def _read(path: Path) -> pd.DataFrame:
         raise GridError(f"{label}: file not found")
     if path.is_dir():
         raise GridError(f"{label}: is a directory; give a results table (CSV or Parquet)")
+    if not path.is_file():  # a pipe with no writer would wait forever; a device never ends
+        raise GridError(
+            f"{label}: is not a regular file (a pipe, socket or device); give a results table "
+            "(CSV or Parquet) saved to a file"
+        )
     parquet = path.suffix.lower() in (".parquet", ".pq")
     try:
         if parquet:
@@ -574,6 +657,77 @@ def _read(path: Path) -> pd.DataFrame:
         raise GridError(f"{label}: not a readable results table ({_first_line(err)})") from None
     except OSError as err:
         raise GridError(f"{label}: cannot be read ({err.strerror or _first_line(err)})") from None
+
+
+def _texts(value: Any, name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise GridError(f"{name} {value!r}: give a condition as text, or a list of them")
+    return tuple(value)
+
+
+def _index_as_columns(df: pd.DataFrame, label: str) -> pd.DataFrame:
+    """A named index (``df.set_index("lr")``, kept by Parquet) holds data: its levels become
+    columns. An unnamed index is only row labels and is dropped later."""
+    names = [n for n in df.index.names if n is not None]
+    if not names:
+        return df
+    clash = [n for n in names if str(n).strip() in {str(c).strip() for c in df.columns}]
+    if clash:
+        raise GridError(
+            f"{label}: the index is named {str(clash[0])!r}, which is also a column; rename "
+            "one (the index holds data and becomes a column)"
+        )
+    return df.reset_index(level=names)
+
+
+def _plain_dtypes(df: pd.DataFrame, label: str) -> pd.DataFrame:
+    """One scalar per cell, in a dtype pandas can group by: half and single precision
+    widened to double (pandas cannot index float16), lists and tables refused.
+
+    Raises
+    ------
+    GridError
+        For a cell holding a list, array, tuple, set or table (Parquet list columns).
+    """
+    narrow = [c for c in df.columns if df[c].dtype.kind == "f" and df[c].dtype.itemsize < 8]
+    if narrow:
+        df = df.astype({c: float for c in narrow})
+    for c in df.columns:
+        if df[c].dtype != object:
+            continue
+        nested = df[c].map(lambda v: isinstance(v, list | tuple | set | dict | np.ndarray))
+        if nested.any():
+            i = int(np.flatnonzero(nested.to_numpy())[0])
+            raise GridError(
+                f"{label}: column {c!r} holds a {type(df[c].iloc[i]).__name__} in line "
+                f"{_line(df.index[i])}; a results table holds one value per cell (a number or text)"
+            )
+    # one block per dtype: pandas warns on every later column added to a frame of 100+
+    # separate blocks (as read_csv makes for a wide table)
+    return df.copy()
+
+
+def _csv_lines(path: Path, n_rows: int) -> np.ndarray | None:
+    """The line of the file each row starts on, counting blank lines (which pandas skips)
+    and newlines inside quoted fields; None when the file does not parse the same way."""
+    import csv
+
+    starts: list[int] = []
+    end = 0
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            for record in reader:
+                start, end = end + 1, reader.line_num
+                if record:
+                    starts.append(start)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return np.array(starts[1:], dtype=np.int64) if len(starts) == n_rows + 1 else None
 
 
 def _check_unique(names: Sequence[str], label: str) -> None:
@@ -673,8 +827,15 @@ def load_grid(
     >>> len(g.runs), g.cells(["H"]).table["value"].round(3).tolist()
     (4, [2.105, 2.205])
     """
-    where = (where,) if isinstance(where, str) else tuple(where or ())
-    derive = (derive,) if isinstance(derive, str) else tuple(derive or ())
+    where, derive = _texts(where, "where"), _texts(derive, "derive")
+    for name, value in (("metric", metric), ("unit", unit)):
+        if value is not None and not isinstance(value, str):
+            raise GridError(f"{name} {value!r}: must be a column name (text) or None")
+    if not isinstance(source, pd.DataFrame | str | Path):
+        raise GridError(
+            f"source {type(source).__name__}: give a pandas DataFrame or the path of a CSV or "
+            "Parquet file"
+        )
     path: Path | None
     if isinstance(source, pd.DataFrame):
         frame, path = source, None
@@ -684,15 +845,21 @@ def load_grid(
         raise GridError(f"frame: expected a pandas DataFrame, got {type(frame).__name__}")
     label = IN_MEMORY if path is None else display_path(path)
     if frame is not None:
+        frame = _index_as_columns(frame, label)
         df = frame.copy()
     elif path is not None:
-        df = _read(path)
+        df = _index_as_columns(_read(path), label)
     if len(df) == 0:
         raise GridError(f"{label}: the table has no rows")
     df.columns = [str(c).strip() for c in df.columns]
     _check_unique(list(df.columns), label)
     rows_read = len(df)
     df = df.reset_index(drop=True)
+    if path is not None and frame is None and path.suffix.lower() not in (".parquet", ".pq"):
+        lines = _csv_lines(path, len(df))
+        if lines is not None:  # rows labelled so that _line(label) is the line in the file
+            df.index = pd.Index(lines - 2)
+    df = _plain_dtypes(df, label)
     columns_read = list(df.columns)
 
     derived = []
@@ -729,6 +896,22 @@ def load_grid(
         raise GridError(
             f"{label}: no column {metric!r} for --metric; columns: {', '.join(df.columns)}"
         )
+    elif metric in SEED_COLUMNS:
+        raise GridError(
+            f"{label}: --metric {metric}: is the seed column, which names each run's seed; "
+            "choose the column the runs measured"
+        )
+    kind = df[metric].dtype.kind
+    if kind in "bc" or (
+        kind == "O"
+        and df[metric]
+        .map(lambda v: isinstance(v, bool | complex | np.bool_ | np.complexfloating))
+        .any()
+    ):
+        what = {"b": "true/false", "c": "complex"}.get(kind, "true/false or complex")
+        raise GridError(
+            f"{label}: column {metric!r} holds {what} values; the metric must be real numbers"
+        )
     values = to_float(df[metric])
     text_rows = (
         values.isna()
@@ -747,7 +930,8 @@ def load_grid(
     if huge.any():
         i = int(np.flatnonzero(huge)[0])
         raise GridError(
-            f"{label}: column {metric!r} has {df[metric].iloc[i]:g} in line {_line(i)}; a "
+            f"{label}: column {metric!r} has {df[metric].iloc[i]:g} in line "
+            f"{_line(df.index[i])}; a "
             f"finite metric must lie within +-{MAX_ABS_VALUE:g} (non-finite values are set "
             "aside as excluded runs)"
         )
@@ -770,6 +954,18 @@ def load_grid(
                     f"{label}: column {col!r} has {_shown(df.loc[i, col])} in line "
                     f"{_line(i)}; {allowed}"
                 )
+
+    for col in df.columns:  # a condition at +-inf is no setting a run was made at
+        if col == metric or col in NON_FACTORS or df[col].dtype.kind != "f":
+            continue
+        inf = np.isinf(df[col].to_numpy())
+        if inf.any():
+            i = int(np.flatnonzero(inf)[0])
+            raise GridError(
+                f"{label}: column {col!r} has {df[col].iloc[i]:g} in line "
+                f"{_line(df.index[i])}; a condition of a run must be finite (leave it empty "
+                "where it does not apply)"
+            )
 
     keep = np.ones(len(df), bool)
     for text in where:
@@ -801,6 +997,12 @@ def load_grid(
     excluded = df[reason != ""].assign(reason=reason[reason != ""])
     row_numbers = df.index[(reason == "").to_numpy()].to_numpy()
     runs = df[reason == ""].reset_index(drop=True)
+    if len(runs) == 0:
+        why = ", ".join(f"{n} {r}" for r, n in excluded["reason"].value_counts().items())
+        raise GridError(
+            f"{label}: no run left to use: every one of the {len(df)} rows kept was set aside "
+            f"({why})"
+        )
     seed = seed_col or next((s for s in SEED_COLUMNS if s in df.columns), None)
     if frame is not None:  # the table as CSV text: the same rows give the same hash
         sha = hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()

@@ -171,10 +171,10 @@ def check_fits(
         if np.isfinite(rel_se[s]).any() and np.nanmax(rel_se[s]) > options.max_rel_se:
             j = int(np.nanargmax(rel_se[s]))
             cell = labels[j] if labels else f"cell {j}"
-            reasons.append(
-                f"delta-method standard error {np.nanmax(rel_se[s]):.3g} times the "
-                f"prediction at {cell}"
-            )
+            top = float(np.nanmax(rel_se[s]))
+            # a standard error that overflows is said so, never printed as 'inf'
+            times = f"{top:.3g} times" if np.isfinite(top) else "beyond any multiple of"
+            reasons.append(f"delta-method standard error {times} the prediction at {cell}")
         if options.metric_range is not None:
             lo, hi = options.metric_range
             bad = (pred[s] < lo) | (pred[s] > hi)

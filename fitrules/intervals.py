@@ -28,6 +28,7 @@ failed and left out.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -380,8 +381,25 @@ def resolve_point(
         point does not determine.
     """
     if isinstance(text_or_dict, dict):
+        import numbers
+
+        for k, v in text_or_dict.items():
+            if (
+                not isinstance(k, str)
+                or isinstance(v, bool)
+                or not isinstance(v, numbers.Real)
+                or not math.isfinite(float(v))
+            ):
+                raise FitrulesError(
+                    f"{option} {text_or_dict!r}: {k!r} = {v!r}; a point maps variable names "
+                    "to finite numbers"
+                )
         given = {str(k): float(v) for k, v in text_or_dict.items()}
-        shown = text_or_dict
+        shown: object = text_or_dict
+    elif not isinstance(text_or_dict, str):
+        raise FitrulesError(
+            f"{option} {text_or_dict!r}: give a point as text ('H=8,keep=0.25') or a dict"
+        )
     else:
         given = parse_point(text_or_dict, option)
         shown = text_or_dict
@@ -454,6 +472,7 @@ def bootstrap_fit(
     options: FitOptions | None = None,
     kind: str = "auto",
     weights: str = "cells",
+    variables: Sequence[str] | None = None,
 ) -> BootstrapFit:
     """Fit ``form`` on all cells and refit it on ``resamples`` bootstrap replicates.
 
@@ -468,6 +487,8 @@ def bootstrap_fit(
     level : level of the percentile intervals.
     kind : ``"seeds"``, ``"residuals"`` or ``"auto"`` (residuals when any cell has a
         single run; see the module docstring).
+    variables : the columns that define a cell (default: the form's variables); more than
+        the form reads when it is compared with forms that read more (``design``).
 
     Raises
     ------
@@ -486,7 +507,8 @@ def bootstrap_fit(
         raise FitrulesError(f"bootstrap {kind!r} is unknown; allowed: {', '.join(BOOTSTRAP_KINDS)}")
     form = form.bind(grid.columns, grid.runs)
     obj = objective or Objective()
-    cells = grid.cells(form.bound_variables, positive=obj.kind != "abs_ls")
+    keys = list(dict.fromkeys([*form.bound_variables, *(variables or ())]))
+    cells = grid.cells(keys, positive=obj.kind != "abs_ls")
     w = cell_weights(weights, cells.table, obj)
     base = fit(form, cells.X, cells.y, obj, options, weights=w)
     keys = list(cells.variables)

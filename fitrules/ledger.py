@@ -44,7 +44,7 @@ import pandas as pd
 from fitrules import expr as ex
 from fitrules.errors import LedgerError
 from fitrules.grids import Grid, display_path, to_float
-from fitrules.outputs import write_text
+from fitrules.outputs import follow_link, write_text
 
 HEX = re.compile(r"^[0-9a-f]{64}$")
 HEAD = re.compile(r"^(?:(\d+):)?([0-9a-fA-F]{12,64})$")
@@ -104,6 +104,11 @@ def _schema_problem(rec: dict) -> str | None:
     tol = rec.get("tolerance_pct")
     if tol is not None and not (_is_num(tol) and tol > 0):
         return "'tolerance_pct' is not a positive number"
+    setup = rec.get("setup", {})
+    if not isinstance(setup, dict) or not all(
+        isinstance(k, str) and (isinstance(v, str | bool) or _is_num(v)) for k, v in setup.items()
+    ):
+        return "'setup' is not a table of levels"
     data = rec.get("data")
     if not isinstance(data, dict):
         return "'data' is missing or not a table"
@@ -116,6 +121,11 @@ def _schema_problem(rec: dict) -> str | None:
 
 
 def _read_text(path: Path) -> str | None:
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise LedgerError(
+            f"{display_path(path)}: is not a regular file (a pipe, socket or device); a "
+            "ledger is a file"
+        )
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -198,7 +208,7 @@ def read_ledger(path: Path, must_exist: bool = False) -> list[dict]:
 def check_ledger_target(path: Path) -> list[dict]:
     """Before any work: the ledger's records (a tampered one is refused), and that a record
     can be appended there."""
-    path = Path(path)
+    path = follow_link(Path(path), "--ledger")
     records = read_ledger(path)
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
@@ -208,11 +218,17 @@ def check_ledger_target(path: Path) -> list[dict]:
         problem = f"{parent} is not a directory"
     else:
         try:  # a real probe: access() says yes to root even where nothing can be created
+            before = os.stat(parent)
             fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
             os.close(fd)
             os.unlink(probe)
         except OSError as err:
             problem = f"cannot create files in {parent}: {err.strerror}"
+        else:
+            try:  # the probe leaves no trace, not even the time of a shared ledger's folder
+                os.utime(parent, ns=(before.st_atime_ns, before.st_mtime_ns))
+            except OSError:
+                pass
     if problem is not None:
         raise LedgerError(f"--ledger {path}: {problem}")
     return records
@@ -251,7 +267,12 @@ def verify_head(path: Path, records: list[dict], head: tuple[int | None, str]) -
     where = display_path(Path(path))
     hits = [i for i, r in enumerate(records, start=1) if r["sha256"].startswith(digits)]
     if n is not None:
-        if n < 1 or n > len(records):
+        if n < 1:
+            raise LedgerError(
+                f"--head {n}:{digits[:16]}: record numbers start at 1; give the head as "
+                "'fitrules predict' printed it"
+            )
+        if n > len(records):
             raise LedgerError(
                 f"{where}: the recorded head is record {n} but the ledger holds "
                 f"{len(records)} records: records were removed"
@@ -288,7 +309,8 @@ def append_prediction(path: Path, record: dict) -> dict:
     The ledger is re-read, checked and extended under an exclusive lock, so two concurrent
     appends get consecutive ids.
     """
-    path = Path(path)
+    # a ledger reached through a link is the file it points to: locked and extended there
+    path = follow_link(Path(path), "--ledger")
     with _append_lock(path):
         records = read_ledger(path)
         for r in records:
@@ -323,7 +345,9 @@ def append_prediction(path: Path, record: dict) -> dict:
     return rec
 
 
-def _column_match(col: pd.Series, value: float) -> np.ndarray:
+def _column_match(col: pd.Series, value) -> np.ndarray:
+    if isinstance(value, str) or isinstance(value, bool):
+        return (col.astype(str).str.strip() == str(value)).to_numpy()
     numeric = to_float(col).to_numpy(float)
     with np.errstate(invalid="ignore"):
         return np.isclose(numeric, value, rtol=1e-9, atol=0)
@@ -393,35 +417,109 @@ def score_data(grid: Grid, records: list[dict]) -> dict:
     }
 
 
+def prediction_setup(grid: Grid, variables) -> dict:
+    """The levels a prediction was made at besides its point: every factor that is constant
+    over the runs it was fitted on (tuned choices and the form's variables left out), so that
+    :func:`score_ledger` scores it only against new runs made at those levels."""
+    from fitrules.grids import _plain
+
+    skip = set(variables)
+    out = {}
+    for c in grid.factors:
+        if c in skip or c.startswith("tuned_"):
+            continue
+        values = grid.runs[c].unique()
+        if len(values) == 1:
+            v = _plain(values[0])
+            if isinstance(v, bool | str) or (isinstance(v, int | float) and math.isfinite(v)):
+                out[c] = v
+    return out
+
+
+def _record_runs(r: dict, grid: Grid) -> np.ndarray | None:
+    """The new runs a record predicts: at its point, under its filters and at every level it
+    was made at (``setup``). None when the table lacks a column of the point."""
+    runs = grid.runs
+    if any(k not in runs.columns for k in r["point"]):
+        return None
+    mask = np.ones(len(runs), bool)
+    for k, v in r["point"].items():
+        mask &= _column_match(runs[k], v)
+    for k, v in (r.get("setup") or {}).items():
+        if k in runs.columns:
+            mask &= _column_match(runs[k], v)
+    for cond in r["data"].get("where", []):
+        node = ex.parse(cond, logical=True, what=f"record {r['id']}'s filter")
+        if all(n in runs.columns for n in ex.names(node)):
+            try:
+                with np.errstate(all="ignore"):
+                    hit = ex.evaluate(node, {c: runs[c].to_numpy() for c in ex.names(node)})
+                mask &= np.broadcast_to(np.asarray(hit, bool), mask.shape)
+            except (TypeError, ValueError):
+                mask &= False
+    return mask
+
+
+def _check_one_setup(r: dict, grid: Grid, mask: np.ndarray, where: str) -> None:
+    """Refuse to pool new runs that differ in a factor the prediction did not vary."""
+    from fitrules.grids import level_list
+
+    runs = grid.runs[mask]
+    fixed = set(r["point"]) | set(r.get("setup") or {})
+    for c in grid.factors:
+        if c in fixed or c.startswith("tuned_"):
+            continue
+        if runs[c].nunique(dropna=False) > 1:
+            raise LedgerError(
+                f"{where}: record {r['id']} predicts {r['form']!r} at "
+                f"{', '.join(f'{k}={v:g}' for k, v in r['point'].items())}, but the runs "
+                f"there in {grid.label} differ in {c!r} ({level_list(runs[c])}), which the "
+                f"prediction did not vary; keep one level with --where"
+            )
+
+
+def _metric_problem(r: dict, grid: Grid) -> str | None:
+    metric = r["data"].get("metric")
+    if metric is not None and metric != grid.metric:
+        return f"predicts {metric!r}, the runs give {grid.metric!r}: not scored"
+    return None
+
+
 def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> pd.DataFrame:
     """One row per record: observed mean where the cell now has runs, error, verdicts.
 
-    Runs the record's form was fitted on (the same cell and seed id, recorded by
-    ``predict``) are not a test of it: when every run at the cell is one of them the record
-    is marked "fitted on this data: not a test"; otherwise they are left out and counted.
-    Records written before run identities were kept fall back to the data's sha256.
+    New runs are matched to a record by its point, its filters, every level of the other
+    factors it was made at, and its metric: runs that differ in a factor the prediction did
+    not vary are refused, and a record of another metric is not scored. Runs the record's
+    form was fitted on (the same cell and seed id, recorded by ``predict``) are not a test of
+    it: when every run at the cell is one of them the record is marked "fitted on this data:
+    not a test"; otherwise they are left out and counted. Records written before run
+    identities were kept fall back to the data's sha256.
+
+    Raises
+    ------
+    LedgerError
+        For an empty ledger, runs at a record's cell that differ in a factor it did not vary,
+        or a ledger none of whose records predicts the table's metric.
     """
     records = read_ledger(path, must_exist=True) if records is None else records
     if not records:
         raise LedgerError(f"{display_path(path)}: no predictions to score")
+    metrics = {r["data"].get("metric") for r in records}
+    if None not in metrics and grid.metric not in metrics:
+        raise LedgerError(
+            f"{display_path(path)}: its records predict {', '.join(map(repr, sorted(metrics)))}"
+            f", but the metric of {grid.label} is {grid.metric!r}; choose the metric the "
+            "predictions were made for with --metric"
+        )
     rows = []
     runs = grid.runs
     for r in records:
-        mask = np.ones(len(runs), bool)
-        missing = [k for k in r["point"] if k not in runs.columns]
-        for k, v in r["point"].items():
-            if k in runs.columns:
-                mask &= _column_match(runs[k], v)
-        for cond in r["data"].get("where", []):
-            node = ex.parse(cond, logical=True, what=f"record {r['id']}'s filter")
-            if all(n in runs.columns for n in ex.names(node)):
-                try:
-                    with np.errstate(all="ignore"):
-                        hit = ex.evaluate(node, {c: runs[c].to_numpy() for c in ex.names(node)})
-                    mask &= np.broadcast_to(np.asarray(hit, bool), mask.shape)
-                except (TypeError, ValueError):
-                    mask &= False
-        frame = runs.loc[mask] if not missing else runs.iloc[0:0]
+        mask = _record_runs(r, grid)
+        other_metric = _metric_problem(r, grid)
+        if mask is not None and other_metric is None:
+            _check_one_setup(r, grid, mask, display_path(path))
+        frame = runs.iloc[0:0] if mask is None or other_metric is not None else runs.loc[mask]
         fitted = _fitted_mask(r, frame, grid)
         if fitted is None:  # an older record: only the file's bytes say what it was fitted on
             same = grid.sha256 is not None and r["data"].get("sha256") == grid.sha256
@@ -466,9 +564,12 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
                 error_pct=None,
                 inside_interval=None,
                 within_tolerance=None,
-                status="observed mean is 0: no relative error"
-                if len(hit) and obs == 0
-                else "no results yet",
+                status=other_metric
+                or (
+                    "observed mean is 0: no relative error"
+                    if len(hit) and obs == 0
+                    else "no results yet"
+                ),
             )
         rows.append(row)
     return pd.DataFrame(rows)

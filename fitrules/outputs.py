@@ -48,7 +48,8 @@ def _why(err: OSError) -> str:
 # ------------------------------------------------------------------ locks and stale partials
 def _lock(path: Path) -> int:
     """Open ``path`` (file or directory) and hold an exclusive flock on it; return the fd."""
-    fd = os.open(path, os.O_RDONLY)
+    # O_NONBLOCK: a pipe put where a partial was expected must not wait for a writer
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -75,10 +76,12 @@ def _remove(path: Path) -> None:
 def clean_stale(target: Path) -> list[Path]:
     """Remove partial siblings of ``target`` left by killed runs (their lock is free).
 
-    A partial still being written by a live process holds its lock and is left alone. A
-    ``.NAME.old`` directory (left by fitrules before 0.2 when ``--force`` was interrupted
-    between its two renames) is put back at ``target`` if ``target`` is missing, else removed.
-    Returns the paths removed.
+    A partial still being written by a live process holds its lock and is left alone, as is
+    anything named like a partial that fitrules cannot have made (a pipe, a device, a link:
+    opening a pipe would wait for a writer forever). A ``.NAME.old`` directory is never
+    touched: fitrules no longer makes one, and putting it back at a fresh target would
+    replace what the user asked for with something nobody asked for. Returns the paths
+    removed.
     """
     target = Path(target)
     parent, name = target.parent, target.name
@@ -91,6 +94,12 @@ def clean_stale(target: Path) -> list[Path]:
         if not (entry.name.startswith(f".{name}.") and entry.name.endswith(PARTIAL)):
             continue
         try:
+            mode = entry.lstat().st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            continue
+        try:
             fd = _lock(entry)
         except OSError:
             continue  # held by a live run, or already gone
@@ -99,13 +108,6 @@ def clean_stale(target: Path) -> list[Path]:
             removed.append(entry)
         finally:
             _unlock(fd)
-    old = parent / f".{name}.old"
-    if old.is_dir() and not old.is_symlink():
-        if target.exists() or target.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
-            removed.append(old)
-        else:
-            os.rename(old, target)
     return removed
 
 
@@ -184,6 +186,69 @@ def exchange(a: Path, b: Path) -> None:
         os.rename(aside, a)
 
 
+def follow_link(path: Path | str, option: str) -> Path:
+    """``path``, or the file it links to when it is a symbolic link (a chain is followed to
+    its end): a file written through a link lands where the link points, and the link stays.
+
+    Raises
+    ------
+    ReportError
+        For a loop of links.
+    """
+    path = Path(path)
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError, ValueError):
+        raise ReportError(f"{option} {_show(path)}: is a loop of symbolic links") from None
+
+
+# ------------------------------------------------------------------ outputs are never inputs
+def same_file(a: Path | str, b: Path | str) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once links are followed, or (for
+    files that exist) the same device and inode, which also catches hard links."""
+    a, b = Path(a), Path(b)
+    try:
+        if a.resolve() == b.resolve():
+            return True
+    except (OSError, RuntimeError):  # a loop of links: compare as given
+        if os.path.abspath(a) == os.path.abspath(b):
+            return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_distinct(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
+    """Refuse, before any work, an output that is an input or another output.
+
+    ``outputs`` are (option, path) pairs; the check is by resolved path and by inode, so a
+    symbolic or hard link to an input is caught too.
+
+    Raises
+    ------
+    ReportError
+        Naming the option, the path and what it would replace.
+    """
+    outputs = [(o, p) for o, p in outputs if str(p).strip()]  # empty: refused when taken
+    for i, (option, path) in enumerate(outputs):
+        for src in inputs:
+            if same_file(path, src):
+                also = f" ({_show(src)})" if str(src) != str(path) else ""
+                raise ReportError(
+                    f"{option} {_show(path)}: is an input of this command{also}; choose "
+                    "another path (it would be replaced)"
+                )
+        for other, opath in outputs[:i]:
+            if same_file(path, opath):
+                raise ReportError(
+                    f"{option} {_show(path)}: is also the path of {other}; give each output "
+                    "its own path"
+                )
+
+
 # ------------------------------------------------------------------ files
 def _check_file_target(path: Path, option: str) -> None:
     try:
@@ -234,8 +299,10 @@ class StagedFile:
     def __init__(self, path: Path | str, option: str = "--json"):
         if not str(path).strip():
             raise ReportError(f"{option} {str(path)!r}: empty path; give a file name")
-        path = Path(path)
-        self.path, self.option = path, option
+        self.path, self.option = Path(path), option
+        # a link is followed, so that the file it points to is replaced and the link stays
+        path = follow_link(path, option)
+        self.real = path
         _check_file_target(path, option)
         self.created_parents: list[Path] = []
         self.tmp: Path | None = None
@@ -268,8 +335,8 @@ class StagedFile:
             umask = os.umask(0)
             os.umask(umask)
             os.fchmod(self.fd, 0o666 & ~umask)  # mkstemp makes 0600; give the usual mode
-            _check_file_target(self.path, self.option)  # a directory may have appeared
-            os.replace(self.tmp, self.path)
+            _check_file_target(self.real, self.option)  # a directory may have appeared
+            os.replace(self.tmp, self.real)
         except OSError as err:
             self.discard()
             raise ReportError(
@@ -451,20 +518,35 @@ class Outputs:
     def __init__(self) -> None:
         self.dirs: list[ReservedDir] = []
         self.files: list[StagedFile] = []
+        self.taken: list[ReservedDir | StagedFile] = []  # in order: undone last first
 
     def reserve_dir(self, target: Path | str, force: bool, option: str = "--report") -> ReservedDir:
         d = ReservedDir(target, force, option)
         self.dirs.append(d)
+        self.taken.append(d)
         return d
 
     def stage_file(self, path: Path | str, option: str = "--json") -> StagedFile:
         f = StagedFile(path, option)
         self.files.append(f)
+        self.taken.append(f)
         return f
 
+    def finish(self) -> None:
+        """After a command succeeded: remove what was taken but not written (nothing else),
+        last taken first (a folder made for one output may hold another's staging file)."""
+        for t in reversed(self.taken):
+            if isinstance(t, StagedFile):
+                t.discard()  # a committed file has nothing left to discard
+            elif not t.written:
+                t.release()
+        self.files, self.dirs, self.taken = [], [], []
+
     def rollback(self) -> None:
-        for f in self.files:
-            f.discard()
-        for d in reversed(self.dirs):
-            d.release()
-        self.files, self.dirs = [], []
+        """After a failure: undo every output taken, last taken first."""
+        for t in reversed(self.taken):
+            if isinstance(t, StagedFile):
+                t.discard()
+            else:
+                t.release()
+        self.files, self.dirs, self.taken = [], [], []

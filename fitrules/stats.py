@@ -703,6 +703,11 @@ def paired_ci(
                     + ("; prefer the bootstrap interval" if n >= BCA_MIN_PAIRS else "")
                 )
         base_mean = float(base.loc[common].mean())
+        if base_mean == 0:  # e.g. losses rounded to 0 in a float16 table
+            raise SelectionError(
+                f"baseline {label(baseline)}: its runs average 0, so a difference cannot be "
+                "given relative to it"
+            )
         out.append(
             PairedCI(
                 label(sel),

@@ -254,6 +254,18 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
     >>> t.choices[["algo", "chosen_lr", "at_edge"]]  # doctest: +SKIP
     >>> t.grid.cells(["algo"]).table  # doctest: +SKIP
     """
+    if not isinstance(grid, Grid):
+        from fitrules.api import as_grid
+
+        grid = as_grid(grid)
+    if not isinstance(factors, str) and not (
+        isinstance(factors, Sequence) and all(isinstance(f, str) for f in factors)
+    ):
+        raise GridError(f"factors {factors!r}: give a column name or a list of them, e.g. ['lr']")
+    if tune_seeds is not None and not isinstance(tune_seeds, Sequence | str) and not np.isscalar(
+        tune_seeds
+    ):
+        raise GridError(f"tune_seeds {tune_seeds!r}: give a list of seeds, e.g. [0, 1], or None")
     where = str(grid.path or grid.name or "grid")
     tuned = _check_factors(grid, factors, where)
     if grid.seed is None:
@@ -303,6 +315,13 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
             fold_crit[fold] = crit
             best = _argbest(crit, levels_c)
             fold_best[fold] = best
+            unseen = [lv for lv in levels_c.tolist() if np.isnan(crit[lv])]
+            if unseen:  # a level with no run on the choosing seeds cannot win: say so
+                warnings.append(
+                    f"{', '.join(d.level_label(lv) for lv in unseen)}{at} "
+                    f"{'has' if len(unseen) == 1 else 'have'} no run on the choosing seeds "
+                    f"({_fold_words(fold)}), so could not be chosen"
+                )
             if not np.isfinite(crit[best]):
                 warnings.append(
                     f"every level diverged on a choosing seed{at} ({_fold_words(fold)}); "
@@ -572,7 +591,11 @@ def _check_tune_seeds(d: _Dense, tune_seeds: Sequence, where: str) -> tuple:
     if np.isscalar(tune_seeds):  # one seed given bare
         tune_seeds = [tune_seeds]
     known = {_plain(s) for s in d.seeds}
-    wanted = tuple(dict.fromkeys(_plain(s) for s in tune_seeds))
+    given = [_plain(s) for s in tune_seeds]
+    wanted = tuple(dict.fromkeys(given))
+    if len(wanted) != len(given):
+        twice = next(s for s in given if given.count(s) > 1)
+        raise GridError(f"{where}: seed {_fmt(twice)} is given twice in tune_seeds")
     if not wanted:
         raise GridError(f"{where}: tune_seeds is empty; give the seeds to choose on, or None")
     for s in wanted:

@@ -19,6 +19,7 @@ with its documented line. Never a traceback, never an uncaught exception, never 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -42,6 +43,10 @@ STRICT_LINE = re.compile(r"^fitrules compare: \d+ degenerate \(split, form\) pai
 NONFINITE = re.compile(r"(?:^|[\s(\[=:,])[+-]?(?:nan|inf)(?=$|[\s)\],%;])", re.IGNORECASE)
 
 
+FIFO = b"\0fifo\0"  # as a file's content: make a named pipe there instead
+LINK = b"\0link\0"  # as a file's content, followed by a path: make a symbolic link to it
+
+
 @dataclass
 class Case:
     """One command line and the files (path -> bytes) and directories it finds in place."""
@@ -49,6 +54,8 @@ class Case:
     argv: list[str]
     files: dict[str, bytes] = field(default_factory=dict)
     dirs: list[str] = field(default_factory=list)
+    links: dict[str, str] = field(default_factory=dict)  # symbolic link -> what it points to
+    fifos: list[str] = field(default_factory=list)  # named pipes nobody writes to
 
     @property
     def command(self) -> str:
@@ -68,6 +75,10 @@ class Outcome:
     def failed(self) -> bool:
         return self.kind not in ("ok", "refused", "strict")
 
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     out = {}
@@ -77,6 +88,12 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
             st_ = p.lstat()
             out[str(p.relative_to(root))] = (st_.st_mtime_ns, st_.st_size)
     return out
+
+
+def _links_changed(root: Path, case: Case) -> bool:
+    """A link given as an input or output must still be a link afterwards: written through,
+    never replaced by a private copy."""
+    return any(not (root / name).is_symlink() for name in case.links)
 
 
 def _strict_json(text: str) -> None:
@@ -93,9 +110,23 @@ def check(case: Case) -> Outcome:
         root = Path(tmp)
         for d in case.dirs:
             (root / d).mkdir(parents=True, exist_ok=True)
+        links = dict(case.links)
+        fifos = list(case.fifos)
         for name, data in case.files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / name).write_bytes(data)
+            if data == FIFO:
+                fifos.append(name)
+            elif data.startswith(LINK):
+                links[name] = data[len(LINK) :].decode()
+            else:
+                (root / name).write_bytes(data)
+        case = Case(case.argv, case.files, case.dirs, links, fifos)
+        for name, target in case.links.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, root / name)
+        for name in case.fifos:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            os.mkfifo(root / name)
         before = _snapshot(root)
         out, err = io.StringIO(), io.StringIO()
         os.chdir(root)
@@ -124,7 +155,7 @@ def check(case: Case) -> Outcome:
         if code == 2:
             if len(lines) != 1 or not ONE_LINE.match(lines[0]):
                 return Outcome("lines", code, stderr[-2000:])
-            if after != before:
+            if after != before or _links_changed(root, case):
                 changed = sorted(set(after.items()) ^ set(before.items()))
                 return Outcome("leftover", code, f"{lines[0]} | changed: {changed[:6]}")
             return Outcome("refused", code, lines[0])
@@ -139,6 +170,8 @@ def check(case: Case) -> Outcome:
         noise = [ln for ln in lines if ln.strip() and not PROGRESS_LINE.match(ln)]
         if noise:
             return Outcome("stderr", code, stderr[-2000:])
+        if _links_changed(root, case):
+            return Outcome("leftover", code, f"a link was replaced: {sorted(case.links)}")
         m = NONFINITE.search(stdout)
         if m:
             i = m.start()
@@ -417,6 +450,13 @@ def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
     else:
         files["g.csv"] = d(grid_bytes(d.hostile))
         args = [opt("--data", "g.csv")]
+        if d.chance(8):  # the same table as Parquet: an index, odd dtypes
+            pq = d(parquet_bytes(files["g.csv"], d.hostile))
+            if pq is not None:
+                files = {"g.parquet": pq}
+                args = [opt("--data", "g.parquet")]
+        elif d.hostile and d.chance(30):
+            files["g.csv"] = FIFO  # a pipe nobody writes to must not block
     args += d.maybe("--seed-col", ["seed"], ["nope", "loss", "H", ""], 8, 2)
     args += d.maybe("--units", ["H=steps", "H=steps,omega=1"], ["Q=x", "H", "=", ""], 8, 2)
     args += d.maybe("--where", WHERES, BAD_WHERES, 4, 2)
@@ -424,6 +464,45 @@ def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
     if d.hostile and d.chance(8):
         args.append(opt("--metric", d(st.sampled_from(["H", "seed", "nope", "keep", "loss"]))))
     return args, files
+
+
+PARQUET_CHANGES = ["index", "index", "multiindex", "float16", "float32", "list", "plain"]
+HOSTILE_PARQUET_CHANGES = ["complex", "bool_metric", "index_clash"]
+
+
+@st.composite
+def parquet_bytes(draw, csv: bytes, hostile: bool = False) -> bytes | None:
+    """The table ``csv`` as Parquet with a change: a named index (which holds data), narrow
+    floats, a list column; hostile: a complex or true/false metric, an index named like a
+    column. None when the table cannot be written as Parquet (or pyarrow is missing)."""
+    d = Draw(draw, hostile)
+    change = d.pick(PARQUET_CHANGES, HOSTILE_PARQUET_CHANGES, 2)
+    try:
+        import pandas as pd
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            df = pd.read_csv(io.BytesIO(csv))
+            cols = [str(c) for c in df.columns]
+            if change == "index" and cols:
+                df = df.set_index(d(st.sampled_from(cols)))
+            elif change == "multiindex" and len(cols) > 2:
+                df = df.set_index(cols[:2])
+            elif change in ("float16", "float32"):
+                df = df.astype({c: change for c in cols if df[c].dtype.kind == "f"})
+            elif change == "list":
+                df["tags"] = [[1, 2]] * len(df)
+            elif change == "complex" and "loss" in cols:
+                df["loss"] = df["loss"].astype(complex)
+            elif change == "bool_metric" and "loss" in cols:
+                df["loss"] = df["loss"] > 0
+            elif change == "index_clash" and "H" in cols:
+                df.index = pd.Index(range(len(df)), name="H")
+            buf = io.BytesIO()
+            df.to_parquet(buf)
+        return buf.getvalue()
+    except Exception:  # noqa: BLE001 - a table Parquet cannot hold is simply not drawn
+        return None
 
 
 def _outputs(d: Draw, report: bool = True) -> tuple[list[str], list[str], dict[str, bytes]]:
@@ -486,6 +565,9 @@ def compare_cases(draw) -> Case:
         argv.append(opt("--tune", d(st.sampled_from(["lr", "H", "nope"]))))
     if d.chance(10):
         files["t.csv"] = d(grid_bytes(d.hostile))
+        if d.chance(3):  # a test grid whose metric has another name
+            files["t.csv"] = files["t.csv"].replace(b"loss", b"val_loss", 1)
+        files.setdefault("g.csv", d(grid_bytes(False)))
         argv += ["--split=transfer", "--fit-data=g.csv", "--test-data=t.csv"]
     for flag in ("--keep-degenerate", "--strict"):
         if d.chance(5):
@@ -517,28 +599,6 @@ def fit_cases(draw) -> Case:
         argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
         argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
         argv += d.maybe("--runs", [1, 3], BAD_RUNS, 4, 2)
-    return Case(argv + out, files, dirs)
-
-
-@st.composite
-def design_cases(draw) -> Case:
-    """design, kept small (few refits) so that each case runs in about a second."""
-    d = Draw(draw)
-    data, files = _data(d)
-    out, dirs, more = _outputs(d)
-    files.update(more)
-    forms = d.pick(
-        ["composition,additive", "composition,composition_per_h", "log_additive,omega_only"],
-        ["composition", "bogus,additive", "composition,composition", ""],
-        4,
-    )
-    argv = ["design", *data, opt("--forms", forms)]
-    argv.append(opt("--budget", d.pick([6, 12], [0, -1, 10**9], 6)))
-    argv += ["--design-splits=20", "--resamples=20"]
-    argv += _form_options(d, weights=False)
-    argv += d.maybe("--objective", ["rel_ls", "log_huber"], (), 3)
-    argv += d.maybe("--delta", ["1e-3", "0.05"], ["0", "-1", "nan"], 4, 2)
-    argv += d.maybe("--seeds", [2, 3], [0, -3], 4, 2)
     return Case(argv + out, files, dirs)
 
 
@@ -635,7 +695,9 @@ def ledger_files(draw, hostile: bool = False) -> tuple[bytes, str | None]:
             "data": {
                 "sha256": "0" * 64,
                 "where": d.pick([[], ["keep == 1"]], [["H ==="], ["zz > 1"]], 3),
+                **({"metric": d(st.sampled_from(["loss", "val_loss"]))} if d.chance(2) else {}),
             },
+            **({"setup": {"width": 256, "algo": "diloco"}} if d.chance(2) else {}),
             "command": "fitrules predict",
             "time": "2026-01-01T00:00:00+00:00",
         }
@@ -705,11 +767,23 @@ def ledger_cases(draw) -> Case:
     data, more = _data(d)
     files.update(more)
     if command == "score":
+        if d.chance(2):  # new runs from several setups, under one metric name or another
+            files["new.csv"] = d(new_runs_bytes(d.hostile))
+            data = [opt("--data", "new.csv")]
+            data += d.maybe("--metric", ["loss", "val_loss"], ["train_loss", "width"], 4, 2)
         argv = ["score", opt("--ledger", "l.jsonl"), *data]
         if head is not None:
             argv.append(opt("--head", head))
         argv += d.maybe("--json", JSON_TARGETS, BAD_JSON, 3, 2)
         return Case(argv, files, ["DIR"])
+    ledger = d.pick(["l.jsonl", "new.jsonl", "sub/new.jsonl", "mine/link.jsonl"], ["DIR"], 4)
+    if ledger == "mine/link.jsonl":  # a link to a shared ledger: extended where it points
+        files["shared/l.jsonl"] = files.pop("l.jsonl")
+        files["mine/link.jsonl"] = LINK + d.pick(["../shared/l.jsonl"], ["link.jsonl"], 2).encode()
+        if d.chance(4):
+            files["mine/link.jsonl"] = LINK + b"../shared/missing.jsonl"  # a new shared ledger
+    elif d.hostile and d.chance(20):
+        files["l.jsonl"] = FIFO
     argv = [
         "predict",
         *data,
@@ -720,13 +794,98 @@ def ledger_cases(draw) -> Case:
             ),
         ),
         opt("--at", d.pick(POINTS, BAD_POINTS, 2)),
-        opt("--ledger", d.pick(["l.jsonl", "new.jsonl", "sub/new.jsonl"], ["DIR"], 4)),
+        opt("--ledger", ledger),
         opt("--resamples", d.pick([20], [5, 10**9], 6)),
     ]
     argv += d.maybe("--tolerance", ["1", "5"], ["0", "-1", "inf", "nan"], 3, 2)
     argv += _form_options(d)
     argv += d.maybe("--runs", [1, 3], BAD_RUNS, 3, 2)
     return Case(argv, files, ["DIR"])
+
+
+@st.composite
+def new_runs_bytes(draw, hostile: bool = False) -> bytes:
+    """New runs at the cells the fuzzed ledgers predict, from one setup or several (widths,
+    algorithms), under the metric name loss or val_loss."""
+    d = Draw(draw, hostile)
+    widths = d.pick([[256]], [[256, 1024]], 2)
+    algos = d.pick([["diloco"]], [["diloco", "sync"]], 2)
+    metric = d(st.sampled_from(["loss", "loss", "val_loss"]))
+    rows = ["H,keep,omega,seed,width,algo,diverged," + metric]
+    for H in (1, 4, 16):
+        for keep in (1.0, 0.5):
+            for w in widths:
+                for a in algos:
+                    for seed in range(d(st.integers(1, 3))):
+                        loss = 2.2 + 0.01 * (1 / keep - 1) + 0.001 * seed + (w == 1024) * 0.1
+                        rows.append(f"{H},{keep},{1 / keep - 1},{seed},{w},{a},False,{loss}")
+    return ("\n".join(rows) + "\n").encode()
+
+
+GOOD_CANDIDATES = ["H=2,8,32", "H=2,8;keep=1/32", "keep=0.75", "H=32"]
+BAD_CANDIDATES = [
+    "H=0.5,1.5,2.5",
+    "H=1.5",
+    "H=0.5",
+    "H=-4",
+    "H=1e308",
+    "omega=-1",
+    "H=2;H=8",
+    "zz=1",
+    "H=",
+    "H=abc",
+    "keep=2",
+    "H=" + ",".join(str(i) for i in range(2, 200)),
+]
+TARGETS = ["H=256,omega=63", "H=32,keep=0.25"]
+BAD_TARGETS = ["H=abc", "zz=1", "H=0,omega=1", "", "H=256,bogus=3"]
+
+
+@st.composite
+def design_cases(draw) -> Case:
+    """design: candidates (good and every way to be wrong), a target, the spec and JSON
+    targets, including ones that name an input or each other."""
+    d = Draw(draw)
+    if d.chance(2):  # the committed grid, which the harness wrote: a spec can be made
+        data, files = d.maybe("--where", ["keep <= 1"], [], 3), {}
+    else:
+        data, files = _data(d)
+    out, dirs, more = _outputs(d)
+    files.update(more)
+    target = d.chance(6)
+    if target:
+        forms = d.pick(["composition", "log_additive"], ["composition,additive"], 3)
+    else:
+        forms = d.pick(
+            [
+                "composition,additive",
+                "composition,log_additive",
+                "omega_only,composition",
+                "composition,composition_per_h",
+            ],
+            ["composition", "bogus,composition", "", "composition,composition"],
+            4,
+        )
+    argv = ["design", *data, opt("--forms", forms), "--design-splits=10", "--resamples=20"]
+    if d.chance(5):
+        name = d.pick(["x"], ["y"], 2)  # y is not named in --forms
+        argv += [opt("--forms", forms + ",x"), opt("--form", f"{name} = L0 + a*omega + b*H")]
+    if target:
+        argv.append(opt("--target", d.pick(TARGETS, BAD_TARGETS, 2)))
+    argv += d.maybe("--candidates", GOOD_CANDIDATES, BAD_CANDIDATES, 3, 2)
+    argv.append(opt("--budget", d.pick([6, 9], [0, -1, 10**6], 6)))
+    argv += d.maybe("--seeds", [2, 3], [0, 100], 4, 2)
+    argv += _form_options(d, weights=False)
+    argv += d.maybe("--objective", ["rel_ls", "log_huber"], (), 3)
+    argv += d.maybe("--delta", ["1e-3", "0.05"], ["0", "-1", "nan"], 4, 2)
+    argv += d.maybe(
+        "--spec-out",
+        ["s.toml", "sub/s.toml"],
+        ["g.csv", "DIR", "out.json", "EXISTING", "", "forms.toml"],
+        3,
+        2,
+    )
+    return Case(argv + out, files, dirs)
 
 
 # ------------------------------------------------------------------ forms and simulate
@@ -759,9 +918,14 @@ def forms_cases(draw) -> Case:
     d = Draw(draw)
     files: dict[str, bytes] = {}
     dirs: list[str] = []
-    where = d.pick(["file", "file", "none"], ["dir"], 4)
-    if where == "file":
+    where = d.pick(["file", "file", "none", "link"], ["dir", "loop"], 4)
+    if where in ("file", "link"):
         files["forms.toml"] = d.pick(GOOD_TOML, BAD_TOML, 1)
+    if where == "link":  # a team's shared file, linked: added to where it points
+        files["team/forms.toml"] = files.pop("forms.toml")
+        files["forms.toml"] = LINK + b"team/forms.toml"
+    elif where == "loop":
+        files["forms.toml"] = LINK + b"forms.toml"
     elif where == "dir":
         dirs.append("forms.toml")
     action = d(st.sampled_from(["list", "show", "add", "fit"]))
@@ -844,6 +1008,7 @@ def cases():
     """Every kind of case."""
     return st.one_of(
         compare_cases(),
+        design_cases(),
         fit_cases(),
         design_cases(),
         validate_cases(),
@@ -853,3 +1018,359 @@ def cases():
         forms_cases(),
         simulate_cases(),
     )
+
+
+# ------------------------------------------------------------------ the Python API
+# Every public function with arguments of every type. The property, checked by
+# :func:`check_api`: a documented :class:`fitrules.errors.FitrulesError` whose message is
+# one line, or a result of the documented type whose JSON view holds only finite numbers;
+# never another exception, never a warning, and never a result when an argument drawn was
+# one that must be refused (then the outcome is "accepted").
+API_FAILURES = ("raw", "lines", "accepted", "wrong", "warning")
+
+
+class Bad:
+    """A drawn value that no correct call can accept, with the reason shown on failure."""
+
+    def __init__(self, value, why: str):
+        self.value, self.why = value, why
+
+    def __repr__(self) -> str:
+        return f"Bad({self.value!r})"
+
+
+@dataclass
+class ApiCase:
+    """``call`` (a public name) with ``args`` and ``kwargs``; grids are tokens made fresh
+    in the case's working directory (see :func:`_materialise`)."""
+
+    call: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    @property
+    def command(self) -> str:
+        return self.call
+
+    @property
+    def must_refuse(self) -> list[str]:
+        vals = [*self.args, *self.kwargs.values()]
+        return [v.why for v in vals if isinstance(v, Bad)]
+
+    @property
+    def argv(self) -> list[str]:  # for the long run's failure file
+        return [self.call, repr(self.args), repr(self.kwargs)]
+
+
+@functools.lru_cache(maxsize=1)
+def _frames():
+    """The tables the API cases draw from (built once; each use takes a copy)."""
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for H in (1, 4, 16, 64):
+        for keep in (1.0, 0.5, 0.25, 0.125, 0.0625):
+            for s in range(3):
+                omega = 1 / keep - 1
+                loss = 2.2 + 0.012 * omega * (H / 16) ** 0.5 + 0.001 * ((s * 37 + H) % 7 - 3)
+                rows.append({"H": H, "keep": keep, "omega": omega, "seed": s, "loss": loss})
+    good = pd.DataFrame(rows)
+    tuned = pd.concat(
+        [good.assign(lr=3e-4), good.assign(lr=1e-3, loss=good["loss"] + 0.01)],
+        ignore_index=True,
+    )
+    return {
+        "df": good,
+        "df_tuned": tuned,
+        "df_index": good.set_index("seed"),
+        "df_complex": good.assign(loss=good["loss"].astype(complex)),
+        "df_bool": good.assign(loss=good["loss"] > 2.2),
+        "df_text": good.assign(loss=good["loss"].astype(str).where(good["H"] > 1, "oops")),
+        "df_list": good.assign(tags=[[1, 2]] * len(good)),
+        "df_empty": good.iloc[0:0],
+        "df_nan_H": good.assign(H=good["H"].where(good["H"] > 1, np.nan)),
+        "df_float16": good.astype({"H": "float16", "keep": "float16", "omega": "float16"}),
+        "df_two_lrs_indexed": tuned.set_index("lr"),
+    }
+
+
+GOOD_GRID_TOKENS = ["df", "df", "grid", "path", None, "df_index", "df_float16"]
+BAD_GRID_TOKENS = [
+    "df_complex",
+    "df_bool",
+    "df_text",
+    "df_list",
+    "df_empty",
+    "df_two_lrs_indexed",
+    "missing.csv",
+    5,
+    [1, 2],
+    b"bytes",
+]
+
+
+def _materialise(value, root: Path):
+    """Grid tokens to objects: a DataFrame, a Grid, a CSV path (written in ``root``)."""
+    import fitrules as fr
+
+    if isinstance(value, Bad):
+        return _materialise(value.value, root)
+    if isinstance(value, str) and value.startswith("df"):
+        return _frames()[value].copy()
+    if value == "grid":
+        return fr.load_grid(_frames()["df"])
+    if value == "tuned_grid":
+        return fr.load_grid(_frames()["df_tuned"])
+    if value == "path":
+        (root / "g.csv").write_text(_frames()["df"].to_csv(index=False))
+        return str(root / "g.csv")
+    return value
+
+
+def _grid_arg(d: Draw, bad_ok: bool = True):
+    if d.hostile and bad_ok and d.chance(3):
+        tok = d(st.sampled_from(BAD_GRID_TOKENS))
+        return Bad(tok, f"grid {tok!r}")
+    return d(st.sampled_from(GOOD_GRID_TOKENS))
+
+
+def _arg(d: Draw, good, bad, why: str, odds: int = 3):
+    """A value for one argument: good, or (hostile, one time in ``odds``) a Bad one."""
+    if d.hostile and bad and d.chance(odds):
+        v = d(st.sampled_from(list(bad)))
+        return Bad(v, f"{why} {v!r}")
+    return d(st.sampled_from(list(good)))
+
+
+def _np_int(v: int):
+    import numpy as np
+
+    return np.int64(v)
+
+
+NAN = float("nan")
+BAD_INTS = [0, -1, 2.5, "4", True, NAN, [4]]
+BAD_SEEDS_API = [-1, 2**70, 1.5, "0", True, NAN, [0]]
+BAD_LEVELS_API = [0, 1, 1.5, -0.5, NAN, "0.9", None, True]
+BAD_BOOLS = ["no", 2, None, [True]]
+
+
+def _kw(d: Draw, out: dict, name: str, good, bad, p: int = 3, odds: int = 3) -> None:
+    """Maybe set ``out[name]``: one time in ``p``."""
+    if d.chance(p):
+        out[name] = _arg(d, good, bad, name, odds)
+
+
+@st.composite
+def api_cases(draw) -> ApiCase:
+    """Every public function of fitrules with arguments of every type."""
+    d = Draw(draw)
+    call = d(
+        st.sampled_from(
+            ["load_grid", "compare", "compare", "fit", "fit", "predict", "ci", "tune",
+             "design", "Form"]  # fmt: skip
+        )
+    )
+    kw: dict = {}
+    if call == "load_grid":
+        args = (_grid_arg(d),) if d.chance(8) else (_arg(d, ["df", "path"], [None], "source"),)
+        if isinstance(args[0], Bad) and args[0].value == "df_two_lrs_indexed":
+            # a valid table (its index becomes a column); it is refused only once cells are
+            # formed, which load_grid does not do
+            args = ("df_two_lrs_indexed",)
+        _kw(d, kw, "metric", [None, "loss"], [5, "zz", "seed"])
+        _kw(d, kw, "where", [(), "H >= 1", ["H >= 1", "keep <= 1"]], [5, "H = 1", ["zz > 1"]])
+        _kw(d, kw, "derive", [(), "v = keep*2"], [5, "x", ["y = H/0"], [5]])
+        _kw(d, kw, "unit", [None, "nats"], [5, ["a"]])
+        return ApiCase(call, args, kw)
+    if call == "compare":
+        args = (_grid_arg(d),)
+        kw["forms"] = _arg(
+            d,
+            [None, "composition", ["composition", "log_additive"], ("composition", "omega_only"),
+             "x = L0 + a*omega + b*H"],  # fmt: skip
+            [5, [], ["bogus"], [None], "composition,additive", ["composition", "composition"]],
+            "forms",
+        )
+        kw["splits"] = _arg(d, [4, _np_int(4), 4.0], BAD_INTS + [10**9], "splits")
+        _kw(d, kw, "split", ["random", "leave-one-level-out:H", "extrapolate:H"],
+            ["bogus", 5, None])  # fmt: skip
+        if kw.get("split", "random") != "random" and not isinstance(kw.get("split"), Bad):
+            kw.pop("splits")
+        _kw(d, kw, "train_frac", [1 / 3, 0.5], [0, 1, NAN, "a", None, -1])
+        _kw(d, kw, "seed", [0, _np_int(3)], BAD_SEEDS_API)
+        _kw(d, kw, "objective", ["rel_ls", "abs_ls", "log_huber"], ["x", 5, None])
+        _kw(d, kw, "delta", [1e-3, 0.01], [0, -1, NAN, "a"])
+        _kw(d, kw, "keep_degenerate", [True, False], BAD_BOOLS)
+        _kw(d, kw, "guard_span", [20.0, 5], [0, -1, NAN, "a", None])
+        _kw(d, kw, "guard_se", [1.0], [0, -1, NAN, "a", None])
+        _kw(d, kw, "metric_range", [None, (0, 10)], [(3, 1), "0,3", (0,), (NAN, 1), 5])
+        _kw(d, kw, "level", [0.95, 0.9], BAD_LEVELS_API)
+        return ApiCase(call, args, kw)
+    if call in ("fit", "predict"):
+        args = (_grid_arg(d, call == "fit"),)
+        form = _arg(
+            d,
+            ["composition", "log_additive", "x = L0 + a*omega + b*H"],
+            [5, None, ["composition", "additive"], "bogus", ""],
+            "form",
+        )
+        args = (*args, form)
+        if call == "predict":
+            point = _arg(
+                d,
+                ["H=8,keep=0.25", {"H": 8, "keep": 0.25}, {"H": _np_int(8), "omega": 3.0}],
+                ["H=abc", {"H": "a", "keep": 0.5}, 5, {"H": NAN, "keep": 0.5}, {"H": 8},
+                 {"H": -1, "keep": 0.5}, {"H": 8, "keep": 0.5, "zz": 1}, None],  # fmt: skip
+                "point",
+            )
+            return ApiCase(call, args, {"point": point})
+        _kw(d, kw, "objective", ["rel_ls", "abs_ls"], ["x", 5])
+        _kw(d, kw, "intervals", [True, False], BAD_BOOLS, 4)
+        _kw(d, kw, "predict", [(), "H=8,keep=0.25", {"H": 8, "keep": 0.25}, ["H=8,keep=0.25"]],
+            ["H=abc", {"H": "a"}, 5, {"H": NAN, "keep": 0.5}, [5]], 4)  # fmt: skip
+        if kw.get("intervals") is True or kw.get("predict"):
+            kw["resamples"] = _arg(d, [20, _np_int(20)], [5, -1, 20.5, "20", 10**9], "resamples")
+            _kw(d, kw, "bootstrap", ["auto", "seeds", "residuals"], ["x", 5])
+            _kw(d, kw, "seed", [0, _np_int(2)], BAD_SEEDS_API)
+            _kw(d, kw, "level", [0.95, 0.9], BAD_LEVELS_API)
+        return ApiCase(call, args, kw)
+    if call == "ci":
+        args = (_grid_arg(d),)
+        kw["baseline"] = _arg(d, ["H=1,keep=1"], [5, "", "zz=1", "H=abc"], "baseline")
+        kw["treatment"] = _arg(
+            d, ["H=4,keep=1", ["H=4,keep=1", "H=16,keep=1"]], [5, [5], "H=abc", []], "treatment"
+        )
+        _kw(d, kw, "level", [0.95, 0.9], BAD_LEVELS_API)
+        kw["resamples"] = _arg(d, [1000, _np_int(1000)], [5, -1, "a", 10**9, 1000.5], "resamples")
+        _kw(d, kw, "seed", [0, _np_int(1)], BAD_SEEDS_API)
+        _kw(d, kw, "sweep", [None], [5, "zz"])
+        return ApiCase(call, args, kw)
+    if call == "tune":
+        args = (_arg(d, ["tuned_grid"], ["grid", 5, None], "grid"),)
+        args = (*args, _arg(d, ["lr", ["lr"]], [5, [], "zz", "loss", "seed", [5]], "factors"))
+        _kw(d, kw, "tune_seeds", [None, [0], (0, 1), [_np_int(1)]],
+            [[0, 0], [-1], [99], 5.5, "a", [None], [0, 1, 2]], 2)  # fmt: skip
+        return ApiCase(call, args, kw)
+    if call == "design":
+        args = (d(st.sampled_from([None, "grid", "df"])),)
+        kw["forms"] = _arg(d, [["composition", "additive"], ["omega_only", "composition"]],
+                           [["composition"], 5, ["bogus", "additive"]], "forms")  # fmt: skip
+        kw["budget"] = _arg(d, [6, _np_int(6)], [0, -1, 6.5, "6", True, None], "budget")
+        kw["splits"], kw["resamples"] = 10, 20
+        _kw(d, kw, "candidates", [None, *GOOD_CANDIDATES], [*BAD_CANDIDATES, 5])
+        _kw(d, kw, "seeds", [2, 3], [0, 2.5, "3", None])
+        _kw(d, kw, "seed", [0], BAD_SEEDS_API)
+        return ApiCase(call, args, kw)
+    # Form, bound to the grid's columns so that every check runs
+    args = (
+        _arg(d, ["mine"], [5, "", "1x", None, "my form"], "name"),
+        _arg(d, ["L0 + a*omega**c", "L0 + a*H"], [5, "", "__import__('os')", None], "expression"),
+    )
+    _kw(d, kw, "variables", [None, ("omega",), ["omega"]], [[], "omega", [5], ("zz",)])
+    _kw(d, kw, "bounds", [{}, {"c": (-2, 2)}], [{"c": (2, -2)}, {"zz": (0, 1)}, 5, {"c": "ab"}])
+    _kw(d, kw, "start", [{}, {"c": (0, 1)}], [{"c": (1, 0)}, 5, {"c": (NAN, 1)}])
+    _kw(d, kw, "description", ["", "d"], [5, None, [1]])
+    return ApiCase(call, args, kw)
+
+
+_FITTED: dict = {}
+
+
+def _call_api(case: ApiCase, root: Path):
+    import fitrules as fr
+
+    args = tuple(_materialise(a, root) for a in case.args)
+    kw = {k: _plain_arg(v) for k, v in case.kwargs.items()}
+    if case.call == "load_grid":
+        return fr.load_grid(*args, **kw)
+    if case.call == "compare":
+        return fr.compare(*args, **kw)
+    if case.call == "fit":
+        return fr.fit(*args, **kw)
+    if case.call == "predict":
+        grid, form = args
+        return fr.fit(grid, form).predict(kw["point"])
+    if case.call == "ci":
+        return fr.ci(*args, **kw)
+    if case.call == "tune":
+        return fr.tune(*args, **kw)
+    if case.call == "design":
+        return fr.design(*args, **kw)
+    form = fr.Form(*args, **kw)
+    return form.bind(["H", "omega", "keep", "seed", "loss"])
+
+
+def _plain_arg(v):
+    return v.value if isinstance(v, Bad) else v
+
+
+def _json_view(result):
+    """The result's JSON view (every result type has one), checked for finite numbers."""
+    from fitrules.util import json_ready
+
+    if hasattr(result, "to_dict"):
+        body = result.to_dict()
+    elif isinstance(result, dict):
+        body = result
+    else:
+        return
+    json.dumps(json_ready(body), allow_nan=False)
+
+
+EXPECTED_TYPES = {
+    "load_grid": "Grid",
+    "compare": "Comparison",
+    "fit": "FittedForm",
+    "predict": "dict",
+    "ci": "PairedIntervals",
+    "tune": "Tuning",
+    "design": "Design",
+    "Form": "Form",
+}
+
+
+def check_api(case: ApiCase) -> Outcome:
+    """Call ``case`` in a fresh working directory and classify what happened."""
+    from fitrules.errors import FitrulesError
+
+    home = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="fitrules-api-fuzz-") as tmp:
+        root = Path(tmp)
+        os.chdir(root)
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with (
+                warnings.catch_warnings(record=True) as caught,
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+            ):
+                warnings.simplefilter("always")
+                warnings.filterwarnings("ignore", category=DeprecationWarning)
+                warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+                try:
+                    result = _call_api(case, root)
+                    _json_view(result)
+                except FitrulesError as exc:
+                    text = str(exc)
+                    if not text.strip() or "\n" in text.strip():
+                        return Outcome("lines", None, text[-2000:])
+                    if caught:
+                        w = caught[0]
+                        return Outcome("warning", None, f"{w.category.__name__}: {w.message}")
+                    return Outcome("refused", None, text)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every other escape is a failure
+            return Outcome("raw", None, "".join(traceback.format_exception(exc))[-3000:])
+        finally:
+            os.chdir(home)
+        if caught:
+            w = caught[0]
+            return Outcome("warning", None, f"{w.category.__name__}: {w.message} ({w.filename})")
+        if case.must_refuse:
+            return Outcome("accepted", None, "; ".join(case.must_refuse))
+        if type(result).__name__ != EXPECTED_TYPES[case.call]:
+            return Outcome("wrong", None, f"returned a {type(result).__name__}")
+        return Outcome("ok", None, "")

@@ -16,11 +16,11 @@ import fuzzing
 
 FAMILIES = {
     "compare": (fuzzing.compare_cases(), 100),
+    "design": (fuzzing.design_cases(), 40),
     "fit": (fuzzing.fit_cases(), 100),
     "validate": (fuzzing.validate_cases(), 80),
     "ci": (fuzzing.ci_cases(), 80),
     "ledger": (fuzzing.ledger_cases(), 100),
-    "design": (fuzzing.design_cases(), 30),
     "forms": (fuzzing.forms_cases(), 60),
     "simulate": (fuzzing.simulate_cases(), 80),
 }
@@ -48,6 +48,44 @@ def test_the_command_line_never_crashes(family):
         _property(case)
 
     run()
+
+
+def test_the_python_api_never_crashes():
+    """Issue 20: every public function with arguments of every type (fuzzing.api_cases):
+    a documented fitrules.errors exception in one line, or a result of the documented type."""
+
+    @settings(
+        max_examples=120,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=fuzzing.api_cases())
+    def run(case):
+        outcome = fuzzing.check_api(case)
+        assert not outcome.failed, f"{outcome.kind} for {case.argv}:\n{outcome.detail}"
+
+    run()
+
+
+def test_the_api_checker_tells_each_outcome_apart(monkeypatch):
+    import fitrules as fr
+
+    ok = fuzzing.check_api(fuzzing.ApiCase("Form", ("mine", "L0 + a*omega**c")))
+    assert ok.kind == "ok"
+    accepted = fuzzing.ApiCase("Form", ("mine", "L0 + a*H"), {"description": "fine"})
+    accepted.kwargs["description"] = fuzzing.Bad("fine", "a value that must be refused")
+    assert fuzzing.check_api(accepted).kind == "accepted"
+    refused = fuzzing.check_api(fuzzing.ApiCase("Form", ("mine", "L0 + a*H"), {"bounds": 5}))
+    assert refused.kind == "refused"
+
+    def crashes(*a, **k):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(fr, "Form", crashes)
+    assert fuzzing.check_api(fuzzing.ApiCase("Form", ("mine", "L0 + a*H"))).kind == "raw"
 
 
 def test_the_checker_tells_each_outcome_apart(monkeypatch):

@@ -744,12 +744,12 @@ def test_predict_into_a_place_where_no_ledger_can_be_made(grid_csv, tmp_path, ca
 
 
 def test_compare_memory_counts_the_results_of_every_split():
-    from fitrules.compare import compare_memory
+    from fitrules.compare import CELL_BYTES, ROW_BYTES, compare_memory
     from fitrules.forms import BUILTIN_FORMS
 
     forms = [BUILTIN_FORMS["composition"].bind(["H", "omega"])]
     small, large = compare_memory(forms, 20, 1_000), compare_memory(forms, 20, 100_000)
-    assert large - small == pytest.approx(99_000 * (4_000 + 60 * 20))
+    assert large - small == pytest.approx(99_000 * (ROW_BYTES + CELL_BYTES * 20))
 
 
 def test_residual_map_of_a_fit_with_no_finite_prediction():

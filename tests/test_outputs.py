@@ -169,13 +169,16 @@ def test_stale_partials_of_killed_runs_are_cleaned(grid_csv, tmp_path, capsys):
     assert live.exists()
 
 
-def test_a_report_hidden_by_an_interrupted_old_force_is_restored(grid_csv, tmp_path, capsys):
+def test_a_stale_old_directory_is_not_restored_into_a_fresh_target(grid_csv, tmp_path, capsys):
+    # issue 20: a '.R.old' (left by fitrules before 0.2, or by anything else) used to be moved
+    # into place at a fresh --report R, and the run refused; it is now left alone
     old = tmp_path / ".R.old"
     old.mkdir()
     (old / "report.md").write_text("the old report")
     code, _, err = run(["compare", "--data", grid_csv, *FORMS, "--report", tmp_path / "R"], capsys)
-    assert code == 2 and "exists" in err
-    assert (tmp_path / "R" / "report.md").read_text() == "the old report"
+    assert code == 0, err
+    assert (tmp_path / "R" / "report.md").read_text() != "the old report"
+    assert (old / "report.md").read_text() == "the old report"
 
 
 def test_sigterm_during_the_build_cleans_up(grid_csv, tmp_path, capsys, during_build):

@@ -356,10 +356,15 @@ def render_fitted(f) -> str:
         lines.append(line)
     lines += [f"  {x}" for x in uncertainty_lines(f)]
     te = f.train_error
+    if math.isfinite(te["heldout_error_pct"]) and math.isfinite(te["worst_cell_pct"]):
+        relative = (
+            f"mean {te['heldout_error_pct']:.3f}%, worst cell {te['worst_cell_pct']:.3f}%, "
+        )
+    else:  # a cell whose value is 0 has no relative error (abs_ls fits such grids)
+        relative = "relative error not defined (a cell's value is 0), "
     lines += [
         "",
-        f"training error: mean {te['heldout_error_pct']:.3f}%, worst cell "
-        f"{te['worst_cell_pct']:.3f}%, rmse {te['rmse']:.4g}",
+        f"training error: {relative}rmse {te['rmse']:.4g}",
         information_line(f),
         "diagnostics: " + ("none (well posed)" if not f.reasons else "; ".join(f.reasons)),
     ]

@@ -20,7 +20,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import signal
+import threading
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -90,7 +93,13 @@ def local_cluster(n_workers: int):
     distributed = _distributed()
     import dask
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+    with (
+        dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}),
+        _children_ignore_sigint(),
+        warnings.catch_warnings(),
+    ):
+        # another cluster on the machine may hold Dask's default HTTP port: not our concern
+        warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
         return distributed.LocalCluster(
             n_workers=n_workers,
             threads_per_worker=1,
@@ -98,6 +107,23 @@ def local_cluster(n_workers: int):
             dashboard_address=None,
             silence_logs=logging.ERROR,  # fitrules reports what matters: failed runs
         )
+
+
+@contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Start processes that ignore SIGINT: Ctrl-C reaches the whole process group, and the
+    cluster's nannies and workers would each print a traceback of KeyboardInterrupt while
+    this process stops them anyway (a child inherits an ignored signal, even across exec).
+    A Ctrl-C during the second the cluster takes to start is therefore lost; SIGTERM is not.
+    Outside the main thread nothing can be changed, and nothing is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 @contextmanager
