@@ -545,6 +545,17 @@ def design(
                 "cell cannot be planned against it (is the metric a copy of one run per cell?)"
             )
         cv = noise.cv
+        typical = float(np.median(np.abs(cells.y)))
+        with np.errstate(under="ignore", over="ignore"):
+            measurable = math.isfinite(cv) and (cv * typical) ** 2 > 0
+        if not measurable:
+            # at values near 1e-300 the runs' spread underflows when squared: no seed count
+            # could be planned (a separation over no noise is infinite), so say so instead
+            raise FitrulesError(
+                "the runs of the grid's cells show no measurable spread (identical values, or "
+                "differences below double precision at this scale): the seed noise a new run "
+                "would carry cannot be estimated"
+            )
     else:  # one run per cell (e.g. the Chinchilla runs): no seed spread to pool
         cv = residual_cv(cells, bound, full)
         notes.append(

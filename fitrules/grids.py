@@ -360,7 +360,17 @@ class Grid:
                     "--objective abs_ls)"
                 )
         groups = self.runs.groupby(list(variables), sort=True)
-        pooled = list(self.run_columns(variables)["pooled"])
+        handled = self.run_columns(variables)
+        pooled = list(handled["pooled"])
+        for c in [*pooled, *handled["ignored"]]:
+            twins = rounding_twins(self.runs[c])
+            if twins is not None:  # one level written twice: reported, never pooled
+                raise GridError(
+                    f"{where}: runs in one cell differ in {c!r} ({level_list(self.runs[c])}), "
+                    f"but {twins[0]!r} and {twins[1]!r} differ only by rounding: round the "
+                    f"column; no form reads {c!r}, so to keep one level filter with where "
+                    f'"{where_suggestion(c, twins[0])}"'
+                )
         if self.seed is not None:
             # a seed may recur across the levels of a pooled factor, never within one
             dup = self.runs.duplicated([*variables, *pooled, self.seed], keep=False)

@@ -1095,14 +1095,16 @@ def _frames():
     }
 
 
-GOOD_GRID_TOKENS = ["df", "df", "grid", "path", None, "df_index", "df_float16"]
+# two learning rates behind a named index: a column, pooled and reported (issue 21)
+GOOD_GRID_TOKENS = [
+    "df", "df", "grid", "path", None, "df_index", "df_float16", "df_two_lrs_indexed"
+]  # fmt: skip
 BAD_GRID_TOKENS = [
     "df_complex",
     "df_bool",
     "df_text",
     "df_list",
     "df_empty",
-    "df_two_lrs_indexed",
     "missing.csv",
     5,
     [1, 2],

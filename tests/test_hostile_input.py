@@ -390,7 +390,7 @@ def test_a_consistent_keep_and_omega_are_accepted(grid_csv, capsys):
 @pytest.mark.parametrize(
     "column, value, match",
     [
-        ("H", np.inf, "'H' has inf in line 2; a variable a form reads must be finite"),
+        ("H", np.inf, "'H' has inf in line 2; a condition of a run must be finite"),
         ("omega", 1e308, "'omega' has 1e\\+308 in line 2; a variable a form reads must be finite"),
         ("loss", -1.0, "'loss' has -1 in line 2; relative and log objectives need"),
         ("loss", 0.0, "'loss' has 0 in line 2"),

@@ -144,20 +144,22 @@ def _two_lrs() -> pd.DataFrame:
 
 
 def test_a_named_index_is_a_column_through_the_api():
-    from fitrules.errors import GridError
     from fitrules.grids import load_grid
 
     g = load_grid(_two_lrs().set_index("lr"))
     assert "lr" in g.columns
-    with pytest.raises(GridError, match="mixes runs with different 'lr'"):
-        g.cells(["H", "omega"])
+    # a column, so not dropped silently: it is a factor no form reads, pooled and said so
+    # (issue 21), or refused where pooling would put one seed twice in a level
+    assert "lr" in g.run_columns(["H", "omega"])["pooled"]
 
 
 def test_a_parquet_index_is_a_column(tmp_path, capsys):
     pytest.importorskip("pyarrow")
     _two_lrs().set_index("lr").to_parquet(tmp_path / "g.parquet")
-    refused(["fit", "--data", tmp_path / "g.parquet", "--form", "composition"], capsys,
-            tmp_path, "mixes runs with different 'lr'")  # fmt: skip
+    code, out, err = run(["fit", "--data", tmp_path / "g.parquet", "--form", "composition"],
+                         capsys)  # fmt: skip
+    assert code == 0, err
+    assert "'lr' varies within cells and looks like a factor" in out
 
 
 # ------------------------------------------------------------------ 6. rounding twins
@@ -167,7 +169,7 @@ def test_levels_that_differ_by_rounding_are_reported(tmp_path, capsys):
     df.to_csv(tmp_path / "g.csv", index=False)
     line = refused(["fit", "--data", tmp_path / "g.csv", "--form", "composition"], capsys,
                    tmp_path, "differ only by rounding")  # fmt: skip
-    assert "different 'lr'" in line
+    assert "differ in 'lr'" in line
 
 
 # ------------------------------------------------------------------ 7. design runs what it ranks

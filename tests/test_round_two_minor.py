@@ -80,8 +80,16 @@ def test_mixing_errors_name_a_bounded_number_of_levels(grid_csv, tmp_path, capsy
     df = composition_grid().assign(job_id=range(60))
     df["job_id"] = df["job_id"].astype(str)
     df.to_csv(grid_csv, index=False)
+    # a per-run label is ignored and named once (issue 21), on a line of bounded length
+    code, out, err = run(["fit", "--data", grid_csv, "--form", "composition"], capsys)
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if "job_id" in x]
+    assert "ignored" in line and len(line) < 400
+    # a mixing refusal lists a bounded number of levels
+    df["lr"] = 3e-4 * (1 + 1e-9 * np.arange(60))
+    df.drop(columns="job_id").to_csv(grid_csv, index=False)
     line = refused(["fit", "--data", grid_csv, "--form", "composition"], capsys, tmp_path,
-                   r"different 'job_id' \(levels .*\.\.\. \(60 levels\)\)")  # fmt: skip
+                   r"differ in 'lr' \(.*\.\.\. \(60 levels\)\)")  # fmt: skip
     assert len(line) < 400
 
 
