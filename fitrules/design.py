@@ -574,7 +574,8 @@ def design(
         cand[f"sd_misfit_{f.name}"] = misfit
         cand[f"sd_param_{f.name}"] = np.fmax(sd_split, sd_boot)
         # the sd of the form's prediction for the configuration's mean: constants and misfit
-        cand[f"sd_{f.name}"] = np.sqrt(np.fmax(sd_split, sd_boot) ** 2 + misfit**2)
+        # hypot: the squares of sds in the metric's units overflow at scales near 1e200
+        cand[f"sd_{f.name}"] = np.hypot(np.fmax(sd_split, sd_boot), misfit)
     with warnings.catch_warnings():  # candidates no form predicts (levels) stay NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
@@ -582,7 +583,7 @@ def design(
     usable = np.isfinite(cand[[f"pred_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     usable &= np.isfinite(cand[[f"sd_{f.name}" for f in bound]].to_numpy()).all(axis=1)
     # losses so small that their noise underflows to 0 cannot be planned against
-    with np.errstate(under="ignore"):
+    with np.errstate(under="ignore", over="ignore"):
         usable &= cand["seed_sd"].to_numpy() ** 2 > 0
     unknown = np.zeros(len(cand), bool)
     for f in bound:  # per-level forms predict only at the levels they have constants for
@@ -763,14 +764,21 @@ def _pin_down(form, cells, cand, Xc, point, full, budget, seeds, cv) -> pd.DataF
     n, p = J.shape
     # information of the grid: each cell mean weighted by its variance (seed noise of its
     # runs plus the form's misfit, estimated from the residuals)
-    misfit = max(float(np.sum(resid**2) / max(n - p, 1)), 0.0)
-    seed_var_grid = (cv * cells.y) ** 2 / cells.table["n_seeds"].to_numpy(float)
-    w = 1 / (seed_var_grid + misfit)
-    info = (J * w[:, None]).T @ J
+    with np.errstate(over="ignore", invalid="ignore"):
+        misfit = max(float(np.sum(resid**2) / max(n - p, 1)), 0.0)
+        seed_var_grid = (cv * cells.y) ** 2 / cells.table["n_seeds"].to_numpy(float)
+        w = 1 / (seed_var_grid + misfit)
+        info = (J * w[:, None]).T @ J
     g_t = cf.jacobian({v: np.array([point[v]]) for v in form.bound_variables}, theta)[0]
     Gc = cf.jacobian(Xc, theta)  # (k, p)
     pc = cf.predict(Xc, theta)
-    var_new = (cv * pc) ** 2 / seeds + misfit
+    with np.errstate(over="ignore", invalid="ignore"):
+        var_new = (cv * pc) ** 2 / seeds + misfit
+    if not (math.isfinite(misfit) and np.isfinite(info).all() and np.isfinite(var_new).all()):
+        raise FitrulesError(
+            f"form {form.name!r}: the variances of its predictions overflow at this scale of "
+            "the metric (or its fit misses the grid by that much); rescale the metric"
+        )
 
     def target_var(information):
         return float(g_t @ np.linalg.pinv(information, hermitian=True) @ g_t)
