@@ -105,7 +105,9 @@ def local_cluster(n_workers: int):
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            silence_logs=logging.ERROR,  # fitrules reports what matters: failed runs
+            # fitrules reports what matters (failed runs); Dask's own errors at shutdown
+            # (a worker's heartbeat to a scheduler already gone) would follow Ctrl-C
+            silence_logs=logging.CRITICAL,
         )
 
 
