@@ -612,11 +612,12 @@ def compare_scored(scores: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     (a Diebold-Mariano comparison of fixed predictions; its expectation is the difference
     of the squared distances to the cells' true means). It is linear in the cell means, so
     its variance is exact under a model with a cell effect, a seed effect shared by runs
-    with the same seed id at different cells, and run noise: :func:`fitrules.stats.
-    contrast_test`. Runs are not independent units when new cells reuse seed ids (a seed
-    that sits low everywhere moves every cell mean together). Holm across pairs.
+    with the same seed id at different cells, and run noise
+    (:func:`fitrules.stats.contrast_test`). Runs are not independent units when new cells
+    reuse seed ids (a seed that sits low everywhere moves every cell mean together). Holm
+    across pairs.
     """
-    from fitrules.stats import contrast_test, holm
+    from fitrules.stats import holm
 
     done = scores[scores["status"] == "scored"]
     key = done["point"].map(lambda p: tuple(sorted((k, round(float(v), 12)) for k, v in p.items())))
@@ -629,8 +630,7 @@ def compare_scored(scores: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
             A = {r["_key"]: r for r in done[done["form"] == a].to_dict("records")}
             B = {r["_key"]: r for r in done[done["form"] == b].to_dict("records")}
             common = [k for k in A if k in B]
-            row = _scored_pair(a, b, common, A, B, level, contrast_test)
-            rows.append(row)
+            rows.append(_scored_pair(a, b, common, A, B, level))
     out = pd.DataFrame(rows, columns=SCORED_PAIR_COLUMNS)
     out["p_holm"] = holm(out["p"].tolist()) if len(out) else []
     return out
@@ -641,7 +641,10 @@ SCORED_PAIR_COLUMNS = [
 ]  # fmt: skip
 
 
-def _scored_pair(a, b, common, A, B, level, contrast_test) -> dict:
+def _scored_pair(a, b, common, A, B, level) -> dict:
+    """The contrast test of two forms' fixed predictions over the cells both predicted."""
+    from fitrules.stats import contrast_test
+
     cell, seed, y = [], [], []
     weights, offset, closer_a = {}, 0.0, 0
     has_seeds = all(A[k].get("seeds") is not None for k in common)
