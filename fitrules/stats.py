@@ -200,6 +200,10 @@ def holm(ps: list[float | None]) -> list[float | None]:
 
 # ------------------------------------------------------------------ seeds as shared effects
 SEED_EFFECT_ALPHA = 0.01  # a per-seed effect is reported when its F test is below this
+# runs x (cells + seeds) of the dense two-way design (8 bytes each, plus an SVD of it):
+# above this the per-seed effect is not estimated (compare and validate call it on every
+# grid; 4e6 is about 3,000 cells of 3 runs)
+ANOVA_MAX_ELEMENTS = 4_000_000
 
 
 def _crossed_anova(cell: np.ndarray, seed: np.ndarray, y: np.ndarray) -> dict | None:
@@ -213,6 +217,8 @@ def _crossed_anova(cell: np.ndarray, seed: np.ndarray, y: np.ndarray) -> dict | 
     ci = np.unique(cell, return_inverse=True)[1]
     si = np.unique(seed, return_inverse=True)[1]
     n, C, S = len(y), int(ci.max()) + 1, int(si.max()) + 1
+    if n * (C + S) > ANOVA_MAX_ELEMENTS:
+        return None  # the dense design would not fit in memory: no estimate, say nothing
     Xc = np.zeros((n, C))
     Xc[np.arange(n), ci] = 1
     Zs = np.zeros((n, S))

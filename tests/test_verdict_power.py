@@ -292,3 +292,13 @@ def test_guard_names_additives_runaway_splits(grid, seed, splits):
         assert any("cells not fitted lie" in g for g in row["guard_reasons"])
     tame = res[res["used"] & (res["heldout_error_pct"] <= 10 * med)]
     assert tame["wild"].mean() <= 0.05
+
+
+def test_seed_effect_is_not_estimated_where_its_dense_design_would_not_fit():
+    """compare and validate call it on every grid: 6,000 cells x 3 seeds would build an
+    18,000 x 6,003 design and its SVD."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": np.repeat(np.arange(6000), 3), "seed": np.tile([0, 1, 2], 6000),
+                       "loss": 2 + 0.01 * rng.standard_normal(18000)})  # fmt: skip
+    assert seed_effect(df, ["x"], "seed", "loss") is None
+    assert seed_effect(df[df["x"] < 100], ["x"], "seed", "loss") is not None
