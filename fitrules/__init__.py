@@ -10,6 +10,7 @@ The public API (imported on first use, so that ``import fitrules`` stays cheap):
     p = fr.ci(g, baseline="algo=sync", treatment="algo=diloco,H=16", tune="lr")
     t = fr.tune(g, "lr")                                              # Tuning
     d = fr.design(g, forms=["composition", "additive"], budget=24)   # Design
+    s = fr.search(g, terms=3, max_constants=5)                        # Search
     fr.Form("mine", "L0 + a*omega**c", variables=("omega",))
 
 ``fr.compare``, ``fr.fit`` and ``fr.tune`` are also the modules of those names, made
@@ -47,7 +48,7 @@ _PUBLIC = {
     "GridError": "fitrules.errors",
     "FormError": "fitrules.errors",
 }
-_CALLABLE_MODULES = ("compare", "fit", "tune", "design")
+_CALLABLE_MODULES = ("compare", "fit", "tune", "design", "search")
 
 __all__ = ["__version__", *_CALLABLE_MODULES, *_PUBLIC]
 

@@ -14,6 +14,7 @@ The command line parses its arguments, calls one of these and prints what it ret
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -598,6 +599,165 @@ def design(
             arg.text(options[name], name, none=True)
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
     return run_design(g, as_forms(forms), budget=budget, **options)
+
+
+@api_terms
+def search(
+    grid: GridLike | None = None,
+    *,
+    variables: Sequence[str] | str | None = None,
+    terms: int | None = None,
+    max_constants: int | None = None,
+    max_nonlinear: int | None = None,
+    interactions: int | None = None,
+    factors: Sequence[str] | str | None = None,
+    levels: Sequence[str] | str | None = None,
+    grammar: str | Path | Any | None = None,
+    split: str = "random",
+    splits: int = 20,
+    train_frac: float = 0.8,
+    inner_splits: int = 10,
+    inner_train_frac: float = 0.75,
+    seed: int = 0,
+    rule: str = "one-se",
+    references: FormLike | Sequence[FormLike] | None = None,
+    objective: str = "rel_ls",
+    delta: float = 1e-3,
+    guard_span: float = 20.0,
+    guard_se: float = 1.0,
+    guard_excursion: float = 10.0,
+    metric_range: tuple[float, float] | None = None,
+    tune: str | Sequence[str] | None = None,
+    tune_seeds: Sequence[int] | str | None = None,
+    jobs: int = 1,
+    on_plan: Callable | None = None,
+    on_progress: Callable[[int], None] | None = None,
+):
+    """Propose forms from a grammar and choose among them by nested validation.
+
+    Parameters
+    ----------
+    grid : Grid, DataFrame or path, optional
+        The runs (default: the committed main grid at inner lr 3e-4).
+    variables, terms, max_constants, max_nonlinear, interactions, factors, levels :
+        the grammar (see :mod:`fitrules.grammar`); each replaces the value of ``grammar``.
+    grammar : a :class:`fitrules.grammar.Grammar`, or the path of a TOML file of its fields.
+    split : the outer protocol: ``random`` (``splits`` splits fitting ``train_frac`` of the
+        cells, seeded by ``seed``), ``extrapolate:COL[:VALUE]`` or ``leave-one-level-out:COL``.
+    inner_splits, inner_train_frac : the random splits of each outer training set that rank
+        the candidates.
+    rule : ``one-se`` (default: the fewest constants within one standard error of the best
+        inner error) or ``best`` (the lowest inner error).
+    references : forms fitted on the same outer splits without selection (default:
+        composition and log_additive where the grid has their variables; ``[]``: none).
+    objective, delta, guard_* , metric_range : as for :func:`compare`.
+    tune, tune_seeds : tune these factors first (see :func:`fitrules.tune.tune`).
+    jobs : worker processes (results do not depend on it).
+    on_plan : called once with the plan and an estimate of the seconds the fits will take.
+    on_progress : called with the number of candidates finished (2 x candidates in all).
+
+    Returns
+    -------
+    fitrules.search.Search
+        ``budgets``, ``candidates``, ``choices``, ``references`` (DataFrames), ``chosen``
+        (a Form), ``forms_toml()``, ``plot_front()``, ``report(dir)``, ``to_json()``.
+
+    Raises
+    ------
+    FitrulesError
+        For a bad grammar, a column the grid lacks, splits that cannot be made.
+
+    Examples
+    --------
+    >>> import fitrules as fr  # doctest: +SKIP
+    >>> s = fr.search(terms=2, max_constants=4, splits=10)  # doctest: +SKIP
+    >>> s.budgets[["max_constants", "outer_median_pct", "final_choice"]]  # doctest: +SKIP
+    """
+    from fitrules.fit import Objective
+    from fitrules.forms import BUILTIN_FORMS
+    from fitrules.grammar import Grammar, load_grammar
+    from fitrules.guard import GuardOptions
+    from fitrules.search import DEFAULT_REFERENCES, RULES, run_search
+    from fitrules.splits import parse_protocol
+
+    given = dict(
+        variables=_names(variables, "variables"),
+        terms=None if terms is None else arg.count(terms, "terms"),
+        max_constants=None if max_constants is None else arg.count(max_constants, "max_constants"),
+        max_nonlinear=None
+        if max_nonlinear is None
+        else arg.count(max_nonlinear, "max_nonlinear", 0),
+        interactions=None if interactions is None else arg.count(interactions, "interactions"),
+        factors=_names(factors, "factors"),
+        levels=_names(levels, "levels"),
+    )
+    if grammar is None:
+        gram = Grammar(**{k: v for k, v in given.items() if v is not None})
+    elif isinstance(grammar, Grammar):
+        gram = dataclasses.replace(grammar, **{k: v for k, v in given.items() if v is not None})
+    elif isinstance(grammar, str | Path):
+        gram = load_grammar(grammar, **given)
+    else:
+        raise FitrulesError(f"grammar {grammar!r}: give a fitrules.grammar.Grammar or a TOML path")
+    arg.text(split, "split")
+    kind = split.partition(":")[0].strip()
+    if kind not in ("random", "extrapolate", "leave-one-level-out"):
+        raise SplitError(
+            f"split {split!r}: the outer protocol is random, extrapolate:COL[:VALUE] or "
+            "leave-one-level-out:COL"
+        )
+    outer = parse_protocol(split, arg.count(splits, "splits"),
+                           arg.real(train_frac, "train_frac", 0.0, 1.0), arg.seed(seed))  # fmt: skip
+    inner_splits = arg.count(inner_splits, "inner_splits", 2)
+    inner_train_frac = arg.real(inner_train_frac, "inner_train_frac", 0.0, 1.0)
+    if rule not in RULES:
+        raise FitrulesError(f"rule {rule!r} is unknown; allowed: {', '.join(RULES)}")
+    obj = Objective(objective, delta)
+    guard = GuardOptions(guard_span, guard_se, arg.interval(metric_range, "metric_range"),
+                         guard_excursion)  # fmt: skip
+    jobs = arg.count(jobs, "jobs", 1, 256)
+    g, _ = _tuned(as_grid(grid), tune, tune_seeds)
+    if references is None:
+        names = set(gram.variables or _search_variables(g))
+        refs = [
+            BUILTIN_FORMS[n]
+            for n in DEFAULT_REFERENCES
+            if set(BUILTIN_FORMS[n].variables or ()) <= names
+        ]
+    elif isinstance(references, Sequence) and not isinstance(references, str) and not references:
+        refs = []
+    else:
+        refs = as_forms(references)
+    return run_search(
+        g,
+        gram,
+        outer,
+        inner_splits=inner_splits,
+        inner_train_frac=inner_train_frac,
+        seed=seed,
+        objective=obj,
+        rule=rule,
+        references=refs,
+        guard=guard,
+        jobs=jobs,
+        on_plan=on_plan,
+        on_progress=on_progress,
+    )
+
+
+def _search_variables(g: Grid) -> list[str]:
+    from fitrules.search import default_variables
+
+    return default_variables(g)
+
+
+def _names(value, name: str) -> tuple[str, ...] | None:
+    """None, or names from a list or a comma-separated string."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return arg.texts(value, name)
 
 
 def _tuning_note(grid: Grid, tuning, base: dict, sel: dict) -> str:

@@ -263,7 +263,10 @@ def _inputs(args) -> list[Path]:
     from fitrules.forms import FORMS_FILE
     from fitrules.grids import DEFAULT_PAIRED, default_grid
 
-    paths = [getattr(args, a, None) for a in ("data", "fit_data", "test_data", "ledger", "path")]
+    paths = [
+        getattr(args, a, None)
+        for a in ("data", "fit_data", "test_data", "ledger", "path", "grammar")
+    ]
     if getattr(args, "data", None) is None:
         paths += [default_grid()[0], DEFAULT_PAIRED]
     paths.append(Path(FORMS_FILE))  # every command that reads forms reads it
@@ -286,6 +289,9 @@ def _file_outputs(args) -> list[tuple[str, Path]]:
     spec_out = getattr(args, "spec_out", None)
     if spec_out is not None and getattr(args, "report", None) is None:
         out.append(("--spec-out", Path(spec_out)))
+    forms_out = getattr(args, "forms_out", None)
+    if forms_out is not None:
+        out.append(("--forms-out", Path(forms_out)))
     return out
 
 
@@ -305,6 +311,7 @@ def _take_outputs(args) -> None:
     files = _file_outputs(args)
     args.json_file = None
     args.spec_file = None
+    args.forms_file = None
     args.report_slot = None
     check_distinct(files, inputs)
     for option, target in files:
@@ -328,6 +335,8 @@ def _take_outputs(args) -> None:
         staged = args.outputs.stage_file(target, option)
         if option == "--json":
             args.json_file = staged
+        elif option == "--forms-out":
+            args.forms_file = staged
         else:
             args.spec_file = staged
 
@@ -798,6 +807,160 @@ def _compare(args) -> int:
             file=sys.stderr,
         )
         return 1
+    return 0
+
+
+# ---------------------------------------------------------------- search
+def _add_search(sub, common) -> None:
+    p = sub.add_parser(
+        "search",
+        parents=[common],
+        help="propose forms from a grammar; choose by nested validation",
+        description="Propose candidate forms from a small grammar over the grid's variables, "
+        "rank them inside each outer training set by inner random splits, and report the "
+        "outer error of whatever the ranking picks: the error of the search itself, with the "
+        "optimism of selection, a front of outer error against constants, and the front's "
+        "forms as forms.toml entries for compare. See README, 'Searching for a form'.",
+    )
+    _add_data_options(p)
+    _add_tune_options(p)
+    g = p.add_argument_group("grammar (see fitrules.grammar; each replaces --grammar's value)")
+    g.add_argument("--grammar", type=Path, default=None, metavar="FILE",
+                   help="a TOML file of grammar fields (variables, terms, max_constants, ...)")
+    g.add_argument("--variables", default=None, metavar="COLS",
+                   help="comma-separated columns the forms read (default: the varying numeric "
+                   "columns; of two that map one to one, such as keep and omega, the last)")
+    g.add_argument("--terms", type=int, default=None,
+                   help="most terms besides the intercept (default 3)")
+    g.add_argument("--max-constants", type=int, default=None, metavar="C",
+                   help="most constants of a form, intercept included (default 4)")
+    g.add_argument("--max-nonlinear", type=int, default=None, metavar="Q",
+                   help="most exponents and saturation scales of a form (default 2)")
+    g.add_argument("--interactions", type=int, default=None, metavar="V",
+                   help="most variables in one product term (default 2)")
+    g.add_argument("--factors", default=None, metavar="KINDS",
+                   help="factor kinds: power, linear, inverse, sqrt, log, saturating (default all)")
+    g.add_argument("--levels", default=None, metavar="COLS",
+                   help="also propose one intercept per level of these columns (L0[COL])")
+    g = p.add_argument_group("nested validation")
+    g.add_argument("--split", default="random", metavar="PROTOCOL",
+                   help="outer protocol: random (default), extrapolate:COL[:VALUE], "
+                   "leave-one-level-out:COL")
+    g.add_argument("--splits", type=int, default=20, help="outer random splits (default 20)")
+    g.add_argument("--train-frac", type=_fraction, default=0.8,
+                   help="fraction of cells fitted in each outer random split (default 0.8)")
+    g.add_argument("--inner-splits", type=int, default=10,
+                   help="inner random splits of each outer training set (default 10)")
+    g.add_argument("--inner-train-frac", type=_fraction, default=0.75, metavar="F",
+                   help="fraction of an outer training set fitted in each inner split (0.75)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the outer and inner splits (0)")
+    g.add_argument("--rule", default="one-se", choices=["one-se", "best"],
+                   help="how the inner ranking picks: one-se (default: fewest constants within "
+                   "one standard error of the best) or best")
+    g.add_argument("--reference", default=None, metavar="NAMES",
+                   help="comma-separated forms fitted on the same outer splits without "
+                   "selection (default: composition,log_additive where the grid has their "
+                   "variables; 'none' for none)")
+    g.add_argument("--form", action="append", default=[], metavar='"NAME = EXPR"',
+                   help="a reference form given inline (repeatable)")
+    g.add_argument("--jobs", type=int, default=None,
+                   help="worker processes (default: the machine's cores; results do not "
+                   "depend on it)")
+    g = p.add_argument_group("fitting")
+    _add_objective_options(g)
+    g.add_argument("--guard-span", type=float, default=20.0, metavar="X",
+                   help="guard: name a fit whose predictions spread more than X times its "
+                   "training values (default 20)")
+    g.add_argument("--guard-se", type=float, default=1.0, metavar="X",
+                   help="guard: delta-method standard error above X times a prediction (1)")
+    g.add_argument("--guard-excursion", type=float, default=10.0, metavar="PCT",
+                   help="guard: mean excursion of the predictions at cells not fitted (10)")
+    g.add_argument("--metric-range", default=None, metavar="LO,HI",
+                   help="guard: plausible range of the metric (default none)")
+    p.add_argument("--forms-out", type=Path, default=None, metavar="PATH",
+                   help="write the front's forms as forms.toml entries to PATH")
+    _add_json_option(p)
+    _add_progress_option(p)
+    _add_report_options(p)
+    p.set_defaults(func=_search)
+
+
+def _search(args) -> int:
+    import os
+
+    from fitrules import api
+    from fitrules.forms import select_forms
+    from fitrules.guard import parse_metric_range
+    from fitrules.search import estimate_text
+    from fitrules.util import progress
+
+    metric_range = parse_metric_range(args.metric_range)
+    if args.reference is not None and args.reference.strip() == "none":
+        refs: list | None = [] if not args.form else select_forms([], args.form)
+    elif args.reference is not None or args.form:
+        names = [n.strip() for n in (args.reference or "").split(",") if n.strip()]
+        refs = select_forms(names, args.form) if names or args.form else []
+    else:
+        refs = None
+    jobs = args.jobs if args.jobs is not None else max(1, min(os.cpu_count() or 1, 8))
+    _take_outputs(args)
+    grid = _load(args)
+    quiet = getattr(args, "quiet", False)
+    shown = _progress_enabled(args)
+    state: dict = {}
+
+    def on_plan(plan, seconds) -> None:
+        state["total"] = 2 * len(plan.candidates)
+        if not quiet:
+            print(
+                f"fitrules search: {plan.n_generated:,} forms proposed, "
+                f"{len(plan.candidates):,} with fewer constants than the fewest cells fitted; "
+                f"{plan.fits_per_candidate} fits each; estimated {estimate_text(seconds)} on "
+                f"{jobs} process{'es' if jobs > 1 else ''}",
+                file=sys.stderr,
+            )
+        state["bar"].reset(total=state["total"])
+
+    with progress(total=None, desc="searching", enabled=shown) as bar:
+        state["bar"] = bar
+        result = api.search(
+            grid,
+            variables=args.variables,
+            terms=args.terms,
+            max_constants=args.max_constants,
+            max_nonlinear=args.max_nonlinear,
+            interactions=args.interactions,
+            factors=args.factors,
+            levels=args.levels,
+            grammar=args.grammar,
+            split=args.split,
+            splits=args.splits,
+            train_frac=args.train_frac,
+            inner_splits=args.inner_splits,
+            inner_train_frac=args.inner_train_frac,
+            seed=args.seed,
+            rule=args.rule,
+            references=refs,
+            objective=args.objective,
+            delta=args.delta,
+            guard_span=args.guard_span,
+            guard_se=args.guard_se,
+            guard_excursion=args.guard_excursion,
+            metric_range=metric_range,
+            tune=args.tune,
+            tune_seeds=_tune_seeds(args),
+            jobs=jobs,
+            on_plan=on_plan,
+            on_progress=bar.update,
+        )
+    text = str(result)
+    if args.forms_out is not None:
+        args.forms_file.commit(result.forms_toml())
+        text += f"\n\nforms written to {args.forms_out}"
+    if args.report is not None:
+        _write_report(args, result.report, args.report, _command_line(), args.force)
+        text += f"\n\nreport written to {args.report}/report.md"
+    _emit(args, text, result.to_dict())
     return 0
 
 
@@ -1525,6 +1688,7 @@ def build_parser() -> argparse.ArgumentParser:
 _ADDERS = [
     _add_compare,
     _add_design,
+    _add_search,
     _add_fit,
     _add_validate,
     _add_ci,

@@ -532,7 +532,13 @@ def compare(
         "comparisons": len(wanted),
         "family": "all pairs" if pairs is None else "named pairs",
     }
-    notes = set_aside_warnings(summary, reasons, len(masks))
+    notes = set_aside_warnings(summary, reasons, len(masks)) + [
+        f"{f.name} came from a search ({f.origin}); if it was searched on these cells, its "
+        "comparison here is not independent of that choice: the search's own outer error is "
+        "the honest estimate"
+        for f in bound
+        if f.origin
+    ]
     return Comparison(
         results,
         summary,

@@ -68,6 +68,7 @@ class Form:
     by: str | None = None
     shared: tuple[str, ...] | None = None
     levels: Mapping[str, tuple[float, ...]] | None = None
+    origin: str = ""  # where the form came from when a tool proposed it (fitrules search)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -75,7 +76,7 @@ class Form:
                 f"form name {self.name!r} is not allowed; use letters, digits, _ or -"
                 ", starting with a letter"
             )
-        for label in ("description", "source"):
+        for label in ("description", "source", "origin"):
             if not isinstance(getattr(self, label), str):
                 raise FormError(
                     f"form {self.name!r}: {label} must be text, got {getattr(self, label)!r}"
@@ -436,6 +437,8 @@ class Form:
             out["bounds"] = {k: list(v) for k, v in self.bounds.items()}
         if self.start:
             out["start"] = {k: list(v) for k, v in self.start.items()}
+        if self.origin:
+            out["origin"] = self.origin
         return out
 
     @cached_property
@@ -769,11 +772,12 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
     if isinstance(value, str):
         return parse_form_line(f"{name} = {value}", source)
     if isinstance(value, dict):
-        unknown = set(value) - {"expr", "variables", "bounds", "start", "fixed", "description"}
+        allowed = {"expr", "variables", "bounds", "start", "fixed", "description", "origin"}
+        unknown = set(value) - allowed
         if unknown or "expr" not in value:
             raise FormError(
                 f"{source}: form {name!r} needs 'expr' and may have variables, "
-                f"bounds, start, fixed, description; got {sorted(value)}"
+                f"bounds, start, fixed, description, origin; got {sorted(value)}"
             )
         if not isinstance(value["expr"], str):
             raise FormError(f"{source}: form {name!r}: expr must be a string expression")
@@ -791,8 +795,9 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
                     f"{source}: form {name!r}: {key} must be a table such as "
                     f"{{ b = [-2, 2] }}; got {value[key]!r}"
                 )
-        if not isinstance(value.get("description", ""), str):
-            raise FormError(f"{source}: form {name!r}: description must be a string")
+        for key in ("description", "origin"):
+            if not isinstance(value.get(key, ""), str):
+                raise FormError(f"{source}: form {name!r}: {key} must be a string")
         return Form(
             name,
             value["expr"],
@@ -802,6 +807,7 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
             value.get("description", ""),
             source,
             fixed=value.get("fixed", {}),
+            origin=value.get("origin", ""),
         )
     raise FormError(f"{source}: form {name!r} must be a string expression or a table")
 

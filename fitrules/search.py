@@ -1,0 +1,686 @@
+"""`fitrules search`: choose a form from a grammar's candidates by nested validation.
+
+Choosing among many forms by held-out error, then quoting that same error, flatters the
+winner. The search therefore never quotes the error it chose by:
+
+- the **outer protocol** (random splits, ``extrapolate:COL``, ``leave-one-level-out:COL``)
+  holds cells out;
+- inside each outer training set, **inner** random splits of those cells rank every
+  candidate; the **selection rule** picks one form from that ranking alone;
+- the **outer error** is the error of whatever was picked, on the outer held-out cells.
+
+The outer errors measure the *procedure* (grammar + rule), not any one form. Run with every
+complexity budget (at most k constants), they give a Pareto front of outer error against
+constants; the form the procedure picks from all cells at each budget on the front is the
+one to carry to ``compare``. The optimism of selection is the winner's inner error (what a
+search that reports its own ranking would quote) against its outer error.
+
+Selection rule ``one-se`` (default): the candidate with the lowest median inner log error
+is the best; every candidate whose mean paired log-error difference to the best is within
+one standard error (corrected for the overlap of random splits, Nadeau and Bengio 2003) is
+as good as the data can tell; the one with fewest constants among them is picked (ties: the
+lower median). ``best`` picks the lowest median outright. Fits that are degenerate or named
+wild by the guard (training fit and design only) count as failures: a candidate that fails
+in more than half the inner splits, or whose fit on the outer training cells fails, cannot
+be picked there.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fitrules._modules import make_callable
+from fitrules.errors import FitrulesError, SplitError
+from fitrules.fit import CompiledForm, FitOptions, Objective, fit_splits
+from fitrules.forms import Form
+from fitrules.grammar import (
+    DUPLICATE_RTOL,
+    Candidate,
+    Grammar,
+    generate,
+    named,
+    structural_rank_ok,
+)
+from fitrules.grids import Grid
+from fitrules.guard import GuardOptions, check_fits
+from fitrules.splits import RandomSplit
+
+RULES = ("one-se", "best")
+DEFAULT_REFERENCES = ("composition", "log_additive")
+# a coarser starting grid than compare's: the search fits thousands of forms, and the local
+# refinement and Levenberg-Marquardt polish from there (bench_search.py measures the effect)
+SEARCH_FIT_OPTIONS = FitOptions(grid_points=(41, 17, 9), n_starts=1, resolution=1e-3)
+
+
+# ------------------------------------------------------------------------------ protocol
+@dataclass(frozen=True)
+class NestedMasks:
+    """All training masks one candidate is fitted on, and the cells each one scores.
+
+    Rows: ``O`` outer splits, then ``O x I`` inner splits (outer split by outer split),
+    then ``I`` final inner splits of all cells (the choice made from every cell).
+    """
+
+    train: np.ndarray  # (O + O*I + I, n) bool
+    test: np.ndarray  # same shape: the cells each row scores
+    n_outer: int
+    n_inner: int
+    outer_labels: list[str]
+
+    @property
+    def outer(self) -> slice:
+        return slice(0, self.n_outer)
+
+    @property
+    def inner(self) -> slice:
+        return slice(self.n_outer, self.n_outer + self.n_outer * self.n_inner)
+
+    @property
+    def final(self) -> slice:
+        return slice(self.n_outer + self.n_outer * self.n_inner, len(self.train))
+
+    @property
+    def min_train(self) -> int:
+        return int(self.train.sum(axis=1).min())
+
+
+def _sub_seed(seed: int, *path: int) -> int:
+    return int(np.random.SeedSequence([seed, *path]).generate_state(1)[0])
+
+
+def nested_masks(outer, table: pd.DataFrame, inner_splits: int, inner_train_frac: float,
+                 seed: int) -> NestedMasks:  # fmt: skip
+    """The outer protocol's masks over ``table``'s cells, with seeded inner random splits of
+    each outer training set and of all cells."""
+    n = len(table)
+    outer_masks = np.asarray(outer.masks_for(table), bool)
+    labels = list(outer.labels(table))
+    inner = RandomSplit(inner_splits, inner_train_frac, 0)
+    train, test = [outer_masks], [~outer_masks]
+    for o, m in enumerate(outer_masks):
+        idx = np.flatnonzero(m)
+        try:
+            split = RandomSplit(inner_splits, inner_train_frac, _sub_seed(seed, o))
+            split.check(len(idx))
+        except SplitError as err:
+            raise SplitError(
+                f"outer split {labels[o]!r} fits {len(idx)} cells, too few for inner splits: "
+                f"{err}"
+            ) from None
+        sub = split.masks(len(idx))
+        tr = np.zeros((inner_splits, n), bool)
+        tr[:, idx] = sub
+        te = np.zeros((inner_splits, n), bool)
+        te[:, idx] = ~sub
+        train.append(tr)
+        test.append(te)
+    final = RandomSplit(inner_splits, inner_train_frac, _sub_seed(seed, len(outer_masks)))
+    final.check(n)
+    fm = final.masks(n)
+    train.append(fm)
+    test.append(~fm)
+    del inner
+    return NestedMasks(np.vstack(train), np.vstack(test), len(outer_masks), inner_splits, labels)
+
+
+# ------------------------------------------------------------------------------ scoring
+@dataclass
+class Scored:
+    """One form's errors on every row of a :class:`NestedMasks` (percent; NaN = failed)."""
+
+    error: np.ndarray  # (rows,)
+    valid: np.ndarray  # (rows,) bool: neither degenerate nor named wild
+    seconds: float = 0.0
+
+
+def score_form(form: Form, X, y, masks: NestedMasks, objective: Objective,
+               options: FitOptions, guard: GuardOptions, rows: slice | None = None) -> Scored:  # fmt: skip
+    """Fit ``form`` on every training mask (or ``rows`` of them) and score its test cells."""
+    t0 = time.perf_counter()
+    train = masks.train if rows is None else masks.train[rows]
+    test = masks.test if rows is None else masks.test[rows]
+    # rows fitting the same number of cells are fitted together: the local search then works
+    # on those cells only (fit._refine), which the mixed sizes of nested masks would prevent
+    counts = train.sum(axis=1)
+    fits: list = [None] * len(train)
+    for size in np.unique(counts):
+        rows_k = np.flatnonzero(counts == size)
+        for r, f in zip(rows_k, fit_splits(form, X, y, train[rows_k], objective, options),
+                        strict=True):  # fmt: skip
+            fits[r] = f
+    guarded = check_fits(form, X, y, train, fits, objective, guard)
+    cf = CompiledForm(form)
+    params = np.array([[r.constants[c] for c in cf.s.constants] for r in fits], float)
+    ok = np.isfinite(params).all(axis=1)
+    with np.errstate(all="ignore"):
+        pred = cf.predict(X, np.where(ok[:, None], params, 0.0))
+        rel = np.abs(pred - y) / np.abs(y)
+        err = 100 * np.where(test, rel, 0.0).sum(axis=1) / np.maximum(test.sum(axis=1), 1)
+    valid = ok & np.isfinite(err) & np.array(
+        [not r.degenerate and not g.wild for r, g in zip(fits, guarded, strict=True)]
+    )
+    return Scored(np.where(valid, err, np.nan), valid, time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------------------ selection
+def select(
+    inner: np.ndarray,
+    n_constants: np.ndarray,
+    eligible: np.ndarray,
+    n_train: int,
+    n_test: int,
+    rule: str = "one-se",
+) -> tuple[int, float]:
+    """The index picked from ``inner`` (candidates x inner splits, percent, NaN = failed)
+    among ``eligible`` candidates, and its median inner error; (-1, nan) if none can be."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        L = np.log(np.where(np.isfinite(inner), inner, np.inf))
+    L = np.where(np.isnan(L), np.inf, L)
+    score = np.median(L, axis=1)
+    score = np.where(eligible, score, np.inf)
+    if not np.isfinite(score).any():
+        return -1, float("nan")
+    best = int(np.argmin(score))
+    if rule == "best":
+        return best, float(np.exp(score[best]))
+    both = np.isfinite(L) & np.isfinite(L[best])
+    J = both.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(both, L - L[best], 0.0)
+        mean = d.sum(axis=1) / J
+        var = ((d - mean[:, None]) ** 2 * both).sum(axis=1) / (J - 1)
+        se = np.sqrt(var * (1 / J + n_test / n_train))
+    within = np.isfinite(score) & (J >= 2) & (mean <= np.nan_to_num(se, nan=0.0))
+    within[best] = True
+    pool = np.flatnonzero(within)
+    order = np.lexsort((score[pool], n_constants[pool]))
+    pick = int(pool[order[0]])
+    return pick, float(np.exp(score[pick]))
+
+
+# ------------------------------------------------------------------------------ the result
+@dataclass
+class Search:
+    """What :func:`run_search` found; every view renders these tables.
+
+    Attributes
+    ----------
+    candidates : one row per fitted candidate: name, expression, constants, how often the
+        unrestricted procedure picked it across outer splits, its own median outer error
+        (descriptive: never a selection criterion), and whether it was dropped as a duplicate.
+    budgets : one row per budget (at most k constants): the procedure's outer error (median,
+        trimmed mean, p90 over outer splits), the winners' median inner error, the optimism
+        (outer / inner), the most-picked form and its share, the form picked from all cells,
+        and whether the budget is on the Pareto front.
+    choices : one row per (budget, outer split): the form picked, its inner and outer error.
+    references : one row per reference form: its outer error on the same outer splits and how
+        often the unrestricted procedure's pick beat it.
+    pruned : why candidates were dropped before the nested fits, with counts.
+    """
+
+    grid_label: str
+    grammar: Grammar
+    settings: dict
+    candidates: pd.DataFrame
+    budgets: pd.DataFrame
+    choices: pd.DataFrame
+    references: pd.DataFrame
+    pruned: dict[str, int]
+    n_generated: int
+    forms: dict[str, Form]
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def front(self) -> pd.DataFrame:
+        return self.budgets[self.budgets["on_front"]]
+
+    @property
+    def chosen(self) -> Form:
+        """The form the unrestricted procedure picks from all cells."""
+        return self.forms[str(self.budgets.iloc[-1]["final_choice"])]
+
+    def forms_toml(self) -> str:
+        """The front's forms as ``forms.toml`` entries ready for ``compare``."""
+        from fitrules.report.search import forms_toml
+
+        return forms_toml(self)
+
+    def to_dict(self) -> dict:
+        from fitrules.report.search import search_dict
+
+        return search_dict(self)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        import json
+
+        from fitrules.util import json_ready
+
+        text = json.dumps(json_ready(self.to_dict()), indent=2)
+        if path is not None:
+            from fitrules.outputs import write_text
+
+            write_text(Path(path), text + "\n", "--json")
+        return text
+
+    def __str__(self) -> str:
+        from fitrules.report.search import render_search
+
+        return render_search(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"Search({self.grid_label}: {len(self.candidates)} candidates fitted of "
+            f"{self.n_generated} proposed; picked {self.chosen.expression!r})"
+        )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(str(self))}</pre>"
+
+    def plot_front(self, ax=None):
+        from fitrules.report.search import plot_front
+
+        return plot_front(self, ax)
+
+    def report(self, path: str | Path, command: str | None = None, force: bool = False) -> Path:
+        from fitrules.report.search import write_search_report
+
+        return write_search_report(self, Path(path), command, force)
+
+
+# ------------------------------------------------------------------------------ the engine
+def default_variables(grid: Grid) -> list[str]:
+    """The grid's varying numeric factors and continuous columns; of columns that map one to
+    one onto each other (keep and omega = 1/keep - 1) only the last is kept (derived columns
+    come last)."""
+    cols = [
+        c
+        for c in [*grid.varying_factors, *grid.continuous]
+        if pd.api.types.is_numeric_dtype(grid.runs[c]) and not pd.api.types.is_bool_dtype(grid.runs[c])
+    ]
+    keep: list[str] = []
+    for c in reversed(cols):
+        if not any(_one_to_one(grid.runs[c], grid.runs[k]) for k in keep):
+            keep.append(c)
+    return [c for c in cols if c in keep]
+
+
+def _one_to_one(a: pd.Series, b: pd.Series) -> bool:
+    pairs = pd.DataFrame({"a": a.to_numpy(), "b": b.to_numpy()}).drop_duplicates()
+    return bool(pairs["a"].is_unique and pairs["b"].is_unique)
+
+
+def _pool_init():
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+
+
+_STATE: dict = {}
+
+
+def _set_state(state: dict) -> None:
+    _pool_init()
+    _STATE.clear()
+    _STATE.update(state)
+
+
+def _fingerprint_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | None]]:
+    s = _STATE
+    out = []
+    for i in indices:
+        form = s["forms"][i]
+        rng = np.random.default_rng(_sub_seed(s["seed"], 7, i))
+        if not structural_rank_ok(form, s["X"], rng):
+            out.append((i, False, None))
+            continue
+        out.append((i, True, _probe_values(form, s["X"], s["probes"], s["objective"], s["options"])))
+    return out
+
+
+def _nested_task(indices: list[int]) -> list[tuple[int, Scored]]:
+    s = _STATE
+    return [
+        (i, score_form(s["forms"][i], s["X"], s["y"], s["masks"], s["objective"], s["options"],
+                       s["guard"]))  # fmt: skip
+        for i in indices
+    ]
+
+
+def _probe_values(form, X, probes, objective, options) -> np.ndarray:
+    cf = CompiledForm(form)
+    out = np.full(probes.shape, np.nan)
+    whole = np.ones((1, probes.shape[1]), bool)
+    for k, target in enumerate(probes):
+        r = fit_splits(form, X, target, whole, objective, options)[0]
+        params = np.array([[r.constants[c] for c in cf.s.constants]], float)
+        if np.isfinite(params).all():
+            with np.errstate(all="ignore"):
+                out[k] = cf.predict(X, params)[0]
+    return out
+
+
+def _run(tasks: list[list[int]], worker, state: dict, jobs: int, on_done) -> list:
+    """Run ``worker`` over index chunks, in this process (jobs 1) or a pool, in order."""
+    results: list = []
+    if jobs <= 1:
+        _STATE_SAVED = dict(_STATE)
+        _STATE.clear()
+        _STATE.update(state)
+        try:
+            for t in tasks:
+                results += worker(t)
+                on_done(len(t))
+        finally:
+            _STATE.clear()
+            _STATE.update(_STATE_SAVED)
+        return results
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork where there is one: a script without a __main__ guard, or a notebook, is not
+    # re-imported by the workers (spawn and forkserver would run it again)
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_set_state,
+                             initargs=(state,)) as pool:  # fmt: skip
+        for t, r in zip(tasks, pool.map(worker, tasks), strict=True):
+            results += r
+            on_done(len(t))
+    return results
+
+
+def _chunks(indices: Sequence[int], size: int) -> list[list[int]]:
+    return [list(indices[a : a + size]) for a in range(0, len(indices), size)]
+
+
+@dataclass
+class Plan:
+    """What a search will do, known before any fit: shown to the user with an estimate."""
+
+    candidates: list[Candidate]
+    masks: NestedMasks
+    n_generated: int
+    too_big: list[Candidate]
+
+    @property
+    def fits_per_candidate(self) -> int:
+        return len(self.masks.train)
+
+
+def run_search(
+    grid: Grid,
+    grammar: Grammar,
+    outer,
+    *,
+    inner_splits: int = 10,
+    inner_train_frac: float = 0.75,
+    seed: int = 0,
+    objective: Objective | None = None,
+    rule: str = "one-se",
+    references: Sequence[Form] = (),
+    guard: GuardOptions | None = None,
+    jobs: int = 1,
+    options: FitOptions | None = None,
+    on_plan: Callable[[Plan, float | None], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> Search:
+    """Nested validation of every candidate of ``grammar`` on ``grid``; see the module.
+
+    ``outer`` is a splitter of :mod:`fitrules.splits`. ``on_plan(plan, seconds)`` is called
+    once the candidates and masks are known, with an estimate of the time the fits will take
+    (from pilot fits, which are kept); ``on_progress(k)`` after each ``k`` candidates done
+    (first while pruning, then while fitting: ``2 x`` the candidates in all).
+    """
+    t_start = time.perf_counter()
+    objective = objective or Objective()
+    guard = guard or GuardOptions()
+    options = options or SEARCH_FIT_OPTIONS
+    if rule not in RULES:
+        raise FitrulesError(f"--rule {rule!r} is unknown; allowed: {', '.join(RULES)}")
+    variables = list(grammar.variables or default_variables(grid))
+    if not variables:
+        raise FitrulesError(
+            f"{grid.label}: no varying numeric column to search over; name them with --variables"
+        )
+    for v in variables:
+        if v not in grid.columns:
+            raise FitrulesError(
+                f"--variables: {v!r} is not a column of {grid.label}; columns: "
+                f"{', '.join(map(str, grid.columns))}"
+            )
+    level_cols = list(grammar.levels)
+    for c in level_cols:
+        if c not in grid.columns:
+            raise FitrulesError(f"grammar levels: {c!r} is not a column of {grid.label}")
+    cell_vars = list(dict.fromkeys(variables + level_cols))
+    cells = grid.cells(cell_vars, positive=objective.kind != "abs_ls")
+    X, y = cells.X, cells.y
+    masks = nested_masks(outer, cells.table, inner_splits, inner_train_frac, seed)
+    counts = {c: int(cells.table[c].nunique()) for c in level_cols}
+    proposed = named(generate(grammar, {v: X[v] for v in variables}, counts))
+    if not proposed:
+        raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
+    n_fit = masks.min_train
+    fits_ok = [c for c in proposed if c.n_constants < n_fit]
+    too_big = [c for c in proposed if c.n_constants >= n_fit]
+    if not fits_ok:
+        raise SplitError(
+            f"every candidate has at least {n_fit} constants but the smallest inner split fits "
+            f"{n_fit} cells; lower --max-constants or raise --inner-train-frac"
+        )
+    forms = [c.form.bind(grid.columns, grid.runs) for c in fits_ok]
+    plan = Plan(fits_ok, masks, len(proposed), too_big)
+    refs = [f.bind(grid.columns, grid.runs) for f in references]
+    for f in refs:
+        missing = [v for v in f.bound_variables if v not in cell_vars]
+        if missing:
+            raise FitrulesError(
+                f"reference form {f.name!r} reads {missing}, which the search does not; add "
+                f"them to --variables or leave the form out of --reference"
+            )
+    rng = np.random.default_rng(_sub_seed(seed, 5))
+    probes = np.vstack([y, y * (1 + 0.01 * rng.standard_normal(len(y)))])
+    state = dict(forms=forms, X=X, y=y, masks=masks, objective=objective, options=options,
+                 guard=guard, probes=probes, seed=seed)  # fmt: skip
+    done = on_progress or (lambda k: None)
+
+    # pilot: one candidate per number of nonlinear constants, timed, for the estimate
+    pilots: dict[int, tuple[int, Scored]] = {}
+    for i, c in enumerate(fits_ok):
+        if c.n_nonlinear not in pilots:
+            pilots[c.n_nonlinear] = (i, score_form(forms[i], X, y, masks, objective, options, guard))
+    if on_plan is not None:
+        per = {q: s.seconds for q, (_, s) in pilots.items()}
+        total = sum(per[c.n_nonlinear] for c in fits_ok) / max(1, min(jobs, len(fits_ok)))
+        on_plan(plan, total)
+
+    size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
+    prints = _run(_chunks(range(len(forms)), size), _fingerprint_task, state, jobs, done)
+    dropped: list[tuple[Candidate, str]] = [
+        (c, f"more constants than the fewest cells fitted ({n_fit})") for c in too_big
+    ]
+    keep_idx: list[int] = []
+    fps: list[np.ndarray] = []
+    owners: list[int] = []
+    scale = np.maximum(np.abs(probes), 1e-300).ravel()
+    for i, identifiable, values in prints:
+        c = fits_ok[i]
+        if not identifiable:
+            dropped.append((c, "a constant has no effect on the grid's cells"))
+            continue
+        if values is not None and np.isfinite(values).all():
+            fp = values.ravel() / scale
+            if fps:
+                same = np.flatnonzero((np.abs(np.array(fps) - fp) <= DUPLICATE_RTOL).all(axis=1))
+                if len(same):
+                    twin = fits_ok[owners[same[0]]].form.name
+                    dropped.append((c, f"the same function on these cells as {twin}"))
+                    continue
+            fps.append(fp)
+            owners.append(i)
+        keep_idx.append(i)
+    todo = [i for i in keep_idx if not any(i == p for p, _ in pilots.values())]
+    scored = dict(p for p in pilots.values() if p[0] in keep_idx)
+    done(len(forms) - len(todo))
+    for i, s in _run(_chunks(todo, size), _nested_task, state, jobs, done):
+        scored[i] = s
+    kept = [fits_ok[i] for i in keep_idx]
+    results = [scored[i] for i in keep_idx]
+    ref_scores = [
+        score_form(f, X, y, masks, objective, options, guard, rows=masks.outer) for f in refs
+    ]
+    out = _assemble(grid, grammar, kept, results, masks, refs, ref_scores, rule, dropped,
+                    len(proposed))  # fmt: skip
+    out.settings.update(
+        outer=outer.describe(),
+        inner_splits=inner_splits,
+        inner_train_frac=inner_train_frac,
+        seed=seed,
+        objective=objective.describe(),
+        rule=rule,
+        guard=guard.describe(),
+        variables=variables,
+        fit_options={"grid_points": list(options.grid_points), "n_starts": options.n_starts},
+        jobs=jobs,
+    )
+    out.seconds = time.perf_counter() - t_start
+    return out
+
+
+def _assemble(grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores, rule,
+              dropped, n_generated) -> Search:  # fmt: skip
+    O, I = masks.n_outer, masks.n_inner
+    C = len(kept)
+    err = np.array([r.error for r in results])  # (C, rows)
+    outer = err[:, masks.outer]  # (C, O)
+    inner = err[:, masks.inner].reshape(C, O, I)
+    final = err[:, masks.final]  # (C, I)
+    k = np.array([c.n_constants for c in kept])
+    names = [c.form.name for c in kept]
+    tr = masks.train[masks.inner].reshape(O, I, -1).sum(axis=2)
+    te = masks.test[masks.inner].reshape(O, I, -1).sum(axis=2)
+    ftr, fte = int(masks.train[masks.final].sum(axis=1).min()), int(masks.test[masks.final].sum(axis=1).min())
+    budgets = sorted(set(k.tolist()))
+    rows, budget_rows = [], []
+    picks_all = np.zeros(C, int)
+    for b in budgets:
+        allowed = k <= b
+        outs, ins, picked = [], [], []
+        for o in range(O):
+            eligible = allowed & np.isfinite(outer[:, o])
+            i, score = select(inner[:, o, :], k, eligible, int(tr[o].min()), int(te[o].min()), rule)
+            e_out = float(outer[i, o]) if i >= 0 else float("nan")
+            rows.append(dict(budget=b, outer_split=masks.outer_labels[o],
+                             form=names[i] if i >= 0 else None,
+                             inner_pct=score, outer_pct=e_out))  # fmt: skip
+            outs.append(e_out)
+            ins.append(score)
+            picked.append(i)
+        if b == budgets[-1]:
+            for i in picked:
+                if i >= 0:
+                    picks_all[i] += 1
+        fi, fscore = select(final, k, allowed, ftr, fte, rule)
+        valid = np.isfinite(outs)
+        o_arr = np.asarray(outs)[valid]
+        i_arr = np.asarray(ins)[valid]
+        counts = pd.Series([names[i] for i in picked if i >= 0]).value_counts()
+        from fitrules.compare import robust_summary
+
+        budget_rows.append(
+            dict(
+                max_constants=b,
+                n_candidates=int(allowed.sum()),
+                outer_splits=int(valid.sum()),
+                **robust_summary(o_arr, "outer_"),
+                inner_median_pct=float(np.median(i_arr)) if len(i_arr) else np.nan,
+                optimism=float(np.median(o_arr) / np.median(i_arr)) if len(i_arr) else np.nan,
+                most_picked=str(counts.index[0]) if len(counts) else None,
+                most_picked_share=float(counts.iloc[0] / O) if len(counts) else 0.0,
+                distinct_picks=int(len(counts)),
+                final_choice=names[fi] if fi >= 0 else None,
+                final_inner_pct=fscore,
+            )
+        )
+    budget_df = pd.DataFrame(budget_rows)
+    best_so_far = np.inf
+    front = []
+    for m in budget_df["outer_median_pct"]:
+        front.append(bool(np.isfinite(m) and m < best_so_far))
+        best_so_far = min(best_so_far, m) if np.isfinite(m) else best_so_far
+    budget_df["on_front"] = front
+    choices = pd.DataFrame(rows)
+    own = [float(np.median(r[np.isfinite(r)])) if np.isfinite(r).any() else np.nan for r in outer]
+    cand_df = pd.DataFrame(
+        dict(
+            name=names,
+            expression=[c.form.expression for c in kept],
+            key=[c.key for c in kept],
+            n_constants=k,
+            n_nonlinear=[c.n_nonlinear for c in kept],
+            n_terms=[c.n_terms for c in kept],
+            picked=picks_all,
+            outer_valid=np.isfinite(outer).sum(axis=1) if C else [],
+            own_outer_median_pct=own,
+        )
+    )
+    top = choices[choices["budget"] == budgets[-1]]["outer_pct"].to_numpy(float)
+    ref_rows = []
+    for f, s in zip(refs, ref_scores, strict=True):
+        e = s.error
+        both = np.isfinite(e) & np.isfinite(top)
+        from fitrules.compare import robust_summary
+
+        ref_rows.append(
+            dict(
+                form=f.name,
+                expression=f.expression,
+                n_constants=len(f.constants),
+                outer_splits=int(np.isfinite(e).sum()),
+                **robust_summary(e[np.isfinite(e)], "outer_"),
+                search_lower=int((top[both] < e[both]).sum()),
+                paired_splits=int(both.sum()),
+                median_ratio=float(np.median(top[both] / e[both])) if both.any() else np.nan,
+            )
+        )
+    reasons: dict[str, int] = {}
+    for _, why in dropped:
+        key = why.split(" as ")[0].split(" (")[0]
+        reasons[key] = reasons.get(key, 0) + 1
+    settings: dict = {"grammar": grammar.describe(), "n_outer": O, "n_inner": I}
+    warnings = []
+    if C and (picks_all == 0).all():
+        warnings.append("no outer split could pick a form: every candidate failed there")
+    return Search(
+        grid.label,
+        grammar,
+        settings,
+        cand_df,
+        budget_df,
+        choices,
+        pd.DataFrame(ref_rows),
+        reasons,
+        n_generated,
+        {c.form.name: c.form for c in kept},
+        warnings=warnings,
+    )
+
+
+def estimate_text(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+
+
+make_callable(__name__, "fitrules.api.search")
