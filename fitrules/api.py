@@ -680,7 +680,7 @@ def search(
     from fitrules.search import DEFAULT_REFERENCES, RULES, run_search
     from fitrules.splits import parse_protocol
 
-    given = dict(
+    given: dict[str, Any] = dict(
         variables=_names(variables, "variables"),
         terms=None if terms is None else arg.count(terms, "terms"),
         max_constants=None if max_constants is None else arg.count(max_constants, "max_constants"),
@@ -706,15 +706,20 @@ def search(
             f"split {split!r}: the outer protocol is random, extrapolate:COL[:VALUE] or "
             "leave-one-level-out:COL"
         )
-    outer = parse_protocol(split, arg.count(splits, "splits"),
-                           arg.real(train_frac, "train_frac", 0.0, 1.0), arg.seed(seed))  # fmt: skip
+    outer = parse_protocol(
+        split,
+        arg.count(splits, "splits"),
+        arg.real(train_frac, "train_frac", 0.0, 1.0),
+        arg.seed(seed),
+    )
     inner_splits = arg.count(inner_splits, "inner_splits", 2)
     inner_train_frac = arg.real(inner_train_frac, "inner_train_frac", 0.0, 1.0)
     if rule not in RULES:
         raise FitrulesError(f"rule {rule!r} is unknown; allowed: {', '.join(RULES)}")
     obj = Objective(objective, delta)
-    guard = GuardOptions(guard_span, guard_se, arg.interval(metric_range, "metric_range"),
-                         guard_excursion)  # fmt: skip
+    guard = GuardOptions(
+        guard_span, guard_se, arg.interval(metric_range, "metric_range"), guard_excursion
+    )
     jobs = arg.count(jobs, "jobs", 1, 256)
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
     if references is None:

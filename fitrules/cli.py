@@ -825,60 +825,149 @@ def _add_search(sub, common) -> None:
     _add_data_options(p)
     _add_tune_options(p)
     g = p.add_argument_group("grammar (see fitrules.grammar; each replaces --grammar's value)")
-    g.add_argument("--grammar", type=Path, default=None, metavar="FILE",
-                   help="a TOML file of grammar fields (variables, terms, max_constants, ...)")
-    g.add_argument("--variables", default=None, metavar="COLS",
-                   help="comma-separated columns the forms read (default: the varying numeric "
-                   "columns; of two that map one to one, such as keep and omega, the last)")
-    g.add_argument("--terms", type=int, default=None,
-                   help="most terms besides the intercept (default 3)")
-    g.add_argument("--max-constants", type=int, default=None, metavar="C",
-                   help="most constants of a form, intercept included (default 4)")
-    g.add_argument("--max-nonlinear", type=int, default=None, metavar="Q",
-                   help="most exponents and saturation scales of a form (default 2)")
-    g.add_argument("--interactions", type=int, default=None, metavar="V",
-                   help="most variables in one product term (default 2)")
-    g.add_argument("--factors", default=None, metavar="KINDS",
-                   help="factor kinds: power, linear, inverse, sqrt, log, saturating (default all)")
-    g.add_argument("--levels", default=None, metavar="COLS",
-                   help="also propose one intercept per level of these columns (L0[COL])")
+    g.add_argument(
+        "--grammar",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a TOML file of grammar fields (variables, terms, max_constants, ...)",
+    )
+    g.add_argument(
+        "--variables",
+        default=None,
+        metavar="COLS",
+        help="comma-separated columns the forms read (default: the varying numeric "
+        "columns; of two that map one to one, such as keep and omega, the last)",
+    )
+    g.add_argument(
+        "--terms", type=int, default=None, help="most terms besides the intercept (default 3)"
+    )
+    g.add_argument(
+        "--max-constants",
+        type=int,
+        default=None,
+        metavar="C",
+        help="most constants of a form, intercept included (default 4)",
+    )
+    g.add_argument(
+        "--max-nonlinear",
+        type=int,
+        default=None,
+        metavar="Q",
+        help="most exponents and saturation scales of a form (default 2)",
+    )
+    g.add_argument(
+        "--interactions",
+        type=int,
+        default=None,
+        metavar="V",
+        help="most variables in one product term (default 2)",
+    )
+    g.add_argument(
+        "--factors",
+        default=None,
+        metavar="KINDS",
+        help="factor kinds: power, linear, inverse, sqrt, log, saturating (default all)",
+    )
+    g.add_argument(
+        "--levels",
+        default=None,
+        metavar="COLS",
+        help="also propose one intercept per level of these columns (L0[COL])",
+    )
     g = p.add_argument_group("nested validation")
-    g.add_argument("--split", default="random", metavar="PROTOCOL",
-                   help="outer protocol: random (default), extrapolate:COL[:VALUE], "
-                   "leave-one-level-out:COL")
+    g.add_argument(
+        "--split",
+        default="random",
+        metavar="PROTOCOL",
+        help="outer protocol: random (default), extrapolate:COL[:VALUE], leave-one-level-out:COL",
+    )
     g.add_argument("--splits", type=int, default=20, help="outer random splits (default 20)")
-    g.add_argument("--train-frac", type=_fraction, default=0.8,
-                   help="fraction of cells fitted in each outer random split (default 0.8)")
-    g.add_argument("--inner-splits", type=int, default=10,
-                   help="inner random splits of each outer training set (default 10)")
-    g.add_argument("--inner-train-frac", type=_fraction, default=0.75, metavar="F",
-                   help="fraction of an outer training set fitted in each inner split (0.75)")
+    g.add_argument(
+        "--train-frac",
+        type=_fraction,
+        default=0.8,
+        help="fraction of cells fitted in each outer random split (default 0.8)",
+    )
+    g.add_argument(
+        "--inner-splits",
+        type=int,
+        default=10,
+        help="inner random splits of each outer training set (default 10)",
+    )
+    g.add_argument(
+        "--inner-train-frac",
+        type=_fraction,
+        default=0.75,
+        metavar="F",
+        help="fraction of an outer training set fitted in each inner split (0.75)",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed of the outer and inner splits (0)")
-    g.add_argument("--rule", default="one-se", choices=["one-se", "best"],
-                   help="how the inner ranking picks: one-se (default: fewest constants within "
-                   "one standard error of the best) or best")
-    g.add_argument("--reference", default=None, metavar="NAMES",
-                   help="comma-separated forms fitted on the same outer splits without "
-                   "selection (default: composition,log_additive where the grid has their "
-                   "variables; 'none' for none)")
-    g.add_argument("--form", action="append", default=[], metavar='"NAME = EXPR"',
-                   help="a reference form given inline (repeatable)")
-    g.add_argument("--jobs", type=int, default=None,
-                   help="worker processes (default: the machine's cores; results do not "
-                   "depend on it)")
+    g.add_argument(
+        "--rule",
+        default="one-se",
+        choices=["one-se", "best"],
+        help="how the inner ranking picks: one-se (default: fewest constants within "
+        "one standard error of the best) or best",
+    )
+    g.add_argument(
+        "--reference",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated forms fitted on the same outer splits without "
+        "selection (default: composition,log_additive where the grid has their "
+        "variables; 'none' for none)",
+    )
+    g.add_argument(
+        "--form",
+        action="append",
+        default=[],
+        metavar='"NAME = EXPR"',
+        help="a reference form given inline (repeatable)",
+    )
+    g.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes (default: the machine's cores; results do not depend on it)",
+    )
     g = p.add_argument_group("fitting")
     _add_objective_options(g)
-    g.add_argument("--guard-span", type=float, default=20.0, metavar="X",
-                   help="guard: name a fit whose predictions spread more than X times its "
-                   "training values (default 20)")
-    g.add_argument("--guard-se", type=float, default=1.0, metavar="X",
-                   help="guard: delta-method standard error above X times a prediction (1)")
-    g.add_argument("--guard-excursion", type=float, default=10.0, metavar="PCT",
-                   help="guard: mean excursion of the predictions at cells not fitted (10)")
-    g.add_argument("--metric-range", default=None, metavar="LO,HI",
-                   help="guard: plausible range of the metric (default none)")
-    p.add_argument("--forms-out", type=Path, default=None, metavar="PATH",
-                   help="write the front's forms as forms.toml entries to PATH")
+    g.add_argument(
+        "--guard-span",
+        type=float,
+        default=20.0,
+        metavar="X",
+        help="guard: name a fit whose predictions spread more than X times its "
+        "training values (default 20)",
+    )
+    g.add_argument(
+        "--guard-se",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="guard: delta-method standard error above X times a prediction (1)",
+    )
+    g.add_argument(
+        "--guard-excursion",
+        type=float,
+        default=10.0,
+        metavar="PCT",
+        help="guard: mean excursion of the predictions at cells not fitted (10)",
+    )
+    g.add_argument(
+        "--metric-range",
+        default=None,
+        metavar="LO,HI",
+        help="guard: plausible range of the metric (default none)",
+    )
+    p.add_argument(
+        "--forms-out",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="write the front's forms as forms.toml entries to PATH",
+    )
     _add_json_option(p)
     _add_progress_option(p)
     _add_report_options(p)
@@ -914,7 +1003,7 @@ def _search(args) -> int:
         if not quiet:
             print(
                 f"fitrules search: {plan.n_generated:,} forms proposed, "
-                f"{len(plan.candidates):,} with fewer constants than the fewest cells fitted; "
+                f"{len(plan.candidates):,} fittable on the fewest cells a split fits; "
                 f"{plan.fits_per_candidate} fits each; estimated {estimate_text(seconds)} on "
                 f"{jobs} process{'es' if jobs > 1 else ''}",
                 file=sys.stderr,

@@ -49,8 +49,9 @@ from fitrules.forms import Form
 FACTOR_KINDS = ("power", "linear", "inverse", "sqrt", "log", "saturating")
 EXPONENT_RANGE = (-3.0, 3.0)  # free exponents of a positive variable
 ZERO_EXPONENT_RANGE = (0.1, 3.0)  # of a variable with zeros: 0**e must stay 0
+# a saturation scale ranges over the levels' range widened this much
 SATURATION_WIDEN = 10.0
-DUPLICATE_RTOL = 1e-6  # fitted values this close (relative) on both probes: one function  # a saturation scale ranges over the levels' range widened this much
+DUPLICATE_RTOL = 1e-6  # fitted values this close (relative) on both probes: one function
 
 
 @dataclass(frozen=True)
@@ -91,17 +92,14 @@ class Grammar:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
                 raise FormError(
-                    f"grammar {name.replace('_', '-')} {v!r}: must be an integer "
-                    f"from {lo} to {hi}"
+                    f"grammar {name.replace('_', '-')} {v!r}: must be an integer from {lo} to {hi}"
                 )
         for name in ("variables", "factors", "levels"):
             v = getattr(self, name)
             if v is None:
                 continue
             if isinstance(v, str) or not all(isinstance(x, str) and x for x in v):
-                raise FormError(
-                    f"grammar {name}: must be a list of names, got {v!r}"
-                )
+                raise FormError(f"grammar {name}: must be a list of names, got {v!r}")
             object.__setattr__(self, name, tuple(v))
         unknown = [f for f in self.factors if f not in FACTOR_KINDS]
         if unknown or not self.factors:
@@ -138,11 +136,15 @@ def load_grammar(path: str | Path, **overrides) -> Grammar:
     except UnicodeDecodeError:
         raise FormError(f"--grammar {path}: is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as err:
-        raise FormError(f"--grammar {path}: not valid TOML ({' '.join(str(err).split())})") from None
+        raise FormError(
+            f"--grammar {path}: not valid TOML ({' '.join(str(err).split())})"
+        ) from None
     allowed = [f.name for f in fields(Grammar)]
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
-        raise FormError(f"--grammar {path}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}")
+        raise FormError(
+            f"--grammar {path}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}"
+        )
     doc.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Grammar(**doc)
@@ -193,6 +195,9 @@ def _reference(pos: np.ndarray) -> float:
 
 
 def _num(v: float) -> str:
+    k = round(math.log10(v)) if v > 0 else 0
+    if abs(k) >= 4 and v == 10.0**k:
+        return f"1e{k}"  # (N/1e9), not (N/1000000000)
     return f"{v:.15g}"
 
 
@@ -214,7 +219,11 @@ class Factor:
         if self.kind == "linear":
             return x
         if self.kind == "inverse":
-            return f"({_num(info.reference)}/{info.name})" if info.reference != 1 else f"(1/{info.name})"
+            return (
+                f"({_num(info.reference)}/{info.name})"
+                if info.reference != 1
+                else f"(1/{info.name})"
+            )
         if self.kind == "sqrt":
             return f"{x}**0.5"
         if self.kind == "log":
@@ -272,7 +281,9 @@ def _term_key(t: Term) -> str:
 
 
 def generate(
-    grammar: Grammar, columns: Mapping[str, np.ndarray], level_counts: Mapping[str, int] | None = None
+    grammar: Grammar,
+    columns: Mapping[str, np.ndarray],
+    level_counts: Mapping[str, int] | None = None,
 ) -> list[Candidate]:
     """Every candidate of ``grammar`` over the cells' variable values ``columns``.
 
@@ -282,9 +293,7 @@ def generate(
     infos = [VariableInfo.of(v, columns[v]) for v in columns]
     by_name = {i.name: i for i in infos}
     terms = _terms(grammar, infos)
-    intercepts = [("L0", 1)] + [
-        (f"L0[{c}]", int((level_counts or {})[c])) for c in grammar.levels
-    ]
+    intercepts = [("L0", 1)] + [(f"L0[{c}]", int((level_counts or {})[c])) for c in grammar.levels]
     out: list[Candidate] = []
     for n in range(1, grammar.terms + 1):
         for combo in itertools.combinations(terms, n):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,8 +96,9 @@ def _sub_seed(seed: int, *path: int) -> int:
     return int(np.random.SeedSequence([seed, *path]).generate_state(1)[0])
 
 
-def nested_masks(outer, table: pd.DataFrame, inner_splits: int, inner_train_frac: float,
-                 seed: int) -> NestedMasks:  # fmt: skip
+def nested_masks(
+    outer, table: pd.DataFrame, inner_splits: int, inner_train_frac: float, seed: int
+) -> NestedMasks:
     """The outer protocol's masks over ``table``'s cells, with seeded inner random splits of
     each outer training set and of all cells."""
     n = len(table)
@@ -111,8 +113,7 @@ def nested_masks(outer, table: pd.DataFrame, inner_splits: int, inner_train_frac
             split.check(len(idx))
         except SplitError as err:
             raise SplitError(
-                f"outer split {labels[o]!r} fits {len(idx)} cells, too few for inner splits: "
-                f"{err}"
+                f"outer split {labels[o]!r} fits {len(idx)} cells, too few for inner splits: {err}"
             ) from None
         sub = split.masks(len(idx))
         tr = np.zeros((inner_splits, n), bool)
@@ -140,8 +141,16 @@ class Scored:
     seconds: float = 0.0
 
 
-def score_form(form: Form, X, y, masks: NestedMasks, objective: Objective,
-               options: FitOptions, guard: GuardOptions, rows: slice | None = None) -> Scored:  # fmt: skip
+def score_form(
+    form: Form,
+    X,
+    y,
+    masks: NestedMasks,
+    objective: Objective,
+    options: FitOptions,
+    guard: GuardOptions,
+    rows: slice | None = None,
+) -> Scored:
     """Fit ``form`` on every training mask (or ``rows`` of them) and score its test cells."""
     t0 = time.perf_counter()
     train = masks.train if rows is None else masks.train[rows]
@@ -152,8 +161,9 @@ def score_form(form: Form, X, y, masks: NestedMasks, objective: Objective,
     fits: list = [None] * len(train)
     for size in np.unique(counts):
         rows_k = np.flatnonzero(counts == size)
-        for r, f in zip(rows_k, fit_splits(form, X, y, train[rows_k], objective, options),
-                        strict=True):  # fmt: skip
+        for r, f in zip(
+            rows_k, fit_splits(form, X, y, train[rows_k], objective, options), strict=True
+        ):
             fits[r] = f
     guarded = check_fits(form, X, y, train, fits, objective, guard)
     cf = CompiledForm(form)
@@ -163,8 +173,10 @@ def score_form(form: Form, X, y, masks: NestedMasks, objective: Objective,
         pred = cf.predict(X, np.where(ok[:, None], params, 0.0))
         rel = np.abs(pred - y) / np.abs(y)
         err = 100 * np.where(test, rel, 0.0).sum(axis=1) / np.maximum(test.sum(axis=1), 1)
-    valid = ok & np.isfinite(err) & np.array(
-        [not r.degenerate and not g.wild for r, g in zip(fits, guarded, strict=True)]
+    valid = (
+        ok
+        & np.isfinite(err)
+        & np.array([not r.degenerate and not g.wild for r, g in zip(fits, guarded, strict=True)])
     )
     return Scored(np.where(valid, err, np.nan), valid, time.perf_counter() - t0)
 
@@ -243,9 +255,11 @@ class Search:
         return self.budgets[self.budgets["on_front"]]
 
     @property
-    def chosen(self) -> Form:
-        """The form the unrestricted procedure picks from all cells."""
-        return self.forms[str(self.budgets.iloc[-1]["final_choice"])]
+    def chosen(self) -> Form | None:
+        """The form the unrestricted procedure picks from all cells (None if every candidate
+        failed there)."""
+        name = self.budgets.iloc[-1]["final_choice"]
+        return self.forms[str(name)] if name else None
 
     def forms_toml(self) -> str:
         """The front's forms as ``forms.toml`` entries ready for ``compare``."""
@@ -276,9 +290,10 @@ class Search:
         return render_search(self)
 
     def __repr__(self) -> str:
+        picked = self.chosen.expression if self.chosen is not None else None
         return (
             f"Search({self.grid_label}: {len(self.candidates)} candidates fitted of "
-            f"{self.n_generated} proposed; picked {self.chosen.expression!r})"
+            f"{self.n_generated} proposed; picked {picked!r})"
         )
 
     def _repr_html_(self) -> str:
@@ -305,7 +320,8 @@ def default_variables(grid: Grid) -> list[str]:
     cols = [
         c
         for c in [*grid.varying_factors, *grid.continuous]
-        if pd.api.types.is_numeric_dtype(grid.runs[c]) and not pd.api.types.is_bool_dtype(grid.runs[c])
+        if pd.api.types.is_numeric_dtype(grid.runs[c])
+        and not pd.api.types.is_bool_dtype(grid.runs[c])
     ]
     keep: list[str] = []
     for c in reversed(cols):
@@ -336,22 +352,28 @@ def _set_state(state: dict) -> None:
 
 def _fingerprint_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | None]]:
     s = _STATE
-    out = []
+    out: list[tuple[int, bool, np.ndarray | None]] = []
     for i in indices:
         form = s["forms"][i]
         rng = np.random.default_rng(_sub_seed(s["seed"], 7, i))
         if not structural_rank_ok(form, s["X"], rng):
             out.append((i, False, None))
             continue
-        out.append((i, True, _probe_values(form, s["X"], s["probes"], s["objective"], s["options"])))
+        out.append(
+            (i, True, _probe_values(form, s["X"], s["probes"], s["objective"], s["options"]))
+        )
     return out
 
 
 def _nested_task(indices: list[int]) -> list[tuple[int, Scored]]:
     s = _STATE
     return [
-        (i, score_form(s["forms"][i], s["X"], s["y"], s["masks"], s["objective"], s["options"],
-                       s["guard"]))  # fmt: skip
+        (
+            i,
+            score_form(
+                s["forms"][i], s["X"], s["y"], s["masks"], s["objective"], s["options"], s["guard"]
+            ),
+        )
         for i in indices
     ]
 
@@ -390,8 +412,9 @@ def _run(tasks: list[list[int]], worker, state: dict, jobs: int, on_done) -> lis
     # fork where there is one: a script without a __main__ guard, or a notebook, is not
     # re-imported by the workers (spawn and forkserver would run it again)
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_set_state,
-                             initargs=(state,)) as pool:  # fmt: skip
+    with ProcessPoolExecutor(
+        jobs, mp_context=ctx, initializer=_set_state, initargs=(state,)
+    ) as pool:
         for t, r in zip(tasks, pool.map(worker, tasks), strict=True):
             results += r
             on_done(len(t))
@@ -458,14 +481,14 @@ def run_search(
                 f"{', '.join(map(str, grid.columns))}"
             )
     level_cols = list(grammar.levels)
-    for c in level_cols:
-        if c not in grid.columns:
-            raise FitrulesError(f"grammar levels: {c!r} is not a column of {grid.label}")
+    for col in level_cols:
+        if col not in grid.columns:
+            raise FitrulesError(f"grammar levels: {col!r} is not a column of {grid.label}")
     cell_vars = list(dict.fromkeys(variables + level_cols))
     cells = grid.cells(cell_vars, positive=objective.kind != "abs_ls")
     X, y = cells.X, cells.y
     masks = nested_masks(outer, cells.table, inner_splits, inner_train_frac, seed)
-    counts = {c: int(cells.table[c].nunique()) for c in level_cols}
+    counts = {col: int(cells.table[col].nunique()) for col in level_cols}
     proposed = named(generate(grammar, {v: X[v] for v in variables}, counts))
     if not proposed:
         raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
@@ -489,19 +512,35 @@ def run_search(
             )
     rng = np.random.default_rng(_sub_seed(seed, 5))
     probes = np.vstack([y, y * (1 + 0.01 * rng.standard_normal(len(y)))])
-    state = dict(forms=forms, X=X, y=y, masks=masks, objective=objective, options=options,
-                 guard=guard, probes=probes, seed=seed)  # fmt: skip
+    state = dict(
+        forms=forms,
+        X=X,
+        y=y,
+        masks=masks,
+        objective=objective,
+        options=options,
+        guard=guard,
+        probes=probes,
+        seed=seed,
+    )
     done = on_progress or (lambda k: None)
 
-    # pilot: one candidate per number of nonlinear constants, timed, for the estimate
-    pilots: dict[int, tuple[int, Scored]] = {}
-    for i, c in enumerate(fits_ok):
-        if c.n_nonlinear not in pilots:
-            pilots[c.n_nonlinear] = (i, score_form(forms[i], X, y, masks, objective, options, guard))
+    # pilots: two candidates of each number of nonlinear constants (their cost differs by
+    # orders of magnitude), timed with their probe fits, for the estimate; their scores are kept
+    pilots: dict[int, Scored] = {}
+    per_q: dict[int, list[float]] = {}
+    by_q: dict[int, list[int]] = {}
+    for i, cand in enumerate(fits_ok):
+        by_q.setdefault(cand.n_nonlinear, []).append(i)
+    for q, members in by_q.items():
+        for i in dict.fromkeys([members[0], members[len(members) // 2]]):
+            t0 = time.perf_counter()
+            _probe_values(forms[i], X, probes, objective, options)
+            pilots[i] = score_form(forms[i], X, y, masks, objective, options, guard)
+            per_q.setdefault(q, []).append(time.perf_counter() - t0)
     if on_plan is not None:
-        per = {q: s.seconds for q, (_, s) in pilots.items()}
-        total = sum(per[c.n_nonlinear] for c in fits_ok) / max(1, min(jobs, len(fits_ok)))
-        on_plan(plan, total)
+        total = sum(len(by_q[q]) * float(np.mean(t)) for q, t in per_q.items())
+        on_plan(plan, total / max(1, min(jobs, len(fits_ok))))
 
     size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
     prints = _run(_chunks(range(len(forms)), size), _fingerprint_task, state, jobs, done)
@@ -528,18 +567,26 @@ def run_search(
             fps.append(fp)
             owners.append(i)
         keep_idx.append(i)
-    todo = [i for i in keep_idx if not any(i == p for p, _ in pilots.values())]
-    scored = dict(p for p in pilots.values() if p[0] in keep_idx)
+    todo = [i for i in keep_idx if i not in pilots]
+    scored = {i: sc for i, sc in pilots.items() if i in keep_idx}
     done(len(forms) - len(todo))
     for i, s in _run(_chunks(todo, size), _nested_task, state, jobs, done):
         scored[i] = s
+    if not keep_idx:
+        counts = Counter(why.split(" as ")[0].split(" (")[0] for _, why in dropped)
+        raise FitrulesError(
+            "every proposed form was dropped before fitting ("
+            + "; ".join(f"{k}: {v}" for k, v in counts.items())
+            + "); allow more terms, factors or variables"
+        )
     kept = [fits_ok[i] for i in keep_idx]
     results = [scored[i] for i in keep_idx]
     ref_scores = [
         score_form(f, X, y, masks, objective, options, guard, rows=masks.outer) for f in refs
     ]
-    out = _assemble(grid, grammar, kept, results, masks, refs, ref_scores, rule, dropped,
-                    len(proposed))  # fmt: skip
+    out = _assemble(
+        grid, grammar, kept, results, masks, refs, ref_scores, rule, dropped, len(proposed)
+    )
     out.settings.update(
         outer=outer.describe(),
         inner_splits=inner_splits,
@@ -556,32 +603,42 @@ def run_search(
     return out
 
 
-def _assemble(grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores, rule,
-              dropped, n_generated) -> Search:  # fmt: skip
-    O, I = masks.n_outer, masks.n_inner
+def _assemble(
+    grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores, rule, dropped, n_generated
+) -> Search:
+    n_out, n_in = masks.n_outer, masks.n_inner
     C = len(kept)
     err = np.array([r.error for r in results])  # (C, rows)
-    outer = err[:, masks.outer]  # (C, O)
-    inner = err[:, masks.inner].reshape(C, O, I)
-    final = err[:, masks.final]  # (C, I)
+    outer = err[:, masks.outer]  # (C, n_out)
+    inner = err[:, masks.inner].reshape(C, n_out, n_in)
+    final = err[:, masks.final]  # (C, n_in)
     k = np.array([c.n_constants for c in kept])
     names = [c.form.name for c in kept]
-    tr = masks.train[masks.inner].reshape(O, I, -1).sum(axis=2)
-    te = masks.test[masks.inner].reshape(O, I, -1).sum(axis=2)
-    ftr, fte = int(masks.train[masks.final].sum(axis=1).min()), int(masks.test[masks.final].sum(axis=1).min())
+    tr = masks.train[masks.inner].reshape(n_out, n_in, -1).sum(axis=2)
+    te = masks.test[masks.inner].reshape(n_out, n_in, -1).sum(axis=2)
+    ftr, fte = (
+        int(masks.train[masks.final].sum(axis=1).min()),
+        int(masks.test[masks.final].sum(axis=1).min()),
+    )
     budgets = sorted(set(k.tolist()))
     rows, budget_rows = [], []
     picks_all = np.zeros(C, int)
     for b in budgets:
         allowed = k <= b
         outs, ins, picked = [], [], []
-        for o in range(O):
+        for o in range(n_out):
             eligible = allowed & np.isfinite(outer[:, o])
             i, score = select(inner[:, o, :], k, eligible, int(tr[o].min()), int(te[o].min()), rule)
             e_out = float(outer[i, o]) if i >= 0 else float("nan")
-            rows.append(dict(budget=b, outer_split=masks.outer_labels[o],
-                             form=names[i] if i >= 0 else None,
-                             inner_pct=score, outer_pct=e_out))  # fmt: skip
+            rows.append(
+                dict(
+                    budget=b,
+                    outer_split=masks.outer_labels[o],
+                    form=names[i] if i >= 0 else None,
+                    inner_pct=score,
+                    outer_pct=e_out,
+                )
+            )
             outs.append(e_out)
             ins.append(score)
             picked.append(i)
@@ -603,9 +660,9 @@ def _assemble(grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores
                 outer_splits=int(valid.sum()),
                 **robust_summary(o_arr, "outer_"),
                 inner_median_pct=float(np.median(i_arr)) if len(i_arr) else np.nan,
-                optimism=float(np.median(o_arr) / np.median(i_arr)) if len(i_arr) else np.nan,
+                optimism=_ratio(np.median(o_arr), np.median(i_arr)) if len(i_arr) else np.nan,
                 most_picked=str(counts.index[0]) if len(counts) else None,
-                most_picked_share=float(counts.iloc[0] / O) if len(counts) else 0.0,
+                most_picked_share=float(counts.iloc[0] / n_out) if len(counts) else 0.0,
                 distinct_picks=int(len(counts)),
                 final_choice=names[fi] if fi >= 0 else None,
                 final_inner_pct=fscore,
@@ -649,14 +706,14 @@ def _assemble(grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores
                 **robust_summary(e[np.isfinite(e)], "outer_"),
                 search_lower=int((top[both] < e[both]).sum()),
                 paired_splits=int(both.sum()),
-                median_ratio=float(np.median(top[both] / e[both])) if both.any() else np.nan,
+                median_ratio=_median_ratio(top[both], e[both]),
             )
         )
     reasons: dict[str, int] = {}
     for _, why in dropped:
         key = why.split(" as ")[0].split(" (")[0]
         reasons[key] = reasons.get(key, 0) + 1
-    settings: dict = {"grammar": grammar.describe(), "n_outer": O, "n_inner": I}
+    settings: dict = {"grammar": grammar.describe(), "n_outer": n_out, "n_inner": n_in}
     warnings = []
     if C and (picks_all == 0).all():
         warnings.append("no outer split could pick a form: every candidate failed there")
@@ -673,6 +730,17 @@ def _assemble(grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores
         {c.form.name: c.form for c in kept},
         warnings=warnings,
     )
+
+
+def _ratio(a: float, b: float) -> float:
+    """a / b, NaN when b is 0 (a grid with no noise: every error 0)."""
+    return float(a / b) if b > 0 else float("nan")
+
+
+def _median_ratio(a: np.ndarray, b: np.ndarray) -> float:
+    """Median over splits of a / b, where b > 0."""
+    ok = b > 0
+    return float(np.median(a[ok] / b[ok])) if ok.any() else float("nan")
 
 
 def estimate_text(seconds: float | None) -> str:

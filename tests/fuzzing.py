@@ -38,6 +38,10 @@ from fitrules.cli import main
 PROGRESS_LINE = re.compile(
     r"^\S.*: \d+ of \d+ runs done \(\d+ of this invocation diverged\), \d+ s$"
 )
+ESTIMATE_LINE = re.compile(  # search, before it starts
+    r"^fitrules search: [\d,]+ forms proposed, [\d,]+ fittable .*; "
+    r"estimated .+ on \d+ process(es)?$"
+)
 ONE_LINE = re.compile(r"^fitrules( [a-z]+)*: error: \S.*$")
 STRICT_LINE = re.compile(r"^fitrules compare: \d+ degenerate \(split, form\) pairs \(--strict\)$")
 NONFINITE = re.compile(r"(?:^|[\s(\[=:,])[+-]?(?:nan|inf)(?=$|[\s)\],%;])", re.IGNORECASE)
@@ -167,7 +171,11 @@ def check(case: Case) -> Outcome:
             return Outcome(f"exit{code}", code, stderr[-2000:])
         # the one thing allowed on stderr at exit 0: simulate's progress lines, which it prints
         # when stderr is not a terminal so that a long grid is never silent in a log file
-        noise = [ln for ln in lines if ln.strip() and not PROGRESS_LINE.match(ln)]
+        noise = [
+            ln
+            for ln in lines
+            if ln.strip() and not PROGRESS_LINE.match(ln) and not ESTIMATE_LINE.match(ln)
+        ]
         if noise:
             return Outcome("stderr", code, stderr[-2000:])
         if _links_changed(root, case):
@@ -888,6 +896,48 @@ def design_cases(draw) -> Case:
     return Case(argv + out, files, dirs)
 
 
+GOOD_GRAMMARS = [b"terms = 1\n", b'terms = 1\nfactors = ["power", "log"]\n']
+BAD_GRAMMARS = [b'terms = "x"\n', b"colour = 1\n", b"terms = [\n", b"terms = 0\n", FIFO,
+                b'variables = ["zz"]\nterms = 1\n']  # fmt: skip
+
+
+@st.composite
+def search_cases(draw) -> Case:
+    """search: a small grammar (so that a case stays quick), every option good and bad."""
+    d = Draw(draw)
+    data, files = _data(d)
+    out, dirs, more = _outputs(d)
+    files.update(more)
+    argv = ["search", *data, opt("--terms", d.pick([1], [0, -1, 99, "x"], 6))]
+    argv.append(opt("--max-constants", d.pick([2, 3], [0, 1, 99, "x"], 6)))
+    argv.append(opt("--splits", d.pick([2, 3], BAD_SPLITS, 6)))
+    argv.append(opt("--inner-splits", d.pick([2, 3], [0, 1, -1, "x"], 6)))
+    argv.append(opt("--jobs", d.pick([1], [0, -1], 8)))
+    argv += d.maybe("--variables", ["H,omega", "H", "omega"], ["zz", "", "H,zz", "loss"], 4, 2)
+    argv += d.maybe("--factors", ["power,linear", "log", "saturating,inverse"],
+                    ["cubic", "", ","], 3, 2)  # fmt: skip
+    argv += d.maybe("--levels", ["H"], ["zz", "loss"], 6, 2)
+    argv += d.maybe("--max-nonlinear", [0, 1], [-1, 9, "x"], 6, 2)
+    argv += d.maybe("--interactions", [1, 2], [0, 9], 6, 2)
+    argv += d.maybe("--split", ["random", "extrapolate:H", "leave-one-level-out:H"],
+                    ["transfer", "bogus:x", "extrapolate:zz"], 4, 2)  # fmt: skip
+    argv += d.maybe("--train-frac", ["0.8", "3/4"], BAD_FRACTIONS, 4, 2)
+    argv += d.maybe("--inner-train-frac", ["0.75", "2/3"], BAD_FRACTIONS, 4, 2)
+    argv += d.maybe("--seed", [0, 5], BAD_SEEDS, 6, 2)
+    argv += d.maybe("--rule", ["one-se", "best"], ["worst", ""], 4, 2)
+    argv += d.maybe("--reference", ["composition", "none", "log_additive"],
+                    ["bogus", "", ","], 4, 2)  # fmt: skip
+    argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], ["l1"], 4, 6)
+    argv += d.maybe("--guard-span", ["20"], ["1", "nan"], 8, 2)
+    argv += d.maybe("--metric-range", ["0,1e9"], ["3,1", "a"], 8, 2)
+    if d.chance(4):
+        files["g.toml"] = d.pick(GOOD_GRAMMARS, BAD_GRAMMARS, 2)
+        argv.append(opt("--grammar", d.pick(["g.toml"], ["missing.toml", "DIR", "g.csv"], 4)))
+    argv += d.maybe("--forms-out", ["f.toml", "sub/f.toml"],
+                    ["g.csv", "DIR", "EXISTING", "", "forms.toml"], 3, 2)  # fmt: skip
+    return Case(argv + out, files, dirs)
+
+
 # ------------------------------------------------------------------ forms and simulate
 GOOD_TOML = [
     b'mine = "L0 + a*omega*(H/16)**b"\n',
@@ -1017,6 +1067,7 @@ def cases():
         design_cases(),
         forms_cases(),
         simulate_cases(),
+        search_cases(),
     )
 
 
@@ -1170,8 +1221,19 @@ def api_cases(draw) -> ApiCase:
     d = Draw(draw)
     call = d(
         st.sampled_from(
-            ["load_grid", "compare", "compare", "fit", "fit", "predict", "ci", "tune",
-             "design", "Form"]  # fmt: skip
+            [
+                "load_grid",
+                "compare",
+                "compare",
+                "fit",
+                "fit",
+                "predict",
+                "ci",
+                "tune",
+                "design",
+                "search",
+                "Form",
+            ]  # fmt: skip
         )
     )
     kw: dict = {}
@@ -1190,8 +1252,13 @@ def api_cases(draw) -> ApiCase:
         args = (_grid_arg(d),)
         kw["forms"] = _arg(
             d,
-            [None, "composition", ["composition", "log_additive"], ("composition", "omega_only"),
-             "x = L0 + a*omega + b*H"],  # fmt: skip
+            [
+                None,
+                "composition",
+                ["composition", "log_additive"],
+                ("composition", "omega_only"),
+                "x = L0 + a*omega + b*H",
+            ],  # fmt: skip
             [5, [], ["bogus"], [None], "composition,additive", ["composition", "composition"]],
             "forms",
         )
@@ -1223,8 +1290,16 @@ def api_cases(draw) -> ApiCase:
             point = _arg(
                 d,
                 ["H=8,keep=0.25", {"H": 8, "keep": 0.25}, {"H": _np_int(8), "omega": 3.0}],
-                ["H=abc", {"H": "a", "keep": 0.5}, 5, {"H": NAN, "keep": 0.5}, {"H": 8},
-                 {"H": -1, "keep": 0.5}, {"H": 8, "keep": 0.5, "zz": 1}, None],  # fmt: skip
+                [
+                    "H=abc",
+                    {"H": "a", "keep": 0.5},
+                    5,
+                    {"H": NAN, "keep": 0.5},
+                    {"H": 8},
+                    {"H": -1, "keep": 0.5},
+                    {"H": 8, "keep": 0.5, "zz": 1},
+                    None,
+                ],  # fmt: skip
                 "point",
             )
             return ApiCase(call, args, {"point": point})
@@ -1265,6 +1340,26 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "seeds", [2, 3], [0, 2.5, "3", None])
         _kw(d, kw, "seed", [0], BAD_SEEDS_API)
         return ApiCase(call, args, kw)
+    if call == "search":
+        args = (_grid_arg(d),)
+        kw.update(terms=1, splits=3, inner_splits=2)
+        kw["max_constants"] = _arg(
+            d, [2, 3, _np_int(3)], [0, 1, 99, 2.5, "3", True], "max_constants"
+        )
+        _kw(d, kw, "variables", [None, "H,omega", ["H"], ("omega",)], [5, [], ["zz"], "zz"])
+        _kw(d, kw, "factors", [None, "power,linear", ["log"]], [5, "cubic", [], [5]])
+        _kw(d, kw, "levels", [None, "H"], ["zz", 5])
+        _kw(d, kw, "grammar", [None], [5, "missing.toml", [1]])
+        _kw(d, kw, "split", ["random", "extrapolate:H"], ["transfer", 5, None, "bogus"])
+        _kw(d, kw, "train_frac", [0.8, 0.75], [0, 1, NAN, "a", None])
+        _kw(d, kw, "inner_train_frac", [0.75], [0, 1, NAN, "a"])
+        _kw(d, kw, "seed", [0, _np_int(2)], BAD_SEEDS_API)
+        _kw(d, kw, "rule", ["one-se", "best"], ["worst", 5, None])
+        _kw(d, kw, "references", [None, [], "composition", ["log_additive"]],
+            [5, ["bogus"], "bogus"])  # fmt: skip
+        _kw(d, kw, "objective", ["rel_ls", "log_huber"], ["x", 5])
+        _kw(d, kw, "jobs", [1], [0, -1, 1.5, "2", True])
+        return ApiCase(call, args, kw)
     # Form, bound to the grid's columns so that every check runs
     args = (
         _arg(d, ["mine"], [5, "", "1x", None, "my form"], "name"),
@@ -1300,6 +1395,8 @@ def _call_api(case: ApiCase, root: Path):
         return fr.tune(*args, **kw)
     if case.call == "design":
         return fr.design(*args, **kw)
+    if case.call == "search":
+        return fr.search(*args, **kw)
     form = fr.Form(*args, **kw)
     return form.bind(["H", "omega", "keep", "seed", "loss"])
 
@@ -1329,6 +1426,7 @@ EXPECTED_TYPES = {
     "ci": "PairedIntervals",
     "tune": "Tuning",
     "design": "Design",
+    "search": "Search",
     "Form": "Form",
 }
 

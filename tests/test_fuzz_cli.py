@@ -23,6 +23,7 @@ FAMILIES = {
     "ledger": (fuzzing.ledger_cases(), 100),
     "forms": (fuzzing.forms_cases(), 60),
     "simulate": (fuzzing.simulate_cases(), 80),
+    "search": (fuzzing.search_cases(), 40),
 }
 
 

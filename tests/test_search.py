@@ -8,9 +8,9 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import EXTERNAL
 
 import fitrules as fr
+from conftest import EXTERNAL
 from fitrules.cli import main
 from fitrules.errors import FitrulesError, FormError
 from fitrules.forms import Form
@@ -31,8 +31,9 @@ def truth_runs(expr: str, constants: dict, seed: int, cv: float = 0.005) -> pd.D
 
 # ------------------------------------------------------------------------------ grammar
 def test_grammar_counts_constants_and_orders_simplest_first():
-    cands = generate(Grammar(terms=2, max_constants=4), {"H": np.array(H, float),
-                                                         "omega": np.array(OMEGA)})  # fmt: skip
+    cands = generate(
+        Grammar(terms=2, max_constants=4), {"H": np.array(H, float), "omega": np.array(OMEGA)}
+    )
     assert cands, "no candidates"
     k = [c.n_constants for c in cands]
     assert k == sorted(k) and max(k) <= 4
@@ -139,8 +140,8 @@ def test_the_pick_never_reads_the_outer_held_out_values():
     changed.loc[hit, "loss"] *= 1.3
     t = fr.search(changed, **SMALL, references=[])
     top = s.budgets["max_constants"].max()
-    pick = s.choices.query("budget == @top").iloc[0]
-    pick2 = t.choices.query("budget == @top").iloc[0]
+    pick = s.choices[s.choices["budget"] == top].iloc[0]
+    pick2 = t.choices[t.choices["budget"] == top].iloc[0]
     assert pick["form"] == pick2["form"] and pick["inner_pct"] == pick2["inner_pct"]
     assert pick["outer_pct"] != pick2["outer_pct"]  # the outer error does read them
 
@@ -148,9 +149,12 @@ def test_the_pick_never_reads_the_outer_held_out_values():
 # ------------------------------------------------------------------------------ recovery
 TRUTHS = [
     ("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.25}, "const + power(H)*linear(omega)"),
-    ("L0 + a*omega + b*log(H/8)", {"L0": 2.15, "a": 0.008, "b": 0.03},
-     "const + linear(omega) + log(H)"),
-]  # fmt: skip
+    (
+        "L0 + a*omega + b*log(H/8)",
+        {"L0": 2.15, "a": 0.008, "b": 0.03},
+        "const + linear(omega) + log(H)",
+    ),
+]
 
 
 def test_recovers_a_known_truth_in_most_grids():
@@ -209,8 +213,15 @@ def test_duplicates_on_the_grid_are_dropped():
     # H at two levels: any one-variable function of H is the same as any other on these cells
     runs = truth_runs("L0 + a*omega + b*log(H/8)", {"L0": 2.1, "a": 0.01, "b": 0.02}, seed=2)
     runs = runs[runs["H"].isin([4, 16])]
-    s = fr.search(runs, terms=1, max_constants=3, factors="linear,log,power", splits=4,
-                  inner_splits=3, references=[])  # fmt: skip
+    s = fr.search(
+        runs,
+        terms=1,
+        max_constants=3,
+        factors="linear,log,power",
+        splits=4,
+        inner_splits=3,
+        references=[],
+    )
     assert s.pruned.get("the same function on these cells", 0) >= 1
     assert s.pruned.get("a constant has no effect on the grid's cells", 0) >= 1
     exprs = list(s.candidates["expression"])
@@ -239,9 +250,27 @@ def test_bad_search_input(kwargs, match):
 def test_cli_search_writes_report_and_forms(tmp_path, capsys):
     out = tmp_path / "r"
     forms = tmp_path / "found.toml"
-    code = main(["search", "--terms", "2", "--max-constants", "3", "--factors", "power,linear",
-                 "--splits", "4", "--inner-splits", "3", "--jobs", "1", "--report", str(out),
-                 "--forms-out", str(forms)])  # fmt: skip
+    code = main(
+        [
+            "search",
+            "--terms",
+            "2",
+            "--max-constants",
+            "3",
+            "--factors",
+            "power,linear",
+            "--splits",
+            "4",
+            "--inner-splits",
+            "3",
+            "--jobs",
+            "1",
+            "--report",
+            str(out),
+            "--forms-out",
+            str(forms),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr()
     assert "estimated" in printed.err and "selection flatters" in printed.out
@@ -262,11 +291,24 @@ def test_cli_search_writes_report_and_forms(tmp_path, capsys):
         (["--grammar", "missing.toml"], "cannot be read"),
     ],
 )
-def test_cli_bad_input_is_one_line_and_writes_nothing(argv, match, tmp_path, capsys,
-                                                      monkeypatch):  # fmt: skip
+def test_cli_bad_input_is_one_line_and_writes_nothing(argv, match, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code = main(["search", *argv, "--splits", "3", "--inner-splits", "2", "--jobs", "1",
-                 "--forms-out", "f.toml", "--report", "r"])  # fmt: skip
+    code = main(
+        [
+            "search",
+            *argv,
+            "--splits",
+            "3",
+            "--inner-splits",
+            "2",
+            "--jobs",
+            "1",
+            "--forms-out",
+            "f.toml",
+            "--report",
+            "r",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert __import__("re").search(match, err), err
@@ -279,11 +321,22 @@ CHINCHILLA = EXTERNAL / "chinchilla_epoch_svg_extracted.csv"
 
 @pytest.mark.skipif(not CHINCHILLA.exists(), reason="shared/external data not present")
 def test_chinchilla_search_finds_the_law_or_better():
-    g = fr.load_grid(CHINCHILLA, derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"],
-                     where="loss < 3.42")  # fmt: skip
+    g = fr.load_grid(
+        CHINCHILLA, derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"], where="loss < 3.42"
+    )
     law = Form("chinchilla", "E + A/N**alpha + B/D**beta", ("N", "D"))
-    s = fr.search(g, variables="N,D", terms=2, max_constants=5, factors="power,log",
-                  objective="log_huber", splits=5, inner_splits=4, references=[law])  # fmt: skip
+    s = fr.search(
+        g,
+        variables="N,D",
+        terms=2,
+        max_constants=5,
+        factors="power,log",
+        objective="log_huber",
+        splits=4,
+        inner_splits=3,
+        references=[law],
+        jobs=2,
+    )
     ref = s.references.iloc[0]
     top = s.budgets.iloc[-1]
     picked = Counter(s.choices.query("budget == @top.max_constants")["form"])

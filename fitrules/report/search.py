@@ -18,6 +18,10 @@ def _pct(x) -> str:
     return "n/a" if x is None or not math.isfinite(float(x)) else f"{float(x):.3f}%"
 
 
+def _ratio(x) -> str:
+    return "n/a" if x is None or not math.isfinite(float(x)) else f"{float(x):.2f}"
+
+
 def _outer_text(s) -> str:
     o = s.settings.get("outer", {})
     if o.get("protocol") == "random":
@@ -30,20 +34,31 @@ def _outer_text(s) -> str:
 
 def _sentences(s) -> list[str]:
     b = s.budgets.iloc[-1]
-    out = [
-        f"The search picks {s.chosen.expression!r} from all cells "
-        f"({int(b['max_constants'])} constants at most).",
-        f"That procedure's outer error, over {int(b['outer_splits'])} outer splits, has median "
-        f"{_pct(b['outer_median_pct'])}; the forms it picked inside had a median inner error "
-        f"of {_pct(b['inner_median_pct'])}: selection flatters by a factor "
-        f"{b['optimism']:.2f} (outer / inner).",
-    ]
+    if s.chosen is None:
+        out = [
+            "No form could be picked from all cells: every candidate's fits failed (degenerate "
+            "or named wild) in more than half the inner splits."
+        ]
+    else:
+        out = [
+            f"The search picks {s.chosen.expression!r} from all cells "
+            f"({int(b['max_constants'])} constants at most)."
+        ]
+    if b["outer_splits"]:
+        out.append(
+            f"That procedure's outer error, over {int(b['outer_splits'])} outer splits, has "
+            f"median {_pct(b['outer_median_pct'])}; the forms it picked inside had a median "
+            f"inner error of {_pct(b['inner_median_pct'])}: selection flatters by a factor "
+            f"{_ratio(b['optimism'])} (outer / inner)."
+        )
+    else:
+        out.append("No outer split could pick a form: the procedure has no outer error here.")
     for r in s.references.to_dict("records"):
         out.append(
             f"Against {r['form']} ({r['n_constants']} constants, written by hand; outer median "
             f"{_pct(r['outer_median_pct'])}): the search's pick was lower in "
             f"{r['search_lower']} of {r['paired_splits']} outer splits (median ratio "
-            f"{r['median_ratio']:.2f}; descriptive, not a test: run compare for a verdict)."
+            f"{_ratio(r['median_ratio'])}; descriptive, not a test: run compare for a verdict)."
         )
     return out
 
@@ -69,7 +84,7 @@ def render_search(s) -> str:
         lines.append(
             f"{r['max_constants']:>3} {r['n_candidates']:>6} {_pct(r['outer_median_pct']):>13} "
             f"{_pct(r['outer_p90_pct']):>9} {_pct(r['inner_median_pct']):>13} "
-            f"{r['optimism']:>9.2f} {'yes' if r['on_front'] else '':>6}  {final} "
+            f"{_ratio(r['optimism']):>9} {'yes' if r['on_front'] else '':>6}  {final} "
             f"({r['most_picked']}, {r['most_picked_share']:.0%})"
         )
     lines += ["", "How often each form was picked (unrestricted budget):"]
@@ -137,7 +152,7 @@ def forms_toml(s, prefix: str = "searched") -> str:
         origin = (
             f"fitrules search on {s.grid_label}: picked at <= {int(r['max_constants'])} "
             f"constants from {s.n_generated} proposed forms (outer median "
-            f"{r['outer_median_pct']:.3f}%)"
+            f"{_pct(r['outer_median_pct'])})"
         )
         lines += [
             "",
@@ -162,22 +177,50 @@ def plot_front(s, ax=None):
     c = s.candidates
     rng = np.random.default_rng(0)
     jitter = rng.uniform(-0.18, 0.18, len(c))
-    ax.scatter(c["n_constants"] + jitter, c["own_outer_median_pct"], s=6, color="0.75",
-               label="each candidate alone (descriptive)", zorder=1)  # fmt: skip
+    ax.scatter(
+        c["n_constants"] + jitter,
+        c["own_outer_median_pct"],
+        s=6,
+        color="0.75",
+        label="each candidate alone (descriptive)",
+        zorder=1,
+    )
     b = s.budgets
     q = s.choices.groupby("budget")["outer_pct"]
     lo, hi = q.quantile(0.25), q.quantile(0.75)
     k = b["max_constants"].to_numpy()
     m = b["outer_median_pct"].to_numpy(float)
-    ax.errorbar(k, m, yerr=[m - lo.reindex(k).to_numpy(), hi.reindex(k).to_numpy() - m],
-                fmt="o-", color="C0", capsize=3, zorder=3,
-                label="search at <= k constants (nested: median, quartiles)")  # fmt: skip
+    ax.errorbar(
+        k,
+        m,
+        yerr=[m - lo.reindex(k).to_numpy(), hi.reindex(k).to_numpy() - m],
+        fmt="o-",
+        color="C0",
+        capsize=3,
+        zorder=3,
+        label="search at <= k constants (nested: median, quartiles)",
+    )
     f = b[b["on_front"]]
-    ax.scatter(f["max_constants"], f["outer_median_pct"], s=90, facecolors="none",
-               edgecolors="C3", linewidths=1.5, zorder=4, label="front")  # fmt: skip
+    ax.scatter(
+        f["max_constants"],
+        f["outer_median_pct"],
+        s=90,
+        facecolors="none",
+        edgecolors="C3",
+        linewidths=1.5,
+        zorder=4,
+        label="front",
+    )
     for i, r in enumerate(s.references.to_dict("records")):
-        ax.scatter([r["n_constants"]], [r["outer_median_pct"]], marker="s", s=40,
-                   color=f"C{i + 1}", zorder=5, label=f"{r['form']} (hand-written)")  # fmt: skip
+        ax.scatter(
+            [r["n_constants"]],
+            [r["outer_median_pct"]],
+            marker="s",
+            s=40,
+            color=f"C{i + 1}",
+            zorder=5,
+            label=f"{r['form']} (hand-written)",
+        )
     finite = c["own_outer_median_pct"].to_numpy(float)
     finite = finite[np.isfinite(finite)]
     if len(finite):
@@ -205,7 +248,7 @@ def search_markdown(s, command: str | None) -> str:
         f"| variables | {', '.join(st.get('variables', []))} |",
         f"| grammar | {code(json.dumps(st.get('grammar')))} |",
         f"| candidates | {s.n_generated:,} proposed, {len(s.candidates):,} fitted |",
-        f"| dropped before the nested fits | "
+        "| dropped before the nested fits | "
         + ("; ".join(f"{k}: {v}" for k, v in s.pruned.items()) or "none")
         + " |",
         f"| outer protocol | {_outer_text(s)} |",
@@ -230,11 +273,18 @@ def search_markdown(s, command: str | None) -> str:
         lines.append(
             f"| {r['max_constants']} | {r['n_candidates']} | {_pct(r['outer_median_pct'])} | "
             f"{_pct(r['outer_p90_pct'])} | {_pct(r['inner_median_pct'])} | "
-            f"{r['optimism']:.2f} | {r['most_picked']} ({r['most_picked_share']:.0%}) | "
+            f"{_ratio(r['optimism'])} | {r['most_picked']} ({r['most_picked_share']:.0%}) | "
             f"{code(final)} | {'yes' if r['on_front'] else ''} |"
         )
-    lines += ["", "![front](front.png)", "", "## Forms picked across outer splits", "",
-              "| picked | form | constants | expression |", "|---:|---|---:|---|"]  # fmt: skip
+    lines += [
+        "",
+        "![front](front.png)",
+        "",
+        "## Forms picked across outer splits",
+        "",
+        "| picked | form | constants | expression |",
+        "|---:|---|---:|---|",
+    ]
     picked = s.candidates[s.candidates["picked"] > 0].sort_values(
         ["picked", "n_constants"], ascending=[False, True]
     )
@@ -244,20 +294,33 @@ def search_markdown(s, command: str | None) -> str:
             f"{code(r['expression'])} |"
         )
     if len(s.references):
-        lines += ["", "## Hand-written references (no selection)", "",
-                  "| form | constants | outer median | outer p90 | search lower in | "
-                  "median ratio (search / form) |", "|---|---:|---:|---:|---|---:|"]  # fmt: skip
+        lines += [
+            "",
+            "## Hand-written references (no selection)",
+            "",
+            "| form | constants | outer median | outer p90 | search lower in | "
+            "median ratio (search / form) |",
+            "|---|---:|---:|---:|---|---:|",
+        ]
         for r in s.references.to_dict("records"):
             lines.append(
                 f"| {r['form']} {code(r['expression'])} | {r['n_constants']} | "
                 f"{_pct(r['outer_median_pct'])} | {_pct(r['outer_p90_pct'])} | "
-                f"{r['search_lower']} of {r['paired_splits']} | {r['median_ratio']:.2f} |"
+                f"{r['search_lower']} of {r['paired_splits']} | {_ratio(r['median_ratio'])} |"
             )
-        lines += ["", "The references were written by people who had seen grids like this one; "
-                  "their outer errors carry no selection by this search, but not none at all."]  # fmt: skip
-    lines += ["", "## Forms for compare", "",
-              "`forms.toml` here holds the front's forms; copy them into a `forms.toml` and run "
-              "`fitrules compare --forms ...`, which states that they came from a search.", ""]  # fmt: skip
+        lines += [
+            "",
+            "The references were written by people who had seen grids like this one; "
+            "their outer errors carry no selection by this search, but not none at all.",
+        ]
+    lines += [
+        "",
+        "## Forms for compare",
+        "",
+        "`forms.toml` here holds the front's forms; copy them into a `forms.toml` and run "
+        "`fitrules compare --forms ...`, which states that they came from a search.",
+        "",
+    ]
     lines += [f"- {w}" for w in s.warnings]
     return "\n".join(lines) + "\n"
 

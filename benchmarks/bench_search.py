@@ -1,0 +1,259 @@
+"""`fitrules search`: speed against a per-form scipy loop, and recovery of known truths.
+
+    python benchmarks/bench_search.py                  # every section (about 15 minutes)
+    python benchmarks/bench_search.py --only speed     # the default search, timed
+    python benchmarks/bench_search.py --only recovery  # 10 grids with a known truth
+    python benchmarks/bench_search.py --only chinchilla  # the real runs (skipped if absent)
+
+speed: `fitrules search` with its defaults on the default grid (every form of the default
+grammar, 20 outer x 10 inner random splits, 230 fits per form) on ``--jobs`` processes, timed
+from the command's start to its end (pruning and pilots included). The baseline, in the same
+run, is what a careful user writes by hand: for each form, for each of the same 230 training
+masks, ``scipy.optimize.least_squares`` on the relative residuals from a small grid of starts
+(every nonlinear constant at 3 points of its starting range), keeping the best, then the
+held-out error; timed on a sample of forms stratified by their number of nonlinear
+constants, in one process, and scaled to the whole grammar by the sample's mix. Printed:
+forms per second each way, per process and on the machine, and their ratio.
+
+recovery: 10 grids drawn from a known 2- or 3-term truth of the grammar (4 truths in turn)
+over the default grid's design (H 1, 4, 16, 64 x omega 0, 1, 3, 7, 15), 3 runs per cell with
+0.5% relative noise per run (the default grid's own is 0.55%); the default search on each.
+Printed per grid: the most-picked form across outer splits, whether it is the truth's family
+(up to reparametrisation: the grammar's canonical key), and the form picked from all cells.
+
+chinchilla: the real Chinchilla runs of ../shared/external (log_huber, over N and D, two
+power-law terms or logs); whether the search finds E + A/N**alpha + B/D**beta or a procedure
+with lower outer error than that law fitted without selection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from scipy.optimize import least_squares  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import fitrules as fr  # noqa: E402
+from fitrules.fit import CompiledForm  # noqa: E402
+from fitrules.forms import Form  # noqa: E402
+from fitrules.grammar import Grammar, generate, named  # noqa: E402
+from fitrules.search import nested_masks  # noqa: E402
+from fitrules.sim.truth import runs_from_form  # noqa: E402
+from fitrules.splits import RandomSplit  # noqa: E402
+
+CHINCHILLA = ROOT.parent / "shared" / "external" / "chinchilla_epoch_svg_extracted.csv"
+H = (1, 4, 16, 64)
+OMEGA = (0.0, 1.0, 3.0, 7.0, 15.0)
+TRUTHS = [
+    ("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.25}, "const + power(H)*linear(omega)"),
+    (
+        "L0 + a*omega + b*log(H/8)",
+        {"L0": 2.15, "a": 0.008, "b": 0.03},
+        "const + linear(omega) + log(H)",
+    ),
+    (
+        "L0 + a*omega*(H/8)**b + c*log(H/8)",
+        {"L0": 2.15, "a": 0.01, "b": 0.25, "c": 0.02},
+        "const + log(H) + power(H)*linear(omega)",
+    ),
+    (
+        "L0 + a*log(1 + omega) + b*(H/8)**d",
+        {"L0": 2.1, "a": 0.03, "b": 0.04, "d": -0.7},
+        "const + log(omega) + power(H)",
+    ),
+]
+
+
+# ------------------------------------------------------------------------------ speed
+def scipy_loop(form: Form, X, y, masks) -> float:
+    """The per-form loop a user writes: least_squares per mask from a grid of starts; returns
+    the median held-out error (so the work cannot be skipped)."""
+    cf = CompiledForm(form)
+    s = cf.s
+    grids = []
+    for c in s.constants:
+        if c in s.nonlinear:
+            j = s.nonlinear.index(c)
+            grids.append(np.linspace(s.start_lo[j], s.start_hi[j], 3))
+        else:
+            grids.append(np.array([0.0 if c != s.constants[0] else float(np.median(y))]))
+    starts = [np.array(p) for p in itertools.product(*grids)]
+    lower = np.array(s.lower)
+    upper = np.array(s.upper)
+    errors = []
+    for train, test in masks:
+        Xt = {k: v[train] for k, v in X.items()}
+
+        def res(p, Xt=Xt, yt=y[train]):
+            with np.errstate(all="ignore"):
+                r = (cf.predict(Xt, p[None, :])[0] - yt) / yt
+            return np.where(np.isfinite(r), r, 1e6)
+
+        best, best_p = np.inf, None
+        for p0 in starts:
+            try:
+                r = least_squares(
+                    res, np.clip(p0, lower + 1e-9, upper - 1e-9), bounds=(lower, upper)
+                )
+            except ValueError:
+                continue
+            if r.cost < best:
+                best, best_p = r.cost, r.x
+        if best_p is not None:
+            with np.errstate(all="ignore"):
+                pred = cf.predict(X, best_p[None, :])[0]
+            errors.append(float(np.mean(np.abs(pred[test] - y[test]) / y[test])))
+    return float(np.median(errors)) if errors else float("nan")
+
+
+def section_speed(jobs: int, sample: int) -> None:
+    grid = fr.load_grid(fr.example_path("main"), where="lr == 3e-4")
+    print(f"## speed: the default search on the default grid, {jobs} processes")
+    t0 = time.perf_counter()
+    s = fr.search(grid, jobs=jobs)
+    wall = time.perf_counter() - t0
+    n = s.n_generated
+    fits = int(s.settings["n_outer"] * (1 + s.settings["n_inner"]) + s.settings["n_inner"])
+    print(
+        f"search: {n:,} forms proposed, {len(s.candidates):,} fitted with nested validation "
+        f"({fits} fits each) in {wall:.1f} s wall on {jobs} processes"
+    )
+    # the baseline on a stratified sample, one process, same masks
+    cells = grid.cells(["H", "omega"], True)
+    X, y = cells.X, cells.y
+    m = nested_masks(RandomSplit(20, 0.8, 0), cells.table, 10, 0.75, 0)
+    pairs = list(zip(m.train, m.test, strict=True))
+    cands = named(generate(Grammar(), X))
+    by_q: dict[int, list] = {}
+    for c in cands:
+        by_q.setdefault(c.n_nonlinear, []).append(c)
+    per_q = {}
+    for q, group in sorted(by_q.items()):
+        rng = np.random.default_rng(q)
+        pick = [group[i] for i in rng.choice(len(group), min(sample, len(group)), replace=False)]
+        t = time.perf_counter()
+        for c in pick:
+            scipy_loop(c.form.bind(grid.columns, grid.runs), X, y, pairs)
+        per_q[q] = (time.perf_counter() - t) / len(pick)
+        print(
+            f"scipy loop: {len(pick)} forms with {q} nonlinear constants, "
+            f"{per_q[q]:.2f} s per form ({len(pairs)} fits)"
+        )
+    base_total = sum(per_q[q] * len(g) for q, g in by_q.items())
+    print(
+        f"scipy loop, whole grammar by the sample's mix: {base_total:.0f} s in one process "
+        f"({n / base_total:.2f} forms/s)"
+    )
+    search_rate = n / wall
+    print(
+        f"search: {search_rate:.2f} forms/s on {jobs} processes "
+        f"({search_rate / jobs:.2f} per process)"
+    )
+    print(
+        f"ratio, per process: search {search_rate / jobs / (n / base_total):.1f}x the scipy "
+        f"loop; on the machine ({jobs} processes against one): "
+        f"{search_rate / (n / base_total):.1f}x"
+    )
+    verdict = "holds" if n >= 1000 and wall <= 300 else "does not hold"
+    print(
+        f"target (at least 1,000 forms in at most 5 minutes on 2 cores): {verdict} "
+        f"({n:,} forms, {wall:.0f} s)"
+    )
+
+
+# ------------------------------------------------------------------------------ recovery
+def section_recovery(grids: int, jobs: int) -> None:
+    print(f"## recovery: {grids} grids from known truths, default grammar and protocol")
+    print("| grid | truth | most picked (share) | truth? | picked from all cells |")
+    print("|---:|---|---|---|---|")
+    hits = 0
+    for g in range(grids):
+        expr, consts, key = TRUTHS[g % len(TRUTHS)]
+        form = Form("truth", expr, ("H", "omega"))
+        runs = runs_from_form(
+            form, consts, {"H": H, "omega": OMEGA}, seeds=3, cv=0.005, seed=1000 + g
+        )
+        s = fr.search(runs, jobs=jobs, references=[])
+        top_b = s.budgets["max_constants"].max()
+        counts = Counter(s.choices[s.choices["budget"] == top_b]["form"].dropna())
+        keys = s.candidates.set_index("name")["key"]
+        best = max(
+            counts.items(),
+            key=lambda kv: (kv[1], -s.candidates.set_index("name").loc[kv[0], "n_constants"]),
+        )
+        ok = keys[best[0]] == key
+        hits += ok
+        share = best[1] / s.settings["n_outer"]
+        print(
+            f"| {g} | `{expr}` | `{s.forms[best[0]].expression}` ({share:.0%}) | "
+            f"{'yes' if ok else 'no'} | `{s.chosen.expression}` |",
+            flush=True,
+        )
+    print(f"\nmost-picked form is the truth in {hits} of {grids} grids (target: 8 of 10)")
+
+
+# ------------------------------------------------------------------------------ chinchilla
+def section_chinchilla(jobs: int) -> None:
+    print("## chinchilla: the real runs, log_huber, search over N and D")
+    if not CHINCHILLA.exists():
+        print("skipped: ../shared/external/chinchilla_epoch_svg_extracted.csv is not present")
+        return
+    g = fr.load_grid(
+        CHINCHILLA, derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"], where="loss < 3.42"
+    )
+    law = Form("chinchilla", "E + A/N**alpha + B/D**beta", ("N", "D"))
+    t = time.perf_counter()
+    s = fr.search(
+        g,
+        variables="N,D",
+        terms=2,
+        max_constants=5,
+        objective="log_huber",
+        splits=10,
+        inner_splits=5,
+        references=[law],
+        jobs=jobs,
+    )
+    print(s)
+    ref = s.references.iloc[0]
+    top = s.budgets.iloc[-1]
+    keys = s.candidates.set_index("name")["key"]
+    picked = Counter(s.choices[s.choices["budget"] == top["max_constants"]]["form"].dropna())
+    law_key = "const + power(D) + power(N)"
+    found = sum(v for k, v in picked.items() if keys[k] == law_key)
+    print(
+        f"\nthe law's family picked in {found} of {s.settings['n_outer']} outer splits; "
+        f"search outer median {top['outer_median_pct']:.3f}% against the law's "
+        f"{ref['outer_median_pct']:.3f}% ({time.perf_counter() - t:.0f} s)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=["speed", "recovery", "chinchilla"], default=None)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--grids", type=int, default=10)
+    ap.add_argument("--sample", type=int, default=4, help="baseline forms per class")
+    args = ap.parse_args()
+    if args.only in (None, "speed"):
+        section_speed(args.jobs, args.sample)
+    if args.only in (None, "recovery"):
+        section_recovery(args.grids, args.jobs)
+    if args.only in (None, "chinchilla"):
+        section_chinchilla(args.jobs)
+
+
+if __name__ == "__main__":
+    main()
