@@ -269,7 +269,10 @@ def _inputs(args) -> list[Path]:
     ]
     if getattr(args, "data", None) is None:
         paths += [default_grid()[0], DEFAULT_PAIRED]
-    paths.append(Path(FORMS_FILE))  # every command that reads forms reads it
+    # every command that reads forms reads it; search reads it only when it exists (its
+    # --reference names), so its --forms-out may create it
+    if getattr(args, "command", None) != "search" or Path(FORMS_FILE).exists():
+        paths.append(Path(FORMS_FILE))
     from fitrules.examples import resolve_data
 
     return [resolve_data(p) for p in paths if p is not None]

@@ -55,9 +55,12 @@ from fitrules.splits import RandomSplit
 
 RULES = ("one-se", "best")
 DEFAULT_REFERENCES = ("composition", "log_additive")
-# a coarser starting grid than compare's: the search fits thousands of forms, and the local
-# refinement and Levenberg-Marquardt polish from there (bench_search.py measures the effect)
+# a coarser starting grid, one start and a resolution of 1e-3 of each exponent's range (compare:
+# 1e-6): the search fits thousands of forms; fit and compare refit the forms it returns
 SEARCH_FIT_OPTIONS = FitOptions(grid_points=(41, 17, 9), n_starts=1, resolution=1e-3)
+# the probes that find duplicate forms compare fitted values to 1e-6: fitted to compare's
+# resolution (one fit per probe, so the cost is small)
+PROBE_FIT_OPTIONS = FitOptions(grid_points=(41, 17, 9), n_starts=1)
 
 
 # ------------------------------------------------------------------------------ protocol
@@ -235,6 +238,7 @@ class Search:
     references : one row per reference form: its outer error on the same outer splits and how
         often the unrestricted procedure's pick beat it.
     pruned : why candidates were dropped before the nested fits, with counts.
+    dropped : one row per dropped candidate: name, expression, reason.
     """
 
     grid_label: str
@@ -245,6 +249,7 @@ class Search:
     choices: pd.DataFrame
     references: pd.DataFrame
     pruned: dict[str, int]
+    dropped: pd.DataFrame
     n_generated: int
     forms: dict[str, Form]
     seconds: float = 0.0
@@ -316,10 +321,13 @@ class Search:
 def default_variables(grid: Grid) -> list[str]:
     """The grid's varying numeric factors and continuous columns; of columns that map one to
     one onto each other (keep and omega = 1/keep - 1) only the last is kept (derived columns
-    come last)."""
+    come last); a tuned grid's record of its choices (``tuned_lr``) is left out."""
+    # a tuned grid's tuned_FACTOR columns record the choice of the tuning, not the design
+    tuned = {f"tuned_{f}" for f in getattr(grid, "tuned", ())}
     cols = [
         c
         for c in [*grid.varying_factors, *grid.continuous]
+        if c not in tuned
         if pd.api.types.is_numeric_dtype(grid.runs[c])
         and not pd.api.types.is_bool_dtype(grid.runs[c])
     ]
@@ -359,9 +367,7 @@ def _fingerprint_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | 
         if not structural_rank_ok(form, s["X"], rng):
             out.append((i, False, None))
             continue
-        out.append(
-            (i, True, _probe_values(form, s["X"], s["probes"], s["objective"], s["options"]))
-        )
+        out.append((i, True, _probe_values(form, s["X"], s["probes"], s["objective"])))
     return out
 
 
@@ -378,12 +384,12 @@ def _nested_task(indices: list[int]) -> list[tuple[int, Scored]]:
     ]
 
 
-def _probe_values(form, X, probes, objective, options) -> np.ndarray:
+def _probe_values(form, X, probes, objective) -> np.ndarray:
     cf = CompiledForm(form)
     out = np.full(probes.shape, np.nan)
     whole = np.ones((1, probes.shape[1]), bool)
     for k, target in enumerate(probes):
-        r = fit_splits(form, X, target, whole, objective, options)[0]
+        r = fit_splits(form, X, target, whole, objective, PROBE_FIT_OPTIONS)[0]
         params = np.array([[r.constants[c] for c in cf.s.constants]], float)
         if np.isfinite(params).all():
             with np.errstate(all="ignore"):
@@ -535,7 +541,7 @@ def run_search(
     for q, members in by_q.items():
         for i in dict.fromkeys([members[0], members[len(members) // 2]]):
             t0 = time.perf_counter()
-            _probe_values(forms[i], X, probes, objective, options)
+            _probe_values(forms[i], X, probes, objective)
             pilots[i] = score_form(forms[i], X, y, masks, objective, options, guard)
             per_q.setdefault(q, []).append(time.perf_counter() - t0)
     if on_plan is not None:
@@ -596,8 +602,11 @@ def run_search(
         rule=rule,
         guard=guard.describe(),
         variables=variables,
-        fit_options={"grid_points": list(options.grid_points), "n_starts": options.n_starts},
-        jobs=jobs,
+        fit_options={
+            "grid_points": list(options.grid_points),
+            "n_starts": options.n_starts,
+            "resolution": options.resolution,
+        },
     )
     out.seconds = time.perf_counter() - t_start
     return out
@@ -726,6 +735,10 @@ def _assemble(
         choices,
         pd.DataFrame(ref_rows),
         reasons,
+        pd.DataFrame(
+            [(c.form.name, c.form.expression, why) for c, why in dropped],
+            columns=["name", "expression", "reason"],
+        ),
         n_generated,
         {c.form.name: c.form for c in kept},
         warnings=warnings,

@@ -40,6 +40,9 @@ REPORTS: dict[str, str | tuple] = {
         24,
     ),
     "fit-composition": "fit --form composition --report reports/fit-composition",
+    # the search's results do not depend on --jobs; 2 processes keep a rebuild short
+    "search-default": "search --jobs 2 --report reports/search/default",
+    "search-tuned": "search --data data/tuned.csv --tune lr --jobs 2 --report reports/search/tuned",
     "validation": "compare --data data/main.csv --where 'lr == 3e-4' --split random "
     "--split leave-one-level-out:H --split extrapolate:H --split transfer "
     "--fit-data data/main.csv --test-data data/wide.csv --report reports/validation",
@@ -50,9 +53,14 @@ REPORTS: dict[str, str | tuple] = {
     "--derive 'D = `Training FLOP`/(6*N)' --where 'loss < 3.42' "
     "--form 'chinchilla(N, D) = E + A/N**alpha + B/D**beta' --objective log_huber "
     "--intervals --predict N=70e9,D=1.4e12 --no-cells --report reports/chinchilla",
+    "search-chinchilla": f"search --data {CHINCHILLA} --derive 'N = `Model Size`' "
+    "--derive 'D = `Training FLOP`/(6*N)' --where 'loss < 3.42' --variables N,D --terms 2 "
+    "--max-constants 5 --objective log_huber --splits 10 --inner-splits 5 "
+    "--form 'chinchilla(N, D) = E + A/N**alpha + B/D**beta' --jobs 2 "
+    "--report reports/search/chinchilla",
 }
 # reports made from data outside the project are skipped when it is absent
-NEEDS = {"chinchilla": CHINCHILLA}
+NEEDS = {"chinchilla": CHINCHILLA, "search-chinchilla": CHINCHILLA}
 
 
 def rebuild(names: list[str] | None = None) -> int:

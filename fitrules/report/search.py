@@ -226,7 +226,8 @@ def plot_front(s, ax=None):
     if len(finite):
         top = max(np.nanmax(m) * 3, np.percentile(finite, 75) * 1.5)
         ax.set_ylim(0, top)
-    ax.set_xlabel("constants")
+    ax.set_xticks(sorted(set(int(v) for v in b["max_constants"])))
+    ax.set_xlabel("constants (at most k, for the search)")
     ax.set_ylabel("outer held-out error, median over outer splits (%)")
     figures._title(ax, f"search on {s.grid_label}: outer error against constants")
     figures._legend(ax, fontsize=7)
@@ -326,7 +327,8 @@ def search_markdown(s, command: str | None) -> str:
 
 
 def write_search_report(s, target: Path, command: str | None = None, force: bool = False) -> Path:
-    """``report.md``, ``front.png``, ``forms.toml``, ``results.json``, ``candidates.csv``."""
+    """``report.md``, ``front.png``, ``forms.toml``, ``results.json``, ``candidates.csv``,
+    ``dropped.csv``."""
 
     def build(d: Path) -> None:
         figures.save(plot_front(s), d / "front.png")
@@ -336,5 +338,6 @@ def write_search_report(s, target: Path, command: str | None = None, force: bool
             json.dumps(search_dict(s), indent=1, allow_nan=False) + "\n"
         )
         s.candidates.to_csv(d / "candidates.csv", index=False, float_format="%.12g")
+        s.dropped.to_csv(d / "dropped.csv", index=False)
 
     return write_report_dir(target, build, force)
