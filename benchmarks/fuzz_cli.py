@@ -2,6 +2,7 @@
 
     python benchmarks/fuzz_cli.py                   # 10,000 cases
     python benchmarks/fuzz_cli.py --cases 500 --seed 3
+    python benchmarks/fuzz_cli.py --cases 1000 --command search   # one command's strategy
 
 Each case is a random command line with its files (grids, forms.toml, ledgers, specs), run
 in-process through fitrules.cli.main in a fresh working directory. Printed: the number of
@@ -33,6 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
+import fuzzing  # noqa: E402
 from fuzzing import cases, check  # noqa: E402
 
 FAILURE_KINDS = ("traceback", "exit1", "leftover", "lines", "nonfinite", "stderr", "warning")
@@ -68,7 +70,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
     ap.add_argument("--failures", type=Path, default=None, help="write failing cases here")
     ap.add_argument("--every", type=int, default=500, help="print progress every N cases")
+    ap.add_argument(
+        "--command",
+        default=None,
+        metavar="NAME",
+        help="only this command's cases (compare, design, fit, validate, ci, ledger, forms, "
+        "simulate, search)",
+    )
     args = ap.parse_args()
+    strategy = cases() if args.command is None else getattr(fuzzing, f"{args.command}_cases")()
     if args.failures is not None:
         args.failures.write_text("")
 
@@ -85,7 +95,7 @@ def main() -> int:
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(case=cases())
+    @given(case=strategy)
     def run(case):
         if STOP:
             raise KeyboardInterrupt

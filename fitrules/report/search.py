@@ -144,19 +144,22 @@ def forms_toml(s, prefix: str = "searched") -> str:
         "# They were chosen on these cells: a comparison on the same cells is not independent",
         "# of that choice, and `compare` says so.",
     ]
+    # one entry per form: a form picked at several budgets is named after the smallest
+    budgets: dict[str, list[dict]] = {}
     for r in s.front.to_dict("records"):
-        name = r["final_choice"]
-        if not name:
-            continue
+        if r["final_choice"]:
+            budgets.setdefault(r["final_choice"], []).append(r)
+    for name, rows in budgets.items():
         f = s.forms[name]
+        at = " and ".join(f"<= {int(r['max_constants'])}" for r in rows)
+        errors = ", ".join(_pct(r["outer_median_pct"]) for r in rows)
         origin = (
-            f"fitrules search on {s.grid_label}: picked at <= {int(r['max_constants'])} "
-            f"constants from {s.n_generated} proposed forms (outer median "
-            f"{_pct(r['outer_median_pct'])})"
+            f"fitrules search on {s.grid_label}: picked at {at} constants from "
+            f"{s.n_generated} proposed forms (outer median {errors})"
         )
         lines += [
             "",
-            f"[{prefix}_k{int(r['max_constants'])}]",
+            f"[{prefix}_k{int(rows[0]['max_constants'])}]",
             f"expr = {json.dumps(f.expression)}",
             f"variables = {json.dumps(list(f.variables or ()))}",
         ]
