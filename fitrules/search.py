@@ -228,8 +228,9 @@ class Search:
     Attributes
     ----------
     candidates : one row per fitted candidate: name, expression, constants, how often the
-        unrestricted procedure picked it across outer splits, its own median outer error
-        (descriptive: never a selection criterion), and whether it was dropped as a duplicate.
+        unrestricted procedure picked it across outer splits and its median outer error in
+        those splits, and its own median outer error over all outer splits (descriptive:
+        never a selection criterion).
     budgets : one row per budget (at most k constants): the procedure's outer error (median,
         trimmed mean, p90 over outer splits), the winners' median inner error, the optimism
         (outer / inner), the most-picked form and its share, the form picked from all cells,
@@ -699,7 +700,10 @@ def _assemble(
             own_outer_median_pct=own,
         )
     )
-    top = choices[choices["budget"] == budgets[-1]]["outer_pct"].to_numpy(float)
+    at_top = choices[choices["budget"] == budgets[-1]]
+    when = at_top.groupby("form")["outer_pct"].median()
+    cand_df["outer_median_when_picked_pct"] = [float(when.get(nm, np.nan)) for nm in names]
+    top = at_top["outer_pct"].to_numpy(float)
     ref_rows = []
     for f, s in zip(refs, ref_scores, strict=True):
         e = s.error

@@ -93,7 +93,10 @@ def render_search(s) -> str:
     )
     n_outer = int(st.get("n_outer", 0))
     for r in picked.head(8).to_dict("records"):
-        lines.append(f"  {r['picked']:>3} of {n_outer}  {r['name']}  {r['expression']}")
+        lines.append(
+            f"  {r['picked']:>3} of {n_outer}  {r['name']}  outer median "
+            f"{_pct(r['outer_median_when_picked_pct'])} when picked  {r['expression']}"
+        )
     if s.references is not None and len(s.references):
         lines += ["", "Hand-written references on the same outer splits (no selection):"]
         for r in s.references.to_dict("records"):
@@ -286,8 +289,8 @@ def search_markdown(s, command: str | None) -> str:
         "",
         "## Forms picked across outer splits",
         "",
-        "| picked | form | constants | expression |",
-        "|---:|---|---:|---|",
+        "| picked | form | constants | outer median when picked | expression |",
+        "|---:|---|---:|---:|---|",
     ]
     picked = s.candidates[s.candidates["picked"] > 0].sort_values(
         ["picked", "n_constants"], ascending=[False, True]
@@ -295,7 +298,7 @@ def search_markdown(s, command: str | None) -> str:
     for r in picked.to_dict("records"):
         lines.append(
             f"| {r['picked']} of {st.get('n_outer')} | {r['name']} | {r['n_constants']} | "
-            f"{code(r['expression'])} |"
+            f"{_pct(r['outer_median_when_picked_pct'])} | {code(r['expression'])} |"
         )
     if len(s.references):
         lines += [
