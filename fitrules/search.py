@@ -21,7 +21,7 @@ one standard error (corrected for the overlap of random splits, Nadeau and Bengi
 as good as the data can tell; the one with fewest constants among them is picked (ties: the
 lower median). ``best`` picks the lowest median outright. Fits that are degenerate or named
 wild by the guard (training fit and design only) count as failures: a candidate that fails
-in more than half the inner splits, or whose fit on the outer training cells fails, cannot
+in half the inner splits or more, or whose fit on the outer training cells fails, cannot
 be picked there.
 """
 
@@ -69,10 +69,11 @@ class NestedMasks:
     """All training masks one candidate is fitted on, and the cells each one scores.
 
     Rows: ``O`` outer splits, then ``O x I`` inner splits (outer split by outer split),
-    then ``I`` final inner splits of all cells (the choice made from every cell).
+    then ``F`` final inner splits of all cells (the choice made from every cell), then one
+    fit on every cell (no cell scored: it decides whether the final choice may be picked).
     """
 
-    train: np.ndarray  # (O + O*I + I, n) bool
+    train: np.ndarray  # (O + O*I + F + 1, n) bool
     test: np.ndarray  # same shape: the cells each row scores
     n_outer: int
     n_inner: int
@@ -88,11 +89,23 @@ class NestedMasks:
 
     @property
     def final(self) -> slice:
-        return slice(self.n_outer + self.n_outer * self.n_inner, len(self.train))
+        return slice(self.n_outer + self.n_outer * self.n_inner, len(self.train) - 1)
+
+    @property
+    def whole(self) -> int:
+        return len(self.train) - 1
 
     @property
     def min_train(self) -> int:
         return int(self.train.sum(axis=1).min())
+
+    def sizes(self, rows: slice) -> tuple[int, int]:
+        """The fewest cells fitted and scored by ``rows``."""
+        return int(self.train[rows].sum(axis=1).min()), int(self.test[rows].sum(axis=1).min())
+
+
+# seeds of the search's random streams, one namespace each: SeedSequence([seed, KIND, ...])
+_INNER, _FINAL, _PROBES, _RANK = range(4)
 
 
 def _sub_seed(seed: int, *path: int) -> int:
@@ -100,19 +113,24 @@ def _sub_seed(seed: int, *path: int) -> int:
 
 
 def nested_masks(
-    outer, table: pd.DataFrame, inner_splits: int, inner_train_frac: float, seed: int
+    outer,
+    table: pd.DataFrame,
+    inner_splits: int,
+    inner_train_frac: float,
+    seed: int,
+    final_splits: int | None = None,
 ) -> NestedMasks:
     """The outer protocol's masks over ``table``'s cells, with seeded inner random splits of
-    each outer training set and of all cells."""
+    each outer training set, ``final_splits`` (default twice ``inner_splits``) of all cells,
+    and one row fitting every cell."""
     n = len(table)
     outer_masks = np.asarray(outer.masks_for(table), bool)
     labels = list(outer.labels(table))
-    inner = RandomSplit(inner_splits, inner_train_frac, 0)
     train, test = [outer_masks], [~outer_masks]
     for o, m in enumerate(outer_masks):
         idx = np.flatnonzero(m)
         try:
-            split = RandomSplit(inner_splits, inner_train_frac, _sub_seed(seed, o))
+            split = RandomSplit(inner_splits, inner_train_frac, _sub_seed(seed, _INNER, o))
             split.check(len(idx))
         except SplitError as err:
             raise SplitError(
@@ -125,12 +143,11 @@ def nested_masks(
         te[:, idx] = ~sub
         train.append(tr)
         test.append(te)
-    final = RandomSplit(inner_splits, inner_train_frac, _sub_seed(seed, len(outer_masks)))
+    final = RandomSplit(final_splits or 2 * inner_splits, inner_train_frac, _sub_seed(seed, _FINAL))
     final.check(n)
     fm = final.masks(n)
-    train.append(fm)
-    test.append(~fm)
-    del inner
+    train += [fm, np.ones((1, n), bool)]
+    test += [~fm, np.zeros((1, n), bool)]
     return NestedMasks(np.vstack(train), np.vstack(test), len(outer_masks), inner_splits, labels)
 
 
@@ -261,10 +278,16 @@ class Search:
         return self.budgets[self.budgets["on_front"]]
 
     @property
+    def best(self) -> pd.Series:
+        """The budget on the front with the lowest outer error (the front's last)."""
+        b = self.budgets
+        return b[b["max_constants"] == self.settings["best_budget"]].iloc[0]
+
+    @property
     def chosen(self) -> Form | None:
-        """The form the unrestricted procedure picks from all cells (None if every candidate
-        failed there)."""
-        name = self.budgets.iloc[-1]["final_choice"]
+        """The form the procedure picks from all cells at the best budget on the front (None
+        if every candidate failed there)."""
+        name = self.best["final_choice"]
         return self.forms[str(name)] if name else None
 
     def forms_toml(self) -> str:
@@ -364,7 +387,7 @@ def _fingerprint_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | 
     out: list[tuple[int, bool, np.ndarray | None]] = []
     for i in indices:
         form = s["forms"][i]
-        rng = np.random.default_rng(_sub_seed(s["seed"], 7, i))
+        rng = np.random.default_rng(_sub_seed(s["seed"], _RANK, i))
         if not structural_rank_ok(form, s["X"], rng):
             out.append((i, False, None))
             continue
@@ -517,8 +540,10 @@ def run_search(
                 f"reference form {f.name!r} reads {missing}, which the search does not; add "
                 f"them to --variables or leave the form out of --reference"
             )
-    rng = np.random.default_rng(_sub_seed(seed, 5))
-    probes = np.vstack([y, y * (1 + 0.01 * rng.standard_normal(len(y)))])
+    # two targets drawn from the seed alone: twins on these cells fit any target alike, and
+    # no value of the grid decides which forms are kept
+    rng = np.random.default_rng(_sub_seed(seed, _PROBES))
+    probes = 1 + 0.1 * rng.standard_normal((2, len(y)))
     state = dict(
         forms=forms,
         X=X,
@@ -589,7 +614,8 @@ def run_search(
     kept = [fits_ok[i] for i in keep_idx]
     results = [scored[i] for i in keep_idx]
     ref_scores = [
-        score_form(f, X, y, masks, objective, options, guard, rows=masks.outer) for f in refs
+        score_form(f, X, y, masks, objective, options, guard, rows=slice(0, masks.inner.stop))
+        for f in refs
     ]
     out = _assemble(
         grid, grammar, kept, results, masks, refs, ref_scores, rule, dropped, len(proposed)
@@ -613,26 +639,62 @@ def run_search(
     return out
 
 
+def _inner_median(inner: np.ndarray) -> float:
+    """Median over outer splits of the median over inner splits (failed fits left out)."""
+    per = [float(np.median(r[np.isfinite(r)])) for r in inner if np.isfinite(r).any()]
+    return float(np.median(per)) if per else float("nan")
+
+
+def front_flags(outer: np.ndarray, n_train: int, n_test: int) -> list[bool]:
+    """Which budgets are on the front, from their outer errors (budgets x outer splits, in
+    increasing budget; NaN where a split picked nothing).
+
+    The first budget with an outer error is on it; a larger budget joins only when its outer
+    errors are lower than those of the last budget on the front by more than one standard
+    error: the mean paired log ratio over the outer splits both have, with the variance
+    corrected for the overlap of random splits (1/J + n_test/n_train, Nadeau and Bengio).
+    """
+    flags: list[bool] = []
+    last = -1
+    for b, row in enumerate(outer):
+        if last < 0:
+            flags.append(bool(np.isfinite(row).any()))
+            last = b if flags[-1] else -1
+            continue
+        both = np.isfinite(row) & np.isfinite(outer[last]) & (row > 0) & (outer[last] > 0)
+        d = np.log(row[both]) - np.log(outer[last][both])
+        J = len(d)
+        if J < 2:
+            flags.append(False)
+            continue
+        se = math.sqrt(float(np.var(d, ddof=1)) * (1 / J + n_test / max(n_train, 1)))
+        flags.append(bool(d.mean() + se < 0))
+        if flags[-1]:
+            last = b
+    return flags
+
+
 def _assemble(
     grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores, rule, dropped, n_generated
 ) -> Search:
+    from fitrules.compare import robust_summary
+
     n_out, n_in = masks.n_outer, masks.n_inner
     C = len(kept)
     err = np.array([r.error for r in results])  # (C, rows)
     outer = err[:, masks.outer]  # (C, n_out)
     inner = err[:, masks.inner].reshape(C, n_out, n_in)
-    final = err[:, masks.final]  # (C, n_in)
+    final = err[:, masks.final]  # (C, F)
+    whole_ok = np.array([r.valid[masks.whole] for r in results], bool)
     k = np.array([c.n_constants for c in kept])
     names = [c.form.name for c in kept]
     tr = masks.train[masks.inner].reshape(n_out, n_in, -1).sum(axis=2)
     te = masks.test[masks.inner].reshape(n_out, n_in, -1).sum(axis=2)
-    ftr, fte = (
-        int(masks.train[masks.final].sum(axis=1).min()),
-        int(masks.test[masks.final].sum(axis=1).min()),
-    )
+    ftr, fte = masks.sizes(masks.final)
     budgets = sorted(set(k.tolist()))
     rows, budget_rows = [], []
     picks_all = np.zeros(C, int)
+    outs_by_budget = []
     for b in budgets:
         allowed = k <= b
         outs, ins, picked = [], [], []
@@ -652,17 +714,17 @@ def _assemble(
             outs.append(e_out)
             ins.append(score)
             picked.append(i)
+        outs_by_budget.append(outs)
         if b == budgets[-1]:
             for i in picked:
                 if i >= 0:
                     picks_all[i] += 1
-        fi, fscore = select(final, k, allowed, ftr, fte, rule)
+        # from all cells: a candidate whose fit on every cell fails cannot be picked
+        fi, fscore = select(final, k, allowed & whole_ok, ftr, fte, rule)
         valid = np.isfinite(outs)
         o_arr = np.asarray(outs)[valid]
         i_arr = np.asarray(ins)[valid]
         counts = pd.Series([names[i] for i in picked if i >= 0]).value_counts()
-        from fitrules.compare import robust_summary
-
         budget_rows.append(
             dict(
                 max_constants=b,
@@ -676,15 +738,12 @@ def _assemble(
                 distinct_picks=int(len(counts)),
                 final_choice=names[fi] if fi >= 0 else None,
                 final_inner_pct=fscore,
+                final_choice_share=float(sum(i == fi for i in picked) / n_out) if fi >= 0 else 0.0,
             )
         )
     budget_df = pd.DataFrame(budget_rows)
-    best_so_far = np.inf
-    front = []
-    for m in budget_df["outer_median_pct"]:
-        front.append(bool(np.isfinite(m) and m < best_so_far))
-        best_so_far = min(best_so_far, m) if np.isfinite(m) else best_so_far
-    budget_df["on_front"] = front
+    otr, ote = masks.sizes(masks.outer)
+    budget_df["on_front"] = front_flags(np.array(outs_by_budget, float), otr, ote)
     choices = pd.DataFrame(rows)
     own = [float(np.median(r[np.isfinite(r)])) if np.isfinite(r).any() else np.nan for r in outer]
     cand_df = pd.DataFrame(
@@ -703,13 +762,13 @@ def _assemble(
     at_top = choices[choices["budget"] == budgets[-1]]
     when = at_top.groupby("form")["outer_pct"].median()
     cand_df["outer_median_when_picked_pct"] = [float(when.get(nm, np.nan)) for nm in names]
-    top = at_top["outer_pct"].to_numpy(float)
+    best = budget_df[budget_df["on_front"]]
+    best_b = int(best["max_constants"].iloc[-1]) if len(best) else budgets[-1]
+    at_best = choices[choices["budget"] == best_b]["outer_pct"].to_numpy(float)
     ref_rows = []
-    for f, s in zip(refs, ref_scores, strict=True):
-        e = s.error
-        both = np.isfinite(e) & np.isfinite(top)
-        from fitrules.compare import robust_summary
-
+    for f, sc in zip(refs, ref_scores, strict=True):
+        e = sc.error[masks.outer]
+        both = np.isfinite(e) & np.isfinite(at_best)
         ref_rows.append(
             dict(
                 form=f.name,
@@ -717,16 +776,29 @@ def _assemble(
                 n_constants=len(f.constants),
                 outer_splits=int(np.isfinite(e).sum()),
                 **robust_summary(e[np.isfinite(e)], "outer_"),
-                search_lower=int((top[both] < e[both]).sum()),
+                inner_median_pct=_inner_median(sc.error[masks.inner].reshape(n_out, n_in)),
+                search_budget=best_b,
+                search_lower=int((at_best[both] < e[both]).sum()),
                 paired_splits=int(both.sum()),
-                median_ratio=_median_ratio(top[both], e[both]),
+                median_ratio=_median_ratio(at_best[both], e[both]),
             )
         )
+    ref_df = pd.DataFrame(ref_rows)
+    if len(ref_df):  # the same ratio without selection: what the protocol alone gives
+        ref_df["outer_over_inner"] = [
+            _ratio(a, b) for a, b in zip(ref_df["outer_median_pct"], ref_df["inner_median_pct"])
+        ]
     reasons: dict[str, int] = {}
     for _, why in dropped:
         key = why.split(" as ")[0].split(" (")[0]
         reasons[key] = reasons.get(key, 0) + 1
-    settings: dict = {"grammar": grammar.describe(), "n_outer": n_out, "n_inner": n_in}
+    settings: dict = {
+        "grammar": grammar.describe(),
+        "n_outer": n_out,
+        "n_inner": n_in,
+        "n_final": int(final.shape[1]),
+        "best_budget": best_b,
+    }
     warnings = []
     if C and (picks_all == 0).all():
         warnings.append("no outer split could pick a form: every candidate failed there")
@@ -737,7 +809,7 @@ def _assemble(
         cand_df,
         budget_df,
         choices,
-        pd.DataFrame(ref_rows),
+        ref_df,
         reasons,
         pd.DataFrame(
             [(c.form.name, c.form.expression, why) for c, why in dropped],

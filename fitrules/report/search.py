@@ -33,31 +33,45 @@ def _outer_text(s) -> str:
 
 
 def _sentences(s) -> list[str]:
-    b = s.budgets.iloc[-1]
+    b = s.best
+    k = int(b["max_constants"])
     if s.chosen is None:
         out = [
-            "No form could be picked from all cells: every candidate's fits failed (degenerate "
-            "or named wild) in more than half the inner splits."
+            f"No form could be picked from all cells at {k} constants at most: every "
+            "candidate's fits failed (degenerate or named wild) in half the final splits or "
+            "more, or on all cells."
         ]
     else:
         out = [
-            f"The search picks {s.chosen.expression!r} from all cells "
-            f"({int(b['max_constants'])} constants at most)."
+            f"At {k} constants at most (the front's lowest outer error), the search picks "
+            f"{s.chosen.expression!r} from all cells; the same form was picked in "
+            f"{b['final_choice_share']:.0%} of the outer splits at that budget."
         ]
     if b["outer_splits"]:
+        base = "; ".join(
+            f"{r['form']} alone, no selection: {_ratio(r['outer_over_inner'])}"
+            for r in s.references.to_dict("records")
+        )
         out.append(
             f"That procedure's outer error, over {int(b['outer_splits'])} outer splits, has "
             f"median {_pct(b['outer_median_pct'])}; the forms it picked inside had a median "
-            f"inner error of {_pct(b['inner_median_pct'])}: selection flatters by a factor "
-            f"{_ratio(b['optimism'])} (outer / inner)."
+            f"inner error of {_pct(b['inner_median_pct'])}: outer / inner "
+            f"{_ratio(b['optimism'])}"
+            + (
+                f" ({base}: the protocol's own ratio, against which selection shows)"
+                if base
+                else ""
+            )
+            + ". The budget was put on the front by these outer errors, so this median is "
+            "itself slightly optimistic."
         )
     else:
         out.append("No outer split could pick a form: the procedure has no outer error here.")
     for r in s.references.to_dict("records"):
         out.append(
             f"Against {r['form']} ({r['n_constants']} constants, written by hand; outer median "
-            f"{_pct(r['outer_median_pct'])}): the search's pick was lower in "
-            f"{r['search_lower']} of {r['paired_splits']} outer splits (median ratio "
+            f"{_pct(r['outer_median_pct'])}): the search's pick at {k} constants at most was "
+            f"lower in {r['search_lower']} of {r['paired_splits']} outer splits (median ratio "
             f"{_ratio(r['median_ratio'])}; descriptive, not a test: run compare for a verdict)."
         )
     return out
@@ -95,7 +109,8 @@ def render_search(s) -> str:
     for r in picked.head(8).to_dict("records"):
         lines.append(
             f"  {r['picked']:>3} of {n_outer}  {r['name']}  outer median "
-            f"{_pct(r['outer_median_when_picked_pct'])} when picked  {r['expression']}"
+            f"{_pct(r['outer_median_when_picked_pct'])} over those {r['picked']}  "
+            f"{r['expression']}"
         )
     if s.references is not None and len(s.references):
         lines += ["", "Hand-written references on the same outer splits (no selection):"]
@@ -154,11 +169,15 @@ def forms_toml(s, prefix: str = "searched") -> str:
             budgets.setdefault(r["final_choice"], []).append(r)
     for name, rows in budgets.items():
         f = s.forms[name]
-        at = " and ".join(f"<= {int(r['max_constants'])}" for r in rows)
-        errors = ", ".join(_pct(r["outer_median_pct"]) for r in rows)
+        at = "; ".join(
+            f"<= {int(r['max_constants'])} constants ({int(r['n_candidates'])} candidates; the "
+            f"procedure's outer median there {_pct(r['outer_median_pct'])} over "
+            f"{int(r['outer_splits'])} outer splits)"
+            for r in rows
+        )
         origin = (
-            f"fitrules search on {s.grid_label}: picked at {at} constants from "
-            f"{s.n_generated} proposed forms (outer median {errors})"
+            f"fitrules search on {s.grid_label}: picked from all cells at {at}; "
+            "budgets joined the front by their outer errors"
         )
         lines += [
             "",
@@ -289,7 +308,8 @@ def search_markdown(s, command: str | None) -> str:
         "",
         "## Forms picked across outer splits",
         "",
-        "| picked | form | constants | outer median when picked | expression |",
+        "| picked (at the largest budget) | form | constants | outer median when picked | "
+        "expression |",
         "|---:|---|---:|---:|---|",
     ]
     picked = s.candidates[s.candidates["picked"] > 0].sort_values(
@@ -298,7 +318,8 @@ def search_markdown(s, command: str | None) -> str:
     for r in picked.to_dict("records"):
         lines.append(
             f"| {r['picked']} of {st.get('n_outer')} | {r['name']} | {r['n_constants']} | "
-            f"{_pct(r['outer_median_when_picked_pct'])} | {code(r['expression'])} |"
+            f"{_pct(r['outer_median_when_picked_pct'])} over those {r['picked']} | "
+            f"{code(r['expression'])} |"
         )
     if len(s.references):
         lines += [
