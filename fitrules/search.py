@@ -786,7 +786,8 @@ def _assemble(
     ref_df = pd.DataFrame(ref_rows)
     if len(ref_df):  # the same ratio without selection: what the protocol alone gives
         ref_df["outer_over_inner"] = [
-            _ratio(a, b) for a, b in zip(ref_df["outer_median_pct"], ref_df["inner_median_pct"])
+            _ratio(a, b)
+            for a, b in zip(ref_df["outer_median_pct"], ref_df["inner_median_pct"], strict=True)
         ]
     reasons: dict[str, int] = {}
     for _, why in dropped:

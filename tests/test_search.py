@@ -13,9 +13,9 @@ import fitrules as fr
 from conftest import EXTERNAL
 from fitrules.cli import main
 from fitrules.errors import FitrulesError, FormError
+from fitrules.fit import Objective
 from fitrules.forms import Form
 from fitrules.grammar import Grammar, VariableInfo, generate, load_grammar, structural_rank_ok
-from fitrules.fit import Objective
 from fitrules.guard import GuardOptions
 from fitrules.search import SEARCH_FIT_OPTIONS, front_flags, nested_masks, score_form, select
 from fitrules.sim.truth import runs_from_form
