@@ -231,6 +231,16 @@ def section_optimism(seeds: int) -> None:
             f"{name}: outer / inner {np.round(v, 2).tolist()} (min {min(v):.2f}, max "
             f"{max(v):.2f}) over {seeds} seeds, 20 outer x 10 inner splits"
         )
+    print(f"\n## the default search over {seeds // 2} seeds of its splits (default grid)")
+    print("| seed | outer median at k = 2, 3, 4 | front | pick | outer / inner at the pick |")
+    print("|---:|---|---|---|---:|")
+    for seed in range(seeds // 2):
+        s = fr.search(None, seed=seed, jobs=2)
+        b = s.budgets
+        meds = ", ".join(f"{m:.3f}%" for m in b["outer_median_pct"])
+        front = ", ".join(str(k) for k in b[b["on_front"]]["max_constants"])
+        pick = s.chosen.expression if s.chosen is not None else None
+        print(f"| {seed} | {meds} | {front} | `{pick}` | {s.best['optimism']:.2f} |", flush=True)
 
 
 # ------------------------------------------------------------------------------ chinchilla
