@@ -116,7 +116,7 @@ def scipy_loop(form: Form, X, y, masks) -> float:
                 continue
             if r.cost < best:
                 best, best_p = r.cost, r.x
-        if best_p is not None:
+        if best_p is not None and test.any():  # the fit on every cell scores no cell
             with np.errstate(all="ignore"):
                 pred = cf.predict(X, best_p[None, :])[0]
             errors.append(float(np.mean(np.abs(pred[test] - y[test]) / y[test])))
@@ -130,7 +130,8 @@ def section_speed(jobs: int, sample: int) -> None:
     s = fr.search(grid, jobs=jobs)
     wall = time.perf_counter() - t0
     n = s.n_generated
-    fits = int(s.settings["n_outer"] * (1 + s.settings["n_inner"]) + s.settings["n_inner"])
+    st = s.settings
+    fits = int(st["n_outer"] * (1 + st["n_inner"]) + st["n_final"] + 1)
     print(
         f"search: {n:,} forms proposed, {len(s.candidates):,} fitted with nested validation "
         f"({fits} fits each) in {wall:.1f} s wall on {jobs} processes"
