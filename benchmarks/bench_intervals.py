@@ -3,6 +3,7 @@
     python benchmarks/bench_intervals.py               # 200 grids per truth, the harness
     python benchmarks/bench_intervals.py --grids 50    # quicker
     python benchmarks/bench_intervals.py --only robust # one section
+    python benchmarks/bench_intervals.py --only constants   # every bootstrap kind, 200 grids
 
 1. **Prediction intervals at new cells** (``FittedForm.predict``: held-out misfit, see
    :class:`fitrules.intervals.HeldOut`). Synthetic grids on the default grid's design (20
@@ -16,8 +17,11 @@
    of 3 new runs covers the mean of 3 runs drawn afresh, and, for contrast, how often the
    constants-only bootstrap interval (the old one) covers the true mean.
 2. **Constants' intervals under the correct truth** (the composition grids of 1): coverage
-   of L0, a, b by the default (seed) bootstrap, rescaled by sqrt(n / (n - 1)), and by the
-   Jacobian standard errors with a t quantile.
+   of L0, a, b by the default bootstrap and by the Jacobian standard errors with a t
+   quantile. **2b** (``--only constants``): on fresh grids of the same truth, every
+   bootstrap kind side by side (``studentized``, the default: residual replicates and
+   symmetric bootstrap-t intervals; ``seeds`` and ``residuals``, percentile intervals) and
+   the Jacobian t interval, for L0, a, b and the mean at H=8, keep=1/4.
 3. **New cells run by the harness** (``fitrules simulate``): 20 new cells inside the
    default grid's range and 3 beyond it (H=128), 3 fresh seeds each; the three built-in
    forms composition, additive and log_additive fitted to the default grid; how many
@@ -28,8 +32,12 @@
    noise) with 0, 1, 2 and 5 runs corrupted (loss x 1.3). Printed: the Jacobian standard
    errors (Huber's sandwich) relative to the clean grid's, the same for the mean-square
    ``s^2`` the old code used, the seed noise (robust MAD against the pooled sd) and the
-   seeds ``fitrules design --objective log_huber`` plans (its batch, and the median of
-   ``seeds needed`` over the candidates) relative to the clean grid's.
+   seeds ``fitrules design --objective log_huber`` needs at each candidate relative to the
+   clean grid's. **4b**: the seeds needed over ``--robust-grids`` grids (10), cell by cell:
+   of the cells with a finite count on the clean grid, how many keep one, the ratio's
+   median and maximum, how many are within 1.5x; and a control, the same 2 runs drawn
+   afresh from the clean distribution instead of corrupted (how much the counts move when
+   2 runs change by seed noise alone).
 
 Every coverage is printed with its number of draws. Everything is seeded.
 """
@@ -60,7 +68,13 @@ from fitrules.design import design, seed_cv  # noqa: E402
 from fitrules.fit import Objective, fit, predict  # noqa: E402
 from fitrules.forms import BUILTIN_FORMS, Form  # noqa: E402
 from fitrules.grids import load_grid  # noqa: E402
-from fitrules.intervals import jacobian_uncertainty, seed_noise  # noqa: E402
+from fitrules.intervals import (  # noqa: E402
+    bootstrap_fit,
+    jacobian_uncertainty,
+    robust_cells,
+    seed_noise,
+)
+from fitrules.limits import DEFAULT_BOOTSTRAP  # noqa: E402
 
 H_LEVELS = (1, 4, 16, 64)
 OMEGA_LEVELS = (0.0, 1.0, 3.0, 7.0, 15.0)
@@ -138,6 +152,7 @@ def section_synthetic(grids: int, seed: int, resamples: int) -> None:
                 runs=K_RUNS,
                 resamples=resamples,
                 seed=int(rng.integers(2**31)),
+                bootstrap="auto",  # the constants-only interval as it was (seed bootstrap)
             )
             for label, pr in zip(POINTS, f.predictions, strict=True):
                 h, keep, _ = POINTS[label]
@@ -156,7 +171,9 @@ def section_synthetic(grids: int, seed: int, resamples: int) -> None:
                 q = stats.t.ppf(0.975, f.uncertainty.dof)
                 for c, true in c_comp.items():
                     lo, hi = iv[c]
-                    const_hits.setdefault(f"{c}: seed bootstrap", []).append(lo <= true <= hi)
+                    const_hits.setdefault(
+                        f"{c}: seed bootstrap (auto, the default before {DEFAULT_BOOTSTRAP})", []
+                    ).append(lo <= true <= hi)
                     se = f.stderr[c]
                     v = f.constants[c]
                     const_hits.setdefault(f"{c}: Jacobian, t quantile", []).append(
@@ -178,6 +195,62 @@ def section_synthetic(grids: int, seed: int, resamples: int) -> None:
         print("|---|---:|")
         for k, v in const_rows.items():
             print(f"| {k} | {_rate(v)} |")
+
+
+# ------------------------------------------------------------------ 2b
+CONSTANT_KINDS = ("studentized", "seeds", "residuals")
+
+
+def section_constants(grids: int, seed: int, resamples: int) -> None:
+    """Coverage of the constants' intervals of every bootstrap kind (and of the Jacobian
+    errors with a t quantile) on grids drawn from composition itself, and of the
+    constants-only interval for the mean at H=8, keep=1/4."""
+    real = api.as_grid(None)
+    comp = BUILTIN_FORMS["composition"].bind(real.columns)
+    cells = real.cells(("H", "omega"), positive=True)
+    cv = seed_noise(real, ("H", "omega")).cv
+    c_true = fit(comp, cells.X, cells.y).constants
+    truth = [(comp, c_true, 1.0)]
+    h8, keep8, _ = POINTS["H=8, keep=1/4"]
+    mu8 = float(_true_mean(truth, h8, _omega(keep8))[0])
+    at = {"H": h8, "omega": _omega(keep8)}
+    rng = np.random.default_rng(seed)
+    names = [*comp.constants, "mean at H=8, keep=1/4"]
+    hits: dict[str, dict[str, list[bool]]] = {}
+    t0 = time.perf_counter()
+    for _ in range(grids):
+        g = _grid_from(rng, truth, cv)
+        bseed = int(rng.integers(2**31))
+        for kind in CONSTANT_KINDS:
+            b = bootstrap_fit(g, comp, resamples=resamples, seed=bseed, kind=kind)
+            iv = b.constant_intervals()
+            row = hits.setdefault(f"{kind} bootstrap ({b.interval_kind})", {})
+            for c in comp.constants:
+                row.setdefault(c, []).append(iv[c][0] <= c_true[c] <= iv[c][1])
+            lo, hi = b.predict_at(at)["interval"]
+            row.setdefault(names[-1], []).append(lo <= mu8 <= hi)
+        c = g.cells(("H", "omega"), positive=True)
+        r = fit(comp, c.X, c.y)
+        u = jacobian_uncertainty(comp, c.X, c.y, r.constants)
+        q = stats.t.ppf(0.975, u.dof)
+        row = hits.setdefault("Jacobian standard errors, t quantile", {})
+        for k in comp.constants:
+            v, se = r.constants[k], u.stderr[k]
+            row.setdefault(k, []).append(v - q * se <= c_true[k] <= v + q * se)
+        X8 = {"H": np.array([h8]), "omega": np.array([_omega(keep8)])}
+        p8 = float(predict(comp, X8, r.constants)[0])
+        se8 = float(u.prediction_se(comp, X8, r.constants)[0])
+        row.setdefault(names[-1], []).append(p8 - q * se8 <= mu8 <= p8 + q * se8)
+    print(
+        f"\n2b. Constants' intervals by kind, nominal 0.95: {grids} grids drawn from composition "
+        f"(the default grid's 20 cells x 3 runs, seed noise {100 * cv:.3f}%), {resamples} "
+        f"resamples; default: {DEFAULT_BOOTSTRAP}"
+    )
+    print("| interval | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for label, row in hits.items():
+        print(f"| {label} | " + " | ".join(_rate(row[k]) for k in names) + " |")
+    print(f"<!-- constants: {time.perf_counter() - t0:.0f} s -->")
 
 
 # ------------------------------------------------------------------ 3
@@ -243,7 +316,7 @@ def section_harness(work: Path, resamples: int) -> None:
     total = {"in": [], "out": []}
     for name in ("composition", "additive", "log_additive"):
         pts = [f"H={h:g},keep={1 / (1 + o)!r}" for h, o in HARNESS_INSIDE + HARNESS_OUTSIDE]
-        f = api.fit(real, name, predict=pts, runs=K_RUNS, resamples=resamples)
+        f = api.fit(real, name, predict=pts, runs=K_RUNS, resamples=resamples, bootstrap="auto")
         res = {"in": [], "out": [], "old_in": [], "old_out": []}
         for (h, o), pr in zip(HARNESS_INSIDE + HARNESS_OUTSIDE, f.predictions, strict=True):
             row = obs[np.isclose(obs["H"], h) & np.isclose(obs["keep"], 1 / (1 + o))]
@@ -267,7 +340,10 @@ CHINCHILLA = Form("chinchilla", "E + A/N**alpha + B/D**beta", ("N", "D"))
 RIVAL = Form("fixed_alpha", "E + A/N**0.5 + B/D**beta", ("N", "D"))
 
 
-def chinchilla_grid(rng, corrupted: int, noise: float = 0.0035):
+def chinchilla_grid(rng, corrupted: int, noise: float = 0.0035, redraw: bool = False):
+    """The Chinchilla-shaped grid with ``corrupted`` runs x1.3; with ``redraw``, those same
+    runs are drawn afresh from the clean distribution instead (a control: how much the
+    numbers move when as many runs change by seed noise alone)."""
     truth = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
     N = np.geomspace(5e7, 5e9, 6)
     D = np.geomspace(1e9, 1e11, 6)
@@ -276,15 +352,34 @@ def chinchilla_grid(rng, corrupted: int, noise: float = 0.0035):
         for d in D:
             mu = truth["E"] + truth["A"] / n ** truth["alpha"] + truth["B"] / d ** truth["beta"]
             for s in range(3):
-                rows.append({"N": n, "D": d, "seed": s,
+                rows.append({"N": n, "D": d, "seed": s, "mu": mu,
                              "loss": mu * math.exp(noise * rng.standard_normal())})  # fmt: skip
     frame = pd.DataFrame(rows)
     bad = rng.choice(len(frame), corrupted, replace=False) if corrupted else []
-    frame.loc[bad, "loss"] *= 1.3
-    return load_grid("chinchilla_shaped.csv", frame=frame)
+    if redraw:
+        fresh = np.exp(noise * rng.standard_normal(len(bad)))
+        frame.loc[bad, "loss"] = frame.loc[bad, "mu"].to_numpy() * fresh
+    else:
+        frame.loc[bad, "loss"] *= 1.3
+    return load_grid("chinchilla_shaped.csv", frame=frame.drop(columns="mu"))
 
 
-def section_robust(seed: int, design_splits: int, design_resamples: int) -> None:
+def _seed_count_summary(clean: np.ndarray, other: np.ndarray, limit: float) -> str:
+    """Cells with a finite count on the clean grid (at most ``limit`` seeds): how many stay
+    finite, the ratio other / clean over those (median, max) and how many are within 1.5x."""
+    base = np.isfinite(clean) & (clean <= limit)
+    if not base.any():
+        return "- (0 cells)"
+    stay = base & np.isfinite(other)
+    ratio = np.where(stay, other / np.where(base, clean, 1.0), np.inf)[base]
+    ok = np.maximum(ratio, 1 / ratio) <= 1.5
+    fin = ratio[np.isfinite(ratio)]
+    spread = f"{np.median(fin):.2f}, {fin.max():.2f}" if len(fin) else "-, -"
+    m = int(base.sum())
+    return f"{int(stay.sum())} of {m} | {spread} | {int(ok.sum())} of {m}"
+
+
+def section_robust(seed: int, design_splits: int, design_resamples: int, grids: int) -> None:
     print(
         "\n4. Robust uncertainty under log_huber (delta 1e-3): Chinchilla-shaped grid, 108 "
         "runs in 36 cells, 0.35% log-normal noise; corrupted runs x1.3; ratios to the clean "
@@ -300,37 +395,64 @@ def section_robust(seed: int, design_splits: int, design_resamples: int) -> None
     print("|---:|---|---|---|---|---|---|")
     obj = Objective("log_huber", 1e-3)
     old_obj = Objective("log_huber", 1e9)  # psi(r) = r: the old mean-square s^2
-    clean = None
-    for k in (0, 1, 2, 5):
-        g = chinchilla_grid(np.random.default_rng(seed), k)
-        f = CHINCHILLA.bind(g.columns)
-        cells = g.cells(("N", "D"), positive=True)
-        r = fit(f, cells.X, cells.y, obj)
-        new = jacobian_uncertainty(f, cells.X, cells.y, r.constants, obj).stderr
-        old = jacobian_uncertainty(f, cells.X, cells.y, r.constants, old_obj).stderr
-        noise = seed_noise(g, ("N", "D")).cv
-        pooled = seed_cv(cells)
-        d = design(
-            g, [f, RIVAL.bind(g.columns)], budget=24, splits=design_splits,
-            resamples=design_resamples, seed=seed, objective="log_huber",
-        )  # fmt: skip
-        need = d.candidates["seeds_needed"].to_numpy(float)
-        if clean is None:
-            clean = (new, old, need, pooled)
-        both = np.isfinite(need) & np.isfinite(clean[2])
-        ratio = need[both] / clean[2][both]
-        ratio_new = ", ".join(f"{new[c] / clean[0][c]:.2f}" for c in new)
-        ratio_old = ", ".join(f"{old[c] / clean[1][c]:.2f}" for c in old)
-        spread = (
-            f"{np.median(ratio):.2f} ({ratio.min():.2f} to {ratio.max():.2f})"
-            if both.any()
-            else "-"
-        )
-        print(
-            f"| {k} | {ratio_new} | {ratio_old} | {100 * noise:.3f} ({100 * pooled:.3f}) | "
-            f"{int(np.isfinite(need).sum())} of {len(need)} | {spread} | "
-            f"{(pooled / clean[3]) ** 2:.1f} |"
-        )
+    needs: dict[object, list[np.ndarray]] = {}
+    for gi in range(grids):
+        clean = None
+        for k in (0, 1, 2, 5, "2 re-drawn"):
+            redraw = isinstance(k, str)
+            g = chinchilla_grid(np.random.default_rng(seed + gi), 2 if redraw else k, redraw=redraw)
+            d = design(
+                g, [CHINCHILLA.bind(g.columns), RIVAL.bind(g.columns)], budget=24,
+                splits=design_splits, resamples=design_resamples, seed=seed + gi,
+                objective="log_huber",
+            )  # fmt: skip
+            need = d.candidates["seeds_needed"].to_numpy(float)
+            needs.setdefault(k, []).append(need)
+            if gi or redraw:
+                continue
+            f = CHINCHILLA.bind(g.columns)
+            cells = robust_cells(g, ("N", "D"), obj)  # the cells a log_huber fit reads
+            r = fit(f, cells.X, cells.y, obj)
+            new = jacobian_uncertainty(f, cells.X, cells.y, r.constants, obj).stderr
+            old_cells = g.cells(("N", "D"), positive=True)  # cell means, as before
+            r_old = fit(f, old_cells.X, old_cells.y, obj)
+            old = jacobian_uncertainty(
+                f, old_cells.X, old_cells.y, r_old.constants, old_obj
+            ).stderr
+            noise = seed_noise(g, ("N", "D"), obj).cv
+            pooled = seed_cv(old_cells)
+            if clean is None:
+                clean = (new, old, need, pooled)
+            both = np.isfinite(need) & np.isfinite(clean[2])
+            ratio = need[both] / clean[2][both]
+            ratio_new = ", ".join(f"{new[c] / clean[0][c]:.2f}" for c in new)
+            ratio_old = ", ".join(f"{old[c] / clean[1][c]:.2f}" for c in old)
+            spread = (
+                f"{np.median(ratio):.2f} ({ratio.min():.2f} to {ratio.max():.2f})"
+                if both.any()
+                else "-"
+            )
+            print(
+                f"| {k} | {ratio_new} | {ratio_old} | {100 * noise:.3f} ({100 * pooled:.3f}) | "
+                f"{int(np.isfinite(need).sum())} of {len(need)} | {spread} | "
+                f"{(pooled / clean[3]) ** 2:.1f} |"
+            )
+    print(
+        f"\n4b. design's seeds needed with corrupted runs against the clean grid, {grids} "
+        f"grids (seeds {seed} to {seed + grids - 1}), the cells of all grids pooled: of the "
+        "cells with a finite count on the clean grid, how many keep one; the ratio corrupted / "
+        "clean over those (median, max); how many are within 1.5x (either way; none where "
+        "the count became infinite). Rows 'planned': only the cells whose clean count is at "
+        "most max_seeds (12), the ones a batch can reach. Control '2 re-drawn': the same 2 "
+        "runs drawn afresh from the clean distribution, not corrupted"
+    )
+    print("| corrupted runs | cells | stay finite | ratio median, max | within 1.5x |")
+    print("|---:|---|---|---|---|")
+    clean_all = np.concatenate(needs[0])
+    for k in (1, 2, 5, "2 re-drawn"):
+        other = np.concatenate(needs[k])
+        for label, limit in (("all finite", np.inf), ("planned (<= 12)", 12.0)):
+            print(f"| {k} | {label} | {_seed_count_summary(clean_all, other, limit)} |")
 
 
 def main() -> None:
@@ -338,7 +460,14 @@ def main() -> None:
     ap.add_argument("--grids", type=int, default=200, help="synthetic grids per truth (200)")
     ap.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", choices=["synthetic", "harness", "robust"], default=None)
+    ap.add_argument("--robust-grids", type=int, default=10, help="grids of section 4 (10)")
+    ap.add_argument("--splits", type=int, default=100, help="design's splits in 4 (100)")
+    ap.add_argument(
+        "--resamples-design", type=int, default=100, help="design's resamples in 4 (100)"
+    )
+    ap.add_argument(
+        "--only", choices=["synthetic", "constants", "harness", "robust"], default=None
+    )
     ap.add_argument(
         "--work",
         type=Path,
@@ -349,10 +478,12 @@ def main() -> None:
     t0 = time.perf_counter()
     if args.only in (None, "synthetic"):
         section_synthetic(args.grids, args.seed, args.resamples)
+    if args.only in (None, "constants"):
+        section_constants(args.grids, args.seed, args.resamples)
     if args.only in (None, "harness"):
         section_harness(args.work, args.resamples)
     if args.only in (None, "robust"):
-        section_robust(args.seed, 30, 50)
+        section_robust(args.seed, args.splits, args.resamples_design, args.robust_grids)
     print(f"\n<!-- total {time.perf_counter() - t0:.0f} s -->")
 
 

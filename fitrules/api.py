@@ -327,7 +327,7 @@ def fit(
     delta: float = 1e-3,
     intervals: bool = False,
     predict: str | dict | Sequence[str | dict] = (),
-    bootstrap: str = "auto",
+    bootstrap: str = "studentized",
     resamples: int = 200,
     seed: int = 0,
     level: float = 0.95,
@@ -347,12 +347,14 @@ def fit(
     grid : Grid, DataFrame or path (``None``: the default grid).
     form : a name, ``"NAME = EXPR"`` or a :class:`Form`.
     objective, delta : the training objective.
-    intervals : also refit on bootstrap replicates for percentile intervals of the
-        constants, and once per cell with that cell left out for prediction intervals that
-        carry the form's misfit (implied by ``predict``).
+    intervals : also refit on bootstrap replicates for intervals of the constants, and
+        once per cell with that cell left out for prediction intervals that carry the
+        form's misfit (implied by ``predict``).
     predict : points to predict, e.g. ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
     runs : k: the predictions also give the interval for the mean of k new runs.
-    bootstrap : ``"auto"`` (residuals when any cell has a single run, else seeds),
+    bootstrap : ``"studentized"`` (default: residual replicates, symmetric bootstrap-t
+        intervals from each refit's Jacobian standard errors), ``"auto"`` (the percentile
+        intervals of the residuals when any cell has a single run, else of the seeds),
         ``"seeds"`` or ``"residuals"``; see :mod:`fitrules.intervals`.
     resamples, seed, level : of the bootstrap.
     tune, tune_seeds : tune these factors first.
@@ -386,6 +388,7 @@ def fit(
         heldout_fit,
         jacobian_uncertainty,
         resolve_point,
+        robust_cells,
         seed_noise,
     )
 
@@ -404,7 +407,9 @@ def fit(
     (f,) = _customised(as_forms(form), fix, bounds, by, shared)
     f = f.bind(g.columns, g.runs)
     obj = Objective(objective, delta)
-    cells = g.cells(f.bound_variables, positive=obj.kind != "abs_ls")
+    # under log_huber a cell is the biweight location of its runs (robust_cells), as the
+    # bootstrap's and the design's are
+    cells = robust_cells(g, f.bound_variables, obj)
     w = cell_weights(weights, cells.table, obj)
     if predict is None:
         predict = ()
@@ -447,7 +452,7 @@ def fit(
     }
     heldout = None
     if intervals or points:
-        noise = seed_noise(g, f.bound_variables)
+        noise = seed_noise(g, f.bound_variables, obj)
         heldout = heldout_fit(f, cells, result.constants, noise, obj, level)
         heldout.check()
     fitted = FittedForm(

@@ -218,15 +218,19 @@ def _json_text(payload: dict) -> str:
 
 
 def _add_bootstrap_options(g) -> None:
+    from fitrules.limits import BOOTSTRAP_KINDS, DEFAULT_BOOTSTRAP
+
     g.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
     g.add_argument("--level", type=float, default=0.95, help="interval level (0.95)")
     g.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (0)")
     g.add_argument(
         "--bootstrap",
-        choices=["auto", "seeds", "residuals"],
-        default="auto",
-        help="what is resampled: the runs within each cell (seeds), or the fit's residuals "
-        "across cells (residuals); default auto: residuals when any cell has a single run",
+        choices=list(BOOTSTRAP_KINDS),
+        default=DEFAULT_BOOTSTRAP,
+        help="studentized (default): the fit's residuals across cells, symmetric bootstrap-t "
+        "intervals from each refit's standard errors; seeds: the runs within each cell, or "
+        "residuals, with percentile intervals; auto: residuals when any cell has a single "
+        "run, else seeds (percentile; the default before)",
     )
 
 
@@ -1071,7 +1075,8 @@ def _add_fit(sub, common) -> None:
     _add_tune_options(p)
     _add_fit_options(p)
     g = p.add_argument_group(
-        "intervals (bootstrap: over the runs within each cell, or over the residuals)"
+        "intervals (bootstrap: over the residuals, studentized by default; or over the runs "
+        "within each cell)"
     )
     g.add_argument("--intervals", action="store_true", help="bootstrap intervals for the constants")
     g.add_argument(

@@ -52,7 +52,7 @@ from fitrules.errors import FitrulesError
 from fitrules.fit import CompiledForm, FitResult, Objective, fit_splits, predict
 from fitrules.forms import Form, format_level
 from fitrules.grids import Cells, Grid
-from fitrules.intervals import bootstrap_fit, heldout_fit, seed_noise
+from fitrules.intervals import bootstrap_fit, heldout_fit, robust_cells, seed_noise
 from fitrules.splits import RandomSplit
 from fitrules.stats import c4
 from fitrules.util import json_ready
@@ -370,7 +370,9 @@ def _boot_sd(grid, form, Xc, resamples, seed, objective) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         # on the cells of every form's variables, as the forms are compared there
-        b = bootstrap_fit(grid, form, objective, resamples, seed, variables=tuple(Xc))
+        # the seed bootstrap (residuals where a cell has one run): the spread of the
+        # constants from seed noise; the form's misfit is added on its own (sd_misfit)
+        b = bootstrap_fit(grid, form, objective, resamples, seed, kind="auto", variables=tuple(Xc))
         ok = np.isfinite(b.draws).all(axis=1)
         P = np.array(
             [predict(form, Xc, dict(zip(form.constants, d, strict=True))) for d in b.draws[ok]]
@@ -531,7 +533,11 @@ def design(
         resolve_point(target, bound[0], grid.derive, option="--target")
     cand = candidate_cells(cells, variables, candidates, integer_variables(grid, variables))
     Xc = {v: cand[v].to_numpy(float) for v in variables}
-    noise = seed_noise(grid, variables)
+    noise = seed_noise(grid, variables, obj)
+    # under log_huber a cell is the biweight location of its runs, not their mean (see
+    # robust_cells): one corrupted run would otherwise move its cell and, with it, every
+    # spread below (random splits, held-out misfit), which are measured on the cells
+    cells = robust_cells(grid, variables, obj, noise)
     full: dict[str, FitResult] = {}
     for f in bound:
         full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool), obj)[0]

@@ -110,7 +110,8 @@ class FittedForm:
 
     @property
     def intervals(self) -> dict[str, tuple[float, float]] | None:
-        """Bootstrap percentile interval of each constant, if intervals were asked for."""
+        """Bootstrap interval of each constant (its kind: ``bootstrap.interval_kind``), if
+        intervals were asked for."""
         return self.bootstrap.constant_intervals() if self.bootstrap is not None else None
 
     @property
@@ -282,6 +283,7 @@ class FittedForm:
             b = self.bootstrap
             out["bootstrap"] = {
                 "kind": b.kind,
+                "interval": b.interval_kind,
                 "why": b.reason,
                 "resamples": b.resamples,
                 "seed": b.seed,

@@ -18,6 +18,11 @@ from fitrules.errors import LimitError
 MAX_SPLITS = 100_000  # random splits per protocol; the default grid at 10,000 takes ~40 s
 # bootstrap refits (fit --intervals, predict): each resample is one full fit
 MAX_BOOTSTRAP_RESAMPLES = 100_000
+# the bootstrap kinds (see fitrules.intervals), here so that the command line's parser can
+# list them without importing numpy; the default's coverage is measured in
+# benchmarks/bench_intervals.py (section 2)
+BOOTSTRAP_KINDS = ("studentized", "auto", "seeds", "residuals")
+DEFAULT_BOOTSTRAP = "studentized"
 # ci: resamples of the BCa bootstrap over paired seeds (drawn in bounded batches)
 MAX_CI_RESAMPLES = 1_000_000
 # forms

@@ -34,6 +34,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from fitrules.cli import main
+from fitrules.limits import BOOTSTRAP_KINDS
 
 PROGRESS_LINE = re.compile(
     r"^\S.*: \d+ of \d+ runs done \(\d+ of this invocation diverged\), \d+ s$"
@@ -606,6 +607,7 @@ def fit_cases(draw) -> Case:
         argv.append(opt("--resamples", d.pick([20, 25], [5, 0, 10**9], 6)))
         argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
         argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
+        argv += d.maybe("--bootstrap", list(BOOTSTRAP_KINDS), ["bogus", ""], 4, 2)
         argv += d.maybe("--runs", [1, 3], BAD_RUNS, 4, 2)
     return Case(argv + out, files, dirs)
 
@@ -805,6 +807,7 @@ def ledger_cases(draw) -> Case:
         opt("--ledger", ledger),
         opt("--resamples", d.pick([20], [5, 10**9], 6)),
     ]
+    argv += d.maybe("--bootstrap", list(BOOTSTRAP_KINDS), ["bogus"], 4, 2)
     argv += d.maybe("--tolerance", ["1", "5"], ["0", "-1", "inf", "nan"], 3, 2)
     argv += _form_options(d)
     argv += d.maybe("--runs", [1, 3], BAD_RUNS, 3, 2)
@@ -1309,7 +1312,7 @@ def api_cases(draw) -> ApiCase:
             ["H=abc", {"H": "a"}, 5, {"H": NAN, "keep": 0.5}, [5]], 4)  # fmt: skip
         if kw.get("intervals") is True or kw.get("predict"):
             kw["resamples"] = _arg(d, [20, _np_int(20)], [5, -1, 20.5, "20", 10**9], "resamples")
-            _kw(d, kw, "bootstrap", ["auto", "seeds", "residuals"], ["x", 5])
+            _kw(d, kw, "bootstrap", list(BOOTSTRAP_KINDS), ["x", 5])
             _kw(d, kw, "seed", [0, _np_int(2)], BAD_SEEDS_API)
             _kw(d, kw, "level", [0.95, 0.9], BAD_LEVELS_API)
         return ApiCase(call, args, kw)

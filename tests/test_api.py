@@ -55,7 +55,9 @@ def test_notebook_session_on_an_in_memory_dataframe(df):
     lo, hi = f.intervals["b"]
     assert lo < f.constants["b"] < hi and hi - lo > 0
     assert f.stderr["b"] > 0 and f.correlation.loc["a", "b"] != 0
-    assert f.bootstrap.kind == "seeds"  # every cell has repeats
+    assert f.bootstrap.kind == "studentized"  # the default, whatever the runs per cell
+    old = fr.fit(g, "composition", intervals=True, resamples=20, bootstrap="auto")
+    assert old.bootstrap.kind == "seeds"  # every cell has repeats
     p = f.predict(H=8, keep=0.25)
     assert p["point"] == {"H": 8.0, "omega": 3.0}
     assert p["interval"][0] < p["prediction"] < p["interval"][1] and p["stderr"] > 0
@@ -134,9 +136,14 @@ def test_one_run_per_cell_gets_a_residual_bootstrap_and_nonzero_intervals():
     g = fr.load_grid(pd.DataFrame({"N": N, "D": D, "loss": loss}))
     f = fr.fit(g, "chin(N, D) = E + A/N**alpha + B/D**beta", objective="log_huber",
                intervals=True, resamples=50)  # fmt: skip
-    assert f.bootstrap.kind == "residuals" and "single run" in f.bootstrap.reason
+    assert f.bootstrap.kind == "studentized"  # the default resamples residuals
     for c, (lo, hi) in f.intervals.items():
         assert hi - lo > 0, c
         assert f.stderr[c] > 0
     assert abs(f.correlation.loc["B", "beta"]) > 0.9
+    assert "studentized bootstrap" in str(f) and "bootstrap-t" in str(f)
+    f = fr.fit(g, "chin(N, D) = E + A/N**alpha + B/D**beta", objective="log_huber",
+               intervals=True, resamples=50, bootstrap="auto")  # fmt: skip
+    assert f.bootstrap.kind == "residuals" and "single run" in f.bootstrap.reason
+    assert all(hi - lo > 0 for lo, hi in f.intervals.values())
     assert "residuals bootstrap" in str(f)

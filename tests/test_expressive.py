@@ -282,6 +282,10 @@ def test_weighted_fits_get_bootstrap_intervals():
     f = fr.fit(df, "w = L0 + a*x**b", weights="runs", intervals=True, resamples=50)
     lo, hi = f.intervals["b"]
     assert lo < f.constants["b"] < hi
+    assert f.bootstrap.kind == "studentized"  # the default: residuals, weighted
+    assert np.isfinite(f.predict("x=10")["interval"]).all()
+    f = fr.fit(df, "w = L0 + a*x**b", weights="runs", intervals=True, resamples=50,
+               bootstrap="auto")  # fmt: skip
     assert f.bootstrap.kind == "residuals"  # a cell has a single run
     assert np.isfinite(f.predict("x=10")["interval"]).all()
 

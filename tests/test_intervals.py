@@ -30,7 +30,8 @@ def test_the_old_closed_loop_is_covered_by_the_misfit_intervals():
     assert len(obs) == 7
     covered, old = 0, 0
     for form in ("composition", "additive", "log_additive"):
-        f = fr.fit(None, form, intervals=True, resamples=50)
+        # bootstrap "auto": the seed bootstrap's percentile interval, the default then
+        f = fr.fit(None, form, intervals=True, resamples=50, bootstrap="auto")
         for r in obs.to_dict("records"):
             p = f.predict(f"H={r['H']:g},keep={r['keep']!r}", runs=int(r["size"]))
             lo, hi = p["interval_runs"]
@@ -90,7 +91,9 @@ def test_json_names_each_interval_kind(synthetic_csv, capsys):
     p = doc["predictions"][0]
     assert p["interval_kind"] == "held-out misfit: the configuration's mean"
     assert p["interval_runs_kind"] == "held-out misfit: the mean of 4 new runs"
-    assert p["constants_interval_kind"].startswith("seeds bootstrap: the constants only")
+    assert p["constants_interval_kind"].startswith("studentized bootstrap: the constants only")
+    assert doc["bootstrap"]["kind"] == "studentized"
+    assert doc["bootstrap"]["interval"] == "symmetric bootstrap-t"
     assert p["runs"] == 4 and len(p["interval_runs"]) == 2
     assert doc["prediction_intervals"]["kind"] == "held-out misfit"
     assert doc["prediction_intervals"]["refits"] == 20
@@ -238,3 +241,115 @@ def test_heldout_refits_leave_out_whole_cells():
     full_resid = (cells.y - fr.fit(g, f).residuals["predicted"].to_numpy()) / cells.y
     assert not np.allclose(h.residuals, full_resid, atol=1e-6)
     assert h.to_dict()["refits"] == len(cells)
+
+
+RIVAL = Form("fixed_alpha", "E + A/N**0.5 + B/D**beta", ("N", "D"))
+
+
+def _design_sds(corrupted: int) -> pd.DataFrame:
+    g = fr.load_grid(_chinchilla_runs(corrupted))
+    from fitrules.design import design
+
+    d = design(
+        g, [CHINCHILLA.bind(g.columns), RIVAL.bind(g.columns)], splits=20, resamples=20,
+        objective="log_huber",
+    )  # fmt: skip
+    return d.candidates
+
+
+def test_two_corrupted_runs_of_108_barely_move_the_log_huber_design():
+    """What `design --objective log_huber` measures its seed counts from: the seed noise and
+    each form's spreads (random splits, seed bootstrap, held-out misfit) at every candidate.
+    With cells as the runs' means, one run x1.3 moved its whole cell 10% and the rival's
+    bootstrap sd 2-3x, its split sd 1.5x (half the cells needing seeds on the clean grid
+    needed 'never'); with each cell's biweight location they stay within 1.25x."""
+    clean, bad = _design_sds(0), _design_sds(2)
+    assert (clean[["N", "D"]].to_numpy() == bad[["N", "D"]].to_numpy()).all()
+    assert bad["seed_sd"].median() / clean["seed_sd"].median() < 1.15
+    for name in ("chinchilla", "fixed_alpha"):
+        for part in ("split", "boot", "misfit"):
+            col = f"sd_{part}_{name}"
+            ratio = bad[col].to_numpy() / clean[col].to_numpy()
+            assert 1 / 1.25 < np.median(ratio) < 1.25, (col, np.median(ratio))
+
+
+def test_log_huber_cells_are_the_huber_location_of_their_runs():
+    from fitrules.intervals import biweight_location, robust_cells
+
+    obj = Objective("log_huber", 1e-3)
+    clean = fr.load_grid(_chinchilla_runs(0))
+    bad = fr.load_grid(_chinchilla_runs(2))
+    mean = bad.cells(("N", "D"), positive=True).y
+    rel = robust_cells(bad, ("N", "D"), obj).y / clean.cells(("N", "D"), positive=True).y - 1
+    # the two cells with a run x1.3: the mean moves 10%, the biweight location by no more
+    # than a mean of the two other runs would (< 2 noise sds)
+    assert np.sort(np.abs(mean / clean.cells(("N", "D"), positive=True).y - 1))[-2] > 0.09
+    assert np.abs(rel).max() < 2 * 0.0035
+    # runs within a few scales of each other: nearly the mean; one far off: left out
+    v = np.array([[1.0, 1.001, 0.999], [2.0, 2.5, 1.9]])
+    assert biweight_location(v, np.array([1.0, 1.0]))[0] == pytest.approx(1.0, abs=1e-12)
+    assert biweight_location(v, np.array([0.1, 0.1]))[1] == pytest.approx(1.95, abs=2e-3)
+    # every other objective reads the means, unchanged
+    for kind in ("rel_ls", "abs_ls"):
+        same = robust_cells(bad, ("N", "D"), Objective(kind)).table
+        pd.testing.assert_frame_equal(same, bad.cells(("N", "D"), positive=True).table)
+    # the seed noise under log_huber: deviations from the biweight location
+    assert seed_noise(bad, ("N", "D"), obj).cv / seed_noise(clean, ("N", "D"), obj).cv < 1.1
+
+
+# ------------------------------------------------------------------ studentized bootstrap
+def _line_grid(n: int = 24, noise: float = 0.01, rng_seed: int = 1):
+    rng = np.random.default_rng(rng_seed)
+    x = np.linspace(1, 10, n)
+    loss = (2 + 0.3 * x) * (1 + noise * rng.standard_normal(n))
+    return fr.load_grid(pd.DataFrame({"x": x, "loss": loss}))
+
+
+def test_the_studentized_interval_is_the_fit_plus_minus_q_standard_errors():
+    from fitrules.intervals import bootstrap_fit
+
+    g = _line_grid()
+    b = bootstrap_fit(g, Form("line", "a + b*x", ("x",)), resamples=400, seed=3)
+    assert b.kind == "studentized" and b.interval_kind == "symmetric bootstrap-t"
+    se = np.sqrt(np.diagonal(b.covariance))
+    ok = np.isfinite(b.draws).all(axis=1)
+    for j, c in enumerate(("a", "b")):
+        lo, hi = b.constant_intervals()[c]
+        v = b.fit.constants[c]
+        assert (lo + hi) / 2 == pytest.approx(v, rel=1e-12)
+        # q: the 0.95 quantile of |refit - fit| / (the refit's own se), recomputed here
+        t = np.abs(b.draws[ok, j] - v) / np.sqrt(b.covariances[ok, j, j])
+        q = (hi - v) / se[j]
+        assert q == pytest.approx(np.quantile(t, 0.95), rel=1e-9)
+        # a straight line with Gaussian noise: the pivot is Student's t with 22 dof (2.07)
+        assert 1.8 < q < 2.4, q
+    # a prediction: the delta-method se of the fit, the same kind of quantile
+    p = b.predict_at({"x": 20.0})
+    half = (p["interval"][1] - p["interval"][0]) / 2
+    assert p["interval"][0] + half == pytest.approx(p["prediction"], rel=1e-12)
+    assert 1.8 < half / float(np.sqrt([1, 20] @ b.covariance @ [1, 20])) < 2.4
+
+
+def test_the_studentized_bootstrap_falls_back_where_there_is_no_standard_error():
+    from fitrules.intervals import bootstrap_fit
+
+    # three cells, three constants: no degree of freedom left for a standard error
+    rows = [{"x": x, "seed": s, "loss": 2 + 0.3 * x**0.5 + 0.01 * s} for x in (1, 4, 9)
+            for s in range(3)]  # fmt: skip
+    g = fr.load_grid(pd.DataFrame(rows))
+    b = bootstrap_fit(g, Form("p", "L0 + a*x**c", ("x",)), resamples=20)
+    assert b.kind == "seeds" and b.reason.startswith("not studentized (no degree of freedom")
+    assert b.covariances is None and "not studentized" in b.describe()
+
+
+def test_no_interval_where_a_held_out_refit_predicts_no_finite_value():
+    """Found by the fuzzer: additive's a*omega**c at omega=0 (keep=1) with one refit's c < 0
+    printed an interval 'nan to nan'; now a one-line refusal."""
+    H = [2, 2, 2, 4, 4, 4, 64, 64, 64]
+    keep = [0.25, 0.125, 0.5] * 3
+    loss = [2.2114e-05, 2.2313e-05, 2.2048e-05, 2.2174e-05, 2.2403e-05, 2.2073e-05,
+            2.2722e-05, 2.3671e-05, 2.2220e-05]  # fmt: skip
+    omega = [1 / k - 1 for k in keep]
+    g = fr.load_grid(pd.DataFrame({"H": H, "keep": keep, "omega": omega, "loss": loss}))
+    with pytest.raises(FitrulesError, match="predict no finite value at H=4, omega=0"):
+        fr.fit(g, "additive", predict="H=4,keep=1", resamples=20)

@@ -305,7 +305,7 @@ def uncertainty_lines(f) -> list[str]:
         lines.append(f"standard errors: not available ({u.note})")
     if f.bootstrap is not None:
         pct = round(100 * f.bootstrap.level)
-        lines.append(f"intervals: {pct}% percentile, {f.bootstrap.describe()}")
+        lines.append(f"intervals: {pct}% {f.bootstrap.interval_kind}, {f.bootstrap.describe()}")
     return lines
 
 
