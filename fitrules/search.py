@@ -515,8 +515,18 @@ def run_search(
         if col not in grid.columns:
             raise FitrulesError(f"grammar levels: {col!r} is not a column of {grid.label}")
     cell_vars = list(dict.fromkeys(variables + level_cols))
-    cells = grid.cells(cell_vars, positive=objective.kind != "abs_ls")
+    # as fit and design read them: under log_huber a cell of 3 or more runs is the biweight
+    # location of its runs (one corrupted run does not move it), otherwise the mean
+    from fitrules.intervals import robust_cells
+
+    cells = robust_cells(grid, cell_vars, objective)
     X, y = cells.X, cells.y
+    if (y == 0).any():  # reachable with abs_ls, which allows values <= 0
+        i = int(np.flatnonzero(y == 0)[0])
+        raise FitrulesError(
+            f"{grid.label}: the cell {cells.label(i)} has value 0; the search scores held-out "
+            "error relative to each cell's value, so it needs no zero (drop it with --where)"
+        )
     masks = nested_masks(outer, cells.table, inner_splits, inner_train_frac, seed)
     counts = {col: int(cells.table[col].nunique()) for col in level_cols}
     proposed = named(generate(grammar, {v: X[v] for v in variables}, counts))
