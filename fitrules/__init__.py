@@ -44,6 +44,8 @@ _PUBLIC = {
     "FittedForm": "fitrules.fitted",
     "PairedIntervals": "fitrules.stats",
     "Tuning": "fitrules.tune",
+    "Search": "fitrules.search",
+    "Grammar": "fitrules.grammar",
     "FitrulesError": "fitrules.errors",
     "GridError": "fitrules.errors",
     "FormError": "fitrules.errors",

@@ -215,7 +215,8 @@ def test_committed_chinchilla_report_has_errors_correlations_intervals_and_resid
     assert doc["uncertainty"]["correlation"]["B"]["beta"] > 0.99
     assert "standard error (Jacobian)" in md and "Correlations of the constants" in md
     iv = doc["bootstrap"]["constants"]
-    assert doc["bootstrap"]["kind"] == "residuals"
+    # the default bootstrap since issue 19: residuals resampled, each refit studentized
+    assert doc["bootstrap"]["kind"] == "studentized"
     assert all(hi > lo for lo, hi in iv.values()), iv  # no zero-width interval
     assert "cells" not in doc  # the external runs are not copied into the project
 

@@ -403,3 +403,14 @@ def test_chinchilla_search_finds_the_law_or_better():
     law_key = "const + power(D) + power(N)"
     found = any(s.candidates.set_index("name").loc[n, "key"] == law_key for n in picked)
     assert found or top["outer_median_pct"] <= ref["outer_median_pct"]
+
+
+def test_public_names_and_a_grammar_object():
+    g = fr.Grammar(terms=1, max_constants=2, factors=("linear", "log"))
+    s = fr.search(None, grammar=g, splits=3, inner_splits=2, references=[])
+    assert isinstance(s, fr.Search) and s.grammar == g
+    assert set(s.candidates["n_constants"]) == {2}
+    # keyword options replace the object's fields
+    t = fr.search(None, grammar=g, terms=2, max_constants=3, splits=3, inner_splits=2,
+                  references=[])  # fmt: skip
+    assert t.grammar.terms == 2 and t.n_generated > s.n_generated
