@@ -326,9 +326,9 @@ class Search:
         )
 
     def _repr_html_(self) -> str:
-        import html
+        from fitrules.report.html import search_html
 
-        return f"<pre>{html.escape(str(self))}</pre>"
+        return search_html(self)
 
     def plot_front(self, ax=None):
         from fitrules.report.search import plot_front

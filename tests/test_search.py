@@ -414,3 +414,9 @@ def test_public_names_and_a_grammar_object():
     t = fr.search(None, grammar=g, terms=2, max_constants=3, splits=3, inner_splits=2,
                   references=[])  # fmt: skip
     assert t.grammar.terms == 2 and t.n_generated > s.n_generated
+
+
+def test_search_renders_in_a_notebook(small_search):
+    page = small_search._repr_html_()
+    assert "<table" in page and "The procedure at each budget" in page
+    assert small_search.chosen.expression.replace("*", "") in page.replace("*", "")

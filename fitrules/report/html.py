@@ -151,3 +151,31 @@ def tuning_html(t) -> str:
            ".plot_chosen(x, y)")
     )  # fmt: skip
     return "\n".join(parts)
+
+
+def search_html(s) -> str:
+    from fitrules.report.search import _sentences
+
+    cols = ["max_constants", "n_candidates", "outer_median_pct", "outer_p90_pct",
+            "inner_median_pct", "optimism", "final_choice", "on_front"]  # fmt: skip
+    budgets = s.budgets[cols].copy()
+    budgets["final_choice"] = [
+        s.forms[n].expression if n else None for n in budgets["final_choice"]
+    ]
+    picked = s.candidates[s.candidates["picked"] > 0].sort_values("picked", ascending=False)
+    parts = [
+        f"<b>fitrules search</b>: {html.escape(s.grid_label)}: {s.n_generated:,} forms proposed, "
+        f"{len(s.candidates):,} fitted",
+        _list(_sentences(s)),
+        "<b>The procedure at each budget</b>",
+        _table(budgets),
+        "<b>Forms picked across outer splits</b>",
+        _table(picked[["name", "expression", "n_constants", "picked"]]),
+    ]
+    if len(s.references):
+        refs = s.references[["form", "expression", "n_constants", "outer_median_pct",
+                             "outer_over_inner", "search_lower", "paired_splits"]]  # fmt: skip
+        parts += ["<b>Hand-written references</b>", _table(refs)]
+    parts.append(_p("Tables: .budgets, .candidates, .choices, .references, .dropped; figure: "
+                    ".plot_front(); forms: .forms_toml(); JSON: .to_dict()"))  # fmt: skip
+    return "\n".join(parts)
