@@ -637,6 +637,25 @@ def _add_compare(sub, common) -> None:
         help='test only these pairs, e.g. "composition:additive,composition:log_additive"',
     )
     _add_fit_options(p)
+    _add_guard_options(p)
+    p.add_argument(
+        "--keep-degenerate",
+        action="store_true",
+        help="keep flagged (split, form) pairs in summaries and paired verdicts",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit with status 1 if any (split, form) pair is degenerate",
+    )
+    _add_json_option(p)
+    _add_progress_option(p)
+    _add_report_options(p)
+    p.set_defaults(func=_compare)
+
+
+def _add_guard_options(p) -> None:
+    """--guard-span, --guard-se, --guard-excursion, --metric-range (compare and search)."""
     g = p.add_argument_group(
         "wild-extrapolation guard (training fit and design only; fixed before scoring)"
     )
@@ -671,20 +690,6 @@ def _add_compare(sub, common) -> None:
         help="name a fit that predicts outside this plausible range of the metric, e.g. "
         "0,3.61 for nats over 37 characters (default: no range)",
     )
-    p.add_argument(
-        "--keep-degenerate",
-        action="store_true",
-        help="keep flagged (split, form) pairs in summaries and paired verdicts",
-    )
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        help="exit with status 1 if any (split, form) pair is degenerate",
-    )
-    _add_json_option(p)
-    _add_progress_option(p)
-    _add_report_options(p)
-    p.set_defaults(func=_compare)
 
 
 def _compare(args) -> int:
@@ -940,34 +945,7 @@ def _add_search(sub, common) -> None:
     )
     g = p.add_argument_group("fitting")
     _add_objective_options(g)
-    g.add_argument(
-        "--guard-span",
-        type=float,
-        default=20.0,
-        metavar="X",
-        help="guard: name a fit whose predictions spread more than X times its "
-        "training values (default 20)",
-    )
-    g.add_argument(
-        "--guard-se",
-        type=float,
-        default=1.0,
-        metavar="X",
-        help="guard: delta-method standard error above X times a prediction (1)",
-    )
-    g.add_argument(
-        "--guard-excursion",
-        type=float,
-        default=10.0,
-        metavar="PCT",
-        help="guard: mean excursion of the predictions at cells not fitted (10)",
-    )
-    g.add_argument(
-        "--metric-range",
-        default=None,
-        metavar="LO,HI",
-        help="guard: plausible range of the metric (default none)",
-    )
+    _add_guard_options(p)
     p.add_argument(
         "--forms-out",
         type=Path,
