@@ -3,6 +3,7 @@
     python benchmarks/bench_search.py                  # every section (about 15 minutes)
     python benchmarks/bench_search.py --only speed     # the default search, timed
     python benchmarks/bench_search.py --only recovery  # 10 grids with a known truth
+    python benchmarks/bench_search.py --only front     # the front's rule under a null
     python benchmarks/bench_search.py --only optimism  # outer / inner without selection
     python benchmarks/bench_search.py --only chinchilla  # the real runs (skipped if absent)
 
@@ -21,6 +22,11 @@ over the default grid's design (H 1, 4, 16, 64 x omega 0, 1, 3, 7, 15), 3 runs p
 0.5% relative noise per run (the default grid's own is 0.55%); the default search on each.
 Printed per grid: the most-picked form across outer splits, whether it is the truth's family
 (up to reparametrisation: the grammar's canonical key), and the form picked from all cells.
+
+front: 10 grids from a 2-constant truth (L0 + a*omega*(H/8)**0.5): how often a larger budget
+joins the front, which the rule (more than one corrected standard error of paired outer
+improvement) should rarely allow; its power is the recovery section's front reaching the
+budget of a 3- or 4-constant truth.
 
 optimism: the outer / inner ratio of composition and log_additive fitted on the default
 protocol's nested splits without any selection, over 8 seeds of the splits: the protocol's
@@ -217,6 +223,35 @@ def section_recovery(grids: int, jobs: int) -> None:
     )
 
 
+# ------------------------------------------------------------------------------ front
+def section_front(grids: int, jobs: int) -> None:
+    """The front's rule under a null: a truth with 2 constants, so that no larger budget
+    should join the front; its power is read from the recovery section (the front reaching
+    the budget of a 3- or 4-constant truth)."""
+    print(f"## the front under a 2-constant truth: {grids} grids, default grammar and protocol")
+    expr = "L0 + a*omega*(H/8)**0.5"
+    form = Form("truth", expr, ("H", "omega"))
+    added = 0
+    for g in range(grids):
+        runs = runs_from_form(
+            form,
+            {"L0": 2.15, "a": 0.01},
+            {"H": H, "omega": OMEGA},
+            seeds=3,
+            cv=0.005,
+            seed=2000 + g,
+        )
+        s = fr.search(runs, jobs=jobs, references=[])
+        front = [int(k) for k in s.budgets[s.budgets["on_front"]]["max_constants"]]
+        pick = s.chosen.expression if s.chosen is not None else None
+        added += any(k > 2 for k in front)
+        print(f"grid {g}: front at {front}; pick `{pick}`", flush=True)
+    print(
+        f"\na budget above the truth's 2 constants joined the front in {added} of {grids} "
+        f"grids (truth `{expr}`, 0.5% noise, 3 runs per cell)"
+    )
+
+
 # ------------------------------------------------------------------------------ optimism
 def section_optimism(seeds: int) -> None:
     """The outer / inner ratio of a form fitted without any selection, over seeds of the
@@ -282,7 +317,9 @@ def section_chinchilla(jobs: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["speed", "recovery", "optimism", "chinchilla"], default=None)
+    ap.add_argument(
+        "--only", choices=["speed", "recovery", "front", "optimism", "chinchilla"], default=None
+    )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--grids", type=int, default=10)
     ap.add_argument("--sample", type=int, default=4, help="baseline forms per class")
@@ -291,6 +328,8 @@ def main() -> None:
         section_speed(args.jobs, args.sample)
     if args.only in (None, "recovery"):
         section_recovery(args.grids, args.jobs)
+    if args.only in (None, "front"):
+        section_front(args.grids, args.jobs)
     if args.only in (None, "optimism"):
         section_optimism(8)
     if args.only in (None, "chinchilla"):

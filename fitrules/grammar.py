@@ -254,7 +254,6 @@ class Candidate:
     n_constants: int
     n_nonlinear: int
     n_terms: int
-    intercept: str = "L0"
 
     @property
     def expression(self) -> str:
@@ -340,7 +339,7 @@ def _candidate(combo, intercept, k0, n_const, nonlinear, infos) -> Candidate:
         start=starts,
         source="fitrules search",
     )
-    return Candidate(key, form, n_const, nonlinear, len(combo), intercept)
+    return Candidate(key, form, n_const, nonlinear, len(combo))
 
 
 def named(candidates: Sequence[Candidate]) -> list[Candidate]:

@@ -367,17 +367,15 @@ def _one_to_one(a: pd.Series, b: pd.Series) -> bool:
     return bool(pairs["a"].is_unique and pairs["b"].is_unique)
 
 
-def _pool_init():
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1)
-
-
+# what the workers read: the forms, cells, masks and settings, set once per process
 _STATE: dict = {}
 
 
 def _set_state(state: dict) -> None:
-    _pool_init()
+    """A worker's initializer: one BLAS thread (the pool is the parallelism), then the state."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
     _STATE.clear()
     _STATE.update(state)
 
@@ -425,7 +423,7 @@ def _run(tasks: list[list[int]], worker, state: dict, jobs: int, on_done) -> lis
     """Run ``worker`` over index chunks, in this process (jobs 1) or a pool, in order."""
     results: list = []
     if jobs <= 1:
-        _STATE_SAVED = dict(_STATE)
+        saved = dict(_STATE)  # a search run inside a callback of another keeps its state
         _STATE.clear()
         _STATE.update(state)
         try:
@@ -434,7 +432,7 @@ def _run(tasks: list[list[int]], worker, state: dict, jobs: int, on_done) -> lis
                 on_done(len(t))
         finally:
             _STATE.clear()
-            _STATE.update(_STATE_SAVED)
+            _STATE.update(saved)
         return results
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
