@@ -32,6 +32,7 @@ from fitrules.fit import (
     FitResult,
     Objective,
     cell_weights,
+    fit_all_cells,
     fit_memory,
     fit_splits,
     predict,
@@ -467,7 +468,10 @@ def compare(
                     "constants": r.constants,
                 }
             )
-        full[f.name] = fit_splits(f, X, y, np.ones((1, n), bool), objective, options)[0]
+        # never worse on all cells than a split's fit there (the splits explore other basins)
+        full[f.name] = fit_all_cells(
+            f, X, y, objective, options, candidates=[r.constants for r in fits]
+        )
         unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
     results = pd.DataFrame(rows)
     usable = results["heldout_error_pct"].notna()

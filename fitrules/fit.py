@@ -91,6 +91,10 @@ class FitOptions:
     grid_points: Sequence[int] = (121, 41, 17)  # for 1, 2, 3 nonlinear constants
     grid_points_high_dim: int = 4096  # quasi-random points for 4 or more
     n_starts: int = 2  # starts per split, from separate basins of the grid
+    # starts shared out among the splits of a batch when that gives each more than
+    # n_starts: a fit on all cells polishes 64 starts, which multi-basin laws need
+    # (Muennighoff's data-constrained law has four local optima on its grid)
+    start_budget: int = 64
     resolution: float = 1e-6  # local refinement stops at this fraction of the start range
     max_rounds: int = 80  # local refinement rounds, counting moves of the window
     lm_iterations: int = 200  # Levenberg-Marquardt iterations; a row still moving is flagged
@@ -192,19 +196,33 @@ def _theta_grid(s: Structure, opts: FitOptions) -> np.ndarray:
         return np.zeros((1, 0))
     lo, hi = np.array(s.start_lo), np.array(s.start_hi)
     logs = np.array(s.log_axes or [False] * q, bool)
+    floors = _floors(s)
     if q <= len(opts.grid_points):
         k = opts.grid_points[q - 1]
-        axes = [
-            np.geomspace(lo[i], hi[i], k) if logs[i] else np.linspace(lo[i], hi[i], k)
-            for i in range(q)
-        ]
+        axes = []
+        for i in range(q):
+            if floors[i] > 0:  # both signs, each on a log scale
+                negative = -np.geomspace(hi[i], floors[i], k // 2)
+                axes.append(np.concatenate([negative, np.geomspace(floors[i], hi[i], k - k // 2)]))
+            elif logs[i]:
+                axes.append(np.geomspace(lo[i], hi[i], k))
+            else:
+                axes.append(np.linspace(lo[i], hi[i], k))
         return np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
     from scipy.stats import qmc  # only for four or more nonlinear constants: slow to import
 
     pts = qmc.Sobol(q, scramble=True, seed=0).random(opts.grid_points_high_dim)
     with np.errstate(all="ignore"):
         in_log = np.exp(np.log(lo) + pts * (np.log(hi) - np.log(lo)))
-    return np.where(logs, in_log, lo + pts * (hi - lo))
+        u = 2 * pts - 1
+        in_signed = np.sign(u) * floors * np.exp(np.abs(u) * np.log(hi / floors))
+    out = np.where(logs, in_log, lo + pts * (hi - lo))
+    return np.where(floors > 0, in_signed, out)
+
+
+def _floors(s: Structure) -> np.ndarray:
+    """Per nonlinear constant, the smallest magnitude of a both-sign log axis (0: none)."""
+    return np.array(s.floors or [0.0] * len(s.nonlinear), float)
 
 
 def _log_axes(s: Structure) -> np.ndarray:
@@ -215,12 +233,14 @@ def _search_scale(s: Structure, theta: np.ndarray) -> np.ndarray:
     """Per row, the size of each nonlinear constant's starting range, in its own units:
     the range's width, or for a log-scale axis the width of its log range at ``theta``."""
     span = np.maximum(np.array(s.start_hi) - np.array(s.start_lo), 1e-12)
-    logs = _log_axes(s)
-    if not logs.any():
+    logs, floors = _log_axes(s), _floors(s)
+    if not (logs.any() or floors.any()):
         return np.broadcast_to(span, theta.shape)
     with np.errstate(all="ignore"):
         decades = np.log(np.array(s.start_hi) / np.array(s.start_lo))
-    return np.where(logs, np.abs(theta) * decades, span)
+        signed = np.log(np.array(s.start_hi) / np.where(floors > 0, floors, 1.0))
+    out = np.where(logs, np.abs(theta) * decades, span)
+    return np.where(floors > 0, np.abs(theta) * signed, out)
 
 
 def _weights(objective: Objective, y: np.ndarray, X=None) -> np.ndarray:
@@ -484,7 +504,7 @@ def _lm(
         inner_hi = np.where(np.isfinite(hi), hi - 1e-12 * (1 + np.abs(hi)), hi)
     huber = objective.kind == "log_huber"
     # constants searched on a log scale (Nc ~ 1e13) sit beside exponents ~ 0.1: scale too
-    scaled = (huber or any(cf.s.log_axes)) if scaled is None else scaled
+    scaled = (huber or any(cf.s.log_axes) or any(cf.s.floors)) if scaled is None else scaled
 
     def evaluate(x, rows):
         Xr = {v: a[rows] for v, a in X.items()}
@@ -523,6 +543,15 @@ def _lm(
             H = Jt @ J
         diag = np.maximum(np.diagonal(H, axis1=1, axis2=2), 1e-30)
         A = H + lam[idx, None, None] * (diag[:, :, None] * np.eye(cf.p))
+        # Active set: a constant at its bound whose descent direction points out of the box
+        # is held there and the step solved for the others. Clipping the full step instead
+        # moves along the box's face in a direction that need not descend, and the fit
+        # stalls at the bound (Muennighoff's law stopped at rd = 1000, SSE 14.5 for 10.5).
+        held = ((xi <= inner_lo) & (g > 0)) | ((xi >= inner_hi) & (g < 0))
+        if held.any():
+            free = ~held
+            A = A * (free[:, :, None] & free[:, None, :]) + held[:, :, None] * np.eye(cf.p)
+            g = np.where(held, 0.0, g)
         if scaled:
             # Jacobi scaling first: Huber's weights (delta/|r| outside +-delta) and constants
             # of very different sizes (B ~ 1e3 next to an exponent ~ 0.3) put the diagonal
@@ -606,22 +635,28 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
         return []
     if thetas.shape[1] == 0:
         return [int(order[0])]
-    logs = _log_axes(s)
-    if logs.any():  # basins are apart in log units on a log-scale axis
+    logs, floors = _log_axes(s), _floors(s)
+    lo_s, hi_s = np.array(s.start_lo), np.array(s.start_hi)
+    if logs.any() or floors.any():  # basins are apart in log units on a log-scale axis
         with np.errstate(all="ignore"):
+            f = np.where(floors > 0, floors, 1.0)
+            signed = np.sign(thetas) * np.log(np.maximum(np.abs(thetas) / f, 1.0))
             thetas = np.where(logs, np.log(np.abs(thetas) + 1e-300), thetas)
-        lo_s = np.where(logs, np.log(np.array(s.start_lo)), np.array(s.start_lo))
-        hi_s = np.where(logs, np.log(np.array(s.start_hi)), np.array(s.start_hi))
-    else:
-        lo_s, hi_s = np.array(s.start_lo), np.array(s.start_hi)
+            thetas = np.where(floors > 0, signed, thetas)
+            top = np.log(hi_s / f)
+            lo_s, hi_s = (
+                np.where(floors > 0, -top, np.where(logs, np.log(lo_s), lo_s)),
+                np.where(floors > 0, top, np.where(logs, np.log(hi_s), hi_s)),
+            )
     span = np.maximum(hi_s - lo_s, 1e-12)
     step = span / max(2, round(len(thetas) ** (1 / thetas.shape[1])) - 1)
     picked = [int(order[0])]
-    for i in order[1:200]:
-        if all(np.any(np.abs(thetas[i] - thetas[j]) > 2.5 * step) for j in picked):
+    # look further down the ranking when many starts are wanted (a single fit on all cells)
+    for i in order[1 : max(200, 40 * n_starts)]:
+        if len(picked) >= n_starts:
+            break
+        if np.all(np.any(np.abs(thetas[picked] - thetas[i]) > 2.5 * step, axis=1)):
             picked.append(int(i))
-            if len(picked) >= n_starts:
-                break
     return picked
 
 
@@ -654,13 +689,7 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
     with np.errstate(divide="ignore"):
         cond = np.where(sv_full.min(axis=1) > 0, smax / sv_full.min(axis=1), np.inf)
     lo, hi = np.array(cf.s.lower), np.array(cf.s.upper)
-    width = np.maximum.reduce(
-        [
-            np.ones(cf.p),
-            np.where(np.isfinite(lo), np.abs(lo), 1.0),
-            np.where(np.isfinite(hi), np.abs(hi), 1.0),
-        ]
-    )
+    validity = _validity(cf, X, safe)
     out = []
     for si in range(S):
         mask = masks[si]
@@ -725,16 +754,96 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
                 )
         x = params[si]
         for j, c in enumerate(names):
-            near_lo = np.isfinite(lo[j]) and x[j] - lo[j] <= 1e-6 * width[j]
-            near_hi = np.isfinite(hi[j]) and hi[j] - x[j] <= 1e-6 * width[j]
+            # near a bound relative to the bound itself: a range over decades (A in
+            # [540, 4e15]) is not "at" 540 when A = 1e8
+            near_lo = np.isfinite(lo[j]) and x[j] - lo[j] <= 1e-6 * max(1.0, abs(lo[j]))
+            near_hi = np.isfinite(hi[j]) and hi[j] - x[j] <= 1e-6 * max(1.0, abs(hi[j]))
             if near_lo or near_hi:
+                kind = "bound"
+                if base_name(c) not in cf.form.bounds and c in cf.form.ranges:
+                    kind = f"default bound (its range as {cf.form.ranges[c].role})"
                 reasons.append(
-                    f"constant {c} is at its bound {lo[j] if near_lo else hi[j]:g}; widen it "
+                    f"constant {c} is at its {kind} {lo[j] if near_lo else hi[j]:g}; widen it "
                     f"with --bound '{base_name(c)}=LOW..HIGH' (or bounds in forms.toml)"
                 )
         if not converged[si]:
             reasons.append("optimiser did not converge")
+        if validity[si]:
+            reasons.append(validity[si])
         out.append((float(cond_si), reasons))
+    return out
+
+
+VALIDITY_CELLS = 2048  # cells at most whose terms are checked (with the box's corners)
+
+
+def _check_points(cf: CompiledForm, X) -> dict[str, np.ndarray]:
+    """Where a fit must be defined: the grid's cells (a spread of at most VALIDITY_CELLS,
+    every variable's extremes among them) and the corners and midpoints of the box they
+    span (3^d points for d <= 4 variables, the 2^d corners up to 6)."""
+    names = [v for v in cf.form.bound_variables if v in X]
+    n = len(X[names[0]]) if names else 0
+    take = np.unique(np.linspace(0, n - 1, min(n, VALIDITY_CELLS)).astype(int)) if n else []
+    for v in names:
+        take = np.union1d(take, [int(np.argmin(X[v])), int(np.argmax(X[v]))])
+    points = {v: X[v][take] for v in names}
+    d = len(names)
+    if 0 < d <= 6:
+        axes = []
+        for v in names:
+            lo, hi = float(np.min(X[v])), float(np.max(X[v]))
+            mid = np.sqrt(lo * hi) if lo > 0 and hi > 10 * lo else (lo + hi) / 2
+            axes.append([lo, mid, hi] if d <= 4 else [lo, hi])
+        box = np.meshgrid(*axes, indexing="ij")
+        points = {
+            v: np.concatenate([points[v], b.ravel()]) for v, b in zip(names, box, strict=True)
+        }
+    return points
+
+
+def _subterms(node: ex.Node, constants: set[str]) -> list[ex.Node]:
+    """The nodes of ``node`` that read a constant, innermost first (each once)."""
+    out: list[ex.Node] = []
+    for a in node.args:
+        if isinstance(a, ex.Node):
+            out += _subterms(a, constants)
+    if node.op not in ("num", "str", "name") and set(ex.names(node)) & constants:
+        out.append(node)
+    return list(dict.fromkeys(out))
+
+
+def _validity(cf: CompiledForm, X, params: np.ndarray) -> list[str | None]:
+    """Per row of ``params`` (S, p), why the fit is not a valid rule over the grid's box:
+    the first term (innermost first) whose value is not finite at a check point, with
+    the constants it reads and the place; ``None`` where every term is finite."""
+    points = _check_points(cf, X)
+    if not points:
+        return [None] * len(params)
+    env = cf.env(points, params)
+    # variables as (1, m) so that they broadcast against the constants' (S, 1)
+    env.update({v: a[None, :] for v, a in points.items()})
+    consts = set(cf.s.constants)
+    m = len(next(iter(points.values())))
+    out: list[str | None] = [None] * len(params)
+    finite_rows = np.isfinite(params).all(axis=1)
+    for node in _subterms(cf.form.tree, consts):
+        with np.errstate(all="ignore"):
+            val = np.broadcast_to(ex.evaluate(node, env), (len(params), m))
+        bad = ~np.isfinite(val)
+        for si in np.flatnonzero(bad.any(axis=1) & finite_rows):
+            if out[si] is not None:
+                continue
+            j = int(np.flatnonzero(bad[si])[0])
+            reads = ex.names(node)
+            at = ", ".join(f"{v}={points[v][j]:.4g}" for v in reads if v in points)
+            with_c = ", ".join(
+                f"{c}={params[si][cf.s.constants.index(c)]:.4g}" for c in reads if c in consts
+            )
+            what = "prediction" if node is cf.form.tree else f"term {ex.unparse(node)}"
+            out[si] = (
+                f"not a valid rule on the grid's box: {what} is not finite at {at} "
+                f"(with {with_c})"
+            )
     return out
 
 
@@ -955,7 +1064,7 @@ def fit_memory(
         G = options.grid_points_high_dim
     C = min(max(n_splits, 1), options.chunk_splits)
     window = 3**q if q <= FULL_STENCIL_MAX_Q else 2 * q + 1
-    T = options.n_starts * C
+    T = max(options.n_starts * C, options.start_budget)
     kept = 8.0 * G * n * (k * k + k + 4)  # outer products, scaled basis, offsets, targets
     build = 8.0 * G * n * (2 * k * k + 3 * k + 5)  # while they are made
     batch = 8.0 * G * C * (3 * k * k + 4 * k + 24)  # normal equations and their solves
@@ -975,8 +1084,9 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
     coefs = c / pieces.norm[:, 0, None, :]
     q = len(cf.non_idx)
     rows, gidx = [], []
+    n_starts = max(options.n_starts, options.start_budget // max(S, 1))
     for si in range(S):
-        for gi in _starts(values[:, si], thetas, cf.s, options.n_starts):
+        for gi in _starts(values[:, si], thetas, cf.s, n_starts):
             rows.append(si)
             gidx.append(gi)
     rows_a, gidx_a = np.array(rows, int), np.array(gidx, int)
@@ -993,13 +1103,17 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
         elif q:
             k = len(thetas) ** (1 / q)
             step = (np.array(cf.s.start_hi) - np.array(cf.s.start_lo)) / max(1.0, k - 1)
-            logs = _log_axes(cf.s)
-            if logs.any():  # one grid step around each start, in the log axes' own units
+            logs, floors = _log_axes(cf.s), _floors(cf.s)
+            if logs.any() or floors.any():  # one grid step around each start, in log units
                 with np.errstate(all="ignore"):
                     ratio = (np.array(cf.s.start_hi) / np.array(cf.s.start_lo)) ** (
                         1 / max(1.0, k - 1)
                     )
+                    signed = (np.array(cf.s.start_hi) / np.where(floors > 0, floors, 1.0)) ** (
+                        1 / max(1.0, k // 2 - 1)
+                    )
                 step = np.where(logs, thetas[gidx_a] * (ratio - 1), step)
+                step = np.where(floors > 0, np.abs(thetas[gidx_a]) * (signed - 1), step)
             theta, lin, val, moving = _refine(
                 cf, X, y, masks[rows_a], objective, thetas[gidx_a], step, options
             )
@@ -1063,6 +1177,70 @@ def fit(
     return fit_splits(form, X, y, np.ones((1, len(y)), bool), objective, options, weights=weights)[
         0
     ]
+
+
+def fit_all_cells(
+    form: Form,
+    X: dict[str, np.ndarray],
+    y: np.ndarray,
+    objective: Objective | None = None,
+    options: FitOptions | None = None,
+    weights: np.ndarray | None = None,
+    candidates: Sequence[dict[str, float]] = (),
+) -> FitResult:
+    """Fit ``form`` on all cells, never worse than any of ``candidates`` there.
+
+    ``candidates`` are constants found elsewhere (the fits of the splits of the same
+    cells): each is scored on all cells, and when one scores below the fit, the best few
+    are polished by Levenberg-Marquardt and the best result is taken. So the fit on all
+    cells is never worse than a split's fit evaluated on the same cells.
+    """
+    objective = objective or Objective()
+    options = options or FitOptions()
+    best = fit(form, X, y, objective, options, weights)
+    cf = CompiledForm(form)
+    rows = [
+        [c.get(k, np.nan) for k in cf.s.constants]
+        for c in candidates
+        if all(np.isfinite(c.get(k, np.nan)) for k in cf.s.constants)
+    ]
+    if not rows:
+        return best
+    P = np.array(rows, float)
+    Xw = _with_weights(X, weights, objective, len(y))
+    y = np.asarray(y, float)
+    with np.errstate(all="ignore"):
+        pred = cf.predict(Xw, P)
+        r = objective.residuals(pred, y) * _root_weights(Xw)
+        vals = objective.value(r, axis=1)
+    vals = np.where(np.isfinite(r).all(axis=1), vals, np.inf)
+    if not (vals.min(initial=np.inf) < best.objective):
+        return best
+    top = P[np.argsort(vals, kind="stable")[: min(8, len(P))]]
+    scale = value_scale(cf, y)
+    lin = [cf.s.constants.index(c) for c in cf.s.linear]
+    top[:, lin] /= scale
+    with np.errstate(all="ignore"):
+        x, v, conv = _lm(cf, Xw, y / scale, np.ones((len(top), len(y)), bool), objective, top,
+                         options)
+    i = int(np.argmin(v))
+    if not v[i] * (scale**2 if objective.kind == "abs_ls" else 1.0) < best.objective:
+        return best
+    params = x[i : i + 1].copy()
+    masks = np.ones((1, len(y)), bool)
+    with np.errstate(all="ignore"):
+        (cond, reasons), = _diagnose(cf, Xw, y / scale, masks, params, objective, conv[i : i + 1])
+    params[:, lin] *= scale
+    value = float(v[i]) * (scale**2 if objective.kind == "abs_ls" else 1.0)
+    return FitResult(
+        form.name,
+        dict(zip(cf.s.constants, params[0].tolist(), strict=True)),
+        value,
+        len(y),
+        bool(conv[i]),
+        cond,
+        reasons,
+    )
 
 
 def refit(

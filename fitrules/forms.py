@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from fitrules import expr as ex
 from fitrules.errors import FormError, LimitError
 from fitrules.limits import MAX_CONSTANTS, MAX_NONLINEAR
+from fitrules.ranges import DefaultRange, default_ranges
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,6 +70,9 @@ class Form:
     shared: tuple[str, ...] | None = None
     levels: Mapping[str, tuple[float, ...]] | None = None
     origin: str = ""  # where the form came from when a tool proposed it (fitrules search)
+    # default ranges of the constants that scale or shift a variable, read from the grid's
+    # values when the form is bound to its runs (see fitrules.ranges); --bound replaces them
+    ranges: Mapping[str, DefaultRange] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -324,7 +328,7 @@ class Form:
                     f"grid lacks{hint}; columns: {', '.join(columns)}"
                 )
             self._check_structure()
-            return self
+            return self._with_ranges(data)
         variables = tuple(n for n in self.names if n in columns)
         for n in self.names:
             if n not in columns:
@@ -342,7 +346,30 @@ class Form:
             )
         bound = replace(self, variables=variables)
         bound._check_structure()
-        return bound
+        return bound._with_ranges(data)
+
+    def _with_ranges(self, data: pd.DataFrame | None) -> Form:
+        """This bound form with the default ranges of its scale and shift constants read
+        from ``data`` (unchanged without data, or when it has them already)."""
+        if data is None or self.ranges:
+            return self
+        import pandas as pd
+
+        free = tuple(c for c in self.structure.nonlinear if base_name(c) not in self.bounds)
+        if not free:
+            return self
+        values = {}
+        for v in self.bound_variables:
+            if v in data:
+                values[v] = pd.to_numeric(data[v], errors="coerce").to_numpy(float)
+        if len(values) < len(self.bound_variables):
+            return self
+        ranges = default_ranges(self.tree, free, values)
+        if not ranges:
+            return self
+        out = replace(self, ranges=ranges)
+        out._check_structure()
+        return out
 
     def _resolve_groups(self, columns: list[str], data: pd.DataFrame | None) -> Form:
         """This form with ``shared`` decided: the declared names, or by default the
@@ -416,6 +443,12 @@ class Form:
                 + ", ".join(
                     f"{k} in [{float(a):g}, {float(b):g}]" for k, (a, b) in self.bounds.items()
                 )
+            )
+        ranges = {c: r for c, r in self.ranges.items() if base_name(c) not in self.bounds}
+        if ranges:
+            notes.append(
+                "default ranges from the grid's values (--bound replaces them) "
+                + ", ".join(f"{c} in {r.describe()} ({r.role})" for c, r in ranges.items())
             )
         return "; ".join(notes)
 
@@ -610,6 +643,9 @@ class Structure:
     start_lo: tuple[float, ...]  # starting ranges of the nonlinear constants
     start_hi: tuple[float, ...]
     log_axes: tuple[bool, ...] = ()  # per nonlinear constant: searched on a log scale
+    # per nonlinear constant: > 0 for a range of both signs searched on two log scales,
+    # the smallest magnitude searched (a default range of a scale; see fitrules.ranges)
+    floors: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, form: Form) -> Structure:
@@ -632,17 +668,30 @@ class Structure:
                 basis.append(ex.substitute(signed, {pick: ex.ONE}))
         nonlinear = tuple(c for c in consts if c not in linear)
         lower, upper = [], []
+        ranges = {c: r for c, r in form.ranges.items() if base_name(c) not in form.bounds}
         for c in consts:
             default = DEFAULT_NONLINEAR_BOUNDS if c in nonlinear else (-math.inf, math.inf)
+            if c in ranges and c in nonlinear:
+                default = (ranges[c].lo, ranges[c].hi)
             lo, hi = form.bounds.get(base_name(c), default)
             lower.append(float(lo))
             upper.append(float(hi))
-        s_lo, s_hi, log_axes = [], [], []
+        s_lo, s_hi, log_axes, floors = [], [], [], []
         for c in nonlinear:
             i = consts.index(c)
-            lo, hi = form.start.get(base_name(c), default_start(lower[i], upper[i]))
+            given = form.bounds.get(base_name(c))
+            if base_name(c) in form.start:
+                lo, hi = form.start[base_name(c)]
+            elif c in ranges:
+                lo, hi = ranges[c].lo, ranges[c].hi
+            elif given is not None and all(math.isfinite(float(v)) for v in given):
+                lo, hi = given  # starts cover the box a user bounded
+            else:
+                lo, hi = default_start(lower[i], upper[i])
             s_lo.append(max(float(lo), lower[i]))
             s_hi.append(min(float(hi), upper[i]))
+            signed = c in ranges and base_name(c) not in form.start and ranges[c].signed
+            floors.append(ranges[c].floor if signed else 0.0)
             # a positive range over decades is searched on a log scale (Nc ~ 1e13)
             log_axes.append(bool(s_lo[-1] > 0 and s_hi[-1] >= LOG_RANGE * s_lo[-1]))
         return cls(
@@ -657,6 +706,7 @@ class Structure:
             tuple(s_lo),
             tuple(s_hi),
             tuple(log_axes),
+            tuple(floors),
         )
 
 

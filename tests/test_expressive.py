@@ -140,12 +140,12 @@ def test_compare_takes_groups():
 
 
 # ------------------------------------------------------------------ fixed, tied, bounded
-def _kaplan_table(seed=0):
+def _kaplan_table(seed=0, nc=8.8e13):
     rng = np.random.default_rng(seed)
     rows = []
     for n in np.geomspace(1e7, 1e10, 12):
         for s in range(2):
-            value = (8.8e13 / n) ** 0.076
+            value = (nc / n) ** 0.076
             rows.append({"N": n, "seed": s, "loss": value * (1 + 2e-4 * rng.normal())})
     return pd.DataFrame(rows)
 
@@ -158,13 +158,27 @@ def test_kaplan_fits_with_a_widened_bound():
     assert f.reasons == []
 
 
-def test_kaplan_without_bounds_says_how_to_give_them():
-    # Nc ~ 8.8e13 is far outside the default search range: every split fails, and says how
+def test_kaplan_fits_as_written_with_a_default_range_from_n():
+    """Issue 27: Nc ~ 8.8e13 used to stop at the default bound 10 of every nonlinear
+    constant; a constant that scales N now gets a range from N's values."""
     c = fr.compare(_kaplan_table(), ["kaplan = (Nc/N)**alphaN"], splits=20)
+    assert not c.results["degenerate"].any()
+    f = c.full_fits["kaplan"]
+    assert f.constants["Nc"] == pytest.approx(8.8e13, rel=0.1)
+    notes = c.forms[0].constant_notes
+    assert "default ranges from the grid's values" in notes
+    assert "Nc in [10, 1e+16] (scale of N)" in notes
+
+
+def test_a_scale_beyond_its_default_range_says_how_to_give_it():
+    # Nc = 1e30 lies beyond N's range times 1e6: the fit stops at the default bound and
+    # says which option widens it
+    c = fr.compare(_kaplan_table(nc=1e30), ["kaplan = (Nc/N)**alphaN"], splits=20)
     assert c.results["degenerate"].all()
-    hint = "give its range with --bound 'Nc=LOW..HIGH'"
+    hint = "--bound 'Nc=LOW..HIGH'"
     assert all(any(hint in r for r in rs) for rs in c.results["reasons"])
-    assert hint in str(c)
+    assert "Nc is at its default bound" in str(c)
+    assert "its range as scale of N" in c.results["reasons"][0][0]
 
 
 def test_a_constant_at_its_bound_says_which_option_widens_it():
