@@ -101,12 +101,21 @@ def multistart(
                 x0[j] = np.exp(rng.uniform(np.log(a), np.log(b)))
             else:
                 x0[j] = rng.uniform(a, b)
-        x0 = np.clip(x0, np.where(np.isfinite(lo), lo + 1e-12 * (1 + abs(lo)), lo),
-                     np.where(np.isfinite(hi), hi - 1e-12 * (1 + abs(hi)), hi))
+        x0 = np.clip(
+            x0,
+            np.where(np.isfinite(lo), lo + 1e-12 * (1 + abs(lo)), lo),
+            np.where(np.isfinite(hi), hi - 1e-12 * (1 + abs(hi)), hi),
+        )
         try:
             out = least_squares(
-                fun, x0, bounds=(lo, hi), method="trf", loss=loss, f_scale=delta,
-                x_scale="jac", max_nfev=2000,
+                fun,
+                x0,
+                bounds=(lo, hi),
+                method="trf",
+                loss=loss,
+                f_scale=delta,
+                x_scale="jac",
+                max_nfev=2000,
             )
         except (ValueError, FloatingPointError, np.linalg.LinAlgError):
             continue

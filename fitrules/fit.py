@@ -841,8 +841,7 @@ def _validity(cf: CompiledForm, X, params: np.ndarray) -> list[str | None]:
             )
             what = "prediction" if node is cf.form.tree else f"term {ex.unparse(node)}"
             out[si] = (
-                f"not a valid rule on the grid's box: {what} is not finite at {at} "
-                f"(with {with_c})"
+                f"not a valid rule on the grid's box: {what} is not finite at {at} (with {with_c})"
             )
     return out
 
@@ -1221,15 +1220,16 @@ def fit_all_cells(
     lin = [cf.s.constants.index(c) for c in cf.s.linear]
     top[:, lin] /= scale
     with np.errstate(all="ignore"):
-        x, v, conv = _lm(cf, Xw, y / scale, np.ones((len(top), len(y)), bool), objective, top,
-                         options)
+        x, v, conv = _lm(
+            cf, Xw, y / scale, np.ones((len(top), len(y)), bool), objective, top, options
+        )
     i = int(np.argmin(v))
     if not v[i] * (scale**2 if objective.kind == "abs_ls" else 1.0) < best.objective:
         return best
     params = x[i : i + 1].copy()
     masks = np.ones((1, len(y)), bool)
     with np.errstate(all="ignore"):
-        (cond, reasons), = _diagnose(cf, Xw, y / scale, masks, params, objective, conv[i : i + 1])
+        ((cond, reasons),) = _diagnose(cf, Xw, y / scale, masks, params, objective, conv[i : i + 1])
     params[:, lin] *= scale
     value = float(v[i]) * (scale**2 if objective.kind == "abs_ls" else 1.0)
     return FitResult(
