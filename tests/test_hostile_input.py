@@ -783,16 +783,14 @@ def test_a_report_whose_fit_on_all_cells_failed(grid_csv, tmp_path, capsys, monk
     from fitrules import compare as cmp
     from fitrules.fit import FitResult
 
-    real = cmp.fit_splits
+    real = cmp.fit_all_cells
 
-    def full_fit_fails(form, X, y, masks, *a, **k):
-        out = real(form, X, y, masks, *a, **k)
-        if masks.shape[0] == 1 and masks.all():  # the fit on every cell
-            nan = {c: float("nan") for c in out[0].constants}
-            return [FitResult(form.name, nan, float("inf"), len(y), False, np.inf, ["no fit"])]
-        return out
+    def full_fit_fails(form, X, y, *a, **k):  # the fit on every cell
+        out = real(form, X, y, *a, **k)
+        nan = {c: float("nan") for c in out.constants}
+        return FitResult(form.name, nan, float("inf"), len(y), False, np.inf, ["no fit"])
 
-    monkeypatch.setattr(cmp, "fit_splits", full_fit_fails)
+    monkeypatch.setattr(cmp, "fit_all_cells", full_fit_fails)
     code, _, err = run(
         [
             "compare",
