@@ -358,9 +358,14 @@ def _write_report(args, write, *a, **k) -> None:
         args.report_slot.written = True
 
 
-def _emit(args, text: str, payload: dict) -> None:
+def _emit(args, text: str, payload) -> None:
     """Write the JSON if asked (atomically, into the file taken before the work), then print
-    the text view (unless the JSON goes to stdout or --quiet)."""
+    the text view (unless the JSON goes to stdout or --quiet). ``payload`` is the JSON's
+    dict, or a function that makes it: nothing is built for an output not asked for (the
+    per-cell payload of a 200,000-cell fit took longer than the fit)."""
+    wanted = getattr(args, "json_file", None) is not None or args.json_out == "-"
+    if wanted and callable(payload):
+        payload = payload()
     if getattr(args, "json_file", None) is not None:
         args.json_file.commit(_json_text(payload))
     if args.json_out == "-":
@@ -1034,7 +1039,7 @@ def _search(args) -> int:
     if args.report is not None:
         _write_report(args, result.report, args.report, _command_line(), args.force)
         text += f"\n\nreport written to {args.report}/report.md"
-    _emit(args, text, result.to_dict())
+    _emit(args, text, result.to_dict)
     return 0
 
 
@@ -1111,7 +1116,7 @@ def _fit(args) -> int:
     )
     if args.report is not None:  # only once everything above has succeeded
         _write_report(args, fitted.report, args.report, args.force, _command_line(), args.cells)
-    _emit(args, str(fitted), fitted.to_dict(args.cells))
+    _emit(args, str(fitted), lambda: fitted.to_dict(args.cells))
     return 0
 
 

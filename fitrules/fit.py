@@ -95,6 +95,7 @@ class FitOptions:
     # n_starts: a fit on all cells polishes 64 starts, which multi-basin laws need
     # (Muennighoff's data-constrained law has four local optima on its grid)
     start_budget: int = 64
+    start_cells: int = 200_000  # ... as long as starts x training cells stay within this
     resolution: float = 1e-6  # local refinement stops at this fraction of the start range
     max_rounds: int = 80  # local refinement rounds, counting moves of the window
     lm_iterations: int = 200  # Levenberg-Marquardt iterations; a row still moving is flagged
@@ -322,29 +323,80 @@ def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return c[..., 0]
 
 
-@dataclass
-class _GridPieces:
-    """What the shared grid needs that does not depend on the split: computed once."""
+PIECE_ELEMENTS = 1 << 21  # grid points x cells evaluated at once: bounds the grid's memory
 
-    bs: np.ndarray  # (G, n, k) basis, columns scaled to unit norm
-    norm: np.ndarray  # (G, 1, k) the scales
-    offset: np.ndarray  # (G, n)
-    finite: np.ndarray  # (G, n)
-    outer: np.ndarray  # (G, n, k, k) weighted outer products of basis rows
-    wt: np.ndarray  # (G, n) weighted targets w^2 (y - offset)
-    tt: np.ndarray  # (G, n) w^2 (y - offset)^2
+
+class _GridPieces:
+    """What the shared grid needs that does not depend on the split.
+
+    The basis of every grid point over the cells, scaled to unit norm per column, its
+    offset and where it is finite. Small grids keep them; over many cells (200,000 cells x
+    121 grid points would be 1.5 GB an array) they are remade chunk by chunk of cells when
+    used, so memory stays at ``PIECE_ELEMENTS`` x a few arrays, whatever the cell count.
+    """
+
+    def __init__(self, cf: CompiledForm, X, y, objective: Objective, thetas, cells=None) -> None:
+        # ``cells``: the cells the grid is scored on (all when None); see _grid_cells
+        self.sub = cells
+        if cells is not None:
+            X = {v: a[..., cells] for v, a in X.items()}
+            y = y[cells]
+        self.cf, self.X, self.y, self.thetas = cf, X, y, thetas
+        self.w2 = _weights(objective, y, X) ** 2
+        G, n = len(thetas), len(y)
+        step = max(1, PIECE_ELEMENTS // max(G, 1))
+        self.slices = [slice(a, min(a + step, n)) for a in range(0, n, step)] or [slice(0, 0)]
+        k = len(cf.s.linear)
+        norm2 = np.zeros((G, 1, k))
+        self._kept = None
+        for sl in self.slices:
+            basis, offset, finite = self._evaluate(sl)
+            norm2 += (basis**2).sum(axis=1, keepdims=True)
+            if len(self.slices) == 1:
+                self._kept = (basis, offset, finite)
+        # basis columns scaled to unit norm so that the normal equations stay conditioned
+        norm = np.sqrt(norm2)
+        self.norm = np.where(norm > 0, norm, 1.0)  # (G, 1, k)
+        if self._kept is not None:
+            basis, offset, finite = self._kept
+            self._kept = (basis / self.norm, offset, finite)
+
+    def _evaluate(self, sl: slice):
+        X = {v: a[..., sl] for v, a in self.X.items()}
+        return _evaluate_pieces(self.cf, X, self.thetas)
+
+    def chunks(self):
+        """(cells, scaled basis (G, c, k), offset (G, c), finite (G, c)) per chunk."""
+        if self._kept is not None:
+            yield (self.slices[0], *self._kept)
+            return
+        for sl in self.slices:
+            basis, offset, finite = self._evaluate(sl)
+            yield sl, basis / self.norm, offset, finite
+
+    def at(self, idx: np.ndarray):
+        """Scaled basis and offset over all cells at grid points ``idx`` (any shape)."""
+        basis, offset, _ = _evaluate_pieces(self.cf, self.X, self.thetas[idx])
+        return basis / self.norm[idx], offset
+
+
+GRID_CELLS = 8192  # above this many cells the shared grid is scored on a spread of them
+
+
+def _grid_cells(cf: CompiledForm, X, n: int) -> np.ndarray | None:
+    """The cells the shared grid is scored on: all of them up to GRID_CELLS; beyond, that
+    many spread evenly through the table plus every variable's extremes. The grid only
+    locates the basins; every start is then finished on all cells, so the optimum is the
+    one of all cells while the grid's cost stops growing with their number."""
+    if n <= GRID_CELLS or not cf.s.nonlinear:
+        return None
+    take = np.linspace(0, n - 1, GRID_CELLS).astype(int)
+    ends = [int(f(X[v])) for v in cf.form.bound_variables for f in (np.argmin, np.argmax)]
+    return np.union1d(take, ends)
 
 
 def _grid_pieces(cf: CompiledForm, X, y, objective: Objective, thetas) -> _GridPieces:
-    basis, offset, finite = _evaluate_pieces(cf, X, thetas)
-    # Scale basis columns to unit norm so the normal equations stay well conditioned.
-    norm = np.sqrt((basis**2).sum(axis=1, keepdims=True))
-    norm = np.where(norm > 0, norm, 1.0)
-    bs = basis / norm
-    w2 = _weights(objective, y, X) ** 2
-    target = y[None, :] - offset
-    outer = bs[:, :, :, None] * bs[:, :, None, :] * w2[None, :, None, None]
-    return _GridPieces(bs, norm, offset, finite, outer, w2 * target, w2 * target**2)
+    return _GridPieces(cf, X, y, objective, thetas, _grid_cells(cf, X, len(y)))
 
 
 def _profile(g: _GridPieces, masks):
@@ -353,17 +405,28 @@ def _profile(g: _GridPieces, masks):
     ``masks`` (S, n). Returns the objective (G, S) and the scaled coefficients (G, S, k).
     The basis does not depend on the split, so the normal equations of all splits are one
     matrix product with the masks, and so is the residual sum of squares (expanded as
-    t'Wt - 2c'r + c'Ac). The values are (relative) least squares for every objective; for
-    log-Huber they are a ranking that :func:`_huber_rescore` refines.
+    t'Wt - 2c'r + c'Ac), accumulated over chunks of cells. The values are (relative) least
+    squares for every objective; for log-Huber they are a ranking that
+    :func:`_huber_rescore` refines.
     """
-    m = masks.astype(float)
-    A = np.einsum("gnkj,sn->gskj", g.outer, m, optimize=True)
-    rhs = np.einsum("gnk,gn,sn->gsk", g.bs, g.wt, m, optimize=True)
+    G, S, k = len(g.thetas), len(masks), g.norm.shape[-1]
+    A = np.zeros((G, S, k, k))
+    rhs = np.zeros((G, S, k))
+    tt = np.zeros((G, S))
+    bad = np.zeros((G, S), bool)
+    for sl, bs, offset, finite in g.chunks():
+        m = masks[:, sl].astype(float)
+        w2 = g.w2[sl]
+        target = g.y[None, sl] - offset
+        wt = w2 * target
+        A += np.einsum("gnk,gnj,n,sn->gskj", bs, bs, w2, m, optimize=True)
+        rhs += np.einsum("gnk,gn,sn->gsk", bs, wt, m, optimize=True)
+        tt += (wt * target) @ m.T
+        bad |= (~finite).astype(float) @ m.T > 0
     c = _solve(A, rhs)  # (G, S, k)
-    out = g.tt @ m.T - 2 * np.einsum("gsk,gsk->gs", c, rhs)
+    out = tt - 2 * np.einsum("gsk,gsk->gs", c, rhs)
     out += np.einsum("gsk,gskj,gsj->gs", c, A, c)
     out = np.maximum(out, 0.0)
-    bad = (~g.finite).astype(float) @ m.T > 0  # (G, S)
     out[bad | ~np.isfinite(out)] = np.inf
     return out, c
 
@@ -617,7 +680,8 @@ def _huber_rescore(g: _GridPieces, y, masks, objective, values, c, keep: int = 6
     keep = min(keep, G)
     top = np.argsort(values, axis=0, kind="stable")[:keep].T  # (S, keep)
     cols = np.arange(S)[:, None]
-    pred = g.offset[top] + (g.bs[top] @ c[top, cols][..., None])[..., 0]  # (S, keep, n)
+    bs, offset = g.at(top)  # (S, keep, n, k), (S, keep, n)
+    pred = offset + (bs @ c[top, cols][..., None])[..., 0]  # (S, keep, n)
     with np.errstate(all="ignore"):
         r = np.where(masks[:, None, :], objective.residuals(pred, y), 0.0)
         hv = objective.value(r, axis=2)
@@ -1063,9 +1127,13 @@ def fit_memory(
         G = options.grid_points_high_dim
     C = min(max(n_splits, 1), options.chunk_splits)
     window = 3**q if q <= FULL_STENCIL_MAX_Q else 2 * q + 1
-    T = max(options.n_starts * C, options.start_budget)
-    kept = 8.0 * G * n * (k * k + k + 4)  # outer products, scaled basis, offsets, targets
-    build = 8.0 * G * n * (2 * k * k + 3 * k + 5)  # while they are made
+    T = max(options.n_starts * C, min(options.start_budget, options.start_cells // nt))
+    # the grid is scored on at most GRID_CELLS cells, chunk by chunk of PIECE_ELEMENTS
+    # (grid points x cells) when larger, kept when it fits in one chunk
+    ng = min(n, GRID_CELLS) if q else n
+    per_chunk = min(G * ng, max(PIECE_ELEMENTS, G))
+    kept = 8.0 * G * ng * (k + 2) if G * ng <= PIECE_ELEMENTS else 0.0
+    build = kept + 8.0 * per_chunk * (2 * k * k + 3 * k + 5)  # while they are made
     batch = 8.0 * G * C * (3 * k * k + 4 * k + 24)  # normal equations and their solves
     search = 8.0 * T * window * nt * (4 * k + 8) if q else 0.0
     lm = 8.0 * T * nt * (2 * p * p + 3 * p + 8) if q or objective == "log_huber" else 0.0
@@ -1077,13 +1145,16 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
     """Fit one batch of splits; see :func:`fit_splits`."""
     form = cf.form
     S = len(masks)
-    values, c = _profile(pieces, masks)
+    on_grid = masks if pieces.sub is None else masks[:, pieces.sub]
+    values, c = _profile(pieces, on_grid)
     if objective.kind == "log_huber" and len(thetas) > 1:
-        values = _huber_rescore(pieces, y, masks, objective, values, c)
+        values = _huber_rescore(pieces, pieces.y, on_grid, objective, values, c)
     coefs = c / pieces.norm[:, 0, None, :]
     q = len(cf.non_idx)
     rows, gidx = [], []
-    n_starts = max(options.n_starts, options.start_budget // max(S, 1))
+    n_train = int(masks.sum(axis=1).max(initial=1))
+    extra = min(options.start_budget // max(S, 1), options.start_cells // max(n_train, 1))
+    n_starts = max(options.n_starts, extra)
     for si in range(S):
         for gi in _starts(values[:, si], thetas, cf.s, n_starts):
             rows.append(si)
@@ -1095,8 +1166,10 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
     if len(rows):
         x[:, cf.lin_idx] = coefs[gidx_a, rows_a]
         x[:, cf.non_idx] = thetas[gidx_a]
-        if objective.kind == "log_huber":
-            # no exact projection for Huber: Levenberg-Marquardt on all constants
+        if objective.kind == "log_huber" or (q and n_train > GRID_CELLS):
+            # no exact projection for Huber, and over many cells a few Gauss-Newton steps
+            # cost less than the ~20 rounds of the local grid: Levenberg-Marquardt on all
+            # constants, from the grid's starts
             x, val, converged = _lm(cf, X, y, masks[rows_a], objective, x, options)
             moving = ~converged
         elif q:

@@ -427,7 +427,7 @@ class Grid:
             for c in self.factors
             if c not in varying and len(self.runs)  # every run may have been set aside
         }
-        levels = {c: sorted(_plain(v) for v in self.runs[c].unique()) for c in varying}
+        levels = {c: sorted(self.runs[c].unique().tolist()) for c in varying}
         by = varying + self.continuous
         if by:
             counts = self.runs.groupby(by, dropna=False).size()

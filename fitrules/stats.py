@@ -267,7 +267,8 @@ def seed_effect(runs: pd.DataFrame, cells: list[str], seed_col: str, metric: str
     if not cells or seed_col not in runs or len(runs) < 4:
         return None
     y = runs[metric].to_numpy(float)
-    key = runs[cells].astype(str).agg("|".join, axis=1).to_numpy()
+    # one integer per cell, vectorised (a per-row string join cost 0.08 ms a run)
+    key = runs.groupby(cells, dropna=False, sort=False).ngroup().to_numpy()
     a = _crossed_anova(key, runs[seed_col].astype(str).to_numpy(), y)
     if a is None or not a["ms_e"] > 0:
         return None
