@@ -1,0 +1,206 @@
+"""Published laws fitted as their authors wrote them, on the public grids they were fitted to
+(issue 27).
+
+For each grid described in ``data/external/published.toml``: the law is fitted by fitrules
+on the grid's training runs (one fit per group where the authors fitted one per group), the
+same problem goes to an independent reference (``benchmarks/reference.py``: scipy's
+``least_squares`` from 200 random starts inside the starting box of
+``data/external/check_published.py``), and both fits predict the held-out runs. Printed per
+grid: fitrules' training objective over the reference's, the time of each, and the held-out
+metric of fitrules' fit beside the reference's and the published one.
+
+    python benchmarks/bench_published.py                 # every grid that is present
+    python benchmarks/bench_published.py --only parscale_chen,vocab_tao --starts 50
+    python benchmarks/bench_published.py --data-dir DIR  # grids kept in another folder
+
+A grid's CSV is looked for in ``--data-dir``, ``data/external/`` and ``../shared/external/``;
+a grid found in none is skipped with one line (see data/external/README.md for where each
+comes from).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "data" / "external"))
+from check_published import STARTS  # noqa: E402  (the independent check's starting boxes)
+from reference import _compile, multistart, objective_value, residual_fn  # noqa: E402
+
+import fitrules as fr  # noqa: E402
+
+CATALOGUE = ROOT / "data" / "external" / "published.toml"
+DEFAULT_BOX = (-3.0, 3.0)
+CHINCHILLA_STARTS = {"E": (0.5, 3.0), "A": (1.0, 1e4), "alpha": (0.05, 1.5), "B": (1.0, 1e5),
+                     "beta": (0.05, 1.5)}  # fmt: skip
+
+
+def find(name: str, dirs: list[Path]) -> Path | None:
+    for d in dirs:
+        if (d / name).exists():
+            return d / name
+    return None
+
+
+def _range(text: str) -> tuple[float, float]:
+    lo, hi = text.split("..")
+    return float(lo), float(hi)
+
+
+def _box(entry: dict, constants) -> dict:
+    spec = STARTS.get(entry["name"], CHINCHILLA_STARTS if "chinchilla" in entry["name"] else {})
+    box = {}
+    for c in constants:
+        if c in spec:
+            box[c] = spec[c][:2]
+        else:
+            box[c] = DEFAULT_BOX
+    return box
+
+
+def metric_value(kind: str, pred: np.ndarray, y: np.ndarray) -> float:
+    if kind == "R2":
+        return float(1 - ((pred - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
+    return float(np.mean(100 * np.abs(pred - y) / np.abs(y)))
+
+
+def run_entry(entry: dict, path: Path, starts: int, seed: int) -> dict:
+    table = pd.read_csv(path)
+    derive = list(entry.get("derive", []))
+    for d in derive:
+        name, expr = d.split("=", 1)
+        table[name.strip()] = table.eval(expr.strip())
+    groups = [None] if not entry.get("group") else sorted(table[entry["group"]].unique().tolist())
+    bounds = {k: _range(v) for k, v in entry.get("bounds", {}).items()}
+    head, expr = entry["form"].split("=", 1)
+    variables = head[head.index("(") + 1 : head.index(")")].replace(" ", "").split(",")
+    t_fr = t_ref = 0.0
+    obj_fr = obj_ref = 0.0
+    test_rows, pred_fr, pred_ref = [], [], []
+    reasons: list[str] = []
+    skipped: set[str] = set()
+    form = fr.Form("probe", expr.strip(), tuple(variables))
+    nonlinear = {k: v for k, v in bounds.items() if k in form.structure.nonlinear}
+    for g in groups:
+        where = [entry["train"]] + ([f"`{entry['group']}` == {g!r}"] if g is not None else [])
+        rows = table.query(" and ".join(f"({w})" for w in where))
+        t0 = time.perf_counter()
+        # every row is its own run (a "seed" column there may be one value for all)
+        seed_col = "run" if "run" in rows else None
+        grid = fr.load_grid(rows, metric=entry["metric"], seed_col=seed_col)
+        # cells of several runs (MoE's routers) count by their runs, as the authors fit runs
+        weights = "runs" if entry["objective"] != "log_huber" else "cells"
+        f = fr.fit(grid, entry["form"], objective=entry["objective"], bounds=nonlinear or None,
+                   weights=weights)  # fmt: skip
+        t_fr += time.perf_counter() - t0
+        reasons += [r for r in f.reasons if r not in reasons]
+        constants = list(f.form.structure.constants)
+        # the reference fits the runs themselves; both fits are scored on them
+        X = {v: rows[v].to_numpy(float) for v in variables}
+        y = rows[entry["metric"]].to_numpy(float)
+        ref = multistart(
+            expr.strip(), variables, constants, X, y, entry["objective"], nonlinear,
+            n_starts=starts, seed=seed, start_box=_box(entry, constants),
+        )  # fmt: skip
+        t_ref += ref.seconds
+        model = _compile(expr.strip(), variables, constants)
+        r = residual_fn(entry["objective"])[0](model([f.constants[c] for c in constants], X), y)
+        obj_fr += objective_value(entry["objective"], r)
+        obj_ref += ref.objective
+        skipped |= set(bounds) - set(nonlinear)
+        if entry.get("test"):
+            where = [entry["test"]] + ([f"`{entry['group']}` == {g!r}"] if g is not None else [])
+            test = table.query(" and ".join(f"({w})" for w in where))
+            model = _compile(expr.strip(), variables, constants)
+            Xt = {v: test[v].to_numpy(float) for v in variables}
+            test_rows.append(test[entry["metric"]].to_numpy(float))
+            pred_fr.append(model([f.constants[c] for c in constants], Xt))
+            pred_ref.append(model([ref.constants.get(c, np.nan) for c in constants], Xt))
+    out = {
+        "grid": entry["name"],
+        "groups": len(groups),
+        "cells": None,
+        "fitrules": obj_fr,
+        "reference": obj_ref,
+        "ratio": obj_fr / obj_ref if obj_ref > 0 else np.nan,
+        "fitrules_s": t_fr,
+        "reference_s": t_ref,
+        "metric": entry.get("published_metric_name", ""),
+        "published": entry.get("published_metric_value", np.nan),
+        "reasons": "; ".join(reasons),
+        "unbounded": ", ".join(sorted(skipped)),
+    }
+    if test_rows:
+        y = np.concatenate(test_rows)
+        out["fitrules_heldout"] = metric_value(out["metric"], np.concatenate(pred_fr), y)
+        out["reference_heldout"] = metric_value(out["metric"], np.concatenate(pred_ref), y)
+    if entry.get("published_constants") and groups == [None]:
+        pub = entry["published_constants"]
+        out["constants"] = ", ".join(f"{c} {f.constants[c]:.4g} ({pub[c]:.4g})" for c in pub
+                                     if c in f.constants)  # fmt: skip
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="comma-separated grid names")
+    ap.add_argument("--starts", type=int, default=200, help="reference starts (default 200)")
+    ap.add_argument("--data-dir", help="another folder to look for the grids' CSVs in")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    catalogue = tomllib.loads(CATALOGUE.read_text())
+    dirs = ([Path(args.data_dir)] if args.data_dir else []) + [
+        ROOT / "data" / "external",
+        ROOT.parent / "shared" / "external",
+    ]
+    names = args.only.split(",") if args.only else list(catalogue)
+    rows = []
+    for name in names:
+        entry = catalogue[name]
+        path = find(entry["file"], dirs)
+        if path is None:
+            print(f"skipping {name}: {entry['file']} is in none of the data folders")
+            continue
+        with np.errstate(all="ignore"):
+            rows.append(run_entry(entry, path, args.starts, args.seed))
+        r = rows[-1]
+        line = (
+            f"{name}: {r['groups']} fit(s); objective fitrules/reference {r['ratio']:.9f} "
+            f"({r['fitrules']:.6g} / {r['reference']:.6g}); time {r['fitrules_s']:.1f} s "
+            f"against {r['reference_s']:.1f} s ({r['reference_s'] / r['fitrules_s']:.0f}x)"
+        )
+        if "fitrules_heldout" in r:
+            line += (
+                f"; held-out {r['metric']}: fitrules {r['fitrules_heldout']:.4f}, reference "
+                f"{r['reference_heldout']:.4f}, published {r['published']:.4f}"
+            )
+        if "constants" in r:
+            line += f"; constants (published): {r['constants']}"
+        if r["reasons"]:
+            line += f"; flags: {r['reasons']}"
+        if r["unbounded"]:
+            line += (f"; published bounds on linear constants {r['unbounded']} not applied "
+                     "(fitrules solves them exactly, unbounded; so does the reference here)")
+        print(line, flush=True)
+    if rows:
+        df = pd.DataFrame(rows)
+        ok = (df["ratio"] <= 1 + 1e-9).sum()
+        print(
+            f"{len(df)} grids; fitrules at or below the reference's objective (1e-9 relative) on "
+            f"{ok}; total time fitrules {df['fitrules_s'].sum():.1f} s, reference "
+            f"{df['reference_s'].sum():.1f} s from {args.starts} starts a fit"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
