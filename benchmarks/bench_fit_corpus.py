@@ -98,10 +98,14 @@ def _saturating(seed: int) -> pd.DataFrame:
     h, keep = h.ravel(), keep.ravel()
     w = 1 / keep - 1
     y = 2.0 + 0.02 * w * h / (h + 6.0)
-    return pd.DataFrame({"H": h, "omega": w, "loss": y * (1 + 0.003 * rng.standard_normal(h.shape))})
+    return pd.DataFrame(
+        {"H": h, "omega": w, "loss": y * (1 + 0.003 * rng.standard_normal(h.shape))}
+    )
 
 
-DC_FILE = Path(__file__).resolve().parents[1].parent / "shared/external/data_constrained_muennighoff.csv"
+DC_FILE = (
+    Path(__file__).resolve().parents[1].parent / "shared/external/data_constrained_muennighoff.csv"
+)
 MUEN = (
     "muen(UN, RN, U, RD) = E + A*(UN*(1 + rn*(1 - exp(-RN/rn))))**(-alpha)"
     " + B*(U*(1 + rd*(1 - exp(-RD/rd))))**(-beta)"

@@ -188,8 +188,10 @@ def main(argv=None) -> int:
         if r["reasons"]:
             line += f"; flags: {r['reasons']}"
         if r["unbounded"]:
-            line += (f"; published bounds on linear constants {r['unbounded']} not applied "
-                     "(fitrules solves them exactly, unbounded; so does the reference here)")
+            line += (
+                f"; published bounds on linear constants {r['unbounded']} not applied "
+                "(fitrules solves them exactly, unbounded; so does the reference here)"
+            )
         print(line, flush=True)
     if rows:
         df = pd.DataFrame(rows)

@@ -345,6 +345,8 @@ GOOD_FORMS = [  # each reads H and omega, the two factors the grids vary
     "L0 + a/sqrt(H) + b*omega**2",
     "L0 + a*omega**c*(H/16)**b + d*log(H)",
     "L0[H] + a*omega*(H/16)**b",  # one intercept per level of H
+    "L0 + a*omega*(Hc/H)**b",  # a scale of H: a default range from H's values (issue 27)
+    "L0 + a*omega*H/(H + s)",  # a shift of H, either sign
 ]
 ONE_FACTOR_FORMS = ["L0 + a*omega", "a*H**b", "L0 + a*log(H)"]
 
