@@ -79,7 +79,8 @@ def main(argv=None) -> int:
                 f"{n:>8}  {fit['seconds']:>7.2f}  {fit['peak_mib']:>8.0f}  "
                 f"{1e6 * fit['seconds'] / n:>8.1f}  {1024 * fit['peak_mib'] / n:>8.2f}  "
                 f"{base['seconds']:>8.2f}  {base['peak_mib']:>9.0f}  "
-                f"{fit['seconds'] / base['seconds']:>7.1f}  {fit['peak_mib'] / base['peak_mib']:>6.2f}",
+                f"{fit['seconds'] / base['seconds']:>7.1f}  "
+                f"{fit['peak_mib'] / base['peak_mib']:>6.2f}",
                 flush=True,
             )
     return 0
