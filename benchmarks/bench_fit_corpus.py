@@ -103,6 +103,14 @@ def _saturating(seed: int) -> pd.DataFrame:
     )
 
 
+def _rectified(seed: int) -> pd.DataFrame:
+    """The SFT rectified law's shape (Lin et al. 2024): B/(Dl + D**beta) + E."""
+    rng = np.random.default_rng(seed)
+    d = 200.0 * 2.0 ** np.arange(12)
+    y = 320.0 / (1300.0 + d**0.68) + 1.75
+    return pd.DataFrame({"D": d, "loss": y * (1 + 0.002 * rng.standard_normal(d.shape))})
+
+
 DC_FILE = (
     Path(__file__).resolve().parents[1].parent / "shared/external/data_constrained_muennighoff.csv"
 )
@@ -156,6 +164,7 @@ def corpus(seeds: range) -> list[Case]:
     kap = "kaplan(N) = (Nc/N)**alphaN"
     par = "parscale(N, P) = E + (A/(N*(k*log(P) + 1)))**alpha"
     sat = "saturating(H, omega) = L0 + a*omega*H/(H + s)"
+    rect = "rectified(D) = B/(Dl + D**beta) + E"
     for s in seeds:
         t = _chinchilla(s)
         for obj in ("abs_ls", "log_huber"):
@@ -170,6 +179,10 @@ def corpus(seeds: range) -> list[Case]:
         cases.append(Case("parscale bounded", par, t, "abs_ls", bounds={"A": (1.0, 1e12)}))
         cases.append(Case("saturating", sat, _saturating(s), "rel_ls",
                           start_box={"s": (0.1, 100.0)}))  # fmt: skip
+        # bounded from 0 over decades, its optimum near 1e3 (as in the SFT grid's groups)
+        cases.append(Case("rectified bounded", rect, _rectified(s), "abs_ls",
+                          bounds={"Dl": (0.0, 1e8), "beta": (0.0, 3.0)},
+                          start_box={"B": (1.0, 1e4), "E": (0.0, 4.0)}))  # fmt: skip
     dc = _data_constrained()
     if dc is not None:
         box = {"E": (0, 5), "A": (1, 1e4), "B": (1, 1e5), "alpha": (0, 1), "beta": (0, 1)}

@@ -35,6 +35,7 @@ FORMS_FILE = "forms.toml"
 DEFAULT_NONLINEAR_BOUNDS = (-10.0, 10.0)
 DEFAULT_NONLINEAR_START = (-3.0, 3.0)
 LOG_RANGE = 1e3  # a positive starting range at least this wide (hi/lo) is searched in log
+LOG_FLOOR = 1e9  # a bounded range from 0 to hi is searched on a log scale from hi / this
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
@@ -688,10 +689,17 @@ class Structure:
                 lo, hi = given  # starts cover the box a user bounded
             else:
                 lo, hi = default_start(lower[i], upper[i])
-            s_lo.append(max(float(lo), lower[i]))
-            s_hi.append(min(float(hi), upper[i]))
-            signed = c in ranges and base_name(c) not in form.start and ranges[c].signed
-            floors.append(ranges[c].floor if signed else 0.0)
+            lo, hi = float(lo), float(hi)
+            floor = ranges[c].floor if c in ranges and ranges[c].signed else 0.0
+            if base_name(c) in form.start:
+                floor = 0.0
+            elif c not in ranges and given is not None and lo == 0 < hi and hi >= LOG_RANGE:
+                # a bounded box from 0 over decades is searched on a log scale from a floor
+                # (Dl in [0, 1e8] with its optimum near 1e3 fell between linear grid points)
+                lo = hi / LOG_FLOOR
+            s_lo.append(max(lo, lower[i]))
+            s_hi.append(min(hi, upper[i]))
+            floors.append(floor)
             # a positive range over decades is searched on a log scale (Nc ~ 1e13)
             log_axes.append(bool(s_lo[-1] > 0 and s_hi[-1] >= LOG_RANGE * s_lo[-1]))
         return cls(
