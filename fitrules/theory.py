@@ -55,7 +55,7 @@ def curvatures(spectrum: str, dim: int, curvature: float, condition: float) -> n
     """
     if spectrum not in ("constant", "linear", "geometric"):
         raise TheoryError(f"spectrum={spectrum!r} is unknown; allowed: constant, linear, geometric")
-    _int(dim, "dim", 1, 10_000_000)
+    dim = _int(dim, "dim", 1, 10_000_000)
     _positive(curvature, "curvature")
     if not _finite(condition) or condition < 1:
         raise TheoryError(f"condition={condition!r} must be a finite number >= 1")
@@ -93,22 +93,17 @@ def _int(v: object, name: str, lo: int, hi: int) -> int:
 
 
 def _curv(s: object) -> np.ndarray:
-    arr = np.atleast_1d(np.asarray(s, dtype=float)) if _array_like(s) else None
-    if arr is None or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
-        raise TheoryError(f"s={s!r}: curvatures must be finite numbers > 0")
-    if np.any(arr <= 0):
-        raise TheoryError(f"s: curvatures must be > 0; got {arr[arr <= 0][0]!r}")
-    return arr
-
-
-def _array_like(s: object) -> bool:
-    if isinstance(s, bool | str | bytes):
-        return False
     try:
-        arr = np.asarray(s, dtype=float)
+        raw = np.asarray(s)
     except (TypeError, ValueError):
-        return False
-    return arr.dtype.kind == "f"
+        raw = None
+    if raw is None or raw.dtype.kind not in "iuf" or raw.ndim > 1 or raw.size == 0:
+        raise TheoryError(f"s={s!r}: curvatures must be finite numbers > 0 (one or a list)")
+    arr = np.atleast_1d(raw.astype(float))
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        bad = arr[~(np.isfinite(arr) & (arr > 0))][0]
+        raise TheoryError(f"s: curvatures must be finite numbers > 0; got {float(bad)!r}")
+    return arr
 
 
 def _settings(lr, noise, H, M, omega, outer_lr, outer_momentum, nesterov, masks) -> dict:
@@ -136,7 +131,15 @@ def _settings(lr, noise, H, M, omega, outer_lr, outer_momentum, nesterov, masks)
 
 
 def _modes(s: np.ndarray, p: dict):
-    """Per mode: the outer transition A (n, 2, 2), noise loading b (n, 2), r, kappa, sigma2."""
+    """Per mode: the outer transition A (n, 2, 2), noise loading b (n, 2), r, kappa, sigma2.
+
+    Beyond double precision (a huge step, a huge H) entries become inf or NaN; callers mark
+    such modes unstable, so no warning is raised here."""
+    with np.errstate(all="ignore"):
+        return _modes_unchecked(s, p)
+
+
+def _modes_unchecked(s: np.ndarray, p: dict):
     a = 1.0 - p["lr"] * s
     with np.errstate(over="ignore", invalid="ignore"):
         aH = a ** p["H"]
@@ -164,8 +167,13 @@ def _modes(s: np.ndarray, p: dict):
     return A, b, r, kappa, sigma2
 
 
-def _second_moment_map(A, b, r, kappa) -> np.ndarray:
+def _second_moment_map(A, b, r, kappa) -> tuple[np.ndarray, np.ndarray]:
     """The linear map on (S11, S12, S22) of one round, per mode: shape (n, 3, 3)."""
+    with np.errstate(all="ignore"):
+        return _second_moment_map_unchecked(A, b, r, kappa)
+
+
+def _second_moment_map_unchecked(A, b, r, kappa) -> tuple[np.ndarray, np.ndarray]:
     a11, a12, a21, a22 = A[:, 0, 0], A[:, 0, 1], A[:, 1, 0], A[:, 1, 1]
     L = np.empty((A.shape[0], 3, 3))
     L[:, 0] = np.stack([a11 * a11, 2 * a11 * a12, a12 * a12], axis=1)
@@ -470,31 +478,39 @@ def exact_loss(run: Mapping, rounds: tuple[int, int] | None = None) -> float:
     missing = [k for k in _RUN_KEYS if k not in run]
     if missing:
         raise TheoryError(f"run: missing setting(s) {missing}")
-    if run["aggregator"] != "mean" or run["compressor"] == "topk" or int(run["attackers"]) > 0:
+
+    def num(key: str, kind: type = float):
+        value = run[key]
+        try:
+            out = kind(str(value).lower() == "true") if kind is bool else kind(value)
+        except (TypeError, ValueError, OverflowError):
+            raise TheoryError(f"run: {key}={value!r} is not a {kind.__name__}") from None
+        if kind is bool and str(value).lower() not in ("true", "false"):
+            raise TheoryError(f"run: {key}={value!r} is not True or False")
+        return out
+
+    if run["aggregator"] != "mean" or run["compressor"] == "topk" or num("attackers") > 0:
         raise TheoryError(
             f"aggregator={run['aggregator']!r}, compressor={run['compressor']!r}, "
             f"attackers={run['attackers']!r}: exact only for the mean aggregator, rand-k or no "
             "compression and no attackers"
         )
-    keep = float(run["keep"])
+    keep = num("keep")
     if not 0 < keep <= 1:
         raise TheoryError(f"keep={keep!r} is outside (0, 1]")
     omega = 0.0 if run["compressor"] == "none" else 1.0 / keep - 1.0
-    nesterov = run["nesterov"]
-    if isinstance(nesterov, str):
-        nesterov = nesterov.lower() == "true"
-    s = curvatures(str(run["spectrum"]), int(run["dim"]), float(run["curvature"]),
-                   float(run["condition"]))  # fmt: skip
+    s = curvatures(str(run["spectrum"]), num("dim"), num("curvature"), num("condition"))
     args = dict(
-        lr=float(run["lr"]), noise=float(run["noise"]), H=int(run["H"]), M=int(run["M"]),
-        omega=omega, outer_lr=float(run["outer_lr"]),
-        outer_momentum=float(run["outer_momentum"]), nesterov=bool(nesterov),
-        masks=str(run["masks"]),
+        lr=num("lr"), noise=num("noise"), H=num("H"), M=num("M"), omega=omega,
+        outer_lr=num("outer_lr"), outer_momentum=num("outer_momentum"),
+        nesterov=num("nesterov", bool), masks=str(run["masks"]),
     )  # fmt: skip
     if rounds is None:
         return stationary_loss(s, **args)
+    if not isinstance(rounds, tuple | list) or len(rounds) != 2:
+        raise TheoryError(f"rounds={rounds!r}: expected None or (burn_in, rounds)")
     burn_in, total = rounds
     total = _int(total, "rounds", 1, 10_000_000)
     burn_in = _int(burn_in, "burn_in", 0, total - 1)
-    curve = loss_curve(s, total, init=float(run.get("init", 0.0)), **args)
+    curve = loss_curve(s, total, init=num("init") if "init" in run else 0.0, **args)
     return float(curve[burn_in:].mean())

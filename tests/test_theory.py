@@ -20,8 +20,14 @@ def closed_form_h1(lr, s, V, omega, N):
 
 
 @pytest.mark.parametrize(
-    "lr, s, omega, N", [(0.1, 1.0, 0.0, 1), (0.1, 1.0, 3.0, 16), (0.2, 0.5, 99.0, 256),
-                        (0.02, 2.0, 15.0, 4), (1.0, 1.0, 1.0, 8)]  # fmt: skip
+    "lr, s, omega, N",
+    [
+        (0.1, 1.0, 0.0, 1),
+        (0.1, 1.0, 3.0, 16),
+        (0.2, 0.5, 99.0, 256),
+        (0.02, 2.0, 15.0, 4),
+        (1.0, 1.0, 1.0, 8),
+    ],  # fmt: skip
 )
 def test_h1_closed_form_is_the_fixed_point(lr, s, omega, N):
     v = th.stationary_variance(s, lr=lr, noise=0.7, M=N, omega=omega)[0]
@@ -128,9 +134,12 @@ def test_exact_loss_refuses_what_it_does_not_cover(change, match):
     [
         (lambda: th.stationary_loss(1.0, lr=0.0), r"lr=0.0 must be a finite number > 0"),
         (lambda: th.stationary_loss(1.0, lr=float("nan")), "lr=nan must be a finite number"),
-        (lambda: th.stationary_loss([1.0, -1.0], lr=0.1), "curvatures must be > 0"),
+        (lambda: th.stationary_loss([1.0, -1.0], lr=0.1), "> 0; got -1.0"),
         (lambda: th.stationary_loss("a", lr=0.1), "curvatures must be finite numbers"),
         (lambda: th.stationary_loss([], lr=0.1), "curvatures must be finite numbers"),
+        (lambda: th.stationary_loss(1j, lr=0.1), "curvatures must be finite numbers"),
+        (lambda: th.stationary_loss([[1.0]], lr=0.1), "curvatures must be finite numbers"),
+        (lambda: th.exact_loss({**asdict(quadratic.QuadConfig()), "lr": "a"}), "lr='a' is not"),
         (lambda: th.stationary_loss(1.0, lr=0.1, H=0), "H=0 must be a whole number from 1"),
         (lambda: th.stationary_loss(1.0, lr=0.1, H=2.5), "H=2.5 must be a whole number"),
         (lambda: th.stationary_loss(1.0, lr=0.1, M=True), "M=True must be a whole number"),
@@ -187,11 +196,7 @@ def test_theory_floor_names_the_stability_limit():
 
 
 def test_theory_workers_recovers_r():
-    frames = [
-        _exact_grid(M=M, eta=eta, H_levels=(4,))
-        for M in (4, 16, 64)
-        for eta in (0.5, 1.0)
-    ]
+    frames = [_exact_grid(M=M, eta=eta, H_levels=(4,)) for M in (4, 16, 64) for eta in (0.5, 1.0)]
     df = pd.concat(frames, ignore_index=True)
     fitted = fr.fit(fr.load_grid(df), "theory_workers")
     assert fitted.constants["r"] == pytest.approx(1 - 0.95**4, rel=1e-4)
