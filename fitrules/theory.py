@@ -231,6 +231,46 @@ def second_moment_radius(
     return out
 
 
+def variance_gain(
+    s,
+    lr: float,
+    H: int = 1,
+    M: int = 1,
+    omega: float = 0.0,
+    outer_lr: float = 1.0,
+    outer_momentum: float = 0.0,
+    nesterov: bool = True,
+    masks: str = "independent",
+) -> np.ndarray:
+    """Per mode, the compressor's feedback gain ``kappa * r**2 * S0_11``.
+
+    The stationary variance is the variance without the compressor's state-dependent noise
+    divided by ``1 - gain``: 0 without compression, 1 at the mean-square stability limit,
+    ``inf`` where the outer step's transition itself is unstable. Near 1 the stationary law
+    has heavy tails and time averages converge slowly. Arguments as in
+    :func:`stationary_variance`.
+
+    Example
+    -------
+    >>> round(float(variance_gain(1.0, lr=0.1, M=16, omega=15.0)[0]), 4)  # H = 1: kappa*r/(2-r)
+    0.0493
+    """
+    p = _settings(lr, 0.0, H, M, omega, outer_lr, outer_momentum, nesterov, masks)
+    s = _curv(s)
+    A, b, r, kappa, _ = _modes(s, p)
+    L0, bb = _second_moment_map(A, b, r, 0.0 * r)
+    out = np.full(s.size, np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = np.all(np.isfinite(L0), axis=(1, 2))
+        if ok.any():
+            radius = np.max(np.abs(np.linalg.eigvals(L0[ok])), axis=1)
+            stable = np.flatnonzero(ok)[radius < 1]
+            if stable.size:
+                S0 = np.linalg.solve(np.eye(3)[None] - L0[stable], bb[stable][..., None])
+                out[stable] = kappa * r[stable] ** 2 * S0[:, 0, 0]
+    return out
+
+
 def stationary_variance(
     s,
     lr: float,

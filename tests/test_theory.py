@@ -208,3 +208,18 @@ def test_theory_forms_are_built_in_but_not_defaults():
     for name in ("theory_floor", "theory_local_sgd", "theory_workers"):
         assert name in BUILTIN_FORMS and name not in DEFAULT_FORMS
         assert "fitrules.theory" in BUILTIN_FORMS[name].description
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.5])
+def test_the_variance_gain_divides_the_uncompressed_variance(momentum):
+    """Stationary variance = (variance without the state-dependent term) / (1 - gain)."""
+    kw = dict(lr=0.2, H=4, M=4, outer_momentum=momentum)
+    v = th.stationary_variance(0.5, omega=3.0, **kw)[0]
+    g = th.variance_gain(0.5, omega=3.0, **kw)[0]
+    # without the multiplicative term the variance is (1 + omega) times the uncompressed one
+    v0 = th.stationary_variance(0.5, omega=0.0, **kw)[0] * 4.0
+    assert v == pytest.approx(v0 / (1 - g), rel=1e-9)
+    assert th.variance_gain(1.0, lr=0.1, M=4, omega=0.0)[0] == 0.0
+    limit = th.stable_step(1.0, 15.0, 16)
+    assert th.variance_gain(1.0, lr=limit * 0.999, M=16, omega=15.0)[0] < 1
+    assert th.variance_gain(1.0, lr=limit * 1.001, M=16, omega=15.0)[0] > 1
