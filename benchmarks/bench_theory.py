@@ -343,8 +343,9 @@ def check_speed(quick: bool) -> bool:
                 best = min(best, time.perf_counter() - t0)
             times[inner] = best
         worst = max(worst, times["auto"])
-        ratio = f", every step taken {times['steps']:.2f} s ({times['steps'] / times['auto']:.1f}x)"
-        print(f"   {settings}: {times['auto']:.3f} s" + (ratio if "steps" in times else ""))
+        steps = times.get("steps")
+        ratio = f", every step taken {steps:.2f} s ({steps / times['auto']:.1f}x)" if steps else ""
+        print(f"   {settings}: {times['auto']:.3f} s{ratio}")
     manifest = data_dir() / "quadratic.manifest.json"
     if manifest.exists():
         wall = np.array(json.loads(manifest.read_text())["wall_s_per_run"])
