@@ -268,10 +268,12 @@ def _attack(c, cfg):
 def _aggregate(c, cfg):
     if cfg.aggregator == "mean":
         return c.mean(axis=0)
+    s = np.sort(c, axis=0)  # several times faster than np.median here, the same values
+    m = c.shape[0]
     if cfg.aggregator == "median":
-        return np.median(c, axis=0)
-    cut = int(math.floor(cfg.trim * c.shape[0]))
-    return np.sort(c, axis=0)[cut : c.shape[0] - cut].mean(axis=0)
+        return s[m // 2] if m % 2 else 0.5 * (s[m // 2 - 1] + s[m // 2])
+    cut = int(math.floor(cfg.trim * m))
+    return s[cut : m - cut].mean(axis=0)
 
 
 def train(cfg: QuadConfig) -> tuple[np.ndarray, float, int, bool]:
