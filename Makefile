@@ -2,7 +2,7 @@
 # delete it to remake it) and the committed reports.
 PY ?= python
 JOBS ?= 2
-GRIDS = main wide workers variants paired smoke tuned paired_tuned
+GRIDS = main wide workers variants paired smoke tuned paired_tuned quadratic quadratic_attack
 
 grids: $(GRIDS:%=data/%.csv)
 

@@ -45,6 +45,10 @@ class SimError(FitrulesError, ValueError):
     """A simulation spec or request is invalid."""
 
 
+class TheoryError(FitrulesError, ValueError):
+    """A setting of :mod:`fitrules.theory` is out of range, or a run it does not cover."""
+
+
 class ReportError(FitrulesError):
     """A report, JSON file or other output cannot be written where asked."""
 

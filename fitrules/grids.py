@@ -37,10 +37,12 @@ NON_FACTORS = {
     "run_id",
     "loss",
     "val_loss",
+    "loss_final",  # the quadratic backend's outcomes
+    "rounds_run",
 }
 # Columns that record what a run produced: a form that read one would predict the metric
 # from an outcome of the same run, so no form may read them (nor the metric, nor the seed).
-OUTCOMES = {"loss", "val_loss", "train_loss", "diverged", "wall_s"}
+OUTCOMES = {"loss", "val_loss", "train_loss", "diverged", "wall_s", "loss_final", "rounds_run"}
 # Domain checks for the harness's columns: name -> (test, what is allowed). They hold for
 # tables ``fitrules simulate`` wrote (its manifest beside them says so), where ``M`` is a
 # number of workers; in another table ``M = 0.07`` may be a model size in billions.
@@ -1018,7 +1020,12 @@ def load_grid(
         sha = hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
     elif path is not None:
         sha = sha256_file(path)
-    if unit is None and all(c in columns_read for c in HARNESS_COLUMNS):
+    # the quadratic backend's tables (model = "quadratic") hold an excess loss, not nats
+    if (
+        unit is None
+        and all(c in columns_read for c in HARNESS_COLUMNS)
+        and ("model" not in columns_read)
+    ):
         unit = HARNESS_UNITS.get(metric)
     var_units = {k: u for k, u in HARNESS_VARIABLE_UNITS.items() if harness and k in df.columns}
     var_units |= parse_units(units, list(df.columns), label)

@@ -1004,6 +1004,14 @@ TINY = "steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
 GOOD_CELLS = [
     f"{c},{TINY}" for c in ("H=1", "H=2,keep=0.5", "H=1,lr=1e-3", "H=1,compressor=topk,keep=0.5")
 ]
+# the quadratic backend (issue 33); with an MLP spec as base, one line saying so
+QTINY = "model=quadratic,dim=8,rounds=6,burn_in=1,M=4"
+GOOD_CELLS += [
+    f"{QTINY},H=2,keep=0.5",
+    f"{QTINY},aggregator=median,attackers=2,attack_mode=coordinated",
+    f"{QTINY},compressor=topk,keep=0.5,inner=steps,H=2",
+    f"{QTINY},lr=5,init=1",  # diverges: recorded, not an error
+]
 BAD_CELLS = [
     ",,,",
     "",
@@ -1018,11 +1026,30 @@ BAD_CELLS = [
     "seed=1",
     f"H=0,{TINY}",
     f"nesterov=maybe,{TINY}",
+    "model=cnn",
+    "model=quadratic,model=quadratic",
+    f"{QTINY},lr=0",
+    f"{QTINY},width=4",
+    f"{QTINY},burn_in=9",
+    f"{QTINY},attackers=5",
+    f"{QTINY},inner=aggregate,aggregator=trimmed",
+    f"{QTINY},spectrum=flat",
+    "model=quadratic,dim=10000000,rounds=10000000",
 ]
 GOOD_SPEC = (
     f"seeds = [0]\n[fixed]\n{TINY.replace(',', chr(10))}\n[[block]]\n[block.factors]\nH = [1, 2]\n"
 ).encode()
+GOOD_QUAD_SPEC = (
+    b'model = "quadratic"\nseeds = [0, 1]\n[fixed]\ndim = 8\nrounds = 6\nburn_in = 1\nM = 4\n'
+    b'[[block]]\n[block.factors]\nkeep = [1.0, 0.25]\naggregator = ["mean", "median"]\n'
+)
 BAD_SPECS = [
+    b'model = "cnn"\n',
+    b"model = 5\n",
+    b'model = "quadratic"\n[fixed]\nmodel = "mlp"\n',
+    b'model = "quadratic"\n[[block]]\n[block.factors]\nmodel = ["quadratic"]\n',
+    b'model = "quadratic"\n[fixed]\nwidth = 4\n',
+    b'model = "quadratic"\n[fixed]\ncondition = 0.5\n',
     b"fixed = 3\n",
     b"block = 3\n",
     b"[block]\nH = 1\n",
@@ -1047,7 +1074,7 @@ def simulate_cases(draw) -> Case:
     files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n"}
     argv = ["simulate"]
     if d.chance(3):
-        files["s.toml"] = d.pick([GOOD_SPEC], BAD_SPECS, 1)
+        files["s.toml"] = d.pick([GOOD_SPEC, GOOD_QUAD_SPEC], BAD_SPECS, 1)
         argv.append(d.pick(["s.toml"], ["DIR", "none.toml"], 3))
     if len(argv) == 1 or d.chance(2):
         argv.append(opt("--cell", d.pick(GOOD_CELLS, BAD_CELLS, 2)))
@@ -1238,6 +1265,8 @@ def api_cases(draw) -> ApiCase:
                 "design",
                 "search",
                 "Form",
+                "stationary_loss",
+                "exact_loss",
             ]  # fmt: skip
         )
     )
@@ -1253,6 +1282,31 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "derive", [(), "v = keep*2"], [5, "x", ["y = H/0"], [5]])
         _kw(d, kw, "unit", [None, "nats"], [5, ["a"]])
         return ApiCase(call, args, kw)
+    if call == "stationary_loss":  # fitrules.theory (issue 33)
+        args = (_arg(d, [1.0, [1.0, 0.5], (0.25, 2)], [0, -1.0, "a", [], NAN, None, [[1.0]],
+                                                     1j, [1.0, -1.0], True], "s"),)  # fmt: skip
+        kw["lr"] = _arg(d, [0.1, 0.05, 3.0], [0, -1, NAN, "a", None, True], "lr")
+        _kw(d, kw, "noise", [1.0, 0, 2], [-1, NAN, "a", None])
+        _kw(d, kw, "H", [1, 4, _np_int(2)], BAD_INTS)
+        _kw(d, kw, "M", [1, 16, _np_int(4)], BAD_INTS)
+        _kw(d, kw, "omega", [0, 3.0, 99], [-1, NAN, "a", None, float("inf")])
+        _kw(d, kw, "outer_lr", [1.0, 0.5], [0, -1, NAN, "a"])
+        _kw(d, kw, "outer_momentum", [0.0, 0.5], [1, -0.1, NAN, "a"])
+        _kw(d, kw, "nesterov", [True, False], BAD_BOOLS)
+        _kw(d, kw, "masks", ["independent", "shared"], ["x", 5, None])
+        return ApiCase(call, args, kw)
+    if call == "exact_loss":
+        from dataclasses import asdict
+
+        from fitrules.sim.quadratic import QuadConfig
+
+        good = asdict(QuadConfig(dim=10))
+        run = _arg(d, [good, {**good, "H": 4, "keep": 0.25}, {**good, "nesterov": "False"}],
+                   [{**good, "aggregator": "median"}, {**good, "lr": "a"}, {"dim": 3}, [1, 2],
+                    {**good, "keep": 0}, {**good, "nesterov": "maybe"}, None], "run")  # fmt: skip
+        if d.chance(3):
+            kw["rounds"] = _arg(d, [(10, 50), None], [(50, 10), (0, 0), "a", (1,)], "rounds")
+        return ApiCase(call, (run,), kw)
     if call == "compare":
         args = (_grid_arg(d),)
         kw["forms"] = _arg(
@@ -1387,6 +1441,10 @@ def _call_api(case: ApiCase, root: Path):
     kw = {k: _plain_arg(v) for k, v in case.kwargs.items()}
     if case.call == "load_grid":
         return fr.load_grid(*args, **kw)
+    if case.call in ("stationary_loss", "exact_loss"):
+        from fitrules import theory
+
+        return getattr(theory, case.call)(*args, **kw)
     if case.call == "compare":
         return fr.compare(*args, **kw)
     if case.call == "fit":
@@ -1433,6 +1491,8 @@ EXPECTED_TYPES = {
     "design": "Design",
     "search": "Search",
     "Form": "Form",
+    "stationary_loss": "float",
+    "exact_loss": "float",
 }
 
 

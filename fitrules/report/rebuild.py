@@ -18,6 +18,10 @@ from fitrules.cli import main
 from fitrules.paths import project_root
 
 CHINCHILLA = "../shared/external/chinchilla_epoch_svg_extracted.csv"
+THEORY_FORMS = (
+    "theory_local_sgd,theory_floor,composition,additive,free_omega,omega_only,log_additive,"
+    "composition_per_h"
+)
 
 REPORTS: dict[str, str | tuple] = {
     "default": "compare --splits 300 --report reports/default",
@@ -58,6 +62,12 @@ REPORTS: dict[str, str | tuple] = {
     "--max-constants 5 --objective log_huber --splits 10 --inner-splits 5 "
     "--form 'chinchilla(N, D) = E + A/N**alpha + B/D**beta' --jobs 2 "
     "--report reports/search/chinchilla",
+    # the theory forms (fitrules.theory) beside the empirical ones: on the quadratic harness,
+    # where theory_local_sgd is exact, and on the MLP's default grid
+    "theory-quadratic": f"compare --data data/quadratic.csv --forms {THEORY_FORMS} "
+    "--splits 300 --report reports/theory/quadratic",
+    "theory-main": f"compare --data data/main.csv --where 'lr == 3e-4' --forms {THEORY_FORMS} "
+    "--splits 300 --report reports/theory/main",
 }
 # reports made from data outside the project are skipped when it is absent
 NEEDS = {"chinchilla": CHINCHILLA, "search-chinchilla": CHINCHILLA}

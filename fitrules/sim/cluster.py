@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from fitrules.errors import SimError
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
-from fitrules.sim.runner import one_blas_thread, run_key
+from fitrules.sim.runner import execute, one_blas_thread, run_key
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -217,7 +217,7 @@ def _run_task(cfg: RunConfig, expected: tuple[str, str]) -> tuple[dict, str]:
     if found != tuple(expected):  # a worker that joined after the check on connect
         match_workers({address: found}, expected)
     _one_blas_thread_here()
-    return run(cfg, load_corpus()), address
+    return (run(cfg, load_corpus()) if isinstance(cfg, RunConfig) else execute(cfg)), address
 
 
 def _task_key(cfg: RunConfig, invocation: str) -> str:

@@ -35,8 +35,10 @@ import pandas as pd
 from fitrules import __version__
 from fitrules.errors import SimError
 from fitrules.limits import MAX_SIM_JOBS, check_count, check_memory
+from fitrules.sim import quadratic
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
+from fitrules.sim.quadratic import QuadConfig
 from fitrules.sim.spec import GridSpec
 from fitrules.util import atomic_write_text, progress
 
@@ -47,9 +49,24 @@ def run_key(cfg: RunConfig) -> str:
     return json.dumps(asdict(cfg), sort_keys=True)
 
 
+def _config_class(spec_or_row: GridSpec | dict) -> type:
+    """The config class of a spec's runs, or of a results row (by its ``model`` column)."""
+    if isinstance(spec_or_row, GridSpec):
+        return type(spec_or_row.runs[0]) if spec_or_row.runs else RunConfig
+    return QuadConfig if spec_or_row.get("model") == "quadratic" else RunConfig
+
+
+def execute(cfg: RunConfig | QuadConfig, corpus=None) -> dict:
+    """One run's results row, by the backend its config belongs to."""
+    if isinstance(cfg, QuadConfig):
+        return quadratic.run(cfg)
+    return run(cfg, corpus if corpus is not None else load_corpus())
+
+
 def _row_key(row: dict) -> str:
     values = {}
-    for f in fields(RunConfig):
+    cls = _config_class(row)
+    for f in fields(cls):
         v = row[f.name]
         kind = str(f.type)
         if kind == "bool":
@@ -57,7 +74,7 @@ def _row_key(row: dict) -> str:
         else:
             v = {"int": int, "float": float, "str": str}[kind](v)
         values[f.name] = v
-    return run_key(RunConfig(**values))
+    return run_key(cls(**values))
 
 
 def one_blas_thread() -> None:
@@ -68,8 +85,8 @@ def one_blas_thread() -> None:
     threadpool_limits(1)
 
 
-def _one(cfg: RunConfig) -> dict:
-    return run(cfg, load_corpus())
+def _one(cfg: RunConfig | QuadConfig) -> dict:
+    return execute(cfg)
 
 
 def manifest_path(out: Path) -> Path:
@@ -151,7 +168,8 @@ def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
         raise SimError(
             f"{out}: exists and is not a results table ({msg}); refusing to touch it"
         ) from None
-    if "spec_sha256" not in table.columns or set(KEY_FIELDS) - set(table.columns):
+    key_fields = [f.name for f in fields(_config_class(spec))]
+    if "spec_sha256" not in table.columns or set(key_fields) - set(table.columns):
         raise SimError(
             f"{out}: exists and was not written by 'fitrules simulate'; choose another --out"
         )
@@ -199,7 +217,8 @@ def _finished(out: Path, spec: GridSpec) -> bool:
 
 def _varying(spec: GridSpec) -> list[str]:
     """The factors that differ between the spec's runs, and the seed: enough to name a run."""
-    names = [f.name for f in fields(RunConfig) if len({getattr(r, f.name) for r in spec.runs}) > 1]
+    kind = _config_class(spec)
+    names = [f.name for f in fields(kind) if len({getattr(r, f.name) for r in spec.runs}) > 1]
     return names if "seed" in names else [*names, "seed"]
 
 
@@ -310,7 +329,7 @@ def _run_here(todo: Iterable[RunConfig], checkpoint: _Checkpoint) -> None:
     corpus = load_corpus()
     for cfg in todo:
         try:
-            row = run(cfg, corpus)
+            row = run(cfg, corpus) if isinstance(cfg, RunConfig) else execute(cfg)
         except Exception as err:  # named when the grid ends; the other runs go on
             checkpoint.fail(cfg, err)
         else:

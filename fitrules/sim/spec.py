@@ -13,6 +13,11 @@ factors, on top of its own and the spec's fixed settings::
     keep = [1.0, 0.5]
 
 A block may carry its own ``seeds`` list (a designed batch gives each cell its own count).
+
+``model = "quadratic"`` (at the top level or in ``[fixed]``) makes every run a run of the
+noisy-quadratic backend, :class:`fitrules.sim.quadratic.QuadConfig`, whose fields are then the
+settings a spec may name; the default, ``model = "mlp"``, is the MLP harness
+(:class:`fitrules.sim.diloco.RunConfig`). One spec runs one model.
 """
 
 from __future__ import annotations
@@ -27,8 +32,11 @@ from typing import Any
 from fitrules.errors import SimError
 from fitrules.limits import MAX_SEED, MAX_SIM_RUNS, check_memory
 from fitrules.sim.diloco import RunConfig
+from fitrules.sim.quadratic import QuadConfig
 
 CONFIG_FIELDS = {f.name: f.type for f in fields(RunConfig)}
+QUAD_FIELDS = {f.name: f.type for f in fields(QuadConfig)}
+MODELS = {"mlp": (RunConfig, CONFIG_FIELDS), "quadratic": (QuadConfig, QUAD_FIELDS)}
 
 
 @dataclass(frozen=True)
@@ -44,21 +52,27 @@ class GridSpec:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def _check_keys(where: str, mapping: dict, source: str) -> None:
+def _check_keys(where: str, mapping: dict, source: str, known: dict = CONFIG_FIELDS) -> None:
     for key in mapping:
-        if key not in CONFIG_FIELDS or key == "seed":
-            allowed = ", ".join(k for k in CONFIG_FIELDS if k != "seed")
+        if key == "model":
+            raise SimError(
+                f"{source}: 'model' in {where}: a spec runs one model, named once at the top "
+                'level or in [fixed] (model = "quadratic")'
+            )
+        if key not in known or key == "seed":
+            allowed = ", ".join(k for k in known if k not in ("seed", "model"))
             raise SimError(
                 f"{source}: unknown factor {key!r} in {where}; allowed: {allowed}"
                 " (seeds go in 'seeds')"
             )
 
 
-def _config(values: dict, source: str) -> RunConfig:
+def _config(values: dict, source: str, cls: type = RunConfig) -> Any:
     kinds = {"int": int, "float": float, "bool": bool, "str": str}
+    known = {f.name: f.type for f in fields(cls)}
     coerced: dict[str, Any] = {}
     for key, value in values.items():
-        kind = kinds[str(CONFIG_FIELDS[key])]
+        kind = kinds[str(known[key])]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             try:
                 value = float(value)
@@ -70,7 +84,7 @@ def _config(values: dict, source: str) -> RunConfig:
             raise SimError(f"{source}: {key}={value!r} must be of type {kind.__name__}")
         coerced[key] = value
     try:
-        return RunConfig(**coerced).validate()
+        return cls(**coerced).validate()
     except SimError as err:
         raise SimError(f"{source}: {err}") from None
 
@@ -103,7 +117,10 @@ def check_runs(runs: tuple[RunConfig, ...], source: str) -> None:
     """Refuse a spec whose single run would not fit in memory (checked before any run)."""
     from fitrules.sim.corpus import ALPHABET
 
-    if runs:
+    if runs and isinstance(runs[0], QuadConfig):
+        worst = max(runs, key=lambda r: r.memory())
+        check_memory(worst.memory(), f"{source}: {worst.describe()}", "use a smaller dim or M")
+    elif runs:
         worst = max(runs, key=lambda r: r.memory(len(ALPHABET)))
         check_memory(
             worst.memory(len(ALPHABET)),
@@ -129,18 +146,19 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
         raise SimError(f"{source}: not valid TOML ({' '.join(str(err).split())})") from None
     except RecursionError:
         raise SimError(f"{source}: not valid TOML (nested too deeply)") from None
-    unknown = set(doc) - {"name", "description", "seeds", "fixed", "block"}
+    unknown = set(doc) - {"name", "description", "model", "seeds", "fixed", "block"}
     if unknown:
         raise SimError(
             f"{source}: unknown top-level key(s) {sorted(unknown)}; allowed: name, "
-            "description, seeds, fixed, block"
+            "description, model, seeds, fixed, block"
         )
     for key in ("name", "description"):
         if key in doc and not isinstance(doc[key], str):
             raise SimError(f"{source}: {key} must be a string")
     seeds = _seeds(doc.get("seeds", [0]), source)
-    fixed = _table(doc.get("fixed", {}), "[fixed]", source)
-    _check_keys("[fixed]", fixed, source)
+    fixed = dict(_table(doc.get("fixed", {}), "[fixed]", source))
+    cls, known = _model(doc, fixed, source)
+    _check_keys("[fixed]", fixed, source, known)
     blocks = doc.get("block", [{}])
     if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
         raise SimError(
@@ -158,8 +176,8 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
         block_seeds = _seeds(block["seeds"], source) if "seeds" in block else seeds
         bfixed = _table(block.get("fixed", {}), f"block {i + 1} [fixed]", source)
         factors = _table(block.get("factors", {}), f"block {i + 1} [factors]", source)
-        _check_keys(f"block {i + 1} [fixed]", bfixed, source)
-        _check_keys(f"block {i + 1} [factors]", factors, source)
+        _check_keys(f"block {i + 1} [fixed]", bfixed, source, known)
+        _check_keys(f"block {i + 1} [factors]", factors, source, known)
         for name, levels in factors.items():
             if not isinstance(levels, list) or not levels:
                 raise SimError(f"{source}: factor {name!r} needs a non-empty list of levels")
@@ -178,11 +196,25 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
         for combo in itertools.product(*(factors[n] for n in names)):
             for seed in block_seeds:
                 values = {**fixed, **bfixed, **dict(zip(names, combo, strict=True)), "seed": seed}
-                runs.append(_config(values, source))
+                runs.append(_config(values, source, cls))
     if len(set(runs)) != len(runs):
         raise SimError(f"{source}: the blocks ask for the same run twice")
     check_runs(tuple(runs), source)
     return GridSpec(str(doc.get("name", Path(source).stem)), text, tuple(runs))
+
+
+def _model(doc: dict, fixed: dict, source: str) -> tuple[type, dict]:
+    """The spec's config class and fields, from ``model`` (popped from ``fixed``)."""
+    names = [doc["model"]] if "model" in doc else []
+    if "model" in fixed:
+        names.append(fixed.pop("model"))
+    if len(names) == 2 and names[0] != names[1]:
+        raise SimError(f"{source}: model is {names[0]!r} at the top level but {names[1]!r} in "
+                       "[fixed]; name it once")  # fmt: skip
+    model = names[0] if names else "mlp"
+    if not isinstance(model, str) or model not in MODELS:
+        raise SimError(f"{source}: model={model!r} is unknown; allowed: {', '.join(MODELS)}")
+    return MODELS[model]
 
 
 def load_spec(path: Path | str) -> GridSpec:
@@ -214,19 +246,22 @@ def load_spec(path: Path | str) -> GridSpec:
     return parse_spec(text, str(path))
 
 
-def parse_cell(cell: str, base: dict | None = None, source: str = "--cell") -> dict:
-    """Parse ``"H=8,keep=0.25"`` into config values on top of ``base``."""
+def parse_cell(
+    cell: str, base: dict | None = None, source: str = "--cell", known: dict = CONFIG_FIELDS
+) -> dict:
+    """Parse ``"H=8,keep=0.25"`` into config values on top of ``base``; ``known`` maps the
+    settings allowed to their types (the MLP harness's by default)."""
     values = dict(base or {})
     seen: set[str] = set()
     for part in filter(None, (p.strip() for p in cell.split(","))):
         if "=" not in part:
             raise SimError(f"{source}: {part!r} is not of the form NAME=VALUE")
         key, raw = (s.strip() for s in part.split("=", 1))
-        _check_keys(source, {key: None}, source)
+        _check_keys(source, {key: None}, source, known)
         if key in seen:
             raise SimError(f"{source}: {key!r} is given twice")
         seen.add(key)
-        kind = str(CONFIG_FIELDS[key])
+        kind = str(known[key])
         try:
             if kind == "bool":
                 if raw.lower() not in ("true", "false"):
@@ -250,9 +285,10 @@ def cell_spec(cell: str, base: GridSpec | None = None, seeds: str | None = None)
     """
     base_values: dict = {}
     seed_list = [0]
+    cell, cls, known = _cell_model(cell, base)
     if base is not None:
         first = base.runs[0]
-        base_values = {k: getattr(first, k) for k in CONFIG_FIELDS if k != "seed"}
+        base_values = {k: getattr(first, k) for k in known if k not in ("seed", "model")}
         seed_list = sorted({r.seed for r in base.runs})
     if seeds is not None:
         try:
@@ -262,9 +298,34 @@ def cell_spec(cell: str, base: GridSpec | None = None, seeds: str | None = None)
         seed_list = _seeds(parsed, f"--seeds {seeds!r}")
         if len(seed_list) > MAX_SIM_RUNS:
             raise SimError(f"--seeds: more than {MAX_SIM_RUNS:,} seeds")
-    values = parse_cell(cell, base_values)
-    runs = tuple(_config({**values, "seed": s}, "--cell") for s in seed_list)
+    only_model = cls is QuadConfig and not cell.replace(",", "").strip()
+    values = base_values if only_model else parse_cell(cell, base_values, known=known)
+    runs = tuple(_config({**values, "seed": s}, "--cell", cls) for s in seed_list)
     check_runs(runs, "--cell")
-    desc = ",".join(f"{k}={v}" for k, v in parse_cell(cell).items())
+    named = {} if only_model else parse_cell(cell, known=known)
+    desc = ",".join(f"{k}={v}" for k, v in named.items())
+    if cls is QuadConfig:
+        desc = ",".join(filter(None, ["model=quadratic", desc]))
+        values = {**values, "model": "quadratic"}
     text = f"# --cell {desc}\n" + "\n".join(f"{k} = {v!r}" for k, v in sorted(values.items()))
     return GridSpec(f"cell:{desc}", text + f"\nseeds = {seed_list!r}\n", runs)
+
+
+def _cell_model(cell: str, base: GridSpec | None) -> tuple[str, type, dict]:
+    """The cell without its ``model=NAME`` part, and the config class and fields it names
+    (the base spec's, or the MLP harness's, when it names none)."""
+    parts = [p for p in cell.split(",") if p.split("=", 1)[0].strip() != "model"]
+    named = [p.split("=", 1)[1].strip() for p in cell.split(",")
+             if p.split("=", 1)[0].strip() == "model" and "=" in p]  # fmt: skip
+    base_cls = type(base.runs[0]) if base is not None else None
+    if not named:
+        cls = base_cls or RunConfig
+        return cell, cls, QUAD_FIELDS if cls is QuadConfig else CONFIG_FIELDS
+    if len(named) > 1:
+        raise SimError("--cell: 'model' is given twice")
+    if named[0] not in MODELS:
+        raise SimError(f"--cell: model={named[0]!r} is unknown; allowed: {', '.join(MODELS)}")
+    cls, known = MODELS[named[0]]
+    if base_cls is not None and cls is not base_cls:
+        raise SimError(f"--cell model={named[0]}: the spec given runs another model")
+    return ",".join(parts), cls, known
