@@ -219,6 +219,8 @@ def _crossed_anova(cell: np.ndarray, seed: np.ndarray, y: np.ndarray) -> dict | 
     n, C, S = len(y), int(ci.max()) + 1, int(si.max()) + 1
     if n * (C + S) > ANOVA_MAX_ELEMENTS:
         return None  # the dense design would not fit in memory: no estimate, say nothing
+    if len(np.unique(ci * S + si)) == S:  # as many (cell, seed) pairs as seeds
+        return None  # no seed id in two cells: nothing to estimate (and no SVD to pay for)
     Xc = np.zeros((n, C))
     Xc[np.arange(n), ci] = 1
     Zs = np.zeros((n, S))
