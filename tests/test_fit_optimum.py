@@ -153,3 +153,14 @@ def test_data_constrained_law_reaches_its_optimum_from_the_parsed_form():
     X = {c: t[c].to_numpy(float) for c in ("UN", "RN", "U", "RD")}
     r = fit(f, X, t["loss"].to_numpy(float), Objective("abs_ls"))
     assert r.objective <= 8.9133 + 1e-4
+
+
+def test_compare_names_the_default_ranges_it_used():
+    """Issue 27: the output names every default range that was used."""
+    c = fr.compare(None, ["composition", "sat = L0 + a*omega*H/(H + s)"], splits=10)
+    text = str(c)
+    assert "sat: default ranges from the grid's values (--bound replaces them): s in" in text
+    assert "(shift of H)" in text
+    assert "composition: default ranges" not in text  # exponents keep [-10, 10], unnamed
+    forms = {f["name"]: f for f in c.to_dict()["forms"]}
+    assert "shift of H" in forms["sat"]["constant_notes"]

@@ -244,6 +244,13 @@ def render_comparison(cmp) -> str:
             lines.append(f"  split {lab}: {g['split_label'].iloc[0]}")
     lines += ["", table(cmp.summary, summary_columns(basis))]
     lines += [f"warning: {w}" for w in getattr(cmp, "warnings", [])]
+    for f in cmp.forms:  # ranges read from the grid's values, named where they were used
+        ranges = {c: r for c, r in getattr(f, "ranges", {}).items() if c not in f.bounds}
+        if ranges:
+            lines.append(
+                f"{f.name}: default ranges from the grid's values (--bound replaces them): "
+                + ", ".join(f"{c} in {r.describe()} ({r.role})" for c, r in ranges.items())
+            )
     seed_line = seed_effect_sentence(getattr(cmp, "seed_effect", None), cmp.data.get("unit") or "")
     if seed_line:
         lines += [seed_line]
