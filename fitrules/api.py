@@ -387,9 +387,11 @@ def fit(
         bootstrap_fit,
         heldout_fit,
         jacobian_uncertainty,
+        offset_response,
         resolve_point,
         robust_cells,
         seed_noise,
+        seed_offset,
     )
 
     arg.text(objective, "objective")
@@ -450,11 +452,17 @@ def fit(
         "excluded": g.summary()["excluded"],
         **g.handling(f.bound_variables),
     }
-    heldout = None
+    heldout = offset = response = None
     if intervals or points:
         noise = seed_noise(g, f.bound_variables, obj)
-        heldout = heldout_fit(f, cells, result.constants, noise, obj, level)
+        # the effect the grid's seed ids share across cells: the fit absorbed it
+        offset = seed_offset(g, cells, obj, noise)
+        heldout = heldout_fit(f, cells, result.constants, noise, obj, level, offset=offset)
         heldout.check()
+        if offset is not None:
+            response = offset_response(
+                f, cells.X, cells.y, result.constants, obj, offset.shares, offset.relative, w
+            )
     fitted = FittedForm(
         f,
         result,
@@ -469,6 +477,7 @@ def fit(
         harness=g.harness,
     )
     fitted.heldout = heldout
+    fitted.seed_offset, fitted.offset_response = offset, response
     fitted.predictions = [fitted.predict(p, runs) for p in points]
     return fitted
 

@@ -306,7 +306,24 @@ def uncertainty_lines(f) -> list[str]:
     if f.bootstrap is not None:
         pct = round(100 * f.bootstrap.level)
         lines.append(f"intervals: {pct}% {f.bootstrap.interval_kind}, {f.bootstrap.describe()}")
+        lines.append(f"the intervals cover {f.intervals_covers}" + _offset_note(f))
     return lines
+
+
+def _offset_note(f) -> str:
+    """How the constants' intervals carry the grid's seed offset, if they do."""
+    off = f.seed_offset
+    if off is None:
+        return ""
+    moved = [c for c, v in f.seed_offset_sd.items() if v > 0 and math.isfinite(v)]
+    unit = "%" if off.relative else ""
+    scale = 100 if off.relative else 1
+    return (
+        f": the bootstrap's, widened in quadrature by the grid's seed offset (one seed id's "
+        f"shared effect {scale * math.sqrt(off.shared_var):.3g}{unit} over {len(off.seeds)} "
+        f"ids, t quantile on {off.df} degrees of freedom), which moves "
+        + (", ".join(moved) if moved else "no constant")
+    )
 
 
 def information_line(f) -> str:
@@ -376,10 +393,18 @@ def render_fitted(f) -> str:
         pct = round(100 * p["level"]) if p.get("level") else None
         if p.get("interval") is not None:
             lo, hi = p["interval"]
-            line += f"; {pct}% interval for the configuration's mean {lo:.5g} to {hi:.5g}"
+            line += (
+                f"; {pct}% interval for the configuration's mean over new seed ids "
+                f"{lo:.5g} to {hi:.5g}"
+            )
+        if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get(
+            "interval"
+        ):
+            lo, hi = p["interval_grid_seeds"]
+            line += f"; at the grid's seed ids {lo:.5g} to {hi:.5g}"
         if p.get("interval_runs") is not None:
             lo, hi = p["interval_runs"]
-            line += f"; for the mean of {p['runs']} new runs {lo:.5g} to {hi:.5g}"
+            line += f"; for the mean of {p['runs']} new runs at fresh seed ids {lo:.5g} to {hi:.5g}"
         if p.get("constants_interval") is not None:
             lo, hi = p["constants_interval"]
             line += f"; constants' uncertainty only {lo:.5g} to {hi:.5g}"
