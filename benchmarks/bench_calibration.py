@@ -73,6 +73,9 @@ FIVE = ["composition", "additive", "free_omega", "omega_only", "log_additive"]
 H_LEVELS = np.array([1.0, 4.0, 16.0, 64.0])
 OMEGA_LEVELS = np.array([0.0, 1.0, 3.0, 7.0, 15.0])
 RUN_SD = 0.0131  # per-run sd of the default grid (pooled over its cells)
+# the standard noise models beside iid (relative to the value): a seed effect shared by every
+# cell with the same seed id plus per-run noise, as the default grid shows them
+SHARED_SD, PER_RUN_SD, IID_SD = 0.00506, 0.00323, 0.0060
 
 
 def composition(H, omega):
@@ -209,6 +212,116 @@ def verdict_section(n_grids: int, splits: int) -> dict:
     worst = max(v["verdict"] for v in out.values())
     print(f"  target: every null at most 0.06: {'met' if worst <= 0.06 else 'NOT met'} "
           f"(worst {worst:.3f})", flush=True)  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------ 1b. a 12-cell grid
+SMALL_H = np.repeat([1.0, 4.0, 16.0], 4)
+SMALL_OMEGA = np.tile([0.0, 1.0, 3.0, 7.0], 3)  # keep 1, 1/2, 1/4, 1/8
+SMALL_DENSE_H, SMALL_DENSE_KEEP = np.meshgrid(
+    2 ** np.arange(0, 4.01, 0.5), 2 ** np.arange(-3, 0.01, 1 / 3)
+)
+SMALL_DENSE = {"H": SMALL_DENSE_H.ravel(), "omega": 1 / SMALL_DENSE_KEEP.ravel() - 1}
+
+
+def small_grid(rng, truth, noise: str = "shared"):
+    """3 H x 4 keep, 3 seeds; ``shared``: a seed effect (sd 0.506% of the value) shared by
+    every cell with that seed id plus per-run noise (0.323%); ``iid``: 0.60% per run."""
+    u = rng.standard_normal(3) * (SHARED_SD if noise == "shared" else 0.0)
+    sd = PER_RUN_SD if noise == "shared" else IID_SD
+    mu = truth(SMALL_H, SMALL_OMEGA)
+    rows = [
+        {"H": SMALL_H[i], "omega": SMALL_OMEGA[i], "seed": s,
+         "loss": mu[i] * (1 + u[s] + sd * rng.standard_normal())}
+        for i in range(len(mu))
+        for s in range(3)
+    ]  # fmt: skip
+    return load_grid("small.csv", frame=pd.DataFrame(rows))
+
+
+def small_weight(n_grids: int, seed: int = 11) -> float:
+    """The mixture weight at which composition and log_additive are equally good under the
+    12-cell grid's verdict protocol (leave one cell out): the zero of the mean log error ratio
+    over the cells, interpolated between two weights, on calibration grids not used after."""
+    from fitrules.fit import Objective, fit_splits
+
+    forms = [BUILTIN_FORMS[n].bind(["H", "omega"]) for n in ("composition", "log_additive")]
+    X = {"H": SMALL_H, "omega": SMALL_OMEGA}
+    masks = ~np.eye(len(SMALL_H), dtype=bool)
+    rng = np.random.default_rng(seed)
+    means = {}
+    for w in (0.74, 0.78):
+        logs = []
+        for _ in range(n_grids):
+            y = small_grid(rng, mixture(w)).cells(("H", "omega")).y
+            errs = []
+            for f in forms:
+                fits = fit_splits(f, X, y, masks, Objective())
+                pred = np.array([
+                    predict(f, {k: v[i : i + 1] for k, v in X.items()}, r.constants)[0]
+                    for i, r in enumerate(fits)
+                ])  # fmt: skip
+                errs.append(np.abs(pred - y) / y)
+            logs.append(float(np.mean(np.log(errs[0]) - np.log(errs[1]))))
+        means[w] = float(np.mean(logs))
+    (w0, m0), (w1, m1) = means.items()
+    return float(w0 - m0 * (w1 - w0) / (m1 - m0))
+
+
+def small_true_ratio(w: float) -> float:
+    """log_additive's over composition's mean |relative error| on dense cells of the 12-cell
+    grid's range, each fitted to the noise-free truth on the 12 cells."""
+    from fitrules.fit import fit
+
+    truth = mixture(w)
+    y = truth(SMALL_H, SMALL_OMEGA)
+    target = truth(SMALL_DENSE["H"], SMALL_DENSE["omega"])
+    err = {}
+    for n in ("composition", "log_additive"):
+        f = BUILTIN_FORMS[n].bind(["H", "omega"])
+        c = fit(f, {"H": SMALL_H, "omega": SMALL_OMEGA}, y).constants
+        err[n] = float(np.mean(np.abs(predict(f, SMALL_DENSE, c) - target) / target))
+    return err["log_additive"] / err["composition"]
+
+
+def small_section(n_null: int, n_power: int, splits: int) -> dict:
+    print(
+        f"1b. the verdict on a 12-cell grid (3 H x 4 keep, 3 seeds, shared-seed noise: seed "
+        f"effect sd {100 * SHARED_SD:.3f}% shared by every cell with that seed id plus per-run "
+        f"sd {100 * PER_RUN_SD:.3f}%); its verdict protocol leaves one cell out, so the test is "
+        "the exact sign-flip over the 12 cells (the old test: corrected t over 300 random "
+        "splits that repeat the 12 leave-one-out splits)",
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    w0 = small_weight(max(n_null // 4, 50))
+    print(f"  null: w = {w0:.4f} (zero of the mean log error ratio, {time.perf_counter() - t0:.0f}"
+          " s of calibration grids)", flush=True)  # fmt: skip
+    forms = [BUILTIN_FORMS["composition"], BUILTIN_FORMS["log_additive"]]
+    out = {}
+    rows = [("null", w0, n_null)] + [(f"w = {w:g}", w, n_power) for w in (0.88, 0.9, 0.95)]
+    print("  | truth | true error ratio (dense cells) | grids | rejects at 0.05 | naming "
+          "composition | sign-flip p unattainable |")  # fmt: skip
+    print("  |---|---:|---:|---:|---:|---:|")
+    for name, w, n in rows:
+        rng = np.random.default_rng(21 if name == "null" else 22)
+        rej = right = none = 0
+        for i in range(n):
+            cmp = compare(small_grid(rng, mixture(w)), forms, RandomSplit(splits, 1 / 3, i))
+            r = cmp.paired.iloc[0]
+            if r["p"] is None:
+                none += 1
+                continue
+            rej += r["p"] < 0.05
+            right += r["p"] < 0.05 and r["ratio"] < 1
+        ratio = small_true_ratio(w)
+        out[name] = {"rate": rej / n, "ratio": ratio, "grids": n, "right": right / n}
+        print(f"  | {name} | {ratio:.2f} | {n} | {rej / n:.3f} | {right / n:.3f} | {none} |",
+              flush=True)  # fmt: skip
+    print(f"  target: false positives at most 0.05 over at least 400 null grids: "
+          f"{'met' if out['null']['rate'] <= 0.05 and n_null >= 400 else 'NOT met'} "
+          f"({out['null']['rate']:.3f} over {n_null}); {time.perf_counter() - t0:.0f} s",
+          flush=True)  # fmt: skip
     return out
 
 
@@ -390,8 +503,10 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", type=int, default=300, help="random splits per grid (300)")
     ap.add_argument("--draws", type=int, default=2000, help="draws per score row (2000)")
     ap.add_argument(
-        "--only", choices=["verdict", "power", "holm", "score", "ci"], default=None
+        "--only", choices=["verdict", "small", "power", "holm", "score", "ci"], default=None
     )
+    ap.add_argument("--small-null", type=int, default=400, help="null grids of 1b (400)")
+    ap.add_argument("--small-power", type=int, default=200, help="grids per power row of 1b")
     ap.add_argument(
         "--weights",
         default="1.0,0.9,0.8,0.75,0.58,0.3",
@@ -413,6 +528,9 @@ def main(argv=None) -> int:
     if args.only in (None, "verdict"):
         v = verdict_section(args.grids, args.splits)
         ok &= max(r["verdict"] for r in v.values()) <= 0.06
+    if args.only in (None, "small"):
+        sm = small_section(args.small_null, args.small_power, args.splits)
+        ok &= sm["null"]["rate"] <= 0.05
     if args.only in (None, "power"):
         rows = power_section(
             args.grids, args.splits, [float(w) for w in args.weights.split(",")], five=False

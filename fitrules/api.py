@@ -646,6 +646,7 @@ def search(
     jobs: int = 1,
     on_plan: Callable | None = None,
     on_progress: Callable[[int], None] | None = None,
+    seeds: str = "cells-and-seeds",
 ):
     """Propose forms from a grammar and choose among them by nested validation.
 
@@ -667,6 +668,10 @@ def search(
     objective, delta, guard_* , metric_range : as for :func:`compare`.
     tune, tune_seeds : tune these factors first (see :func:`fitrules.tune.tune`).
     jobs : worker processes (results do not depend on it).
+    seeds : the outer error's protocol: ``cells-and-seeds`` (default: a third of the seed
+        ids held out as well as the outer test cells, when seed ids are shared across cells,
+        so that the outer error is what new runs at new seed ids show) or ``cells`` (every
+        run of the held-out cells); see :func:`fitrules.search.run_search`.
     on_plan : called once with the plan and an estimate of the seconds the fits will take.
     on_progress : called with the number of candidates finished (2 x candidates in all).
 
@@ -761,6 +766,7 @@ def search(
         jobs=jobs,
         on_plan=on_plan,
         on_progress=on_progress,
+        seeds=arg.text(seeds, "seeds"),
     )
 
 

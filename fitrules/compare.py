@@ -42,7 +42,7 @@ from fitrules.guard import GuardOptions, check_fits
 from fitrules.intervals import JacobianUncertainty, jacobian_uncertainty
 from fitrules.limits import check_memory
 from fitrules.splits import RandomSplit
-from fitrules.stats import c4, holm, paired_verdict, seed_effect, units_verdict
+from fitrules.stats import c4, cells_verdict, holm, paired_verdict, seed_effect, units_verdict
 from fitrules.util import json_ready
 
 TRIM = 0.10  # fraction cut from each end for the trimmed mean
@@ -474,10 +474,13 @@ def compare(
     if not keep_degenerate:
         usable &= ~results["degenerate"]
     results["used"] = usable
-    if vsplit is None:
+    # a verdict protocol that holds out one cell has only n distinct splits: each cell is
+    # held out once and the test is made over the cells (stats.cells_verdict)
+    loo = random and n - (vsplit or splitter).n_train(n) == 1
+    if vsplit is None and not loo:
         verdict = results
     else:
-        vmasks = vsplit.masks(n)
+        vmasks = ~np.eye(n, dtype=bool) if loo else vsplit.masks(n)
         verdict = pd.concat(
             [
                 _verdict_rows(f, X, y, vmasks, objective, options, on_progress, keep_degenerate)
@@ -488,7 +491,7 @@ def compare(
 
     summary, reasons, wild = _summarise(results, bound, keep_degenerate)
     cell_errors = _cell_table(cells, at_cell)
-    paired = _paired(results, verdict, wanted, random, level, cell_errors)
+    paired = _paired(results, verdict, wanted, random, level, cell_errors, loo)
     data = {
         "path": grid.label,
         "sha256": grid.sha256,
@@ -519,13 +522,19 @@ def compare(
         "guard": guard.describe(),
         "level": level,
         "test": (
-            "corrected resampled t (Nadeau-Bengio 2003) on log error ratios, Holm across pairs"
+            "exact sign-flip over the held-out cells on log error ratios (the verdict "
+            "protocol leaves one cell out), Holm across pairs"
+            if loo
+            else "corrected resampled t (Nadeau-Bengio 2003) on log error ratios, Holm across "
+            "pairs"
             if random
             else "exact sign-flip over held-out groups where enough exist, Holm across pairs"
         ),
         "descriptive_protocol": splitter.describe(),
         "verdict_protocol": (
-            (vsplit or splitter).describe() | {"n_train": int(verdict["n_train"].min())}
+            {"kind": "leave-one-cell-out", "n_splits": n, "n_train": n - 1}
+            if loo
+            else (vsplit or splitter).describe() | {"n_train": int(verdict["n_train"].min())}
             if random
             else splitter.describe()
         ),
@@ -786,7 +795,9 @@ def _cell_table(cells: Cells, at_cell: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _paired(results, verdict, pairs, random: bool, level: float, cell_errors) -> pd.DataFrame:
+def _paired(
+    results, verdict, pairs, random: bool, level: float, cell_errors, loo: bool = False
+) -> pd.DataFrame:
     """Descriptive counts from ``results``; the test from ``verdict`` (the same table when
     the descriptive protocol is its own verdict protocol)."""
     wide = results.pivot(index="split", columns="form", values="heldout_error_pct")
@@ -802,9 +813,11 @@ def _paired(results, verdict, pairs, random: bool, level: float, cell_errors) ->
         if random:
             v = paired_verdict(ea, eb)  # descriptive: counts, ties, median difference
             vboth = (vok[a] & vok[b]).to_numpy(bool)
-            test = paired_verdict(
-                vwide[a].to_numpy()[vboth], vwide[b].to_numpy()[vboth], n_train, n_test, level
-            )
+            va, vb = vwide[a].to_numpy()[vboth], vwide[b].to_numpy()[vboth]
+            if loo:
+                test = cells_verdict(va, vb, level)
+            else:
+                test = paired_verdict(va, vb, n_train, n_test, level)
             v.update({k: test[k] for k in TEST_KEYS})
             v["verdict_n"] = test["n"]
         else:

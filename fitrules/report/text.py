@@ -72,8 +72,10 @@ def _verdict(row: dict, basis: str) -> str:
     on = f" over {row['verdict_n']} verdict splits" if row.get("verdict_n") is not None else ""
     return (
         f"{a} vs {b}: {verdict}: error ratio {_fmt_ratio(row['ratio'])} "
-        f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, corrected t p = "
-        f"{fmt_p(row['p'])}, Holm {fmt_p(p_adj)}. Descriptive: {counts}"
+        f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, "
+        + ("sign-flip over held-out cells" if "sign-flip" in (row.get("test") or "") else
+           "corrected t")
+        + f" p = {fmt_p(row['p'])}, Holm {fmt_p(p_adj)}. Descriptive: {counts}"
     )
 
 
