@@ -324,7 +324,8 @@ def section_seeds(grids: int, seed: int, resamples: int) -> dict:
     print("|---|---|---|---:|---:|---:|")
     for model in NOISE_MODELS:
         shared, run = NOISE_MODELS[model]
-        for tname, truth in (("composition (right form)", right), ("log truth (wrong form)", wrong)):
+        truths = (("composition (right form)", right), ("log truth (wrong form)", wrong))
+        for tname, truth in truths:
             hits: dict[str, list] = {}
             t0 = time.perf_counter()
             for _ in range(grids):
@@ -349,7 +350,8 @@ def section_seeds(grids: int, seed: int, resamples: int) -> dict:
                         new = mu * (1 + shared * rng.standard_normal(K_RUNS)
                                     + run * rng.standard_normal(K_RUNS))  # fmt: skip
                         rlo, rhi = pr["interval_runs"]
-                        hits.setdefault("mean of 3 new runs at fresh seed ids, interior", []).append(
+                        key = "mean of 3 new runs at fresh seed ids, interior"
+                        hits.setdefault(key, []).append(
                             (rlo <= new.mean() <= rhi, 100 * (rhi - rlo) / mu,
                              100 * (pr["prediction"] - new.mean()) / mu)
                         )  # fmt: skip

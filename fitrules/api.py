@@ -164,6 +164,7 @@ def compare(
     by: str | None = None,
     shared: Sequence[str] | str | None = None,
     weights: str = "cells",
+    seeds: str = "cells",
 ):
     """Fit every form on the same splits of a grid's cells and compare held-out errors.
 
@@ -197,6 +198,10 @@ def compare(
         ``train_frac`` splits. See README, "What a verdict means".
     on_progress : called with the number of splits finished, for a progress bar.
     fix, bounds, by, shared, weights : see :func:`fit`.
+    seeds : the descriptive splits' held-out protocol: ``"cells"`` (default: every run of
+        the training and held-out cells) or ``"cells-and-seeds"`` (seed ids held out too,
+        so that held-out error is what new runs at new seed ids show; the verdict protocol
+        stays on cells); see :func:`fitrules.compare.compare`.
 
     Returns
     -------
@@ -283,6 +288,7 @@ def compare(
         pairs=family,
         verdict_train_frac=verdict_train_frac,
         weights=weights,
+        seeds=arg.text(seeds, "seeds"),
     )
     cmp.tuning = tuning
     if not isinstance(splitter, RandomSplit):

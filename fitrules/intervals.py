@@ -1336,7 +1336,6 @@ class HeldOut:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The interval for the configuration's mean over new seed ids (``grid_seeds``: at
         the grid's seed ids) at many points at once (for figures)."""
-        from scipy import stats
 
         self.check()
         value = predict(self.form, X, self.constants)
@@ -1346,7 +1345,10 @@ class HeldOut:
         )
         df_off = self.offset.df if self.offset is not None else 1
         half = np.array(
-            [_half([(a, max(self.dof, 1)), (b, df_off)], self.level) for a, b in zip(var, off)]
+            [
+                _half([(a, max(self.dof, 1)), (b, df_off)], self.level)
+                for a, b in zip(var, off, strict=True)
+            ]
         )
         half = half * self._scale(value)
         return value - half, value + half

@@ -389,7 +389,6 @@ def contrast_test(
     dict with ``estimate``, ``se``, ``df``, ``t``, ``p``, ``ci``, ``units`` (how the variance
     was estimated); ``p`` is None when no variance can be estimated.
     """
-    from scipy import stats as sst
 
     cell = np.asarray(cell)
     labels, ci = np.unique(cell, return_inverse=True)
@@ -469,7 +468,9 @@ def _banerjee(est: float, parts: list[tuple[float, float]], level: float):
     elif float(sst.t.isf((1 - level) / 2, lo_df)) <= q:
         df = lo_df
     else:
-        df = float(optimize.brentq(lambda d: float(sst.t.isf((1 - level) / 2, d)) - q, lo_df, hi_df))
+        df = float(
+            optimize.brentq(lambda d: float(sst.t.isf((1 - level) / 2, d)) - q, lo_df, hi_df)
+        )
     return p, float(df), h
 
 

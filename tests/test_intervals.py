@@ -142,7 +142,8 @@ def test_score_counts_the_intervals_that_covered_the_new_means(synthetic_csv, tm
     assert row["scored"] == 2 and 0 <= row["covered"] <= 2
     assert {r["interval_kind"] for r in doc["scores"]} == {row["interval_kind"]}
     assert main(["score", "--ledger", str(ledger), "--data", str(new_csv)]) == 0
-    assert "recorded intervals (held-out misfit: the mean of 3 new runs at fresh seed ids) that covered" in (
+    kind = "held-out misfit: the mean of 3 new runs at fresh seed ids"
+    assert f"recorded intervals ({kind}) that covered" in (
         capsys.readouterr().out
     )
 

@@ -724,8 +724,8 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
                     f"Prediction intervals: {f.heldout.describe()}. The constants-only "
                     "interval treats the form as exactly true and covers the mean at the "
                     "grid's seed ids; the other adds its misfit as held-out cells show it and "
-                    "covers the configuration's mean over new seed ids. Neither covers a change of regime outside the "
-                    "fitted cells.",
+                    "covers the configuration's mean over new seed ids. Neither covers a "
+                    "change of regime outside the fitted cells.",
                     "",
                 ]
         lines += [

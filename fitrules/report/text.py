@@ -196,6 +196,11 @@ def protocol_line(settings: dict, n_train_min: int, cells: int) -> str:
 def verdict_protocol_text(settings: dict, cells: int | str) -> str:
     """The verdict protocol in words (random splits only)."""
     v = settings.get("verdict_protocol") or settings
+    if v.get("kind") == "leave-one-cell-out":
+        return (
+            f"leave-one-cell-out: each of the {v['n_splits']} cells held out once, "
+            f"{v['n_train']} fitted (the random verdict splits would only repeat these)"
+        )
     n_train = v.get("n_train")
     fitted = f"{n_train} of {cells} cells fitted" if n_train else "cells fitted"
     same = v.get("train_frac") == settings.get("train_frac")
