@@ -20,6 +20,12 @@
      misspecified, by the same amount.
    The same rates for the test on the descriptive splits (random thirds: the old verdict)
    are printed beside them.
+1b. ``small``: the verdict on a 12-cell grid (3 H x 4 keep, 3 seeds) under shared-seed noise
+   (a seed effect sd 0.506% shared by every cell with that seed id plus per-run sd 0.323%):
+   its verdict protocol leaves one cell out, and the test is the exact sign-flip over the 12
+   cells. Null: ``w*composition + (1 - w)*log_additive`` with ``w`` the zero of the mean log
+   error ratio under that protocol (calibration grids apart); 400 null grids; power at
+   ``w`` = 0.88, 0.9, 0.95 with each one's true error ratio (dense cells of the grid's range).
 2. ``power``: default-grid-shaped truths (the mixture above at several ``w``), all five
    built-in forms compared as ``fitrules compare`` does. The true error ratio of a truth is
    the geometric mean, over grids and the descriptive splits, of log_additive's over
