@@ -290,7 +290,7 @@ def small_true_ratio(w: float) -> float:
     return err["log_additive"] / err["composition"]
 
 
-def small_section(n_null: int, n_power: int, splits: int) -> dict:
+def small_section(n_null: int, n_power: int, splits: int, weights=(0.88, 0.9, 0.95)) -> dict:
     print(
         f"1b. the verdict on a 12-cell grid (3 H x 4 keep, 3 seeds, shared-seed noise: seed "
         f"effect sd {100 * SHARED_SD:.3f}% shared by every cell with that seed id plus per-run "
@@ -305,7 +305,7 @@ def small_section(n_null: int, n_power: int, splits: int) -> dict:
           " s of calibration grids)", flush=True)  # fmt: skip
     forms = [BUILTIN_FORMS["composition"], BUILTIN_FORMS["log_additive"]]
     out = {}
-    rows = [("null", w0, n_null)] + [(f"w = {w:g}", w, n_power) for w in (0.88, 0.9, 0.95)]
+    rows = [("null", w0, n_null)] + [(f"w = {w:g}", w, n_power) for w in weights]
     print("  | truth | true error ratio (dense cells) | grids | rejects at 0.05 | naming "
           "composition | sign-flip p unattainable |")  # fmt: skip
     print("  |---|---:|---:|---:|---:|---:|")
@@ -419,8 +419,10 @@ def power_section(n_grids: int, splits: int, weights: list[float], five: bool) -
 
 
 # ------------------------------------------------------------------ 3. score on new runs
-def _score_draw(rng, cells, seeds, shared_sd, run_sd, offsets, fresh, start):
+def _score_draw(rng, cells, seeds, shared_sd, run_sd, offsets, fresh, start, mixed=False):
     truth = 2.2 + 0.05 * rng.standard_normal(cells)
+    # mixed: each cell's offsets of either sign (a above and b below, or the reverse)
+    sign = rng.choice([-1.0, 1.0], cells) if mixed else np.ones(cells)
     ids = [[start + (c * seeds if fresh else 0) + s for s in range(seeds)] for c in range(cells)]
     effect = {i: shared_sd * rng.standard_normal() for row in ids for i in row}
     total_sd = math.hypot(shared_sd, run_sd)
@@ -428,6 +430,7 @@ def _score_draw(rng, cells, seeds, shared_sd, run_sd, offsets, fresh, start):
     for c in range(cells):
         values = [truth[c] + effect[i] + run_sd * rng.standard_normal() for i in ids[c]]
         for form, off in zip(("a", "b"), offsets, strict=True):
+            off = off * sign[c] if offsets[0] == -offsets[1] else off
             rows.append(
                 {"form": form, "point": {"x": float(c)}, "status": "scored",
                  "prediction": truth[c] + off * total_sd, "values": values,
@@ -458,22 +461,25 @@ def score_section(draws: int) -> dict:
           "alternative (1.5 sd off): score | old |")  # fmt: skip
     out = {}
     rng = np.random.default_rng(5)
-    for cells, seeds, fresh, shared in [
-        (5, 4, False, 0.011), (5, 3, False, 0.011), (10, 3, False, 0.011),
-        (5, 4, True, 0.011), (10, 3, True, 0.011), (5, 4, False, 0.0),
+    for cells, seeds, fresh, shared, mixed in [
+        (5, 4, False, 0.011, False), (5, 3, False, 0.011, False), (10, 3, False, 0.011, False),
+        (10, 3, False, 0.011, True), (20, 2, False, 0.011, False), (20, 2, False, 0.011, True),
+        (5, 4, True, 0.011, False), (10, 3, True, 0.011, False), (5, 4, False, 0.0, False),
     ]:  # fmt: skip
         rates = {}
         for name, offsets in {"null": (1.0, -1.0), "alt": (0.0, 1.5)}.items():
             new = old = 0
             for _ in range(draws):
-                df = _score_draw(rng, cells, seeds, shared, 0.0071, offsets, fresh, start=3)
+                df = _score_draw(rng, cells, seeds, shared, 0.0071, offsets, fresh, start=3,
+                                 mixed=mixed)  # fmt: skip
                 p = compare_scored(df)["p"].iloc[0]
                 new += p is not None and p < 0.05
                 old += _old_score_p(df) < 0.05
             rates[name] = (new / draws, old / draws)
         ids = "fresh per cell" if fresh else "shared"
-        label = f"{cells} x {seeds}" + ("" if shared else " (no seed effect)")
-        out[(cells, seeds, fresh, shared)] = rates
+        label = (f"{cells} x {seeds}" + ("" if shared else " (no seed effect)")
+                 + (", offsets of mixed sign" if mixed else ""))  # fmt: skip
+        out[(cells, seeds, fresh, shared, mixed)] = rates
         print(
             f"  | {label} | {ids} | {rates['null'][0]:.3f} | {rates['null'][1]:.3f} | "
             f"{rates['alt'][0]:.3f} | {rates['alt'][1]:.3f} |",
@@ -513,6 +519,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--small-null", type=int, default=400, help="null grids of 1b (400)")
     ap.add_argument("--small-power", type=int, default=200, help="grids per power row of 1b")
+    ap.add_argument("--small-weights", default="0.88,0.9,0.95", help="mixture weights of 1b")
+    ap.add_argument(
+        "--small-splits",
+        type=int,
+        default=50,
+        help="descriptive splits per grid in 1b (50; its verdict leaves each cell out once)",
+    )
     ap.add_argument(
         "--weights",
         default="1.0,0.9,0.8,0.75,0.58,0.3",
@@ -535,7 +548,10 @@ def main(argv=None) -> int:
         v = verdict_section(args.grids, args.splits)
         ok &= max(r["verdict"] for r in v.values()) <= 0.06
     if args.only in (None, "small"):
-        sm = small_section(args.small_null, args.small_power, args.splits)
+        sm = small_section(
+            args.small_null, args.small_power, args.small_splits,
+            [float(w) for w in args.small_weights.split(",")],
+        )  # fmt: skip
         ok &= sm["null"]["rate"] <= 0.05
     if args.only in (None, "power"):
         rows = power_section(
