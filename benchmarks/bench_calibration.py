@@ -20,6 +20,12 @@
      misspecified, by the same amount.
    The same rates for the test on the descriptive splits (random thirds: the old verdict)
    are printed beside them.
+1b. ``small``: the verdict on a 12-cell grid (3 H x 4 keep, 3 seeds) under shared-seed noise
+   (a seed effect sd 0.506% shared by every cell with that seed id plus per-run sd 0.323%):
+   its verdict protocol leaves one cell out, and the test is the exact sign-flip over the 12
+   cells. Null: ``w*composition + (1 - w)*log_additive`` with ``w`` the zero of the mean log
+   error ratio under that protocol (calibration grids apart); 400 null grids; power at
+   ``w`` = 0.88, 0.9, 0.95 with each one's true error ratio (dense cells of the grid's range).
 2. ``power``: default-grid-shaped truths (the mixture above at several ``w``), all five
    built-in forms compared as ``fitrules compare`` does. The true error ratio of a truth is
    the geometric mean, over grids and the descriptive splits, of log_additive's over
@@ -73,6 +79,9 @@ FIVE = ["composition", "additive", "free_omega", "omega_only", "log_additive"]
 H_LEVELS = np.array([1.0, 4.0, 16.0, 64.0])
 OMEGA_LEVELS = np.array([0.0, 1.0, 3.0, 7.0, 15.0])
 RUN_SD = 0.0131  # per-run sd of the default grid (pooled over its cells)
+# the standard noise models beside iid (relative to the value): a seed effect shared by every
+# cell with the same seed id plus per-run noise, as the default grid shows them
+SHARED_SD, PER_RUN_SD, IID_SD = 0.00506, 0.00323, 0.0060
 
 
 def composition(H, omega):
@@ -212,6 +221,116 @@ def verdict_section(n_grids: int, splits: int) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ 1b. a 12-cell grid
+SMALL_H = np.repeat([1.0, 4.0, 16.0], 4)
+SMALL_OMEGA = np.tile([0.0, 1.0, 3.0, 7.0], 3)  # keep 1, 1/2, 1/4, 1/8
+SMALL_DENSE_H, SMALL_DENSE_KEEP = np.meshgrid(
+    2 ** np.arange(0, 4.01, 0.5), 2 ** np.arange(-3, 0.01, 1 / 3)
+)
+SMALL_DENSE = {"H": SMALL_DENSE_H.ravel(), "omega": 1 / SMALL_DENSE_KEEP.ravel() - 1}
+
+
+def small_grid(rng, truth, noise: str = "shared"):
+    """3 H x 4 keep, 3 seeds; ``shared``: a seed effect (sd 0.506% of the value) shared by
+    every cell with that seed id plus per-run noise (0.323%); ``iid``: 0.60% per run."""
+    u = rng.standard_normal(3) * (SHARED_SD if noise == "shared" else 0.0)
+    sd = PER_RUN_SD if noise == "shared" else IID_SD
+    mu = truth(SMALL_H, SMALL_OMEGA)
+    rows = [
+        {"H": SMALL_H[i], "omega": SMALL_OMEGA[i], "seed": s,
+         "loss": mu[i] * (1 + u[s] + sd * rng.standard_normal())}
+        for i in range(len(mu))
+        for s in range(3)
+    ]  # fmt: skip
+    return load_grid("small.csv", frame=pd.DataFrame(rows))
+
+
+def small_weight(n_grids: int, seed: int = 11) -> float:
+    """The mixture weight at which composition and log_additive are equally good under the
+    12-cell grid's verdict protocol (leave one cell out): the zero of the mean log error ratio
+    over the cells, interpolated between two weights, on calibration grids not used after."""
+    from fitrules.fit import Objective, fit_splits
+
+    forms = [BUILTIN_FORMS[n].bind(["H", "omega"]) for n in ("composition", "log_additive")]
+    X = {"H": SMALL_H, "omega": SMALL_OMEGA}
+    masks = ~np.eye(len(SMALL_H), dtype=bool)
+    rng = np.random.default_rng(seed)
+    means = {}
+    for w in (0.74, 0.78):
+        logs = []
+        for _ in range(n_grids):
+            y = small_grid(rng, mixture(w)).cells(("H", "omega")).y
+            errs = []
+            for f in forms:
+                fits = fit_splits(f, X, y, masks, Objective())
+                pred = np.array([
+                    predict(f, {k: v[i : i + 1] for k, v in X.items()}, r.constants)[0]
+                    for i, r in enumerate(fits)
+                ])  # fmt: skip
+                errs.append(np.abs(pred - y) / y)
+            logs.append(float(np.mean(np.log(errs[0]) - np.log(errs[1]))))
+        means[w] = float(np.mean(logs))
+    (w0, m0), (w1, m1) = means.items()
+    return float(w0 - m0 * (w1 - w0) / (m1 - m0))
+
+
+def small_true_ratio(w: float) -> float:
+    """log_additive's over composition's mean |relative error| on dense cells of the 12-cell
+    grid's range, each fitted to the noise-free truth on the 12 cells."""
+    from fitrules.fit import fit
+
+    truth = mixture(w)
+    y = truth(SMALL_H, SMALL_OMEGA)
+    target = truth(SMALL_DENSE["H"], SMALL_DENSE["omega"])
+    err = {}
+    for n in ("composition", "log_additive"):
+        f = BUILTIN_FORMS[n].bind(["H", "omega"])
+        c = fit(f, {"H": SMALL_H, "omega": SMALL_OMEGA}, y).constants
+        err[n] = float(np.mean(np.abs(predict(f, SMALL_DENSE, c) - target) / target))
+    return err["log_additive"] / err["composition"]
+
+
+def small_section(n_null: int, n_power: int, splits: int, weights=(0.88, 0.9, 0.95)) -> dict:
+    print(
+        f"1b. the verdict on a 12-cell grid (3 H x 4 keep, 3 seeds, shared-seed noise: seed "
+        f"effect sd {100 * SHARED_SD:.3f}% shared by every cell with that seed id plus per-run "
+        f"sd {100 * PER_RUN_SD:.3f}%); its verdict protocol leaves one cell out, so the test is "
+        "the exact sign-flip over the 12 cells (the old test: corrected t over 300 random "
+        "splits that repeat the 12 leave-one-out splits)",
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    w0 = small_weight(max(n_null // 4, 50))
+    print(f"  null: w = {w0:.4f} (zero of the mean log error ratio, {time.perf_counter() - t0:.0f}"
+          " s of calibration grids)", flush=True)  # fmt: skip
+    forms = [BUILTIN_FORMS["composition"], BUILTIN_FORMS["log_additive"]]
+    out = {}
+    rows = [("null", w0, n_null)] + [(f"w = {w:g}", w, n_power) for w in weights]
+    print("  | truth | true error ratio (dense cells) | grids | rejects at 0.05 | naming "
+          "composition | sign-flip p unattainable |")  # fmt: skip
+    print("  |---|---:|---:|---:|---:|---:|")
+    for name, w, n in rows:
+        rng = np.random.default_rng(21 if name == "null" else 22)
+        rej = right = none = 0
+        for i in range(n):
+            cmp = compare(small_grid(rng, mixture(w)), forms, RandomSplit(splits, 1 / 3, i))
+            r = cmp.paired.iloc[0]
+            if r["p"] is None:
+                none += 1
+                continue
+            rej += r["p"] < 0.05
+            right += r["p"] < 0.05 and r["ratio"] < 1
+        ratio = small_true_ratio(w)
+        out[name] = {"rate": rej / n, "ratio": ratio, "grids": n, "right": right / n}
+        print(f"  | {name} | {ratio:.2f} | {n} | {rej / n:.3f} | {right / n:.3f} | {none} |",
+              flush=True)  # fmt: skip
+    print(f"  target: false positives at most 0.05 over at least 400 null grids: "
+          f"{'met' if out['null']['rate'] <= 0.05 and n_null >= 400 else 'NOT met'} "
+          f"({out['null']['rate']:.3f} over {n_null}); {time.perf_counter() - t0:.0f} s",
+          flush=True)  # fmt: skip
+    return out
+
+
 # ------------------------------------------------------------------ 2. power
 def true_ratio(cmp, truth) -> float:
     """Mean over the descriptive splits of log(err log_additive / err composition) on dense
@@ -300,8 +419,10 @@ def power_section(n_grids: int, splits: int, weights: list[float], five: bool) -
 
 
 # ------------------------------------------------------------------ 3. score on new runs
-def _score_draw(rng, cells, seeds, shared_sd, run_sd, offsets, fresh, start):
+def _score_draw(rng, cells, seeds, shared_sd, run_sd, offsets, fresh, start, mixed=False):
     truth = 2.2 + 0.05 * rng.standard_normal(cells)
+    # mixed: each cell's offsets of either sign (a above and b below, or the reverse)
+    sign = rng.choice([-1.0, 1.0], cells) if mixed else np.ones(cells)
     ids = [[start + (c * seeds if fresh else 0) + s for s in range(seeds)] for c in range(cells)]
     effect = {i: shared_sd * rng.standard_normal() for row in ids for i in row}
     total_sd = math.hypot(shared_sd, run_sd)
@@ -309,6 +430,7 @@ def _score_draw(rng, cells, seeds, shared_sd, run_sd, offsets, fresh, start):
     for c in range(cells):
         values = [truth[c] + effect[i] + run_sd * rng.standard_normal() for i in ids[c]]
         for form, off in zip(("a", "b"), offsets, strict=True):
+            off = off * sign[c] if offsets[0] == -offsets[1] else off
             rows.append(
                 {"form": form, "point": {"x": float(c)}, "status": "scored",
                  "prediction": truth[c] + off * total_sd, "values": values,
@@ -339,22 +461,25 @@ def score_section(draws: int) -> dict:
           "alternative (1.5 sd off): score | old |")  # fmt: skip
     out = {}
     rng = np.random.default_rng(5)
-    for cells, seeds, fresh, shared in [
-        (5, 4, False, 0.011), (5, 3, False, 0.011), (10, 3, False, 0.011),
-        (5, 4, True, 0.011), (10, 3, True, 0.011), (5, 4, False, 0.0),
+    for cells, seeds, fresh, shared, mixed in [
+        (5, 4, False, 0.011, False), (5, 3, False, 0.011, False), (10, 3, False, 0.011, False),
+        (10, 3, False, 0.011, True), (20, 2, False, 0.011, False), (20, 2, False, 0.011, True),
+        (5, 4, True, 0.011, False), (10, 3, True, 0.011, False), (5, 4, False, 0.0, False),
     ]:  # fmt: skip
         rates = {}
         for name, offsets in {"null": (1.0, -1.0), "alt": (0.0, 1.5)}.items():
             new = old = 0
             for _ in range(draws):
-                df = _score_draw(rng, cells, seeds, shared, 0.0071, offsets, fresh, start=3)
+                df = _score_draw(rng, cells, seeds, shared, 0.0071, offsets, fresh, start=3,
+                                 mixed=mixed)  # fmt: skip
                 p = compare_scored(df)["p"].iloc[0]
                 new += p is not None and p < 0.05
                 old += _old_score_p(df) < 0.05
             rates[name] = (new / draws, old / draws)
         ids = "fresh per cell" if fresh else "shared"
-        label = f"{cells} x {seeds}" + ("" if shared else " (no seed effect)")
-        out[(cells, seeds, fresh, shared)] = rates
+        label = (f"{cells} x {seeds}" + ("" if shared else " (no seed effect)")
+                 + (", offsets of mixed sign" if mixed else ""))  # fmt: skip
+        out[(cells, seeds, fresh, shared, mixed)] = rates
         print(
             f"  | {label} | {ids} | {rates['null'][0]:.3f} | {rates['null'][1]:.3f} | "
             f"{rates['alt'][0]:.3f} | {rates['alt'][1]:.3f} |",
@@ -390,7 +515,16 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", type=int, default=300, help="random splits per grid (300)")
     ap.add_argument("--draws", type=int, default=2000, help="draws per score row (2000)")
     ap.add_argument(
-        "--only", choices=["verdict", "power", "holm", "score", "ci"], default=None
+        "--only", choices=["verdict", "small", "power", "holm", "score", "ci"], default=None
+    )
+    ap.add_argument("--small-null", type=int, default=400, help="null grids of 1b (400)")
+    ap.add_argument("--small-power", type=int, default=200, help="grids per power row of 1b")
+    ap.add_argument("--small-weights", default="0.88,0.9,0.95", help="mixture weights of 1b")
+    ap.add_argument(
+        "--small-splits",
+        type=int,
+        default=50,
+        help="descriptive splits per grid in 1b (50; its verdict leaves each cell out once)",
     )
     ap.add_argument(
         "--weights",
@@ -413,6 +547,12 @@ def main(argv=None) -> int:
     if args.only in (None, "verdict"):
         v = verdict_section(args.grids, args.splits)
         ok &= max(r["verdict"] for r in v.values()) <= 0.06
+    if args.only in (None, "small"):
+        sm = small_section(
+            args.small_null, args.small_power, args.small_splits,
+            [float(w) for w in args.small_weights.split(",")],
+        )  # fmt: skip
+        ok &= sm["null"]["rate"] <= 0.05
     if args.only in (None, "power"):
         rows = power_section(
             args.grids, args.splits, [float(w) for w in args.weights.split(",")], five=False

@@ -164,6 +164,7 @@ def compare(
     by: str | None = None,
     shared: Sequence[str] | str | None = None,
     weights: str = "cells",
+    seeds: str = "cells",
 ):
     """Fit every form on the same splits of a grid's cells and compare held-out errors.
 
@@ -197,6 +198,10 @@ def compare(
         ``train_frac`` splits. See README, "What a verdict means".
     on_progress : called with the number of splits finished, for a progress bar.
     fix, bounds, by, shared, weights : see :func:`fit`.
+    seeds : the descriptive splits' held-out protocol: ``"cells"`` (default: every run of
+        the training and held-out cells) or ``"cells-and-seeds"`` (seed ids held out too,
+        so that held-out error is what new runs at new seed ids show; the verdict protocol
+        stays on cells); see :func:`fitrules.compare.compare`.
 
     Returns
     -------
@@ -283,6 +288,7 @@ def compare(
         pairs=family,
         verdict_train_frac=verdict_train_frac,
         weights=weights,
+        seeds=arg.text(seeds, "seeds"),
     )
     cmp.tuning = tuning
     if not isinstance(splitter, RandomSplit):
@@ -387,9 +393,11 @@ def fit(
         bootstrap_fit,
         heldout_fit,
         jacobian_uncertainty,
+        offset_response,
         resolve_point,
         robust_cells,
         seed_noise,
+        seed_offset,
     )
 
     arg.text(objective, "objective")
@@ -450,11 +458,17 @@ def fit(
         "excluded": g.summary()["excluded"],
         **g.handling(f.bound_variables),
     }
-    heldout = None
+    heldout = offset = response = None
     if intervals or points:
         noise = seed_noise(g, f.bound_variables, obj)
-        heldout = heldout_fit(f, cells, result.constants, noise, obj, level)
+        # the effect the grid's seed ids share across cells: the fit absorbed it
+        offset = seed_offset(g, cells, obj, noise)
+        heldout = heldout_fit(f, cells, result.constants, noise, obj, level, offset=offset)
         heldout.check()
+        if offset is not None:
+            response = offset_response(
+                f, cells.X, cells.y, result.constants, obj, offset.shares, offset.relative, w
+            )
     fitted = FittedForm(
         f,
         result,
@@ -469,6 +483,7 @@ def fit(
         harness=g.harness,
     )
     fitted.heldout = heldout
+    fitted.seed_offset, fitted.offset_response = offset, response
     fitted.predictions = [fitted.predict(p, runs) for p in points]
     return fitted
 
@@ -637,6 +652,7 @@ def search(
     jobs: int = 1,
     on_plan: Callable | None = None,
     on_progress: Callable[[int], None] | None = None,
+    seeds: str = "cells-and-seeds",
 ):
     """Propose forms from a grammar and choose among them by nested validation.
 
@@ -658,6 +674,10 @@ def search(
     objective, delta, guard_* , metric_range : as for :func:`compare`.
     tune, tune_seeds : tune these factors first (see :func:`fitrules.tune.tune`).
     jobs : worker processes (results do not depend on it).
+    seeds : the outer error's protocol: ``cells-and-seeds`` (default: a third of the seed
+        ids held out as well as the outer test cells, when seed ids are shared across cells,
+        so that the outer error is what new runs at new seed ids show) or ``cells`` (every
+        run of the held-out cells); see :func:`fitrules.search.run_search`.
     on_plan : called once with the plan and an estimate of the seconds the fits will take.
     on_progress : called with the number of candidates finished (2 x candidates in all).
 
@@ -752,6 +772,7 @@ def search(
         jobs=jobs,
         on_plan=on_plan,
         on_progress=on_progress,
+        seeds=arg.text(seeds, "seeds"),
     )
 
 

@@ -1583,6 +1583,11 @@ def _predict(args) -> int:
             "intervals": {
                 "mean": pred["interval"],
                 **({f"mean_of_{args.runs}_runs": pred["interval_runs"]} if args.runs else {}),
+                **(
+                    {"mean_at_grid_seed_ids": pred["interval_grid_seeds"]}
+                    if pred.get("interval_grid_seeds") is not None
+                    else {}
+                ),
                 "constants_only": pred.get("constants_interval"),
             },
             "runs": args.runs,

@@ -43,7 +43,7 @@ from fitrules.guard import GuardOptions, check_fits
 from fitrules.intervals import JacobianUncertainty, jacobian_uncertainty
 from fitrules.limits import check_memory
 from fitrules.splits import RandomSplit
-from fitrules.stats import c4, holm, paired_verdict, seed_effect, units_verdict
+from fitrules.stats import c4, cells_verdict, holm, paired_verdict, seed_effect, units_verdict
 from fitrules.util import json_ready
 
 TRIM = 0.10  # fraction cut from each end for the trimmed mean
@@ -325,6 +325,7 @@ def compare(
     pairs: Sequence[tuple[str, str]] | None = None,
     verdict_train_frac: float = VERDICT_TRAIN_FRAC,
     weights: str = "cells",
+    seeds: str = "cells",
 ) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
@@ -350,6 +351,11 @@ def compare(
     weights : ``cells`` (each cell once), ``runs`` or ``inverse-variance``: how each
         cell's squared residual counts in the training objective (see
         :func:`fitrules.fit.cell_weights`). Held-out error stays the mean over held-out cells.
+    seeds : the descriptive splits' protocol: ``cells`` (default: every run of the training
+        and held-out cells, as the verdict protocol always does) or ``cells-and-seeds``
+        (seed ids held out too, in folds, split s holding out fold s mod folds, when seed
+        ids are shared across cells: the held-out error is then put on the scale of the mean
+        of new runs at fresh seed ids; see :class:`fitrules.splits.SeedHoldout`).
 
     Raises
     ------
@@ -417,6 +423,9 @@ def compare(
     )
     floor, no_noise = noise_floor(cells, masks)
     X, y = cells.X, cells.y
+    held, seeds_note = (None, "cells") if test_grid is not None else _held_seeds(
+        grid, cells, seeds, splitter
+    )
     if w is not None:  # the weights ride with the cells into every fit (fit.WEIGHT_KEY)
         X = {**X, WEIGHT_KEY: w}
     cell_labels = [cells.label(i) for i in range(n)]
@@ -426,10 +435,24 @@ def compare(
     # per form, each used split's error at each cell it held out (NaN elsewhere)
     at_cell = {f.name: np.full((len(masks), n), np.nan) for f in bound}
     for f in bound:
-        fits = fit_splits(f, X, y, masks, objective, options, on_progress)
+        first = len(rows)
+        if held is None:
+            fits = fit_splits(f, X, y, masks, objective, options, on_progress)
+        else:  # split s fitted on the runs outside its seed fold, scored on the fold's
+            fits = [None] * len(masks)
+            F = len(held["folds"])
+            for k, fold in enumerate(held["folds"]):
+                idx = np.arange(k, len(masks), F)
+                yk = fold["y_fit"]
+                fk = fit_splits(f, X, yk, masks[idx], objective, options)
+                for i, r in zip(idx, fk, strict=True):
+                    fits[i] = r
+            if on_progress is not None:
+                on_progress(len(masks))
         guarded = check_fits(f, X, y, masks, fits, objective, guard, cell_labels)
         for s, (mask, r, g) in enumerate(zip(masks, fits, guarded, strict=True)):
             test = ~mask
+            y_s = y if held is None else held["folds"][s % len(held["folds"])]["y_test"]
             split_reasons = list(r.reasons)
             if np.isfinite(r.objective):
                 pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
@@ -438,14 +461,14 @@ def compare(
             unfitted = _unfitted_levels(f, X, mask, test)
             if unfitted.any():  # a level with no training cell has no fitted constant
                 pred = np.where(unfitted, np.nan, pred)
-            errs = heldout_errors(y[test], pred) if np.isfinite(pred).all() else None
+            errs = heldout_errors(y_s[test], pred) if np.isfinite(pred).all() else None
             if errs is None or not all(np.isfinite(v) for v in errs.values()):
                 # a prediction that is not finite, or so large that its error overflows
                 if not unfitted.any():  # else the split already names the unfitted level
                     split_reasons.append("prediction is not finite on held-out cells")
                 errs = {"heldout_error_pct": np.nan, "worst_cell_pct": np.nan, "rmse": np.nan}
             elif keep_degenerate or not split_reasons:
-                at_cell[f.name][s, test] = 100 * np.abs(pred - y[test]) / np.abs(y[test])
+                at_cell[f.name][s, test] = 100 * np.abs(pred - y_s[test]) / np.abs(y_s[test])
             rows.append(
                 {
                     "split": s,
@@ -466,22 +489,30 @@ def compare(
                     "excursion_pct": g.excursion_pct,
                     "guard_reasons": list(g.reasons),
                     "constants": r.constants,
+                    **({} if held is None else {"_mse": float(np.mean(
+                        ((pred - y_s[test]) / y_s[test]) ** 2)) if errs["rmse"] == errs["rmse"]
+                        else np.nan}),
                 }
-            )
+            )  # fmt: skip
+        if held is not None:
+            _rescale_rows(rows[first:], at_cell[f.name], held["excess"])
         # never worse on all cells than a split's fit there (the splits explore other basins)
         full[f.name] = fit_all_cells(
             f, X, y, objective, options, candidates=[r.constants for r in fits]
         )
         unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
-    results = pd.DataFrame(rows)
+    results = pd.DataFrame(rows).drop(columns=["_mse"], errors="ignore")
     usable = results["heldout_error_pct"].notna()
     if not keep_degenerate:
         usable &= ~results["degenerate"]
     results["used"] = usable
-    if vsplit is None:
+    # a verdict protocol that holds out one cell has only n distinct splits: each cell is
+    # held out once and the test is made over the cells (stats.cells_verdict)
+    loo = random and n - (vsplit or splitter).n_train(n) == 1
+    if vsplit is None and not loo:
         verdict = results
     else:
-        vmasks = vsplit.masks(n)
+        vmasks = ~np.eye(n, dtype=bool) if loo else vsplit.masks(n)
         verdict = pd.concat(
             [
                 _verdict_rows(f, X, y, vmasks, objective, options, on_progress, keep_degenerate)
@@ -492,7 +523,7 @@ def compare(
 
     summary, reasons, wild = _summarise(results, bound, keep_degenerate)
     cell_errors = _cell_table(cells, at_cell)
-    paired = _paired(results, verdict, wanted, random, level, cell_errors)
+    paired = _paired(results, verdict, wanted, random, level, cell_errors, loo)
     data = {
         "path": grid.label,
         "sha256": grid.sha256,
@@ -523,13 +554,19 @@ def compare(
         "guard": guard.describe(),
         "level": level,
         "test": (
-            "corrected resampled t (Nadeau-Bengio 2003) on log error ratios, Holm across pairs"
+            "exact sign-flip over the held-out cells on log error ratios (the verdict "
+            "protocol leaves one cell out), Holm across pairs"
+            if loo
+            else "corrected resampled t (Nadeau-Bengio 2003) on log error ratios, Holm across "
+            "pairs"
             if random
             else "exact sign-flip over held-out groups where enough exist, Holm across pairs"
         ),
-        "descriptive_protocol": splitter.describe(),
+        "descriptive_protocol": splitter.describe() | {"held_out": seeds_note},
         "verdict_protocol": (
-            (vsplit or splitter).describe() | {"n_train": int(verdict["n_train"].min())}
+            {"kind": "leave-one-cell-out", "n_splits": n, "n_train": n - 1}
+            if loo
+            else (vsplit or splitter).describe() | {"n_train": int(verdict["n_train"].min())}
             if random
             else splitter.describe()
         ),
@@ -561,6 +598,52 @@ def compare(
         verdict_results=verdict,
         seed_effect=grid_seed_effect(grid, variables) if test_grid is None else None,
     )
+
+
+def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | None, str]:
+    """The seed folds of the cells-and-seeds protocol (None for cells), and its name."""
+    from fitrules.intervals import seed_offset
+    from fitrules.splits import SEED_PROTOCOLS, SeedHoldout, seed_values
+
+    if seeds not in SEED_PROTOCOLS:
+        raise SplitError(f"--seeds {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}")
+    cells_name = "cells: every run of the training and held-out cells"
+    if seeds == "cells":
+        return None, cells_name
+    off = seed_offset(grid, cells)
+    if off is None:
+        return None, cells_name + " (no seed id is shared across cells: nothing to hold out)"
+    sh = SeedHoldout(seed=getattr(splitter, "seed", 0))
+    folds = []
+    for test in sh.folds(off.seeds):
+        kept = [i for i in off.seeds if i not in test]
+        y_fit, y_test = seed_values(grid, cells, kept), seed_values(grid, cells, test)
+        if not (np.isfinite(y_fit).all() and np.isfinite(y_test).all()) or (y_test == 0).any():
+            return None, cells_name + " (seed ids could not be held out: a cell lacks runs at them)"
+        folds.append({"y_fit": y_fit, "y_test": y_test})
+    t = len(sh.folds(off.seeds)[0])
+    k = int(np.median(cells.table["n_seeds"]))
+    excess = sh.excess(off.shared_var, off.var_run, len(off.seeds) - t, t, len(off.seeds), k)
+    return {"folds": folds, "excess": excess}, (
+        f"cells and seeds: {len(folds)} folds of {t} of {len(off.seeds)} seed ids, split s "
+        f"fitted on the runs outside fold s mod {len(folds)} and scored on the fold's; errors "
+        f"rescaled to the mean of {k} new runs at fresh seed ids"
+    )
+
+
+def _rescale_rows(rows: list[dict], at_cell: np.ndarray, excess: float) -> None:
+    """Take the expected excess off one form's held-out errors, by one factor from their
+    pooled mean square (:meth:`fitrules.splits.SeedHoldout.rescale`)."""
+    from fitrules.splits import SeedHoldout
+
+    mse = np.array([r.get("_mse", np.nan) for r in rows], float)
+    if not np.isfinite(mse).any():
+        return
+    factor = float(SeedHoldout.rescale(float(np.nanmean(mse)), excess))
+    for r in rows:
+        for key in ("heldout_error_pct", "worst_cell_pct", "rmse"):
+            r[key] = r[key] * factor
+    at_cell *= factor
 
 
 def verdict_splitter(splitter: RandomSplit, n_cells: int, train_frac: float) -> RandomSplit | None:
@@ -790,7 +873,9 @@ def _cell_table(cells: Cells, at_cell: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _paired(results, verdict, pairs, random: bool, level: float, cell_errors) -> pd.DataFrame:
+def _paired(
+    results, verdict, pairs, random: bool, level: float, cell_errors, loo: bool = False
+) -> pd.DataFrame:
     """Descriptive counts from ``results``; the test from ``verdict`` (the same table when
     the descriptive protocol is its own verdict protocol)."""
     wide = results.pivot(index="split", columns="form", values="heldout_error_pct")
@@ -806,9 +891,11 @@ def _paired(results, verdict, pairs, random: bool, level: float, cell_errors) ->
         if random:
             v = paired_verdict(ea, eb)  # descriptive: counts, ties, median difference
             vboth = (vok[a] & vok[b]).to_numpy(bool)
-            test = paired_verdict(
-                vwide[a].to_numpy()[vboth], vwide[b].to_numpy()[vboth], n_train, n_test, level
-            )
+            va, vb = vwide[a].to_numpy()[vboth], vwide[b].to_numpy()[vboth]
+            if loo:
+                test = cells_verdict(va, vb, level)
+            else:
+                test = paired_verdict(va, vb, n_train, n_test, level)
             v.update({k: test[k] for k in TEST_KEYS})
             v["verdict_n"] = test["n"]
         else:

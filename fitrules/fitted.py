@@ -21,9 +21,12 @@ from fitrules.fit import FitResult, Objective, predict
 from fitrules.forms import Form
 from fitrules.grids import Cells
 from fitrules.intervals import (
+    COVERS_GRID_SEEDS,
+    COVERS_NEW_SEEDS,
     BootstrapFit,
     HeldOut,
     JacobianUncertainty,
+    SeedOffset,
     format_point,
     resolve_point,
 )
@@ -46,6 +49,10 @@ class FittedForm:
     bootstrap : bootstrap refits, when intervals were asked for (``None`` otherwise).
     heldout : leave-one-cell-out refits that give prediction intervals their misfit term,
         when intervals or predictions were asked for (``None`` otherwise).
+    seed_offset : the effect the grid's seed ids share across its cells, which the fit's
+        level constants absorb (:class:`fitrules.intervals.SeedOffset`; ``None`` when no
+        seed id is shared across cells or no intervals were asked for); offset_response :
+        (p, seeds) each constant's response to each seed id's effect.
     predictions : predictions asked for when fitting (see :meth:`predict`).
     data : where the cells came from (path, sha256, filters, counts).
     unit : the metric's unit, if known.
@@ -74,6 +81,8 @@ class FittedForm:
     harness: bool = True
     heldout: HeldOut | None = None
     weights: str = "cells"
+    seed_offset: SeedOffset | None = None
+    offset_response: np.ndarray | None = None
 
     @property
     def cell_weights(self) -> np.ndarray | None:
@@ -109,10 +118,50 @@ class FittedForm:
         return self.uncertainty.correlation
 
     @property
+    def seed_offset_sd(self) -> dict[str, float]:
+        """Per constant, the sd the grid's seed offset gives it (0 without shared seed ids):
+        a level constant absorbs the average effect of the grid's seed ids."""
+        if self.seed_offset is None or self.offset_response is None:
+            return {c: 0.0 for c in self.constants}
+        var = self.seed_offset.var * (self.offset_response**2).sum(axis=1)
+        return {c: float(np.sqrt(v)) for c, v in zip(self.form.constants, var, strict=True)}
+
+    @property
     def intervals(self) -> dict[str, tuple[float, float]] | None:
-        """Bootstrap interval of each constant (its kind: ``bootstrap.interval_kind``), if
-        intervals were asked for."""
+        """Interval of each constant for its value over new seed ids (``intervals_covers``),
+        if intervals were asked for: the bootstrap interval (its kind:
+        ``bootstrap.interval_kind``), each side widened in quadrature by the grid's seed
+        offset (``seed_offset_sd`` times a t quantile on the seed degrees of freedom); the
+        same as :attr:`intervals_grid_seeds` when no seed id is shared across cells."""
+        base = self.intervals_grid_seeds
+        if base is None or self.seed_offset is None:
+            return base
+        q = self.seed_offset.quantile(self.bootstrap.level)
+        sd = self.seed_offset_sd
+        out = {}
+        for c, (lo, hi) in base.items():
+            v, h = self.constants[c], q * sd[c]
+            if not np.isfinite(h):
+                out[c] = (-np.inf, np.inf)
+                continue
+            out[c] = (v - float(np.hypot(v - lo, h)), v + float(np.hypot(hi - v, h)))
+        return out
+
+    @property
+    def intervals_grid_seeds(self) -> dict[str, tuple[float, float]] | None:
+        """Bootstrap interval of each constant as the grid's own seed ids give it (no seed
+        offset: what a refit on new runs at the same seed ids would scatter about)."""
         return self.bootstrap.constant_intervals() if self.bootstrap is not None else None
+
+    @property
+    def intervals_covers(self) -> str:
+        """Which value :attr:`intervals` covers."""
+        return (
+            "each constant's value over new seed ids"
+            if self.seed_offset is not None
+            else "each constant's value (no seed id shared across cells: new seed ids and "
+            "the grid's give the same interval)"
+        )
 
     @property
     def table(self) -> pd.DataFrame:
@@ -224,12 +273,19 @@ class FittedForm:
         if self.heldout is not None:
             h = self.heldout.predict_at(at, runs)
             out["interval"] = h["interval"]
-            out["interval_kind"] = "held-out misfit: the configuration's mean"
+            out["interval_kind"] = f"held-out misfit: {COVERS_NEW_SEEDS}"
+            out["interval_grid_seeds"] = h["interval_grid_seeds"]
+            out["interval_grid_seeds_kind"] = f"held-out misfit: {COVERS_GRID_SEEDS}"
             out["level"] = self.heldout.level
             if runs is not None:
                 out["runs"] = int(runs)
                 out["interval_runs"] = h["interval_runs"]
-                out["interval_runs_kind"] = f"held-out misfit: the mean of {int(runs)} new runs"
+                out["interval_runs_kind"] = f"held-out misfit: {h['covers_runs']}"
+                out["interval_runs_grid_seeds"] = h["interval_runs_grid_seeds"]
+                out["interval_runs_grid_seeds_kind"] = (
+                    f"held-out misfit: {h['covers_runs_grid_seeds']}"
+                )
+            out["seed_offset_sd"] = h["seed_offset_sd"]
             out["misfit_sd"] = h["misfit_sd"]
             out["extrapolation_sd"] = h["extrapolation_sd"]
             out["extrapolation"] = h["extrapolation"]
@@ -291,6 +347,13 @@ class FittedForm:
                 "failed": b.failed,
                 "single_run_cells": b.single_run_cells,
                 "constants": {k: list(v) for k, v in b.constant_intervals().items()},
+                "covers": "each constant's value at the grid's seed ids",
+            }
+            out["constant_intervals"] = {
+                "covers": self.intervals_covers,
+                "seed_offset_sd": self.seed_offset_sd,
+                "seed_offset": None if self.seed_offset is None else self.seed_offset.to_dict(),
+                "constants": {k: list(v) for k, v in (self.intervals or {}).items()},
             }
         if self.heldout is not None:
             out["prediction_intervals"] = self.heldout.to_dict()

@@ -856,6 +856,192 @@ def _robust_cell(runs: np.ndarray, cv: float) -> float | np.ndarray:
     return biweight_location(runs, scale) if np.all(scale > 0) else runs.mean(axis=-1)
 
 
+# ------------------------------------------------------------------ the grid's seed offset
+SEED_OFFSET_METHOD = (
+    "two-way ANOVA of the runs relative to their cell's value, cells fixed x seed ids random "
+    "(the seed mean square over its effective count, an unbiased and never negative estimate "
+    "of one seed's shared variance plus a little run noise, chi-square with the seed degrees "
+    "of freedom); carried through the fit by its linear response to each seed's effect"
+)
+
+
+CLIP_SDS = 4.0  # runs further than this many seed-noise sds from their cell are clipped
+
+
+@dataclass(frozen=True)
+class SeedOffset:
+    """The part of a grid's cell means that its seed ids share, which a fit absorbs.
+
+    Runs that share a seed id share an effect across cells, so the grid's cell means carry
+    the average effect of its seed ids (one offset common to every cell when every cell has
+    the same ids). A fit's level constants absorb it, held-out cells share it, and no
+    leave-one-cell-out residual or residual bootstrap can see it: an interval for the
+    configuration's mean over new seeds must add it, one for the mean at the grid's seed ids
+    must not. Estimated from the cells x seeds decomposition (:func:`seed_offset`).
+
+    Attributes
+    ----------
+    var : variance of one seed id's shared effect, relative to the cell's value (absolute
+        under ``abs_ls``): the seed mean square over its effective count ``q``, whose
+        expectation is the shared variance plus the run variance over ``q``.
+    df : its degrees of freedom (seed ids less one in a complete design).
+    var_run : the per-run variance beyond the seed effect (same scale).
+    shared_var : the unbiased estimate of one seed's shared variance (never below 0), for
+        what the cells' own noise does not share.
+    shares : (cells, seeds) the share of each cell's runs at each seed id.
+    seeds : the seed ids, as text.
+    relative : variances relative to the cell's value.
+    """
+
+    var: float
+    df: int
+    var_run: float
+    shares: np.ndarray
+    seeds: tuple[str, ...]
+    relative: bool = True
+    shared_var: float = 0.0
+    method: str = SEED_OFFSET_METHOD
+
+    def quantile(self, level: float) -> float:
+        from scipy import stats
+
+        return float(stats.t.ppf(0.5 + level / 2, max(self.df, 1)))
+
+    def to_dict(self) -> dict:
+        return {
+            "shared_sd": math.sqrt(self.shared_var),
+            "shared_sd_bound": math.sqrt(self.var),
+            "run_sd": math.sqrt(self.var_run),
+            "df": self.df,
+            "seed_ids": len(self.seeds),
+            "relative": self.relative,
+            "method": self.method,
+        }
+
+
+def seed_offset(
+    grid: Grid, cells: Cells, objective: Objective | None = None, noise: SeedNoise | None = None
+) -> SeedOffset | None:
+    """The variance of the seed effect the grid's seed ids share across ``cells``.
+
+    Each run's deviation from its cell's value is clipped at 4 robust seed-noise sds
+    (``noise``) first, so that a corrupted run (loss x 1.3) does not pass for a seed effect;
+    Gaussian runs are almost never clipped.
+
+    Parameters
+    ----------
+    grid : the runs (with a seed column).
+    cells : the cells a fit reads (their order is kept in ``shares``).
+    objective : ``abs_ls`` makes the variances absolute; otherwise relative.
+    noise : the robust seed noise of one run (default: :func:`seed_noise` of the cells).
+
+    Returns
+    -------
+    SeedOffset or None
+        None when the grid has no seed column, or no seed id appears in two cells (fresh
+        ids per cell: the runs of different cells are then independent, and nothing is
+        shared to add).
+
+    Examples
+    --------
+    >>> off = seed_offset(grid, grid.cells(("H", "omega")))  # doctest: +SKIP
+    >>> round(100 * math.sqrt(off.var), 3)  # one seed's shared effect, % of the value
+    ... # doctest: +SKIP
+    """
+    from fitrules.stats import _crossed_anova
+
+    if grid.seed is None or grid.seed not in grid.runs.columns:
+        return None
+    keys = list(cells.variables)
+    index = cells.table[keys].reset_index(drop=True).assign(_cell=np.arange(len(cells)))
+    index = index.assign(_value=cells.y)
+    runs = grid.runs[[*keys, grid.seed, grid.metric]].dropna(subset=[grid.metric])
+    runs = runs.merge(index, on=keys, how="inner")
+    if len(runs) < 4:
+        return None
+    relative = (objective or Objective()).kind != "abs_ls"
+    noise = noise if noise is not None else seed_noise(grid, keys, objective)
+    value = runs["_value"].to_numpy(float)
+    with np.errstate(all="ignore"):
+        y = runs[grid.metric].to_numpy(float) - value
+        y = y / np.abs(value) if relative else y
+    if not np.isfinite(y).all():
+        return None
+    if noise.known and noise.cv > 0:  # a corrupted run is not a seed effect
+        limit = CLIP_SDS * noise.cv * (1.0 if relative else np.abs(value))
+        y = np.clip(y, -limit, limit)
+    cell = runs["_cell"].to_numpy()
+    seed = runs[grid.seed].astype(str).to_numpy()
+    a = _crossed_anova(cell, seed, y)
+    if a is None or not (a["ms_e"] >= 0 and a["q"] > 0):
+        return None
+    # shares over the fit's cells (a cell without runs here keeps a row of zeros)
+    counts = np.zeros((len(cells), len(a["seeds"])))
+    si = np.searchsorted(a["seeds"], seed)
+    np.add.at(counts, (cell, si), 1.0)
+    tot = counts.sum(axis=1, keepdims=True)
+    shares = np.divide(counts, tot, out=np.zeros_like(counts), where=tot > 0)
+    return SeedOffset(
+        float(a["ms_seed"] / a["q"]), int(a["df_seed"]), float(a["ms_e"]), shares,
+        tuple(str(s) for s in a["seeds"]), relative,
+        max(float((a["ms_seed"] - a["ms_e"]) / a["q"]), 0.0),
+    )  # fmt: skip
+
+
+def offset_response(
+    form: Form,
+    X: dict[str, np.ndarray],
+    y: np.ndarray,
+    constants: dict[str, float],
+    objective: Objective,
+    shares: np.ndarray,
+    relative: bool = True,
+    weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """(p, seeds) change of each constant per unit effect of each seed id, to first order.
+
+    A seed effect ``u_s`` moves cell c by ``shares[c, s] * u_s`` (times the cell's value when
+    ``relative``); the fit at its optimum moves by the Gauss-Newton response
+    ``-pinv(J) dr/dy dy``, J the Jacobian of the (weighted) residuals. NaN where the
+    Jacobian is not finite.
+    """
+    cf = CompiledForm(form)
+    theta = np.array([constants[c] for c in form.constants], float)
+    with np.errstate(all="ignore"):
+        pred = cf.predict(X, theta[None, :])[0]
+        J = cf.jacobian(X, theta[None, :])[0] * objective.dres_dpred(pred, y)[:, None]
+        h = 1e-6
+        dr = (objective.residuals(pred, y * (1 + h)) - objective.residuals(pred, y * (1 - h)))
+        dr_dy = dr / (2 * h * y)
+    dy = shares * (y[:, None] if relative else 1.0)
+    rhs = dr_dy[:, None] * dy
+    if weights is not None:
+        root = np.sqrt(np.asarray(weights, float))
+        J, rhs = J * root[:, None], rhs * root[:, None]
+    if not (np.isfinite(J).all() and np.isfinite(rhs).all()):
+        return np.full((len(theta), shares.shape[1]), np.nan)
+    return -np.linalg.lstsq(J, rhs, rcond=None)[0]
+
+
+def offset_var_at(
+    form: Form,
+    X: dict[str, np.ndarray],
+    constants: dict[str, float],
+    response: np.ndarray,
+    offset: SeedOffset,
+) -> np.ndarray:
+    """Variance the grid's seed offset adds to the prediction at each point (relative to
+    the prediction when ``offset.relative``)."""
+    cf = CompiledForm(form)
+    theta = np.array([constants[c] for c in form.constants], float)
+    with np.errstate(all="ignore"):
+        pred = cf.predict(X, theta[None, :])[0]
+        moved = cf.jacobian(X, theta[None, :])[0] @ response  # (n, seeds)
+        if offset.relative:
+            moved = moved / np.abs(pred)[:, None]
+    return offset.var * (moved**2).sum(axis=1)
+
+
 # ------------------------------------------------------------------ prediction intervals
 PREDICTION_KIND = "held-out misfit"
 PREDICTION_METHOD = (
@@ -863,8 +1049,32 @@ PREDICTION_METHOD = (
     "seed noise and the refits' jackknife variance at the cells, for the form's misfit; plus "
     "the jackknife variance of the refits' predictions at the point (the constants' "
     "uncertainty there, growing outside the cells); plus the seed noise of k new runs for "
-    "their mean; a t quantile with n - p degrees of freedom"
+    "their mean; a t quantile with n - p degrees of freedom; for a mean over new seed ids, "
+    "plus the grid's seed offset (the effect its seed ids share, which the fit absorbed and "
+    "no held-out cell shows) with a t quantile on the seed degrees of freedom, the two "
+    "half-widths added in quadrature"
 )
+LOCAL_BANDWIDTH = 1.0  # design steps: the held-out cells a point's misfit is read from
+# which mean each interval covers, as outputs name it
+COVERS_NEW_SEEDS = "the configuration's mean over new seed ids"
+COVERS_GRID_SEEDS = "the configuration's mean at the grid's seed ids"
+
+
+def _half(parts: list[tuple[float, float]], level: float) -> float:
+    """Half-width for a sum of independent (variance, degrees of freedom) parts: each
+    part's t half-width, added in quadrature. Conservative where Satterthwaite's pooled
+    degrees of freedom are not: with the seed offset's 2 degrees of freedom (3 seed ids) the
+    pooled t covered the configuration's mean 0.89 of the time at interior points (30 grids),
+    the quadrature 0.99."""
+    from scipy import stats
+
+    total = 0.0
+    for v, df in parts:
+        if v > 0:
+            total += float(stats.t.ppf(0.5 + level / 2, max(df, 1))) ** 2 * v
+        elif not v == 0:
+            return math.nan
+    return math.sqrt(total)
 
 
 @dataclass
@@ -888,6 +1098,9 @@ class HeldOut:
     level : level of the intervals.
     robust : take the held-out residuals' spread as a MAD (for ``log_huber``, whose fit
         shrugs off a corrupted cell that a mean square would not).
+    offset : the grid's seed offset (see :class:`SeedOffset`), or None when no seed id is
+        shared across cells; response : (p, seeds) the fit's response to each seed's effect
+        (:func:`offset_response`).
     """
 
     form: Form
@@ -901,6 +1114,9 @@ class HeldOut:
     relative: bool = True
     level: float = 0.95
     robust: bool = False
+    offset: SeedOffset | None = None
+    response: np.ndarray | None = None
+    local: bool = True
 
     @property
     def ok(self) -> np.ndarray:
@@ -919,6 +1135,69 @@ class HeldOut:
             return np.zeros_like(value)
         return self.noise.cv * (np.ones_like(value) if self.relative else np.abs(value))
 
+    def _run_var(self, value: np.ndarray) -> np.ndarray:
+        """Variance of one run beyond the seed effect its id shares (residuals' scale)."""
+        total = self._noise_sd(value) ** 2
+        if self.offset is None:
+            return total
+        shared = self.offset.shared_var * (1.0 if self.relative else value**2)
+        return np.maximum(total - shared, 0.0)
+
+    def _own_var(self) -> np.ndarray:
+        """Per cell, the seed noise of its mean that held-out residuals see: its runs' own
+        noise, plus the part of its seed ids' effects that other cells do not share (none
+        when every cell has the same ids)."""
+        own = self._run_var(self.y) / self.n_runs
+        if self.offset is not None:
+            D = self.offset.shares
+            apart = ((D - D.mean(axis=0)) ** 2).sum(axis=1)
+            own = own + self.offset.shared_var * apart * (1.0 if self.relative else self.y**2)
+        return own
+
+    def _design_position(self, X: dict[str, np.ndarray]) -> np.ndarray:
+        """(m, d) each point's position in the design: per variable, in steps between the
+        fitted cells' distinct values (fractional between them, extended by the end step
+        beyond), so that one step is one level whatever the variable's scale."""
+        cols = []
+        for v in self.form.bound_variables:
+            levels = np.unique(self.X[v][self.ok])
+            x = np.asarray(X[v], float)
+            if len(levels) < 2:
+                cols.append(np.zeros_like(x))
+                continue
+            idx = np.arange(len(levels), dtype=float)
+            pos = np.interp(x, levels, idx)
+            lo, hi = levels[1] - levels[0], levels[-1] - levels[-2]
+            pos = np.where(x < levels[0], (x - levels[0]) / lo, pos)
+            pos = np.where(x > levels[-1], idx[-1] + (x - levels[-1]) / hi, pos)
+            cols.append(pos)
+        return np.stack(cols, axis=-1)
+
+    def misfit_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
+        """The form's misfit variance at each point: the held-out residuals' excess over
+        the cells' own noise and the refits' spread, averaged with Gaussian weights of one
+        design step about the point (``local``), or over every cell (pooled)."""
+        comp = self.components
+        n = len(next(iter(X.values())))
+        if not self.local:
+            return np.full(n, comp["misfit_var"])
+        ok = self.ok
+        e = self.residuals[ok]
+        cell_X = {k: v[ok] for k, v in self.X.items()}
+        excess = e**2 - self._own_var()[ok] - self._jackknife_var(cell_X)
+        d2 = (
+            (self._design_position(X)[:, None, :] - self._design_position(cell_X)[None]) ** 2
+        ).sum(axis=-1)
+        w = np.exp(-0.5 * d2 / LOCAL_BANDWIDTH**2)
+        return np.maximum((w @ excess) / w.sum(axis=1), 0.0)
+
+    def offset_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
+        """Variance the grid's seed offset adds at each point (0 without shared seed ids)."""
+        n = len(next(iter(X.values())))
+        if self.offset is None or self.response is None:
+            return np.zeros(n)
+        return offset_var_at(self.form, X, self.constants, self.response, self.offset)
+
     def _jackknife_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
         """Jackknife variance of the prediction at each point, on the residuals' scale."""
         ok = self.ok
@@ -935,7 +1214,7 @@ class HeldOut:
         ok = self.ok
         e = self.residuals[ok]
         mse = float((1.4826 * np.median(np.abs(e))) ** 2 if self.robust else np.mean(e**2))
-        own = float(np.mean(self._noise_sd(self.y[ok]) ** 2 / self.n_runs[ok]))
+        own = float(np.mean(self._own_var()[ok]))
         grid_jack = float(np.mean(self._jackknife_var({k: v[ok] for k, v in self.X.items()})))
         # e_i = misfit + seed noise of the cell's mean + error of the refitted constants
         # there: the misfit is what is left after the other two
@@ -963,21 +1242,26 @@ class HeldOut:
             )
 
     def predict_at(self, point: dict[str, float], runs: int | None = None) -> dict:
-        """Prediction intervals at ``point`` for the two targets.
+        """Prediction intervals at ``point`` for each target.
 
         Parameters
         ----------
         point : the form's variables there.
-        runs : k, the number of new runs whose mean is the second target (None: only the
+        runs : k, the number of new runs whose mean is a target (None: only the
             configuration's mean).
 
         Returns
         -------
         dict
-            ``prediction``; ``interval`` (the configuration's mean loss) and, with ``runs``,
-            ``interval_runs`` (the mean of ``runs`` new runs); ``sd`` of each target on the
-            residuals' scale and its parts; ``extrapolation`` (how far the point lies from the
-            fitted cells).
+            ``prediction``; ``interval``: the configuration's mean over new seed ids (what a
+            user means: misfit, the constants' uncertainty there and the grid's seed offset);
+            ``interval_grid_seeds``: its mean at the grid's seed ids (no seed offset; the
+            same interval when no seed id is shared across cells); with ``runs``,
+            ``interval_runs`` (the mean of ``runs`` new runs at fresh seed ids) and
+            ``interval_runs_grid_seeds`` (new runs at the grid's seed ids, one run an id:
+            their per-run noise only); ``covers`` names each; ``sd`` of each target on the
+            residuals' scale and its parts; ``extrapolation`` (how far the point lies from
+            the fitted cells).
         """
         from scipy import stats
 
@@ -1000,43 +1284,73 @@ class HeldOut:
         extra = max(jack - comp["jackknife_var_at_cells"], 0.0)
         # misfit plus the constants' uncertainty at this point (the jackknife spread of the
         # refits' predictions, which grows as the point leaves the fitted cells)
-        var_mean = comp["misfit_var"] + jack
+        misfit = float(self.misfit_var(X)[0])
+        var_mean = misfit + jack
         q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
+        off = float(self.offset_var(X)[0])
+        if not math.isfinite(off):
+            off = 0.0 if self.offset is None else math.inf
+        q_off = self.offset.quantile(self.level) if self.offset is not None else 0.0
+        df, df_off = max(self.dof, 1), self.offset.df if self.offset is not None else 1
         scale = abs(value) if self.relative else 1.0
 
-        def interval(var: float) -> list[float]:
-            half = q * math.sqrt(var) * scale
+        def interval(parts: list[tuple[float, float]]) -> list[float]:
+            half = _half(parts, self.level) * scale
             return [value - half, value + half]
 
         out: dict = {
             "prediction": value,
-            "interval": interval(var_mean),
-            "sd_mean": math.sqrt(var_mean) * scale,
+            "interval": interval([(var_mean, df), (off, df_off)]),
+            "covers": COVERS_NEW_SEEDS,
+            "interval_grid_seeds": interval([(var_mean, df)]),
+            "covers_grid_seeds": COVERS_GRID_SEEDS,
+            "sd_mean": math.sqrt(var_mean + off) * scale,
             "quantile": q,
-            "misfit_sd": math.sqrt(comp["misfit_var"]) * scale,
+            "misfit_sd": math.sqrt(misfit) * scale,
+            "misfit_sd_pooled": math.sqrt(comp["misfit_var"]) * scale,
             "extrapolation_sd": math.sqrt(extra) * scale,
+            "seed_offset_sd": math.sqrt(off) * scale,
+            "seed_offset_quantile": q_off,
             "jackknife_ratio": math.sqrt(jack / comp["jackknife_var_at_cells"])
             if comp["jackknife_var_at_cells"] > 0
             else math.nan,
             "extrapolation": self.extrapolation(point),
         }
         if runs is not None:
-            seed_var = float(self._noise_sd(np.array([value]))[0] ** 2) / runs
+            v = np.array([value])
+            seed_var = float(self._noise_sd(v)[0] ** 2) / runs
+            run_var = float(self._run_var(v)[0]) / runs
             out["runs"] = int(runs)
-            out["interval_runs"] = interval(var_mean + seed_var)
-            out["sd_runs"] = math.sqrt(var_mean + seed_var) * scale
+            out["interval_runs"] = interval([(var_mean + seed_var, df), (off, df_off)])
+            out["covers_runs"] = f"the mean of {int(runs)} new runs at fresh seed ids"
+            out["interval_runs_grid_seeds"] = interval([(var_mean + run_var, df)])
+            out["covers_runs_grid_seeds"] = (
+                f"the mean of {int(runs)} new runs at the grid's seed ids (one run an id)"
+            )
+            out["sd_runs"] = math.sqrt(var_mean + seed_var + off) * scale
             out["seed_sd_runs"] = math.sqrt(seed_var) * scale
         return out
 
-    def band(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """The interval for the configuration's mean at many points at once (for figures)."""
-        from scipy import stats
+    def band(
+        self, X: dict[str, np.ndarray], grid_seeds: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The interval for the configuration's mean over new seed ids (``grid_seeds``: at
+        the grid's seed ids) at many points at once (for figures)."""
 
         self.check()
         value = predict(self.form, X, self.constants)
-        var = self.components["misfit_var"] + self._jackknife_var(X)
-        q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
-        half = q * np.sqrt(var) * self._scale(value)
+        var = self.misfit_var(X) + self._jackknife_var(X)
+        off = (
+            self.offset_var(X) if not grid_seeds and self.offset is not None else 0 * var
+        )
+        df_off = self.offset.df if self.offset is not None else 1
+        half = np.array(
+            [
+                _half([(a, max(self.dof, 1)), (b, df_off)], self.level)
+                for a, b in zip(var, off, strict=True)
+            ]
+        )
+        half = half * self._scale(value)
         return value - half, value + half
 
     def extrapolation(self, point: dict[str, float]) -> dict[str, float]:
@@ -1073,6 +1387,15 @@ class HeldOut:
                 if self.noise.known
                 else " (unknown: no cell has two runs, so none is taken off)"
             )
+            + (
+                f"; intervals for a mean over new seed ids add the grid's seed offset (one "
+                f"seed id's shared effect {f * math.sqrt(self.offset.shared_var):.3g}{unit}, "
+                f"{len(self.offset.seeds)} ids, t quantile on {self.offset.df} degrees of "
+                "freedom)"
+                if self.offset is not None
+                else "; no seed id is shared across cells, so the mean over new seed ids and "
+                "at the grid's seed ids coincide"
+            )
         )
 
     def to_dict(self) -> dict:
@@ -1084,6 +1407,8 @@ class HeldOut:
             "refits": int(self.ok.sum()),
             "dof": self.dof,
             "seed_cv": self.noise.cv,
+            "covers": COVERS_NEW_SEEDS,
+            "seed_offset": None if self.offset is None else self.offset.to_dict(),
             **self.components,
         }
 
@@ -1096,6 +1421,7 @@ def heldout_fit(
     objective: Objective | None = None,
     level: float = 0.95,
     options: FitOptions | None = None,
+    offset: SeedOffset | None = None,
 ) -> HeldOut:
     """Refit ``form`` once per cell with that cell left out, and keep the held-out residuals.
 
@@ -1105,6 +1431,8 @@ def heldout_fit(
     noise : the seed noise of one run (see :func:`seed_noise`).
     objective : the training objective (``abs_ls`` makes the residuals absolute).
     level : level of the intervals.
+    offset : the grid's seed offset (:func:`seed_offset`; None: no seed id shared across
+        cells, and the intervals for a mean over new seed ids add nothing for it).
 
     Returns
     -------
@@ -1144,6 +1472,10 @@ def heldout_fit(
             draws[i], resid[i] = theta, e
     n_runs = cells.table["n_seeds"].to_numpy(float)
     robust = obj.kind == "log_huber"
+    response = None
+    if offset is not None:
+        response = offset_response(form, X, y, constants, obj, offset.shares, offset.relative)
     return HeldOut(
-        form, dict(constants), X, y, n_runs, draws, resid, noise, relative, float(level), robust
-    )
+        form, dict(constants), X, y, n_runs, draws, resid, noise, relative, float(level), robust,
+        offset, response,
+    )  # fmt: skip

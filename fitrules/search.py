@@ -51,7 +51,7 @@ from fitrules.grammar import (
 )
 from fitrules.grids import Grid
 from fitrules.guard import GuardOptions, check_fits
-from fitrules.splits import RandomSplit
+from fitrules.splits import RandomSplit, SeedHoldout
 
 RULES = ("one-se", "best")
 DEFAULT_REFERENCES = ("composition", "log_additive")
@@ -105,7 +105,7 @@ class NestedMasks:
 
 
 # seeds of the search's random streams, one namespace each: SeedSequence([seed, KIND, ...])
-_INNER, _FINAL, _PROBES, _RANK = range(4)
+_INNER, _FINAL, _PROBES, _RANK, _SEEDS = range(5)
 
 
 def _sub_seed(seed: int, *path: int) -> int:
@@ -159,6 +159,7 @@ class Scored:
     error: np.ndarray  # (rows,)
     valid: np.ndarray  # (rows,) bool: neither degenerate nor named wild
     seconds: float = 0.0
+    mse: np.ndarray | None = None  # (rows,) mean squared relative error of the test cells
 
 
 def score_form(
@@ -169,9 +170,13 @@ def score_form(
     objective: Objective,
     options: FitOptions,
     guard: GuardOptions,
-    rows: slice | None = None,
+    rows: slice | np.ndarray | None = None,
+    y_test: np.ndarray | None = None,
 ) -> Scored:
-    """Fit ``form`` on every training mask (or ``rows`` of them) and score its test cells."""
+    """Fit ``form`` on every training mask (or ``rows`` of them) and score its test cells.
+
+    ``y_test`` (cells,): the values the test cells are scored against (default ``y``, the
+    values fitted)."""
     t0 = time.perf_counter()
     train = masks.train if rows is None else masks.train[rows]
     test = masks.test if rows is None else masks.test[rows]
@@ -189,16 +194,21 @@ def score_form(
     cf = CompiledForm(form)
     params = np.array([[r.constants[c] for c in cf.s.constants] for r in fits], float)
     ok = np.isfinite(params).all(axis=1)
+    target = y if y_test is None else y_test
     with np.errstate(all="ignore"):
         pred = cf.predict(X, np.where(ok[:, None], params, 0.0))
-        rel = np.abs(pred - y) / np.abs(y)
-        err = 100 * np.where(test, rel, 0.0).sum(axis=1) / np.maximum(test.sum(axis=1), 1)
+        rel = np.abs(pred - target) / np.abs(target)
+        held = np.maximum(test.sum(axis=1), 1)
+        err = 100 * np.where(test, rel, 0.0).sum(axis=1) / held
+        mse = np.where(test, rel**2, 0.0).sum(axis=1) / held
     valid = (
         ok
         & np.isfinite(err)
         & np.array([not r.degenerate and not g.wild for r, g in zip(fits, guarded, strict=True)])
     )
-    return Scored(np.where(valid, err, np.nan), valid, time.perf_counter() - t0)
+    return Scored(
+        np.where(valid, err, np.nan), valid, time.perf_counter() - t0, np.where(valid, mse, np.nan)
+    )
 
 
 # ------------------------------------------------------------------------------ selection
@@ -395,15 +405,48 @@ def _fingerprint_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | 
 
 def _nested_task(indices: list[int]) -> list[tuple[int, Scored]]:
     s = _STATE
-    return [
-        (
-            i,
-            score_form(
-                s["forms"][i], s["X"], s["y"], s["masks"], s["objective"], s["options"], s["guard"]
-            ),
-        )
-        for i in indices
-    ]
+    return [(i, _score(s["forms"][i], s)) for i in indices]
+
+
+def _score(form: Form, s: dict, stop: int | None = None) -> Scored:
+    """Score ``form`` on every row of the nested masks (or the first ``stop``).
+
+    Under the cells-and-seeds protocol (``s["seeds"]``) outer split o and its inner splits
+    are fitted on the runs at every seed id but fold ``o mod folds``'s, and the outer test
+    cells scored on that fold's runs; each outer error is then rescaled by one factor that
+    takes the expected excess off the mean square pooled over the outer splits
+    (:meth:`fitrules.splits.SeedHoldout.rescale`). The final rows are fitted on every run."""
+    masks = s["masks"]
+    args = (s["objective"], s["options"], s["guard"])
+    held = s.get("seeds")
+    n_rows = len(masks.train) if stop is None else stop
+    if held is None:
+        return score_form(form, s["X"], s["y"], masks, *args, rows=slice(0, n_rows))
+    n_out, n_in, nested = masks.n_outer, masks.n_inner, masks.inner.stop
+    err = np.full(n_rows, np.nan)
+    valid = np.zeros(n_rows, bool)
+    mse = np.full(n_rows, np.nan)
+    seconds = 0.0
+    for k, fold in enumerate(held["folds"]):
+        outer = np.arange(k, n_out, len(held["folds"]))
+        if not len(outer):
+            continue
+        inner = (n_out + outer[:, None] * n_in + np.arange(n_in)[None, :]).ravel()
+        inner = inner[inner < n_rows]
+        for rows, target in ((outer, fold["y_test"]), (inner, fold["y_fit"])):
+            if not len(rows):
+                continue
+            sc = score_form(form, s["X"], fold["y_fit"], masks, *args, rows=rows, y_test=target)
+            err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
+            seconds += sc.seconds
+    on = np.isfinite(mse[:n_out])
+    if on.any():  # one factor: a split's few held-out cells are too noisy to correct alone
+        err[:n_out] *= SeedHoldout.rescale(float(np.mean(mse[:n_out][on])), held["excess"])
+    if n_rows > nested:
+        rest = score_form(form, s["X"], s["y"], masks, *args, rows=slice(nested, n_rows))
+        err[nested:], valid[nested:] = rest.error, rest.valid
+        seconds += rest.seconds
+    return Scored(err, valid, seconds, mse)
 
 
 def _probe_values(form, X, probes, objective) -> np.ndarray:
@@ -483,8 +526,17 @@ def run_search(
     options: FitOptions | None = None,
     on_plan: Callable[[Plan, float | None], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    seeds: str = "cells-and-seeds",
 ) -> Search:
     """Nested validation of every candidate of ``grammar`` on ``grid``; see the module.
+
+    ``seeds``: the outer protocol's held-out error. ``cells-and-seeds`` (the default) holds
+    out a third of the seed ids as well as the outer test cells when seed ids are shared
+    across cells (:class:`fitrules.splits.SeedHoldout`): the outer and inner fits read the
+    kept ids' runs, the outer error the held-out ids' runs, put on the scale of the mean of
+    as many new runs at fresh seed ids as a cell of the grid has; without shared ids it is
+    the cells protocol. ``cells``: today's, every run of the training and held-out cells
+    (it misses the grid's seed offset, which new runs at new seed ids show).
 
     ``outer`` is a splitter of :mod:`fitrules.splits`. ``on_plan(plan, seconds)`` is called
     once the candidates and masks are known, with an estimate of the time the fits will take
@@ -526,6 +578,7 @@ def run_search(
             "error relative to each cell's value, so it needs no zero (drop it with --where)"
         )
     masks = nested_masks(outer, cells.table, inner_splits, inner_train_frac, seed)
+    held, seed_note = _seed_holdout(grid, cells, masks, objective, seeds, seed)
     counts = {col: int(cells.table[col].nunique()) for col in level_cols}
     proposed = named(generate(grammar, {v: X[v] for v in variables}, counts))
     if not proposed:
@@ -562,6 +615,7 @@ def run_search(
         guard=guard,
         probes=probes,
         seed=seed,
+        seeds=held,
     )
     done = on_progress or (lambda k: None)
 
@@ -576,7 +630,7 @@ def run_search(
         for i in dict.fromkeys([members[0], members[len(members) // 2]]):
             t0 = time.perf_counter()
             _probe_values(forms[i], X, probes, objective)
-            pilots[i] = score_form(forms[i], X, y, masks, objective, options, guard)
+            pilots[i] = _score(forms[i], state)
             per_q.setdefault(q, []).append(time.perf_counter() - t0)
     if on_plan is not None:
         total = sum(len(by_q[q]) * float(np.mean(t)) for q, t in per_q.items())
@@ -621,15 +675,13 @@ def run_search(
         )
     kept = [fits_ok[i] for i in keep_idx]
     results = [scored[i] for i in keep_idx]
-    ref_scores = [
-        score_form(f, X, y, masks, objective, options, guard, rows=slice(0, masks.inner.stop))
-        for f in refs
-    ]
+    ref_scores = [_score(f, state, stop=masks.inner.stop) for f in refs]
     out = _assemble(
         grid, grammar, kept, results, masks, refs, ref_scores, rule, dropped, len(proposed)
     )
     out.settings.update(
         outer=outer.describe(),
+        outer_error=seed_note,
         inner_splits=inner_splits,
         inner_train_frac=inner_train_frac,
         seed=seed,
@@ -645,6 +697,44 @@ def run_search(
     )
     out.seconds = time.perf_counter() - t_start
     return out
+
+
+def _seed_holdout(grid, cells, masks, objective, seeds: str, seed: int):
+    """The cells-and-seeds protocol's values for the nested rows, and a note naming the
+    protocol the outer error used (see :func:`run_search`)."""
+    from fitrules.intervals import seed_offset
+    from fitrules.splits import SEED_PROTOCOLS, seed_values
+
+    if seeds not in SEED_PROTOCOLS:
+        raise FitrulesError(f"seeds {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}")
+    cells_note = (
+        "cells: the outer test cells' runs at the seed ids the fit read (misses the grid's "
+        "seed offset, which new runs at new seed ids show)"
+    )
+    if seeds == "cells":
+        return None, cells_note
+    off = seed_offset(grid, cells, objective)
+    if off is None:
+        return None, cells_note + "; no seed id is shared across cells, so nothing is missed"
+    sh = SeedHoldout(seed=_sub_seed(seed, _SEEDS))
+    folds = []
+    for test in sh.folds(off.seeds):
+        kept = [i for i in off.seeds if i not in test]
+        y_fit, y_test = seed_values(grid, cells, kept), seed_values(grid, cells, test)
+        if not (np.isfinite(y_fit).all() and np.isfinite(y_test).all()) or (y_test == 0).any():
+            return None, cells_note + "; seed ids could not be held out (a cell lacks runs at them)"
+        folds.append({"y_fit": y_fit, "y_test": y_test, "held": test})
+    k = int(np.median(cells.table["n_seeds"]))
+    t = len(folds[0]["held"])
+    excess = sh.excess(off.shared_var, off.var_run, len(off.seeds) - t, t, len(off.seeds), k)
+    note = (
+        f"cells and seeds: the seed ids in {len(folds)} folds, outer split o held out with "
+        f"fold o mod {len(folds)} ({t} of {len(off.seeds)} ids), its fits reading the other "
+        f"ids' runs; the outer errors rescaled by one factor that takes off the expected "
+        f"excess of their pooled mean square over that of the mean of {k} new runs at fresh "
+        f"seed ids ({100 * math.sqrt(max(excess, 0.0)):.3g}% rms)"
+    )
+    return {"folds": folds, "excess": excess}, note
 
 
 def _inner_median(inner: np.ndarray) -> float:

@@ -249,3 +249,117 @@ def parse_protocol(
         f"--split {text!r} is unknown; allowed: random, leave-one-level-out:COL, "
         "extrapolate:COL, extrapolate:COL:VALUE (or 'extrapolate:COL>=VALUE', quoted), transfer"
     )
+
+
+# ------------------------------------------------------------------ seed ids held out too
+SEED_PROTOCOLS = ("cells", "cells-and-seeds")
+
+
+@dataclass(frozen=True)
+class SeedHoldout:
+    """Hold out seed ids as well as cells: fit the training cells' runs at some seed ids,
+    score the held-out cells' runs at the others.
+
+    Runs that share a seed id share an effect across cells. Held out by cells alone, a
+    held-out cell's mean carries the same average seed effect the fit absorbed, so its error
+    misses what new runs at new seed ids will show (the grid's seed offset). With seed ids
+    held out too, the fit's offset and the held-out runs' are independent. The held-out
+    cells then have fewer runs than a new configuration would be measured with, and the
+    fit fewer seed ids than the full grid's: the error is put back on the scale of the mean of
+    ``runs`` new runs at fresh seed ids, a fit on every seed id, by taking the expected excess
+    of its mean square off (:meth:`rescale`; variances from the cells x seeds decomposition).
+
+    Parameters
+    ----------
+    test_frac : fraction of the seed ids held out (at least one, at least one kept).
+    seed : seed of the choice of held-out ids.
+
+    Examples
+    --------
+    >>> SeedHoldout(seed=0).split_ids(["0", "1", "2"])  # doctest: +SKIP
+    (['0', '2'], ['1'])
+    """
+
+    test_frac: float = 1 / 3
+    seed: int = 0
+
+    name = "cells-and-seeds"
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed, "--seed")
+        if not (isinstance(self.test_frac, int | float) and 0 < self.test_frac < 1):
+            raise SplitError(f"seed test fraction {self.test_frac}: must be in (0, 1)")
+
+    def folds(self, ids) -> list[list[str]]:
+        """The seed ids in disjoint held-out folds of ``test_frac`` of them each (the ids
+        left over after whole folds join the last), in an order drawn from ``seed`` alone.
+
+        Raises
+        ------
+        SplitError
+            For fewer than two distinct seed ids.
+        """
+        ids = sorted({str(i) for i in ids})
+        kept, _ = self.split_ids(ids)  # checks the count
+        k = len(ids) - len(kept)
+        order = [ids[i] for i in np.random.default_rng([self.seed, 28]).permutation(len(ids))]
+        n = len(ids) // k
+        out = [sorted(order[j * k : (j + 1) * k]) for j in range(n)]
+        out[-1] = sorted(out[-1] + order[n * k :]) if len(order) > n * k else out[-1]
+        if len(out[-1]) >= len(ids):  # a fold must leave an id to fit
+            out[-1] = out[-1][:-1]
+        return out
+
+    def split_ids(self, ids) -> tuple[list[str], list[str]]:
+        """(kept, held out) seed ids, drawn from ``seed`` alone.
+
+        Raises
+        ------
+        SplitError
+            For fewer than two distinct seed ids.
+        """
+        ids = sorted({str(i) for i in ids})
+        if len(ids) < 2:
+            raise SplitError(
+                f"holding out seed ids needs at least 2 distinct seed ids; the grid has "
+                f"{len(ids)}: use the cells protocol"
+            )
+        k = min(max(int(np.floor(self.test_frac * len(ids) + 0.5)), 1), len(ids) - 1)
+        order = np.random.default_rng([self.seed, 28]).permutation(len(ids))
+        test = sorted(ids[i] for i in order[:k])
+        return [i for i in ids if i not in test], test
+
+    @staticmethod
+    def excess(shared_var: float, run_var: float, kept: int, held: int, ids: int,
+               runs: int) -> float:  # fmt: skip
+        """Expected mean-square excess of the held-out error over the target's.
+
+        The held-out residual carries the held-out runs' noise (``held`` seed ids: shared
+        and per-run variance over ``held``) and the fit's offset (``kept`` ids); the target
+        (a fit on all ``ids``, scored against ``runs`` new runs at fresh ids) carries
+        ``1 / runs`` and ``1 / ids`` of them.
+        """
+        return (shared_var + run_var) * (1 / held - 1 / runs) + shared_var * (1 / kept - 1 / ids)
+
+    @staticmethod
+    def rescale(mse: np.ndarray, excess: float) -> np.ndarray:
+        """Factor on a split's errors that takes ``excess`` off its mean square (never
+        below a tenth of the error: a split whose held-out residuals are smaller than the
+        noise they carry keeps a tenth)."""
+        mse = np.asarray(mse, float)
+        with np.errstate(all="ignore"):
+            return np.sqrt(np.clip(1 - excess / mse, 0.01, 1.0))
+
+    def describe(self) -> dict:
+        return {"seeds": self.name, "seed_test_frac": self.test_frac, "seed_split_seed": self.seed}
+
+
+def seed_values(grid, cells, ids) -> np.ndarray:
+    """Each cell's mean over its runs at the seed ids ``ids`` (NaN where it has none)."""
+    import pandas as pd
+
+    keys = list(cells.variables)
+    runs = grid.runs[grid.runs[grid.seed].astype(str).isin(set(ids))]
+    means = runs.groupby(keys, sort=False)[grid.metric].mean().rename("_v").reset_index()
+    table = cells.table[keys].merge(means, on=keys, how="left")
+    return pd.to_numeric(table["_v"]).to_numpy(float)

@@ -1335,6 +1335,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "guard_se", [1.0], [0, -1, NAN, "a", None])
         _kw(d, kw, "metric_range", [None, (0, 10)], [(3, 1), "0,3", (0,), (NAN, 1), 5])
         _kw(d, kw, "level", [0.95, 0.9], BAD_LEVELS_API)
+        _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
         return ApiCase(call, args, kw)
     if call in ("fit", "predict"):
         args = (_grid_arg(d, call == "fit"),)
@@ -1418,6 +1419,7 @@ def api_cases(draw) -> ApiCase:
             [5, ["bogus"], "bogus"])  # fmt: skip
         _kw(d, kw, "objective", ["rel_ls", "log_huber"], ["x", 5])
         _kw(d, kw, "jobs", [1], [0, -1, 1.5, "2", True])
+        _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
         return ApiCase(call, args, kw)
     # Form, bound to the grid's columns so that every check runs
     args = (

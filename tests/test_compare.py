@@ -55,3 +55,28 @@ def test_paired_verdict_counts_and_corrected_t():
     assert v["ratio"] == pytest.approx(np.exp(d.mean()))
     # without split sizes (structured protocols) no test over splits is made
     assert paired_verdict(a, b)["p"] is None
+
+
+def test_compare_can_hold_out_seed_ids_and_names_both_protocols():
+    """Issue 28: held out by cells alone, held-out error misses the grid's seed offset; the
+    cells-and-seeds option fits split s outside seed fold s mod 3 and scores the fold."""
+    import pytest
+
+    from fitrules.compare import compare
+    from fitrules.errors import SplitError
+    from fitrules.forms import BUILTIN_FORMS
+    from fitrules.grids import default_grid, load_grid
+    from fitrules.splits import RandomSplit
+
+    path, where = default_grid()
+    g = load_grid(path, where=where)
+    forms = [BUILTIN_FORMS["composition"], BUILTIN_FORMS["additive"]]
+    a = compare(g, forms, RandomSplit(12, 1 / 3, 0))
+    b = compare(g, forms, RandomSplit(12, 1 / 3, 0), seeds="cells-and-seeds")
+    assert a.settings["descriptive_protocol"]["held_out"].startswith("cells: every run")
+    assert b.settings["descriptive_protocol"]["held_out"].startswith("cells and seeds: 3 folds")
+    assert not np.allclose(a.results["heldout_error_pct"], b.results["heldout_error_pct"])
+    # the verdict protocol stays on cells: the same test either way
+    assert a.paired["p"].iloc[0] == b.paired["p"].iloc[0]
+    with pytest.raises(SplitError, match="--seeds 'bogus' is unknown"):
+        compare(g, forms, RandomSplit(4, 1 / 3, 0), seeds="bogus")

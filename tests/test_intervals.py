@@ -89,8 +89,11 @@ def test_json_names_each_interval_kind(synthetic_csv, capsys):
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     p = doc["predictions"][0]
-    assert p["interval_kind"] == "held-out misfit: the configuration's mean"
-    assert p["interval_runs_kind"] == "held-out misfit: the mean of 4 new runs"
+    assert p["interval_kind"] == "held-out misfit: the configuration's mean over new seed ids"
+    assert p["interval_runs_kind"] == "held-out misfit: the mean of 4 new runs at fresh seed ids"
+    assert p["interval_grid_seeds_kind"] == (
+        "held-out misfit: the configuration's mean at the grid's seed ids"
+    )
     assert p["constants_interval_kind"].startswith("studentized bootstrap: the constants only")
     assert doc["bootstrap"]["kind"] == "studentized"
     assert doc["bootstrap"]["interval"] == "symmetric bootstrap-t"
@@ -102,8 +105,8 @@ def test_json_names_each_interval_kind(synthetic_csv, capsys):
 @pytest.mark.parametrize(
     ("runs", "kind", "key"),
     [
-        (None, "held-out misfit: the configuration's mean", "mean"),
-        (3, "held-out misfit: the mean of 3 new runs", "mean_of_3_runs"),
+        (None, "held-out misfit: the configuration's mean over new seed ids", "mean"),
+        (3, "held-out misfit: the mean of 3 new runs at fresh seed ids", "mean_of_3_runs"),
     ],
 )
 def test_the_ledger_records_the_interval_and_its_kind(synthetic_csv, tmp_path, runs, kind, key):
@@ -116,7 +119,7 @@ def test_the_ledger_records_the_interval_and_its_kind(synthetic_csv, tmp_path, r
     (rec,) = [json.loads(x) for x in ledger.read_text().splitlines()]
     assert rec["interval_kind"] == kind
     assert rec["interval"] == rec["intervals"][key]
-    assert set(rec["intervals"]) == {"mean", key, "constants_only"}
+    assert set(rec["intervals"]) - {"mean_at_grid_seed_ids"} == {"mean", key, "constants_only"}
     lo, hi = rec["interval"]
     clo, chi = rec["intervals"]["constants_only"]
     assert lo < clo < rec["prediction"] < chi < hi
@@ -135,11 +138,12 @@ def test_score_counts_the_intervals_that_covered_the_new_means(synthetic_csv, tm
     assert main(["score", "--ledger", str(ledger), "--data", str(new_csv), "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
     (row,) = [r for r in doc["coverage"] if r["form"] == "all"]
-    assert row["interval_kind"] == "held-out misfit: the mean of 3 new runs"
+    assert row["interval_kind"] == "held-out misfit: the mean of 3 new runs at fresh seed ids"
     assert row["scored"] == 2 and 0 <= row["covered"] <= 2
     assert {r["interval_kind"] for r in doc["scores"]} == {row["interval_kind"]}
     assert main(["score", "--ledger", str(ledger), "--data", str(new_csv)]) == 0
-    assert "recorded intervals (held-out misfit: the mean of 3 new runs) that covered" in (
+    kind = "held-out misfit: the mean of 3 new runs at fresh seed ids"
+    assert f"recorded intervals ({kind}) that covered" in (
         capsys.readouterr().out
     )
 

@@ -150,7 +150,8 @@ def test_the_outer_error_is_the_picks_own_error():
     """Each outer split's outer error is that of the form picked there, fitted on the outer
     training cells alone (checked against an independent fit)."""
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
-    s = fr.search(runs, **SMALL, references=[])
+    s = fr.search(runs, **SMALL, references=[], seeds="cells")
+    assert s.settings["outer_error"].startswith("cells:")
     grid = fr.load_grid(runs)
     cells = grid.cells(["H", "omega"], True)
     masks = nested_masks(RandomSplit(6, 0.8, 0), cells.table, 5, 0.75, 0)
@@ -420,3 +421,36 @@ def test_search_renders_in_a_notebook(small_search):
     page = small_search._repr_html_()
     assert "<table" in page and "The procedure at each budget" in page
     assert small_search.chosen.expression.replace("*", "") in page.replace("*", "")
+
+
+def test_the_outer_error_holds_out_seed_ids_by_default():
+    """Issue 28: the outer error held out cells only, so the grid's seed offset (which new
+    runs at new seed ids show) was missing from it. By default outer split o now fits the
+    runs outside seed fold o mod 3 and scores the fold's runs (checked against an
+    independent fit), rescaled by one factor for the mean of 3 new runs at fresh ids."""
+    from fitrules.search import _score
+
+    runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
+    s = fr.search(runs, **SMALL, references=[])
+    assert s.settings["outer_error"].startswith("cells and seeds: the seed ids in 3 folds")
+    grid = fr.load_grid(runs)
+    cells = grid.cells(["H", "omega"], True)
+    masks = nested_masks(RandomSplit(6, 0.8, 0), cells.table, 5, 0.75, 0)
+    from fitrules.search import _seed_holdout
+
+    held, _ = _seed_holdout(grid, cells, masks, Objective(), "cells-and-seeds", 0)
+    top = s.budgets["max_constants"].max()
+    picks = s.choices[s.choices["budget"] == top].reset_index(drop=True)
+    state = dict(X=cells.X, y=cells.y, masks=masks, objective=Objective(),
+                 options=SEARCH_FIT_OPTIONS, guard=GuardOptions(), seeds=held)  # fmt: skip
+    for o in range(6):
+        f = s.forms[picks.loc[o, "form"]].bind(grid.columns, grid.runs)
+        mine = _score(f, state, stop=masks.inner.stop).error[o]
+        assert mine == pytest.approx(picks.loc[o, "outer_pct"], rel=1e-9)
+        # the fold's runs, not the cells' means, were scored: the raw error differs
+        raw = score_form(f, cells.X, held["folds"][o % 3]["y_fit"], masks, Objective(),
+                         SEARCH_FIT_OPTIONS, GuardOptions(), rows=np.array([o]),
+                         y_test=held["folds"][o % 3]["y_test"]).error[0]  # fmt: skip
+        assert raw != pytest.approx(mine, rel=1e-6)
+    with pytest.raises(FitrulesError, match="seeds .bogus. is unknown"):
+        fr.search(runs, **SMALL, references=[], seeds="bogus")

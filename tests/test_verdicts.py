@@ -2,7 +2,9 @@
 robust summaries that rank as the paired counts do, and the wild-extrapolation guard."""
 
 import numpy as np
+import pandas as pd
 import pytest
+from scipy import stats
 
 from fitrules.cli import main
 from fitrules.compare import compare
@@ -125,3 +127,70 @@ def test_cell_view_names_the_cells_that_decide(default_cmp):
     assert comp["splits"].between(150, 230).all()
     row = default_cmp.paired.iloc[0]
     assert len(row["deciding_cells"]) == 3 and "H=" in row["deciding_cells"][0]["cell"]
+
+
+def test_a_leave_one_cell_out_verdict_is_a_sign_flip_over_the_cells():
+    """Issue 28: on a 12-cell grid the verdict protocol holds out 1 cell of 12, so its 300
+    random splits repeat the 12 leave-one-out splits and the corrected t counted repeats as
+    evidence (false positives 0.07 over 100 null grids). Each cell is now held out once and
+    the test is the exact sign-flip over the cells."""
+    from fitrules.compare import compare
+    from fitrules.forms import BUILTIN_FORMS
+    from fitrules.grids import load_grid
+    from fitrules.splits import RandomSplit
+
+    rng = np.random.default_rng(0)
+    rows = [{"H": h, "omega": o, "seed": s,
+             "loss": (2.15 + 0.01 * o * (h / 16) ** 0.5) * (1 + 0.004 * rng.standard_normal())}
+            for h in (1.0, 4.0, 16.0) for o in (0.0, 1.0, 3.0, 7.0) for s in range(3)]  # fmt: skip
+    grid = load_grid("small.csv", frame=pd.DataFrame(rows))
+    c = compare(grid, [BUILTIN_FORMS["composition"], BUILTIN_FORMS["log_additive"]],
+                RandomSplit(50, 1 / 3, 0))  # fmt: skip
+    row = c.paired.iloc[0]
+    assert row["test"].startswith("exact sign-flip over 12 held-out cells")
+    assert c.settings["verdict_protocol"]["kind"] == "leave-one-cell-out"
+    assert row["verdict_n"] == 12
+    assert row["p"] >= 2 / 2**12 - 1e-12
+    lo, hi = row["ratio_ci"]
+    assert lo <= row["ratio"] <= hi
+    assert "sign-flip over held-out cells p" in str(c)
+
+
+def test_cells_verdict_says_when_it_cannot_test():
+    from fitrules.stats import cells_verdict, signflip_p
+
+    few = cells_verdict(np.array([1.0, 2, 3, 4, 5]), np.array([2.0, 3, 4, 5, 6]))
+    assert few["p"] is None and "no sign-flip over so few can reject" in few["test"]
+    a = np.array([1.0, 1.2, 0.8, 1.1, 0.9, 1.0, 1.3, 0.7])
+    b = a * np.exp(np.array([0.1, -0.2, 0.3, 0.05, -0.1, 0.2, 0.15, 0.0]))
+    v = cells_verdict(a, b)
+    assert v["p"] == pytest.approx(signflip_p(np.log(a) - np.log(b))[0])
+
+
+def test_score_bounds_the_seed_part_on_its_own_degrees_of_freedom():
+    """Issue 28: with 10 cells x 3 shared seed ids and offsets of mixed sign, Satterthwaite's
+    pooled degrees of freedom gave false positives 0.071 (1,000 draws); Banerjee's bound
+    keeps each part's own. Seeded draws of that null."""
+    from fitrules.ledger import compare_scored
+    from fitrules.stats import _banerjee
+
+    p, df, half = _banerjee(1.0, [(0.25, 7.0)], 0.95)
+    assert df == 7.0 and p == pytest.approx(2 * stats.t.sf(2.0, 7))
+    p2, df2, half2 = _banerjee(1.0, [(0.2, 2.0), (0.05, 40.0)], 0.95)
+    assert 2.0 <= df2 <= 40.0 and half2 >= stats.t.ppf(0.975, df2) * 0.5 - 1e-9
+    rng = np.random.default_rng(3)
+    rejected = 0
+    for _ in range(300):
+        truth = 2.2 + 0.05 * rng.standard_normal(10)
+        u = 0.011 * rng.standard_normal(3)
+        sign = rng.choice([-1.0, 1.0], 10)
+        rows = []
+        for c in range(10):
+            values = (truth[c] + u + 0.0071 * rng.standard_normal(3)).tolist()
+            for form, off in (("a", sign[c]), ("b", -sign[c])):
+                rows.append({"form": form, "point": {"x": float(c)}, "status": "scored",
+                             "prediction": truth[c] + off * 0.013, "values": values,
+                             "seeds": ["0", "1", "2"]})  # fmt: skip
+        p = compare_scored(pd.DataFrame(rows))["p"].iloc[0]
+        rejected += p is not None and p < 0.05
+    assert rejected / 300 <= 0.06

@@ -239,8 +239,8 @@ def _fit_figures(cells, forms, full_fits, unit, fig, bands=None) -> None:
                 ),
                 f"{f.name}: data and fitted curves against {x}"
                 + (
-                    ", shaded: the prediction interval for the configuration's mean (misfit "
-                    "included)."
+                    ", shaded: the prediction interval for the configuration's mean over new "
+                    "seed ids (misfit and the grid's seed offset included)."
                     if (bands or {}).get(f.name)
                     else "."
                 ),
@@ -700,8 +700,10 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
         if f.predictions:
             lines += ["## Predictions", "",
                       "| point | prediction | standard error |"
-                      + (f" {pct}% interval, the configuration's mean (misfit included) |"
-                         f" {pct}% interval, constants only |" if has_iv else "")
+                      + (f" {pct}% interval, the configuration's mean over new seed ids "
+                         "(misfit and seed offset included) |"
+                         f" {pct}% interval, constants only (at the grid's seed ids) |"
+                         if has_iv else "")
                       + " outside the fitted cells |",
                       "|---|---:|---:|" + ("---|---|" if has_iv else "") + "---|"]  # fmt: skip
             for p in f.predictions:
@@ -720,9 +722,10 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
             if f.heldout is not None:
                 lines += [
                     f"Prediction intervals: {f.heldout.describe()}. The constants-only "
-                    "interval treats the form as exactly true; the other adds its misfit as "
-                    "held-out cells show it. Neither covers a change of regime outside the "
-                    "fitted cells.",
+                    "interval treats the form as exactly true and covers the mean at the "
+                    "grid's seed ids; the other adds its misfit as held-out cells show it and "
+                    "covers the configuration's mean over new seed ids. Neither covers a "
+                    "change of regime outside the fitted cells.",
                     "",
                 ]
         lines += [

@@ -72,8 +72,10 @@ def _verdict(row: dict, basis: str) -> str:
     on = f" over {row['verdict_n']} verdict splits" if row.get("verdict_n") is not None else ""
     return (
         f"{a} vs {b}: {verdict}: error ratio {_fmt_ratio(row['ratio'])} "
-        f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, corrected t p = "
-        f"{fmt_p(row['p'])}, Holm {fmt_p(p_adj)}. Descriptive: {counts}"
+        f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, "
+        + ("sign-flip over held-out cells" if "sign-flip" in (row.get("test") or "") else
+           "corrected t")
+        + f" p = {fmt_p(row['p'])}, Holm {fmt_p(p_adj)}. Descriptive: {counts}"
     )
 
 
@@ -194,6 +196,11 @@ def protocol_line(settings: dict, n_train_min: int, cells: int) -> str:
 def verdict_protocol_text(settings: dict, cells: int | str) -> str:
     """The verdict protocol in words (random splits only)."""
     v = settings.get("verdict_protocol") or settings
+    if v.get("kind") == "leave-one-cell-out":
+        return (
+            f"leave-one-cell-out: each of the {v['n_splits']} cells held out once, "
+            f"{v['n_train']} fitted (the random verdict splits would only repeat these)"
+        )
     n_train = v.get("n_train")
     fitted = f"{n_train} of {cells} cells fitted" if n_train else "cells fitted"
     same = v.get("train_frac") == settings.get("train_frac")
@@ -313,7 +320,24 @@ def uncertainty_lines(f) -> list[str]:
     if f.bootstrap is not None:
         pct = round(100 * f.bootstrap.level)
         lines.append(f"intervals: {pct}% {f.bootstrap.interval_kind}, {f.bootstrap.describe()}")
+        lines.append(f"the intervals cover {f.intervals_covers}" + _offset_note(f))
     return lines
+
+
+def _offset_note(f) -> str:
+    """How the constants' intervals carry the grid's seed offset, if they do."""
+    off = f.seed_offset
+    if off is None:
+        return ""
+    moved = [c for c, v in f.seed_offset_sd.items() if v > 0 and math.isfinite(v)]
+    unit = "%" if off.relative else ""
+    scale = 100 if off.relative else 1
+    return (
+        f": the bootstrap's, widened in quadrature by the grid's seed offset (one seed id's "
+        f"shared effect {scale * math.sqrt(off.shared_var):.3g}{unit} over {len(off.seeds)} "
+        f"ids, t quantile on {off.df} degrees of freedom), which moves "
+        + (", ".join(moved) if moved else "no constant")
+    )
 
 
 def information_line(f) -> str:
@@ -383,10 +407,18 @@ def render_fitted(f) -> str:
         pct = round(100 * p["level"]) if p.get("level") else None
         if p.get("interval") is not None:
             lo, hi = p["interval"]
-            line += f"; {pct}% interval for the configuration's mean {lo:.5g} to {hi:.5g}"
+            line += (
+                f"; {pct}% interval for the configuration's mean over new seed ids "
+                f"{lo:.5g} to {hi:.5g}"
+            )
+        if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get(
+            "interval"
+        ):
+            lo, hi = p["interval_grid_seeds"]
+            line += f"; at the grid's seed ids {lo:.5g} to {hi:.5g}"
         if p.get("interval_runs") is not None:
             lo, hi = p["interval_runs"]
-            line += f"; for the mean of {p['runs']} new runs {lo:.5g} to {hi:.5g}"
+            line += f"; for the mean of {p['runs']} new runs at fresh seed ids {lo:.5g} to {hi:.5g}"
         if p.get("constants_interval") is not None:
             lo, hi = p["constants_interval"]
             line += f"; constants' uncertainty only {lo:.5g} to {hi:.5g}"
