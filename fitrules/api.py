@@ -29,6 +29,7 @@ from fitrules.errors import FitrulesError, FormError, GridError, SplitError, api
 from fitrules.forms import Form
 from fitrules.grids import Grid
 from fitrules.grids import load_grid as _load_grid
+from fitrules.limits import MAX_SPLITS
 
 # fr.load_grid: the loader, its errors in the words of its parameters
 load_grid = api_terms(_grids.load_grid)
@@ -225,6 +226,7 @@ def compare(
         split, train_frac, seed, objective, delta, keep_degenerate, guard_span, guard_se,
         metric_range, level, on_progress,
     )  # fmt: skip
+    arg.real(guard_excursion, "guard_excursion", 0.0)
     g = as_grid(grid)
     g, tuning = _tuned(g, tune, tune_seeds)
     chosen = _customised(as_forms(forms), fix, bounds, by, shared)
@@ -637,6 +639,7 @@ def search(
     jobs: int = 1,
     on_plan: Callable | None = None,
     on_progress: Callable[[int], None] | None = None,
+    yes: bool = False,
 ):
     """Propose forms from a grammar and choose among them by nested validation.
 
@@ -660,6 +663,10 @@ def search(
     jobs : worker processes (results do not depend on it).
     on_plan : called once with the plan and an estimate of the seconds the fits will take.
     on_progress : called with the number of candidates finished (2 x candidates in all).
+    yes : run a search whose estimated time is above the budget
+        (:data:`fitrules.limits.SEARCH_TIME_BUDGET_SECONDS`); without it such a search is
+        refused before any fit, naming the options that would shrink it. Searches beyond
+        the candidate limit or the memory budget are refused either way.
 
     Returns
     -------
@@ -670,7 +677,10 @@ def search(
     Raises
     ------
     FitrulesError
-        For a bad grammar, a column the grid lacks, splits that cannot be made.
+        For a bad grammar, a column the grid lacks, splits that cannot be made, or an
+        argument of the wrong type or range.
+    LimitError
+        For a search beyond the limits (see ``yes``).
 
     Examples
     --------
@@ -717,10 +727,16 @@ def search(
         arg.real(train_frac, "train_frac", 0.0, 1.0),
         arg.seed(seed),
     )
-    inner_splits = arg.count(inner_splits, "inner_splits", 2)
+    inner_splits = arg.count(inner_splits, "--inner-splits", 2, MAX_SPLITS)
     inner_train_frac = arg.real(inner_train_frac, "inner_train_frac", 0.0, 1.0)
+    arg.text(rule, "rule")
     if rule not in RULES:
         raise FitrulesError(f"rule {rule!r} is unknown; allowed: {', '.join(RULES)}")
+    _check_fit_options(objective, delta)
+    _check_guard_options(guard_span, guard_se, guard_excursion, metric_range)
+    arg.callback(on_plan, "on_plan")
+    arg.callback(on_progress, "on_progress")
+    yes = arg.flag(yes, "yes")
     obj = Objective(objective, delta)
     guard = GuardOptions(
         guard_span, guard_se, arg.interval(metric_range, "metric_range"), guard_excursion
@@ -752,7 +768,22 @@ def search(
         jobs=jobs,
         on_plan=on_plan,
         on_progress=on_progress,
+        yes=yes,
     )
+
+
+def _check_fit_options(objective, delta) -> None:
+    """The objective and its Huber delta: text, and a positive number."""
+    arg.text(objective, "objective")
+    arg.real(delta, "delta", 0.0)
+
+
+def _check_guard_options(guard_span, guard_se, guard_excursion, metric_range) -> None:
+    """The guard's thresholds (see :mod:`fitrules.guard`): numbers in their ranges."""
+    arg.real(guard_span, "guard_span", 1.0)
+    arg.real(guard_se, "guard_se", 0.0)
+    arg.real(guard_excursion, "guard_excursion", 0.0)
+    arg.interval(metric_range, "metric_range")
 
 
 def _search_variables(g: Grid) -> list[str]:

@@ -38,19 +38,22 @@ import numpy as np
 import pandas as pd
 
 from fitrules._modules import make_callable
-from fitrules.errors import FitrulesError, SplitError
-from fitrules.fit import CompiledForm, FitOptions, Objective, fit_splits
+from fitrules.errors import FitrulesError, LimitError, SplitError
+from fitrules.fit import CompiledForm, FitOptions, Objective, fit_memory, fit_splits
 from fitrules.forms import Form
 from fitrules.grammar import (
     DUPLICATE_RTOL,
     Candidate,
     Grammar,
+    count_candidates,
     generate,
     named,
+    pilot_candidate,
     structural_rank_ok,
 )
 from fitrules.grids import Grid
 from fitrules.guard import GuardOptions, check_fits
+from fitrules.limits import MAX_SEARCH_CANDIDATES, SEARCH_TIME_BUDGET_SECONDS, check_memory
 from fitrules.splits import RandomSplit
 
 RULES = ("one-se", "best")
@@ -455,16 +458,160 @@ def _chunks(indices: Sequence[int], size: int) -> list[list[int]]:
 
 @dataclass
 class Plan:
-    """What a search will do, known before any fit: shown to the user with an estimate."""
+    """What a search will do, known from the grammar and the options before any candidate is
+    made or fitted: shown to the user with an estimate, and checked against the limits.
 
-    candidates: list[Candidate]
-    masks: NestedMasks
+    Attributes
+    ----------
+    n_generated : candidates the grammar proposes.
+    n_candidates : those with fewer constants than the fewest cells a nested mask fits.
+    fits_per_candidate : nested masks each candidate is fitted on.
+    n_cells : cells of the grid.
+    by_nonlinear : fittable candidates by number of nonlinear constants.
+    seconds : estimated time of the fits in one process (from pilot fits on a few masks).
+    memory : estimated bytes at the peak.
+    """
+
     n_generated: int
-    too_big: list[Candidate]
+    n_candidates: int
+    fits_per_candidate: int
+    n_cells: int
+    by_nonlinear: dict[int, int]
+    seconds: float = 0.0
+    memory: float = 0.0
 
-    @property
-    def fits_per_candidate(self) -> int:
-        return len(self.masks.train)
+
+# bytes of one made candidate (its Form, parsed structure and key), generously; measured with
+# tracemalloc on the default grammar: about 6 kB
+CANDIDATE_BYTES = 16_000
+PILOT_MASKS = (2, 8)  # pilot fits time each cost on this many masks: a fixed part and a slope
+
+
+def _shape(outer, table: pd.DataFrame, inner_splits: int, inner_train_frac: float):
+    """(outer splits, fewest cells any nested mask fits, cells an inner mask fits), from
+    the protocol's sizes alone: no nested mask is made."""
+    n = len(table)
+    if isinstance(outer, RandomSplit):
+        n_outer, sizes = outer.n_splits, [outer.n_train(n)]
+    else:
+        sizes_all = np.asarray(outer.masks_for(table), bool).sum(axis=1)
+        n_outer, sizes = len(sizes_all), sorted(set(sizes_all.tolist()))
+    inner = [RandomSplit(2, inner_train_frac, 0).n_train(m) for m in sizes]
+    final = RandomSplit(2, inner_train_frac, 0).n_train(n)
+    return n_outer, max(1, min([*sizes, *inner, final])), max(1, min(inner))
+
+
+def _pilot_seconds(form, X, y, n_train, objective, options, guard) -> tuple[float, float]:
+    """(fixed, per mask) seconds of fitting ``form`` on masks of ``n_train`` cells: timed on
+    a few random masks (the pilots' results are not used)."""
+    n = len(y)
+    times = []
+    for m in PILOT_MASKS:
+        sp = RandomSplit(m, min(max(n_train / n, 1e-9), 1 - 1e-9), 0)
+        train = sp.masks(n)
+        pilot = NestedMasks(train, ~train, 0, 0, [])
+        t0 = time.perf_counter()
+        score_form(form, X, y, pilot, objective, options, guard)
+        times.append(time.perf_counter() - t0)
+    (m1, m2), (t1, t2) = PILOT_MASKS, times
+    slope = max(t2 - t1, 0.0) / (m2 - m1)
+    slope = max(slope, t2 / m2 / 4)  # noise cannot make the cost of a mask vanish
+    return max(t1 - slope * m1, 0.0), slope
+
+
+def plan_search(
+    grammar: Grammar,
+    cells_X: dict,
+    y: np.ndarray,
+    table: pd.DataFrame,
+    level_counts: dict[str, int],
+    outer,
+    inner_splits: int,
+    inner_train_frac: float,
+    objective: Objective,
+    options: FitOptions,
+    guard: GuardOptions,
+    variables: Sequence[str],
+) -> Plan:
+    """The cost of a search from its grammar and options alone: candidates counted (not
+    made), nested masks counted (not made), each kind of fit timed by pilots on a few masks.
+    """
+    n = len(y)
+    n_outer, min_train, inner_train = _shape(outer, table, inner_splits, inner_train_frac)
+    rows = n_outer + n_outer * inner_splits + 2 * inner_splits + 1
+    cols = {v: cells_X[v] for v in variables}
+    counts = count_candidates(grammar, cols, level_counts)
+    n_generated = sum(counts.values())
+    by_q: dict[int, int] = {}
+    for (k, q), c in counts.items():
+        if k < min_train:
+            by_q[q] = by_q.get(q, 0) + c
+    n_fit = sum(by_q.values())
+    seconds, fitting = 0.0, 0.0
+    if n_generated <= MAX_SEARCH_CANDIDATES:  # beyond it the count alone refuses
+        for q, c in sorted(by_q.items()):
+            pilot = pilot_candidate(grammar, cols, q)
+            if pilot is None:
+                continue
+            form = pilot.form.bind(list(cols))
+            fixed, per = _pilot_seconds(form, cols, y, inner_train, objective, options, guard)
+            # the nested fits, the two probe fits and the rank check (about one mask each)
+            seconds += c * (fixed + per * (rows + 3))
+            fitting = max(fitting, fit_memory(form, n, rows, options, inner_train))
+    memory = (
+        n_generated * CANDIDATE_BYTES  # the candidates made
+        + 2.0 * rows * n  # the nested masks (train and test)
+        + n_fit * rows * 9.0  # each candidate's errors and flags
+        + fitting
+    )
+    return Plan(n_generated, n_fit, rows, n, by_q, seconds, memory)
+
+
+def check_plan(plan: Plan, grammar: Grammar, jobs: int, yes: bool, shrink: dict[str, str]) -> None:
+    """Refuse a search beyond the limits, naming what would shrink it: more candidates
+    than :data:`~fitrules.limits.MAX_SEARCH_CANDIDATES`, more memory than the budget, or
+    (unless ``yes``) an estimated time above
+    :data:`~fitrules.limits.SEARCH_TIME_BUDGET_SECONDS`.
+
+    Raises
+    ------
+    LimitError
+    """
+    hint = ", ".join(f"{k} {v}" for k, v in shrink.items())
+    grammar_hint = ", ".join(
+        f"{k} {v}" for k, v in shrink.items() if k not in ("--splits", "--inner-splits")
+    )
+    what = (
+        f"search of {plan.n_generated:,} candidates x {plan.fits_per_candidate:,} nested fits "
+        f"on {plan.n_cells:,} cells"
+    )
+    if plan.n_generated > MAX_SEARCH_CANDIDATES:
+        raise LimitError(
+            f"the grammar proposes {plan.n_generated:,} candidates, more than the "
+            f"{MAX_SEARCH_CANDIDATES:,} a search makes; lower {grammar_hint}"
+        )
+    check_memory(plan.memory, what, f"lower {hint}" if hint else "")
+    wall = plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1)))
+    if wall > SEARCH_TIME_BUDGET_SECONDS and not yes:
+        p = "process" if jobs == 1 else "processes"
+        raise LimitError(
+            f"{what} would take about {estimate_text(wall)} on {jobs} {p}, more than the "
+            f"{estimate_text(SEARCH_TIME_BUDGET_SECONDS)} a search runs unconfirmed; lower "
+            f"{hint}, or pass --yes to run it anyway"
+        )
+
+
+def _shrink_options(grammar: Grammar, outer, inner_splits: int, variables) -> dict[str, str]:
+    """The options that make a search smaller, with their values now."""
+    out = {}
+    for name in ("terms", "max_constants", "max_nonlinear", "interactions"):
+        out[f"--{name.replace('_', '-')}"] = f"({getattr(grammar, name)})"
+    if isinstance(outer, RandomSplit):
+        out["--splits"] = f"({outer.n_splits:,})"
+    out["--inner-splits"] = f"({inner_splits:,})"
+    out["--variables"] = f"({len(variables)})"
+    out["--factors"] = f"({len(grammar.factors)})"
+    return {k: v for k, v in out.items()}
 
 
 def run_search(
@@ -483,13 +630,16 @@ def run_search(
     options: FitOptions | None = None,
     on_plan: Callable[[Plan, float | None], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    yes: bool = False,
 ) -> Search:
     """Nested validation of every candidate of ``grammar`` on ``grid``; see the module.
 
-    ``outer`` is a splitter of :mod:`fitrules.splits`. ``on_plan(plan, seconds)`` is called
-    once the candidates and masks are known, with an estimate of the time the fits will take
-    (from pilot fits, which are kept); ``on_progress(k)`` after each ``k`` candidates done
-    (first while pruning, then while fitting: ``2 x`` the candidates in all).
+    ``outer`` is a splitter of :mod:`fitrules.splits`. Before any candidate is made the
+    search's cost is counted from the grammar and options (:func:`plan_search`) and checked
+    (:func:`check_plan`: a search estimated above the time budget runs only with ``yes``);
+    ``on_plan(plan, seconds)`` is then called with the estimated seconds of the fits on
+    ``jobs`` processes; ``on_progress(k)`` after each ``k`` candidates done (first while
+    pruning, then while fitting: ``2 x`` the candidates in all).
     """
     t_start = time.perf_counter()
     objective = objective or Objective()
@@ -525,8 +675,15 @@ def run_search(
             f"{grid.label}: the cell {cells.label(i)} has value 0; the search scores held-out "
             "error relative to each cell's value, so it needs no zero (drop it with --where)"
         )
-    masks = nested_masks(outer, cells.table, inner_splits, inner_train_frac, seed)
     counts = {col: int(cells.table[col].nunique()) for col in level_cols}
+    plan = plan_search(
+        grammar, X, y, cells.table, counts, outer, inner_splits, inner_train_frac,
+        objective, options, guard, variables,
+    )  # fmt: skip
+    check_plan(plan, grammar, jobs, yes, _shrink_options(grammar, outer, inner_splits, variables))
+    if on_plan is not None:
+        on_plan(plan, plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1))))
+    masks = nested_masks(outer, cells.table, inner_splits, inner_train_frac, seed)
     proposed = named(generate(grammar, {v: X[v] for v in variables}, counts))
     if not proposed:
         raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
@@ -539,7 +696,6 @@ def run_search(
             f"{n_fit} cells; lower --max-constants or raise --inner-train-frac"
         )
     forms = [c.form.bind(grid.columns, grid.runs) for c in fits_ok]
-    plan = Plan(fits_ok, masks, len(proposed), too_big)
     refs = [f.bind(grid.columns, grid.runs) for f in references]
     for f in refs:
         missing = [v for v in f.bound_variables if v not in cell_vars]
@@ -565,22 +721,6 @@ def run_search(
     )
     done = on_progress or (lambda k: None)
 
-    # pilots: two candidates of each number of nonlinear constants (their cost differs by
-    # orders of magnitude), timed with their probe fits, for the estimate; their scores are kept
-    pilots: dict[int, Scored] = {}
-    per_q: dict[int, list[float]] = {}
-    by_q: dict[int, list[int]] = {}
-    for i, cand in enumerate(fits_ok):
-        by_q.setdefault(cand.n_nonlinear, []).append(i)
-    for q, members in by_q.items():
-        for i in dict.fromkeys([members[0], members[len(members) // 2]]):
-            t0 = time.perf_counter()
-            _probe_values(forms[i], X, probes, objective)
-            pilots[i] = score_form(forms[i], X, y, masks, objective, options, guard)
-            per_q.setdefault(q, []).append(time.perf_counter() - t0)
-    if on_plan is not None:
-        total = sum(len(by_q[q]) * float(np.mean(t)) for q, t in per_q.items())
-        on_plan(plan, total / max(1, min(jobs, len(fits_ok))))
 
     size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
     prints = _run(_chunks(range(len(forms)), size), _fingerprint_task, state, jobs, done)
@@ -607,8 +747,8 @@ def run_search(
             fps.append(fp)
             owners.append(i)
         keep_idx.append(i)
-    todo = [i for i in keep_idx if i not in pilots]
-    scored = {i: sc for i, sc in pilots.items() if i in keep_idx}
+    todo = list(keep_idx)
+    scored: dict[int, Scored] = {}
     done(len(forms) - len(todo))
     for i, s in _run(_chunks(todo, size), _nested_task, state, jobs, done):
         scored[i] = s
@@ -846,7 +986,9 @@ def estimate_text(seconds: float | None) -> str:
         return "unknown"
     if seconds < 60:
         return f"{seconds:.0f} s"
-    return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
 
 
 make_callable(__name__, "fitrules.api.search")
