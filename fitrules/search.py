@@ -291,7 +291,8 @@ class Search:
         """The form the procedure picks from all cells at the best budget on the front (None
         if every candidate failed there)."""
         name = self.best["final_choice"]
-        return self.forms[str(name)] if name else None
+        # a budget without a final choice holds None (NaN once pandas mixes it with names)
+        return self.forms[name] if isinstance(name, str) else None
 
     def forms_toml(self) -> str:
         """The front's forms as ``forms.toml`` entries ready for ``compare``."""
@@ -721,7 +722,6 @@ def run_search(
     )
     done = on_progress or (lambda k: None)
 
-
     size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
     prints = _run(_chunks(range(len(forms)), size), _fingerprint_task, state, jobs, done)
     dropped: list[tuple[Candidate, str]] = [
@@ -890,9 +890,16 @@ def _assemble(
             )
         )
     budget_df = pd.DataFrame(budget_rows)
+    for col in ("most_picked", "final_choice"):  # None, not NaN, where nothing was picked
+        budget_df[col] = pd.Series(
+            [v if isinstance(v, str) else None for v in budget_df[col]], dtype=object
+        )
     otr, ote = masks.sizes(masks.outer)
     budget_df["on_front"] = front_flags(np.array(outs_by_budget, float), otr, ote)
     choices = pd.DataFrame(rows)
+    choices["form"] = pd.Series(
+        [v if isinstance(v, str) else None for v in choices["form"]], dtype=object
+    )
     own = [float(np.median(r[np.isfinite(r)])) if np.isfinite(r).any() else np.nan for r in outer]
     cand_df = pd.DataFrame(
         dict(

@@ -152,3 +152,21 @@ def test_small_search_still_runs(grid_csv, capsys):
 
 def test_limit_error_is_a_documented_error():
     assert issubclass(LimitError, fr.FitrulesError)
+
+
+def test_a_budget_without_a_final_choice_renders(grid_csv):
+    """Audit case: ``search --objective abs_ls`` on losses that change sign raised
+    ``KeyError: nan`` in render_search (issue 31, major): a budget with no final choice next
+    to one with a choice holds NaN once pandas mixes None with names."""
+    s = fr.search(str(grid_csv), terms=1, max_constants=3, splits=4, inner_splits=3,
+                  references=[])  # fmt: skip
+    budgets = s.budgets.to_dict("records")
+    assert len(budgets) >= 2
+    budgets[0]["final_choice"] = None
+    s.budgets = pd.DataFrame(budgets)  # pandas turns the None into NaN here
+    assert not isinstance(s.budgets["final_choice"].iloc[0], str)
+    text = str(s)
+    assert "none" in text
+    s.to_json()
+    s.forms_toml()
+    s._repr_html_()
