@@ -287,6 +287,7 @@ def compare(
         weights=weights,
     )
     cmp.tuning = tuning
+    cmp.inputs = _input_paths(g, test)
     if not isinstance(splitter, RandomSplit):
         cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
     return cmp
@@ -472,6 +473,7 @@ def fit(
     )
     fitted.heldout = heldout
     fitted.predictions = [fitted.predict(p, runs) for p in points]
+    fitted.inputs = _input_paths(g)
     return fitted
 
 
@@ -554,7 +556,9 @@ def ci(
         **g.handling(()),
     }
     settings = {"baseline": baseline, "level": level, "resamples": resamples, "seed": seed}
-    return PairedIntervals(results, data, settings, tuning)
+    out = PairedIntervals(results, data, settings, tuning)
+    out.inputs = _input_paths(g)
+    return out
 
 
 @api_terms
@@ -754,7 +758,7 @@ def search(
         refs = []
     else:
         refs = as_forms(references)
-    return run_search(
+    result = run_search(
         g,
         gram,
         outer,
@@ -770,6 +774,14 @@ def search(
         on_progress=on_progress,
         yes=yes,
     )
+    result.inputs = _input_paths(g) + ([Path(grammar)] if isinstance(grammar, str | Path) else [])
+    return result
+
+
+def _input_paths(*grids: Grid | None) -> list[Path]:
+    """The tables the grids were read from (a DataFrame has none): no writer of the result
+    may replace them (see :func:`fitrules.outputs.inputs_of`)."""
+    return [Path(g.path) for g in grids if g is not None and g.path is not None]
 
 
 def _check_fit_options(objective, delta) -> None:

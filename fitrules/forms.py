@@ -1001,7 +1001,7 @@ def add_form_to_file(name: str, expression: str, cwd: Path | None = None) -> Pat
     text = "\n".join([*lines[:at], entry, *lines[at:]]) + "\n"
     from fitrules.util import atomic_write_text
 
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, FORMS_FILE, update=True)
     return path
 
 
@@ -1046,7 +1046,7 @@ def remove_form_from_file(name: str, cwd: Path | None = None) -> Path:
         )
     from fitrules.util import atomic_write_text
 
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, FORMS_FILE, update=True)
     return path
 
 

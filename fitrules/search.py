@@ -312,9 +312,9 @@ class Search:
 
         text = json.dumps(json_ready(self.to_dict()), indent=2)
         if path is not None:
-            from fitrules.outputs import write_text
+            from fitrules.outputs import inputs_of, write_text
 
-            write_text(Path(path), text + "\n", "--json")
+            write_text(Path(path), text + "\n", "path", inputs=inputs_of(self))
         return text
 
     def __str__(self) -> str:
@@ -340,7 +340,10 @@ class Search:
         return plot_front(self, ax)
 
     def report(self, path: str | Path, command: str | None = None, force: bool = False) -> Path:
+        from fitrules.outputs import check_result_output, inputs_of
         from fitrules.report.search import write_search_report
+
+        check_result_output(path, inputs_of(self), "path", "dir")
 
         return write_search_report(self, Path(path), command, force)
 
