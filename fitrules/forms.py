@@ -17,6 +17,7 @@ import json
 import math
 import re
 import tomllib
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -313,6 +314,7 @@ class Form:
             return self._resolve_groups(columns, data).bind(columns, data)
         if self.levels is None and _level_columns(self.tree):
             return self._with_levels(columns, data).bind(columns, data)
+        self._check_spellings(columns)
         if self.variables is not None:
             lacking = [v for v in self.variables if v not in columns]
             if lacking:
@@ -343,6 +345,23 @@ class Form:
         bound = replace(self, variables=variables)
         bound._check_structure()
         return bound
+
+    def _check_spellings(self, columns: list[str]) -> None:
+        """Refuse a name that is a column only once both are normalised (NFKC): MICRO SIGN
+        and GREEK MU, FULLWIDTH H and H look alike, and one would silently be a constant."""
+        folded: dict[str, str] = {}
+        for c in columns:
+            folded.setdefault(unicodedata.normalize("NFKC", str(c)), str(c))
+        for n in [*self.names, *(self.variables or ())]:
+            if n in columns:
+                continue
+            col = folded.get(unicodedata.normalize("NFKC", n))
+            if col is not None and col != n:
+                raise FormError(
+                    f"form {self.name!r} reads {n!r} ({_spelled(n)}), but the grid's column "
+                    f"is {col!r} ({_spelled(col)}): they look alike and differ; write the "
+                    "column's own spelling (in backticks if need be) or rename the column"
+                )
 
     def _resolve_groups(self, columns: list[str], data: pd.DataFrame | None) -> Form:
         """This form with ``shared`` decided: the declared names, or by default the
@@ -730,6 +749,12 @@ DEFAULT_FORMS = (
 )
 
 _LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*(?:\(([^)]*)\))?\s*=\s*(.+)$", re.S)
+
+
+def _spelled(name: str) -> str:
+    """``'µ'`` -> ``'U+00B5 MICRO SIGN'``: the characters of a name that are not ASCII."""
+    odd = [ch for ch in name if ord(ch) > 127]
+    return ", ".join(f"U+{ord(ch):04X} {unicodedata.name(ch, '?')}" for ch in odd[:3]) or "ASCII"
 
 
 def parse_form_line(line: str, source: str = "--form") -> Form:

@@ -35,6 +35,7 @@ the grid's values and on a perturbed copy of them: :data:`DUPLICATE_RTOL`).
 from __future__ import annotations
 
 import itertools
+import keyword
 import math
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -208,9 +209,18 @@ def _num(v: float) -> str:
     return f"{v:.15g}"
 
 
+def _ident(name: str) -> str:
+    """A column's name as an expression reads it: in backticks unless it is a plain
+    identifier (``H-1`` is ```H-1```, not H minus 1)."""
+    if name.isidentifier() and not keyword.iskeyword(name) and name not in ("log", "exp", "sqrt"):
+        return name
+    return f"`{name}`"
+
+
 def _scaled(info: VariableInfo) -> str:
     """``v`` or ``(v/r)``."""
-    return info.name if info.reference == 1 else f"({info.name}/{_num(info.reference)})"
+    v = _ident(info.name)
+    return v if info.reference == 1 else f"({v}/{_num(info.reference)})"
 
 
 # ------------------------------------------------------------------------------ factors
@@ -220,23 +230,21 @@ class Factor:
     kind: str
 
     def render(self, info: VariableInfo, constant: str | None) -> str:
-        x = _scaled(info)
+        x, v = _scaled(info), _ident(info.name)
         if self.kind == "power":
             return f"{x}**{constant}"
         if self.kind == "linear":
             return x
         if self.kind == "inverse":
-            return (
-                f"({_num(info.reference)}/{info.name})"
-                if info.reference != 1
-                else f"(1/{info.name})"
-            )
+            return f"({_num(info.reference)}/{v})" if info.reference != 1 else f"(1/{v})"
         if self.kind == "sqrt":
             return f"{x}**0.5"
         if self.kind == "log":
-            return f"log(1 + {info.name})" if info.has_zero else f"log({x.strip('()')})"
+            if info.has_zero:
+                return f"log(1 + {v})"
+            return f"log({x[1:-1] if x.startswith('(') and x.endswith(')') else x})"
         if self.kind == "saturating":
-            return f"{info.name}/({info.name} + {constant})"
+            return f"{v}/({v} + {constant})"
         raise AssertionError(self.kind)
 
     @property
