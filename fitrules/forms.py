@@ -838,20 +838,10 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
 
 
 def _read_toml(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise FormError(f"{path}: is a directory, not a forms file") from None
-    except UnicodeDecodeError as err:
-        raise FormError(f"{path}: is not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise FormError(f"{path}: cannot be read ({err.strerror})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise FormError(f"{path}: not valid TOML ({' '.join(str(err).split())})") from None
-    except RecursionError:
-        raise FormError(f"{path}: not valid TOML (nested too deeply)") from None
+    from fitrules.inputs import load_toml
+
+    # a pipe, a device, a huge file or nesting thousands deep are refused before reading
+    return load_toml(path, str(path), FormError)
 
 
 def load_forms_file(path: Path) -> dict[str, Form]:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import itertools
 import keyword
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -136,17 +135,11 @@ def load_grammar(path: str | Path, **overrides) -> Grammar:
     FormError
         For a file that cannot be read or parsed, an unknown key or a bad value.
     """
+    from fitrules.inputs import load_toml
+
     path = Path(path)
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise FormError(f"--grammar {path}: cannot be read ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise FormError(f"--grammar {path}: is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as err:
-        raise FormError(
-            f"--grammar {path}: not valid TOML ({' '.join(str(err).split())})"
-        ) from None
+    # a pipe, a device, a huge file or arrays nested thousands deep are refused unread
+    doc = load_toml(path, f"--grammar {path}", FormError)
     allowed = [f.name for f in fields(Grammar)]
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
