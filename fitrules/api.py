@@ -108,8 +108,11 @@ def _customised(forms: list[Form], fix, bounds, by, shared) -> list[Form]:
     """The forms with ``fix``, ``bounds``, ``by`` and ``shared`` applied."""
     from fitrules.forms import customise, parse_bounds, parse_fix
 
+    arg.text(by, "by", none=True)
     if isinstance(shared, str):
         shared = [c.strip() for c in shared.split(",") if c.strip()]
+    elif shared is not None:
+        shared = list(arg.texts(shared, "shared"))
     return customise(forms, parse_fix(fix), parse_bounds(bounds), by, shared)
 
 

@@ -177,16 +177,17 @@ class Comparison:
     ) -> Path:
         """Write a report directory (report.md, figures, results.json, splits.csv); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them."""
+        from fitrules.errors import report_parameter
         from fitrules.outputs import check_result_output, inputs_of
         from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import comparison_report
 
         check_result_output(target, inputs_of(self), "target", "dir")
-
-        with figure_formats(figure_format):
-            return comparison_report(
-                self, self.to_dict(), Path(target), command, force, self.tuning
-            )
+        with report_parameter("target"):
+            with figure_formats(figure_format):
+                return comparison_report(
+                    self, self.to_dict(), Path(target), command, force, self.tuning
+                )
 
     def form(self, name: str) -> Form:
         """The (bound) form called ``name``."""

@@ -319,14 +319,15 @@ class FittedForm:
         """Write a report directory: report.md, figures and results.json (with the per-cell
         table unless ``cells=False``, e.g. for data that may not be redistributed); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too."""
+        from fitrules.errors import report_parameter
         from fitrules.outputs import check_result_output, inputs_of
         from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import fit_report
 
         check_result_output(target, inputs_of(self), "target", "dir")
-
-        with figure_formats(figure_format):
-            return fit_report(self, Path(target), command, force, cells)
+        with report_parameter("target"):
+            with figure_formats(figure_format):
+                return fit_report(self, Path(target), command, force, cells)
 
     # ------------------------------------------------------------ figures
     def plot_fit(self, ax=None):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import numbers
 import re
 import tomllib
 import unicodedata
@@ -85,6 +86,23 @@ class Form:
         if not isinstance(self.expression, str):
             raise FormError(f"form {self.name!r}: the expression must be text, not "
                             f"{type(self.expression).__name__}")  # fmt: skip
+        # every argument's kind first: the checks below read them
+        if self.variables is not None and (
+            isinstance(self.variables, str)
+            or not isinstance(self.variables, Sequence)
+            or not all(isinstance(v, str) for v in self.variables)
+        ):
+            raise FormError(
+                f"form {self.name!r}: variables must be a sequence of column names, e.g. "
+                f'("H", "omega"); got {self.variables!r}'
+            )
+        for label in ("bounds", "start", "fixed"):
+            value = getattr(self, label)
+            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+                raise FormError(
+                    f"form {self.name!r}: {label} must be a mapping of constant names, got "
+                    f"{value!r}"
+                )
         tree = ex.parse(self.expression, what=f"form {self.name!r}")
         _check_level_usage(tree, self)
         tree = self._fix(tree)
@@ -903,9 +921,22 @@ def parse_fix(items: Sequence[str] | Mapping[str, float] | None) -> dict[str, fl
     if items is None:
         return {}
     if isinstance(items, Mapping):
-        return dict(items)
+        out_map: dict[str, float] = {}
+        for k, v in items.items():
+            if not isinstance(k, str) or not _finite_number(v):
+                raise FormError(
+                    f"--fix {{{k!r}: {v!r}}}: each constant name must map to a finite number, "
+                    "e.g. {'alpha': 0.34}"
+                )
+            out_map[k] = float(v)
+        return out_map
     if isinstance(items, str):
         items = [items]
+    if not isinstance(items, Sequence) or not all(isinstance(t, str) for t in items):
+        raise FormError(
+            f"--fix {items!r}: give NAME=VALUE texts (e.g. ['alpha=0.34']) or a mapping "
+            "{'alpha': 0.34}"
+        )
     out: dict[str, float] = {}
     for text in items:
         name, eq, value = str(text).partition("=")
@@ -929,9 +960,30 @@ def parse_bounds(
     if items is None:
         return {}
     if isinstance(items, Mapping):
-        return {k: (float(v[0]), float(v[1])) for k, v in items.items()}
+        out_map: dict[str, tuple[float, float]] = {}
+        for k, v in items.items():
+            ok = (
+                isinstance(k, str)
+                and isinstance(v, Sequence)
+                and not isinstance(v, str)
+                and len(v) == 2
+                and all(_number(x) for x in v)
+                and float(v[0]) < float(v[1])
+            )
+            if not ok:
+                raise FormError(
+                    f"--bound {{{k!r}: {v!r}}}: each constant name must map to two numbers "
+                    "(low, high) with low < high, e.g. {'Nc': (1e10, 1e16)}"
+                )
+            out_map[k] = (float(v[0]), float(v[1]))
+        return out_map
     if isinstance(items, str):
         items = [items]
+    if not isinstance(items, Sequence) or not all(isinstance(t, str) for t in items):
+        raise FormError(
+            f"--bound {items!r}: give NAME=LOW..HIGH texts (e.g. ['Nc=1e10..1e16']) or a "
+            "mapping {'Nc': (1e10, 1e16)}"
+        )
     out: dict[str, tuple[float, float]] = {}
     for text in items:
         name, eq, rng = str(text).partition("=")
@@ -940,13 +992,23 @@ def parse_bounds(
             lo, hi = float(lo_s), float(hi_s)
         except ValueError:
             lo = hi = math.nan
-        if not eq or not name.strip() or not dots or not (lo < hi) or math.isnan(lo + hi):
+        bad = math.isnan(lo) or math.isnan(hi) or not lo < hi
+        if not eq or not name.strip() or not dots or bad:
             raise FormError(
                 f"--bound {text!r}: expected NAME=LOW..HIGH with LOW < HIGH, e.g. "
                 "Nc=1e10..1e16 (inf and -inf allowed)"
             )
         out[name.strip()] = (lo, hi)
     return out
+
+
+def _number(x) -> bool:
+    """A real number that is not NaN (infinity allowed: an open end of a bound)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and not math.isnan(float(x))
+
+
+def _finite_number(x) -> bool:
+    return _number(x) and math.isfinite(float(x))
 
 
 def customise(

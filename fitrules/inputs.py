@@ -214,9 +214,7 @@ def check_table_size(path: Path, label: str, error: type[FitrulesError]) -> int:
             shown = f"decompresses to more than {_size(MAX_TABLE_BYTES)} of text"
         else:
             shown = f"{_size(size)} of text"
-        raise error(
-            f"{label}: {shown}; a results table may have at most {_size(MAX_TABLE_BYTES)}"
-        )
+        raise error(f"{label}: {shown}; a results table may have at most {_size(MAX_TABLE_BYTES)}")
     # pandas holds the text's values several times over while it parses
     check_memory(4.0 * size, f"reading {label}", "filter or split the table first")
     return size

@@ -340,12 +340,13 @@ class Search:
         return plot_front(self, ax)
 
     def report(self, path: str | Path, command: str | None = None, force: bool = False) -> Path:
+        from fitrules.errors import report_parameter
         from fitrules.outputs import check_result_output, inputs_of
         from fitrules.report.search import write_search_report
 
         check_result_output(path, inputs_of(self), "path", "dir")
-
-        return write_search_report(self, Path(path), command, force)
+        with report_parameter("path"):
+            return write_search_report(self, Path(path), command, force)
 
 
 # ------------------------------------------------------------------------------ the engine

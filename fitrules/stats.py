@@ -607,15 +607,16 @@ class PairedIntervals:
         figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files."""
         from pathlib import Path
 
+        from fitrules.errors import report_parameter
         from fitrules.outputs import check_result_output, inputs_of
         from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import ci_report
 
         check_result_output(target, inputs_of(self), "target", "dir")
-
-        payload = self.to_dict() | {"command": command}
-        with figure_formats(figure_format):
-            return ci_report(self.results, payload, Path(target), command, force, self.tuning)
+        with report_parameter("target"):
+            payload = self.to_dict() | {"command": command}
+            with figure_formats(figure_format):
+                return ci_report(self.results, payload, Path(target), command, force, self.tuning)
 
 
 def paired_ci(
