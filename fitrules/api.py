@@ -734,7 +734,8 @@ def search(
         arg.real(train_frac, "train_frac", 0.0, 1.0),
         arg.seed(seed),
     )
-    inner_splits = arg.count(inner_splits, "--inner-splits", 2, MAX_SPLITS)
+    # the final choice makes twice as many inner splits of all cells
+    inner_splits = arg.count(inner_splits, "--inner-splits", 2, MAX_SPLITS // 2)
     inner_train_frac = arg.real(inner_train_frac, "inner_train_frac", 0.0, 1.0)
     arg.text(rule, "rule")
     if rule not in RULES:

@@ -41,7 +41,7 @@ def check_file(path: Path | str, label: str, error: type[FitrulesError]) -> os.s
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise error(f"{label}: file not found") from None
+        raise error(f"{label}: cannot be read (no such file)") from None
     except OSError as err:
         raise error(f"{label}: cannot be read ({err.strerror or type(err).__name__})") from None
     if stat.S_ISDIR(st.st_mode):

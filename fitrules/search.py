@@ -475,6 +475,7 @@ class Plan:
     by_nonlinear : fittable candidates by number of nonlinear constants.
     seconds : estimated time of the fits in one process (from pilot fits on a few masks).
     memory : estimated bytes at the peak.
+    min_train : the fewest cells a nested mask fits.
     """
 
     n_generated: int
@@ -484,6 +485,7 @@ class Plan:
     by_nonlinear: dict[int, int]
     seconds: float = 0.0
     memory: float = 0.0
+    min_train: int = 0
 
 
 # bytes of one made candidate (its Form, parsed structure and key), generously; measured with
@@ -504,6 +506,26 @@ def _shape(outer, table: pd.DataFrame, inner_splits: int, inner_train_frac: floa
     inner = [RandomSplit(2, inner_train_frac, 0).n_train(m) for m in sizes]
     final = RandomSplit(2, inner_train_frac, 0).n_train(n)
     return n_outer, max(1, min([*sizes, *inner, final])), max(1, min(inner))
+
+
+def _check_inner_splits(outer, table: pd.DataFrame, inner_splits: int, frac: float) -> None:
+    """Refuse, as :func:`nested_masks` would, inner splits that an outer training set (or
+    all cells, for the final choice) cannot give; no mask is made."""
+    n = len(table)
+    if isinstance(outer, RandomSplit):
+        sizes = [(outer.n_train(n), None)]
+    else:
+        masks = np.asarray(outer.masks_for(table), bool)
+        sizes = list(zip(masks.sum(axis=1).tolist(), outer.labels(table), strict=True))
+    for m, label in sizes:
+        try:
+            RandomSplit(inner_splits, frac, 0).check(int(m))
+        except SplitError as err:
+            label = label if label is not None else outer.labels(table)[0]
+            raise SplitError(
+                f"outer split {label!r} fits {m} cells, too few for inner splits: {err}"
+            ) from None
+    RandomSplit(2 * inner_splits, frac, 0).check(n)
 
 
 def _pilot_seconds(form, X, y, n_train, objective, options, guard) -> tuple[float, float]:
@@ -569,7 +591,7 @@ def plan_search(
         + n_fit * rows * 9.0  # each candidate's errors and flags
         + fitting
     )
-    return Plan(n_generated, n_fit, rows, n, by_q, seconds, memory)
+    return Plan(n_generated, n_fit, rows, n, by_q, seconds, memory, min_train)
 
 
 def check_plan(plan: Plan, grammar: Grammar, jobs: int, yes: bool, shrink: dict[str, str]) -> None:
@@ -681,11 +703,21 @@ def run_search(
             "error relative to each cell's value, so it needs no zero (drop it with --where)"
         )
     counts = {col: int(cells.table[col].nunique()) for col in level_cols}
+    _check_inner_splits(outer, cells.table, inner_splits, inner_train_frac)
     plan = plan_search(
         grammar, X, y, cells.table, counts, outer, inner_splits, inner_train_frac,
         objective, options, guard, variables,
     )  # fmt: skip
     check_plan(plan, grammar, jobs, yes, _shrink_options(grammar, outer, inner_splits, variables))
+    # what nested_masks and the candidates would refuse, refused before the plan is shown
+    if not plan.n_generated:
+        raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
+    if not plan.n_candidates:
+        raise SplitError(
+            f"every candidate has at least {plan.min_train} constants but the smallest inner "
+            f"split fits {plan.min_train} cells; lower --max-constants or raise "
+            "--inner-train-frac"
+        )
     if on_plan is not None:
         on_plan(plan, plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1))))
     masks = nested_masks(outer, cells.table, inner_splits, inner_train_frac, seed)
