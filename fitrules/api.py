@@ -416,6 +416,12 @@ def fit(
     # under log_huber a cell is the biweight location of its runs (robust_cells), as the
     # bootstrap's and the design's are
     cells = robust_cells(g, f.bound_variables, obj)
+    if len(cells) < len(f.constants):  # no unique fit: every constant cannot be told apart
+        raise FitrulesError(
+            f"form {f.name!r} has {len(f.constants)} constants but {g.label} has "
+            f"{len(cells)} cell(s) over {', '.join(f.bound_variables)}: a fit needs at least "
+            f"as many cells as constants ({len(f.constants) + 1} for standard errors)"
+        )
     w = cell_weights(weights, cells.table, obj)
     if predict is None:
         predict = ()
@@ -571,6 +577,11 @@ def design(
     budget: int = 24,
     tune: str | Sequence[str] | None = None,
     tune_seeds=None,
+    *,
+    fix: Mapping[str, float] | Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
+    by: str | None = None,
+    shared: Sequence[str] | str | None = None,
     **options: Any,
 ):
     """Which runs to do next: rank candidate cells and choose a batch under ``budget``.
@@ -582,6 +593,7 @@ def design(
         form with ``target=``.
     budget : runs to spend.
     tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.tune.tune`).
+    fix, bounds, by, shared : applied to every form, as for :func:`fit`.
     **options : passed to :func:`fitrules.design.design` (``candidates``, ``seeds``,
         ``max_seeds``, ``power``, ``alpha``, ``splits``, ``resamples``, ``seed``,
         ``target``, ``objective``, ``delta``).
@@ -612,7 +624,8 @@ def design(
         if name in options:
             arg.text(options[name], name, none=True)
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
-    return run_design(g, as_forms(forms), budget=budget, **options)
+    chosen = _customised(as_forms(forms), fix, bounds, by, shared)
+    return run_design(g, chosen, budget=budget, **options)
 
 
 @api_terms

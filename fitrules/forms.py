@@ -400,6 +400,12 @@ class Form:
         if shared is None:
             nonlinear = {base_name(c) for c in plain.structure.nonlinear}
             shared = tuple(c for c in constants if c in nonlinear)
+        if constants and set(constants) <= set(shared):
+            raise FormError(
+                f"form {self.name!r}: --shared names every constant ({', '.join(constants)}), "
+                f"so nothing would differ between the groups of --by {by!r}; leave at least "
+                "one constant out of --shared (or drop --by)"
+            )
         return replace(self, shared=tuple(shared), variables=(*plain.bound_variables, by))
 
     def _with_levels(self, columns: list[str], data: pd.DataFrame | None) -> Form:

@@ -450,13 +450,18 @@ def check_dir_target(target: Path, force: bool, option: str = "--report") -> Non
     if target.exists() or target.is_symlink():
         if target.is_symlink() or not target.is_dir():
             raise ReportError(f"{option} {_show(target)}: exists and is not a directory")
+        if not force and any(target.iterdir()):
+            raise ReportError(f"{option} {_show(target)}: exists; pass --force to replace it")
         if not force:
-            empty = not any(target.iterdir())
-            raise ReportError(
-                f"{option} {_show(target)}: exists"
-                + (" (empty: perhaps left by an interrupted run)" if empty else "")
-                + "; pass --force to replace it"
-            )
+            # empty: nothing to lose, unless a live run holds it as its placeholder (locked);
+            # one left by a killed run (its lock free) is taken, and its partials removed
+            try:
+                _unlock(_lock(target))
+            except OSError:
+                raise ReportError(
+                    f"{option} {_show(target)}: is being written by another fitrules run now; "
+                    "wait for it, or choose another directory"
+                ) from None
     cwd = Path.cwd().resolve()
     resolved = target.resolve()
     if resolved == cwd or resolved in cwd.parents:
@@ -481,12 +486,16 @@ class ReservedDir:
         self.created_parents: list[Path] = []
         self.placeholder = False
         self.written = False
+        self.fd: int | None = None
         try:
             self.created_parents = _make_parents(self.target.parent)
             clean_stale(self.target)
             if not self.target.exists():
                 os.mkdir(self.target)
                 self.placeholder = True
+            if self.placeholder or not any(self.target.iterdir()):
+                # held while this run lives: a rerun tells a live placeholder from a dead one
+                self.fd = _lock(self.target)
         except FileExistsError:
             self.release()
             raise ReportError(
@@ -499,12 +508,18 @@ class ReservedDir:
                 f"{option} {_show(self.target)}: cannot create it ({_why(err)})"
             ) from None
 
+    def close(self) -> None:
+        """Let go of the placeholder's lock (the run is over)."""
+        _unlock(self.fd)
+        self.fd = None
+
     def release(self) -> None:
         """Undo the reservation after a failure: remove what this run created, nothing else.
 
         The placeholder is removed only while empty; a report this run already moved into
         place (a later output failed) is removed only if the target did not exist before.
         """
+        self.close()
         if self.written and self.placeholder:
             shutil.rmtree(self.target, ignore_errors=True)
         elif self.placeholder:
@@ -607,6 +622,8 @@ class Outputs:
                 t.discard()  # a committed file has nothing left to discard
             elif not t.written:
                 t.release()
+            else:
+                t.close()
         self.files, self.dirs, self.taken = [], [], []
 
     def rollback(self) -> None:

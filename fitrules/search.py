@@ -685,10 +685,24 @@ def run_search(
                 f"--variables: {v!r} is not a column of {grid.label}; columns: "
                 f"{', '.join(map(str, grid.columns))}"
             )
+    for v in variables:
+        values = grid.runs[v].dropna().unique()
+        if len(values) < 2:  # else every run falls in one cell, refused as repeated seeds
+            raise FitrulesError(
+                f"--variables: {v!r} has one value over {grid.label} "
+                f"({', '.join(map(str, values[:1])) or 'none'}); a search needs columns that vary"
+            )
     level_cols = list(grammar.levels)
     for col in level_cols:
         if col not in grid.columns:
             raise FitrulesError(f"grammar levels: {col!r} is not a column of {grid.label}")
+        k = int(grid.runs[col].nunique())
+        if k + 1 > grammar.max_constants:  # L0[COL] and one term: more than any form may have
+            raise FitrulesError(
+                f"grammar levels: {col!r} has {k:,} levels, so L0[{col}] is {k:,} constants and "
+                f"no form with it fits --max-constants {grammar.max_constants}; raise "
+                "--max-constants or leave the column out of --levels"
+            )
     cell_vars = list(dict.fromkeys(variables + level_cols))
     # as fit and design read them: under log_huber a cell of 3 or more runs is the biweight
     # location of its runs (one corrupted run does not move it), otherwise the mean
