@@ -459,7 +459,7 @@ def check_dir_target(target: Path, force: bool, option: str = "--report") -> Non
                 _unlock(_lock(target))
             except OSError:
                 raise ReportError(
-                    f"{option} {_show(target)}: is being written by another fitrules run now; "
+                    f"{option} {_show(target)}: exists, being written by another fitrules run now; "
                     "wait for it, or choose another directory"
                 ) from None
     cwd = Path.cwd().resolve()

@@ -107,6 +107,6 @@ def test_report_placeholder_of_a_live_run_is_refused(grid_csv, tmp_path, capsys)
     held = ReservedDir(tmp_path / "R", force=False)
     try:
         argv = ["fit", "--data", grid_csv, "--form", "composition", "--report", tmp_path / "R"]
-        refused(argv, capsys, tmp_path, "being written by another fitrules run")
+        refused(argv, capsys, tmp_path, "exists, being written by another fitrules run")
     finally:
         held.release()
