@@ -178,7 +178,7 @@ def compare(
     forms : names, ``"NAME = EXPR"`` lines or :class:`Form` objects, optional
         Default: the built-in forms.
     splits : int or splitter, optional
-        Number of random splits (default 300), or a splitter object from
+        Number of random splits (default, and for ``None``: 300), or a splitter object from
         :mod:`fitrules.splits`. Refused with a structured ``split``, which makes its own.
     split : str
         ``random``, ``leave-one-level-out:COL``, ``extrapolate:COL``,
