@@ -4,7 +4,8 @@
     python benchmarks/fuzz_api.py --cases 500 --seed 3
 
 Each case calls one public function of fitrules (load_grid, compare, fit, a fitted form's
-predict, ci, tune, design, Form) with arguments of every type: good values, numpy scalars,
+predict, ci, tune, design, search, Form, Grammar, and a result's to_json and report) with
+arguments of every type: good values, numpy scalars,
 and a third of the cases hostile ones (wrong types, out of range, NaN, odd tables). The
 property: a documented fitrules.errors exception with a one-line message, or a result of the
 documented type whose JSON view holds only finite numbers. Printed: cases tried, results and

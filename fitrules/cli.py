@@ -995,7 +995,7 @@ def _search(args) -> int:
             print(
                 f"fitrules search: {plan.n_generated:,} forms proposed, "
                 f"{plan.n_candidates:,} fittable on the fewest cells a split fits; "
-                f"{plan.fits_per_candidate} fits each; estimated {estimate_text(seconds)} on "
+                f"{plan.fits_per_candidate:,} fits each; estimated {estimate_text(seconds)} on "
                 f"{jobs} process{'es' if jobs > 1 else ''}",
                 file=sys.stderr,
             )
