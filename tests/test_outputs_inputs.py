@@ -30,8 +30,9 @@ def _results(path):
     return {
         "compare": fr.compare(g, forms=["composition"], splits=5),
         "fit": fr.fit(g, "composition"),
-        "search": fr.search(g, terms=1, max_constants=3, splits=3, inner_splits=2,
-                            references=[]),  # fmt: skip
+        "search": fr.search(
+            g, terms=1, max_constants=3, splits=3, inner_splits=2, references=[]
+        ),  # fmt: skip
     }
 
 
