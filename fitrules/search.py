@@ -595,7 +595,7 @@ def plan_search(
     return Plan(n_generated, n_fit, rows, n, by_q, seconds, memory, min_train)
 
 
-def check_plan(plan: Plan, grammar: Grammar, jobs: int, yes: bool, shrink: dict[str, str]) -> None:
+def check_plan(plan: Plan, jobs: int, yes: bool, shrink: dict[str, str]) -> None:
     """Refuse a search beyond the limits, naming what would shrink it: more candidates
     than :data:`~fitrules.limits.MAX_SEARCH_CANDIDATES`, more memory than the budget, or
     (unless ``yes``) an estimated time above
@@ -639,7 +639,7 @@ def _shrink_options(grammar: Grammar, outer, inner_splits: int, variables) -> di
     out["--inner-splits"] = f"({inner_splits:,})"
     out["--variables"] = f"({len(variables)})"
     out["--factors"] = f"({len(grammar.factors)})"
-    return {k: v for k, v in out.items()}
+    return out
 
 
 def run_search(
@@ -723,7 +723,7 @@ def run_search(
         grammar, X, y, cells.table, counts, outer, inner_splits, inner_train_frac,
         objective, options, guard, variables,
     )  # fmt: skip
-    check_plan(plan, grammar, jobs, yes, _shrink_options(grammar, outer, inner_splits, variables))
+    check_plan(plan, jobs, yes, _shrink_options(grammar, outer, inner_splits, variables))
     # what nested_masks and the candidates would refuse, refused before the plan is shown
     if not plan.n_generated:
         raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
