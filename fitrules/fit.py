@@ -878,8 +878,8 @@ def cell_weights(kind: str, table, objective: Objective | None = None) -> np.nda
         return None
     if objective is not None and objective.kind == "log_huber":  # README: cells only
         raise FitrulesError(
-            f"--weights {kind}: --objective log_huber takes cells only (each cell is "
-            "already the robust location of its runs); use --weights cells"
+            f"--weights {kind}: weights other than cells apply to least-squares objectives "
+            "(rel_ls, abs_ls); log_huber weighs every cell once (use --weights cells)"
         )
     n = table["n_seeds"].to_numpy(float)
     if kind == "runs":

@@ -115,7 +115,7 @@ def test_cli_json_through_a_link_is_refused(table, tmp_path, capsys):
     (tmp_path / "race").mkdir()
     os.symlink(outside, tmp_path / "race" / "link.json")
     refused(
-        ["compare", "--data", table, "--form", "composition", "--splits", "5",
+        ["compare", "--data", table, "--forms", "composition", "--splits", "5",
          "--json", "race/link.json"],
         capsys, tmp_path, "is a symbolic link",
     )  # fmt: skip
