@@ -719,6 +719,14 @@ def run_search(
         )
     counts = {col: int(cells.table[col].nunique()) for col in level_cols}
     _check_inner_splits(outer, cells.table, inner_splits, inner_train_frac)
+    refs = [f.bind(grid.columns, grid.runs) for f in references]
+    for f in refs:  # refused before the plan is shown, as every bad option is
+        missing = [v for v in f.bound_variables if v not in cell_vars]
+        if missing:
+            raise FitrulesError(
+                f"reference form {f.name!r} reads {missing}, which the search does not; add "
+                f"them to --variables or leave the form out of --reference"
+            )
     plan = plan_search(
         grammar, X, y, cells.table, counts, outer, inner_splits, inner_train_frac,
         objective, options, guard, variables,
@@ -748,14 +756,6 @@ def run_search(
             f"{n_fit} cells; lower --max-constants or raise --inner-train-frac"
         )
     forms = [c.form.bind(grid.columns, grid.runs) for c in fits_ok]
-    refs = [f.bind(grid.columns, grid.runs) for f in references]
-    for f in refs:
-        missing = [v for v in f.bound_variables if v not in cell_vars]
-        if missing:
-            raise FitrulesError(
-                f"reference form {f.name!r} reads {missing}, which the search does not; add "
-                f"them to --variables or leave the form out of --reference"
-            )
     # two targets drawn from the seed alone: twins on these cells fit any target alike, and
     # no value of the grid decides which forms are kept
     rng = np.random.default_rng(_sub_seed(seed, _PROBES))

@@ -171,3 +171,11 @@ def test_a_budget_without_a_final_choice_renders(grid_csv):
     s.to_json()
     s.forms_toml()
     s._repr_html_()
+
+
+def test_a_reference_the_search_cannot_read_is_refused_before_the_plan(grid_csv, tmp_path,
+                                                                       capsys):  # fmt: skip
+    """Found by the CLI fuzzer's long run on this change: the refusal came after the plan
+    line, so it was two lines (issue 31)."""
+    refused(["search", "--data", grid_csv, "--variables", "omega", "--terms", "1",
+             "--reference", "log_additive"], capsys, tmp_path, "reads \\['H'\\]")  # fmt: skip
