@@ -4,9 +4,10 @@
     python benchmarks/fuzz_api.py --cases 500 --seed 3
 
 Each case calls one public function of fitrules (load_grid, compare, fit, a fitted form's
-predict, ci, tune, design, search, Form, and fitrules.theory's stationary_loss and
-exact_loss) with arguments of every type: good values, numpy scalars, and a third of the
-cases hostile ones (wrong types, out of range, NaN, odd tables). The
+predict, ci, tune, design, search, Form, Grammar, a result's to_json and report, and
+fitrules.theory's stationary_loss and exact_loss) with arguments of every type: good values,
+numpy scalars, and a third of the cases hostile ones (wrong types, out of range, NaN, odd
+tables). The
 property: a documented fitrules.errors exception with a one-line message, or a result of the
 documented type whose JSON view holds only finite numbers. Printed: cases tried, results and
 refusals, and the failures by kind: raw exceptions (anything but a FitrulesError), messages

@@ -29,6 +29,7 @@ from fitrules.errors import FitrulesError, FormError, GridError, SplitError, api
 from fitrules.forms import Form
 from fitrules.grids import Grid
 from fitrules.grids import load_grid as _load_grid
+from fitrules.limits import MAX_SPLITS
 
 # fr.load_grid: the loader, its errors in the words of its parameters
 load_grid = api_terms(_grids.load_grid)
@@ -107,8 +108,11 @@ def _customised(forms: list[Form], fix, bounds, by, shared) -> list[Form]:
     """The forms with ``fix``, ``bounds``, ``by`` and ``shared`` applied."""
     from fitrules.forms import customise, parse_bounds, parse_fix
 
+    arg.text(by, "by", none=True)
     if isinstance(shared, str):
         shared = [c.strip() for c in shared.split(",") if c.strip()]
+    elif shared is not None:
+        shared = list(arg.texts(shared, "shared"))
     return customise(forms, parse_fix(fix), parse_bounds(bounds), by, shared)
 
 
@@ -175,7 +179,7 @@ def compare(
     forms : names, ``"NAME = EXPR"`` lines or :class:`Form` objects, optional
         Default: the built-in forms.
     splits : int or splitter, optional
-        Number of random splits (default 300), or a splitter object from
+        Number of random splits (default, and for ``None``: 300), or a splitter object from
         :mod:`fitrules.splits`. Refused with a structured ``split``, which makes its own.
     split : str
         ``random``, ``leave-one-level-out:COL``, ``extrapolate:COL``,
@@ -230,6 +234,7 @@ def compare(
         split, train_frac, seed, objective, delta, keep_degenerate, guard_span, guard_se,
         metric_range, level, on_progress,
     )  # fmt: skip
+    arg.real(guard_excursion, "guard_excursion", 0.0)
     g = as_grid(grid)
     g, tuning = _tuned(g, tune, tune_seeds)
     chosen = _customised(as_forms(forms), fix, bounds, by, shared)
@@ -291,6 +296,7 @@ def compare(
         seeds=arg.text(seeds, "seeds"),
     )
     cmp.tuning = tuning
+    cmp.inputs = _input_paths(g, test)
     if not isinstance(splitter, RandomSplit):
         cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
     return cmp
@@ -418,6 +424,12 @@ def fit(
     # under log_huber a cell is the biweight location of its runs (robust_cells), as the
     # bootstrap's and the design's are
     cells = robust_cells(g, f.bound_variables, obj)
+    if len(cells) < len(f.constants):  # no unique fit: every constant cannot be told apart
+        raise FitrulesError(
+            f"form {f.name!r} has {len(f.constants)} constants but {g.label} has "
+            f"{len(cells)} cell(s) over {', '.join(f.bound_variables)}: a fit needs at least "
+            f"as many cells as constants ({len(f.constants) + 1} for standard errors)"
+        )
     w = cell_weights(weights, cells.table, obj)
     if predict is None:
         predict = ()
@@ -485,6 +497,7 @@ def fit(
     fitted.heldout = heldout
     fitted.seed_offset, fitted.offset_response = offset, response
     fitted.predictions = [fitted.predict(p, runs) for p in points]
+    fitted.inputs = _input_paths(g)
     return fitted
 
 
@@ -567,7 +580,9 @@ def ci(
         **g.handling(()),
     }
     settings = {"baseline": baseline, "level": level, "resamples": resamples, "seed": seed}
-    return PairedIntervals(results, data, settings, tuning)
+    out = PairedIntervals(results, data, settings, tuning)
+    out.inputs = _input_paths(g)
+    return out
 
 
 @api_terms
@@ -577,6 +592,11 @@ def design(
     budget: int = 24,
     tune: str | Sequence[str] | None = None,
     tune_seeds=None,
+    *,
+    fix: Mapping[str, float] | Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
+    by: str | None = None,
+    shared: Sequence[str] | str | None = None,
     **options: Any,
 ):
     """Which runs to do next: rank candidate cells and choose a batch under ``budget``.
@@ -588,6 +608,7 @@ def design(
         form with ``target=``.
     budget : runs to spend.
     tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.tune.tune`).
+    fix, bounds, by, shared : applied to every form, as for :func:`fit`.
     **options : passed to :func:`fitrules.design.design` (``candidates``, ``seeds``,
         ``max_seeds``, ``power``, ``alpha``, ``splits``, ``resamples``, ``seed``,
         ``target``, ``objective``, ``delta``).
@@ -618,7 +639,8 @@ def design(
         if name in options:
             arg.text(options[name], name, none=True)
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
-    return run_design(g, as_forms(forms), budget=budget, **options)
+    chosen = _customised(as_forms(forms), fix, bounds, by, shared)
+    return run_design(g, chosen, budget=budget, **options)
 
 
 @api_terms
@@ -653,6 +675,7 @@ def search(
     on_plan: Callable | None = None,
     on_progress: Callable[[int], None] | None = None,
     seeds: str = "cells-and-seeds",
+    yes: bool = False,
 ):
     """Propose forms from a grammar and choose among them by nested validation.
 
@@ -680,6 +703,10 @@ def search(
         run of the held-out cells); see :func:`fitrules.search.run_search`.
     on_plan : called once with the plan and an estimate of the seconds the fits will take.
     on_progress : called with the number of candidates finished (2 x candidates in all).
+    yes : run a search whose estimated time is above the budget
+        (:data:`fitrules.limits.SEARCH_TIME_BUDGET_SECONDS`); without it such a search is
+        refused before any fit, naming the options that would shrink it. Searches beyond
+        the candidate limit or the memory budget are refused either way.
 
     Returns
     -------
@@ -690,7 +717,10 @@ def search(
     Raises
     ------
     FitrulesError
-        For a bad grammar, a column the grid lacks, splits that cannot be made.
+        For a bad grammar, a column the grid lacks, splits that cannot be made, or an
+        argument of the wrong type or range.
+    LimitError
+        For a search beyond the limits (see ``yes``).
 
     Examples
     --------
@@ -737,10 +767,17 @@ def search(
         arg.real(train_frac, "train_frac", 0.0, 1.0),
         arg.seed(seed),
     )
-    inner_splits = arg.count(inner_splits, "inner_splits", 2)
+    # the final choice makes twice as many inner splits of all cells
+    inner_splits = arg.count(inner_splits, "--inner-splits", 2, MAX_SPLITS // 2)
     inner_train_frac = arg.real(inner_train_frac, "inner_train_frac", 0.0, 1.0)
+    arg.text(rule, "rule")
     if rule not in RULES:
         raise FitrulesError(f"rule {rule!r} is unknown; allowed: {', '.join(RULES)}")
+    _check_fit_options(objective, delta)
+    _check_guard_options(guard_span, guard_se, guard_excursion, metric_range)
+    arg.callback(on_plan, "on_plan")
+    arg.callback(on_progress, "on_progress")
+    yes = arg.flag(yes, "yes")
     obj = Objective(objective, delta)
     guard = GuardOptions(
         guard_span, guard_se, arg.interval(metric_range, "metric_range"), guard_excursion
@@ -758,7 +795,7 @@ def search(
         refs = []
     else:
         refs = as_forms(references)
-    return run_search(
+    result = run_search(
         g,
         gram,
         outer,
@@ -773,7 +810,30 @@ def search(
         on_plan=on_plan,
         on_progress=on_progress,
         seeds=arg.text(seeds, "seeds"),
+        yes=yes,
     )
+    result.inputs = _input_paths(g) + ([Path(grammar)] if isinstance(grammar, str | Path) else [])
+    return result
+
+
+def _input_paths(*grids: Grid | None) -> list[Path]:
+    """The tables the grids were read from (a DataFrame has none): no writer of the result
+    may replace them (see :func:`fitrules.outputs.inputs_of`)."""
+    return [Path(g.path) for g in grids if g is not None and g.path is not None]
+
+
+def _check_fit_options(objective, delta) -> None:
+    """The objective and its Huber delta: text, and a positive number."""
+    arg.text(objective, "objective")
+    arg.real(delta, "delta", 0.0)
+
+
+def _check_guard_options(guard_span, guard_se, guard_excursion, metric_range) -> None:
+    """The guard's thresholds (see :mod:`fitrules.guard`): numbers in their ranges."""
+    arg.real(guard_span, "guard_span", 1.0)
+    arg.real(guard_se, "guard_se", 0.0)
+    arg.real(guard_excursion, "guard_excursion", 0.0)
+    arg.interval(metric_range, "metric_range")
 
 
 def _search_variables(g: Grid) -> list[str]:

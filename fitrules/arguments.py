@@ -122,3 +122,9 @@ def interval(value: Any, name: str) -> tuple[float, float] | None:
     if not lo < hi:
         raise FitrulesError(f"{name} {_shown(value)}: must have low < high")
     return lo, hi
+
+
+def callback(value: Any, name: str) -> None:
+    """None or something callable (a progress or plan callback)."""
+    if value is not None and not callable(value):
+        raise FitrulesError(f"{name} {_shown(value)}: must be callable or None")

@@ -948,6 +948,12 @@ def _add_search(sub, common) -> None:
         default=None,
         help="worker processes (default: the machine's cores; results do not depend on it)",
     )
+    g.add_argument(
+        "--yes",
+        action="store_true",
+        help="run a search estimated to take longer than the time budget (15 min; without "
+        "--yes it is refused before any fit, naming the options that would shrink it)",
+    )
     g = p.add_argument_group("fitting")
     _add_objective_options(g)
     _add_guard_options(p)
@@ -989,12 +995,12 @@ def _search(args) -> int:
     state: dict = {}
 
     def on_plan(plan, seconds) -> None:
-        state["total"] = 2 * len(plan.candidates)
+        state["total"] = 2 * plan.n_candidates
         if not quiet:
             print(
                 f"fitrules search: {plan.n_generated:,} forms proposed, "
-                f"{len(plan.candidates):,} fittable on the fewest cells a split fits; "
-                f"{plan.fits_per_candidate} fits each; estimated {estimate_text(seconds)} on "
+                f"{plan.n_candidates:,} fittable on the fewest cells a split fits; "
+                f"{plan.fits_per_candidate:,} fits each; estimated {estimate_text(seconds)} on "
                 f"{jobs} process{'es' if jobs > 1 else ''}",
                 file=sys.stderr,
             )
@@ -1031,6 +1037,7 @@ def _search(args) -> int:
             jobs=jobs,
             on_plan=on_plan,
             on_progress=bar.update,
+            yes=args.yes,
         )
     text = str(result)
     if args.forms_out is not None:

@@ -161,11 +161,12 @@ class Comparison:
 
     def to_json(self, path: str | Path | None = None) -> str:
         """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        from fitrules.outputs import inputs_of
         from fitrules.util import atomic_write_text
 
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         if path is not None:
-            atomic_write_text(Path(path), text)
+            atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
         return text
 
     def report(
@@ -177,13 +178,17 @@ class Comparison:
     ) -> Path:
         """Write a report directory (report.md, figures, results.json, splits.csv); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them."""
+        from fitrules.errors import report_parameter
+        from fitrules.outputs import check_result_output, inputs_of
         from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import comparison_report
 
-        with figure_formats(figure_format):
-            return comparison_report(
-                self, self.to_dict(), Path(target), command, force, self.tuning
-            )
+        check_result_output(target, inputs_of(self), "target", "dir")
+        with report_parameter("target"):
+            with figure_formats(figure_format):
+                return comparison_report(
+                    self, self.to_dict(), Path(target), command, force, self.tuning
+                )
 
     def form(self, name: str) -> Form:
         """The (bound) form called ``name``."""

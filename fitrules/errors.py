@@ -82,6 +82,7 @@ _PARAMETERS = {
     "bootstrap-seed": "seed",
     "design-splits": "splits",
     "figure-format": "figure_format",
+    "bound": "bounds",
 }
 _OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
 
@@ -99,6 +100,18 @@ def command_line() -> Iterator[None]:
 def in_api_terms(message: str) -> str:
     """``"--where 'x >': cannot parse"`` -> ``"where 'x >': cannot parse"``."""
     return _OPTION.sub(lambda m: _PARAMETERS.get(m[1], m[1].replace("-", "_")), message)
+
+
+@contextmanager
+def report_parameter(name: str) -> Iterator[None]:
+    """Within the block a :class:`ReportError` naming ``--report`` names the parameter
+    ``name`` instead, unless the command line is running (a result's ``report(target)``)."""
+    try:
+        yield
+    except ReportError as err:
+        if _on_command_line.get() or "--report" not in str(err):
+            raise
+        raise type(err)(in_api_terms(str(err).replace("--report", name))) from None
 
 
 def api_terms(func: F) -> F:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,30 @@ def _backticks(text: str) -> tuple[str, dict[str, str]]:
     return out, names
 
 
+_STRING = re.compile(r"(\"[^\"]*\"|'[^']*')")
+_WORD = re.compile(r"\w+")
+
+
+def _keep_spelling(src: str, names: dict[str, str]) -> str:
+    """Names as typed: Python's parser folds identifiers by NFKC (MICRO SIGN to GREEK MU,
+    FULLWIDTH H to H), which would make a column ``µ`` a constant ``μ``; such names are set
+    aside like backticked ones, so the form reads the spelling it was given (strings of a
+    ``--where`` are left alone)."""
+    pieces = _STRING.split(src)
+    for i in range(0, len(pieces), 2):  # even pieces are outside quotes
+
+        def repl(m: re.Match) -> str:
+            w = m.group(0)
+            if not w.isidentifier() or unicodedata.normalize("NFKC", w) == w:
+                return w
+            key = f"__bt{len(names)}__"
+            names[key] = w
+            return key
+
+        pieces[i] = _WORD.sub(repl, pieces[i])
+    return "".join(pieces)
+
+
 def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node:
     """Parse ``text`` into a :class:`Node`.
 
@@ -92,6 +117,7 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
     if "\x00" in text:
         raise ExpressionError(f"{what}: holds a NUL character")
     src, ticks = _backticks(text.strip())
+    src = _keep_spelling(src, ticks)
     try:
         tree = ast.parse(src, mode="eval")
     except SyntaxError as err:

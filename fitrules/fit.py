@@ -1049,6 +1049,11 @@ def cell_weights(kind: str, table, objective: Objective | None = None) -> np.nda
         raise FitrulesError(f"--weights {kind!r} is unknown; allowed: {', '.join(WEIGHTS)}")
     if kind == "cells":
         return None
+    if objective is not None and objective.kind == "log_huber":  # README: cells only
+        raise FitrulesError(
+            f"--weights {kind}: weights other than cells apply to least-squares objectives "
+            "(rel_ls, abs_ls); log_huber weighs every cell once (use --weights cells)"
+        )
     n = table["n_seeds"].to_numpy(float)
     if kind == "runs":
         return n / n.mean()
@@ -1059,8 +1064,9 @@ def cell_weights(kind: str, table, objective: Objective | None = None) -> np.nda
         row = table.iloc[i]
         raise FitrulesError(
             f"--weights inverse-variance needs a standard error in every cell; the cell "
-            f"at row {i} ({int(row['n_seeds'])} run(s), standard error {row['sem']!r}) has "
-            "none (it needs at least 2 runs that differ); use --weights runs or cells"
+            f"at row {i} ({int(row['n_seeds'])} run(s), standard error "
+            f"{float(row['sem']):g}) has none (it needs at least 2 runs that differ); use "
+            "--weights runs or cells"
         )
     y = table["value"].to_numpy(float)
     scale = 1.0 if (objective is not None and objective.kind == "abs_ls") else 1.0 / y

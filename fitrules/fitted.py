@@ -363,11 +363,12 @@ class FittedForm:
 
     def to_json(self, path: str | Path | None = None) -> str:
         """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        from fitrules.outputs import inputs_of
         from fitrules.util import atomic_write_text
 
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         if path is not None:
-            atomic_write_text(Path(path), text)
+            atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
         return text
 
     def report(
@@ -381,11 +382,15 @@ class FittedForm:
         """Write a report directory: report.md, figures and results.json (with the per-cell
         table unless ``cells=False``, e.g. for data that may not be redistributed); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too."""
+        from fitrules.errors import report_parameter
+        from fitrules.outputs import check_result_output, inputs_of
         from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import fit_report
 
-        with figure_formats(figure_format):
-            return fit_report(self, Path(target), command, force, cells)
+        check_result_output(target, inputs_of(self), "target", "dir")
+        with report_parameter("target"):
+            with figure_formats(figure_format):
+                return fit_report(self, Path(target), command, force, cells)
 
     # ------------------------------------------------------------ figures
     def plot_fit(self, ax=None):

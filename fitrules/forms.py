@@ -15,8 +15,10 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import numbers
 import re
 import tomllib
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -89,6 +91,23 @@ class Form:
         if not isinstance(self.expression, str):
             raise FormError(f"form {self.name!r}: the expression must be text, not "
                             f"{type(self.expression).__name__}")  # fmt: skip
+        # every argument's kind first: the checks below read them
+        if self.variables is not None and (
+            isinstance(self.variables, str)
+            or not isinstance(self.variables, Sequence)
+            or not all(isinstance(v, str) for v in self.variables)
+        ):
+            raise FormError(
+                f"form {self.name!r}: variables must be a sequence of column names, e.g. "
+                f'("H", "omega"); got {self.variables!r}'
+            )
+        for label in ("bounds", "start", "fixed"):
+            value = getattr(self, label)
+            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+                raise FormError(
+                    f"form {self.name!r}: {label} must be a mapping of constant names, got "
+                    f"{value!r}"
+                )
         tree = ex.parse(self.expression, what=f"form {self.name!r}")
         _check_level_usage(tree, self)
         tree = self._fix(tree)
@@ -318,6 +337,7 @@ class Form:
             return self._resolve_groups(columns, data).bind(columns, data)
         if self.levels is None and _level_columns(self.tree):
             return self._with_levels(columns, data).bind(columns, data)
+        self._check_spellings(columns)
         if self.variables is not None:
             lacking = [v for v in self.variables if v not in columns]
             if lacking:
@@ -372,6 +392,23 @@ class Form:
         out._check_structure()
         return out
 
+    def _check_spellings(self, columns: list[str]) -> None:
+        """Refuse a name that is a column only once both are normalised (NFKC): MICRO SIGN
+        and GREEK MU, FULLWIDTH H and H look alike, and one would silently be a constant."""
+        folded: dict[str, str] = {}
+        for c in columns:
+            folded.setdefault(unicodedata.normalize("NFKC", str(c)), str(c))
+        for n in [*self.names, *(self.variables or ())]:
+            if n in columns:
+                continue
+            col = folded.get(unicodedata.normalize("NFKC", n))
+            if col is not None and col != n:
+                raise FormError(
+                    f"form {self.name!r} reads {n!r} ({_spelled(n)}), but the grid's column "
+                    f"is {col!r} ({_spelled(col)}): they look alike and differ; write the "
+                    "column's own spelling (in backticks if need be) or rename the column"
+                )
+
     def _resolve_groups(self, columns: list[str], data: pd.DataFrame | None) -> Form:
         """This form with ``shared`` decided: the declared names, or by default the
         nonlinear constants (the exponents), every other constant one per group."""
@@ -391,6 +428,12 @@ class Form:
         if shared is None:
             nonlinear = {base_name(c) for c in plain.structure.nonlinear}
             shared = tuple(c for c in constants if c in nonlinear)
+        if constants and set(constants) <= set(shared):
+            raise FormError(
+                f"form {self.name!r}: --shared names every constant ({', '.join(constants)}), "
+                f"so nothing would differ between the groups of --by {by!r}; leave at least "
+                "one constant out of --shared (or drop --by)"
+            )
         return replace(self, shared=tuple(shared), variables=(*plain.bound_variables, by))
 
     def _with_levels(self, columns: list[str], data: pd.DataFrame | None) -> Form:
@@ -830,6 +873,12 @@ DEFAULT_FORMS = (
 _LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*(?:\(([^)]*)\))?\s*=\s*(.+)$", re.S)
 
 
+def _spelled(name: str) -> str:
+    """``'µ'`` -> ``'U+00B5 MICRO SIGN'``: the characters of a name that are not ASCII."""
+    odd = [ch for ch in name if ord(ch) > 127]
+    return ", ".join(f"U+{ord(ch):04X} {unicodedata.name(ch, '?')}" for ch in odd[:3]) or "ASCII"
+
+
 def parse_form_line(line: str, source: str = "--form") -> Form:
     """Parse ``"name = expr"`` or ``"name(var, ...) = expr"`` into a :class:`Form`."""
     m = _LINE.match(line or "")
@@ -911,20 +960,10 @@ def _form_from_toml(name: str, value: object, source: str) -> Form:
 
 
 def _read_toml(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise FormError(f"{path}: is a directory, not a forms file") from None
-    except UnicodeDecodeError as err:
-        raise FormError(f"{path}: is not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise FormError(f"{path}: cannot be read ({err.strerror})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise FormError(f"{path}: not valid TOML ({' '.join(str(err).split())})") from None
-    except RecursionError:
-        raise FormError(f"{path}: not valid TOML (nested too deeply)") from None
+    from fitrules.inputs import load_toml
+
+    # a pipe, a device, a huge file or nesting thousands deep are refused before reading
+    return load_toml(path, str(path), FormError)
 
 
 def load_forms_file(path: Path) -> dict[str, Form]:
@@ -986,9 +1025,22 @@ def parse_fix(items: Sequence[str] | Mapping[str, float] | None) -> dict[str, fl
     if items is None:
         return {}
     if isinstance(items, Mapping):
-        return dict(items)
+        out_map: dict[str, float] = {}
+        for k, v in items.items():
+            if not isinstance(k, str) or not _finite_number(v):
+                raise FormError(
+                    f"--fix {{{k!r}: {v!r}}}: each constant name must map to a finite number, "
+                    "e.g. {'alpha': 0.34}"
+                )
+            out_map[k] = float(v)
+        return out_map
     if isinstance(items, str):
         items = [items]
+    if not isinstance(items, Sequence) or not all(isinstance(t, str) for t in items):
+        raise FormError(
+            f"--fix {items!r}: give NAME=VALUE texts (e.g. ['alpha=0.34']) or a mapping "
+            "{'alpha': 0.34}"
+        )
     out: dict[str, float] = {}
     for text in items:
         name, eq, value = str(text).partition("=")
@@ -1012,9 +1064,30 @@ def parse_bounds(
     if items is None:
         return {}
     if isinstance(items, Mapping):
-        return {k: (float(v[0]), float(v[1])) for k, v in items.items()}
+        out_map: dict[str, tuple[float, float]] = {}
+        for k, v in items.items():
+            ok = (
+                isinstance(k, str)
+                and isinstance(v, Sequence)
+                and not isinstance(v, str)
+                and len(v) == 2
+                and all(_number(x) for x in v)
+                and float(v[0]) < float(v[1])
+            )
+            if not ok:
+                raise FormError(
+                    f"--bound {{{k!r}: {v!r}}}: each constant name must map to two numbers "
+                    "(low, high) with low < high, e.g. {'Nc': (1e10, 1e16)}"
+                )
+            out_map[k] = (float(v[0]), float(v[1]))
+        return out_map
     if isinstance(items, str):
         items = [items]
+    if not isinstance(items, Sequence) or not all(isinstance(t, str) for t in items):
+        raise FormError(
+            f"--bound {items!r}: give NAME=LOW..HIGH texts (e.g. ['Nc=1e10..1e16']) or a "
+            "mapping {'Nc': (1e10, 1e16)}"
+        )
     out: dict[str, tuple[float, float]] = {}
     for text in items:
         name, eq, rng = str(text).partition("=")
@@ -1023,13 +1096,23 @@ def parse_bounds(
             lo, hi = float(lo_s), float(hi_s)
         except ValueError:
             lo = hi = math.nan
-        if not eq or not name.strip() or not dots or not (lo < hi) or math.isnan(lo + hi):
+        bad = math.isnan(lo) or math.isnan(hi) or not lo < hi
+        if not eq or not name.strip() or not dots or bad:
             raise FormError(
                 f"--bound {text!r}: expected NAME=LOW..HIGH with LOW < HIGH, e.g. "
                 "Nc=1e10..1e16 (inf and -inf allowed)"
             )
         out[name.strip()] = (lo, hi)
     return out
+
+
+def _number(x) -> bool:
+    """A real number that is not NaN (infinity allowed: an open end of a bound)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and not math.isnan(float(x))
+
+
+def _finite_number(x) -> bool:
+    return _number(x) and math.isfinite(float(x))
 
 
 def customise(
@@ -1099,7 +1182,7 @@ def add_form_to_file(name: str, expression: str, cwd: Path | None = None) -> Pat
     text = "\n".join([*lines[:at], entry, *lines[at:]]) + "\n"
     from fitrules.util import atomic_write_text
 
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, FORMS_FILE, update=True)
     return path
 
 
@@ -1144,7 +1227,7 @@ def remove_form_from_file(name: str, cwd: Path | None = None) -> Path:
         )
     from fitrules.util import atomic_write_text
 
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, FORMS_FILE, update=True)
     return path
 
 

@@ -35,8 +35,8 @@ the grid's values and on a perturbed copy of them: :data:`DUPLICATE_RTOL`).
 from __future__ import annotations
 
 import itertools
+import keyword
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -96,11 +96,13 @@ class Grammar:
                 )
         for name in ("variables", "factors", "levels"):
             v = getattr(self, name)
-            if v is None:
+            if v is None and name == "variables":
                 continue
-            if isinstance(v, str) or not all(isinstance(x, str) and x for x in v):
-                raise FormError(f"grammar {name}: must be a list of names, got {v!r}")
-            object.__setattr__(self, name, tuple(v))
+            # a list or tuple only: a string is one name, a dict ({H = 1} in TOML) is not a list
+            if not isinstance(v, list | tuple) or not all(isinstance(x, str) and x for x in v):
+                raise FormError(f"grammar {name}: must be a list of names, got {_shown(v)}")
+            # a name given twice is one name: repeats would only multiply the candidates
+            object.__setattr__(self, name, tuple(dict.fromkeys(v)))
         unknown = [f for f in self.factors if f not in FACTOR_KINDS]
         if unknown or not self.factors:
             raise FormError(
@@ -112,6 +114,11 @@ class Grammar:
 
     def describe(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _shown(value) -> str:
+    r = repr(value)
+    return r if len(r) <= 60 else r[:28] + "..." + r[-28:]
 
 
 def load_grammar(path: str | Path, **overrides) -> Grammar:
@@ -128,17 +135,11 @@ def load_grammar(path: str | Path, **overrides) -> Grammar:
     FormError
         For a file that cannot be read or parsed, an unknown key or a bad value.
     """
+    from fitrules.inputs import load_toml
+
     path = Path(path)
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise FormError(f"--grammar {path}: cannot be read ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise FormError(f"--grammar {path}: is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as err:
-        raise FormError(
-            f"--grammar {path}: not valid TOML ({' '.join(str(err).split())})"
-        ) from None
+    # a pipe, a device, a huge file or arrays nested thousands deep are refused unread
+    doc = load_toml(path, f"--grammar {path}", FormError)
     allowed = [f.name for f in fields(Grammar)]
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
@@ -201,9 +202,18 @@ def _num(v: float) -> str:
     return f"{v:.15g}"
 
 
+def _ident(name: str) -> str:
+    """A column's name as an expression reads it: in backticks unless it is a plain
+    identifier (``H-1`` is ```H-1```, not H minus 1)."""
+    if name.isidentifier() and not keyword.iskeyword(name) and name not in ("log", "exp", "sqrt"):
+        return name
+    return f"`{name}`"
+
+
 def _scaled(info: VariableInfo) -> str:
     """``v`` or ``(v/r)``."""
-    return info.name if info.reference == 1 else f"({info.name}/{_num(info.reference)})"
+    v = _ident(info.name)
+    return v if info.reference == 1 else f"({v}/{_num(info.reference)})"
 
 
 # ------------------------------------------------------------------------------ factors
@@ -213,23 +223,21 @@ class Factor:
     kind: str
 
     def render(self, info: VariableInfo, constant: str | None) -> str:
-        x = _scaled(info)
+        x, v = _scaled(info), _ident(info.name)
         if self.kind == "power":
             return f"{x}**{constant}"
         if self.kind == "linear":
             return x
         if self.kind == "inverse":
-            return (
-                f"({_num(info.reference)}/{info.name})"
-                if info.reference != 1
-                else f"(1/{info.name})"
-            )
+            return f"({_num(info.reference)}/{v})" if info.reference != 1 else f"(1/{v})"
         if self.kind == "sqrt":
             return f"{x}**0.5"
         if self.kind == "log":
-            return f"log(1 + {info.name})" if info.has_zero else f"log({x.strip('()')})"
+            if info.has_zero:
+                return f"log(1 + {v})"
+            return f"log({x[1:-1] if x.startswith('(') and x.endswith(')') else x})"
         if self.kind == "saturating":
-            return f"{info.name}/({info.name} + {constant})"
+            return f"{v}/({v} + {constant})"
         raise AssertionError(self.kind)
 
     @property
@@ -306,6 +314,63 @@ def generate(
                 out.append(_candidate(combo, intercept, k0, n_const, nonlinear, by_name))
     out.sort(key=lambda c: (c.n_constants, c.n_terms, c.key))
     return out
+
+
+def count_candidates(
+    grammar: Grammar,
+    columns: Mapping[str, np.ndarray],
+    level_counts: Mapping[str, int] | None = None,
+) -> dict[tuple[int, int], int]:
+    """How many candidates :func:`generate` would return, by (constants, nonlinear
+    constants), counted without making any: the cost of a search is known before it starts.
+
+    The terms are listed (a few thousand at most); the sets of ``n`` distinct terms with ``q``
+    nonlinear constants are counted by a product of generating polynomials, one factor
+    ``(1 + x y**c)`` per term of ``c`` nonlinear constants.
+    """
+    infos = [VariableInfo.of(v, columns[v]) for v in columns]
+    terms = _terms(grammar, infos)
+    T, Q = grammar.terms, grammar.max_nonlinear
+    ways = [[0] * (Q + 1) for _ in range(T + 1)]  # ways[n][q]: sets of n terms, q nonlinear
+    ways[0][0] = 1
+    for term in terms:
+        c = sum(f.nonlinear for f in term)
+        if c > Q:
+            continue
+        for n in range(T, 0, -1):
+            for q in range(Q, c - 1, -1):
+                ways[n][q] += ways[n - 1][q - c]
+    k0s = [1] + [int((level_counts or {})[c]) for c in grammar.levels]
+    out: dict[tuple[int, int], int] = {}
+    for n in range(1, T + 1):
+        for q in range(Q + 1):
+            for k0 in k0s:
+                k = k0 + n + q
+                if ways[n][q] and k <= grammar.max_constants:
+                    out[(k, q)] = out.get((k, q), 0) + ways[n][q]
+    return out
+
+
+def pilot_candidate(
+    grammar: Grammar, columns: Mapping[str, np.ndarray], n_nonlinear: int
+) -> Candidate | None:
+    """One candidate of ``grammar`` with ``n_nonlinear`` nonlinear constants (the fewest
+    terms that reach it), to time fits of that cost before the search; None if none has."""
+    infos = [VariableInfo.of(v, columns[v]) for v in columns]
+    by_name = {i.name: i for i in infos}
+    terms = _terms(grammar, infos)
+    chosen: list[Term] = []
+    left = n_nonlinear
+    for term in sorted(terms, key=lambda t: -sum(f.nonlinear for f in t)):
+        c = sum(f.nonlinear for f in term)
+        if (0 < c <= left) or (left == 0 and c == 0 and not chosen):
+            chosen.append(term)
+            left -= c
+        if left == 0 and chosen:
+            break
+    if left or not chosen:
+        return None
+    return _candidate(tuple(chosen), "L0", 1, 1 + len(chosen) + n_nonlinear, n_nonlinear, by_name)
 
 
 def _candidate(combo, intercept, k0, n_const, nonlinear, infos) -> Candidate:

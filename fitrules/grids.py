@@ -573,10 +573,13 @@ def written_by_harness(path: Path | None, columns: Sequence[str]) -> bool:
         return False
     import json
 
+    from fitrules.inputs import read_text
+
     manifest = path.with_name(path.stem + ".manifest.json")
     try:
-        return "spec_sha256" in json.loads(manifest.read_text())
-    except (OSError, ValueError, TypeError):
+        # a pipe or device put there is not a manifest (and a read would never end)
+        return "spec_sha256" in json.loads(read_text(manifest, str(manifest), GridError))
+    except (GridError, ValueError, TypeError, RecursionError):
         return False
 
 
@@ -650,6 +653,9 @@ def _read(path: Path) -> pd.DataFrame:
             f"{label}: is not a regular file (a pipe, socket or device); give a results table "
             "(CSV or Parquet) saved to a file"
         )
+    from fitrules.inputs import check_table_size
+
+    check_table_size(path, label, GridError)  # a gzip bomb is counted while streaming
     parquet = path.suffix.lower() in (".parquet", ".pq")
     try:
         if parquet:

@@ -589,6 +589,22 @@ def bootstrap_fit(
         else:  # no standard error to studentize by: the percentile kinds, and why
             kind = "auto"
             reason = f"not studentized ({base_u.note or 'no standard errors'}); "
+    if kind == "seeds" and single:
+        # a cell of one run is the same in every seed replicate: with every cell so, the
+        # intervals have zero width; with some, they are too narrow. Residuals instead, said
+        kind = "residuals"
+        reason = (
+            f"residuals, not seeds: {single} of {len(values)} cells have a single run, which "
+            "a seed replicate cannot vary (the intervals would be too narrow or of zero width)"
+        )
+    from fitrules.limits import check_memory
+
+    check_memory(
+        bootstrap_memory(len(form.constants), len(values), sum(len(v) for v in values),
+                         resamples, kind, covariance is not None),
+        f"the bootstrap of form {form.name!r} ({resamples:,} resamples of {len(values):,} "
+        "cells)", "lower --resamples",
+    )  # fmt: skip
     if kind == "auto":
         kind = "residuals" if single else "seeds"
         reason += (
@@ -1011,7 +1027,7 @@ def offset_response(
         pred = cf.predict(X, theta[None, :])[0]
         J = cf.jacobian(X, theta[None, :])[0] * objective.dres_dpred(pred, y)[:, None]
         h = 1e-6
-        dr = (objective.residuals(pred, y * (1 + h)) - objective.residuals(pred, y * (1 - h)))
+        dr = objective.residuals(pred, y * (1 + h)) - objective.residuals(pred, y * (1 - h))
         dr_dy = dr / (2 * h * y)
     dy = shares * (y[:, None] if relative else 1.0)
     rhs = dr_dy[:, None] * dy
@@ -1340,9 +1356,7 @@ class HeldOut:
         self.check()
         value = predict(self.form, X, self.constants)
         var = self.misfit_var(X) + self._jackknife_var(X)
-        off = (
-            self.offset_var(X) if not grid_seeds and self.offset is not None else 0 * var
-        )
+        off = self.offset_var(X) if not grid_seeds and self.offset is not None else 0 * var
         df_off = self.offset.df if self.offset is not None else 1
         half = np.array(
             [
@@ -1479,3 +1493,19 @@ def heldout_fit(
         form, dict(constants), X, y, n_runs, draws, resid, noise, relative, float(level), robust,
         offset, response,
     )  # fmt: skip
+
+
+def bootstrap_memory(
+    n_constants: int, n_cells: int, n_runs: int, resamples: int, kind: str, studentized: bool
+) -> float:
+    """Bytes :func:`bootstrap_fit` needs at its peak, estimated before any replicate is
+    drawn: the replicates (resamples x cells), for the seed kind the runs drawn per replicate
+    (a small array per cell, about 120 bytes each, plus 8 bytes a run), the refits'
+    Levenberg-Marquardt arrays (a few resamples x cells x constants), and for the
+    studentized kind each refit's Jacobian and covariance."""
+    R, n, p = float(resamples), float(n_cells), float(max(n_constants, 1))
+    replicates = R * n * 8.0
+    picks = R * (n * 120.0 + n_runs * 8.0) if kind in ("seeds", "auto") else 0.0
+    refits = R * n * p * 8.0 * 4 + R * n * 8.0 * 4
+    jacobians = R * n * p * 8.0 * 3 + R * p * p * 8.0 if studentized else 0.0
+    return replicates + picks + refits + jacobians

@@ -221,7 +221,52 @@ def same_file(a: Path | str, b: Path | str) -> bool:
         return False
 
 
-def check_distinct(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
+def inputs_of(result: object) -> list[Path]:
+    """The files a result was made from, which none of its writers may replace: the table
+    (and test table) its grid was read from, a grammar, a ledger, and ``forms.toml`` of the
+    working directory when there is one (forms are looked up there by name)."""
+    from fitrules.forms import FORMS_FILE
+
+    paths = [Path(p) for p in getattr(result, "inputs", ()) or () if p is not None]
+    if Path(FORMS_FILE).exists():
+        paths.append(Path(FORMS_FILE))
+    return paths
+
+
+def check_result_output(path: Path | str, inputs: list[Path], option: str, kind: str) -> None:
+    """Refuse, before anything is written, an output of a result's writer (``to_json``,
+    ``report``) that is, or (for a directory) holds, a file the result was made from.
+
+    Raises
+    ------
+    ReportError
+        Naming the parameter, the path and the input it would replace.
+    """
+    path = Path(path)
+    if kind == "file":
+        check_distinct([(option, path)], inputs, "of this result")
+        return
+    for src in inputs:
+        if not src.exists():
+            continue
+        if same_file(path, src) or _inside(src, path):
+            raise ReportError(
+                f"{option} {_show(path)}: holds {_show(src)}, a file this result was made from; "
+                "choose another directory (it would be replaced)"
+            )
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        p, f = path.resolve(), folder.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return f in p.parents
+
+
+def check_distinct(
+    outputs: list[tuple[str, Path]], inputs: list[Path], whose: str = "of this command"
+) -> None:
     """Refuse, before any work, an output that is an input or another output.
 
     ``outputs`` are (option, path) pairs; the check is by resolved path and by inode, so a
@@ -238,7 +283,7 @@ def check_distinct(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
             if same_file(path, src):
                 also = f" ({_show(src)})" if str(src) != str(path) else ""
                 raise ReportError(
-                    f"{option} {_show(path)}: is an input of this command{also}; choose "
+                    f"{option} {_show(path)}: is an input {whose}{also}; choose "
                     "another path (it would be replaced)"
                 )
         for other, opath in outputs[:i]:
@@ -296,11 +341,20 @@ class StagedFile:
         place where no file can be created (read-only, ``/proc``, missing permissions).
     """
 
-    def __init__(self, path: Path | str, option: str = "--json"):
+    def __init__(self, path: Path | str, option: str = "--json", update: bool = False):
         if not str(path).strip():
             raise ReportError(f"{option} {str(path)!r}: empty path; give a file name")
         self.path, self.option = Path(path), option
-        # a link is followed, so that the file it points to is replaced and the link stays
+        if Path(path).is_symlink() and not update:
+            # an output replaces what is at its path: through a link that is another file
+            # (perhaps outside the folder the user meant), so a link is refused, and kept
+            raise ReportError(
+                f"{option} {_show(Path(path))}: is a symbolic link (to "
+                f"{_show(Path(os.readlink(path)))}); fitrules writes no output through a link, "
+                "which would replace the file it points to: give another path or remove the link"
+            )
+        # a file updated in place (a ledger, forms.toml) is followed, so that the file it
+        # points to is replaced and the link stays
         path = follow_link(path, option)
         self.real = path
         _check_file_target(path, option)
@@ -363,15 +417,28 @@ class StagedFile:
         self.created_parents = []
 
 
-def write_text(path: Path | str, text: str, option: str = "output") -> None:
+def write_text(
+    path: Path | str,
+    text: str,
+    option: str = "output",
+    update: bool = False,
+    inputs: list[Path] | None = None,
+) -> None:
     """Write ``text`` to ``path`` atomically: a complete new file or the old one, never half.
+
+    ``update``: the file is updated in place (a ledger, forms.toml), so a symbolic link is
+    followed and stays a link; otherwise a link is refused. ``inputs``: files this output
+    may not replace (see :func:`check_result_output`).
 
     Raises
     ------
     ReportError
-        If ``path`` is a directory or not a regular file, or cannot be written.
+        If ``path`` is a directory, a link (unless ``update``), an input, not a regular
+        file, or cannot be written.
     """
-    StagedFile(path, option).commit(text)
+    if inputs:
+        check_result_output(path, inputs, option, "file")
+    StagedFile(path, option, update).commit(text)
 
 
 # ------------------------------------------------------------------ directories
@@ -383,13 +450,18 @@ def check_dir_target(target: Path, force: bool, option: str = "--report") -> Non
     if target.exists() or target.is_symlink():
         if target.is_symlink() or not target.is_dir():
             raise ReportError(f"{option} {_show(target)}: exists and is not a directory")
+        if not force and any(target.iterdir()):
+            raise ReportError(f"{option} {_show(target)}: exists; pass --force to replace it")
         if not force:
-            empty = not any(target.iterdir())
-            raise ReportError(
-                f"{option} {_show(target)}: exists"
-                + (" (empty: perhaps left by an interrupted run)" if empty else "")
-                + "; pass --force to replace it"
-            )
+            # empty: nothing to lose, unless a live run holds it as its placeholder (locked);
+            # one left by a killed run (its lock free) is taken, and its partials removed
+            try:
+                _unlock(_lock(target))
+            except OSError:
+                raise ReportError(
+                    f"{option} {_show(target)}: exists, being written by another fitrules run now; "
+                    "wait for it, or choose another directory"
+                ) from None
     cwd = Path.cwd().resolve()
     resolved = target.resolve()
     if resolved == cwd or resolved in cwd.parents:
@@ -414,12 +486,16 @@ class ReservedDir:
         self.created_parents: list[Path] = []
         self.placeholder = False
         self.written = False
+        self.fd: int | None = None
         try:
             self.created_parents = _make_parents(self.target.parent)
             clean_stale(self.target)
             if not self.target.exists():
                 os.mkdir(self.target)
                 self.placeholder = True
+            if self.placeholder or not any(self.target.iterdir()):
+                # held while this run lives: a rerun tells a live placeholder from a dead one
+                self.fd = _lock(self.target)
         except FileExistsError:
             self.release()
             raise ReportError(
@@ -432,12 +508,18 @@ class ReservedDir:
                 f"{option} {_show(self.target)}: cannot create it ({_why(err)})"
             ) from None
 
+    def close(self) -> None:
+        """Let go of the placeholder's lock (the run is over)."""
+        _unlock(self.fd)
+        self.fd = None
+
     def release(self) -> None:
         """Undo the reservation after a failure: remove what this run created, nothing else.
 
         The placeholder is removed only while empty; a report this run already moved into
         place (a later output failed) is removed only if the target did not exist before.
         """
+        self.close()
         if self.written and self.placeholder:
             shutil.rmtree(self.target, ignore_errors=True)
         elif self.placeholder:
@@ -540,6 +622,8 @@ class Outputs:
                 t.discard()  # a committed file has nothing left to discard
             elif not t.written:
                 t.release()
+            else:
+                t.close()
         self.files, self.dirs, self.taken = [], [], []
 
     def rollback(self) -> None:

@@ -38,19 +38,22 @@ import numpy as np
 import pandas as pd
 
 from fitrules._modules import make_callable
-from fitrules.errors import FitrulesError, SplitError
-from fitrules.fit import CompiledForm, FitOptions, Objective, fit_splits
+from fitrules.errors import FitrulesError, LimitError, SplitError
+from fitrules.fit import CompiledForm, FitOptions, Objective, fit_memory, fit_splits
 from fitrules.forms import Form
 from fitrules.grammar import (
     DUPLICATE_RTOL,
     Candidate,
     Grammar,
+    count_candidates,
     generate,
     named,
+    pilot_candidate,
     structural_rank_ok,
 )
 from fitrules.grids import Grid
 from fitrules.guard import GuardOptions, check_fits
+from fitrules.limits import MAX_SEARCH_CANDIDATES, SEARCH_TIME_BUDGET_SECONDS, check_memory
 from fitrules.splits import RandomSplit, SeedHoldout
 
 RULES = ("one-se", "best")
@@ -298,7 +301,8 @@ class Search:
         """The form the procedure picks from all cells at the best budget on the front (None
         if every candidate failed there)."""
         name = self.best["final_choice"]
-        return self.forms[str(name)] if name else None
+        # a budget without a final choice holds None (NaN once pandas mixes it with names)
+        return self.forms[name] if isinstance(name, str) else None
 
     def forms_toml(self) -> str:
         """The front's forms as ``forms.toml`` entries ready for ``compare``."""
@@ -318,9 +322,9 @@ class Search:
 
         text = json.dumps(json_ready(self.to_dict()), indent=2)
         if path is not None:
-            from fitrules.outputs import write_text
+            from fitrules.outputs import inputs_of, write_text
 
-            write_text(Path(path), text + "\n", "--json")
+            write_text(Path(path), text + "\n", "path", inputs=inputs_of(self))
         return text
 
     def __str__(self) -> str:
@@ -346,9 +350,13 @@ class Search:
         return plot_front(self, ax)
 
     def report(self, path: str | Path, command: str | None = None, force: bool = False) -> Path:
+        from fitrules.errors import report_parameter
+        from fitrules.outputs import check_result_output, inputs_of
         from fitrules.report.search import write_search_report
 
-        return write_search_report(self, Path(path), command, force)
+        check_result_output(path, inputs_of(self), "path", "dir")
+        with report_parameter("path"):
+            return write_search_report(self, Path(path), command, force)
 
 
 # ------------------------------------------------------------------------------ the engine
@@ -498,16 +506,183 @@ def _chunks(indices: Sequence[int], size: int) -> list[list[int]]:
 
 @dataclass
 class Plan:
-    """What a search will do, known before any fit: shown to the user with an estimate."""
+    """What a search will do, known from the grammar and the options before any candidate is
+    made or fitted: shown to the user with an estimate, and checked against the limits.
 
-    candidates: list[Candidate]
-    masks: NestedMasks
+    Attributes
+    ----------
+    n_generated : candidates the grammar proposes.
+    n_candidates : those with fewer constants than the fewest cells a nested mask fits.
+    fits_per_candidate : nested masks each candidate is fitted on.
+    n_cells : cells of the grid.
+    by_nonlinear : fittable candidates by number of nonlinear constants.
+    seconds : estimated time of the fits in one process (from pilot fits on a few masks).
+    memory : estimated bytes at the peak.
+    min_train : the fewest cells a nested mask fits.
+    """
+
     n_generated: int
-    too_big: list[Candidate]
+    n_candidates: int
+    fits_per_candidate: int
+    n_cells: int
+    by_nonlinear: dict[int, int]
+    seconds: float = 0.0
+    memory: float = 0.0
+    min_train: int = 0
 
-    @property
-    def fits_per_candidate(self) -> int:
-        return len(self.masks.train)
+
+# bytes of one made candidate (its Form, parsed structure and key), generously: tracemalloc
+# on the default grammar over H and omega (1,380 forms) measured 4.2 kB each kept, 7.6 kB at
+# the peak of making them
+CANDIDATE_BYTES = 16_000
+PILOT_MASKS = (2, 8)  # pilot fits time each cost on this many masks: a fixed part and a slope
+
+
+def _shape(outer, table: pd.DataFrame, inner_splits: int, inner_train_frac: float):
+    """(outer splits, fewest cells any nested mask fits, cells an inner mask fits), from
+    the protocol's sizes alone: no nested mask is made."""
+    n = len(table)
+    if isinstance(outer, RandomSplit):
+        n_outer, sizes = outer.n_splits, [outer.n_train(n)]
+    else:
+        sizes_all = np.asarray(outer.masks_for(table), bool).sum(axis=1)
+        n_outer, sizes = len(sizes_all), sorted(set(sizes_all.tolist()))
+    inner = [RandomSplit(2, inner_train_frac, 0).n_train(m) for m in sizes]
+    final = RandomSplit(2, inner_train_frac, 0).n_train(n)
+    return n_outer, max(1, min([*sizes, *inner, final])), max(1, min(inner))
+
+
+def _check_inner_splits(outer, table: pd.DataFrame, inner_splits: int, frac: float) -> None:
+    """Refuse, as :func:`nested_masks` would, inner splits that an outer training set (or
+    all cells, for the final choice) cannot give; no mask is made."""
+    n = len(table)
+    if isinstance(outer, RandomSplit):
+        sizes = [(outer.n_train(n), None)]
+    else:
+        masks = np.asarray(outer.masks_for(table), bool)
+        sizes = list(zip(masks.sum(axis=1).tolist(), outer.labels(table), strict=True))
+    for m, label in sizes:
+        try:
+            RandomSplit(inner_splits, frac, 0).check(int(m))
+        except SplitError as err:
+            label = label if label is not None else outer.labels(table)[0]
+            raise SplitError(
+                f"outer split {label!r} fits {m} cells, too few for inner splits: {err}"
+            ) from None
+    RandomSplit(2 * inner_splits, frac, 0).check(n)
+
+
+def _pilot_seconds(form, X, y, n_train, objective, options, guard) -> tuple[float, float]:
+    """(fixed, per mask) seconds of fitting ``form`` on masks of ``n_train`` cells: timed on
+    a few random masks (the pilots' results are not used)."""
+    n = len(y)
+    times = []
+    for m in PILOT_MASKS:
+        sp = RandomSplit(m, min(max(n_train / n, 1e-9), 1 - 1e-9), 0)
+        train = sp.masks(n)
+        pilot = NestedMasks(train, ~train, 0, 0, [])
+        t0 = time.perf_counter()
+        score_form(form, X, y, pilot, objective, options, guard)
+        times.append(time.perf_counter() - t0)
+    (m1, m2), (t1, t2) = PILOT_MASKS, times
+    slope = max(t2 - t1, 0.0) / (m2 - m1)
+    slope = max(slope, t2 / m2 / 4)  # noise cannot make the cost of a mask vanish
+    return max(t1 - slope * m1, 0.0), slope
+
+
+def plan_search(
+    grammar: Grammar,
+    cells_X: dict,
+    y: np.ndarray,
+    table: pd.DataFrame,
+    level_counts: dict[str, int],
+    outer,
+    inner_splits: int,
+    inner_train_frac: float,
+    objective: Objective,
+    options: FitOptions,
+    guard: GuardOptions,
+    variables: Sequence[str],
+) -> Plan:
+    """The cost of a search from its grammar and options alone: candidates counted (not
+    made), nested masks counted (not made), each kind of fit timed by pilots on a few masks.
+    """
+    n = len(y)
+    n_outer, min_train, inner_train = _shape(outer, table, inner_splits, inner_train_frac)
+    rows = n_outer + n_outer * inner_splits + 2 * inner_splits + 1
+    cols = {v: cells_X[v] for v in variables}
+    counts = count_candidates(grammar, cols, level_counts)
+    n_generated = sum(counts.values())
+    by_q: dict[int, int] = {}
+    for (k, q), c in counts.items():
+        if k < min_train:
+            by_q[q] = by_q.get(q, 0) + c
+    n_fit = sum(by_q.values())
+    seconds, fitting = 0.0, 0.0
+    if n_generated <= MAX_SEARCH_CANDIDATES:  # beyond it the count alone refuses
+        for q, c in sorted(by_q.items()):
+            pilot = pilot_candidate(grammar, cols, q)
+            if pilot is None:
+                continue
+            form = pilot.form.bind(list(cols))
+            fixed, per = _pilot_seconds(form, cols, y, inner_train, objective, options, guard)
+            # the nested fits, the two probe fits and the rank check (about one mask each)
+            seconds += c * (fixed + per * (rows + 3))
+            fitting = max(fitting, fit_memory(form, n, rows, options, inner_train))
+    memory = (
+        n_generated * CANDIDATE_BYTES  # the candidates made
+        + 2.0 * rows * n  # the nested masks (train and test)
+        + n_fit * rows * 9.0  # each candidate's errors and flags
+        + fitting
+    )
+    return Plan(n_generated, n_fit, rows, n, by_q, seconds, memory, min_train)
+
+
+def check_plan(plan: Plan, jobs: int, yes: bool, shrink: dict[str, str]) -> None:
+    """Refuse a search beyond the limits, naming what would shrink it: more candidates
+    than :data:`~fitrules.limits.MAX_SEARCH_CANDIDATES`, more memory than the budget, or
+    (unless ``yes``) an estimated time above
+    :data:`~fitrules.limits.SEARCH_TIME_BUDGET_SECONDS`.
+
+    Raises
+    ------
+    LimitError
+    """
+    hint = ", ".join(f"{k} {v}" for k, v in shrink.items())
+    grammar_hint = ", ".join(
+        f"{k} {v}" for k, v in shrink.items() if k not in ("--splits", "--inner-splits")
+    )
+    what = (
+        f"search of {plan.n_generated:,} candidates x {plan.fits_per_candidate:,} nested fits "
+        f"on {plan.n_cells:,} cells"
+    )
+    if plan.n_generated > MAX_SEARCH_CANDIDATES:
+        raise LimitError(
+            f"the grammar proposes {plan.n_generated:,} candidates, more than the "
+            f"{MAX_SEARCH_CANDIDATES:,} a search makes; lower {grammar_hint}"
+        )
+    check_memory(plan.memory, what, f"lower {hint}" if hint else "")
+    wall = plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1)))
+    if wall > SEARCH_TIME_BUDGET_SECONDS and not yes:
+        p = "process" if jobs == 1 else "processes"
+        raise LimitError(
+            f"{what} would take about {estimate_text(wall)} on {jobs} {p}, more than the "
+            f"{estimate_text(SEARCH_TIME_BUDGET_SECONDS)} a search runs unconfirmed; lower "
+            f"{hint}, or pass --yes to run it anyway"
+        )
+
+
+def _shrink_options(grammar: Grammar, outer, inner_splits: int, variables) -> dict[str, str]:
+    """The options that make a search smaller, with their values now."""
+    out = {}
+    for name in ("terms", "max_constants", "max_nonlinear", "interactions"):
+        out[f"--{name.replace('_', '-')}"] = f"({getattr(grammar, name)})"
+    if isinstance(outer, RandomSplit):
+        out["--splits"] = f"({outer.n_splits:,})"
+    out["--inner-splits"] = f"({inner_splits:,})"
+    out["--variables"] = f"({len(variables)})"
+    out["--factors"] = f"({len(grammar.factors)})"
+    return out
 
 
 def run_search(
@@ -526,6 +701,7 @@ def run_search(
     options: FitOptions | None = None,
     on_plan: Callable[[Plan, float | None], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    yes: bool = False,
     seeds: str = "cells-and-seeds",
 ) -> Search:
     """Nested validation of every candidate of ``grammar`` on ``grid``; see the module.
@@ -538,10 +714,12 @@ def run_search(
     the cells protocol. ``cells``: today's, every run of the training and held-out cells
     (it misses the grid's seed offset, which new runs at new seed ids show).
 
-    ``outer`` is a splitter of :mod:`fitrules.splits`. ``on_plan(plan, seconds)`` is called
-    once the candidates and masks are known, with an estimate of the time the fits will take
-    (from pilot fits, which are kept); ``on_progress(k)`` after each ``k`` candidates done
-    (first while pruning, then while fitting: ``2 x`` the candidates in all).
+    ``outer`` is a splitter of :mod:`fitrules.splits`. Before any candidate is made the
+    search's cost is counted from the grammar and options (:func:`plan_search`) and checked
+    (:func:`check_plan`: a search estimated above the time budget runs only with ``yes``);
+    ``on_plan(plan, seconds)`` is then called with the estimated seconds of the fits on
+    ``jobs`` processes; ``on_progress(k)`` after each ``k`` candidates done (first while
+    pruning, then while fitting: ``2 x`` the candidates in all).
     """
     t_start = time.perf_counter()
     objective = objective or Objective()
@@ -560,10 +738,24 @@ def run_search(
                 f"--variables: {v!r} is not a column of {grid.label}; columns: "
                 f"{', '.join(map(str, grid.columns))}"
             )
+    for v in variables:
+        values = grid.runs[v].dropna().unique()
+        if len(values) < 2:  # else every run falls in one cell, refused as repeated seeds
+            raise FitrulesError(
+                f"--variables: {v!r} has one value over {grid.label} "
+                f"({', '.join(map(str, values[:1])) or 'none'}); a search needs columns that vary"
+            )
     level_cols = list(grammar.levels)
     for col in level_cols:
         if col not in grid.columns:
             raise FitrulesError(f"grammar levels: {col!r} is not a column of {grid.label}")
+        k = int(grid.runs[col].nunique())
+        if k + 1 > grammar.max_constants:  # L0[COL] and one term: more than any form may have
+            raise FitrulesError(
+                f"grammar levels: {col!r} has {k:,} levels, so L0[{col}] is {k:,} constants and "
+                f"no form with it fits --max-constants {grammar.max_constants}; raise "
+                "--max-constants or leave the column out of --levels"
+            )
     cell_vars = list(dict.fromkeys(variables + level_cols))
     # as fit and design read them: under log_huber a cell of 3 or more runs is the biweight
     # location of its runs (one corrupted run does not move it), otherwise the mean
@@ -577,9 +769,34 @@ def run_search(
             f"{grid.label}: the cell {cells.label(i)} has value 0; the search scores held-out "
             "error relative to each cell's value, so it needs no zero (drop it with --where)"
         )
+    counts = {col: int(cells.table[col].nunique()) for col in level_cols}
+    _check_inner_splits(outer, cells.table, inner_splits, inner_train_frac)
+    refs = [f.bind(grid.columns, grid.runs) for f in references]
+    for f in refs:  # refused before the plan is shown, as every bad option is
+        missing = [v for v in f.bound_variables if v not in cell_vars]
+        if missing:
+            raise FitrulesError(
+                f"reference form {f.name!r} reads {missing}, which the search does not; add "
+                f"them to --variables or leave the form out of --reference"
+            )
+    plan = plan_search(
+        grammar, X, y, cells.table, counts, outer, inner_splits, inner_train_frac,
+        objective, options, guard, variables,
+    )  # fmt: skip
+    check_plan(plan, jobs, yes, _shrink_options(grammar, outer, inner_splits, variables))
+    # what nested_masks and the candidates would refuse, refused before the plan is shown
+    if not plan.n_generated:
+        raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
+    if not plan.n_candidates:
+        raise SplitError(
+            f"every candidate has at least {plan.min_train} constants but the smallest inner "
+            f"split fits {plan.min_train} cells; lower --max-constants or raise "
+            "--inner-train-frac"
+        )
+    if on_plan is not None:
+        on_plan(plan, plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1))))
     masks = nested_masks(outer, cells.table, inner_splits, inner_train_frac, seed)
     held, seed_note = _seed_holdout(grid, cells, masks, objective, seeds, seed)
-    counts = {col: int(cells.table[col].nunique()) for col in level_cols}
     proposed = named(generate(grammar, {v: X[v] for v in variables}, counts))
     if not proposed:
         raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
@@ -592,15 +809,6 @@ def run_search(
             f"{n_fit} cells; lower --max-constants or raise --inner-train-frac"
         )
     forms = [c.form.bind(grid.columns, grid.runs) for c in fits_ok]
-    plan = Plan(fits_ok, masks, len(proposed), too_big)
-    refs = [f.bind(grid.columns, grid.runs) for f in references]
-    for f in refs:
-        missing = [v for v in f.bound_variables if v not in cell_vars]
-        if missing:
-            raise FitrulesError(
-                f"reference form {f.name!r} reads {missing}, which the search does not; add "
-                f"them to --variables or leave the form out of --reference"
-            )
     # two targets drawn from the seed alone: twins on these cells fit any target alike, and
     # no value of the grid decides which forms are kept
     rng = np.random.default_rng(_sub_seed(seed, _PROBES))
@@ -618,23 +826,6 @@ def run_search(
         seeds=held,
     )
     done = on_progress or (lambda k: None)
-
-    # pilots: two candidates of each number of nonlinear constants (their cost differs by
-    # orders of magnitude), timed with their probe fits, for the estimate; their scores are kept
-    pilots: dict[int, Scored] = {}
-    per_q: dict[int, list[float]] = {}
-    by_q: dict[int, list[int]] = {}
-    for i, cand in enumerate(fits_ok):
-        by_q.setdefault(cand.n_nonlinear, []).append(i)
-    for q, members in by_q.items():
-        for i in dict.fromkeys([members[0], members[len(members) // 2]]):
-            t0 = time.perf_counter()
-            _probe_values(forms[i], X, probes, objective)
-            pilots[i] = _score(forms[i], state)
-            per_q.setdefault(q, []).append(time.perf_counter() - t0)
-    if on_plan is not None:
-        total = sum(len(by_q[q]) * float(np.mean(t)) for q, t in per_q.items())
-        on_plan(plan, total / max(1, min(jobs, len(fits_ok))))
 
     size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
     prints = _run(_chunks(range(len(forms)), size), _fingerprint_task, state, jobs, done)
@@ -661,8 +852,8 @@ def run_search(
             fps.append(fp)
             owners.append(i)
         keep_idx.append(i)
-    todo = [i for i in keep_idx if i not in pilots]
-    scored = {i: sc for i, sc in pilots.items() if i in keep_idx}
+    todo = list(keep_idx)
+    scored: dict[int, Scored] = {}
     done(len(forms) - len(todo))
     for i, s in _run(_chunks(todo, size), _nested_task, state, jobs, done):
         scored[i] = s
@@ -840,9 +1031,16 @@ def _assemble(
             )
         )
     budget_df = pd.DataFrame(budget_rows)
+    for col in ("most_picked", "final_choice"):  # None, not NaN, where nothing was picked
+        budget_df[col] = pd.Series(
+            [v if isinstance(v, str) else None for v in budget_df[col]], dtype=object
+        )
     otr, ote = masks.sizes(masks.outer)
     budget_df["on_front"] = front_flags(np.array(outs_by_budget, float), otr, ote)
     choices = pd.DataFrame(rows)
+    choices["form"] = pd.Series(
+        [v if isinstance(v, str) else None for v in choices["form"]], dtype=object
+    )
     own = [float(np.median(r[np.isfinite(r)])) if np.isfinite(r).any() else np.nan for r in outer]
     cand_df = pd.DataFrame(
         dict(
@@ -936,7 +1134,9 @@ def estimate_text(seconds: float | None) -> str:
         return "unknown"
     if seconds < 60:
         return f"{seconds:.0f} s"
-    return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
 
 
 make_callable(__name__, "fitrules.api.search")

@@ -685,11 +685,12 @@ class PairedIntervals:
         import json
         from pathlib import Path
 
+        from fitrules.outputs import inputs_of
         from fitrules.util import atomic_write_text
 
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         if path is not None:
-            atomic_write_text(Path(path), text)
+            atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
         return text
 
     def __str__(self) -> str:
@@ -716,12 +717,16 @@ class PairedIntervals:
         figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files."""
         from pathlib import Path
 
+        from fitrules.errors import report_parameter
+        from fitrules.outputs import check_result_output, inputs_of
         from fitrules.report.figures import figure_formats
         from fitrules.report.markdown import ci_report
 
-        payload = self.to_dict() | {"command": command}
-        with figure_formats(figure_format):
-            return ci_report(self.results, payload, Path(target), command, force, self.tuning)
+        check_result_output(target, inputs_of(self), "target", "dir")
+        with report_parameter("target"):
+            payload = self.to_dict() | {"command": command}
+            with figure_formats(figure_format):
+                return ci_report(self.results, payload, Path(target), command, force, self.tuning)
 
 
 def paired_ci(

@@ -11,12 +11,15 @@ import numpy as np
 from tqdm import tqdm
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(
+    path: Path, text: str, option: str = "output", update: bool = False, inputs=None
+) -> None:
     """Write ``text`` to ``path`` via a locked temporary sibling and one rename: never a
-    half-written file (see :func:`fitrules.outputs.write_text`)."""
+    half-written file, never through a link unless ``update``, never over one of ``inputs``
+    (see :func:`fitrules.outputs.write_text`)."""
     from fitrules.outputs import write_text
 
-    write_text(path, text, "output")
+    write_text(path, text, option, update, inputs)
 
 
 def sha256_file(path: Path) -> str:

@@ -901,9 +901,25 @@ def design_cases(draw) -> Case:
     return Case(argv + out, files, dirs)
 
 
-GOOD_GRAMMARS = [b"terms = 1\n", b'terms = 1\nfactors = ["power", "log"]\n']
+GOOD_GRAMMARS = [
+    b"terms = 1\n",
+    b'terms = 1\nfactors = ["power", "log"]\n',
+    # repeats collapse (issue 31: 100,000 of one kind reached 8 GiB)
+    b"terms = 1\nfactors = [" + b", ".join([b'"log"'] * 5000) + b"]\n",
+]
 BAD_GRAMMARS = [b'terms = "x"\n', b"colour = 1\n", b"terms = [\n", b"terms = 0\n", FIFO,
-                b'variables = ["zz"]\nterms = 1\n']  # fmt: skip
+                b'variables = ["zz"]\nterms = 1\n',
+                b"variables = " + b"[" * 3000 + b"]" * 3000 + b"\n",  # nested 3,000 deep
+                b"terms = 1\nlevels = { H = 1 }\n",  # a table, not a list
+                b"terms = 6\nmax_constants = 12\nmax_nonlinear = 3\n"]  # fmt: skip
+# searches past the limits (issue 31, serious 1): refused by the cost model before any fit
+# (each refused whatever the options before it: a case that ran would run for hours)
+BIG_SEARCHES = [
+    ["--variables", "H,omega", "--factors", "power,linear,inverse,sqrt,log,saturating",
+     "--terms", "6", "--max-constants", "12", "--max-nonlinear", "3"],
+    ["--split", "random", "--splits", "100000", "--inner-splits", "100000", "--yes"],
+    ["--inner-splits", "100001"],
+]  # fmt: skip
 
 
 @st.composite
@@ -940,6 +956,13 @@ def search_cases(draw) -> Case:
         argv.append(opt("--grammar", d.pick(["g.toml"], ["missing.toml", "DIR", "g.csv"], 4)))
     argv += d.maybe("--forms-out", ["f.toml", "sub/f.toml"],
                     ["g.csv", "DIR", "EXISTING", "", "forms.toml"], 3, 2)  # fmt: skip
+    if d.hostile and d.chance(8):  # a search past the limits, after the small options
+        argv += d(st.sampled_from(BIG_SEARCHES))
+    elif d.chance(6):
+        argv.append("--yes")  # confirms a long search; these are small
+    if d.hostile and d.chance(12):  # an output through a link to the table (issue 31)
+        files["out.json"] = LINK + b"g.csv"
+        argv += ["--json", "out.json"]
     return Case(argv + out, files, dirs)
 
 
@@ -1267,6 +1290,8 @@ def api_cases(draw) -> ApiCase:
                 "Form",
                 "stationary_loss",
                 "exact_loss",
+                "Grammar",
+                "write",
             ]  # fmt: skip
         )
     )
@@ -1367,6 +1392,15 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "intervals", [True, False], BAD_BOOLS, 4)
         _kw(d, kw, "predict", [(), "H=8,keep=0.25", {"H": 8, "keep": 0.25}, ["H=8,keep=0.25"]],
             ["H=abc", {"H": "a"}, 5, {"H": NAN, "keep": 0.5}, [5]], 4)  # fmt: skip
+        _kw(d, kw, "fix", [None, {"L0": 2.0}, ["L0=2"]],
+            [5, {"L0": "x"}, {"L0": NAN}, ["L0"], {"zz": 1.0}], 4)  # fmt: skip
+        _kw(d, kw, "bounds", [None, {"b": (0, 1)}, ["b=-inf..inf"]],
+            [5, {"b": 5}, {"b": ("a", "b")}, {"b": None}, {"b": (0, 1, 2)}, {"b": (1, 0)}],
+            4)  # fmt: skip
+        if d.chance(5):
+            kw["by"] = _arg(d, ["H"], [5, "zz"], "by")
+            _kw(d, kw, "shared", [None, "b", ["b"]], [5, [5], "zz"], 2)
+        _kw(d, kw, "weights", ["cells", "runs"], ["x", 5, None], 4)
         if kw.get("intervals") is True or kw.get("predict"):
             kw["resamples"] = _arg(d, [20, _np_int(20)], [5, -1, 20.5, "20", 10**9], "resamples")
             _kw(d, kw, "bootstrap", list(BOOTSTRAP_KINDS), ["x", 5])
@@ -1418,16 +1452,53 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "references", [None, [], "composition", ["log_additive"]],
             [5, ["bogus"], "bogus"])  # fmt: skip
         _kw(d, kw, "objective", ["rel_ls", "log_huber"], ["x", 5])
+        _kw(d, kw, "delta", [1e-3, 0.01], [None, 0, -1, NAN, "a"])
+        _kw(d, kw, "guard_span", [20.0, 5], [0, -1, NAN, "x", None])
+        _kw(d, kw, "guard_se", [1.0], [0, NAN, "x", None])
+        _kw(d, kw, "guard_excursion", [10.0], [0, NAN, "x", None])
+        _kw(d, kw, "metric_range", [None, (0, 1e9)], [(3, 1), "0,3", (0,), 5])
+        _kw(d, kw, "on_plan", [None, _ignore], ["x", 5])
+        _kw(d, kw, "on_progress", [None, _ignore], [5, "x"])
+        _kw(d, kw, "yes", [False, True], BAD_BOOLS)
+        _kw(d, kw, "max_nonlinear", [0, 1], [-1, 9, 1.5, "1"])
+        _kw(d, kw, "interactions", [1, 2], [0, 9, "2"])
         _kw(d, kw, "jobs", [1], [0, -1, 1.5, "2", True])
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
+        if d.hostile and d.chance(10):  # past the limits (issue 31): refused before any fit
+            big = d(st.sampled_from([  # each refused whatever the other arguments
+                dict(terms=6, max_constants=12, max_nonlinear=3, variables=["H", "omega"],
+                     factors=None, grammar=None),
+                dict(split="random", splits=100_000, inner_splits=100_000, yes=True),
+                dict(inner_splits=100_001),
+            ]))  # fmt: skip
+            for k, v in big.items():
+                kw[k] = Bad(v, f"{k} {v!r} (past the search's limits)")
+        return ApiCase(call, args, kw)
+    if call == "Grammar":
+        _kw(d, kw, "variables", [None, ["H"], ("H", "omega"), ["H", "H"]],
+            [5, "H", [], [5], {"H": 1}])  # fmt: skip
+        _kw(d, kw, "factors", [["log"], ("power", "log"), ["log"] * 1000],
+            [None, 5, "log", [], ["cubic"], {"log": 1}])  # fmt: skip
+        _kw(d, kw, "levels", [(), ["H"]], [None, 5, {"H": 1}, [""]])
+        _kw(d, kw, "terms", [1, 3], [0, 7, 1.5, "2", True])
+        _kw(d, kw, "max_constants", [2, 12], [1, 13, None])
+        _kw(d, kw, "max_nonlinear", [0, 3], [-1, 4])
+        _kw(d, kw, "interactions", [1, 3], [0, 4])
+        return ApiCase(call, (), kw)
+    if call == "write":  # a result's writers (issue 31, serious 4)
+        args = ("path", d(st.sampled_from(["fit", "compare"])))
+        kw["method"] = d(st.sampled_from(["to_json", "report"]))
+        good = ["out.json"] if kw["method"] == "to_json" else ["R"]
+        kw["target"] = _arg(d, good, ["g.csv", "link", "."], "target", 2)
         return ApiCase(call, args, kw)
     # Form, bound to the grid's columns so that every check runs
     args = (
         _arg(d, ["mine"], [5, "", "1x", None, "my form"], "name"),
         _arg(d, ["L0 + a*omega**c", "L0 + a*H"], [5, "", "__import__('os')", None], "expression"),
     )
-    _kw(d, kw, "variables", [None, ("omega",), ["omega"]], [[], "omega", [5], ("zz",)])
-    _kw(d, kw, "bounds", [{}, {"c": (-2, 2)}], [{"c": (2, -2)}, {"zz": (0, 1)}, 5, {"c": "ab"}])
+    _kw(d, kw, "variables", [None, ("omega",), ["omega"]], [[], "omega", [5], ("zz",), 5])
+    _kw(d, kw, "bounds", [{}, {"c": (-2, 2)}],
+        [{"c": (2, -2)}, {"zz": (0, 1)}, 5, {"c": "ab"}, {"c": (0, 1, 2)}])  # fmt: skip
     _kw(d, kw, "start", [{}, {"c": (0, 1)}], [{"c": (1, 0)}, 5, {"c": (NAN, 1)}])
     _kw(d, kw, "description", ["", "d"], [5, None, [1]])
     return ApiCase(call, args, kw)
@@ -1462,6 +1533,18 @@ def _call_api(case: ApiCase, root: Path):
         return fr.design(*args, **kw)
     if case.call == "search":
         return fr.search(*args, **kw)
+    if case.call == "Grammar":
+        return fr.Grammar(**kw)
+    if case.call == "write":
+        grid, kind = args
+        result = fr.fit(grid, "composition") if kind == "fit" else fr.compare(
+            grid, forms="composition", splits=4
+        )
+        target = kw["target"]
+        if target == "link":
+            os.symlink(grid, root / "link")
+        written = getattr(result, kw["method"])(str(root / target))
+        return str(written)
     form = fr.Form(*args, **kw)
     return form.bind(["H", "omega", "keep", "seed", "loss"])
 
@@ -1495,7 +1578,13 @@ EXPECTED_TYPES = {
     "Form": "Form",
     "stationary_loss": "float",
     "exact_loss": "float",
+    "Grammar": "Grammar",
+    "write": "str",
 }
+
+
+def _ignore(*args) -> None:
+    """A callback that does nothing (on_plan, on_progress)."""
 
 
 def check_api(case: ApiCase) -> Outcome:

@@ -160,7 +160,7 @@ def search_html(s) -> str:
             "inner_median_pct", "optimism", "final_choice", "on_front"]  # fmt: skip
     budgets = s.budgets[cols].copy()
     budgets["final_choice"] = [
-        s.forms[n].expression if n else None for n in budgets["final_choice"]
+        s.forms[n].expression if isinstance(n, str) else None for n in budgets["final_choice"]
     ]
     picked = s.candidates[s.candidates["picked"] > 0].sort_values("picked", ascending=False)
     parts = [

@@ -94,7 +94,8 @@ def render_search(s) -> str:
         f"{'optimism':>9} {'front':>6}  picked from all cells (most picked, share)",
     ]
     for r in s.budgets.to_dict("records"):
-        final = s.forms[r["final_choice"]].expression if r["final_choice"] else "none"
+        name = r["final_choice"]
+        final = s.forms[name].expression if isinstance(name, str) else "none"
         lines.append(
             f"{r['max_constants']:>3} {r['n_candidates']:>6} {_pct(r['outer_median_pct']):>13} "
             f"{_pct(r['outer_p90_pct']):>9} {_pct(r['inner_median_pct']):>13} "
@@ -141,7 +142,7 @@ def search_dict(s) -> dict:
                     "outer_median_pct": r["outer_median_pct"],
                 }
                 for r in s.front.to_dict("records")
-                if r["final_choice"]
+                if isinstance(r["final_choice"], str)
             ],
             "references": s.references.to_dict("records"),
             "picked": s.candidates[s.candidates["picked"] > 0][
@@ -165,7 +166,7 @@ def forms_toml(s, prefix: str = "searched") -> str:
     # one entry per form: a form picked at several budgets is named after the smallest
     budgets: dict[str, list[dict]] = {}
     for r in s.front.to_dict("records"):
-        if r["final_choice"]:
+        if isinstance(r["final_choice"], str):
             budgets.setdefault(r["final_choice"], []).append(r)
     for name, rows in budgets.items():
         f = s.forms[name]
@@ -295,7 +296,8 @@ def search_markdown(s, command: str | None) -> str:
         "|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for r in s.budgets.to_dict("records"):
-        final = s.forms[r["final_choice"]].expression if r["final_choice"] else "none"
+        name = r["final_choice"]
+        final = s.forms[name].expression if isinstance(name, str) else "none"
         lines.append(
             f"| {r['max_constants']} | {r['n_candidates']} | {_pct(r['outer_median_pct'])} | "
             f"{_pct(r['outer_p90_pct'])} | {_pct(r['inner_median_pct'])} | "

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -140,12 +139,9 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
         asked for twice, more than :data:`~fitrules.limits.MAX_SIM_RUNS` runs, or a run that
         would not fit in memory.
     """
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise SimError(f"{source}: not valid TOML ({' '.join(str(err).split())})") from None
-    except RecursionError:
-        raise SimError(f"{source}: not valid TOML (nested too deeply)") from None
+    from fitrules.inputs import parse_toml
+
+    doc = parse_toml(text, source, SimError)
     unknown = set(doc) - {"name", "description", "model", "seeds", "fixed", "block"}
     if unknown:
         raise SimError(
@@ -237,13 +233,9 @@ def load_spec(path: Path | str) -> GridSpec:
         return parse_spec(shipped.read_text(), f"data/specs/{shipped.name}")
     if path.is_dir():
         raise SimError(f"{path}: is a directory, not a spec file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SimError(f"{path}: is not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise SimError(f"{path}: cannot be read ({err.strerror})") from None
-    return parse_spec(text, str(path))
+    from fitrules.inputs import read_text
+
+    return parse_spec(read_text(path, str(path), SimError), str(path))
 
 
 def parse_cell(
