@@ -395,10 +395,6 @@ def _grid_cells(cf: CompiledForm, X, n: int) -> np.ndarray | None:
     return np.union1d(take, ends)
 
 
-def _grid_pieces(cf: CompiledForm, X, y, objective: Objective, thetas) -> _GridPieces:
-    return _GridPieces(cf, X, y, objective, thetas, _grid_cells(cf, X, len(y)))
-
-
 def _profile(g: _GridPieces, masks):
     """Training objective at grid points shared by every split, linear constants solved.
 
@@ -999,7 +995,7 @@ def fit_splits(
     # floating-point overflow and 0/0 are expected at grid points far from a fit; every
     # value is checked for finiteness where it is used, so numpy's warnings are only noise
     with np.errstate(all="ignore"):
-        pieces = _grid_pieces(cf, X, y, objective, thetas)
+        pieces = _GridPieces(cf, X, y, objective, thetas, _grid_cells(cf, X, len(y)))
         # batches of splits bound the memory of the shared-grid arrays (grid x splits x k x k)
         for a in range(0, len(masks), options.chunk_splits):
             results += _fit_chunk(
@@ -1330,14 +1326,15 @@ def fit_all_cells(
             tol=1e-14,
         )
     i = int(np.argmin(v))
-    if not v[i] * (scale**2 if objective.kind == "abs_ls" else 1.0) < best.objective:
+    unit = scale**2 if objective.kind == "abs_ls" else 1.0  # the objective in y's units
+    if not v[i] * unit < best.objective:
         return best
     params = x[i : i + 1].copy()
     masks = np.ones((1, len(y)), bool)
     with np.errstate(all="ignore"):
         ((cond, reasons),) = _diagnose(cf, Xw, y / scale, masks, params, objective, conv[i : i + 1])
     params[:, lin] *= scale
-    value = float(v[i]) * (scale**2 if objective.kind == "abs_ls" else 1.0)
+    value = float(v[i]) * unit
     return FitResult(
         form.name,
         dict(zip(cf.s.constants, params[0].tolist(), strict=True)),
