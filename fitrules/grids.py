@@ -8,6 +8,7 @@ metric over the runs (seeds) in it, with the seed count and standard error kept.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,18 @@ NON_FACTORS = {
 # Columns that record what a run produced: a form that read one would predict the metric
 # from an outcome of the same run, so no form may read them (nor the metric, nor the seed).
 OUTCOMES = {"loss", "val_loss", "train_loss", "diverged", "wall_s", "loss_final", "rounds_run"}
+# Words that name a metric: a numeric column whose name has one (or a word of the metric's
+# own name) is another outcome of each run, not a design column (``loss_indist``, ``val/acc``)
+METRIC_WORDS = {"loss", "ppl", "perplexity", "acc", "accuracy", "nll", "bpb", "bpc", "xent"}
+GENERIC_WORDS = {"val", "valid", "validation", "train", "eval", "test", "final", "last", "mean",
+                 "min", "max", "avg", "best", "summary", "metrics", "metric"}  # fmt: skip
+
+
+def _name_words(name: str) -> set[str]:
+    """The lower-case words of a column name (split at anything not a letter)."""
+    return {w for w in re.split(r"[^a-z]+", str(name).lower()) if w}
+
+
 # Domain checks for the harness's columns: name -> (test, what is allowed). They hold for
 # tables ``fitrules simulate`` wrote (its manifest beside them says so), where ``M`` is a
 # number of workers; in another table ``M = 0.07`` may be a model size in billions.
@@ -275,11 +288,52 @@ class Grid:
         }
 
     @property
-    def factors(self) -> list[str]:
-        """Design columns: everything but the metric, seed, outcome/bookkeeping columns and
-        per-run labels."""
-        out = []
+    def outcome_like(self) -> dict[str, str]:
+        """Numeric columns that look like another outcome of each run, not a design column,
+        with why: a name that shares a word with the metric or names a metric (``loss_indist``
+        beside ``loss``, ``val/acc``), or, in a grid whose settings were run at several seed
+        ids, a different value in every run (a design value repeats across a cell's seeds).
+        They are left out of the default variables and of the cell count; a form or
+        ``--variables`` that names one still reads it."""
         skip = {self.metric, self.seed, *self.non_factors, *self.per_run}
+        out: dict[str, str] = {}
+        own = _name_words(self.metric) - GENERIC_WORDS
+        replicated = self._replicated()
+        for c in self.runs.columns:
+            col = self.runs[c]
+            if c in skip or col.dtype.kind not in "iuf" or col.nunique(dropna=False) < 2:
+                continue
+            words = _name_words(c)
+            if words & own:
+                out[c] = f"named like the metric {self.metric!r}"
+            elif words & METRIC_WORDS:
+                out[c] = f"named like a metric ({sorted(words & METRIC_WORDS)[0]!r})"
+            elif replicated and col.dtype.kind == "f" and col.nunique() == len(col):
+                out[c] = "a value per run, while the grid's settings repeat across seed ids"
+        return out
+
+    def _replicated(self) -> bool:
+        """Whether some setting was run at two or more seed ids: runs that agree in every
+        column that repeats (all but the metric and the columns with a value per run)."""
+        if self.seed is None or len(self.runs) < 2:
+            return False
+        skip = {self.metric, self.seed, *self.non_factors, *self.per_run}
+        keys = [
+            c
+            for c in self.runs.columns
+            if c not in skip and self.runs[c].nunique(dropna=False) < len(self.runs)
+        ]
+        if not keys:
+            return self.runs[self.seed].nunique() > 1
+        seeds = self.runs.groupby(keys, dropna=False)[self.seed].nunique()
+        return bool((seeds > 1).any())
+
+    @property
+    def factors(self) -> list[str]:
+        """Design columns: everything but the metric, seed, outcome/bookkeeping columns,
+        columns that look like another outcome (:attr:`outcome_like`) and per-run labels."""
+        out = []
+        skip = {self.metric, self.seed, *self.non_factors, *self.per_run, *self.outcome_like}
         for c in self.runs.columns:
             if c in skip:
                 continue
@@ -410,7 +464,10 @@ class Grid:
     def continuous(self) -> list[str]:
         """Design columns with a different value in every run (e.g. a compute budget): not
         factors, but a cell is one value of them."""
-        skip = {self.metric, self.seed, *self.non_factors, *self.factors, *self.per_run}
+        skip = {
+            self.metric, self.seed, *self.non_factors, *self.factors, *self.per_run,
+            *self.outcome_like,
+        }  # fmt: skip
         return [
             c for c in self.runs.columns if c not in skip and self.runs[c].nunique(dropna=False) > 1
         ]
@@ -459,6 +516,7 @@ class Grid:
             "cells_by": by,
             "levels": levels,
             "continuous": self.continuous,
+            "outcome_like": self.outcome_like,
             "per_run_columns": self.per_run,
             "fixed": fixed,
             "unit": self.unit,

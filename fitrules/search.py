@@ -363,7 +363,8 @@ class Search:
 def default_variables(grid: Grid) -> list[str]:
     """The grid's varying numeric factors and continuous columns; of columns that map one to
     one onto each other (keep and omega = 1/keep - 1) only the last is kept (derived columns
-    come last); a tuned grid's record of its choices (``tuned_lr``) is left out."""
+    come last); a tuned grid's record of its choices (``tuned_lr``) and columns that look
+    like another outcome (:attr:`fitrules.grids.Grid.outcome_like`) are left out."""
     # a tuned grid's tuned_FACTOR columns record the choice of the tuning, not the design
     tuned = {f"tuned_{f}" for f in getattr(grid, "tuned", ())}
     cols = [
@@ -880,6 +881,7 @@ def run_search(
         rule=rule,
         guard=guard.describe(),
         variables=variables,
+        left_out={} if grammar.variables else dict(grid.outcome_like),
         fit_options={
             "grid_points": list(options.grid_points),
             "n_starts": options.n_starts,

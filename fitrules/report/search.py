@@ -86,6 +86,14 @@ def render_search(s) -> str:
         f"{st.get('objective', '')}; rule {st.get('rule')}",
         f"candidates: {s.n_generated:,} proposed, {len(s.candidates):,} fitted; dropped: "
         + (", ".join(f"{v} {k}" for k, v in s.pruned.items()) or "none"),
+    ]
+    if st.get("left_out"):
+        lines.append(
+            "left out of the variables as other outcomes of each run: "
+            + ", ".join(f"{c} ({why})" for c, why in st["left_out"].items())
+            + "; name one in --variables to search over it"
+        )
+    lines += [
         f"protocol: {_outer_text(s)}; inside each, {st.get('n_inner')} inner random splits "
         f"fitting {st.get('inner_train_frac', 0):.3g} of its cells rank the candidates",
         "",

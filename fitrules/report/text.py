@@ -512,6 +512,13 @@ def render_summary(summary: dict) -> str:
         lines.append(
             "continuous (a different value in every run): " + ", ".join(summary["continuous"])
         )
+    if summary.get("outcome_like"):
+        lines.append(
+            "left out as other outcomes of each run (not design columns, not counted in the "
+            "cells): "
+            + ", ".join(f"{c} ({why})" for c, why in summary["outcome_like"].items())
+            + "; a form or --variables that names one reads it"
+        )
     if summary.get("per_run_columns"):
         lines.append(
             "per-run columns (a different label in every run; ignored): "
