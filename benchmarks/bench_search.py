@@ -6,6 +6,7 @@
     python benchmarks/bench_search.py --only front     # the front's rule under a null
     python benchmarks/bench_search.py --only optimism  # outer / inner without selection
     python benchmarks/bench_search.py --only chinchilla  # the real runs (skipped if absent)
+    python benchmarks/bench_search.py --only extrapolation  # issue 29: asked to extrapolate
 
 speed: `fitrules search` with its defaults on the default grid (every form of the default
 grammar, 20 outer x 10 inner random splits, 230 fits per form) on ``--jobs`` processes, timed
@@ -32,6 +33,12 @@ optimism: the outer / inner ratio of composition and log_additive fitted on the 
 protocol's nested splits without any selection, over 8 seeds of the splits: the protocol's
 own ratio, against which the search's optimism is read.
 
+extrapolation: 10 grids from a Chinchilla-like law over 9 levels of N x 6 of D; the search
+sees the lower 6 levels of N, with ``--split extrapolate:N`` (rolling origins outside, the
+same question inside) and with random splits; each pick and the true form, fitted on the seen
+cells, scored at the 3 unseen levels. Target: the pick within 1.5x of the true form's error
+in at least 8 of 10 grids.
+
 chinchilla: the real Chinchilla runs of ../shared/external (log_huber, over N and D, two
 power-law terms or logs); whether the search finds E + A/N**alpha + B/D**beta or a procedure
 with lower outer error than that law fitted without selection.
@@ -51,6 +58,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 from scipy.optimize import least_squares  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -400,11 +408,77 @@ def section_outer_seeds(grids: int, jobs: int, seed: int = 28) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ extrapolation
+EXTRAP_TRUTH = ("E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)",
+                {"E": 1.7, "A": 0.7, "alpha": 0.34, "B": 0.5, "beta": 0.28})  # fmt: skip
+EXTRAP_N = 10 ** np.arange(7, 11.01, 0.5)  # 9 levels; the search sees the lower 6
+EXTRAP_D = 10 ** np.arange(9, 11.51, 0.5)  # 6 levels
+EXTRAP_SEARCH = dict(terms=2, max_constants=5, factors="power,log", splits=10, inner_splits=5)
+
+
+def section_extrapolation(grids: int, jobs: int, seed: int = 29) -> dict:
+    """Issue 29: a search asked to extrapolate along N, on grids from a Chinchilla-like law.
+
+    Each grid: 9 levels of N (1e7 to 1e11) x 6 of D, one run a cell with 0.3% noise. The
+    search sees the cells below the top 3 levels of N; its pick and the true form are each
+    fitted on those cells and scored at the 3 unseen levels against the true mean. Printed
+    per grid, for ``--split extrapolate:N`` (the question asked) and the default random
+    protocol: the pick, its error, the true form's, their ratio."""
+    truth = Form("truth", EXTRAP_TRUTH[0], ("N", "D")).bind(["N", "D"])
+    consts = EXTRAP_TRUTH[1]
+    Ng, Dg = np.meshgrid(EXTRAP_N, EXTRAP_D, indexing="ij")
+    X = {"N": Ng.ravel(), "D": Dg.ravel()}
+    mu = fr_predict(truth, X, consts)
+    seen = X["N"] < EXTRAP_N[-3]
+    Xs = {k: v[seen] for k, v in X.items()}
+    Xh = {k: v[~seen] for k, v in X.items()}
+    print(
+        f"## extrapolation along N: {grids} grids from {EXTRAP_TRUTH[0]} ({consts}); "
+        f"search {EXTRAP_SEARCH} on N < {EXTRAP_N[-3]:g} ({int(seen.sum())} cells), "
+        f"scored at the {int((~seen).sum())} cells of the 3 unseen levels of N against the true "
+        "mean; the true form refitted on the same cells beside it"
+    )
+    print("| grid | protocol | pick | pick's error % | true form's % | ratio | quoted outer % |")
+    print("|---:|---|---|---:|---:|---:|---:|")
+    from fitrules.fit import fit as fit_cells
+
+    rng = np.random.default_rng(seed)
+    ratios: dict[str, list[float]] = {"extrapolate:N": [], "random": []}
+    t0 = time.perf_counter()
+    for g in range(grids):
+        y = mu * (1 + 0.003 * rng.standard_normal(len(mu)))
+        runs = pd.DataFrame({"N": Xs["N"], "D": Xs["D"], "loss": y[seen]})
+        ct = fit_cells(truth, Xs, y[seen]).constants
+        et = 100 * float(np.mean(np.abs(fr_predict(truth, Xh, ct) - mu[~seen]) / mu[~seen]))
+        for protocol in ratios:
+            s = fr.search(fr.load_grid(runs, metric="loss"), split=protocol, references=[],
+                          jobs=jobs, seed=g, **EXTRAP_SEARCH)  # fmt: skip
+            pick = s.chosen.bind(["N", "D"])
+            cp = fit_cells(pick, Xs, y[seen]).constants
+            ep = 100 * float(np.mean(np.abs(fr_predict(pick, Xh, cp) - mu[~seen]) / mu[~seen]))
+            ratios[protocol].append(ep / et)
+            quoted = float(s.best["outer_median_pct"])
+            print(f"| {g} | {protocol} | `{pick.expression}` | {ep:.3f} | {et:.3f} | "
+                  f"{ep / et:.2f} | {quoted:.3f} |", flush=True)  # fmt: skip
+    print(f"<!-- {time.perf_counter() - t0:.0f} s -->")
+    out = {}
+    for protocol, r in ratios.items():
+        r = np.array(r)
+        within = int((r <= 1.5).sum())
+        out[protocol] = within
+        print(f"- {protocol}: the pick within 1.5x of the true form's error in {within} of "
+              f"{len(r)} grids (median ratio {np.median(r):.2f})")  # fmt: skip
+    ok = out["extrapolate:N"] >= 0.8 * grids
+    print(f"target (extrapolate:N, at least 8 of 10): {'met' if ok else 'NOT met'}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--only",
-        choices=["speed", "recovery", "front", "optimism", "chinchilla", "outer-seeds"],
+        choices=["speed", "recovery", "front", "optimism", "chinchilla", "outer-seeds",
+                 "extrapolation"],  # fmt: skip
         default=None,
     )
     ap.add_argument("--outer-grids", type=int, default=30, help="grids per truth, outer-seeds")
@@ -424,6 +498,8 @@ def main() -> None:
         section_chinchilla(args.jobs)
     if args.only in (None, "outer-seeds"):
         section_outer_seeds(args.outer_grids, args.jobs)
+    if args.only in (None, "extrapolation"):
+        section_extrapolation(args.grids, args.jobs)
 
 
 if __name__ == "__main__":

@@ -676,6 +676,7 @@ def search(
     on_progress: Callable[[int], None] | None = None,
     seeds: str = "cells-and-seeds",
     yes: bool = False,
+    at: str | dict | Sequence[str | dict] | None = None,
 ):
     """Propose forms from a grammar and choose among them by nested validation.
 
@@ -707,6 +708,10 @@ def search(
         (:data:`fitrules.limits.SEARCH_TIME_BUDGET_SECONDS`); without it such a search is
         refused before any fit, naming the options that would shrink it. Searches beyond
         the candidate limit or the memory budget are refused either way.
+    at : points where the pick will be used (``"N=1e10,D=2e11"`` or a dict, or a list of
+        them), each giving every variable of the search: the pick's fit on all cells goes
+        through the wild-extrapolation guard there, and a pick the guard names is shown with
+        its warning (its fits on the outer training sets are checked at every cell either way).
 
     Returns
     -------
@@ -811,6 +816,7 @@ def search(
         on_progress=on_progress,
         seeds=arg.text(seeds, "seeds"),
         yes=yes,
+        at=_search_points(at),
     )
     result.inputs = _input_paths(g) + ([Path(grammar)] if isinstance(grammar, str | Path) else [])
     return result
@@ -834,6 +840,28 @@ def _check_guard_options(guard_span, guard_se, guard_excursion, metric_range) ->
     arg.real(guard_se, "guard_se", 0.0)
     arg.real(guard_excursion, "guard_excursion", 0.0)
     arg.interval(metric_range, "metric_range")
+
+
+def _search_points(at) -> list[dict[str, float]]:
+    """``at`` as a list of points (variable -> value), each parsed as ``--at`` is."""
+    from fitrules.intervals import parse_point
+
+    if at is None:
+        return []
+    items = [at] if isinstance(at, str | dict) else at
+    if not isinstance(items, Sequence) or isinstance(items, bytes):
+        raise FitrulesError(
+            f"at {at!r}: give a point ('N=1e10,D=2e11' or a dict) or a list of them"
+        )
+    out = []
+    for p in items:
+        if isinstance(p, str):
+            out.append(parse_point(p, "--at"))
+        elif isinstance(p, dict) and p:
+            out.append({str(k): arg.real(v, f"at {k}") for k, v in p.items()})
+        else:
+            raise FitrulesError(f"at {p!r}: a point is 'N=1e10,D=2e11' or a dict of numbers")
+    return out
 
 
 def _search_variables(g: Grid) -> list[str]:

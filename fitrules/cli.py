@@ -949,6 +949,14 @@ def _add_search(sub, common) -> None:
         help="worker processes (default: the machine's cores; results do not depend on it)",
     )
     g.add_argument(
+        "--at",
+        action="append",
+        default=[],
+        metavar='"N=1e10,D=2e11"',
+        help="a point where the pick will be used (repeatable): its fit on all cells goes "
+        "through the wild-extrapolation guard there, as compare's fits do at held-out cells",
+    )
+    g.add_argument(
         "--yes",
         action="store_true",
         help="run a search estimated to take longer than the time budget (15 min; without "
@@ -1038,6 +1046,7 @@ def _search(args) -> int:
             on_plan=on_plan,
             on_progress=bar.update,
             yes=args.yes,
+            at=args.at or None,
         )
     text = str(result)
     if args.forms_out is not None:

@@ -54,7 +54,14 @@ from fitrules.grammar import (
 from fitrules.grids import Grid
 from fitrules.guard import GuardOptions, check_fits
 from fitrules.limits import MAX_SEARCH_CANDIDATES, SEARCH_TIME_BUDGET_SECONDS, check_memory
-from fitrules.splits import RandomSplit, SeedHoldout
+from fitrules.splits import (
+    Extrapolate,
+    LeaveOneLevelOut,
+    RandomSplit,
+    RollingOrigin,
+    SeedHoldout,
+    inner_masks,
+)
 
 RULES = ("one-se", "best")
 DEFAULT_REFERENCES = ("composition", "log_additive")
@@ -115,6 +122,21 @@ def _sub_seed(seed: int, *path: int) -> int:
     return int(np.random.SeedSequence([seed, *path]).generate_state(1)[0])
 
 
+def asks_levels(outer) -> bool:
+    """Whether ``outer`` asks about unseen levels of a column (an extrapolation or a level
+    left out): its inner splits then ask the same (:func:`fitrules.splits.inner_masks`)."""
+    return isinstance(outer, RollingOrigin | Extrapolate | LeaveOneLevelOut)
+
+
+def question_protocol(outer):
+    """The outer protocol a search runs for the one asked: an extrapolation along a column
+    is asked at several cut points (:class:`fitrules.splits.RollingOrigin`), so that the
+    front has a standard error; any other protocol as given."""
+    if isinstance(outer, Extrapolate):
+        return RollingOrigin(outer.column, outer.threshold)
+    return outer
+
+
 def nested_masks(
     outer,
     table: pd.DataFrame,
@@ -123,34 +145,71 @@ def nested_masks(
     seed: int,
     final_splits: int | None = None,
 ) -> NestedMasks:
-    """The outer protocol's masks over ``table``'s cells, with seeded inner random splits of
-    each outer training set, ``final_splits`` (default twice ``inner_splits``) of all cells,
-    and one row fitting every cell."""
+    """The outer protocol's masks over ``table``'s cells, with the inner splits of each
+    outer training set, ``final_splits`` (default twice ``inner_splits``) of all cells, and
+    one row fitting every cell. The inner splits ask the outer protocol's question: seeded
+    random splits under random outer splits; under an extrapolation or a level left out,
+    the same along the column inside each training set (as many in every outer split: the
+    fewest any of them can give, at most ``inner_splits``)."""
     n = len(table)
     outer_masks = np.asarray(outer.masks_for(table), bool)
+    tests_for = getattr(outer, "tests_for", None)
+    outer_tests = np.asarray(tests_for(table), bool) if tests_for else ~outer_masks
     labels = list(outer.labels(table))
-    train, test = [outer_masks], [~outer_masks]
-    for o, m in enumerate(outer_masks):
-        idx = np.flatnonzero(m)
-        try:
-            split = RandomSplit(inner_splits, inner_train_frac, _sub_seed(seed, _INNER, o))
-            split.check(len(idx))
-        except SplitError as err:
+    train, test = [outer_masks], [outer_tests]
+    structured = asks_levels(outer)
+    if structured:
+        inner = [
+            inner_masks(outer, table, m, inner_splits, _sub_seed(seed, _INNER, o))
+            for o, m in enumerate(outer_masks)
+        ]
+        k = min(len(tr) for tr, _ in inner)
+        if k < 1:
+            o = int(np.argmin([len(tr) for tr, _ in inner]))
             raise SplitError(
-                f"outer split {labels[o]!r} fits {len(idx)} cells, too few for inner splits: {err}"
-            ) from None
-        sub = split.masks(len(idx))
-        tr = np.zeros((inner_splits, n), bool)
-        tr[:, idx] = sub
-        te = np.zeros((inner_splits, n), bool)
-        te[:, idx] = ~sub
-        train.append(tr)
-        test.append(te)
-    final = RandomSplit(final_splits or 2 * inner_splits, inner_train_frac, _sub_seed(seed, _FINAL))
-    final.check(n)
-    fm = final.masks(n)
+                f"outer split {labels[o]!r} fits {int(outer_masks[o].sum())} cells at too few "
+                f"levels of {outer.column!r} to ask its question inside it (an extrapolation "
+                "needs 3 levels below the cut, 2 to fit and 1 to score; leaving a level out "
+                "needs 2); add levels of the column, or search with --split random"
+            )
+        for tr, te in inner:
+            train.append(tr[:k])
+            test.append(te[:k])
+        inner_splits = k
+        fm, ft = inner_masks(
+            outer, table, np.ones(n, bool), final_splits or 2 * k, _sub_seed(seed, _FINAL)
+        )
+        if not len(fm):
+            raise SplitError(
+                f"the final choice asks the question on all cells, which have too few levels "
+                f"of {outer.column!r}"
+            )
+    else:
+        for o, m in enumerate(outer_masks):
+            idx = np.flatnonzero(m)
+            try:
+                split = RandomSplit(inner_splits, inner_train_frac, _sub_seed(seed, _INNER, o))
+                split.check(len(idx))
+            except SplitError as err:
+                raise SplitError(
+                    f"outer split {labels[o]!r} fits {len(idx)} cells, too few for inner "
+                    f"splits: {err}"
+                ) from None
+            sub = split.masks(len(idx))
+            tr = np.zeros((inner_splits, n), bool)
+            tr[:, idx] = sub
+            te = np.zeros((inner_splits, n), bool)
+            te[:, idx] = ~sub
+            train.append(tr)
+            test.append(te)
+        final = RandomSplit(
+            final_splits or 2 * inner_splits, inner_train_frac, _sub_seed(seed, _FINAL)
+        )
+        final.check(n)
+        fm = final.masks(n)
+        ft = ~fm
     train += [fm, np.ones((1, n), bool)]
-    test += [~fm, np.zeros((1, n), bool)]
+    test += [ft, np.zeros((1, n), bool)]
     return NestedMasks(np.vstack(train), np.vstack(test), len(outer_masks), inner_splits, labels)
 
 
@@ -285,6 +344,7 @@ class Search:
     forms: dict[str, Form]
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    pick_guard: dict = field(default_factory=dict)
 
     @property
     def front(self) -> pd.DataFrame:
@@ -543,6 +603,10 @@ def _shape(outer, table: pd.DataFrame, inner_splits: int, inner_train_frac: floa
     """(outer splits, fewest cells any nested mask fits, cells an inner mask fits), from
     the protocol's sizes alone: no nested mask is made."""
     n = len(table)
+    if asks_levels(outer):  # few masks, made: their sizes depend on the levels
+        m = nested_masks(outer, table, inner_splits, inner_train_frac, 0)
+        inner_train = m.sizes(m.inner)[0] if m.n_inner else m.min_train
+        return m.n_outer, m.min_train, inner_train
     if isinstance(outer, RandomSplit):
         n_outer, sizes = outer.n_splits, [outer.n_train(n)]
     else:
@@ -557,6 +621,9 @@ def _check_inner_splits(outer, table: pd.DataFrame, inner_splits: int, frac: flo
     """Refuse, as :func:`nested_masks` would, inner splits that an outer training set (or
     all cells, for the final choice) cannot give; no mask is made."""
     n = len(table)
+    if asks_levels(outer):  # raises what nested_masks raises
+        nested_masks(outer, table, inner_splits, frac, 0)
+        return
     if isinstance(outer, RandomSplit):
         sizes = [(outer.n_train(n), None)]
     else:
@@ -610,7 +677,10 @@ def plan_search(
     """
     n = len(y)
     n_outer, min_train, inner_train = _shape(outer, table, inner_splits, inner_train_frac)
-    rows = n_outer + n_outer * inner_splits + 2 * inner_splits + 1
+    if asks_levels(outer):
+        rows = len(nested_masks(outer, table, inner_splits, inner_train_frac, 0).train)
+    else:
+        rows = n_outer + n_outer * inner_splits + 2 * inner_splits + 1
     cols = {v: cells_X[v] for v in variables}
     counts = count_candidates(grammar, cols, level_counts)
     n_generated = sum(counts.values())
@@ -704,8 +774,13 @@ def run_search(
     on_progress: Callable[[int], None] | None = None,
     yes: bool = False,
     seeds: str = "cells-and-seeds",
+    at: Sequence[dict[str, float]] = (),
 ) -> Search:
     """Nested validation of every candidate of ``grammar`` on ``grid``; see the module.
+
+    ``at``: points (variable -> value, every variable of the search) where the pick will be
+    used; its fit on all cells goes through the wild-extrapolation guard there. Its fits on
+    the outer training sets go through it at every cell either way (:func:`guard_pick`).
 
     ``seeds``: the outer protocol's held-out error. ``cells-and-seeds`` (the default) holds
     out a third of the seed ids as well as the outer test cells when seed ids are shared
@@ -728,6 +803,7 @@ def run_search(
     options = options or SEARCH_FIT_OPTIONS
     if rule not in RULES:
         raise FitrulesError(f"--rule {rule!r} is unknown; allowed: {', '.join(RULES)}")
+    outer = question_protocol(outer)
     variables = list(grammar.variables or default_variables(grid))
     if not variables:
         raise FitrulesError(
@@ -745,6 +821,18 @@ def run_search(
             raise FitrulesError(
                 f"--variables: {v!r} has one value over {grid.label} "
                 f"({', '.join(map(str, values[:1])) or 'none'}); a search needs columns that vary"
+            )
+    for point in at:  # refused before the plan is shown, as every bad option is
+        missing = [v for v in variables if v not in point]
+        extra = [k for k in point if k not in variables]
+        if missing or extra:
+            shown = ",".join(f"{k}={v:g}" for k, v in point.items())
+            raise FitrulesError(
+                f"--at {shown!r}: "
+                + (f"gives no value of {', '.join(missing)}" if missing else "")
+                + ("; " if missing and extra else "")
+                + (f"{', '.join(extra)} is not a variable of the search" if extra else "")
+                + f"; a point gives every variable of the search: {', '.join(variables)}"
             )
     level_cols = list(grammar.levels)
     for col in level_cols:
@@ -871,9 +959,14 @@ def run_search(
     out = _assemble(
         grid, grammar, kept, results, masks, refs, ref_scores, rule, dropped, len(proposed)
     )
+    out.pick_guard = guard_pick(out, cells, masks, objective, guard, list(at))
+    if out.pick_guard["named"]:
+        out.warnings.append(pick_guard_warning(out.pick_guard))
     out.settings.update(
+        at=[dict(p) for p in at],
         outer=outer.describe(),
         outer_error=seed_note,
+        inner_protocol=_inner_text(outer, masks.n_inner, inner_train_frac),
         inner_splits=inner_splits,
         inner_train_frac=inner_train_frac,
         seed=seed,
@@ -890,6 +983,75 @@ def run_search(
     )
     out.seconds = time.perf_counter() - t_start
     return out
+
+
+def _inner_text(outer, n_inner: int, frac: float) -> str:
+    """How the candidates are ranked inside each outer training set, in words."""
+    if isinstance(outer, RollingOrigin | Extrapolate):
+        return (
+            f"{n_inner} inner rolling origin{'s' if n_inner != 1 else ''} along "
+            f"{outer.column} (fit below one of the "
+            "training set's top levels, score the levels from it on, with the outer split's "
+            "horizon)"
+        )
+    if isinstance(outer, LeaveOneLevelOut):
+        return f"{n_inner} inner splits leaving one level of {outer.column} out in turn"
+    return f"{n_inner} inner random splits fitting {frac:.3g} of its cells"
+
+
+def guard_pick(
+    s: Search, cells, masks: NestedMasks, objective: Objective, guard: GuardOptions, at: list
+) -> dict:
+    """The wild-extrapolation guard on the search's pick, as compare runs it: its fit on
+    each outer training set checked at every cell of the grid, and its fit on all cells at
+    the points ``at``. Reads no held-out value: only each fit's training cells and the
+    design."""
+    form = s.chosen
+    out: dict = {"form": None, "expression": None, "outer": [], "outer_splits": 0, "at": []}
+    if form is None:
+        out["named"] = False
+        return out
+    out.update(form=form.name, expression=form.expression)
+    X, y = cells.X, cells.y
+    labels = [cells.label(i) for i in range(len(y))]
+    train = masks.train[masks.outer]
+    fits = fit_splits(form, X, y, train, objective)
+    out["outer_splits"] = len(train)
+    for label, g in zip(
+        masks.outer_labels,
+        check_fits(form, X, y, train, fits, objective, guard, labels),
+        strict=True,
+    ):
+        if g.wild:
+            out["outer"].append(f"outer split {label}: {'; '.join(g.reasons)}")
+    if at:
+        Xa = {v: np.concatenate([X[v], [p[v] for p in at]]) for v in form.bound_variables}
+        # never read: the guard and the fit see only the training cells' values
+        ya = np.concatenate([y, np.full(len(at), float(np.median(y)))])
+        whole = np.concatenate([np.ones(len(y), bool), np.zeros(len(at), bool)])
+        names = labels + ["--at " + ",".join(f"{k}={v:g}" for k, v in p.items()) for p in at]
+        full = fit_splits(form, Xa, ya, whole[None, :], objective)
+        g = check_fits(form, Xa, ya, whole[None, :], full, objective, guard, names)[0]
+        if g.wild:
+            out["at"] = list(g.reasons)
+    out["named"] = bool(out["outer"] or out["at"])
+    return out
+
+
+def pick_guard_warning(g: dict) -> str:
+    """One line: the pick the guard names, where, and what compare would say."""
+    parts = []
+    if g["outer"]:
+        parts.append(
+            f"{len(g['outer'])} of its {g['outer_splits']} fits on the outer training sets"
+        )
+    if g["at"]:
+        parts.append("its fit on all cells at the --at points (" + "; ".join(g["at"]) + ")")
+    return (
+        f"the pick {g['form']} ({g['expression']}) is named wild by the extrapolation guard "
+        f"(from its training fits alone, as compare names fits): {' and '.join(parts)}; its "
+        "predictions beyond the fitted cells run away from the values it was fitted on"
+    )
 
 
 def _seed_holdout(grid, cells, masks, objective, seeds: str, seed: int):
@@ -1038,7 +1200,14 @@ def _assemble(
             [v if isinstance(v, str) else None for v in budget_df[col]], dtype=object
         )
     otr, ote = masks.sizes(masks.outer)
-    budget_df["on_front"] = front_flags(np.array(outs_by_budget, float), otr, ote)
+    # the front needs a standard error over outer splits: with one outer split it cannot be
+    # tested, and the unrestricted budget (whose pick the inner splits alone made) is reported
+    testable = n_out >= 2
+    budget_df["on_front"] = (
+        front_flags(np.array(outs_by_budget, float), otr, ote)
+        if testable
+        else [b == budgets[-1] for b in budgets]
+    )
     choices = pd.DataFrame(rows)
     choices["form"] = pd.Series(
         [v if isinstance(v, str) else None for v in choices["form"]], dtype=object
@@ -1097,6 +1266,7 @@ def _assemble(
         "n_inner": n_in,
         "n_final": int(final.shape[1]),
         "best_budget": best_b,
+        "front_testable": testable,
     }
     warnings = []
     if C and (picks_all == 0).all():

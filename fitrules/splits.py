@@ -188,6 +188,104 @@ class Extrapolate:
 
 
 @dataclass(frozen=True)
+class RollingOrigin:
+    """Extrapolation along ``column`` asked at several cut points (a rolling origin).
+
+    The split asked for (fit below the cut, the top level or ``threshold``, score the
+    ``h`` levels from it on) and, below it, up to ``origins - 1`` more: fit below each lower
+    level, score the next ``h`` levels, so that the question keeps its horizon. A cut is used
+    only when at least ``min_levels`` levels lie below it, so that the fits inside each
+    training set can extrapolate too; when none can be, the split asked for is the only one.
+    """
+
+    column: str
+    threshold: float | None = None
+    origins: int = 3
+    min_levels: int = 3
+    name = "rolling-origin"
+
+    def _cuts(self, table) -> tuple[np.ndarray, list[int], int]:
+        """(levels, indices of the cut levels, highest first, horizon in levels)."""
+        Extrapolate(self.column, self.threshold).masks_for(table)  # refuses what it refuses
+        levels = _levels(table, self.column)
+        cut = levels[-1] if self.threshold is None else self.threshold
+        j0 = int(np.searchsorted(levels, cut, side="left"))
+        h = len(levels) - j0
+        cuts = [j for j in range(j0, j0 - self.origins, -1) if j >= self.min_levels]
+        return levels, cuts or [j0], h
+
+    def masks_for(self, table) -> np.ndarray:
+        levels, cuts, _ = self._cuts(table)
+        values = table[self.column].to_numpy()
+        return np.stack([values < levels[j] for j in cuts])
+
+    def tests_for(self, table) -> np.ndarray:
+        levels, cuts, h = self._cuts(table)
+        values = table[self.column].to_numpy()
+        top = len(levels) - 1
+        return np.stack(
+            [(values >= levels[j]) & (values <= levels[min(j + h - 1, top)]) for j in cuts]
+        )
+
+    def labels(self, table) -> list[str]:
+        levels, cuts, h = self._cuts(table)
+        top = len(levels) - 1
+        out = []
+        for j in cuts:
+            hi = levels[min(j + h - 1, top)]
+            scored = f"{levels[j]:g}" if hi == levels[j] else f"{levels[j]:g} to {hi:g}"
+            out.append(f"fit {self.column} < {levels[j]:g}, score {self.column} {scored}")
+        return out
+
+    def n_train_min(self, table) -> int:
+        return int(self.masks_for(table).sum(axis=1).min())
+
+    def describe(self) -> dict:
+        tail = "" if self.threshold is None else f">={self.threshold:g}"
+        return {
+            "protocol": f"extrapolate:{self.column}{tail}",
+            "rolling_origin": True,
+            "n_splits": None,
+            "train_frac": None,
+            "seed": None,
+        }
+
+
+def inner_masks(outer, table, within: np.ndarray, count: int, seed: int):
+    """(train, test) masks, (k, n), of the splits that rank candidates inside the training
+    cells ``within`` of a structured outer protocol, asking its question: rolling origins
+    along the column for an extrapolation (cut at each of the top levels of ``within``, the
+    same horizon), each level left out in turn for leave-one-level-out (in an order drawn
+    from ``seed``). At most ``count``; fewer when ``within`` has too few levels (none when
+    it has fewer than 3 for an extrapolation, 2 for leave-one-level-out)."""
+    values = table[outer.column].to_numpy()
+    levels = np.sort(np.unique(values[within]))
+    n = len(values)
+    train, test = [], []
+    if isinstance(outer, RollingOrigin | Extrapolate):
+        full = _levels(table, outer.column)
+        if isinstance(outer, RollingOrigin):
+            h = outer._cuts(table)[2]
+        else:
+            cut = full[-1] if outer.threshold is None else outer.threshold
+            h = int(len(full) - np.searchsorted(full, cut, side="left"))
+        for m in range(len(levels) - 1, 1, -1):
+            hi = levels[min(m + h - 1, len(levels) - 1)]
+            train.append(within & (values < levels[m]))
+            test.append(within & (values >= levels[m]) & (values <= hi))
+    else:  # leave one level out
+        order = np.random.default_rng([seed, 29]).permutation(len(levels))
+        if len(levels) >= 2:
+            for i in order:
+                train.append(within & (values != levels[i]))
+                test.append(within & (values == levels[i]))
+    train, test = train[:count], test[:count]
+    if not train:
+        return np.zeros((0, n), bool), np.zeros((0, n), bool)
+    return np.stack(train), np.stack(test)
+
+
+@dataclass(frozen=True)
 class Transfer:
     """Fit on every cell of one grid, score every cell of another (cells marked by source)."""
 

@@ -943,6 +943,8 @@ def search_cases(draw) -> Case:
     argv += d.maybe("--split", ["random", "extrapolate:H", "leave-one-level-out:H"],
                     ["transfer", "bogus:x", "extrapolate:zz"], 4, 2)  # fmt: skip
     argv += d.maybe("--train-frac", ["0.8", "3/4"], BAD_FRACTIONS, 4, 2)
+    argv += d.maybe("--at", ["H=128,omega=3", "H=0.5,omega=0"],
+                    ["H=128", "zz=1", "H=nan,omega=1", "H", ""], 5, 2)  # fmt: skip
     argv += d.maybe("--inner-train-frac", ["0.75", "2/3"], BAD_FRACTIONS, 4, 2)
     argv += d.maybe("--seed", [0, 5], BAD_SEEDS, 6, 2)
     argv += d.maybe("--rule", ["one-se", "best"], ["worst", ""], 4, 2)
@@ -1464,6 +1466,8 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "interactions", [1, 2], [0, 9, "2"])
         _kw(d, kw, "jobs", [1], [0, -1, 1.5, "2", True])
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
+        _kw(d, kw, "at", [None, "H=128,omega=3", [{"H": 0.5, "omega": 0.0}]],
+            [5, "H=128", [{"H": "x", "omega": 1}], ["zz=1"], [{}], "H=inf,omega=1"])  # fmt: skip
         if d.hostile and d.chance(10):  # past the limits (issue 31): refused before any fit
             big = d(st.sampled_from([  # each refused whatever the other arguments
                 dict(terms=6, max_constants=12, max_nonlinear=3, variables=["H", "omega"],
@@ -1537,8 +1541,10 @@ def _call_api(case: ApiCase, root: Path):
         return fr.Grammar(**kw)
     if case.call == "write":
         grid, kind = args
-        result = fr.fit(grid, "composition") if kind == "fit" else fr.compare(
-            grid, forms="composition", splits=4
+        result = (
+            fr.fit(grid, "composition")
+            if kind == "fit"
+            else fr.compare(grid, forms="composition", splits=4)
         )
         target = kw["target"]
         if target == "link":

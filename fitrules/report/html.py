@@ -154,7 +154,7 @@ def tuning_html(t) -> str:
 
 
 def search_html(s) -> str:
-    from fitrules.report.search import _sentences
+    from fitrules.report.search import _named, _sentences
 
     cols = ["max_constants", "n_candidates", "outer_median_pct", "outer_p90_pct",
             "inner_median_pct", "optimism", "final_choice", "on_front"]  # fmt: skip
@@ -171,6 +171,8 @@ def search_html(s) -> str:
         _table(budgets),
         "<b>Forms picked across outer splits</b>",
         _table(picked[["name", "expression", "n_constants", "picked"]]),
+        "<b>Forms named</b>",
+        _list([f"{n} = {e}" for n, e in _named(s).items()]),
     ]
     if len(s.references):
         refs = s.references[["form", "expression", "n_constants", "outer_median_pct",

@@ -22,6 +22,14 @@ def _ratio(x) -> str:
     return "n/a" if x is None or not math.isfinite(float(x)) else f"{float(x):.2f}"
 
 
+def _inner_text(s) -> str:
+    st = s.settings
+    return st.get("inner_protocol") or (
+        f"{st.get('n_inner')} inner random splits fitting {st.get('inner_train_frac', 0):.3g} "
+        "of its cells"
+    )
+
+
 def _outer_text(s) -> str:
     o = s.settings.get("outer", {})
     if o.get("protocol") == "random":
@@ -29,7 +37,20 @@ def _outer_text(s) -> str:
             f"{o.get('n_splits')} random outer splits fitting {o.get('train_frac', 0):.3g} of "
             f"the cells (seed {o.get('seed')})"
         )
+    if o.get("rolling_origin"):
+        n = s.settings.get("n_outer")
+        return (
+            f"outer protocol {o.get('protocol')} asked at {n} cut point{'s' if n != 1 else ''} "
+            "(a rolling origin: fit below each, score the levels from it on)"
+        )
     return f"outer protocol {o.get('protocol')} ({s.settings.get('n_outer')} outer splits)"
+
+
+def _named(s) -> dict[str, str]:
+    """Every form the budget table names (most picked, picked from all cells), with its
+    expression, so that no name is printed without what it is."""
+    names = [*s.budgets["final_choice"], *s.budgets["most_picked"]]
+    return {n: s.forms[n].expression for n in dict.fromkeys(names) if isinstance(n, str)}
 
 
 def _sentences(s) -> list[str]:
@@ -42,11 +63,43 @@ def _sentences(s) -> list[str]:
             "more, or on all cells."
         ]
     else:
+        if s.settings.get("front_testable", True):
+            why = (
+                "the largest budget on the front: each budget on it has a lower outer error "
+                "than the one before by more than a standard error over the outer splits"
+            )
+        else:
+            why = (
+                f"the unrestricted budget: with {int(s.settings.get('n_outer', 1))} outer split "
+                "the front cannot be tested (a budget joins it by more than a standard error "
+                "over outer splits), so no budget is chosen by outer error"
+            )
         out = [
-            f"At {k} constants at most (the front's lowest outer error), the search picks "
-            f"{s.chosen.expression!r} from all cells; the same form was picked in "
+            f"At {k} constants at most ({why}), the search picks {s.chosen.expression!r} "
+            f"({b['final_choice']}) from all cells; the same form was picked in "
             f"{b['final_choice_share']:.0%} of the outer splits at that budget."
         ]
+        lower = [
+            r
+            for r in s.budgets.to_dict("records")
+            if int(r["max_constants"]) != k
+            and math.isfinite(float(r["outer_median_pct"]))
+            and float(r["outer_median_pct"]) < float(b["outer_median_pct"])
+        ]
+        if lower:
+            out.append(
+                "A lower outer median at another budget: "
+                + ", ".join(
+                    f"{int(r['max_constants'])} constants {_pct(r['outer_median_pct'])}"
+                    for r in lower
+                )
+                + f" (against {_pct(b['outer_median_pct'])} here)"
+                + (
+                    ", not lower by more than a standard error over the outer splits."
+                    if s.settings.get("front_testable", True)
+                    else "; one outer split cannot say whether it is lower beyond chance."
+                )
+            )
     if b["outer_splits"]:
         base = "; ".join(
             f"{r['form']} alone, no selection: {_ratio(r['outer_over_inner'])}"
@@ -94,8 +147,7 @@ def render_search(s) -> str:
             + "; name one in --variables to search over it"
         )
     lines += [
-        f"protocol: {_outer_text(s)}; inside each, {st.get('n_inner')} inner random splits "
-        f"fitting {st.get('inner_train_frac', 0):.3g} of its cells rank the candidates",
+        f"protocol: {_outer_text(s)}; inside each, {_inner_text(s)} rank the candidates",
         "",
         "Outer error of the procedure at each budget (at most k constants):",
         f"{'k':>3} {'forms':>6} {'outer median':>13} {'p90':>9} {'inner median':>13} "
@@ -110,6 +162,8 @@ def render_search(s) -> str:
             f"{_ratio(r['optimism']):>9} {'yes' if r['on_front'] else '':>6}  {final} "
             f"({r['most_picked']}, {r['most_picked_share']:.0%})"
         )
+    lines += ["forms named in the table:"]
+    lines += [f"  {n} = {e}" for n, e in _named(s).items()]
     lines += ["", "How often each form was picked (unrestricted budget):"]
     picked = s.candidates[s.candidates["picked"] > 0].sort_values(
         ["picked", "n_constants"], ascending=[False, True]
@@ -153,11 +207,13 @@ def search_dict(s) -> dict:
                 if isinstance(r["final_choice"], str)
             ],
             "references": s.references.to_dict("records"),
+            "forms_named": _named(s),
             "picked": s.candidates[s.candidates["picked"] > 0][
                 ["name", "expression", "n_constants", "picked"]
             ].to_dict("records"),
             "choices": s.choices.to_dict("records"),
             "warnings": s.warnings,
+            "pick_guard": getattr(s, "pick_guard", {}),
             "fitrules": __version__,
         }
     )
@@ -287,8 +343,7 @@ def search_markdown(s, command: str | None) -> str:
         + ("; ".join(f"{k}: {v}" for k, v in s.pruned.items()) or "none")
         + " |",
         f"| outer protocol | {_outer_text(s)} |",
-        f"| inner protocol | {st.get('n_inner')} random splits fitting "
-        f"{st.get('inner_train_frac', 0):.3g} of each outer training set |",
+        f"| inner protocol | {_inner_text(s)} |",
         f"| selection rule | {st.get('rule')} |",
         f"| objective | {st.get('objective')} |",
         f"| fitrules | {__version__} |",
@@ -312,6 +367,8 @@ def search_markdown(s, command: str | None) -> str:
             f"{_ratio(r['optimism'])} | {r['most_picked']} ({r['most_picked_share']:.0%}) | "
             f"{code(final)} | {'yes' if r['on_front'] else ''} |"
         )
+    lines += ["", "Forms named in the table:", ""]
+    lines += [f"- {n}: {code(e)}" for n, e in _named(s).items()]
     lines += [
         "",
         "![front](front.png)",
