@@ -677,6 +677,8 @@ def search(
     seeds: str = "cells-and-seeds",
     yes: bool = False,
     at: str | dict | Sequence[str | dict] | None = None,
+    screen: int | str = "auto",
+    scheduler: str | None = None,
 ):
     """Propose forms from a grammar and choose among them by nested validation.
 
@@ -708,6 +710,14 @@ def search(
         (:data:`fitrules.limits.SEARCH_TIME_BUDGET_SECONDS`); without it such a search is
         refused before any fit, naming the options that would shrink it. Searches beyond
         the candidate limit or the memory budget are refused either way.
+    screen : a staged search: every candidate is screened on the first 2 inner splits of
+        each outer split (and of the final choice), and only the ``screen`` best of each
+        number of constants there get the full nested fits, each outer split picking among
+        its own survivors; 0: every candidate in full; ``"auto"`` (default): 25 above 2,000
+        candidates, else 0 (see :func:`fitrules.search.survivors`).
+    scheduler : run the fits on a Dask cluster instead of ``jobs`` processes: a scheduler
+        address (``tcp://host:8786``) or ``local:N`` (a local cluster of N processes); the
+        result is the same as a local run's. Needs ``pip install "fitrules[distributed]"``.
     at : points where the pick will be used (``"N=1e10,D=2e11"`` or a dict, or a list of
         them), each giving every variable of the search: the pick's fit on all cells goes
         through the wild-extrapolation guard there, and a pick the guard names is shown with
@@ -817,6 +827,8 @@ def search(
         seeds=arg.text(seeds, "seeds"),
         yes=yes,
         at=_search_points(at),
+        screen=_screen(screen),
+        scheduler=_scheduler(scheduler, jobs),
     )
     result.inputs = _input_paths(g) + ([Path(grammar)] if isinstance(grammar, str | Path) else [])
     return result
@@ -840,6 +852,30 @@ def _check_guard_options(guard_span, guard_se, guard_excursion, metric_range) ->
     arg.real(guard_se, "guard_se", 0.0)
     arg.real(guard_excursion, "guard_excursion", 0.0)
     arg.interval(metric_range, "metric_range")
+
+
+def _scheduler(scheduler, jobs: int) -> str | None:
+    """``scheduler``: None, or an address or ``local:N``, not given with ``jobs`` > 1."""
+    if scheduler is None:
+        return None
+    from fitrules.sim.cluster import parse_scheduler
+
+    parse_scheduler(arg.text(scheduler, "scheduler"))  # refuses a malformed one
+    if jobs != 1:
+        raise FitrulesError(
+            f"--jobs {jobs} with --scheduler {scheduler}: give one of them; on a cluster the "
+            "workers are its processes"
+        )
+    return scheduler
+
+
+def _screen(screen) -> int | str:
+    """``screen``: ``"auto"`` or a whole number >= 0."""
+    if isinstance(screen, str):
+        if screen == "auto":
+            return screen
+        raise FitrulesError(f"screen {screen!r}: give a whole number >= 0 (0: no screen) or 'auto'")
+    return arg.count(screen, "screen", 0)
 
 
 def _search_points(at) -> list[dict[str, float]]:

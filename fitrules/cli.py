@@ -949,6 +949,22 @@ def _add_search(sub, common) -> None:
         help="worker processes (default: the machine's cores; results do not depend on it)",
     )
     g.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the fits as tasks on a Dask cluster instead of --jobs processes: a "
+        "scheduler address (tcp://host:8786) or local:N for N local processes (the same "
+        'result); needs pip install "fitrules[distributed]"',
+    )
+    g.add_argument(
+        "--screen",
+        default="auto",
+        metavar="K",
+        help="a staged search: screen every candidate on 2 inner splits of each outer split, "
+        "fit the K best of each number of constants there in full (0: every candidate in "
+        "full; default auto: 25 above 2,000 candidates)",
+    )
+    g.add_argument(
         "--at",
         action="append",
         default=[],
@@ -978,6 +994,18 @@ def _add_search(sub, common) -> None:
     p.set_defaults(func=_search)
 
 
+def _screen_option(text: str) -> int | str:
+    """``--screen``: auto, or a whole number >= 0 (checked by the API)."""
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise FitrulesError(
+            f"--screen {text!r}: give a whole number >= 0 (0: no screen) or auto"
+        ) from None
+
+
 def _search(args) -> int:
     import os
 
@@ -995,7 +1023,10 @@ def _search(args) -> int:
         refs = select_forms(names, args.form) if names or args.form else []
     else:
         refs = None
-    jobs = args.jobs if args.jobs is not None else max(1, min(os.cpu_count() or 1, 8))
+    if args.scheduler is not None:
+        jobs = args.jobs if args.jobs is not None else 1
+    else:
+        jobs = args.jobs if args.jobs is not None else max(1, min(os.cpu_count() or 1, 8))
     _take_outputs(args)
     grid = _load(args)
     quiet = getattr(args, "quiet", False)
@@ -1008,7 +1039,14 @@ def _search(args) -> int:
             print(
                 f"fitrules search: {plan.n_generated:,} forms proposed, "
                 f"{plan.n_candidates:,} fittable on the fewest cells a split fits; "
-                f"{plan.fits_per_candidate:,} fits each; estimated {estimate_text(seconds)} on "
+                + (
+                    f"{plan.fits_per_candidate:,} fits each"
+                    if not plan.screen_keep
+                    else f"staged: {plan.screen_fits:,} screening fits each, then "
+                    f"{plan.fits_per_candidate:,} for the best {plan.screen_keep} of each number "
+                    f"of constants in each outer split (at most {plan.survivors_max:,})"
+                )
+                + f"; estimated {estimate_text(seconds)} on "
                 f"{jobs} process{'es' if jobs > 1 else ''}",
                 file=sys.stderr,
             )
@@ -1047,6 +1085,8 @@ def _search(args) -> int:
             on_progress=bar.update,
             yes=args.yes,
             at=args.at or None,
+            screen=_screen_option(args.screen),
+            scheduler=args.scheduler,
         )
     text = str(result)
     if args.forms_out is not None:

@@ -47,10 +47,10 @@ SIM_INT_LIMITS = {  # largest value of each integer setting of a run
     "context": 1_024,
     "eval_windows": 10_000_000,
 }
-# search: candidates of one grammar (each is made, pruned and fitted on every nested mask;
-# making 20,000 takes a few seconds), and the estimated time above which a search runs only
-# when confirmed (--yes; yes=True from Python)
-MAX_SEARCH_CANDIDATES = 20_000
+# search: candidates of one grammar (each is made and pruned, then screened or fitted on every
+# nested mask; making 20,000 takes a few seconds, and a search of more is staged), and the
+# estimated time above which a search runs only when confirmed (--yes; yes=True from Python)
+MAX_SEARCH_CANDIDATES = 60_000
 SEARCH_TIME_BUDGET_SECONDS = 15 * 60
 # input files read whole (grammar, forms.toml, specs, ledgers' sidecars): far above any real
 # one; TOML and JSON nesting deeper than this is refused before the parser recurses

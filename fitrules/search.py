@@ -31,6 +31,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,12 @@ from fitrules.splits import (
 
 RULES = ("one-se", "best")
 DEFAULT_REFERENCES = ("composition", "log_additive")
+# a staged search (above SCREEN_ABOVE candidates, or --screen K): every candidate fitted on the
+# first SCREEN_SPLITS inner splits of each outer split, the SCREEN_KEEP best of each number of
+# constants kept there for the full nested fits
+SCREEN_SPLITS = 2
+SCREEN_KEEP = 25
+SCREEN_ABOVE = 2_000
 # a coarser starting grid, one start and a resolution of 1e-3 of each exponent's range (compare:
 # 1e-6): the search fits thousands of forms; fit and compare refit the forms it returns
 SEARCH_FIT_OPTIONS = FitOptions(grid_points=(41, 17, 9), n_starts=1, resolution=1e-3)
@@ -477,8 +484,14 @@ def _nested_task(indices: list[int]) -> list[tuple[int, Scored]]:
     return [(i, _score(s["forms"][i], s)) for i in indices]
 
 
-def _score(form: Form, s: dict, stop: int | None = None) -> Scored:
-    """Score ``form`` on every row of the nested masks (or the first ``stop``).
+def _screen_task(indices: list[int]) -> list[tuple[int, Scored]]:
+    s = _STATE
+    return [(i, _score(s["forms"][i], s, only=s["screen_rows"])) for i in indices]
+
+
+def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None = None) -> Scored:
+    """Score ``form`` on every row of the nested masks (or the first ``stop``, or the rows
+    ``only`` marks; the others are NaN).
 
     Under the cells-and-seeds protocol (``s["seeds"]``) outer split o and its inner splits
     are fitted on the runs at every seed id but fold ``o mod folds``'s, and the outer test
@@ -488,21 +501,33 @@ def _score(form: Form, s: dict, stop: int | None = None) -> Scored:
     masks = s["masks"]
     args = (s["objective"], s["options"], s["guard"])
     held = s.get("seeds")
-    n_rows = len(masks.train) if stop is None else stop
+    n_all = len(masks.train)
+    want = np.zeros(n_all, bool)
+    want[: n_all if stop is None else stop] = True
+    if only is not None:
+        want &= only
     if held is None:
-        return score_form(form, s["X"], s["y"], masks, *args, rows=slice(0, n_rows))
+        if want.all():
+            return score_form(form, s["X"], s["y"], masks, *args)
+        rows = np.flatnonzero(want)
+        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rows)
+        err, valid, mse = np.full(n_all, np.nan), np.zeros(n_all, bool), np.full(n_all, np.nan)
+        err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
+        return Scored(err, valid, sc.seconds, mse)
     n_out, n_in, nested = masks.n_outer, masks.n_inner, masks.inner.stop
-    err = np.full(n_rows, np.nan)
-    valid = np.zeros(n_rows, bool)
-    mse = np.full(n_rows, np.nan)
+    err = np.full(n_all, np.nan)
+    valid = np.zeros(n_all, bool)
+    mse = np.full(n_all, np.nan)
     seconds = 0.0
     for k, fold in enumerate(held["folds"]):
         outer = np.arange(k, n_out, len(held["folds"]))
         if not len(outer):
             continue
         inner = (n_out + outer[:, None] * n_in + np.arange(n_in)[None, :]).ravel()
-        inner = inner[inner < n_rows]
-        for rows, target in ((outer, fold["y_test"]), (inner, fold["y_fit"])):
+        for rows, target in (
+            (outer[want[outer]], fold["y_test"]),
+            (inner[want[inner]], fold["y_fit"]),
+        ):
             if not len(rows):
                 continue
             sc = score_form(form, s["X"], fold["y_fit"], masks, *args, rows=rows, y_test=target)
@@ -511,10 +536,11 @@ def _score(form: Form, s: dict, stop: int | None = None) -> Scored:
     on = np.isfinite(mse[:n_out])
     if on.any():  # one factor: a split's few held-out cells are too noisy to correct alone
         err[:n_out] *= SeedHoldout.rescale(float(np.mean(mse[:n_out][on])), held["excess"])
-    if n_rows > nested:
-        rest = score_form(form, s["X"], s["y"], masks, *args, rows=slice(nested, n_rows))
-        err[nested:], valid[nested:] = rest.error, rest.valid
-        seconds += rest.seconds
+    rest = np.flatnonzero(want[nested:]) + nested
+    if len(rest):
+        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rest)
+        err[rest], valid[rest] = sc.error, sc.valid
+        seconds += sc.seconds
     return Scored(err, valid, seconds, mse)
 
 
@@ -531,9 +557,37 @@ def _probe_values(form, X, probes, objective) -> np.ndarray:
     return out
 
 
-def _run(tasks: list[list[int]], worker, state: dict, jobs: int, on_done) -> list:
-    """Run ``worker`` over index chunks, in this process (jobs 1) or a pool, in order."""
+def _connect(scheduler: str):
+    """A client of the Dask cluster ``scheduler`` (imported here: Dask is optional)."""
+    from fitrules.sim.cluster import connect
+
+    return connect(scheduler)
+
+
+def _with_state(worker, state: dict, task: list[int]) -> list:
+    """``worker(task)`` with the search's state set (a Dask task: the state is scattered to
+    the workers once, and set per task, since a worker may run tasks of several searches)."""
+    _set_state(state)
+    return worker(task)
+
+
+def _run(tasks: list[list[int]], worker, state: dict, jobs: int, on_done, client=None) -> list:
+    """Run ``worker`` over index chunks, in this process (jobs 1), a pool, or on a Dask
+    cluster (``client``), in order: the results do not depend on where they ran."""
     results: list = []
+    if client is not None:
+        from distributed import as_completed
+
+        # one future for the whole state (a dict would be scattered value by value, under
+        # its keys, which the next scatter of a search would replace)
+        (shared,) = client.scatter([state], broadcast=True, hash=False)
+        futures = [client.submit(_with_state, worker, shared, t, pure=False) for t in tasks]
+        size = {f.key: len(t) for f, t in zip(futures, tasks, strict=True)}
+        for f in as_completed(futures):
+            on_done(size[f.key])
+        for f in futures:
+            results += f.result()
+        return results
     if jobs <= 1:
         saved = dict(_STATE)  # a search run inside a callback of another keeps its state
         _STATE.clear()
@@ -590,6 +644,9 @@ class Plan:
     seconds: float = 0.0
     memory: float = 0.0
     min_train: int = 0
+    screen_keep: int = 0  # a staged search: survivors per outer split and constants
+    screen_fits: int = 0  # fits of every candidate in the screen
+    survivors_max: int = 0  # the most candidates the full nested fits can take
 
 
 # bytes of one made candidate (its Form, parsed structure and key), generously: tracemalloc
@@ -671,9 +728,13 @@ def plan_search(
     options: FitOptions,
     guard: GuardOptions,
     variables: Sequence[str],
+    screen: int | str = 0,
 ) -> Plan:
     """The cost of a search from its grammar and options alone: candidates counted (not
     made), nested masks counted (not made), each kind of fit timed by pilots on a few masks.
+    A staged search (``screen``, see :func:`screen_size`) is costed with every candidate on
+    the screen's rows and, for the full nested fits, the most survivors there can be (the
+    ``screen`` best of each number of constants in each outer split and the final choice).
     """
     n = len(y)
     n_outer, min_train, inner_train = _shape(outer, table, inner_splits, inner_train_frac)
@@ -689,7 +750,11 @@ def plan_search(
         if k < min_train:
             by_q[q] = by_q.get(q, 0) + c
     n_fit = sum(by_q.values())
-    seconds, fitting = 0.0, 0.0
+    keep = screen_size(screen, n_fit)
+    classes = len({k for (k, q) in counts if k < min_train})
+    survivors_max = min(n_fit, (n_outer + 1) * keep * classes) if keep else n_fit
+    n_screen = n_outer * min(SCREEN_SPLITS, inner_splits) + SCREEN_SPLITS if keep else 0
+    full, screened, fitting = 0.0, 0.0, 0.0
     if n_generated <= MAX_SEARCH_CANDIDATES:  # beyond it the count alone refuses
         for q, c in sorted(by_q.items()):
             pilot = pilot_candidate(grammar, cols, q)
@@ -698,15 +763,20 @@ def plan_search(
             form = pilot.form.bind(list(cols))
             fixed, per = _pilot_seconds(form, cols, y, inner_train, objective, options, guard)
             # the nested fits, the two probe fits and the rank check (about one mask each)
-            seconds += c * (fixed + per * (rows + 3))
+            full += c * (fixed + per * (rows + 3))
+            screened += c * (fixed + per * (n_screen + 3))
             fitting = max(fitting, fit_memory(form, n, rows, options, inner_train))
+    seconds = screened + full * survivors_max / max(n_fit, 1) if keep else full
     memory = (
         n_generated * CANDIDATE_BYTES  # the candidates made
         + 2.0 * rows * n  # the nested masks (train and test)
         + n_fit * rows * 9.0  # each candidate's errors and flags
         + fitting
     )
-    return Plan(n_generated, n_fit, rows, n, by_q, seconds, memory, min_train)
+    return Plan(
+        n_generated, n_fit, rows, n, by_q, seconds, memory, min_train, keep,
+        n_screen + 3 if keep else 0, survivors_max,
+    )  # fmt: skip
 
 
 def check_plan(plan: Plan, jobs: int, yes: bool, shrink: dict[str, str]) -> None:
@@ -775,8 +845,20 @@ def run_search(
     yes: bool = False,
     seeds: str = "cells-and-seeds",
     at: Sequence[dict[str, float]] = (),
+    screen: int | str = "auto",
+    scheduler: str | None = None,
 ) -> Search:
     """Nested validation of every candidate of ``grammar`` on ``grid``; see the module.
+
+    ``screen``: a staged search keeps, after a screen on the first
+    :data:`SCREEN_SPLITS` inner splits of each outer split (and of the final choice), the
+    ``screen`` best candidates of each number of constants there for the full nested fits;
+    0 fits every candidate in full; ``auto`` (default) stages above :data:`SCREEN_ABOVE`
+    candidates (:func:`survivors`).
+
+    ``scheduler``: run the fits on a Dask cluster (an address, or ``local:N`` for a local
+    cluster of N processes; see :func:`fitrules.sim.cluster.connect`) instead of ``jobs``
+    local processes; the result is the same.
 
     ``at``: points (variable -> value, every variable of the search) where the pick will be
     used; its fit on all cells goes through the wild-extrapolation guard there. Its fits on
@@ -870,7 +952,7 @@ def run_search(
             )
     plan = plan_search(
         grammar, X, y, cells.table, counts, outer, inner_splits, inner_train_frac,
-        objective, options, guard, variables,
+        objective, options, guard, variables, screen,
     )  # fmt: skip
     check_plan(plan, jobs, yes, _shrink_options(grammar, outer, inner_splits, variables))
     # what nested_masks and the candidates would refuse, refused before the plan is shown
@@ -916,54 +998,85 @@ def run_search(
     )
     done = on_progress or (lambda k: None)
 
-    size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
-    prints = _run(_chunks(range(len(forms)), size), _fingerprint_task, state, jobs, done)
-    dropped: list[tuple[Candidate, str]] = [
-        (c, f"more constants than the fewest cells fitted ({n_fit})") for c in too_big
-    ]
-    keep_idx: list[int] = []
-    fps: list[np.ndarray] = []
-    owners: list[int] = []
-    scale = np.maximum(np.abs(probes), 1e-300).ravel()
-    for i, identifiable, values in prints:
-        c = fits_ok[i]
-        if not identifiable:
-            dropped.append((c, "a constant has no effect on the grid's cells"))
-            continue
-        if values is not None and np.isfinite(values).all():
-            fp = values.ravel() / scale
-            if fps:
-                same = np.flatnonzero((np.abs(np.array(fps) - fp) <= DUPLICATE_RTOL).all(axis=1))
-                if len(same):
-                    twin = fits_ok[owners[same[0]]].form.name
-                    dropped.append((c, f"the same function on these cells as {twin}"))
-                    continue
-            fps.append(fp)
-            owners.append(i)
-        keep_idx.append(i)
-    todo = list(keep_idx)
-    scored: dict[int, Scored] = {}
-    done(len(forms) - len(todo))
-    for i, s in _run(_chunks(todo, size), _nested_task, state, jobs, done):
-        scored[i] = s
-    if not keep_idx:
-        counts = Counter(why.split(" as ")[0].split(" (")[0] for _, why in dropped)
-        raise FitrulesError(
-            "every proposed form was dropped before fitting ("
-            + "; ".join(f"{k}: {v}" for k, v in counts.items())
-            + "); allow more terms, factors or variables"
+    with ExitStack() as stack:
+        # the fits on a Dask cluster when asked: the same tasks, the same results
+        client = stack.enter_context(_connect(scheduler)) if scheduler else None
+        size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
+        prints = _run(
+            _chunks(range(len(forms)), size), _fingerprint_task, state, jobs, done, client
         )
-    kept = [fits_ok[i] for i in keep_idx]
-    results = [scored[i] for i in keep_idx]
+        dropped: list[tuple[Candidate, str]] = [
+            (c, f"more constants than the fewest cells fitted ({n_fit})") for c in too_big
+        ]
+        keep_idx: list[int] = []
+        fps: list[np.ndarray] = []
+        owners: list[int] = []
+        scale = np.maximum(np.abs(probes), 1e-300).ravel()
+        for i, identifiable, values in prints:
+            c = fits_ok[i]
+            if not identifiable:
+                dropped.append((c, "a constant has no effect on the grid's cells"))
+                continue
+            if values is not None and np.isfinite(values).all():
+                fp = values.ravel() / scale
+                if fps:
+                    same = np.flatnonzero(
+                        (np.abs(np.array(fps) - fp) <= DUPLICATE_RTOL).all(axis=1)
+                    )
+                    if len(same):
+                        twin = fits_ok[owners[same[0]]].form.name
+                        dropped.append((c, f"the same function on these cells as {twin}"))
+                        continue
+                fps.append(fp)
+                owners.append(i)
+            keep_idx.append(i)
+        todo = list(keep_idx)
+        scored: dict[int, Scored] = {}
+        done(len(forms) - len(todo))
+        keep_n = screen_size(screen, len(todo))
+        allowed_outer = allowed_final = None
+        if keep_n:
+            # stage 1: every candidate on the first inner splits of each outer split and the
+            # first final splits; stage 2: the full nested fits of those that rank in the top
+            # keep_n of their number of constants somewhere (each outer split then picks only
+            # among the candidates its own screen kept: the screen reads no outer test cell)
+            state["screen_rows"] = screen_rows(masks, SCREEN_SPLITS)
+            for i, s in _run(_chunks(todo, size), _screen_task, state, jobs, done, client):
+                scored[i] = s
+            k_of = np.array([fits_ok[i].n_constants for i in todo])
+            errs = np.array([scored[i].error for i in todo])
+            allowed_outer, allowed_final = survivors(errs, k_of, masks, SCREEN_SPLITS, keep_n)
+            full = [todo[j] for j in np.flatnonzero(allowed_outer.any(axis=1) | allowed_final)]
+            for i, s in _run(
+                _chunks(full, size), _nested_task, state, jobs, lambda k: None, client
+            ):
+                scored[i] = s
+            screen_note = {"keep": keep_n, "splits": SCREEN_SPLITS, "screened": len(todo),
+                           "validated": len(full)}  # fmt: skip
+        else:
+            for i, s in _run(_chunks(todo, size), _nested_task, state, jobs, done, client):
+                scored[i] = s
+            screen_note = None
+        if not keep_idx:
+            counts = Counter(why.split(" as ")[0].split(" (")[0] for _, why in dropped)
+            raise FitrulesError(
+                "every proposed form was dropped before fitting ("
+                + "; ".join(f"{k}: {v}" for k, v in counts.items())
+                + "); allow more terms, factors or variables"
+            )
+        kept = [fits_ok[i] for i in keep_idx]
+        results = [scored[i] for i in keep_idx]
     ref_scores = [_score(f, state, stop=masks.inner.stop) for f in refs]
     out = _assemble(
-        grid, grammar, kept, results, masks, refs, ref_scores, rule, dropped, len(proposed)
-    )
+        grid, grammar, kept, results, masks, refs, ref_scores, rule, dropped, len(proposed),
+        allowed_outer, allowed_final,
+    )  # fmt: skip
     out.pick_guard = guard_pick(out, cells, masks, objective, guard, list(at))
     if out.pick_guard["named"]:
         out.warnings.append(pick_guard_warning(out.pick_guard))
     out.settings.update(
         at=[dict(p) for p in at],
+        screen=screen_note,
         outer=outer.describe(),
         outer_error=seed_note,
         inner_protocol=_inner_text(outer, masks.n_inner, inner_train_frac),
@@ -1127,9 +1240,61 @@ def front_flags(outer: np.ndarray, n_train: int, n_test: int) -> list[bool]:
     return flags
 
 
+def screen_size(screen: int | str, n: int) -> int:
+    """Survivors per outer split and number of constants of a staged search (0: none,
+    every candidate gets the full nested fits). ``auto``: :data:`SCREEN_KEEP` above
+    :data:`SCREEN_ABOVE` candidates, else 0."""
+    if screen == "auto":
+        return SCREEN_KEEP if n > SCREEN_ABOVE else 0
+    return int(screen)
+
+
+def screen_rows(masks: NestedMasks, k: int) -> np.ndarray:
+    """The rows a staged search's screen fits: the first ``k`` inner splits of each outer
+    split and the first ``k`` final splits."""
+    rows = np.zeros(len(masks.train), bool)
+    k = min(k, masks.n_inner)
+    for o in range(masks.n_outer):
+        start = masks.n_outer + o * masks.n_inner
+        rows[start : start + k] = True
+    f = masks.final
+    rows[f.start : min(f.start + max(k, 1), f.stop)] = True
+    return rows
+
+
+def survivors(
+    errors: np.ndarray, n_constants: np.ndarray, masks: NestedMasks, k: int, keep: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which candidates each outer split (C x outer) and the final choice (C,) keep after
+    the screen: per number of constants, the ``keep`` with the lowest median screened
+    error (log scale; a failed fit counts as infinitely bad)."""
+    C = len(errors)
+    k = min(k, masks.n_inner)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        L = np.log(np.where(np.isfinite(errors) & (errors > 0), errors, np.inf))
+    L = np.where(np.isnan(L), np.inf, L)
+
+    def top(score: np.ndarray) -> np.ndarray:
+        out = np.zeros(C, bool)
+        for c in np.unique(n_constants):
+            idx = np.flatnonzero(n_constants == c)
+            order = idx[np.argsort(score[idx], kind="stable")][:keep]
+            out[order[np.isfinite(score[order])]] = True
+        return out
+
+    allowed = np.zeros((C, masks.n_outer), bool)
+    for o in range(masks.n_outer):
+        start = masks.n_outer + o * masks.n_inner
+        allowed[:, o] = top(np.median(L[:, start : start + k], axis=1))
+    f = masks.final.start
+    final = top(np.median(L[:, f : f + max(k, 1)], axis=1))
+    return allowed, final
+
+
 def _assemble(
-    grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores, rule, dropped, n_generated
-) -> Search:
+    grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores, rule, dropped,
+    n_generated, allowed_outer=None, allowed_final=None,
+) -> Search:  # fmt: skip
     from fitrules.compare import robust_summary
 
     n_out, n_in = masks.n_outer, masks.n_inner
@@ -1153,6 +1318,8 @@ def _assemble(
         outs, ins, picked = [], [], []
         for o in range(n_out):
             eligible = allowed & np.isfinite(outer[:, o])
+            if allowed_outer is not None:  # a staged search: what this split's screen kept
+                eligible &= allowed_outer[:, o]
             i, score = select(inner[:, o, :], k, eligible, int(tr[o].min()), int(te[o].min()), rule)
             e_out = float(outer[i, o]) if i >= 0 else float("nan")
             rows.append(
@@ -1173,7 +1340,10 @@ def _assemble(
                 if i >= 0:
                     picks_all[i] += 1
         # from all cells: a candidate whose fit on every cell fails cannot be picked
-        fi, fscore = select(final, k, allowed & whole_ok, ftr, fte, rule)
+        final_ok = allowed & whole_ok
+        if allowed_final is not None:
+            final_ok &= allowed_final
+        fi, fscore = select(final, k, final_ok, ftr, fte, rule)
         valid = np.isfinite(outs)
         o_arr = np.asarray(outs)[valid]
         i_arr = np.asarray(ins)[valid]

@@ -945,6 +945,9 @@ def search_cases(draw) -> Case:
     argv += d.maybe("--train-frac", ["0.8", "3/4"], BAD_FRACTIONS, 4, 2)
     argv += d.maybe("--at", ["H=128,omega=3", "H=0.5,omega=0"],
                     ["H=128", "zz=1", "H=nan,omega=1", "H", ""], 5, 2)  # fmt: skip
+    argv += d.maybe("--screen", ["auto", "0", "2"], ["-1", "x", "", "2.5"], 5, 2)
+    if d.hostile and d.chance(12):  # a cluster is never started here: only bad addresses
+        argv.append(opt("--scheduler", d(st.sampled_from(["local:0", "local:x", "", " "]))))
     argv += d.maybe("--inner-train-frac", ["0.75", "2/3"], BAD_FRACTIONS, 4, 2)
     argv += d.maybe("--seed", [0, 5], BAD_SEEDS, 6, 2)
     argv += d.maybe("--rule", ["one-se", "best"], ["worst", ""], 4, 2)
@@ -1466,6 +1469,8 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "interactions", [1, 2], [0, 9, "2"])
         _kw(d, kw, "jobs", [1], [0, -1, 1.5, "2", True])
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
+        _kw(d, kw, "screen", ["auto", 0, 2, _np_int(1)], [-1, 2.5, "3", True, None])
+        _kw(d, kw, "scheduler", [None], ["local:0", 5, "", "local:x"])
         _kw(d, kw, "at", [None, "H=128,omega=3", [{"H": 0.5, "omega": 0.0}]],
             [5, "H=128", [{"H": "x", "omega": 1}], ["zz=1"], [{}], "H=inf,omega=1"])  # fmt: skip
         if d.hostile and d.chance(10):  # past the limits (issue 31): refused before any fit

@@ -157,3 +157,60 @@ def test_search_extrapolation_with_too_few_levels_is_refused():
     g = fr.load_grid(_nd_runs().query("N < 1e8"), metric="loss")  # 3 levels of N
     with pytest.raises(SplitError, match="too few levels of 'N'"):
         fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
+
+
+# ------------------------------------------------------------------ staged, and on a cluster
+def test_survivors_keep_the_best_of_each_number_of_constants_per_split():
+    from fitrules.search import survivors
+
+    m = nested_masks(RollingOrigin("N"), _table(), inner_splits=2, inner_train_frac=0.75, seed=0)
+    errors = np.full((4, len(m.train)), 5.0)
+    errors[1] = 1.0  # the best 2-constant candidate everywhere
+    errors[3] = np.nan  # a 3-constant candidate whose every fit failed
+    k = np.array([2, 2, 3, 3])
+    outer, final = survivors(errors, k, m, 2, keep=1)
+    assert outer.shape == (4, m.n_outer)
+    assert outer[1].all() and not outer[0].any()  # one kept per class: the better one
+    assert outer[2].all() and not outer[3].any()  # a candidate that failed is never kept
+    assert final.tolist() == [False, True, True, False]
+
+
+def test_a_staged_search_picks_in_each_outer_split_among_what_its_screen_kept():
+    g = fr.load_grid(_nd_runs(), metric="loss")
+    full = fr.search(g, references=[], screen=0, **LOG_ONLY)
+    staged = fr.search(g, references=[], screen=1, **LOG_ONLY)
+    sc = staged.settings["screen"]
+    assert full.settings["screen"] is None and sc["keep"] == 1
+    assert sc["validated"] < sc["screened"] == len(staged.candidates)
+    assert "staged: 6 candidates screened on 2 inner splits" in str(staged)
+    # each split picked a form that some screen kept; with one survivor a class, the
+    # candidates fitted in full are few, and the rest have no outer error at all
+    validated = staged.candidates["outer_valid"] > 0
+    assert int(validated.sum()) == sc["validated"]
+    assert set(staged.choices["form"].dropna()) <= set(staged.candidates["name"][validated])
+    assert staged.chosen.expression == full.chosen.expression
+
+
+def test_screen_is_checked(capsys, tmp_path):
+    g = fr.load_grid(_nd_runs(), metric="loss")
+    for bad in (-1, 2.5, "25", True):
+        with pytest.raises(FitrulesError, match="screen"):
+            fr.search(g, references=[], screen=bad, **LOG_ONLY)
+    path = tmp_path / "nd.csv"
+    _nd_runs().to_csv(path, index=False)
+    refused(["search", "--data", path, "--metric", "loss", "--screen", "many"], capsys, tmp_path,
+            r"--screen 'many': give a whole number >= 0")  # fmt: skip
+    refused(["search", "--data", path, "--metric", "loss", "--scheduler", "local:2",
+             "--jobs", "2"], capsys, tmp_path, r"--jobs 2 with --scheduler local:2")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_search_on_a_dask_cluster_gives_the_local_result():
+    pytest.importorskip("distributed")
+    g = fr.load_grid(_nd_runs(), metric="loss")
+    local = fr.search(g, references=[], screen=2, **LOG_ONLY)
+    remote = fr.search(g, references=[], screen=2, scheduler="local:2", **LOG_ONLY)
+    assert remote.chosen.expression == local.chosen.expression
+    cols = ["max_constants", "outer_median_pct", "final_choice", "on_front"]
+    pd.testing.assert_frame_equal(remote.budgets[cols], local.budgets[cols])
+    pd.testing.assert_frame_equal(remote.choices, local.choices)

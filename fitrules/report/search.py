@@ -140,6 +140,14 @@ def render_search(s) -> str:
         f"candidates: {s.n_generated:,} proposed, {len(s.candidates):,} fitted; dropped: "
         + (", ".join(f"{v} {k}" for k, v in s.pruned.items()) or "none"),
     ]
+    if st.get("screen"):
+        sc = st["screen"]
+        lines.append(
+            f"staged: {sc['screened']:,} candidates screened on {sc['splits']} inner splits of "
+            f"each outer split; {sc['validated']:,} given the full nested fits (the best "
+            f"{sc['keep']} of each number of constants in some outer split or the final "
+            "choice; each split picks among its own)"
+        )
     if st.get("left_out"):
         lines.append(
             "left out of the variables as other outcomes of each run: "

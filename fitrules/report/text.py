@@ -73,8 +73,11 @@ def _verdict(row: dict, basis: str) -> str:
     return (
         f"{a} vs {b}: {verdict}: error ratio {_fmt_ratio(row['ratio'])} "
         f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, "
-        + ("sign-flip over held-out cells" if "sign-flip" in (row.get("test") or "") else
-           "corrected t")
+        + (
+            "sign-flip over held-out cells"
+            if "sign-flip" in (row.get("test") or "")
+            else "corrected t"
+        )
         + f" p = {fmt_p(row['p'])}, Holm {fmt_p(p_adj)}. Descriptive: {counts}"
     )
 
@@ -388,9 +391,7 @@ def render_fitted(f) -> str:
     lines += [f"  {x}" for x in uncertainty_lines(f)]
     te = f.train_error
     if math.isfinite(te["heldout_error_pct"]) and math.isfinite(te["worst_cell_pct"]):
-        relative = (
-            f"mean {te['heldout_error_pct']:.3f}%, worst cell {te['worst_cell_pct']:.3f}%, "
-        )
+        relative = f"mean {te['heldout_error_pct']:.3f}%, worst cell {te['worst_cell_pct']:.3f}%, "
     else:  # a cell whose value is 0 has no relative error (abs_ls fits such grids)
         relative = "relative error not defined (a cell's value is 0), "
     lines += [
