@@ -7,6 +7,7 @@
     python benchmarks/bench_search.py --only optimism  # outer / inner without selection
     python benchmarks/bench_search.py --only chinchilla  # the real runs (skipped if absent)
     python benchmarks/bench_search.py --only extrapolation  # issue 29: asked to extrapolate
+    python benchmarks/bench_search.py --only staged  # issue 29: staged, and on a cluster
 
 speed: `fitrules search` with its defaults on the default grid (every form of the default
 grammar, 20 outer x 10 inner random splits, 230 fits per form) on ``--jobs`` processes, timed
@@ -38,6 +39,11 @@ sees the lower 6 levels of N, with ``--split extrapolate:N`` (rolling origins ou
 same question inside) and with random splits; each pick and the true form, fitted on the seen
 cells, scored at the 3 unseen levels. Target: the pick within 1.5x of the true form's error
 in at least 8 of 10 grids.
+
+staged: the screen's effect on the outer error on the default grid's grammar (in full and
+staged), then the data-constrained grid's default 3-variable grammar staged (timed, target
+under 15 minutes on 2 cores) and the same search on a Dask LocalCluster (the same picks and
+outer errors).
 
 chinchilla: the real Chinchilla runs of ../shared/external (log_huber, over N and D, two
 power-law terms or logs); whether the search finds E + A/N**alpha + B/D**beta or a procedure
@@ -473,12 +479,81 @@ def section_extrapolation(grids: int, jobs: int, seed: int = 29) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ staged, on a cluster
+def _find_external(name: str) -> Path | None:
+    for d in (ROOT / "data" / "external", ROOT.parent / "shared" / "external"):
+        if (d / name).exists():
+            return d / name
+    return None
+
+
+def _budget_table(s) -> list[tuple]:
+    return [(int(r["max_constants"]), round(float(r["outer_median_pct"]), 9), r["final_choice"])
+            for r in s.budgets.to_dict("records")]  # fmt: skip
+
+
+def section_staged(jobs: int, cluster: bool = True) -> None:
+    """Issue 29: a search that outgrows a laptop. (1) The screen's effect on the outer error,
+    on a grammar small enough to fit every candidate in full (the default grid, its default
+    grammar): outer median and pick at each budget, staged (``--screen 25``) and in full.
+    (2) The data-constrained grid (../shared/external, variables N, D, U, its training
+    split), the default grammar, staged automatically: wall time on ``jobs`` processes, and
+    the same search on a Dask LocalCluster of as many processes, whose picks and outer
+    errors must be the same."""
+    print("## staged search: the screen's effect (default grid, default grammar)")
+    res = {}
+    for screen in (0, 25):
+        t0 = time.perf_counter()
+        s = fr.search(None, references=[], jobs=jobs, screen=screen)
+        res[screen] = (s, time.perf_counter() - t0)
+    print("| at most k | outer median, full | staged | pick, full | staged |")
+    print("|---:|---:|---:|---|---|")
+    full, staged = res[0][0], res[25][0]
+    for a, b in zip(full.budgets.to_dict("records"), staged.budgets.to_dict("records"),
+                    strict=True):  # fmt: skip
+        fa = full.forms[a["final_choice"]].expression if a["final_choice"] else "none"
+        fb = staged.forms[b["final_choice"]].expression if b["final_choice"] else "none"
+        print(f"| {a['max_constants']} | {a['outer_median_pct']:.4f}% | "
+              f"{b['outer_median_pct']:.4f}% | `{fa}` | `{fb}` |")  # fmt: skip
+    sc = staged.settings["screen"]
+    print(f"full: {len(full.candidates):,} candidates in {res[0][1]:.0f} s; staged: "
+          f"{sc['validated']:,} of {sc['screened']:,} given the full nested fits, "
+          f"{res[25][1]:.0f} s ({res[0][1] / res[25][1]:.1f}x faster); same pick from all "
+          f"cells: {full.chosen.expression == staged.chosen.expression}", flush=True)  # fmt: skip
+
+    path = _find_external("data_constrained_muennighoff.csv")
+    if path is None:
+        print("skipping the data-constrained grid: data_constrained_muennighoff.csv is absent")
+        return
+    grid = fr.load_grid(path, metric="loss", where="D < 6e11 and N < 4.2e9")
+    print(f"\n## data-constrained grid ({len(grid.runs)} training runs), variables N, D, U, "
+          f"default grammar, staged automatically, {jobs} processes", flush=True)  # fmt: skip
+    t0 = time.perf_counter()
+    local = fr.search(grid, variables=["N", "D", "U"], jobs=jobs, references=[], yes=True)
+    wall = time.perf_counter() - t0
+    sc = local.settings["screen"]
+    print(f"local: {sc['screened']:,} candidates screened, {sc['validated']:,} in full; "
+          f"{wall / 60:.1f} min wall on {jobs} processes (target: under 15); pick "
+          f"`{local.chosen.expression}`, outer median {local.best['outer_median_pct']:.3f}%",
+          flush=True)  # fmt: skip
+    if not cluster:
+        return
+    t0 = time.perf_counter()
+    remote = fr.search(grid, variables=["N", "D", "U"], scheduler=f"local:{jobs}",
+                       references=[], yes=True)  # fmt: skip
+    wall_c = time.perf_counter() - t0
+    same = _budget_table(local) == _budget_table(remote)
+    print(f"LocalCluster of {jobs} processes: {wall_c / 60:.1f} min; pick "
+          f"`{remote.chosen.expression}`; picks and outer errors at every budget the same as "
+          f"the local run's: {same}", flush=True)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--only",
         choices=["speed", "recovery", "front", "optimism", "chinchilla", "outer-seeds",
-                 "extrapolation"],  # fmt: skip
+                 "extrapolation", "staged"],  # fmt: skip
         default=None,
     )
     ap.add_argument("--outer-grids", type=int, default=30, help="grids per truth, outer-seeds")
@@ -500,6 +575,8 @@ def main() -> None:
         section_outer_seeds(args.outer_grids, args.jobs)
     if args.only in (None, "extrapolation"):
         section_extrapolation(args.grids, args.jobs)
+    if args.only in (None, "staged"):
+        section_staged(args.jobs)
 
 
 if __name__ == "__main__":
