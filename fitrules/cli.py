@@ -626,6 +626,14 @@ def _add_compare(sub, common) -> None:
         "extrapolate:COL:VALUE (fit below VALUE, score from it on; or 'extrapolate:COL>=VALUE' "
         "in quotes), transfer (repeatable: one section per protocol, never pooled)",
     )
+    g.add_argument(
+        "--seeds",
+        default="cells",
+        choices=["cells", "cells-and-seeds"],
+        help="the held-out error's protocol: cells (default: every run of the training and "
+        "held-out cells) or cells-and-seeds (a third of the seed ids held out too, so that "
+        "the error is what new runs at new seed ids show)",
+    )
     g.add_argument("--fit-data", type=Path, default=None, help="transfer: the grid fitted")
     g.add_argument("--test-data", type=Path, default=None, help="transfer: the grid scored")
     g = p.add_argument_group("verdicts (which pairs are tested; Holm runs over them)")
@@ -756,6 +764,7 @@ def _compare(args) -> int:
         against=args.against,
         pairs=args.pairs,
         verdict_train_frac=args.verdict_train_frac,
+        seeds=args.seeds,
         **form_options,
     )
     results = []

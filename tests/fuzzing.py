@@ -559,6 +559,7 @@ def compare_cases(draw) -> Case:
     argv += d.maybe("--metric-range", ["0,3.61", "0,1e9"], ["3,1", "a,b", "0", ""], 8, 2)
     argv += d.maybe("--guard-excursion", ["10", "2.5"], ["0", "-1", "nan", "inf"], 8, 2)
     argv += d.maybe("--verdict-train-frac", ["0.9", "0.5", "3/4"], BAD_FRACTIONS, 6, 2)
+    argv += d.maybe("--seeds", ["cells", "cells-and-seeds"], ["seeds", ""], 6, 2)
     if d.chance(6):
         argv.append(opt("--against", d.pick(["composition", "log_additive"], ["bogus", ""], 3)))
     if d.chance(6):

@@ -80,3 +80,19 @@ def test_compare_can_hold_out_seed_ids_and_names_both_protocols():
     assert a.paired["p"].iloc[0] == b.paired["p"].iloc[0]
     with pytest.raises(SplitError, match="--seeds 'bogus' is unknown"):
         compare(g, forms, RandomSplit(4, 1 / 3, 0), seeds="bogus")
+
+
+def test_seeds_option_holds_out_seed_ids_and_says_so(capsys):
+    """Issue 28 left the cells-and-seeds protocol without a command-line flag."""
+    from fitrules.cli import main
+
+    assert main(["compare", "--splits", "12", "--forms", "composition,omega_only", "--seeds",
+                 "cells-and-seeds", "--json", "-"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert '"held_out": "cells and seeds: 3 folds of 1 of 3 seed ids' in out
+    assert main(["compare", "--splits", "12", "--forms", "composition,omega_only"]) == 0
+    line = capsys.readouterr().out.splitlines()[2]
+    assert line.startswith("splits (descriptive protocol)") and "held out by" not in line
+    assert main(["compare", "--splits", "12", "--forms", "composition", "--seeds",
+                 "cells-and-seeds"]) == 0  # fmt: skip
+    assert "held out by cells and seeds" in capsys.readouterr().out.splitlines()[2]

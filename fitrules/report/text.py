@@ -187,13 +187,18 @@ def data_line(data: dict) -> str:
 
 def protocol_line(settings: dict, n_train_min: int, cells: int) -> str:
     proto = settings["protocol"]
+    held = settings.get("held_out") or (settings.get("descriptive_protocol") or {}).get(
+        "held_out", ""
+    )
+    # the default (cells) is not repeated on every output; another protocol always is
+    tail = f"; held out by {held}" if held and not held.startswith("cells:") else ""
     if proto == "random":
         return (
             f"splits (descriptive protocol): {settings['n_splits']} random, {n_train_min} of "
             f"{cells} cells fitted (train fraction {settings['train_frac']:.3g}), seed "
-            f"{settings['seed']}"
+            f"{settings['seed']}" + tail
         )
-    return f"protocol: {proto}"
+    return f"protocol: {proto}" + tail
 
 
 def verdict_protocol_text(settings: dict, cells: int | str) -> str:
