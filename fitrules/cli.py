@@ -94,6 +94,20 @@ def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
         'backticks: "N = `Model Size`")',
     )
     g.add_argument(
+        "--rename",
+        action="append",
+        default=None,
+        metavar="OLD=NEW",
+        help="rename a column as the table is read, e.g. inner_steps=H or compression.keep=keep "
+        "(repeatable; before --derive and --where)",
+    )
+    g.add_argument(
+        "--drop-duplicates",
+        action="store_true",
+        help="drop rows that repeat an earlier row in every column (a run exported twice); "
+        "the count is printed",
+    )
+    g.add_argument(
         "--unit",
         default=None,
         help="the metric's unit for labels, e.g. nats (default: nats for tables written by "
@@ -168,6 +182,8 @@ def _load(args, path: Path | None = None):
         unit=args.unit,
         seed_col=args.seed_col,
         units=args.units,
+        rename=args.rename,
+        drop_duplicates=args.drop_duplicates,
     )
 
 
@@ -1288,7 +1304,8 @@ def _ci(args) -> int:
 
         grid = load_grid(DEFAULT_PAIRED, metric=args.metric, where=args.where or [],
                          derive=args.derive, unit=args.unit, seed_col=args.seed_col,
-                         units=args.units)  # fmt: skip
+                         units=args.units, rename=args.rename,
+                         drop_duplicates=args.drop_duplicates)  # fmt: skip
         if args.tune is None:
             args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
     else:

@@ -428,8 +428,8 @@ def compare(
     )
     floor, no_noise = noise_floor(cells, masks)
     X, y = cells.X, cells.y
-    held, seeds_note = (None, "cells") if test_grid is not None else _held_seeds(
-        grid, cells, seeds, splitter
+    held, seeds_note = (
+        (None, "cells") if test_grid is not None else _held_seeds(grid, cells, seeds, splitter)
     )
     if w is not None:  # the weights ride with the cells into every fit (fit.WEIGHT_KEY)
         X = {**X, WEIGHT_KEY: w}
@@ -562,8 +562,7 @@ def compare(
             "exact sign-flip over the held-out cells on log error ratios (the verdict "
             "protocol leaves one cell out), Holm across pairs"
             if loo
-            else "corrected resampled t (Nadeau-Bengio 2003) on log error ratios, Holm across "
-            "pairs"
+            else "corrected resampled t (Nadeau-Bengio 2003) on log error ratios, Holm across pairs"
             if random
             else "exact sign-flip over held-out groups where enough exist, Holm across pairs"
         ),

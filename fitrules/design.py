@@ -160,9 +160,7 @@ def integer_variables(grid: Grid, variables: tuple[str, ...]) -> set[str]:
     of the harness (a run cannot be made at H=1.414)."""
     fields = _run_fields()
     return {
-        v
-        for v in variables
-        if grid.runs[v].dtype.kind in "iub" or str(fields.get(v, "")) == "int"
+        v for v in variables if grid.runs[v].dtype.kind in "iub" or str(fields.get(v, "")) == "int"
     }
 
 

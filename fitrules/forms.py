@@ -341,9 +341,9 @@ class Form:
         if self.variables is not None:
             lacking = [v for v in self.variables if v not in columns]
             if lacking:
-                hint = _close(lacking[0], columns)
-                if lacking[0] == "omega" and "keep" in columns:
-                    hint = " (add --derive 'omega = 1/keep - 1')"
+                from fitrules.formats import rename_hint
+
+                hint = _close(lacking[0], columns) or rename_hint(lacking[0], columns)
                 raise FormError(
                     f"form {self.name!r} reads variable {lacking[0]!r}, which the "
                     f"grid lacks{hint}; columns: {', '.join(columns)}"

@@ -542,9 +542,7 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
             "fitted_on_this_data": same,
             "fitted_runs_left_out": 0 if same else n_fitted,
             "values": hit.to_numpy(float).tolist(),
-            "seeds": (
-                [_identity(v) for v in frame[grid.seed]] if grid.seed is not None else None
-            ),
+            "seeds": ([_identity(v) for v in frame[grid.seed]] if grid.seed is not None else None),
         }
         obs = float(hit.mean()) if len(hit) else math.nan
         if len(hit) and math.isfinite(obs) and obs != 0:

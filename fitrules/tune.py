@@ -262,8 +262,10 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
         isinstance(factors, Sequence) and all(isinstance(f, str) for f in factors)
     ):
         raise GridError(f"factors {factors!r}: give a column name or a list of them, e.g. ['lr']")
-    if tune_seeds is not None and not isinstance(tune_seeds, Sequence | str) and not np.isscalar(
-        tune_seeds
+    if (
+        tune_seeds is not None
+        and not isinstance(tune_seeds, Sequence | str)
+        and not np.isscalar(tune_seeds)
     ):
         raise GridError(f"tune_seeds {tune_seeds!r}: give a list of seeds, e.g. [0, 1], or None")
     where = str(grid.path or grid.name or "grid")

@@ -468,13 +468,50 @@ def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
                 args = [opt("--data", "g.parquet")]
         elif d.hostile and d.chance(30):
             files["g.csv"] = FIFO  # a pipe nobody writes to must not block
+        elif d.chance(10):  # the same runs as JSON lines (issue 32)
+            jsonl = _as_json_lines(files["g.csv"])
+            if jsonl is not None:
+                files = {"g.jsonl": jsonl}
+                args = [opt("--data", "g.jsonl")]
     args += d.maybe("--seed-col", ["seed"], ["nope", "loss", "H", ""], 8, 2)
+    args += d.maybe("--rename", RENAMES, BAD_RENAMES, 10, 2)
+    if d.chance(10):
+        args.append("--drop-duplicates")
     args += d.maybe("--units", ["H=steps", "H=steps,omega=1"], ["Q=x", "H", "=", ""], 8, 2)
     args += d.maybe("--where", WHERES, BAD_WHERES, 4, 2)
     args += d.maybe("--derive", DERIVES, BAD_DERIVES, 6, 2)
     if d.hostile and d.chance(8):
         args.append(opt("--metric", d(st.sampled_from(["H", "seed", "nope", "keep", "loss"]))))
     return args, files
+
+
+RENAMES = ["H=H", "omega=w", "seed=run_seed", "keep=compression.keep"]
+BAD_RENAMES = ["H", "=H", "nope=H", "H=seed", "H=", "a=b=c"]
+
+
+def _as_json_lines(csv: bytes) -> bytes | None:
+    """The CSV table as JSON lines (one object a run), or None if it does not parse."""
+    import csv as csvlib
+    import io
+    import json
+
+    try:
+        rows = list(csvlib.reader(io.StringIO(csv.decode())))
+    except (UnicodeDecodeError, csvlib.Error):
+        return None
+    if len(rows) < 2:
+        return None
+    header = rows[0]
+    out = []
+    for r in rows[1:]:
+        rec = {}
+        for k, v in zip(header, r, strict=False):
+            try:
+                rec[k] = json.loads(v) if v not in ("NaN", "nan", "inf", "-inf") else v
+            except ValueError:
+                rec[k] = v
+        out.append(json.dumps(rec))
+    return ("\n".join(out) + "\n").encode()
 
 
 PARQUET_CHANGES = ["index", "index", "multiindex", "float16", "float32", "list", "plain"]
@@ -1306,6 +1343,9 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "where", [(), "H >= 1", ["H >= 1", "keep <= 1"]], [5, "H = 1", ["zz > 1"]])
         _kw(d, kw, "derive", [(), "v = keep*2"], [5, "x", ["y = H/0"], [5]])
         _kw(d, kw, "unit", [None, "nats"], [5, ["a"]])
+        _kw(d, kw, "rename", [None, "H=H", {"omega": "w"}, ["keep=k"]],
+            ["H", 5, "nope=x", {"H": 5}, ["H=a", "H=b"]], 6)  # fmt: skip
+        _kw(d, kw, "drop_duplicates", [False, True], ["yes", 1.5, None], 6)
         return ApiCase(call, args, kw)
     if call == "stationary_loss":  # fitrules.theory (issue 33)
         args = (_arg(d, [1.0, [1.0, 0.5], (0.25, 2)], [0, -1.0, "a", [], NAN, None, [[1.0]],
@@ -1537,8 +1577,10 @@ def _call_api(case: ApiCase, root: Path):
         return fr.Grammar(**kw)
     if case.call == "write":
         grid, kind = args
-        result = fr.fit(grid, "composition") if kind == "fit" else fr.compare(
-            grid, forms="composition", splits=4
+        result = (
+            fr.fit(grid, "composition")
+            if kind == "fit"
+            else fr.compare(grid, forms="composition", splits=4)
         )
         target = kw["target"]
         if target == "link":

@@ -126,9 +126,7 @@ def design_html(d) -> str:
     if d.notes:
         parts.append("<b>Notes</b>" + _list(d.notes))
     if d.commands:
-        parts.append(
-            "<b>The loop</b><pre>" + html.escape("\n".join(d.commands)) + "</pre>"
-        )
+        parts.append("<b>The loop</b><pre>" + html.escape("\n".join(d.commands)) + "</pre>")
     parts.append(_p("Tables: .chosen, .candidates; figure: .plot(); JSON: .to_dict()"))
     return "\n".join(parts)
 

@@ -73,8 +73,11 @@ def _verdict(row: dict, basis: str) -> str:
     return (
         f"{a} vs {b}: {verdict}: error ratio {_fmt_ratio(row['ratio'])} "
         f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, "
-        + ("sign-flip over held-out cells" if "sign-flip" in (row.get("test") or "") else
-           "corrected t")
+        + (
+            "sign-flip over held-out cells"
+            if "sign-flip" in (row.get("test") or "")
+            else "corrected t"
+        )
         + f" p = {fmt_p(row['p'])}, Holm {fmt_p(p_adj)}. Descriptive: {counts}"
     )
 
@@ -150,6 +153,11 @@ def table_notes(data: dict) -> list[str]:
     from fitrules.grids import pooled_note
 
     out = []
+    if data.get("duplicates_dropped"):
+        n = data["duplicates_dropped"]
+        out.append(
+            f"dropped {n} exact cop{'ies' if n != 1 else 'y'} of other rows (--drop-duplicates)"
+        )
     if data.get("where"):
         n = data.get("filtered_out", 0)
         out.append(f"filtered out by where: {n} row{'s' if n != 1 else ''}")
@@ -388,9 +396,7 @@ def render_fitted(f) -> str:
     lines += [f"  {x}" for x in uncertainty_lines(f)]
     te = f.train_error
     if math.isfinite(te["heldout_error_pct"]) and math.isfinite(te["worst_cell_pct"]):
-        relative = (
-            f"mean {te['heldout_error_pct']:.3f}%, worst cell {te['worst_cell_pct']:.3f}%, "
-        )
+        relative = f"mean {te['heldout_error_pct']:.3f}%, worst cell {te['worst_cell_pct']:.3f}%, "
     else:  # a cell whose value is 0 has no relative error (abs_ls fits such grids)
         relative = "relative error not defined (a cell's value is 0), "
     lines += [
@@ -494,7 +500,13 @@ def render_summary(summary: dict) -> str:
     unit = f" {summary['unit']}" if summary.get("unit") else ""
     lines = [
         f"{summary['path']}: sha256 {summary['sha256']}",
-        f"rows read: {summary['rows_read']}; filtered out by --where: "
+        f"rows read: {summary['rows_read']}; "
+        + (
+            f"exact copies dropped: {summary['duplicates_dropped']}; "
+            if summary.get("duplicates_dropped")
+            else ""
+        )
+        + "filtered out by --where: "
         f"{summary['filtered_out']}; runs kept: {summary['runs']}",
         "excluded: " + (", ".join(f"{v} {k}" for k, v in summary["excluded"].items()) or "none"),
         f"metric: {summary['metric']} (range {summary['metric_range'][0]:.4g} to "
