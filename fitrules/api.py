@@ -65,6 +65,23 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
     return _load_grid(grid, **load)
 
 
+def _left_out(names: Sequence[str], cwd: Path | None = None) -> list[str]:
+    """A note naming the forms of ``forms.toml`` a comparison did not include."""
+    from fitrules.forms import BUILTIN_FORMS, available_forms
+
+    try:
+        extra = [n for n in available_forms(cwd) if n not in BUILTIN_FORMS and n not in names]
+    except FitrulesError:  # an unreadable forms.toml is refused where forms are named
+        return []
+    if not extra:
+        return []
+    return [
+        f"forms.toml defines {', '.join(extra)}, not compared here: name "
+        f"{'it' if len(extra) == 1 else 'them'} with --forms (forms= in Python) to include "
+        f"{'it' if len(extra) == 1 else 'them'}"
+    ]
+
+
 def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = None) -> list[Form]:
     """Forms from names (built-in or ``forms.toml``), inline ``"NAME = EXPR"`` lines and
     :class:`Form` objects; ``None`` is the built-in set."""
@@ -88,9 +105,11 @@ def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = Non
         elif isinstance(f, str):
             pool = pool if pool is not None else available_forms(cwd)
             if f not in pool:
+                from fitrules.forms import did_you_mean
+
                 raise FormError(
-                    f"unknown form {f!r}; available: {', '.join(pool)} (or give "
-                    "'NAME = EXPR' or a fitrules.Form)"
+                    f"unknown form {f!r}{did_you_mean(f, pool)}; available: {', '.join(pool)} "
+                    "(or give 'NAME = EXPR' or a fitrules.Form)"
                 )
             out.append(pool[f])
         else:
@@ -297,6 +316,7 @@ def compare(
     )
     cmp.tuning = tuning
     cmp.inputs = _input_paths(g, test)
+    cmp.warnings.extend(_left_out(names))
     if not isinstance(splitter, RandomSplit):
         cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
     return cmp

@@ -659,6 +659,12 @@ def _expand(tree: ex.Node, levels: Mapping[str, Sequence[float]], form: Form) ->
     return out
 
 
+def did_you_mean(name: str, names: Sequence[str] | dict) -> str:
+    """`` (did you mean 'composition'?)`` for a misspelt form name, else ``""``."""
+    close = difflib.get_close_matches(str(name), list(names), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _close(name: str, columns: Sequence[str]) -> str:
     lower = {c.lower(): c for c in columns}
     match = lower.get(name.lower()) or next(
@@ -1005,7 +1011,7 @@ def select_forms(
                 continue
             if n not in pool:
                 raise FormError(
-                    f"unknown form {n!r}; available: {', '.join(pool)} "
+                    f"unknown form {n!r}{did_you_mean(n, pool)}; available: {', '.join(pool)} "
                     "(or add one with --form 'NAME = EXPR')"
                 )
             chosen.append(pool[n])
@@ -1195,7 +1201,7 @@ def remove_form_from_file(name: str, cwd: Path | None = None) -> Path:
     existing = load_forms_file(path) if path.exists() else {}
     if name not in existing:
         raise FormError(
-            f"no form {name!r} in {path}"
+            f"no form {name!r} in {path}{did_you_mean(name, existing)}"
             + (f"; forms there: {', '.join(existing)}" if existing else "")
         )
     lines = path.read_text().splitlines()

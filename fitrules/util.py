@@ -69,3 +69,22 @@ def json_ready(obj):
     if isinstance(obj, float):
         return float(f"{obj:.{SIGNIFICANT}g}") if np.isfinite(obj) else None
     return obj
+
+
+class Text(str):
+    """A result's text view, as ``summary()`` returns it: a ``str`` that shows as itself in
+    a notebook or a REPL (not as a quoted string) and as preformatted HTML.
+
+    ``print(r.summary())`` and ``print(r)`` print the same text; the text is also what the
+    command line prints (statsmodels' ``results.summary()``, lmfit's ``fit_report()``).
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(str(self))}</pre>"

@@ -251,59 +251,24 @@ MANY_FLOORS = 3  # "every form misses by several times the noise floor" from thi
 
 
 def _winner_paragraph(best: dict, doc: dict) -> str:
-    """The form with the lowest median error; whether its edge is real; the noise floor."""
+    """The form with the lowest median error, against the noise floor and the guard (its
+    verdicts are in the Answer and the paired table, once each)."""
     name = best["form"]
     basis = doc["settings"].get("splits_used", "valid")
-    random = doc["settings"]["protocol"] == "random"
-    vs, separated, within_floor = [], [], []
+    within_floor = []
     floor = best.get("noise_floor_pct")
     for r in doc["paired"]:
         if name not in (r["a"], r["b"]) or not r["n"]:
             continue
-        mine, other = ("a", "b") if r["a"] == name else ("b", "a")
-        diff = r["median_diff_pct"] if mine == "a" else -r["median_diff_pct"]
-        if random and r.get("ratio") is not None:
-            ratio = r["ratio"] if mine == "a" else 1 / r["ratio"]
-            lo, hi = r["ratio_ci"]
-            if lo is None or hi is None:  # the log ratio did not vary over the splits
-                interval = "no interval (the ratio is the same in every split)"
-            else:
-                lo, hi = (lo, hi) if mine == "a" else (1 / hi, 1 / lo)
-                interval = f"interval {lo:.3g} to {hi:.3g}"
-            test = f"error ratio {ratio:.3g}, {interval}, Holm p = {fmt_p(r.get('p_holm'))}"
-        else:
-            test = (
-                f"Holm p = {fmt_p(r.get('p_holm'))}"
-                if r.get("p") is not None
-                else "no test can reject with these groups"
-            )
-        vs.append(
-            f"{r[other]}: lower in {r[mine + '_better']} of {r['n']} splits (descriptive), "
-            f"median difference {diff:+.3f} points, {test}"
-        )
-        p_adj = r.get("p_holm")
-        if p_adj is not None and p_adj < 0.05 and diff < 0:
-            separated.append(r[other])
-        if floor is not None and abs(diff) < floor:
-            within_floor.append(r[other])
+        other = r["b"] if r["a"] == name else r["a"]
+        if floor is not None and abs(r["median_diff_pct"]) < floor:
+            within_floor.append(other)
     on = "valid" if basis == "valid" else "(all, degenerate kept)"
+    # the verdicts themselves are in the Answer and once each in the paired table
     text = (
         f"**{name}** has the lowest median held-out error, {best['median_pct']:.3f}% over "
         f"{best['splits_used']} {on} splits (90th percentile {best['p90_pct']:.3f}%). "
-        "Against the other forms, on the splits used for both: " + "; ".join(vs) + ". "
     )
-    others = [r for r in vs]
-    if separated:
-        text += (
-            f"Its edge over {', '.join(separated)} exceeds the uncertainty of the comparison "
-            "(Holm-adjusted p < 0.05). "
-        )
-    rest = len(others) - len(separated)
-    if rest:
-        text += (
-            f"Against {'the other' if rest == 1 else f'the other {rest}'} the edge is within "
-            "the uncertainty of the comparison: these cells cannot separate them. "
-        )
     if within_floor:
         text += (
             f"Its median edge over {', '.join(within_floor)} is smaller than the noise floor "
@@ -333,8 +298,25 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     where = " and ".join(data["where"]) or "none"
     derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
     n_train = doc["results"][0]["n_train"] if doc["results"] else 0
+    from fitrules.compare import conclusion
+
+    ranked = sorted(
+        doc["summary"],
+        key=lambda r: math.inf if r["median_pct"] is None else r["median_pct"],
+    )
     lines = [
         f"# fitrules comparison: {', '.join(f['name'] for f in doc['forms'])}",
+        "",
+        "## Answer",
+        "",
+        *[f"{x}  " for x in conclusion(doc["summary"], doc["paired"])],
+        "",
+        summary_header(s.get("splits_used", "valid")),
+        *summary_rows(ranked),
+        "",
+        "Forms ranked by median held-out error; what each column means is under Summary.",
+        "",
+        "## Data and protocol",
         "",
         "| | |",
         "|---|---|",
@@ -367,18 +349,16 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         "",
         "## Summary",
         "",
-        summary_header(basis),
-        *summary_rows(doc["summary"]),
-        "",
-        "Per-split held-out errors: median, 10% trimmed mean, 90th percentile and the worst "
-        "split; worst cell is the largest error at a single held-out cell. The mean is left "
-        "out of the table (results.json keeps it): one runaway split can own it.",
+        "The table under Answer: per-split held-out errors: median, 10% trimmed mean, 90th "
+        "percentile and the worst split; worst cell is the largest error at a single "
+        "held-out cell. The mean is left out of the table (results.json keeps it): one "
+        "runaway split can own it.",
         "",
     ]
     if doc.get("warnings"):
         lines += ["**Warnings:**", "", *[f"- {w}" for w in doc["warnings"]], ""]
     if any(r["wild_splits"] for r in doc["summary"]):
-        lines += ["With and without the fits the guard names:", "", *tame_rows(doc["summary"]), ""]
+        lines += ["With and without the fits the guard names:", "", *tame_rows(ranked), ""]
     lines += [
         "Noise floor: the held-out error a predictor would show if it knew every cell's "
         "true mean, from the spread of the seeds (median over splits).",
@@ -415,22 +395,29 @@ def _paired_md(doc: dict, basis: str) -> list[str]:
         paired_heading(s, len(doc["paired"]), doc["data"]["cells"]),
         "",
     ]
-    lines += [f"- {verdict_sentence(r, basis)}" for r in doc["paired"]]
     if s["protocol"] == "random":
         lines += [
-            "",
-            "| a | b | descriptive splits | a lower | b lower | ties | median a - b | "
-            "verdict splits | error ratio a/b | interval | p | Holm p |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+            "| a | b | verdict | descriptive splits | a lower | b lower | ties | median a - b | "
+            "verdict splits | error ratio a/b | unadjusted interval | p | Holm p |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
         ]
         lines += [
-            f"| {r['a']} | {r['b']} | {r['n']} | {r['a_better']} | {r['b_better']} | "
+            f"| {r['a']} | {r['b']} | {r.get('verdict', '')} | {r['n']} | {r['a_better']} | "
+            f"{r['b_better']} | "
             f"{r['ties']} | {_num(r['median_diff_pct'], '+.3f')} | {r.get('verdict_n', r['n'])} "
             f"| {_num(r['ratio'], '.3g')} | "
             f"{_num(r['ratio_ci'][0], '.3g')} to {_num(r['ratio_ci'][1], '.3g')} | "
             f"{fmt_p(r['p'])} | {fmt_p(r.get('p_holm'))} |"
             for r in doc["paired"]
         ]
+        warned = [verdict_sentence(r, basis).partition(". Warning: ") for r in doc["paired"]]
+        lines += [
+            f"- {r['a']} vs {r['b']}: warning: {w[2]}"
+            for r, w in zip(doc["paired"], warned, strict=True)
+            if w[1]
+        ]
+    else:
+        lines += [f"- {verdict_sentence(r, basis)}" for r in doc["paired"]]
     lines += [
         "",
         "The p-value asks whether the forms' held-out errors differ by more than the cells of "

@@ -64,6 +64,7 @@ def _verdict(row: dict, basis: str) -> str:
         return f"{a} vs {b}: {counts}; {why.removeprefix('none: ')}"
     lo, hi = row["ratio_ci"]
     p_adj = row.get("p_holm")
+    unadjusted = "unadjusted " if row.get("p_holm") is not None else ""
     if p_adj is not None and p_adj < 0.05:
         better = a if row["ratio"] < 1 else b
         verdict = f"{better} predicts better"
@@ -72,7 +73,7 @@ def _verdict(row: dict, basis: str) -> str:
     on = f" over {row['verdict_n']} verdict splits" if row.get("verdict_n") is not None else ""
     return (
         f"{a} vs {b}: {verdict}: error ratio {_fmt_ratio(row['ratio'])} "
-        f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, "
+        f"({unadjusted}interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, "
         + (
             "sign-flip over held-out cells"
             if "sign-flip" in (row.get("test") or "")
@@ -224,6 +225,19 @@ def _family(settings: dict, n_pairs: int) -> str:
     return f"Holm across {k} comparison{'s' if k != 1 else ''} ({which})"
 
 
+def interval_note(settings: dict, n_pairs: int) -> str:
+    """What the paired intervals are adjusted for (nothing) and what the verdict is."""
+    k = settings.get("comparisons", n_pairs)
+    level = settings.get("level", 0.95)
+    if k <= 1:
+        return f"each interval is a {level:.0%} interval"
+    return (
+        f"each interval is the {level:.0%} interval of its pair alone, not adjusted for the "
+        f"{k} comparisons; the verdict is (Holm p < 0.05), so an interval that excludes 1 "
+        'beside "not distinguishable" is no contradiction'
+    )
+
+
 def paired_heading(settings: dict, n_pairs: int, cells: int | None = None) -> str:
     basis = settings.get("splits_used", "valid")
     on = "splits valid for both forms" if basis == "valid" else "all splits (degenerate kept)"
@@ -232,7 +246,8 @@ def paired_heading(settings: dict, n_pairs: int, cells: int | None = None) -> st
         return (
             f"Paired verdicts, on {on}: corrected resampled t test (Nadeau-Bengio) on log "
             f"error ratios over the verdict protocol, "
-            f"{verdict_protocol_text(settings, n)}; {_family(settings, n_pairs)}. Counts of "
+            f"{verdict_protocol_text(settings, n)}; {_family(settings, n_pairs)}; "
+            f"{interval_note(settings, n_pairs)}. Counts of "
             "splits won come from the descriptive protocol and are descriptive, not evidence "
             "(random splits share cells):"
         )
@@ -246,7 +261,11 @@ def render_comparison(cmp) -> str:
     s = cmp.settings
     basis = s.get("splits_used", "valid")
     n_train = int(cmp.results["n_train"].min()) if len(cmp.results) else 0
-    lines = [
+    # the answer first: the conclusion, then the forms ranked by median held-out error
+    lines = [*cmp.conclusion, "", table(cmp.ranking, summary_columns(basis))]
+    lines += [f"warning: {w}" for w in getattr(cmp, "warnings", [])]
+    lines += [
+        "",
         data_line(cmp.data),
         f"{protocol_line(s, n_train, cmp.data['cells'])}; objective {s['objective']}; "
         f"weights {s.get('weights', 'cells')}; "
@@ -257,8 +276,6 @@ def render_comparison(cmp) -> str:
     if s["protocol"] != "random":
         for lab, g in cmp.results.groupby("split", sort=True):
             lines.append(f"  split {lab}: {g['split_label'].iloc[0]}")
-    lines += ["", table(cmp.summary, summary_columns(basis))]
-    lines += [f"warning: {w}" for w in getattr(cmp, "warnings", [])]
     for f in cmp.forms:  # ranges read from the grid's values, named where they were used
         ranges = {c: r for c, r in getattr(f, "ranges", {}).items() if c not in f.bounds}
         if ranges:
@@ -270,7 +287,7 @@ def render_comparison(cmp) -> str:
     if seed_line:
         lines += [seed_line]
     if cmp.summary["wild_splits"].sum():
-        lines += ["", "With and without the wild fits:", table(cmp.summary, TAME_COLUMNS)]
+        lines += ["", "With and without the wild fits:", table(cmp.ranking, TAME_COLUMNS)]
     if len(cmp.paired):
         lines += ["", paired_heading(s, len(cmp.paired), cmp.data["cells"])]
         lines += [f"  {verdict_sentence(r, basis)}" for r in cmp.paired.to_dict("records")]
