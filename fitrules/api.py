@@ -14,6 +14,7 @@ The command line parses its arguments, calls one of these and prints what it ret
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import numbers
@@ -63,6 +64,24 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
 
         grid = resolve_data(grid)
     return _load_grid(grid, **load)
+
+
+@contextlib.contextmanager
+def _compare_progress(progress, on_progress, splitter, forms, train_frac, verdict_train_frac):
+    """The callback compare reports fits to: the caller's, or a bar counting splits (in a
+    notebook by default), or none."""
+    from fitrules.splits import RandomSplit
+    from fitrules.util import in_notebook, split_progress
+
+    if on_progress is not None or progress is False or (progress is None and not in_notebook()):
+        yield on_progress
+        return
+    random = isinstance(splitter, RandomSplit)
+    passes = 2 if random and train_frac < verdict_train_frac else 1
+    n = int(splitter.n_splits) if random else None
+    desc = f"fitting {len(forms)} form{'s' if len(forms) != 1 else ''}"
+    with split_progress(n, len(forms) * passes, desc, True) as step:
+        yield step
 
 
 def _left_out(names: Sequence[str], cwd: Path | None = None) -> list[str]:
@@ -188,6 +207,7 @@ def compare(
     shared: Sequence[str] | str | None = None,
     weights: str = "cells",
     seeds: str = "cells",
+    progress: bool | None = None,
 ):
     """Fit every form on the same splits of a grid's cells and compare held-out errors.
 
@@ -219,7 +239,10 @@ def compare(
         splits (same seed) fitting this fraction of the cells (default 0.9), where the
         corrected t test has power; summaries and counts of splits won describe the
         ``train_frac`` splits. See README, "What a verdict means".
-    on_progress : called with the number of splits finished, for a progress bar.
+    on_progress : called with the number of fits finished (one per split, form and
+        protocol), for a progress bar of your own; none is then drawn.
+    progress : a progress bar counting splits, with a steady ETA: tqdm's widget in a
+        notebook, a text bar on stderr elsewhere. Default (None): shown in a notebook only.
     fix, bounds, by, shared, weights : see :func:`fit`.
     seeds : the descriptive splits' held-out protocol: ``"cells"`` (default: every run of
         the training and held-out cells) or ``"cells-and-seeds"`` (seed ids held out too,
@@ -299,21 +322,25 @@ def compare(
     check_verdict_train_frac(verdict_train_frac)
     if test is not None:
         _check_same_metric(g, test)
-    cmp = compare_splits(
-        g,
-        chosen,
-        splitter,
-        Objective(objective, delta),
-        keep_degenerate,
-        on_progress=on_progress,
-        test_grid=test,
-        guard=GuardOptions(guard_span, guard_se, metric_range, guard_excursion),
-        level=level,
-        pairs=family,
-        verdict_train_frac=verdict_train_frac,
-        weights=weights,
-        seeds=arg.text(seeds, "seeds"),
-    )
+    if progress is not None and not isinstance(progress, bool):
+        raise FitrulesError(f"progress {progress!r}: must be True, False or None")
+    with _compare_progress(progress, on_progress, splitter, chosen, train_frac,
+                           verdict_train_frac) as step:  # fmt: skip
+        cmp = compare_splits(
+            g,
+            chosen,
+            splitter,
+            Objective(objective, delta),
+            keep_degenerate,
+            on_progress=step,
+            test_grid=test,
+            guard=GuardOptions(guard_span, guard_se, metric_range, guard_excursion),
+            level=level,
+            pairs=family,
+            verdict_train_frac=verdict_train_frac,
+            weights=weights,
+            seeds=arg.text(seeds, "seeds"),
+        )
     cmp.tuning = tuning
     cmp.inputs = _input_paths(g, test)
     cmp.warnings.extend(_left_out(names))

@@ -368,6 +368,11 @@ def _write_report(args, write, *a, **k) -> None:
     """Write the report (into its taken directory) and remember it was written."""
     from fitrules.report.figures import figure_formats
 
+    if not getattr(args, "quiet", False) and (
+        getattr(args, "progress", None) or (getattr(args, "progress", None) is None
+                                            and sys.stderr.isatty())
+    ):  # fmt: skip
+        print(f"writing the report (tables and figures) to {args.report} ...", file=sys.stderr)
     with figure_formats(args.figure_format):
         write(*a, **k)
     if args.report_slot is not None:
@@ -718,7 +723,7 @@ def _compare(args) -> int:
     from fitrules.forms import select_forms
     from fitrules.guard import parse_metric_range
     from fitrules.report.text import render_comparison
-    from fitrules.util import progress
+    from fitrules.util import split_progress
 
     names = [n.strip() for n in args.forms.split(",") if n.strip()] if args.forms else None
     forms = select_forms(names, args.form)
@@ -758,7 +763,8 @@ def _compare(args) -> int:
     # random splits are fitted twice: the descriptive splits and the verdict's (unless the
     # descriptive train fraction is already the verdict's)
     fits_per_split = 2 if args.train_frac < args.verdict_train_frac else 1
-    total = n * len(protocols) * len(forms) * fits_per_split if random_only else None
+    # the bar counts splits (what --splits asked for), each one fit per form and pass
+    total = n * len(protocols) if random_only else None
     common = dict(
         train_frac=args.train_frac,
         seed=args.seed,
@@ -775,7 +781,8 @@ def _compare(args) -> int:
         **form_options,
     )
     results = []
-    with progress(total=total, desc="fitting", enabled=_progress_enabled(args)) as bar:
+    desc = f"fitting {len(forms)} form{'s' if len(forms) != 1 else ''}"
+    with split_progress(total, len(forms) * fits_per_split, desc, _progress_enabled(args)) as step:
         for proto in protocols:
             splits = n if proto.strip() == "random" else None
             if proto.strip() == "transfer":
@@ -789,7 +796,7 @@ def _compare(args) -> int:
                         forms,
                         split="transfer",
                         test_grid=_load(args, args.test_data),
-                        on_progress=bar.update,
+                        on_progress=step,
                         **common,
                     )
                 )
@@ -802,7 +809,7 @@ def _compare(args) -> int:
                         split=proto,
                         tune=args.tune,
                         tune_seeds=_tune_seeds(args),
-                        on_progress=bar.update,
+                        on_progress=step,
                         **common,
                     )
                 )

@@ -35,6 +35,54 @@ from fitrules.util import json_ready
 INFORMATION_NOTE = "in-sample, on cell means; held-out error, not these, is what compare ranks"
 
 
+class Prediction(dict):
+    """What :meth:`FittedForm.predict` returns: a dict of the prediction and its intervals
+    (keys as documented there), that renders itself like every result: ``str()`` and
+    :meth:`summary` in words, ``_repr_html_`` in a notebook, :meth:`to_json`.
+
+    Attributes
+    ----------
+    form : the name of the form that predicts.
+    """
+
+    def __init__(self, values: dict, form: str = "") -> None:
+        super().__init__(values)
+        self.form = form
+
+    def __str__(self) -> str:
+        from fitrules.report.text import prediction_line
+
+        return f"{self.form}: {prediction_line(self)}" if self.form else prediction_line(self)
+
+    def __repr__(self) -> str:
+        where = ", ".join(f"{k}={v:g}" for k, v in self["given"].items())
+        return f"Prediction({self.form} at {where}: {self['prediction']:.5g})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<p><b>fitrules prediction</b>: {html.escape(str(self))}</p>"
+
+    def summary(self) -> str:
+        """The prediction in words (the same as ``str(self)``)."""
+        from fitrules.util import Text
+
+        return Text(str(self))
+
+    def to_dict(self) -> dict:
+        """The prediction as a plain dict, JSON-ready (NaN becomes null)."""
+        return json_ready({"form": self.form, **self})
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        from fitrules.util import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text, "path")
+        return text
+
+
 @dataclass
 class FittedForm:
     """A form fitted on all cells of a grid.
@@ -198,7 +246,7 @@ class FittedForm:
     @api_terms
     def predict(
         self, point: str | dict | None = None, runs: int | None = None, **values: float
-    ) -> dict:
+    ) -> Prediction:
         """The prediction at a point, in the grid or not, with its uncertainty.
 
         Parameters
@@ -211,8 +259,9 @@ class FittedForm:
 
         Returns
         -------
-        dict
-            ``given`` (the values as given), ``point`` (the form's variables),
+        Prediction
+            A dict that renders itself (``print(p)``, ``p.summary()``, HTML in a notebook,
+            ``p.to_json()``): ``given`` (the values as given), ``point`` (the form's variables),
             ``prediction``, ``stderr`` (delta method, from the Jacobian: the constants only);
             ``interval`` with ``interval_kind`` and ``level``: the prediction interval for
             the configuration's mean loss, which carries the form's misfit as held-out cells
@@ -295,7 +344,7 @@ class FittedForm:
                 f"{self.bootstrap.kind} bootstrap: the constants only (as if the form were exact)"
             )
             out["level"] = self.bootstrap.level if out["level"] is None else out["level"]
-        return out
+        return Prediction(out, form=self.form.name)
 
     # ------------------------------------------------------------ views
     def __repr__(self) -> str:

@@ -1401,6 +1401,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "metric_range", [None, (0, 10)], [(3, 1), "0,3", (0,), (NAN, 1), 5])
         _kw(d, kw, "level", [0.95, 0.9], BAD_LEVELS_API)
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
+        _kw(d, kw, "progress", [None, False, True], ["yes", 2, 0.5], 6)
         return ApiCase(call, args, kw)
     if call in ("fit", "predict"):
         args = (_grid_arg(d, call == "fit"),)
@@ -1612,7 +1613,7 @@ EXPECTED_TYPES = {
     "load_grid": "Grid",
     "compare": "Comparison",
     "fit": "FittedForm",
-    "predict": "dict",
+    "predict": "Prediction",
     "ci": "PairedIntervals",
     "tune": "Tuning",
     "design": "Design",

@@ -381,6 +381,34 @@ def information_line(f) -> str:
     )
 
 
+def prediction_line(p: dict) -> str:
+    """One prediction in words: the value, its standard error and its intervals."""
+    where = ", ".join(f"{k}={v:g}" for k, v in p["given"].items())
+    se = p["stderr"]
+    se_text = f"{se:.2g}" if se is not None and math.isfinite(se) else "n/a"
+    line = f"prediction at {where}: {p['prediction']:.5g} (standard error {se_text}"
+    pct = round(100 * p["level"]) if p.get("level") else None
+    if p.get("interval") is not None:
+        lo, hi = p["interval"]
+        line += (
+            f"; {pct}% interval for the configuration's mean over new seed ids {lo:.5g} to {hi:.5g}"
+        )
+    if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get("interval"):
+        lo, hi = p["interval_grid_seeds"]
+        line += f"; at the grid's seed ids {lo:.5g} to {hi:.5g}"
+    if p.get("interval_runs") is not None:
+        lo, hi = p["interval_runs"]
+        line += f"; for the mean of {p['runs']} new runs at fresh seed ids {lo:.5g} to {hi:.5g}"
+    if p.get("constants_interval") is not None:
+        lo, hi = p["constants_interval"]
+        line += f"; constants' uncertainty only {lo:.5g} to {hi:.5g}"
+    if p.get("extrapolation"):
+        line += "; outside the fitted cells: " + ", ".join(
+            f"{k} {v:.3g}x beyond" for k, v in p["extrapolation"].items()
+        )
+    return line + ")"
+
+
 def render_fitted(f) -> str:
     """A fitted form: data, constants with standard errors (and intervals), correlations,
     training error, diagnostics and predictions."""
@@ -422,34 +450,7 @@ def render_fitted(f) -> str:
         information_line(f),
         "diagnostics: " + ("none (well posed)" if not f.reasons else "; ".join(f.reasons)),
     ]
-    for p in f.predictions:
-        where = ", ".join(f"{k}={v:g}" for k, v in p["given"].items())
-        se = p["stderr"]
-        se_text = f"{se:.2g}" if se is not None and math.isfinite(se) else "n/a"
-        line = f"prediction at {where}: {p['prediction']:.5g} (standard error {se_text}"
-        pct = round(100 * p["level"]) if p.get("level") else None
-        if p.get("interval") is not None:
-            lo, hi = p["interval"]
-            line += (
-                f"; {pct}% interval for the configuration's mean over new seed ids "
-                f"{lo:.5g} to {hi:.5g}"
-            )
-        if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get(
-            "interval"
-        ):
-            lo, hi = p["interval_grid_seeds"]
-            line += f"; at the grid's seed ids {lo:.5g} to {hi:.5g}"
-        if p.get("interval_runs") is not None:
-            lo, hi = p["interval_runs"]
-            line += f"; for the mean of {p['runs']} new runs at fresh seed ids {lo:.5g} to {hi:.5g}"
-        if p.get("constants_interval") is not None:
-            lo, hi = p["constants_interval"]
-            line += f"; constants' uncertainty only {lo:.5g} to {hi:.5g}"
-        if p.get("extrapolation"):
-            line += "; outside the fitted cells: " + ", ".join(
-                f"{k} {v:.3g}x beyond" for k, v in p["extrapolation"].items()
-            )
-        lines.append(line + ")")
+    lines += [prediction_line(p) for p in f.predictions]
     if f.heldout is not None and f.predictions:
         lines.append(
             f"prediction intervals: {f.heldout.describe()}; they do not cover a change of "
