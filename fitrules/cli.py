@@ -19,7 +19,8 @@ from fitrules.errors import FitrulesError, UsageError, command_line
 _ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
 DEFAULT_DATA_HELP = (
-    "results table (CSV or Parquet), one row a run, or the name of a shipped grid such as "
+    "results table (CSV, Parquet or JSON lines), one row a run, or the name of a shipped grid "
+    "such as "
     "main (default: the committed main grid, data/main.csv, at inner lr 3e-4)"
 )
 
@@ -68,7 +69,7 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number or fraction") from None
 
 
-def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
+def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP, labels: bool = True) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", type=Path, default=None, help=default_help)
     g.add_argument("--metric", default=None, help="metric column (default: loss, else val_loss)")
@@ -111,13 +112,17 @@ def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
         "--unit",
         default=None,
         help="the metric's unit for labels, e.g. nats (default: nats for tables written by "
-        "fitrules simulate, otherwise none)",
+        "fitrules simulate, otherwise none)"
+        if labels
+        else argparse.SUPPRESS,  # accepted, but the command draws and labels nothing
     )
     g.add_argument(
         "--units",
         default=None,
         metavar="NAME=UNIT,...",
-        help='units of variables for axis labels, e.g. "N=parameters,D=tokens"',
+        help='units of variables for axis labels, e.g. "N=parameters,D=tokens"'
+        if labels
+        else argparse.SUPPRESS,
     )
 
 
@@ -1164,7 +1169,7 @@ def _add_forms(sub, common) -> None:
         "otherwise its variables are resolved against --data (default: the main grid).",
     )
     q.add_argument("name", help="the form's name")
-    _add_data_options(q)
+    _add_data_options(q, labels=False)
     q.set_defaults(func=_forms_show)
     q = fsub.add_parser(
         "add",
@@ -1177,7 +1182,7 @@ def _add_forms(sub, common) -> None:
     )
     q.add_argument("name", help='the form\'s name, optionally with its variables: "mine(H, omega)"')
     q.add_argument("expression", help='the expression, e.g. "L0 + a*omega**c"')
-    _add_data_options(q)
+    _add_data_options(q, labels=False)
     q.set_defaults(func=_forms_add)
     q = fsub.add_parser(
         "remove", parents=[common], help="remove a form from forms.toml in the working directory"
@@ -1786,18 +1791,81 @@ def _ledger_verify(args) -> int:
 
 
 # ---------------------------------------------------------------- main
+# examples at the end of each command's --help (tests/test_help.py parses every one)
+EXAMPLES = {
+    "compare": [
+        "fitrules compare --splits 300",
+        "fitrules compare --forms composition,additive --form 'mine = L0 + a*omega**c' "
+        "--report reports/mine",
+        "fitrules compare --data wandb_export.csv --metric val/loss --rename inner_steps=H "
+        "--derive 'omega = 1/`compression.keep` - 1' --drop-duplicates",
+    ],
+    "design": ["fitrules design --forms composition,additive --budget 24"],
+    "search": ["fitrules search --terms 3 --max-constants 5 --jobs 2 --report reports/search"],
+    "fit": [
+        "fitrules fit --form composition --intervals --predict 'H=8,keep=0.25' --runs 3",
+        "fitrules fit --form 'mine = L0 + a*omega**c' --report reports/fit-mine",
+    ],
+    "validate": ["fitrules validate data/main.csv --where 'lr == 3e-4'"],
+    "ci": [
+        "fitrules ci",
+        "fitrules ci --data main --where 'lr == 3e-4' --baseline H=1,keep=1 --treatment-sweep H",
+    ],
+    "predict": [
+        "fitrules predict --form composition --at 'H=8,keep=0.25' --ledger predictions.jsonl"
+    ],
+    "score": ["fitrules score --ledger predictions.jsonl --data new_runs.csv"],
+    "ledger": ["fitrules ledger verify --ledger predictions.jsonl"],
+    "ledger verify": ["fitrules ledger verify --ledger predictions.jsonl --head HASH"],
+    "forms": ["fitrules forms list", "fitrules forms show composition"],
+    "forms list": ["fitrules forms list"],
+    "forms show": ["fitrules forms show composition"],
+    "forms add": ["fitrules forms add 'mine(H, omega)' 'L0 + a*omega**c*(H/16)**b'"],
+    "forms remove": ["fitrules forms remove mine"],
+    "simulate": [
+        "fitrules simulate main --out runs.csv --jobs 2",
+        "fitrules simulate main --cell 'H=8,keep=0.25' --out one.csv",
+    ],
+}
+
+
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but the examples keep their lines (commands are not rewrapped)."""
+
+    def _fill_text(self, text, width, indent):
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _with_examples(parser: argparse.ArgumentParser, name: str) -> None:
+    """``parser`` and its subcommands' parsers end their help with examples."""
+    lines = EXAMPLES.get(name)
+    if lines:
+        parser.epilog = "examples:\n" + "\n".join(f"  {line}" for line in lines)
+        parser.formatter_class = _ExamplesFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub_parser in action.choices.items():
+                _with_examples(sub_parser, f"{name} {sub_name}".strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fitrules import __version__
 
     parser = _Parser(
         prog="fitrules",
         description="Decide honestly whether a closed-form rule predicts a grid of experiments.",
+        epilog="examples:\n  fitrules compare --splits 300\n  fitrules compare --help"
+        "\n\nfitrules COMMAND --help shows a command's options and examples",
+        formatter_class=_ExamplesFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fitrules {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = _common()
     for add in _ADDERS:
         add(sub, common)
+    _with_examples(parser, "")
     return parser
 
 
@@ -1875,6 +1943,9 @@ def main(argv: list[str] | None = None) -> int:
     global _ARGV
     _ARGV = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if not _ARGV:  # bare `fitrules`: the help, on stdout, exit 0 (as pip and docker do)
+        parser.print_help()
+        return 0
     outputs = Outputs()
     name = "fitrules"
     with _sigterm_as_interrupt(), _headless(), command_line():
