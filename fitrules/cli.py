@@ -281,6 +281,13 @@ def _add_report_options(p) -> None:
         metavar="FORMATS",
         help="figure formats in the report, comma-separated: png (always), svg, pdf (default png)",
     )
+    p.add_argument(
+        "--labels",
+        default=None,
+        metavar="COL=LABEL,...",
+        help="axis labels for columns in the report's figures, e.g. 'val/loss=validation loss' "
+        "(default: the column names)",
+    )
 
 
 def _inputs(args) -> list[Path]:
@@ -352,6 +359,9 @@ def _take_outputs(args) -> None:
         from fitrules.report.figures import parse_formats
 
         parse_formats(args.figure_format)  # a bad format is refused before any work
+        from fitrules.report.figures import parse_labels
+
+        parse_labels(getattr(args, "labels", None))
         for p in inputs:
             if p.exists() and _within(p, report):
                 raise FitrulesError(
@@ -371,14 +381,14 @@ def _take_outputs(args) -> None:
 
 def _write_report(args, write, *a, **k) -> None:
     """Write the report (into its taken directory) and remember it was written."""
-    from fitrules.report.figures import figure_formats
+    from fitrules.report.figures import axis_labels, figure_formats
 
     if not getattr(args, "quiet", False) and (
         getattr(args, "progress", None) or (getattr(args, "progress", None) is None
                                             and sys.stderr.isatty())
     ):  # fmt: skip
         print(f"writing the report (tables and figures) to {args.report} ...", file=sys.stderr)
-    with figure_formats(args.figure_format):
+    with figure_formats(args.figure_format), axis_labels(getattr(args, "labels", None)):
         write(*a, **k)
     if args.report_slot is not None:
         args.report_slot.written = True

@@ -220,17 +220,19 @@ class Comparison:
         force: bool = False,
         command: str = "",
         figure_format: str | Sequence[str] | None = None,
+        labels: str | dict | None = None,
     ) -> Path:
         """Write a report directory (report.md, figures, results.json, splits.csv); figures
-        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them."""
+        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them;
+        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``)."""
         from fitrules.errors import report_parameter
         from fitrules.outputs import check_result_output, inputs_of
-        from fitrules.report.figures import figure_formats
+        from fitrules.report.figures import axis_labels, figure_formats
         from fitrules.report.markdown import comparison_report
 
         check_result_output(target, inputs_of(self), "target", "dir")
         with report_parameter("target"):
-            with figure_formats(figure_format):
+            with figure_formats(figure_format), axis_labels(labels):
                 return comparison_report(
                     self, self.to_dict(), Path(target), command, force, self.tuning
                 )

@@ -225,11 +225,12 @@ class FittedForm:
 
     @property
     def residuals(self) -> pd.DataFrame:
-        """The cells with the prediction and the relative residual (%) of each."""
+        """The cells with the prediction and the residual of each: observed minus
+        predicted, in percent of the observed value (the convention of every figure)."""
         pred = predict(self.form, self.cells.X, self.result.constants)
         t = self.cells.table.copy()
         t["predicted"] = pred
-        t["residual_pct"] = 100 * (pred - t["value"]) / t["value"]
+        t["residual_pct"] = 100 * (t["value"] - pred) / t["value"]
         return t
 
     @property
@@ -434,18 +435,20 @@ class FittedForm:
         command: str = "",
         cells: bool = True,
         figure_format: str | Sequence[str] | None = None,
+        labels: str | dict | None = None,
     ) -> Path:
         """Write a report directory: report.md, figures and results.json (with the per-cell
         table unless ``cells=False``, e.g. for data that may not be redistributed); figures
-        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too."""
+        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too;
+        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``)."""
         from fitrules.errors import report_parameter
         from fitrules.outputs import check_result_output, inputs_of
-        from fitrules.report.figures import figure_formats
+        from fitrules.report.figures import axis_labels, figure_formats
         from fitrules.report.markdown import fit_report
 
         check_result_output(target, inputs_of(self), "target", "dir")
         with report_parameter("target"):
-            with figure_formats(figure_format):
+            with figure_formats(figure_format), axis_labels(labels):
                 return fit_report(self, Path(target), command, force, cells)
 
     # ------------------------------------------------------------ figures

@@ -560,6 +560,8 @@ def _outputs(d: Draw, report: bool = True) -> tuple[list[str], list[str], dict[s
         if d.chance(2):
             args.append("--force")
         args += d.maybe("--figure-format", ["png", "png,svg", "svg"], ["tiff", "", ","], 3, 2)
+        args += d.maybe("--labels", ["loss=validation loss", "H=sync interval,loss=L"],
+                        ["loss", "=x", "H="], 4, 2)  # fmt: skip
     return args, ["DIR", "EXISTING"], {"EXISTING/notes.txt": b"mine"}
 
 
@@ -1531,6 +1533,9 @@ def api_cases(draw) -> ApiCase:
         kw["method"] = d(st.sampled_from(["to_json", "report"]))
         good = ["out.json"] if kw["method"] == "to_json" else ["R"]
         kw["target"] = _arg(d, good, ["g.csv", "link", "."], "target", 2)
+        if kw["method"] == "report":
+            _kw(d, kw, "labels", [None, "loss=validation loss", {"H": "sync interval"}],
+                ["loss", 5, {"H": 5}], 4)  # fmt: skip
         return ApiCase(call, args, kw)
     # Form, bound to the grid's columns so that every check runs
     args = (
@@ -1586,7 +1591,8 @@ def _call_api(case: ApiCase, root: Path):
         target = kw["target"]
         if target == "link":
             os.symlink(grid, root / "link")
-        written = getattr(result, kw["method"])(str(root / target))
+        more = {"labels": kw["labels"]} if "labels" in kw else {}
+        written = getattr(result, kw["method"])(str(root / target), **more)
         return str(written)
     form = fr.Form(*args, **kw)
     return form.bind(["H", "omega", "keep", "seed", "loss"])

@@ -161,14 +161,24 @@ def comparison_report(
             figures.heldout_ecdf(cmp),
             "Held-out error per split, as an empirical CDF: further left is better.",
         )
-        names = [f.name for f in cmp.forms]
-        for a, b in list(itertools.combinations(names, 2))[:max_pairs]:
+        pairs = _figure_pairs(cmp)
+        for a, b in pairs[:max_pairs]:
             fig(
                 "paired",
                 f"paired_{_slug(a)}_vs_{_slug(b)}.png",
                 figures.paired_scatter(cmp, a, b),
                 f"{a} against {b}, one point per split valid for both.",
             )
+        if len(pairs) > max_pairs:  # the rest are counted and named, never dropped silently
+            rest = ", ".join(f"{a} vs {b}" for a, b in pairs[max_pairs:])
+            figs.append(("paired-note", "", (
+                f"{max_pairs} of the {len(pairs)} paired figures are drawn (the pairs of the "
+                f"best form first); "
+                + ("the other is not: " if len(pairs) - max_pairs == 1
+                   else f"the other {len(pairs) - max_pairs} are not: ")
+                + f"{rest} "
+                "(`Comparison.plot_paired(a, b)` draws any pair)."
+            )))  # fmt: skip
         _fit_figures(cmp.cells, cmp.forms, cmp.full_fits, cmp.unit, fig)
         (d / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
         flat = cmp.results.copy()
@@ -214,7 +224,7 @@ def _fit_figures(cells, forms, full_fits, unit, fig, bands=None) -> None:
             "residuals",
             f"residuals_vs_{_slug(x)}.png",
             figures.residuals_vs(cells, [(f, consts[f.name]) for f in forms], x),
-            f"Relative residuals of the full-grid fits against {x}"
+            f"Residuals (observed - predicted, % of observed) of the full-grid fits against {x}"
             + (f" (forms that do not read {x}: {', '.join(blind)})." if blind else "."),
         )
     if len(variables) == 2 and figures.can_map(cells, variables[0], variables[1]):
@@ -226,7 +236,8 @@ def _fit_figures(cells, forms, full_fits, unit, fig, bands=None) -> None:
                 "residuals",
                 f"residual_map_{_slug(f.name)}.png",
                 figures.residual_map(cells, f, consts[f.name], variables[0], variables[1], lim),
-                f"{f.name}: relative residual over {variables[0]} and {variables[1]} (one "
+                f"{f.name}: observed - predicted (% of observed) over {variables[0]} and "
+                f"{variables[1]} (one "
                 "colour scale for every form).",
             )
     for f in forms:
@@ -455,7 +466,20 @@ def _guard_md(doc: dict, figs) -> list[str]:
     else:
         lines.append("No fit tripped the guard.")
     lines += [""] + [f"![{cap}]({n})" for sec, n, cap in figs if sec == "paired"]
+    lines += [f"\n*{cap}*" for sec, _, cap in figs if sec == "paired-note"]
     return lines
+
+
+def _figure_pairs(cmp) -> list[tuple[str, str]]:
+    """The pairs the paired figures show: those tested (all pairs without a test), the best
+    form's first."""
+    if len(cmp.paired):
+        pairs = list(zip(cmp.paired["a"], cmp.paired["b"], strict=True))
+    else:
+        pairs = list(itertools.combinations([f.name for f in cmp.forms], 2))
+    ranked = cmp.ranking["form"].tolist()
+    best = ranked[0] if ranked else None
+    return sorted(pairs, key=lambda p: best not in p)  # stable: the tested order otherwise
 
 
 def _set_aside_md(doc: dict) -> list[str]:
