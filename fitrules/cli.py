@@ -598,6 +598,7 @@ def _validate(args) -> int:
     _tune_seeds(args)
     _take_outputs(args)
     grid, tuning = _tuned(args, _load(args, args.path))
+    grid.check_seeds()  # what compare refuses, validate refuses
     summary = grid.summary()
     _emit(args, *_with_tuning(tuning, render_summary(summary), summary))
     return 0

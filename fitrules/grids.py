@@ -402,6 +402,32 @@ class Grid:
         return Cells(agg, variables, self.metric, {v: self.units[v] for v in variables
                                                     if v in self.units})  # fmt: skip
 
+    def check_seeds(self) -> None:
+        """Refuse a seed that appears twice among runs that differ in no design column (the
+        cells ``validate`` counts), as :meth:`cells` refuses it for the cells a form reads.
+
+        Raises
+        ------
+        GridError
+            Naming the seed, the cell and both lines.
+        """
+        if self.seed is None or not len(self.runs):
+            return
+        by = self.varying_factors + self.continuous
+        key = [*by, self.seed]
+        dup = self.runs.duplicated(key, keep=False)
+        if not dup.any():
+            return
+        i = int(np.flatnonzero(dup.to_numpy())[0])
+        same = (self.runs[key] == self.runs[key].iloc[i]).all(axis=1).to_numpy()
+        i, j = (int(k) for k in np.flatnonzero(same)[:2])
+        cell = ", ".join(f"{c}={_fmt(_plain(self.runs[c].iloc[i]))}" for c in by) or "the one cell"
+        raise GridError(
+            f"{self.label}: seed {_plain(self.runs[self.seed].iloc[i])!r} appears more than "
+            f"once in cell {cell} ({self.line_of(i)} and {self.line_of(j)}); one run per seed "
+            "and cell"
+        )
+
     def _check_not_derived_from_outcome(self, v: str) -> None:
         """A derived column computed from the metric, the seed or an outcome would let a
         form read what it predicts: refuse it as the column itself is refused."""

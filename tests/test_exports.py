@@ -88,6 +88,8 @@ def test_duplicate_seed_names_the_cell_and_both_lines(tmp_path):
     match = r"seed \d appears more than once in cell H=\d+, compression.keep=[\d.]+ \(line 32 and"
     with pytest.raises(GridError, match=match + r" line 33\)"):
         g.cells(["H", "compression.keep"])
+    with pytest.raises(GridError, match=match + r" line 33\)"):  # validate's check
+        g.check_seeds()
 
 
 def test_crashed_runs_are_never_kept_by_a_suggested_filter(tmp_path, capsys):

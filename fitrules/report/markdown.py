@@ -416,8 +416,7 @@ def _paired_md(doc: dict, basis: str) -> list[str]:
             f"| {r['a']} | {r['b']} | {r.get('verdict', '')} | {r['n']} | {r['a_better']} | "
             f"{r['b_better']} | "
             f"{r['ties']} | {_num(r['median_diff_pct'], '+.3f')} | {r.get('verdict_n', r['n'])} "
-            f"| {_num(r['ratio'], '.3g')} | "
-            f"{_num(r['ratio_ci'][0], '.3g')} to {_num(r['ratio_ci'][1], '.3g')} | "
+            f"| {_num(r['ratio'], '.3g')} | {_interval_cell(r)} | "
             f"{fmt_p(r['p'])} | {fmt_p(r.get('p_holm'))} |"
             for r in doc["paired"]
         ]
@@ -468,6 +467,15 @@ def _guard_md(doc: dict, figs) -> list[str]:
     lines += [""] + [f"![{cap}]({n})" for sec, n, cap in figs if sec == "paired"]
     lines += [f"\n*{cap}*" for sec, _, cap in figs if sec == "paired-note"]
     return lines
+
+
+def _interval_cell(r: dict) -> str:
+    lo, hi = r.get("ratio_ci") or (None, None)
+    if lo is None or hi is None:
+        if r.get("ratio") is not None:  # the log ratio did not vary over the splits
+            return "no interval (the ratio is the same in every split)"
+        return "n/a"
+    return f"{_num(lo, '.3g')} to {_num(hi, '.3g')}"
 
 
 def _figure_pairs(cmp) -> list[tuple[str, str]]:
