@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{cpu:.0f} s of CPU, {wall:.0f} s of wall time",
             flush=True,
         )
-        if code:
+        if code:  # what failed, for the reader of the run's output
+            print("\n".join(out.strip().splitlines()[-60:]), file=sys.stderr)
             return code
     return 0
 
