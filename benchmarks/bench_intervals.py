@@ -584,9 +584,7 @@ def section_robust(seed: int, design_splits: int, design_resamples: int, grids: 
             new = jacobian_uncertainty(f, cells.X, cells.y, r.constants, obj).stderr
             old_cells = g.cells(("N", "D"), positive=True)  # cell means, as before
             r_old = fit(f, old_cells.X, old_cells.y, obj)
-            old = jacobian_uncertainty(
-                f, old_cells.X, old_cells.y, r_old.constants, old_obj
-            ).stderr
+            old = jacobian_uncertainty(f, old_cells.X, old_cells.y, r_old.constants, old_obj).stderr
             noise = seed_noise(g, ("N", "D"), obj).cv
             pooled = seed_cv(old_cells)
             if clean is None:

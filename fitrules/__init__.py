@@ -13,19 +13,22 @@ The public API (imported on first use, so that ``import fitrules`` stays cheap):
     s = fr.search(g, terms=3, max_constants=5)                        # Search
     fr.Form("mine", "L0 + a*omega**c", variables=("omega",))
 
-``fr.compare``, ``fr.fit`` and ``fr.tune`` are also the modules of those names, made
-callable (see :mod:`fitrules._modules`).
+``fr.compare``, ``fr.fit``, ``fr.tune``, ``fr.design`` and ``fr.search`` are the API
+functions (``help(fr.compare)`` shows the function); the modules of those names stay
+reachable through them (``fr.compare.Comparison``; see :mod:`fitrules._modules`). Every result
+renders itself: ``print(r)`` or ``r.summary()`` in words, HTML in a notebook, ``r.to_json()``;
+``c.summary`` is also the per-form table. ``fr.__version__`` is the version.
 """
 
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
+import importlib.metadata as _metadata
 from typing import Any
 
 try:
-    __version__ = version("fitrules")
-except PackageNotFoundError:  # running from a checkout without installing
+    __version__ = _metadata.version("fitrules")
+except _metadata.PackageNotFoundError:  # running from a checkout without installing
     __version__ = "0.0.0+unknown"
 
 # public name -> module that defines it
@@ -42,6 +45,7 @@ _PUBLIC = {
     "ci": "fitrules.api",
     "Comparison": "fitrules.compare",
     "FittedForm": "fitrules.fitted",
+    "Prediction": "fitrules.fitted",
     "PairedIntervals": "fitrules.stats",
     "Tuning": "fitrules.tune",
     "Search": "fitrules.search",
@@ -51,13 +55,22 @@ _PUBLIC = {
     "FormError": "fitrules.errors",
 }
 _CALLABLE_MODULES = ("compare", "fit", "tune", "design", "search")
+# fr.compare is the API function (help() shows its docstring), and stays so when the module
+# fitrules.compare is imported; the module's names are reachable through it
+_FUNCTIONS = {
+    "compare": "fitrules.api.compare",
+    "fit": "fitrules.api.fit",
+    "tune": "fitrules.tune._tune_api",
+    "design": "fitrules.api.design",
+    "search": "fitrules.api.search",
+}
 
 __all__ = ["__version__", *_CALLABLE_MODULES, *_PUBLIC]
 
 
 def __getattr__(name: str) -> Any:
     if name in _CALLABLE_MODULES:
-        return importlib.import_module(f"fitrules.{name}")
+        return _ENTRIES[name]
     if name in _PUBLIC:
         value = getattr(importlib.import_module(_PUBLIC[name]), name)
         globals()[name] = value
@@ -67,3 +80,8 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+from fitrules._modules import package_with_functions  # noqa: E402
+
+_ENTRIES = package_with_functions(__name__, _FUNCTIONS)

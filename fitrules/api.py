@@ -14,6 +14,7 @@ The command line parses its arguments, calls one of these and prints what it ret
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import numbers
@@ -65,6 +66,41 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
     return _load_grid(grid, **load)
 
 
+@contextlib.contextmanager
+def _compare_progress(progress, on_progress, splitter, forms, train_frac, verdict_train_frac):
+    """The callback compare reports fits to: the caller's, or a bar counting splits (in a
+    notebook by default), or none."""
+    from fitrules.splits import RandomSplit
+    from fitrules.util import in_notebook, split_progress
+
+    if on_progress is not None or progress is False or (progress is None and not in_notebook()):
+        yield on_progress
+        return
+    random = isinstance(splitter, RandomSplit)
+    passes = 2 if random and train_frac < verdict_train_frac else 1
+    n = int(splitter.n_splits) if random else None
+    desc = f"fitting {len(forms)} form{'s' if len(forms) != 1 else ''}"
+    with split_progress(n, len(forms) * passes, desc, True) as step:
+        yield step
+
+
+def _left_out(names: Sequence[str], cwd: Path | None = None) -> list[str]:
+    """A note naming the forms of ``forms.toml`` a comparison did not include."""
+    from fitrules.forms import BUILTIN_FORMS, available_forms
+
+    try:
+        extra = [n for n in available_forms(cwd) if n not in BUILTIN_FORMS and n not in names]
+    except FitrulesError:  # an unreadable forms.toml is refused where forms are named
+        return []
+    if not extra:
+        return []
+    return [
+        f"forms.toml defines {', '.join(extra)}, not compared here: name "
+        f"{'it' if len(extra) == 1 else 'them'} with --forms (forms= in Python) to include "
+        f"{'it' if len(extra) == 1 else 'them'}"
+    ]
+
+
 def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = None) -> list[Form]:
     """Forms from names (built-in or ``forms.toml``), inline ``"NAME = EXPR"`` lines and
     :class:`Form` objects; ``None`` is the built-in set."""
@@ -88,9 +124,11 @@ def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = Non
         elif isinstance(f, str):
             pool = pool if pool is not None else available_forms(cwd)
             if f not in pool:
+                from fitrules.forms import did_you_mean
+
                 raise FormError(
-                    f"unknown form {f!r}; available: {', '.join(pool)} (or give "
-                    "'NAME = EXPR' or a fitrules.Form)"
+                    f"unknown form {f!r}{did_you_mean(f, pool)}; available: {', '.join(pool)} "
+                    "(or give 'NAME = EXPR' or a fitrules.Form)"
                 )
             out.append(pool[f])
         else:
@@ -169,6 +207,7 @@ def compare(
     shared: Sequence[str] | str | None = None,
     weights: str = "cells",
     seeds: str = "cells",
+    progress: bool | None = None,
 ):
     """Fit every form on the same splits of a grid's cells and compare held-out errors.
 
@@ -200,7 +239,10 @@ def compare(
         splits (same seed) fitting this fraction of the cells (default 0.9), where the
         corrected t test has power; summaries and counts of splits won describe the
         ``train_frac`` splits. See README, "What a verdict means".
-    on_progress : called with the number of splits finished, for a progress bar.
+    on_progress : called with the number of fits finished (one per split, form and
+        protocol), for a progress bar of your own; none is then drawn.
+    progress : a progress bar counting splits, with a steady ETA: tqdm's widget in a
+        notebook, a text bar on stderr elsewhere. Default (None): shown in a notebook only.
     fix, bounds, by, shared, weights : see :func:`fit`.
     seeds : the descriptive splits' held-out protocol: ``"cells"`` (default: every run of
         the training and held-out cells) or ``"cells-and-seeds"`` (seed ids held out too,
@@ -280,23 +322,28 @@ def compare(
     check_verdict_train_frac(verdict_train_frac)
     if test is not None:
         _check_same_metric(g, test)
-    cmp = compare_splits(
-        g,
-        chosen,
-        splitter,
-        Objective(objective, delta),
-        keep_degenerate,
-        on_progress=on_progress,
-        test_grid=test,
-        guard=GuardOptions(guard_span, guard_se, metric_range, guard_excursion),
-        level=level,
-        pairs=family,
-        verdict_train_frac=verdict_train_frac,
-        weights=weights,
-        seeds=arg.text(seeds, "seeds"),
-    )
+    if progress is not None and not isinstance(progress, bool):
+        raise FitrulesError(f"progress {progress!r}: must be True, False or None")
+    with _compare_progress(progress, on_progress, splitter, chosen, train_frac,
+                           verdict_train_frac) as step:  # fmt: skip
+        cmp = compare_splits(
+            g,
+            chosen,
+            splitter,
+            Objective(objective, delta),
+            keep_degenerate,
+            on_progress=step,
+            test_grid=test,
+            guard=GuardOptions(guard_span, guard_se, metric_range, guard_excursion),
+            level=level,
+            pairs=family,
+            verdict_train_frac=verdict_train_frac,
+            weights=weights,
+            seeds=arg.text(seeds, "seeds"),
+        )
     cmp.tuning = tuning
     cmp.inputs = _input_paths(g, test)
+    cmp.warnings.extend(_left_out(names))
     if not isinstance(splitter, RandomSplit):
         cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
     return cmp

@@ -19,7 +19,8 @@ from fitrules.errors import FitrulesError, UsageError, command_line
 _ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
 DEFAULT_DATA_HELP = (
-    "results table (CSV or Parquet), one row a run, or the name of a shipped grid such as "
+    "results table (CSV, Parquet or JSON lines), one row a run, or the name of a shipped grid "
+    "such as "
     "main (default: the committed main grid, data/main.csv, at inner lr 3e-4)"
 )
 
@@ -68,7 +69,7 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number or fraction") from None
 
 
-def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
+def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP, labels: bool = True) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", type=Path, default=None, help=default_help)
     g.add_argument("--metric", default=None, help="metric column (default: loss, else val_loss)")
@@ -94,16 +95,34 @@ def _add_data_options(p, default_help: str = DEFAULT_DATA_HELP) -> None:
         'backticks: "N = `Model Size`")',
     )
     g.add_argument(
+        "--rename",
+        action="append",
+        default=None,
+        metavar="OLD=NEW",
+        help="rename a column as the table is read, e.g. inner_steps=H or compression.keep=keep "
+        "(repeatable; before --derive and --where)",
+    )
+    g.add_argument(
+        "--drop-duplicates",
+        action="store_true",
+        help="drop rows that repeat an earlier row in every column (a run exported twice); "
+        "the count is printed",
+    )
+    g.add_argument(
         "--unit",
         default=None,
         help="the metric's unit for labels, e.g. nats (default: nats for tables written by "
-        "fitrules simulate, otherwise none)",
+        "fitrules simulate, otherwise none)"
+        if labels
+        else argparse.SUPPRESS,  # accepted, but the command draws and labels nothing
     )
     g.add_argument(
         "--units",
         default=None,
         metavar="NAME=UNIT,...",
-        help='units of variables for axis labels, e.g. "N=parameters,D=tokens"',
+        help='units of variables for axis labels, e.g. "N=parameters,D=tokens"'
+        if labels
+        else argparse.SUPPRESS,
     )
 
 
@@ -168,6 +187,8 @@ def _load(args, path: Path | None = None):
         unit=args.unit,
         seed_col=args.seed_col,
         units=args.units,
+        rename=args.rename,
+        drop_duplicates=args.drop_duplicates,
     )
 
 
@@ -260,6 +281,13 @@ def _add_report_options(p) -> None:
         metavar="FORMATS",
         help="figure formats in the report, comma-separated: png (always), svg, pdf (default png)",
     )
+    p.add_argument(
+        "--labels",
+        default=None,
+        metavar="COL=LABEL,...",
+        help="axis labels for columns in the report's figures, e.g. 'val/loss=validation loss' "
+        "(default: the column names)",
+    )
 
 
 def _inputs(args) -> list[Path]:
@@ -331,6 +359,9 @@ def _take_outputs(args) -> None:
         from fitrules.report.figures import parse_formats
 
         parse_formats(args.figure_format)  # a bad format is refused before any work
+        from fitrules.report.figures import parse_labels
+
+        parse_labels(getattr(args, "labels", None))
         for p in inputs:
             if p.exists() and _within(p, report):
                 raise FitrulesError(
@@ -350,9 +381,14 @@ def _take_outputs(args) -> None:
 
 def _write_report(args, write, *a, **k) -> None:
     """Write the report (into its taken directory) and remember it was written."""
-    from fitrules.report.figures import figure_formats
+    from fitrules.report.figures import axis_labels, figure_formats
 
-    with figure_formats(args.figure_format):
+    if not getattr(args, "quiet", False) and (
+        getattr(args, "progress", None) or (getattr(args, "progress", None) is None
+                                            and sys.stderr.isatty())
+    ):  # fmt: skip
+        print(f"writing the report (tables and figures) to {args.report} ...", file=sys.stderr)
+    with figure_formats(args.figure_format), axis_labels(getattr(args, "labels", None)):
         write(*a, **k)
     if args.report_slot is not None:
         args.report_slot.written = True
@@ -562,6 +598,7 @@ def _validate(args) -> int:
     _tune_seeds(args)
     _take_outputs(args)
     grid, tuning = _tuned(args, _load(args, args.path))
+    grid.check_seeds()  # what compare refuses, validate refuses
     summary = grid.summary()
     _emit(args, *_with_tuning(tuning, render_summary(summary), summary))
     return 0
@@ -710,7 +747,7 @@ def _compare(args) -> int:
     from fitrules.forms import select_forms
     from fitrules.guard import parse_metric_range
     from fitrules.report.text import render_comparison
-    from fitrules.util import progress
+    from fitrules.util import split_progress
 
     names = [n.strip() for n in args.forms.split(",") if n.strip()] if args.forms else None
     forms = select_forms(names, args.form)
@@ -750,7 +787,8 @@ def _compare(args) -> int:
     # random splits are fitted twice: the descriptive splits and the verdict's (unless the
     # descriptive train fraction is already the verdict's)
     fits_per_split = 2 if args.train_frac < args.verdict_train_frac else 1
-    total = n * len(protocols) * len(forms) * fits_per_split if random_only else None
+    # the bar counts splits (what --splits asked for), each one fit per form and pass
+    total = n * len(protocols) if random_only else None
     common = dict(
         train_frac=args.train_frac,
         seed=args.seed,
@@ -768,7 +806,8 @@ def _compare(args) -> int:
         **form_options,
     )
     results = []
-    with progress(total=total, desc="fitting", enabled=_progress_enabled(args)) as bar:
+    desc = f"fitting {len(forms)} form{'s' if len(forms) != 1 else ''}"
+    with split_progress(total, len(forms) * fits_per_split, desc, _progress_enabled(args)) as step:
         for proto in protocols:
             splits = n if proto.strip() == "random" else None
             if proto.strip() == "transfer":
@@ -782,7 +821,7 @@ def _compare(args) -> int:
                         forms,
                         split="transfer",
                         test_grid=_load(args, args.test_data),
-                        on_progress=bar.update,
+                        on_progress=step,
                         **common,
                     )
                 )
@@ -795,7 +834,7 @@ def _compare(args) -> int:
                         split=proto,
                         tune=args.tune,
                         tune_seeds=_tune_seeds(args),
-                        on_progress=bar.update,
+                        on_progress=step,
                         **common,
                     )
                 )
@@ -1199,7 +1238,7 @@ def _add_forms(sub, common) -> None:
         "otherwise its variables are resolved against --data (default: the main grid).",
     )
     q.add_argument("name", help="the form's name")
-    _add_data_options(q)
+    _add_data_options(q, labels=False)
     q.set_defaults(func=_forms_show)
     q = fsub.add_parser(
         "add",
@@ -1212,7 +1251,7 @@ def _add_forms(sub, common) -> None:
     )
     q.add_argument("name", help='the form\'s name, optionally with its variables: "mine(H, omega)"')
     q.add_argument("expression", help='the expression, e.g. "L0 + a*omega**c"')
-    _add_data_options(q)
+    _add_data_options(q, labels=False)
     q.set_defaults(func=_forms_add)
     q = fsub.add_parser(
         "remove", parents=[common], help="remove a form from forms.toml in the working directory"
@@ -1346,7 +1385,8 @@ def _ci(args) -> int:
 
         grid = load_grid(DEFAULT_PAIRED, metric=args.metric, where=args.where or [],
                          derive=args.derive, unit=args.unit, seed_col=args.seed_col,
-                         units=args.units)  # fmt: skip
+                         units=args.units, rename=args.rename,
+                         drop_duplicates=args.drop_duplicates)  # fmt: skip
         if args.tune is None:
             args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
     else:
@@ -1820,18 +1860,81 @@ def _ledger_verify(args) -> int:
 
 
 # ---------------------------------------------------------------- main
+# examples at the end of each command's --help (tests/test_help.py parses every one)
+EXAMPLES = {
+    "compare": [
+        "fitrules compare --splits 300",
+        "fitrules compare --forms composition,additive --form 'mine = L0 + a*omega**c' "
+        "--report reports/mine",
+        "fitrules compare --data wandb_export.csv --metric val/loss --rename inner_steps=H "
+        "--derive 'omega = 1/`compression.keep` - 1' --drop-duplicates",
+    ],
+    "design": ["fitrules design --forms composition,additive --budget 24"],
+    "search": ["fitrules search --terms 3 --max-constants 5 --jobs 2 --report reports/search"],
+    "fit": [
+        "fitrules fit --form composition --intervals --predict 'H=8,keep=0.25' --runs 3",
+        "fitrules fit --form 'mine = L0 + a*omega**c' --report reports/fit-mine",
+    ],
+    "validate": ["fitrules validate data/main.csv --where 'lr == 3e-4'"],
+    "ci": [
+        "fitrules ci",
+        "fitrules ci --data main --where 'lr == 3e-4' --baseline H=1,keep=1 --treatment-sweep H",
+    ],
+    "predict": [
+        "fitrules predict --form composition --at 'H=8,keep=0.25' --ledger predictions.jsonl"
+    ],
+    "score": ["fitrules score --ledger predictions.jsonl --data new_runs.csv"],
+    "ledger": ["fitrules ledger verify --ledger predictions.jsonl"],
+    "ledger verify": ["fitrules ledger verify --ledger predictions.jsonl --head HASH"],
+    "forms": ["fitrules forms list", "fitrules forms show composition"],
+    "forms list": ["fitrules forms list"],
+    "forms show": ["fitrules forms show composition"],
+    "forms add": ["fitrules forms add 'mine(H, omega)' 'L0 + a*omega**c*(H/16)**b'"],
+    "forms remove": ["fitrules forms remove mine"],
+    "simulate": [
+        "fitrules simulate main --out runs.csv --jobs 2",
+        "fitrules simulate main --cell 'H=8,keep=0.25' --out one.csv",
+    ],
+}
+
+
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but the examples keep their lines (commands are not rewrapped)."""
+
+    def _fill_text(self, text, width, indent):
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _with_examples(parser: argparse.ArgumentParser, name: str) -> None:
+    """``parser`` and its subcommands' parsers end their help with examples."""
+    lines = EXAMPLES.get(name)
+    if lines:
+        parser.epilog = "examples:\n" + "\n".join(f"  {line}" for line in lines)
+        parser.formatter_class = _ExamplesFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub_parser in action.choices.items():
+                _with_examples(sub_parser, f"{name} {sub_name}".strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fitrules import __version__
 
     parser = _Parser(
         prog="fitrules",
         description="Decide honestly whether a closed-form rule predicts a grid of experiments.",
+        epilog="examples:\n  fitrules compare --splits 300\n  fitrules compare --help"
+        "\n\nfitrules COMMAND --help shows a command's options and examples",
+        formatter_class=_ExamplesFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fitrules {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = _common()
     for add in _ADDERS:
         add(sub, common)
+    _with_examples(parser, "")
     return parser
 
 
@@ -1909,6 +2012,9 @@ def main(argv: list[str] | None = None) -> int:
     global _ARGV
     _ARGV = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if not _ARGV:  # bare `fitrules`: the help, on stdout, exit 0 (as pip and docker do)
+        parser.print_help()
+        return 0
     outputs = Outputs()
     name = "fitrules"
     with _sigterm_as_interrupt(), _headless(), command_line():

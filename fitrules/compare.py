@@ -55,6 +55,28 @@ ALPHA = 0.05  # level at which "distinguishable" is said, after Holm's adjustmen
 VERDICT_TRAIN_FRAC = 0.9
 
 
+class SummaryTable(pd.DataFrame):
+    """:attr:`Comparison.summary`: the per-form table, a DataFrame; called,
+    ``c.summary()``, the whole comparison in words (statsmodels' ``results.summary()``).
+
+    Anything computed from it (a selection, a sort) is a plain DataFrame.
+    """
+
+    _metadata = ["_comparison"]
+
+    @property
+    def _constructor(self):
+        return pd.DataFrame
+
+    def __call__(self) -> str:
+        from fitrules.util import Text
+
+        owner = getattr(self, "_comparison", None)
+        if owner is None:
+            raise TypeError("this summary table belongs to no comparison")
+        return Text(str(owner))
+
+
 @dataclass
 class Comparison:
     """The outcome of comparing forms on paired splits.
@@ -64,8 +86,13 @@ class Comparison:
     results : one row per (split, form): held-out errors, constants, condition number,
         training cells, degenerate reasons and the guard's verdict.
     summary : one row per form: split counts, robust percentiles of held-out error, with
-        and without the fits the guard names.
-    paired : one row per pair of forms: descriptive counts, the test, Holm-adjusted p.
+        and without the fits the guard names. Called, ``c.summary()`` is the whole
+        comparison in words (what ``print(c)`` and the command line print).
+    paired : one row per pair of forms: descriptive counts, the test, Holm-adjusted p and
+        the ``verdict`` in words ("composition predicts better", "not distinguishable",
+        "no test").
+    conclusion : the answer in at most three lines; ranking : the summary ranked by
+        median held-out error.
     cell_errors : one row per (cell, form): mean held-out error over the splits that held
         the cell out, so a reader can see which cells decide a verdict.
     full_fits : each form fitted on every cell.
@@ -88,6 +115,24 @@ class Comparison:
     full_uncertainty: dict[str, JacobianUncertainty] = field(default_factory=dict)
     verdict_results: pd.DataFrame | None = None  # per (split, form) of the verdict protocol
     seed_effect: dict | None = None  # a per-seed effect shared across cells, if measurable
+
+    def __post_init__(self) -> None:
+        table = SummaryTable(self.summary)
+        object.__setattr__(table, "_comparison", self)
+        self.summary = table
+
+    @property
+    def conclusion(self) -> list[str]:
+        """The answer in at most three lines (the first lines of ``print(c)``, of the
+        notebook view and of report.md): the form with the lowest median held-out error,
+        the rivals it beats with the corrected paired verdict, those it cannot be told
+        apart from."""
+        return conclusion(self.summary.to_dict("records"), self.paired.to_dict("records"))
+
+    @property
+    def ranking(self) -> pd.DataFrame:
+        """:attr:`summary` ranked by median held-out error (what every view shows)."""
+        return ranked(pd.DataFrame(self.summary))
 
     def to_dict(self) -> dict:
         """Everything, JSON-ready (NaN and infinities become null)."""
@@ -175,17 +220,19 @@ class Comparison:
         force: bool = False,
         command: str = "",
         figure_format: str | Sequence[str] | None = None,
+        labels: str | dict | None = None,
     ) -> Path:
         """Write a report directory (report.md, figures, results.json, splits.csv); figures
-        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them."""
+        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them;
+        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``)."""
         from fitrules.errors import report_parameter
         from fitrules.outputs import check_result_output, inputs_of
-        from fitrules.report.figures import figure_formats
+        from fitrules.report.figures import axis_labels, figure_formats
         from fitrules.report.markdown import comparison_report
 
         check_result_output(target, inputs_of(self), "target", "dir")
         with report_parameter("target"):
-            with figure_formats(figure_format):
+            with figure_formats(figure_format), axis_labels(labels):
                 return comparison_report(
                     self, self.to_dict(), Path(target), command, force, self.tuning
                 )
@@ -916,7 +963,107 @@ def _paired(
     paired = pd.DataFrame(rows)
     if len(paired):
         paired["p_holm"] = holm(paired["p"].tolist())
+        paired["verdict"] = [verdict_of(r) for r in paired.to_dict("records")]
     return paired
+
+
+ALPHA = 0.05  # the Holm-adjusted level at which a verdict names the better form
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and not np.isfinite(x))
+
+
+def verdict_of(row: dict) -> str:
+    """A paired row's verdict in words: "A predicts better" (Holm-adjusted p below 0.05,
+    the direction from the error ratio or, for held-out groups, the median difference),
+    "not distinguishable", or "no test" (too few splits or groups to reject)."""
+    p = row.get("p_holm")
+    if _missing(p) or _missing(row.get("p")):
+        return "no test"
+    if p >= ALPHA:
+        return "not distinguishable"
+    ratio = row.get("ratio")
+    a_better = ratio < 1 if not _missing(ratio) else row.get("median_diff_pct", 0) < 0
+    return f"{row['a'] if a_better else row['b']} predicts better"
+
+
+def ranked(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary's rows ranked by median held-out error (the robust statistic every view
+    ranks by), forms without a valid split last; ties keep the forms' order."""
+    key = summary["median_pct"].astype(float).fillna(np.inf)
+    return summary.iloc[np.argsort(key.to_numpy(), kind="stable")].reset_index(drop=True)
+
+
+def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
+    """The answer in at most three lines: which form predicts best, which rivals it beats
+    with the corrected paired verdict, which it cannot be told from.
+
+    Parameters
+    ----------
+    summary, paired : the records of :attr:`Comparison.summary` and :attr:`Comparison.paired`
+        (``to_dict()["summary"]``, ``["paired"]``).
+    """
+    rank = [r for r in summary if not _missing(r.get("median_pct"))]
+    rank.sort(key=lambda r: r["median_pct"])
+    if not rank:
+        return ["No form has a valid split: nothing to rank (see the flagged pairs below)."]
+    best = rank[0]
+    name = best["form"]
+    first = (
+        f"{name} predicts the held-out cells best: median error {best['median_pct']:.3f}% "
+        f"over {best['splits_used']} splits"
+    )
+    if len(rank) > 1:
+        first += f" (next {rank[1]['form']}, {rank[1]['median_pct']:.3f}%)"
+    lines = [first + "."]
+    beats, loses, same, untested = [], [], [], []
+    for r in paired:
+        if name not in (r["a"], r["b"]):
+            continue
+        other = r["b"] if r["a"] == name else r["a"]
+        verdict = r.get("verdict") or verdict_of(r)
+        p = f"Holm p = {_p(r.get('p_holm'))}"
+        if verdict == "no test":
+            untested.append(other)
+        elif verdict == "not distinguishable":
+            same.append(f"{other} ({p})")
+        elif verdict.startswith(f"{name} "):
+            beats.append(f"{other} ({p})")
+        else:
+            loses.append(f"{other} ({p})")
+    if not any((beats, loses, same, untested)):
+        lines.append(
+            "No paired verdict involves it (one form, or --pairs/--against left it out)."
+            if len(rank) > 1 or len(summary) > 1
+            else "One form: nothing to compare it with."
+        )
+        return lines
+    second = []
+    if beats:
+        second.append(f"By the corrected paired verdict it predicts better than {_join(beats)}")
+    if loses:
+        second.append(f"the corrected verdict favours {_join(loses)} over it")
+    if second:
+        lines.append("; ".join(second)[0].upper() + "; ".join(second)[1:] + ".")
+    third = []
+    if same:
+        third.append(f"It cannot be told apart from {_join(same)} with these cells")
+    if untested:
+        third.append(f"no test can decide against {_join(untested)}")
+    if third:
+        lines.append("; ".join(third)[0].upper() + "; ".join(third)[1:] + ".")
+    return lines
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _p(p: Any) -> str:
+    if _missing(p):
+        return "n/a"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
 TEST_KEYS = ("test", "t", "df", "p", "ratio", "ratio_ci", "diff_ci_pct")

@@ -98,6 +98,13 @@ class Design:
 
         return render_design(self)
 
+    def summary(self) -> str:
+        """The whole result in words, as the command line prints it (the same as
+        ``str(self)``); in a notebook it shows as text."""
+        from fitrules.util import Text
+
+        return Text(str(self))
+
     def _repr_html_(self) -> str:
         from fitrules.report.html import design_html
 

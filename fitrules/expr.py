@@ -181,7 +181,12 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
             # c[COL]: one constant c per level of the column COL (see fitrules.forms)
             col = Node("name", value=ticks.get(n.slice.id, n.slice.id))
             return Node("at", (col,), ticks.get(n.value.id, n.value.id))
+        if isinstance(n, ast.Attribute):  # a tracker's flattened name: compression.keep
+            piece = ast.get_source_segment(src, n) or "NAME.PART"
+            raise bad(n, f" (a column name with dots goes in backticks: `{piece}`)")
         if isinstance(n, ast.BinOp):
+            if isinstance(n.op, ast.BitXor):
+                raise bad(n, " (^ is not a power: use ** for a power, e.g. H**b)")
             if type(n.op) in _BIN:
                 return Node(_BIN[type(n.op)], (conv1(n.left), conv1(n.right)))
             if logical and isinstance(n.op, ast.BitAnd | ast.BitOr):

@@ -35,6 +35,54 @@ from fitrules.util import json_ready
 INFORMATION_NOTE = "in-sample, on cell means; held-out error, not these, is what compare ranks"
 
 
+class Prediction(dict):
+    """What :meth:`FittedForm.predict` returns: a dict of the prediction and its intervals
+    (keys as documented there), that renders itself like every result: ``str()`` and
+    :meth:`summary` in words, ``_repr_html_`` in a notebook, :meth:`to_json`.
+
+    Attributes
+    ----------
+    form : the name of the form that predicts.
+    """
+
+    def __init__(self, values: dict, form: str = "") -> None:
+        super().__init__(values)
+        self.form = form
+
+    def __str__(self) -> str:
+        from fitrules.report.text import prediction_line
+
+        return f"{self.form}: {prediction_line(self)}" if self.form else prediction_line(self)
+
+    def __repr__(self) -> str:
+        where = ", ".join(f"{k}={v:g}" for k, v in self["given"].items())
+        return f"Prediction({self.form} at {where}: {self['prediction']:.5g})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<p><b>fitrules prediction</b>: {html.escape(str(self))}</p>"
+
+    def summary(self) -> str:
+        """The prediction in words (the same as ``str(self)``)."""
+        from fitrules.util import Text
+
+        return Text(str(self))
+
+    def to_dict(self) -> dict:
+        """The prediction as a plain dict, JSON-ready (NaN becomes null)."""
+        return json_ready({"form": self.form, **self})
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        from fitrules.util import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text, "path")
+        return text
+
+
 @dataclass
 class FittedForm:
     """A form fitted on all cells of a grid.
@@ -177,11 +225,12 @@ class FittedForm:
 
     @property
     def residuals(self) -> pd.DataFrame:
-        """The cells with the prediction and the relative residual (%) of each."""
+        """The cells with the prediction and the residual of each: observed minus
+        predicted, in percent of the observed value (the convention of every figure)."""
         pred = predict(self.form, self.cells.X, self.result.constants)
         t = self.cells.table.copy()
         t["predicted"] = pred
-        t["residual_pct"] = 100 * (pred - t["value"]) / t["value"]
+        t["residual_pct"] = 100 * (t["value"] - pred) / t["value"]
         return t
 
     @property
@@ -198,7 +247,7 @@ class FittedForm:
     @api_terms
     def predict(
         self, point: str | dict | None = None, runs: int | None = None, **values: float
-    ) -> dict:
+    ) -> Prediction:
         """The prediction at a point, in the grid or not, with its uncertainty.
 
         Parameters
@@ -211,8 +260,9 @@ class FittedForm:
 
         Returns
         -------
-        dict
-            ``given`` (the values as given), ``point`` (the form's variables),
+        Prediction
+            A dict that renders itself (``print(p)``, ``p.summary()``, HTML in a notebook,
+            ``p.to_json()``): ``given`` (the values as given), ``point`` (the form's variables),
             ``prediction``, ``stderr`` (delta method, from the Jacobian: the constants only);
             ``interval`` with ``interval_kind`` and ``level``: the prediction interval for
             the configuration's mean loss, which carries the form's misfit as held-out cells
@@ -295,7 +345,7 @@ class FittedForm:
                 f"{self.bootstrap.kind} bootstrap: the constants only (as if the form were exact)"
             )
             out["level"] = self.bootstrap.level if out["level"] is None else out["level"]
-        return out
+        return Prediction(out, form=self.form.name)
 
     # ------------------------------------------------------------ views
     def __repr__(self) -> str:
@@ -306,6 +356,13 @@ class FittedForm:
         from fitrules.report.text import render_fitted
 
         return render_fitted(self)
+
+    def summary(self) -> str:
+        """The whole result in words, as the command line prints it (the same as
+        ``str(self)``); in a notebook it shows as text."""
+        from fitrules.util import Text
+
+        return Text(str(self))
 
     def _repr_html_(self) -> str:
         from fitrules.report.html import fitted_html
@@ -378,18 +435,20 @@ class FittedForm:
         command: str = "",
         cells: bool = True,
         figure_format: str | Sequence[str] | None = None,
+        labels: str | dict | None = None,
     ) -> Path:
         """Write a report directory: report.md, figures and results.json (with the per-cell
         table unless ``cells=False``, e.g. for data that may not be redistributed); figures
-        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too."""
+        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too;
+        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``)."""
         from fitrules.errors import report_parameter
         from fitrules.outputs import check_result_output, inputs_of
-        from fitrules.report.figures import figure_formats
+        from fitrules.report.figures import axis_labels, figure_formats
         from fitrules.report.markdown import fit_report
 
         check_result_output(target, inputs_of(self), "target", "dir")
         with report_parameter("target"):
-            with figure_formats(figure_format):
+            with figure_formats(figure_format), axis_labels(labels):
                 return fit_report(self, Path(target), command, force, cells)
 
     # ------------------------------------------------------------ figures

@@ -341,9 +341,9 @@ class Form:
         if self.variables is not None:
             lacking = [v for v in self.variables if v not in columns]
             if lacking:
-                hint = _close(lacking[0], columns)
-                if lacking[0] == "omega" and "keep" in columns:
-                    hint = " (add --derive 'omega = 1/keep - 1')"
+                from fitrules.formats import rename_hint
+
+                hint = _close(lacking[0], columns) or rename_hint(lacking[0], columns)
                 raise FormError(
                     f"form {self.name!r} reads variable {lacking[0]!r}, which the "
                     f"grid lacks{hint}; columns: {', '.join(columns)}"
@@ -657,6 +657,12 @@ def _expand(tree: ex.Node, levels: Mapping[str, Sequence[float]], form: Form) ->
                 piece = ex.mul(ex.Node("is", (ex.Node("name", value=col),), float(v)), piece)
             out = ex.add(out, piece)
     return out
+
+
+def did_you_mean(name: str, names: Sequence[str] | dict) -> str:
+    """`` (did you mean 'composition'?)`` for a misspelt form name, else ``""``."""
+    close = difflib.get_close_matches(str(name), list(names), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _close(name: str, columns: Sequence[str]) -> str:
@@ -1005,7 +1011,7 @@ def select_forms(
                 continue
             if n not in pool:
                 raise FormError(
-                    f"unknown form {n!r}; available: {', '.join(pool)} "
+                    f"unknown form {n!r}{did_you_mean(n, pool)}; available: {', '.join(pool)} "
                     "(or add one with --form 'NAME = EXPR')"
                 )
             chosen.append(pool[n])
@@ -1195,7 +1201,7 @@ def remove_form_from_file(name: str, cwd: Path | None = None) -> Path:
     existing = load_forms_file(path) if path.exists() else {}
     if name not in existing:
         raise FormError(
-            f"no form {name!r} in {path}"
+            f"no form {name!r} in {path}{did_you_mean(name, existing)}"
             + (f"; forms there: {', '.join(existing)}" if existing else "")
         )
     lines = path.read_text().splitlines()

@@ -218,6 +218,8 @@ class Grid:
 
     # the 0-based row of the file each run came from (for messages); None if unknown
     row_numbers: np.ndarray | None = field(default=None, compare=False, repr=False)
+    # exact copies of other rows dropped (drop_duplicates=True)
+    duplicates_dropped: int = 0
 
     def line_of(self, i: int) -> str:
         """Where run ``i`` (a position in ``runs``) is in the file, for messages."""
@@ -253,7 +255,10 @@ class Grid:
     def non_factors(self) -> set[str]:
         """Columns that are never design factors: outcomes, and in a table the harness wrote,
         its bookkeeping columns too."""
-        return set(NON_FACTORS) if self.harness else set(OUTCOMES)
+        from fitrules.formats import tracker_metadata
+
+        base = set(NON_FACTORS) if self.harness else set(OUTCOMES)
+        return base | tracker_metadata(list(self.runs.columns))
 
     @property
     def per_run(self) -> list[str]:
@@ -280,7 +285,8 @@ class Grid:
         ``where``, the seed column, per-run columns ignored and factor-like columns pooled
         over the cells of ``variables``."""
         cols = self.run_columns(variables)
-        return {
+        dropped = {"duplicates_dropped": self.duplicates_dropped} if self.duplicates_dropped else {}
+        return dropped | {
             "filtered_out": int(self.filtered_out),
             "seed_column": self.seed,
             "ignored_columns": list(dict.fromkeys([*self.per_run, *cols["ignored"]])),
@@ -429,18 +435,52 @@ class Grid:
                 )
         if self.seed is not None:
             # a seed may recur across the levels of a pooled factor, never within one
-            dup = self.runs.duplicated([*variables, *pooled, self.seed], keep=False)
+            key = [*variables, *pooled, self.seed]
+            dup = self.runs.duplicated(key, keep=False)
             if dup.any():
                 i = int(np.flatnonzero(dup.to_numpy())[0])
+                same = (self.runs[key] == self.runs[key].iloc[i]).all(axis=1).to_numpy()
+                i, j = (int(k) for k in np.flatnonzero(same)[:2])
+                cell = ", ".join(
+                    f"{c}={_fmt(_plain(self.runs[c].iloc[i]))}" for c in [*variables, *pooled]
+                )
                 raise GridError(
                     f"{where}: seed {_plain(self.runs[self.seed].iloc[i])!r} appears more "
-                    f"than once in one cell ({self.line_of(i)})"
+                    f"than once in cell {cell} ({self.line_of(i)} and {self.line_of(j)}); "
+                    "one run per seed and cell (a column that tells them apart is a factor "
+                    "a form should read, or a filter)"
                 )
         agg = groups[self.metric].agg(["mean", "count", "std"]).reset_index()
         agg.columns = [*variables, "value", "n_seeds", "std"]
         agg["sem"] = agg["std"] / np.sqrt(agg["n_seeds"])
         return Cells(agg, variables, self.metric, {v: self.units[v] for v in variables
                                                     if v in self.units})  # fmt: skip
+
+    def check_seeds(self) -> None:
+        """Refuse a seed that appears twice among runs that differ in no design column (the
+        cells ``validate`` counts), as :meth:`cells` refuses it for the cells a form reads.
+
+        Raises
+        ------
+        GridError
+            Naming the seed, the cell and both lines.
+        """
+        if self.seed is None or not len(self.runs):
+            return
+        by = self.varying_factors + self.continuous
+        key = [*by, self.seed]
+        dup = self.runs.duplicated(key, keep=False)
+        if not dup.any():
+            return
+        i = int(np.flatnonzero(dup.to_numpy())[0])
+        same = (self.runs[key] == self.runs[key].iloc[i]).all(axis=1).to_numpy()
+        i, j = (int(k) for k in np.flatnonzero(same)[:2])
+        cell = ", ".join(f"{c}={_fmt(_plain(self.runs[c].iloc[i]))}" for c in by) or "the one cell"
+        raise GridError(
+            f"{self.label}: seed {_plain(self.runs[self.seed].iloc[i])!r} appears more than "
+            f"once in cell {cell} ({self.line_of(i)} and {self.line_of(j)}); one run per seed "
+            "and cell"
+        )
 
     def _check_not_derived_from_outcome(self, v: str) -> None:
         """A derived column computed from the metric, the seed or an outcome would let a
@@ -497,6 +537,7 @@ class Grid:
             "path": self.label,
             "sha256": self.sha256,
             "rows_read": self.rows_read,
+            **({"duplicates_dropped": self.duplicates_dropped} if self.duplicates_dropped else {}),
             "filtered_out": self.filtered_out,
             "runs": len(self.runs),
             "excluded": self.excluded["reason"].value_counts().sort_index().to_dict()
@@ -616,11 +657,23 @@ def where_suggestion(column: str, value: Any) -> str:
 
 def pooled_note(column: str, levels: Sequence[Any]) -> str:
     """What was done with a factor-like column no form reads, and how to change it."""
+    from fitrules import formats
+
     shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in levels)
-    return (
+    head = (
         f"{column!r} varies within cells and looks like a factor ({len(levels)} levels: "
-        f"{shown}): each cell pools its levels; to keep one, filter with where "
-        f'"{where_suggestion(column, levels[0])}", or name {column!r} as a variable of a form'
+        f"{shown}): each cell pools its levels"
+    )
+    if formats.seed_like([column]):  # never filtered to one seed
+        return f"{head}; if it names each run's seed, {formats.seed_hint(column)}"
+    status = formats.status_filter(column, levels) if formats.is_status(column) else None
+    if status is not None:
+        return f'{head}; to keep the runs that finished, filter with where "{status}"'
+    # a level that names a failure is never the one suggested
+    ok = [v for v in levels if str(v).strip().lower() not in formats.FAILED] or list(levels)
+    return (
+        f'{head}; to keep one, filter with where "{where_suggestion(column, ok[0])}", or name '
+        f"{column!r} as a variable of a form"
     )
 
 
@@ -715,6 +768,10 @@ def _read(path: Path) -> pd.DataFrame:
 
     check_table_size(path, label, GridError)  # a gzip bomb is counted while streaming
     parquet = path.suffix.lower() in (".parquet", ".pq")
+    from fitrules import formats
+
+    if not parquet and formats.is_json(path):
+        return formats.read_json_runs(path, label)
     try:
         if parquet:
             return pd.read_parquet(path)
@@ -806,6 +863,30 @@ def _csv_lines(path: Path, n_rows: int) -> np.ndarray | None:
     return np.array(starts[1:], dtype=np.int64) if len(starts) == n_rows + 1 else None
 
 
+def _exact_copies(df: pd.DataFrame, label: str, drop: bool) -> tuple[pd.DataFrame, int]:
+    """``df`` without rows that repeat an earlier row in every column (a run exported
+    twice), and how many went; without ``drop`` such a row is refused, both lines named."""
+    if not isinstance(drop, bool | np.bool_):
+        raise GridError(f"drop_duplicates {drop!r}: must be True or False")
+    try:
+        copies = df.duplicated(keep="first")
+    except TypeError:  # unhashable cells are refused later, by name
+        return df, 0
+    n = int(copies.sum())
+    if n == 0:
+        return df, 0
+    if drop:
+        return df[~copies.to_numpy()], n
+    i = int(np.flatnonzero(copies.to_numpy())[0])
+    same = (df.iloc[:i] == df.iloc[i]) | (df.iloc[:i].isna() & df.iloc[[i]].isna().to_numpy())
+    j = int(np.flatnonzero(same.all(axis=1).to_numpy())[0])
+    raise GridError(
+        f"{label}: line {_line(df.index[i])} repeats line {_line(df.index[j])} in every column "
+        f"({n} row{'s are exact copies' if n > 1 else ' is an exact copy'} of others: a run "
+        "exported twice?); drop exact copies with --drop-duplicates"
+    )
+
+
 def _check_unique(names: Sequence[str], label: str) -> None:
     """Refuse a header that names a column twice (pandas would rename one to 'NAME.1')."""
     seen: set[str] = set()
@@ -835,9 +916,11 @@ def _as_bool(col: pd.Series, where: str) -> pd.Series:
 def _eval(node: ex.Node, frame: pd.DataFrame, text: str, where: str, option: str):
     for n in ex.names(node):
         if n not in frame.columns:
+            from fitrules.formats import backtick_hint
+
             raise GridError(
-                f"{where}: {option} {text!r} names {n!r}, which is not a column; "
-                f"columns: {', '.join(frame.columns)}"
+                f"{where}: {option} {text!r} names {n!r}, which is not a column"
+                f"{backtick_hint(text, list(frame.columns))}; columns: {', '.join(frame.columns)}"
             )
     env = {c: frame[c].to_numpy() for c in ex.names(node)}
     try:
@@ -856,6 +939,8 @@ def load_grid(
     unit: str | None = None,
     seed_col: str | None = None,
     units: dict[str, str] | str | None = None,
+    rename: dict[str, str] | Sequence[str] | str | None = None,
+    drop_duplicates: bool = False,
 ) -> Grid:
     """Load and check a results table.
 
@@ -881,6 +966,14 @@ def load_grid(
     units : dict or str, optional
         Units of variables for axis labels, ``{"N": "parameters", "D": "tokens"}`` or
         ``"N=parameters,D=tokens"``. Tables written by ``fitrules simulate`` know theirs.
+    rename : dict, str or sequence of str, optional
+        Columns renamed as the table is read, before ``derive`` and ``where``:
+        ``{"inner_steps": "H"}`` or ``"inner_steps=H"`` (a list for several), so that a
+        tracker's names (``compression.keep``) become the forms' (``keep``).
+    drop_duplicates : bool
+        Drop rows that repeat an earlier row in every column (a run exported twice); the
+        count is kept (``Grid.duplicates_dropped``) and shown. Without it such a row is
+        refused, with both lines named.
 
     Returns
     -------
@@ -893,6 +986,11 @@ def load_grid(
     GridError
         For a missing file or column, a non-numeric metric, a bad filter or derivation,
         or a value outside its allowed range; the message names file, column and line.
+        Also, each with its fix named: a wide table (``loss_seed0``, ``loss_seed1``: one
+        row a cell), a column that looks like the seed (``config.seed``) when no seed column
+        is named, and an exact copy of a row without ``drop_duplicates``. Rows whose status
+        column (``State``, ``status``) says crashed or failed are set aside as excluded.
+        See ``docs/input-formats.md``.
 
     Examples
     --------
@@ -932,11 +1030,20 @@ def load_grid(
     rows_read = len(df)
     df = df.reset_index(drop=True)
     if path is not None and frame is None and path.suffix.lower() not in (".parquet", ".pq"):
-        lines = _csv_lines(path, len(df))
+        from fitrules import formats
+
+        if formats.is_json(path):
+            lines = formats.json_lines(path, len(df))  # no header: the run's own line
+        else:
+            lines = _csv_lines(path, len(df))
         if lines is not None:  # rows labelled so that _line(label) is the line in the file
             df.index = pd.Index(lines - 2)
     df = _plain_dtypes(df, label)
     columns_read = list(df.columns)
+    from fitrules import formats
+
+    df = formats.apply_renames(df, formats.parse_renames(rename), label)
+    df, duplicates_dropped = _exact_copies(df, label, drop_duplicates)
 
     derived = []
     for text in derive:
@@ -961,12 +1068,22 @@ def load_grid(
         df[name] = values
         derived.append(name)
 
+    wide = formats.wide_groups(list(df.columns))
+    for prefix, family in wide.items():
+        if metric in family or (metric is None and not any(m in df for m in METRIC_DEFAULTS)):
+            raise GridError(formats.wide_message(label, prefix, family, list(df.columns)))
     if metric is None:
         metric = next((m for m in METRIC_DEFAULTS if m in df.columns), None)
         if metric is None:
+            like = formats.metric_like(list(df.columns), METRIC_DEFAULTS)
+            choose = (
+                f"{like!r} looks like one: give --metric {formats.quoted_arg(like)}"
+                if like
+                else "choose one with --metric"
+            )
             raise GridError(
                 f"{label}: no metric column (looked for {', '.join(METRIC_DEFAULTS)}); "
-                f"choose one with --metric; columns: {', '.join(df.columns)}"
+                f"{choose}; columns: {', '.join(df.columns)}"
             )
     elif metric not in df.columns:
         raise GridError(
@@ -1069,6 +1186,12 @@ def load_grid(
     reason = pd.Series("", index=df.index)
     if "diverged" in df.columns:
         reason[_as_bool(df["diverged"], label)] = "diverged"
+    for col in df.columns:  # a crashed or failed run's last value is no result
+        if formats.is_status(col) and col != metric:
+            for level in formats.failed_levels(df[col]):
+                reason[(reason == "") & (df[col].astype(str) == level).to_numpy()] = (
+                    f"{col} {level}"
+                )
     reason[(reason == "") & ~np.isfinite(df[metric])] = "non-finite metric"
     excluded = df[reason != ""].assign(reason=reason[reason != ""])
     row_numbers = df.index[(reason == "").to_numpy()].to_numpy()
@@ -1080,6 +1203,14 @@ def load_grid(
             f"({why})"
         )
     seed = seed_col or next((s for s in SEED_COLUMNS if s in df.columns), None)
+    if seed is None:  # pooled as a factor, a seed would be filtered to one level
+        for c in formats.seed_like(list(runs.columns)):
+            if runs[c].nunique(dropna=False) > 1:
+                raise GridError(
+                    f"{label}: column {c!r} looks like each run's seed and no seed column is "
+                    f"named (a factor's levels would be pooled or filtered); "
+                    f"{formats.seed_hint(c)}"
+                )
     if frame is not None:  # the table as CSV text: the same rows give the same hash
         sha = hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
     elif path is not None:
@@ -1109,4 +1240,5 @@ def load_grid(
         harness,
         var_units,
         row_numbers,
+        duplicates_dropped,
     )

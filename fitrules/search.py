@@ -406,6 +406,13 @@ class Search:
             f"{self.n_generated} proposed; picked {picked!r})"
         )
 
+    def summary(self) -> str:
+        """The whole result in words, as the command line prints it (the same as
+        ``str(self)``); in a notebook it shows as text."""
+        from fitrules.util import Text
+
+        return Text(str(self))
+
     def _repr_html_(self) -> str:
         from fitrules.report.html import search_html
 

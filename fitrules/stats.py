@@ -701,6 +701,13 @@ class PairedIntervals:
     def __repr__(self) -> str:
         return f"PairedIntervals({'; '.join(r.sentence() for r in self.results)})"
 
+    def summary(self) -> str:
+        """The whole result in words, as the command line prints it (the same as
+        ``str(self)``); in a notebook it shows as text."""
+        from fitrules.util import Text
+
+        return Text(str(self))
+
     def _repr_html_(self) -> str:
         from fitrules.report.html import intervals_html
 

@@ -468,13 +468,50 @@ def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
                 args = [opt("--data", "g.parquet")]
         elif d.hostile and d.chance(30):
             files["g.csv"] = FIFO  # a pipe nobody writes to must not block
+        elif d.chance(10):  # the same runs as JSON lines (issue 32)
+            jsonl = _as_json_lines(files["g.csv"])
+            if jsonl is not None:
+                files = {"g.jsonl": jsonl}
+                args = [opt("--data", "g.jsonl")]
     args += d.maybe("--seed-col", ["seed"], ["nope", "loss", "H", ""], 8, 2)
+    args += d.maybe("--rename", RENAMES, BAD_RENAMES, 10, 2)
+    if d.chance(10):
+        args.append("--drop-duplicates")
     args += d.maybe("--units", ["H=steps", "H=steps,omega=1"], ["Q=x", "H", "=", ""], 8, 2)
     args += d.maybe("--where", WHERES, BAD_WHERES, 4, 2)
     args += d.maybe("--derive", DERIVES, BAD_DERIVES, 6, 2)
     if d.hostile and d.chance(8):
         args.append(opt("--metric", d(st.sampled_from(["H", "seed", "nope", "keep", "loss"]))))
     return args, files
+
+
+RENAMES = ["H=H", "omega=w", "seed=run_seed", "keep=compression.keep"]
+BAD_RENAMES = ["H", "=H", "nope=H", "H=seed", "H=", "a=b=c"]
+
+
+def _as_json_lines(csv: bytes) -> bytes | None:
+    """The CSV table as JSON lines (one object a run), or None if it does not parse."""
+    import csv as csvlib
+    import io
+    import json
+
+    try:
+        rows = list(csvlib.reader(io.StringIO(csv.decode())))
+    except (UnicodeDecodeError, csvlib.Error):
+        return None
+    if len(rows) < 2:
+        return None
+    header = rows[0]
+    out = []
+    for r in rows[1:]:
+        rec = {}
+        for k, v in zip(header, r, strict=False):
+            try:
+                rec[k] = json.loads(v) if v not in ("NaN", "nan", "inf", "-inf") else v
+            except ValueError:
+                rec[k] = v
+        out.append(json.dumps(rec))
+    return ("\n".join(out) + "\n").encode()
 
 
 PARQUET_CHANGES = ["index", "index", "multiindex", "float16", "float32", "list", "plain"]
@@ -523,6 +560,8 @@ def _outputs(d: Draw, report: bool = True) -> tuple[list[str], list[str], dict[s
         if d.chance(2):
             args.append("--force")
         args += d.maybe("--figure-format", ["png", "png,svg", "svg"], ["tiff", "", ","], 3, 2)
+        args += d.maybe("--labels", ["loss=validation loss", "H=sync interval,loss=L"],
+                        ["loss", "=x", "H="], 4, 2)  # fmt: skip
     return args, ["DIR", "EXISTING"], {"EXISTING/notes.txt": b"mine"}
 
 
@@ -1312,6 +1351,9 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "where", [(), "H >= 1", ["H >= 1", "keep <= 1"]], [5, "H = 1", ["zz > 1"]])
         _kw(d, kw, "derive", [(), "v = keep*2"], [5, "x", ["y = H/0"], [5]])
         _kw(d, kw, "unit", [None, "nats"], [5, ["a"]])
+        _kw(d, kw, "rename", [None, "H=H", {"omega": "w"}, ["keep=k"]],
+            ["H", 5, "nope=x", {"H": 5}, ["H=a", "H=b"]], 6)  # fmt: skip
+        _kw(d, kw, "drop_duplicates", [False, True], ["yes", 1.5, None], 6)
         return ApiCase(call, args, kw)
     if call == "stationary_loss":  # fitrules.theory (issue 33)
         args = (_arg(d, [1.0, [1.0, 0.5], (0.25, 2)], [0, -1.0, "a", [], NAN, None, [[1.0]],
@@ -1367,6 +1409,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "metric_range", [None, (0, 10)], [(3, 1), "0,3", (0,), (NAN, 1), 5])
         _kw(d, kw, "level", [0.95, 0.9], BAD_LEVELS_API)
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
+        _kw(d, kw, "progress", [None, False, True], ["yes", 2, 0.5], 6)
         return ApiCase(call, args, kw)
     if call in ("fit", "predict"):
         args = (_grid_arg(d, call == "fit"),)
@@ -1500,6 +1543,9 @@ def api_cases(draw) -> ApiCase:
         kw["method"] = d(st.sampled_from(["to_json", "report"]))
         good = ["out.json"] if kw["method"] == "to_json" else ["R"]
         kw["target"] = _arg(d, good, ["g.csv", "link", "."], "target", 2)
+        if kw["method"] == "report":
+            _kw(d, kw, "labels", [None, "loss=validation loss", {"H": "sync interval"}],
+                ["loss", 5, {"H": 5}], 4)  # fmt: skip
         return ApiCase(call, args, kw)
     # Form, bound to the grid's columns so that every check runs
     args = (
@@ -1555,7 +1601,8 @@ def _call_api(case: ApiCase, root: Path):
         target = kw["target"]
         if target == "link":
             os.symlink(grid, root / "link")
-        written = getattr(result, kw["method"])(str(root / target))
+        more = {"labels": kw["labels"]} if "labels" in kw else {}
+        written = getattr(result, kw["method"])(str(root / target), **more)
         return str(written)
     form = fr.Form(*args, **kw)
     return form.bind(["H", "omega", "keep", "seed", "loss"])
@@ -1582,7 +1629,7 @@ EXPECTED_TYPES = {
     "load_grid": "Grid",
     "compare": "Comparison",
     "fit": "FittedForm",
-    "predict": "dict",
+    "predict": "Prediction",
     "ci": "PairedIntervals",
     "tune": "Tuning",
     "design": "Design",

@@ -110,13 +110,13 @@ def test_observed_vs_predicted_shows_residuals_at_their_scale(cmp):
     panels = ax.figure.axes
     assert len(panels) == 2
     panel = panels[1]
-    assert "% of predicted" in panel.get_ylabel()
+    assert "% of observed" in panel.get_ylabel()  # the residuals' one convention (issue 32)
     f = cmp.full_fits["composition"]
     y = cmp.cells.y
     from fitrules.fit import predict
 
     pred = predict(cmp.form("composition"), cmp.cells.X, f.constants)
-    r = 100 * (y - pred) / pred
+    r = 100 * (y - pred) / y
     lo, hi = panel.get_ylim()
     assert lo <= r.min() and r.max() <= hi
     assert hi - lo < 2 * (max(r.max(), 0) - min(r.min(), 0))  # the residuals fill the panel

@@ -133,3 +133,64 @@ def test_robust_range(values, log):
     lo, hi, is_log = figures.robust_range(values)
     assert is_log == log
     assert hi < 10 if not log else hi > 900
+
+
+def test_one_residual_sign_in_every_figure_and_table():
+    """Issue 32: the same cell was -2.2 in the residual map and +2.2 under observed against
+    predicted. Now every view shows observed - predicted, in % of observed, and says so."""
+    from conftest import composition_grid
+    from fitrules import api
+
+    df = composition_grid()
+    raised = (df["H"] == 64) & (df["omega"] == 0)
+    df.loc[raised, "loss"] *= 1.03  # this cell sits above any smooth fit
+    f = api.fit(df, "composition")
+    cells, form, consts = f.cells, f.form, f.constants
+    t = cells.table
+    i = int(np.flatnonzero(((t["H"] == 64) & (t["omega"] == 0)).to_numpy())[0])
+    expected = 100 * (cells.y[i] - f.residuals["predicted"].iloc[i]) / cells.y[i]
+    assert expected > 1
+    assert f.residuals["residual_pct"].iloc[i] == pytest.approx(expected)
+    assert figures.residuals_pct(cells, form, consts)[i] == pytest.approx(expected)
+    # the residual map's label of the cell
+    ax = figures.residual_map(cells, form, consts, "H", "omega")
+    texts = [float(x.get_text()) for x in ax.texts if x.get_text()[:1] in "+-"]
+    assert round(expected, 1) in texts
+    assert figures.RESIDUAL_LABEL in ax.figure.axes[-1].get_ylabel()
+    # the panel under observed against predicted
+    ax = figures.observed_vs_predicted(cells, form, consts)
+    panel = ax.figure.axes[1]
+    ys = np.asarray(panel.containers[0].lines[0].get_ydata(), float)  # the points, not caps
+    res = figures.residuals_pct(cells, form, consts)
+    assert len(ys) >= 10 and np.isclose(ys[:, None], res[None, :]).any(axis=1).all()
+    assert not np.isclose(ys[:, None], -res[None, :]).any(axis=1).all()  # not the other sign
+    assert panel.get_ylabel().replace("\n", " ") == figures.RESIDUAL_LABEL
+    # residuals against a variable
+    ax = figures.residuals_vs(cells, [(form, consts)], "H")
+    inside = np.asarray(ax.collections[0].get_offsets()[:, 1], float)  # not the clipped ones
+    assert len(inside) >= 10 and np.isclose(inside[:, None], res[None, :]).any(axis=1).all()
+    assert not np.isclose(inside[:, None], -res[None, :]).any(axis=1).all()
+    assert ax.get_ylabel() == figures.RESIDUAL_LABEL
+    plt.close("all")
+
+
+def test_log_axes_are_ticked_at_the_levels_and_labels_replace_names():
+    from conftest import composition_grid
+    from fitrules import api
+
+    f = api.fit(composition_grid(), "composition")
+    with figures.axis_labels("H=sync interval,loss=validation loss"):
+        ax = f.plot_curves("H")
+    assert ax.get_xscale() == "log"
+    assert [t for t in ax.get_xticks() if 1 <= t <= 64] == [1, 4, 16, 64]
+    assert ax.get_xlabel().startswith("sync interval") and "validation loss" in ax.get_ylabel()
+    plt.close("all")
+    with pytest.raises(Exception, match="expected COLUMN=LABEL"):
+        figures.parse_labels("val/loss")
+
+
+def test_the_ecdf_marks_the_noise_floor():
+    ax = figures.heldout_ecdf(_cmp(runaway=0))
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("noise floor 0.3%") for t in labels)
+    plt.close("all")

@@ -108,8 +108,26 @@ def test_bad_input_is_named(tmp_path, mutate, kwargs, match):
 
 
 def test_duplicate_seed_in_a_cell(tmp_path):
-    with pytest.raises(GridError, match="seed 0 appears more than once"):
-        load_grid(_write(tmp_path, _dup_seed)).cells(["H", "omega"])
+    """A second run of seed 0 in a cell (not an exact copy): the cell and both lines named."""
+
+    def second_run(df):
+        return pd.concat([df, df.iloc[[0]].assign(loss=df["loss"].iloc[0] + 0.01)])
+
+    with pytest.raises(GridError, match=r"seed 0 appears more than once in cell H=1, omega=0 "
+                                        r"\(line 2 and line 62\)"):  # fmt: skip
+        load_grid(_write(tmp_path, second_run)).cells(["H", "omega"])
+
+
+def test_exact_copy_of_a_run(tmp_path):
+    """An exact copy is refused with both lines named and --drop-duplicates offered; with it
+    the copy is dropped and counted."""
+    path = _write(tmp_path, _dup_seed)
+    with pytest.raises(GridError, match="line 62 repeats line 2 in every column.*--drop-dup"):
+        load_grid(path)
+    grid = load_grid(path, drop_duplicates=True)
+    assert grid.duplicates_dropped == 1
+    assert len(grid.runs) == len(pd.read_csv(path)) - 1
+    assert grid.summary()["duplicates_dropped"] == 1
 
 
 def test_missing_file(tmp_path):

@@ -143,9 +143,7 @@ def test_score_counts_the_intervals_that_covered_the_new_means(synthetic_csv, tm
     assert {r["interval_kind"] for r in doc["scores"]} == {row["interval_kind"]}
     assert main(["score", "--ledger", str(ledger), "--data", str(new_csv)]) == 0
     kind = "held-out misfit: the mean of 3 new runs at fresh seed ids"
-    assert f"recorded intervals ({kind}) that covered" in (
-        capsys.readouterr().out
-    )
+    assert f"recorded intervals ({kind}) that covered" in (capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("runs", [0, -2, 1001])

@@ -75,7 +75,7 @@ SUMMARY_KEYS = (
 
 def _summary_table(md: str) -> dict[str, list[str]]:
     rows = {}
-    section = md.split("## Summary")[1].split("With and without")[0].split("##")[0]
+    section = md.split("## Answer")[1].split("##")[0]  # the ranked table leads the report
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) == 11 and cells[0] not in ("form",) and not cells[0].startswith("-"):
@@ -97,7 +97,9 @@ def test_report_numbers_equal_the_json(report, fresh_report):
             assert float(cell) == pytest.approx(r[key], rel=1e-3, abs=5e-4)
     md = (d / "report.md").read_text()
     for p in doc["paired"]:
-        assert f"| {p['a']} | {p['b']} | {p['n']} | {p['a_better']} | {p['b_better']} |" in md
+        row = f"| {p['a']} | {p['b']} | {p['verdict']} | {p['n']} | {p['a_better']} | "
+        assert row + f"{p['b_better']} |" in md
+        assert md.count(f"| {p['a']} | {p['b']} |") == 1  # each verdict once
 
 
 def _same(now, committed) -> bool:

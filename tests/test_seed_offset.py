@@ -87,9 +87,7 @@ def test_the_offset_moves_level_constants_not_the_exponent():
     f = api.fit(grid(np.random.default_rng(3)), "composition", intervals=True, resamples=20)
     sd = f.seed_offset_sd
     # a common relative shift scales L0 and a (they absorb it), not b
-    assert sd["L0"] / f.constants["L0"] == pytest.approx(
-        np.sqrt(f.seed_offset.var / 3), rel=1e-3
-    )
+    assert sd["L0"] / f.constants["L0"] == pytest.approx(np.sqrt(f.seed_offset.var / 3), rel=1e-3)
     assert sd["b"] < 1e-6 * abs(f.constants["b"]) + 1e-9
     lo, hi = f.intervals["L0"]
     glo, ghi = f.intervals_grid_seeds["L0"]

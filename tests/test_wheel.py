@@ -163,9 +163,10 @@ def test_every_readme_example_runs_from_the_wheel_in_an_empty_directory(installe
     assert "data: data/main.csv" in main and "where lr == 3e-4" in main
     assert "composition" in main and "corrected resampled t" in main
     assert "paired_tuned.csv" in outputs["ci"]
-    assert "new.csv: 3 runs" in outputs[
-        "simulate main --cell H=8,keep=0.25,lr=3e-4 --seeds 0,1,2 --out new.csv"
-    ]
+    assert (
+        "new.csv: 3 runs"
+        in outputs["simulate main --cell H=8,keep=0.25,lr=3e-4 --seeds 0,1,2 --out new.csv"]
+    )
     assert (shell / "new.manifest.json").exists()
     assert (shell / "reports" / "mine" / "report.md").exists()
     assert (shell / "new.csv").exists() and (shell / "predictions.jsonl").exists()

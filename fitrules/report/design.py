@@ -138,6 +138,7 @@ def design_figure(d, ax=None):
         setter = ax.set_xscale if axis == "x" else ax.set_yscale
         if vals.min() > 0 and vals.max() / vals.min() > 10:
             setter("log")
+            figures.level_ticks(ax, vals, axis)  # at the levels, not at powers of ten
         elif vals.min() >= 0 and vals.max() > 10:
             setter("symlog", linthresh=1)
     units = d.data.get("units") or {}

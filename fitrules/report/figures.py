@@ -49,9 +49,12 @@ def _legend(ax, **kwargs) -> None:
     if legend_overlap(ax):
         kwargs.pop("loc")
         wide = ax.get_legend().get_window_extent().width > 0.3 * ax.figure.bbox.width
-        if wide:  # long labels: below the axes, or the axes would shrink to nothing
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0,
-                      **kwargs)  # fmt: skip
+        if wide:  # long labels: below the axes (and below the x label, clear of it)
+            ax.figure.draw_without_rendering()
+            label = ax.xaxis.label.get_window_extent()
+            below = ax.transAxes.inverted().transform((0, label.y0))[1] - 0.03
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, min(below, -0.16)),
+                      borderaxespad=0, **kwargs)  # fmt: skip
         else:
             ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, **kwargs)
         title = getattr(ax, "_fitrules_title", None)
@@ -128,9 +131,76 @@ def _unit_of(cells, name: str) -> str | None:
     return (getattr(cells, "units", None) or {}).get(name)
 
 
+_labels: ContextVar[dict | None] = ContextVar("fitrules_axis_labels", default=None)
+
+
+def parse_labels(labels: str | dict | None) -> dict[str, str]:
+    """``"val/loss=validation loss,H=sync interval"`` (or a dict) as ``{column: label}``.
+
+    Raises
+    ------
+    ReportError
+        For a pair without ``=`` or with an empty side.
+    """
+    from fitrules.errors import ReportError
+
+    if labels is None:
+        return {}
+    if isinstance(labels, dict):
+        if not all(isinstance(k, str) and isinstance(v, str) and k and v
+                   for k, v in labels.items()):  # fmt: skip
+            raise ReportError(f"labels {labels!r}: expected a dict of column -> label (text)")
+        return dict(labels)
+    if not isinstance(labels, str):
+        raise ReportError(f"labels {labels!r}: expected 'COLUMN=LABEL,...' or a dict")
+    out = {}
+    for part in filter(None, (p.strip() for p in labels.split(","))):
+        name, sep, label = part.partition("=")
+        if not sep or not name.strip() or not label.strip():
+            raise ReportError(
+                f"--labels {labels!r}: expected COLUMN=LABEL pairs, e.g. 'val/loss=validation loss'"
+            )
+        out[name.strip().strip("`")] = label.strip()
+    return out
+
+
+@contextmanager
+def axis_labels(labels: str | dict | None):
+    """Within the block, axes name the columns of ``labels`` by their label
+    (``{"val/loss": "validation loss"}``); ``None`` keeps the labels in force."""
+    if labels is None:
+        yield
+        return
+    token = _labels.set(parse_labels(labels))
+    try:
+        yield
+    finally:
+        _labels.reset(token)
+
+
 def unit_label(name: str, unit: str | None) -> str:
-    """``"loss (nats)"``, or ``"loss"`` when the unit is not known."""
-    return f"{name} ({unit})" if unit else name
+    """``"loss (nats)"``, or ``"loss"`` when the unit is not known; a column given a label
+    (:func:`axis_labels`, ``--labels``) is named by it."""
+    shown = (_labels.get() or {}).get(name, name)
+    return f"{shown} ({unit})" if unit else shown
+
+
+MAX_LEVEL_TICKS = 12  # a variable with at most this many levels is ticked at each level
+
+
+def level_ticks(ax, values: np.ndarray, axis: str = "x") -> None:
+    """Tick a log axis at the grid's levels (1, 4, 16, 64), labelled plainly, rather than
+    at powers of ten: a reader looks for the settings that were run."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    v = np.unique(np.asarray(values, float))
+    v = v[np.isfinite(v) & (v > 0)]
+    if not 1 < len(v) <= MAX_LEVEL_TICKS:
+        return
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(FixedLocator(v))
+    target.set_major_formatter(FuncFormatter(lambda t, _: f"{t:g}"))
+    target.set_minor_locator(NullLocator())
 
 
 def _use_log(v: np.ndarray) -> bool:
@@ -222,11 +292,16 @@ def _fmt(v) -> str:
     return f"{v:.3g}" if isinstance(v, float | np.floating) else str(v)
 
 
+# One sign convention in every figure, table and JSON: observed minus predicted, in percent
+# of the observed value (a cell above the fit is positive), said on every axis.
+RESIDUAL_LABEL = "observed - predicted (% of observed)"
+
+
 def residuals_pct(cells, form, constants) -> np.ndarray:
-    """(predicted - observed) / observed, in percent, at every cell."""
+    """(observed - predicted) / observed, in percent, at every cell."""
     pred = predict(form, cells.X, constants)
     y = cells.y
-    return 100 * (pred - y) / y
+    return 100 * (y - pred) / y
 
 
 # ------------------------------------------------------------------ comparisons
@@ -254,6 +329,13 @@ def heldout_ecdf(cmp, ax=None):
         ax.text(0.5, 0.5, "no valid split", ha="center", va="center", transform=ax.transAxes)
         return ax
     lo, hi, log = robust_range(np.concatenate([e for _, _, e in series]))
+    res = cmp.results
+    floors = res["noise_floor_pct"].to_numpy(float) if "noise_floor_pct" in res else np.array([])
+    floor = float(np.median(floors[np.isfinite(floors)])) if np.isfinite(floors).any() else None
+    if floor is not None and floor > 0 and floor < hi:
+        lo = min(lo, floor * 0.8) if log else min(lo, floor - 0.05 * (hi - lo))
+        ax.axvline(floor, color="0.35", ls=":", lw=1.5,
+                   label=f"noise floor {floor:.3g}% (knowing each cell's true mean)")  # fmt: skip
     for i, name, e in series:
         frac = np.arange(1, len(e) + 1) / len(e)
         beyond = int((e > hi).sum())
@@ -433,12 +515,12 @@ def observed_vs_predicted(cells, form, constants, unit: str | None = None, ax=No
 
 
 def _residual_panel(ax, pc, y, pred, off, sem, lo, hi) -> None:
-    """(observed - predicted) / predicted in percent under the observed-predicted panel: on
-    a 2 to 3.4 range a 0.5% miss is a hair's breadth from the diagonal; here it is the
-    scale."""
+    """(observed - predicted) / observed in percent under the observed-predicted panel (the
+    residuals' one convention): on a 2 to 3.4 range a 0.5% miss is a hair's breadth from the
+    diagonal; here it is the scale."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = 100 * (y - pred) / pred
-        rs = None if sem is None else 100 * sem / np.abs(pred)
+        r = 100 * (y - pred) / y
+        rs = None if sem is None else 100 * sem / np.abs(y)
     ok = ~off & np.isfinite(r)
     if ok.any():
         rlo, rhi, _ = robust_range(r[ok], log=False, fence=RESIDUAL_FENCE)
@@ -453,7 +535,7 @@ def _residual_panel(ax, pc, y, pred, off, sem, lo, hi) -> None:
         ax.set_ylim(rlo - pad, rhi + pad)
     ax.axhline(0, color="k", lw=1)
     ax.set_xlim(lo, hi)
-    ax.set_ylabel("observed - predicted\n(% of predicted)", fontsize=8)
+    ax.set_ylabel(RESIDUAL_LABEL.replace(" (", "\n("), fontsize=8)
     ax.grid(alpha=0.3)
 
 
@@ -506,11 +588,9 @@ def residual_map(cells, form, constants, x: str, y: str, lim: float | None = Non
     ax.set_yticks(range(grid.shape[0]), [f"{r:g}" for r in grid.index])
     ax.set_xlabel(unit_label(x, _unit_of(cells, x)))
     ax.set_ylabel(unit_label(y, _unit_of(cells, y)))
-    _title(ax, f"{form.name}: (predicted - observed) / observed, %")
+    _title(ax, f"{form.name}: observed - predicted, % of observed")
     extend = "both" if np.nanmax(np.abs(vals)) > lim else "neither"
-    ax.figure.colorbar(
-        im, ax=ax, extend=extend, label=f"relative residual (%), shared scale ±{lim:.3g}"
-    )
+    ax.figure.colorbar(im, ax=ax, extend=extend, label=f"{RESIDUAL_LABEL}, shared scale ±{lim:.3g}")
     return ax
 
 
@@ -565,9 +645,10 @@ def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
     ax.axhline(0, color="k", lw=1)
     if _use_log(xs):
         ax.set_xscale("log")
+        level_ticks(ax, xs)
     ax.set_ylim(lo, hi)
     ax.set_xlabel(unit_label(x, _unit_of(cells, x)))
-    ax.set_ylabel("(predicted - observed) / observed (%)")
+    ax.set_ylabel(RESIDUAL_LABEL)
     names = ", ".join(f.name for f, _ in fits)
     _title(ax, f"Residuals of the full-grid fit against {x}: {names}")
     _legend(ax, fontsize=8, loc="upper right", ncol=2 if len(fits) > 3 else 1)
@@ -621,6 +702,7 @@ def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None, 
     lo, hi, log_y = data_range(y)
     sem = _sem(cells)
     n_cut = 0
+    band_span: list[tuple[float, float]] = []
     order = sorted(at, key=lambda k: tuple(at[k].values()))
     for i, k in enumerate(order):
         rows = (key == k).to_numpy()
@@ -646,15 +728,25 @@ def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None, 
         shown = (curve >= lo) & (curve <= hi)
         n_cut += int(not shown.all())
         ax.plot(np.where(shown, dense, np.nan), curve, color=f"C{i % 10}", lw=1.2)
-        if band is not None:
+        if band is not None:  # a faint fill with its edges drawn: overlapping bands stay legible
             low, high = band(X)
-            ax.fill_between(dense, low, high, color=f"C{i % 10}", alpha=0.12, lw=0)
+            ax.fill_between(dense, low, high, color=f"C{i % 10}", alpha=0.07, lw=0)
+            for edge in (low, high):
+                ax.plot(dense, edge, color=f"C{i % 10}", lw=0.6, ls="--", alpha=0.8)
+            band_span.append((np.nanmin(low), np.nanmax(high)))
     if n_cut:
         ax.text(0.01, 0.01, f"{n_cut} fitted {'curve leaves' if n_cut == 1 else 'curves leave'}"
                 " the range of the data", fontsize=8, transform=ax.transAxes,
                 va="bottom")  # fmt: skip
+    if band_span:  # the bands shown whole (within one data range beyond the data)
+        reach = hi - lo
+        lo = max(min(lo, min(b[0] for b in band_span)), lo - reach)
+        hi = min(max(hi, max(b[1] for b in band_span)), hi + reach)
+        if log_y and lo <= 0:
+            lo = float(np.nanmin(y[y > 0])) * 0.9
     if log_x:
         ax.set_xscale("log")
+        level_ticks(ax, xs)
     if log_y:
         ax.set_yscale("log")
     ax.set_ylim(lo, hi)

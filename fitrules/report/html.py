@@ -45,9 +45,11 @@ def comparison_html(cmp) -> str:
             "noise_floor_pct"]  # fmt: skip
     parts = [
         f"<b>fitrules comparison</b> ({html.escape(cmp.settings['protocol'])} splits)",
+        "<p class='fitrules-conclusion'>" + "<br>".join(html.escape(x) for x in cmp.conclusion)
+        + "</p>",
+        _table(cmp.ranking[cols]),
         _p(data_line(cmp.data)),
-        _table(cmp.summary[cols]),
-    ]
+    ]  # fmt: skip
     if cmp.warnings:
         parts.append("<b>Warnings</b>" + _list(cmp.warnings))
     if len(cmp.paired):

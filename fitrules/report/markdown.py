@@ -161,14 +161,24 @@ def comparison_report(
             figures.heldout_ecdf(cmp),
             "Held-out error per split, as an empirical CDF: further left is better.",
         )
-        names = [f.name for f in cmp.forms]
-        for a, b in list(itertools.combinations(names, 2))[:max_pairs]:
+        pairs = _figure_pairs(cmp)
+        for a, b in pairs[:max_pairs]:
             fig(
                 "paired",
                 f"paired_{_slug(a)}_vs_{_slug(b)}.png",
                 figures.paired_scatter(cmp, a, b),
                 f"{a} against {b}, one point per split valid for both.",
             )
+        if len(pairs) > max_pairs:  # the rest are counted and named, never dropped silently
+            rest = ", ".join(f"{a} vs {b}" for a, b in pairs[max_pairs:])
+            figs.append(("paired-note", "", (
+                f"{max_pairs} of the {len(pairs)} paired figures are drawn (the pairs of the "
+                f"best form first); "
+                + ("the other is not: " if len(pairs) - max_pairs == 1
+                   else f"the other {len(pairs) - max_pairs} are not: ")
+                + f"{rest} "
+                "(`Comparison.plot_paired(a, b)` draws any pair)."
+            )))  # fmt: skip
         _fit_figures(cmp.cells, cmp.forms, cmp.full_fits, cmp.unit, fig)
         (d / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
         flat = cmp.results.copy()
@@ -214,7 +224,7 @@ def _fit_figures(cells, forms, full_fits, unit, fig, bands=None) -> None:
             "residuals",
             f"residuals_vs_{_slug(x)}.png",
             figures.residuals_vs(cells, [(f, consts[f.name]) for f in forms], x),
-            f"Relative residuals of the full-grid fits against {x}"
+            f"Residuals (observed - predicted, % of observed) of the full-grid fits against {x}"
             + (f" (forms that do not read {x}: {', '.join(blind)})." if blind else "."),
         )
     if len(variables) == 2 and figures.can_map(cells, variables[0], variables[1]):
@@ -226,7 +236,8 @@ def _fit_figures(cells, forms, full_fits, unit, fig, bands=None) -> None:
                 "residuals",
                 f"residual_map_{_slug(f.name)}.png",
                 figures.residual_map(cells, f, consts[f.name], variables[0], variables[1], lim),
-                f"{f.name}: relative residual over {variables[0]} and {variables[1]} (one "
+                f"{f.name}: observed - predicted (% of observed) over {variables[0]} and "
+                f"{variables[1]} (one "
                 "colour scale for every form).",
             )
     for f in forms:
@@ -251,59 +262,24 @@ MANY_FLOORS = 3  # "every form misses by several times the noise floor" from thi
 
 
 def _winner_paragraph(best: dict, doc: dict) -> str:
-    """The form with the lowest median error; whether its edge is real; the noise floor."""
+    """The form with the lowest median error, against the noise floor and the guard (its
+    verdicts are in the Answer and the paired table, once each)."""
     name = best["form"]
     basis = doc["settings"].get("splits_used", "valid")
-    random = doc["settings"]["protocol"] == "random"
-    vs, separated, within_floor = [], [], []
+    within_floor = []
     floor = best.get("noise_floor_pct")
     for r in doc["paired"]:
         if name not in (r["a"], r["b"]) or not r["n"]:
             continue
-        mine, other = ("a", "b") if r["a"] == name else ("b", "a")
-        diff = r["median_diff_pct"] if mine == "a" else -r["median_diff_pct"]
-        if random and r.get("ratio") is not None:
-            ratio = r["ratio"] if mine == "a" else 1 / r["ratio"]
-            lo, hi = r["ratio_ci"]
-            if lo is None or hi is None:  # the log ratio did not vary over the splits
-                interval = "no interval (the ratio is the same in every split)"
-            else:
-                lo, hi = (lo, hi) if mine == "a" else (1 / hi, 1 / lo)
-                interval = f"interval {lo:.3g} to {hi:.3g}"
-            test = f"error ratio {ratio:.3g}, {interval}, Holm p = {fmt_p(r.get('p_holm'))}"
-        else:
-            test = (
-                f"Holm p = {fmt_p(r.get('p_holm'))}"
-                if r.get("p") is not None
-                else "no test can reject with these groups"
-            )
-        vs.append(
-            f"{r[other]}: lower in {r[mine + '_better']} of {r['n']} splits (descriptive), "
-            f"median difference {diff:+.3f} points, {test}"
-        )
-        p_adj = r.get("p_holm")
-        if p_adj is not None and p_adj < 0.05 and diff < 0:
-            separated.append(r[other])
-        if floor is not None and abs(diff) < floor:
-            within_floor.append(r[other])
+        other = r["b"] if r["a"] == name else r["a"]
+        if floor is not None and abs(r["median_diff_pct"]) < floor:
+            within_floor.append(other)
     on = "valid" if basis == "valid" else "(all, degenerate kept)"
+    # the verdicts themselves are in the Answer and once each in the paired table
     text = (
         f"**{name}** has the lowest median held-out error, {best['median_pct']:.3f}% over "
         f"{best['splits_used']} {on} splits (90th percentile {best['p90_pct']:.3f}%). "
-        "Against the other forms, on the splits used for both: " + "; ".join(vs) + ". "
     )
-    others = [r for r in vs]
-    if separated:
-        text += (
-            f"Its edge over {', '.join(separated)} exceeds the uncertainty of the comparison "
-            "(Holm-adjusted p < 0.05). "
-        )
-    rest = len(others) - len(separated)
-    if rest:
-        text += (
-            f"Against {'the other' if rest == 1 else f'the other {rest}'} the edge is within "
-            "the uncertainty of the comparison: these cells cannot separate them. "
-        )
     if within_floor:
         text += (
             f"Its median edge over {', '.join(within_floor)} is smaller than the noise floor "
@@ -333,8 +309,25 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     where = " and ".join(data["where"]) or "none"
     derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
     n_train = doc["results"][0]["n_train"] if doc["results"] else 0
+    from fitrules.compare import conclusion
+
+    ranked = sorted(
+        doc["summary"],
+        key=lambda r: math.inf if r["median_pct"] is None else r["median_pct"],
+    )
     lines = [
         f"# fitrules comparison: {', '.join(f['name'] for f in doc['forms'])}",
+        "",
+        "## Answer",
+        "",
+        *[f"{x}  " for x in conclusion(doc["summary"], doc["paired"])],
+        "",
+        summary_header(s.get("splits_used", "valid")),
+        *summary_rows(ranked),
+        "",
+        "Forms ranked by median held-out error; what each column means is under Summary.",
+        "",
+        "## Data and protocol",
         "",
         "| | |",
         "|---|---|",
@@ -367,18 +360,16 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         "",
         "## Summary",
         "",
-        summary_header(basis),
-        *summary_rows(doc["summary"]),
-        "",
-        "Per-split held-out errors: median, 10% trimmed mean, 90th percentile and the worst "
-        "split; worst cell is the largest error at a single held-out cell. The mean is left "
-        "out of the table (results.json keeps it): one runaway split can own it.",
+        "The table under Answer: per-split held-out errors: median, 10% trimmed mean, 90th "
+        "percentile and the worst split; worst cell is the largest error at a single "
+        "held-out cell. The mean is left out of the table (results.json keeps it): one "
+        "runaway split can own it.",
         "",
     ]
     if doc.get("warnings"):
         lines += ["**Warnings:**", "", *[f"- {w}" for w in doc["warnings"]], ""]
     if any(r["wild_splits"] for r in doc["summary"]):
-        lines += ["With and without the fits the guard names:", "", *tame_rows(doc["summary"]), ""]
+        lines += ["With and without the fits the guard names:", "", *tame_rows(ranked), ""]
     lines += [
         "Noise floor: the held-out error a predictor would show if it knew every cell's "
         "true mean, from the spread of the seeds (median over splits).",
@@ -415,22 +406,28 @@ def _paired_md(doc: dict, basis: str) -> list[str]:
         paired_heading(s, len(doc["paired"]), doc["data"]["cells"]),
         "",
     ]
-    lines += [f"- {verdict_sentence(r, basis)}" for r in doc["paired"]]
     if s["protocol"] == "random":
         lines += [
-            "",
-            "| a | b | descriptive splits | a lower | b lower | ties | median a - b | "
-            "verdict splits | error ratio a/b | interval | p | Holm p |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+            "| a | b | verdict | descriptive splits | a lower | b lower | ties | median a - b | "
+            "verdict splits | error ratio a/b | unadjusted interval | p | Holm p |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
         ]
         lines += [
-            f"| {r['a']} | {r['b']} | {r['n']} | {r['a_better']} | {r['b_better']} | "
+            f"| {r['a']} | {r['b']} | {r.get('verdict', '')} | {r['n']} | {r['a_better']} | "
+            f"{r['b_better']} | "
             f"{r['ties']} | {_num(r['median_diff_pct'], '+.3f')} | {r.get('verdict_n', r['n'])} "
-            f"| {_num(r['ratio'], '.3g')} | "
-            f"{_num(r['ratio_ci'][0], '.3g')} to {_num(r['ratio_ci'][1], '.3g')} | "
+            f"| {_num(r['ratio'], '.3g')} | {_interval_cell(r)} | "
             f"{fmt_p(r['p'])} | {fmt_p(r.get('p_holm'))} |"
             for r in doc["paired"]
         ]
+        warned = [verdict_sentence(r, basis).partition(". Warning: ") for r in doc["paired"]]
+        lines += [
+            f"- {r['a']} vs {r['b']}: warning: {w[2]}"
+            for r, w in zip(doc["paired"], warned, strict=True)
+            if w[1]
+        ]
+    else:
+        lines += [f"- {verdict_sentence(r, basis)}" for r in doc["paired"]]
     lines += [
         "",
         "The p-value asks whether the forms' held-out errors differ by more than the cells of "
@@ -468,7 +465,29 @@ def _guard_md(doc: dict, figs) -> list[str]:
     else:
         lines.append("No fit tripped the guard.")
     lines += [""] + [f"![{cap}]({n})" for sec, n, cap in figs if sec == "paired"]
+    lines += [f"\n*{cap}*" for sec, _, cap in figs if sec == "paired-note"]
     return lines
+
+
+def _interval_cell(r: dict) -> str:
+    lo, hi = r.get("ratio_ci") or (None, None)
+    if lo is None or hi is None:
+        if r.get("ratio") is not None:  # the log ratio did not vary over the splits
+            return "no interval (the ratio is the same in every split)"
+        return "n/a"
+    return f"{_num(lo, '.3g')} to {_num(hi, '.3g')}"
+
+
+def _figure_pairs(cmp) -> list[tuple[str, str]]:
+    """The pairs the paired figures show: those tested (all pairs without a test), the best
+    form's first."""
+    if len(cmp.paired):
+        pairs = list(zip(cmp.paired["a"], cmp.paired["b"], strict=True))
+    else:
+        pairs = list(itertools.combinations([f.name for f in cmp.forms], 2))
+    ranked = cmp.ranking["form"].tolist()
+    best = ranked[0] if ranked else None
+    return sorted(pairs, key=lambda p: best not in p)  # stable: the tested order otherwise
 
 
 def _set_aside_md(doc: dict) -> list[str]:

@@ -64,6 +64,7 @@ def _verdict(row: dict, basis: str) -> str:
         return f"{a} vs {b}: {counts}; {why.removeprefix('none: ')}"
     lo, hi = row["ratio_ci"]
     p_adj = row.get("p_holm")
+    unadjusted = "unadjusted " if row.get("p_holm") is not None else ""
     if p_adj is not None and p_adj < 0.05:
         better = a if row["ratio"] < 1 else b
         verdict = f"{better} predicts better"
@@ -72,7 +73,7 @@ def _verdict(row: dict, basis: str) -> str:
     on = f" over {row['verdict_n']} verdict splits" if row.get("verdict_n") is not None else ""
     return (
         f"{a} vs {b}: {verdict}: error ratio {_fmt_ratio(row['ratio'])} "
-        f"(interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, "
+        f"({unadjusted}interval {_fmt_ratio(lo)} to {_fmt_ratio(hi)}){on}, "
         + (
             "sign-flip over held-out cells"
             if "sign-flip" in (row.get("test") or "")
@@ -153,6 +154,11 @@ def table_notes(data: dict) -> list[str]:
     from fitrules.grids import pooled_note
 
     out = []
+    if data.get("duplicates_dropped"):
+        n = data["duplicates_dropped"]
+        out.append(
+            f"dropped {n} exact cop{'ies' if n != 1 else 'y'} of other rows (--drop-duplicates)"
+        )
     if data.get("where"):
         n = data.get("filtered_out", 0)
         out.append(f"filtered out by where: {n} row{'s' if n != 1 else ''}")
@@ -224,6 +230,19 @@ def _family(settings: dict, n_pairs: int) -> str:
     return f"Holm across {k} comparison{'s' if k != 1 else ''} ({which})"
 
 
+def interval_note(settings: dict, n_pairs: int) -> str:
+    """What the paired intervals are adjusted for (nothing) and what the verdict is."""
+    k = settings.get("comparisons", n_pairs)
+    level = settings.get("level", 0.95)
+    if k <= 1:
+        return f"each interval is a {level:.0%} interval"
+    return (
+        f"each interval is the {level:.0%} interval of its pair alone, not adjusted for the "
+        f"{k} comparisons; the verdict is (Holm p < 0.05), so an interval that excludes 1 "
+        'beside "not distinguishable" is no contradiction'
+    )
+
+
 def paired_heading(settings: dict, n_pairs: int, cells: int | None = None) -> str:
     basis = settings.get("splits_used", "valid")
     on = "splits valid for both forms" if basis == "valid" else "all splits (degenerate kept)"
@@ -232,7 +251,8 @@ def paired_heading(settings: dict, n_pairs: int, cells: int | None = None) -> st
         return (
             f"Paired verdicts, on {on}: corrected resampled t test (Nadeau-Bengio) on log "
             f"error ratios over the verdict protocol, "
-            f"{verdict_protocol_text(settings, n)}; {_family(settings, n_pairs)}. Counts of "
+            f"{verdict_protocol_text(settings, n)}; {_family(settings, n_pairs)}; "
+            f"{interval_note(settings, n_pairs)}. Counts of "
             "splits won come from the descriptive protocol and are descriptive, not evidence "
             "(random splits share cells):"
         )
@@ -246,7 +266,11 @@ def render_comparison(cmp) -> str:
     s = cmp.settings
     basis = s.get("splits_used", "valid")
     n_train = int(cmp.results["n_train"].min()) if len(cmp.results) else 0
-    lines = [
+    # the answer first: the conclusion, then the forms ranked by median held-out error
+    lines = [*cmp.conclusion, "", table(cmp.ranking, summary_columns(basis))]
+    lines += [f"warning: {w}" for w in getattr(cmp, "warnings", [])]
+    lines += [
+        "",
         data_line(cmp.data),
         f"{protocol_line(s, n_train, cmp.data['cells'])}; objective {s['objective']}; "
         f"weights {s.get('weights', 'cells')}; "
@@ -257,8 +281,6 @@ def render_comparison(cmp) -> str:
     if s["protocol"] != "random":
         for lab, g in cmp.results.groupby("split", sort=True):
             lines.append(f"  split {lab}: {g['split_label'].iloc[0]}")
-    lines += ["", table(cmp.summary, summary_columns(basis))]
-    lines += [f"warning: {w}" for w in getattr(cmp, "warnings", [])]
     for f in cmp.forms:  # ranges read from the grid's values, named where they were used
         ranges = {c: r for c, r in getattr(f, "ranges", {}).items() if c not in f.bounds}
         if ranges:
@@ -270,7 +292,7 @@ def render_comparison(cmp) -> str:
     if seed_line:
         lines += [seed_line]
     if cmp.summary["wild_splits"].sum():
-        lines += ["", "With and without the wild fits:", table(cmp.summary, TAME_COLUMNS)]
+        lines += ["", "With and without the wild fits:", table(cmp.ranking, TAME_COLUMNS)]
     if len(cmp.paired):
         lines += ["", paired_heading(s, len(cmp.paired), cmp.data["cells"])]
         lines += [f"  {verdict_sentence(r, basis)}" for r in cmp.paired.to_dict("records")]
@@ -364,6 +386,34 @@ def information_line(f) -> str:
     )
 
 
+def prediction_line(p: dict) -> str:
+    """One prediction in words: the value, its standard error and its intervals."""
+    where = ", ".join(f"{k}={v:g}" for k, v in p["given"].items())
+    se = p["stderr"]
+    se_text = f"{se:.2g}" if se is not None and math.isfinite(se) else "n/a"
+    line = f"prediction at {where}: {p['prediction']:.5g} (standard error {se_text}"
+    pct = round(100 * p["level"]) if p.get("level") else None
+    if p.get("interval") is not None:
+        lo, hi = p["interval"]
+        line += (
+            f"; {pct}% interval for the configuration's mean over new seed ids {lo:.5g} to {hi:.5g}"
+        )
+    if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get("interval"):
+        lo, hi = p["interval_grid_seeds"]
+        line += f"; at the grid's seed ids {lo:.5g} to {hi:.5g}"
+    if p.get("interval_runs") is not None:
+        lo, hi = p["interval_runs"]
+        line += f"; for the mean of {p['runs']} new runs at fresh seed ids {lo:.5g} to {hi:.5g}"
+    if p.get("constants_interval") is not None:
+        lo, hi = p["constants_interval"]
+        line += f"; constants' uncertainty only {lo:.5g} to {hi:.5g}"
+    if p.get("extrapolation"):
+        line += "; outside the fitted cells: " + ", ".join(
+            f"{k} {v:.3g}x beyond" for k, v in p["extrapolation"].items()
+        )
+    return line + ")"
+
+
 def render_fitted(f) -> str:
     """A fitted form: data, constants with standard errors (and intervals), correlations,
     training error, diagnostics and predictions."""
@@ -405,34 +455,7 @@ def render_fitted(f) -> str:
         information_line(f),
         "diagnostics: " + ("none (well posed)" if not f.reasons else "; ".join(f.reasons)),
     ]
-    for p in f.predictions:
-        where = ", ".join(f"{k}={v:g}" for k, v in p["given"].items())
-        se = p["stderr"]
-        se_text = f"{se:.2g}" if se is not None and math.isfinite(se) else "n/a"
-        line = f"prediction at {where}: {p['prediction']:.5g} (standard error {se_text}"
-        pct = round(100 * p["level"]) if p.get("level") else None
-        if p.get("interval") is not None:
-            lo, hi = p["interval"]
-            line += (
-                f"; {pct}% interval for the configuration's mean over new seed ids "
-                f"{lo:.5g} to {hi:.5g}"
-            )
-        if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get(
-            "interval"
-        ):
-            lo, hi = p["interval_grid_seeds"]
-            line += f"; at the grid's seed ids {lo:.5g} to {hi:.5g}"
-        if p.get("interval_runs") is not None:
-            lo, hi = p["interval_runs"]
-            line += f"; for the mean of {p['runs']} new runs at fresh seed ids {lo:.5g} to {hi:.5g}"
-        if p.get("constants_interval") is not None:
-            lo, hi = p["constants_interval"]
-            line += f"; constants' uncertainty only {lo:.5g} to {hi:.5g}"
-        if p.get("extrapolation"):
-            line += "; outside the fitted cells: " + ", ".join(
-                f"{k} {v:.3g}x beyond" for k, v in p["extrapolation"].items()
-            )
-        lines.append(line + ")")
+    lines += [prediction_line(p) for p in f.predictions]
     if f.heldout is not None and f.predictions:
         lines.append(
             f"prediction intervals: {f.heldout.describe()}; they do not cover a change of "
@@ -500,7 +523,13 @@ def render_summary(summary: dict) -> str:
     unit = f" {summary['unit']}" if summary.get("unit") else ""
     lines = [
         f"{summary['path']}: sha256 {summary['sha256']}",
-        f"rows read: {summary['rows_read']}; filtered out by --where: "
+        f"rows read: {summary['rows_read']}; "
+        + (
+            f"exact copies dropped: {summary['duplicates_dropped']}; "
+            if summary.get("duplicates_dropped")
+            else ""
+        )
+        + "filtered out by --where: "
         f"{summary['filtered_out']}; runs kept: {summary['runs']}",
         "excluded: " + (", ".join(f"{v} {k}" for k, v in summary["excluded"].items()) or "none"),
         f"metric: {summary['metric']} (range {summary['metric_range'][0]:.4g} to "

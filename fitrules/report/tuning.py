@@ -120,8 +120,11 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
     ax.set_xticks(ticks, [_fmt(v) for v in levels])
     ax.minorticks_off()
     metric = tuning.grid.metric + (f" ({tuning.grid.unit})" if tuning.grid.unit else "")
-    ax.set_xlabel(x + (f" ({tuning.grid.units[x]})" if x in tuning.grid.units else ""))
-    ax.set_ylabel(f"{metric} (mean ± s.e. over all seeds)" if by is None else f"{metric} (mean)")
+    from fitrules.report.figures import unit_label
+
+    ax.set_xlabel(unit_label(x, tuning.grid.units.get(x)))
+    shown = unit_label(metric, None)
+    ax.set_ylabel(f"{shown} (mean ± s.e. over all seeds)" if by is None else f"{shown} (mean)")
     over = "" if by is None else f", averaged over {', '.join(c for c in config if c != by)}"
     ax.set_title(
         f"{metric} against {x} per configuration{over}\n"
@@ -235,8 +238,10 @@ def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
         )
     ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
     ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    from fitrules.report.figures import unit_label
+
+    ax.set_xlabel(unit_label(x, None))
+    ax.set_ylabel(unit_label(y, None))
     fold = f"fold {FOLD_AB}" if shown == FOLD_AB else "tune seeds"
     ax.set_title(
         f"{f} chosen per configuration ({fold})\nred outline: at the edge of the sweep", fontsize=10
