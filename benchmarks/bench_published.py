@@ -39,6 +39,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # this checkout's fitrules, whatever is installed
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "data" / "external"))
 from check_published import STARTS  # noqa: E402  (the independent check's starting boxes)

@@ -135,6 +135,19 @@ def asks_levels(outer) -> bool:
     return isinstance(outer, RollingOrigin | Extrapolate | LeaveOneLevelOut)
 
 
+def asks_inside(outer, table: pd.DataFrame, inner_splits: int) -> bool:
+    """Whether the inner splits can ask ``outer``'s question inside every outer training
+    set and on all cells (else :func:`nested_masks` makes random inner splits)."""
+    if not asks_levels(outer):
+        return False
+    n = len(table)
+    whole = inner_masks(outer, table, np.ones(n, bool), 1, 0)[0]
+    return len(whole) >= 1 and all(
+        len(inner_masks(outer, table, m, 1, 0)[0]) >= 1
+        for m in np.asarray(outer.masks_for(table), bool)
+    )
+
+
 def question_protocol(outer):
     """The outer protocol a search runs for the one asked: an extrapolation along a column
     is asked at several cut points (:class:`fitrules.splits.RollingOrigin`), so that the
@@ -164,33 +177,25 @@ def nested_masks(
     outer_tests = np.asarray(tests_for(table), bool) if tests_for else ~outer_masks
     labels = list(outer.labels(table))
     train, test = [outer_masks], [outer_tests]
-    structured = asks_levels(outer)
-    if structured:
+    inner = []
+    if asks_levels(outer):
         inner = [
             inner_masks(outer, table, m, inner_splits, _sub_seed(seed, _INNER, o))
             for o, m in enumerate(outer_masks)
         ]
+        fm, ft = inner_masks(
+            outer, table, np.ones(n, bool), 2 * inner_splits, _sub_seed(seed, _FINAL)
+        )
+    # too few levels inside some training set to ask the question there: random inner
+    # splits (the search says so, see asks_inside)
+    structured = bool(inner) and min(len(tr) for tr, _ in inner) >= 1 and len(fm) >= 1
+    if structured:
         k = min(len(tr) for tr, _ in inner)
-        if k < 1:
-            o = int(np.argmin([len(tr) for tr, _ in inner]))
-            raise SplitError(
-                f"outer split {labels[o]!r} fits {int(outer_masks[o].sum())} cells at too few "
-                f"levels of {outer.column!r} to ask its question inside it (an extrapolation "
-                "needs 3 levels below the cut, 2 to fit and 1 to score; leaving a level out "
-                "needs 2); add levels of the column, or search with --split random"
-            )
         for tr, te in inner:
             train.append(tr[:k])
             test.append(te[:k])
         inner_splits = k
-        fm, ft = inner_masks(
-            outer, table, np.ones(n, bool), final_splits or 2 * k, _sub_seed(seed, _FINAL)
-        )
-        if not len(fm):
-            raise SplitError(
-                f"the final choice asks the question on all cells, which have too few levels "
-                f"of {outer.column!r}"
-            )
+        fm, ft = fm[: final_splits or 2 * k], ft[: final_splits or 2 * k]
     else:
         for o, m in enumerate(outer_masks):
             idx = np.flatnonzero(m)
@@ -667,7 +672,7 @@ def _shape(outer, table: pd.DataFrame, inner_splits: int, inner_train_frac: floa
     """(outer splits, fewest cells any nested mask fits, cells an inner mask fits), from
     the protocol's sizes alone: no nested mask is made."""
     n = len(table)
-    if asks_levels(outer):  # few masks, made: their sizes depend on the levels
+    if asks_inside(outer, table, inner_splits):  # few masks, made: sizes follow the levels
         m = nested_masks(outer, table, inner_splits, inner_train_frac, 0)
         inner_train = m.sizes(m.inner)[0] if m.n_inner else m.min_train
         return m.n_outer, m.min_train, inner_train
@@ -685,7 +690,7 @@ def _check_inner_splits(outer, table: pd.DataFrame, inner_splits: int, frac: flo
     """Refuse, as :func:`nested_masks` would, inner splits that an outer training set (or
     all cells, for the final choice) cannot give; no mask is made."""
     n = len(table)
-    if asks_levels(outer):  # raises what nested_masks raises
+    if asks_inside(outer, table, inner_splits):  # raises what nested_masks raises
         nested_masks(outer, table, inner_splits, frac, 0)
         return
     if isinstance(outer, RandomSplit):
@@ -745,7 +750,7 @@ def plan_search(
     """
     n = len(y)
     n_outer, min_train, inner_train = _shape(outer, table, inner_splits, inner_train_frac)
-    if asks_levels(outer):
+    if asks_inside(outer, table, inner_splits):
         rows = len(nested_masks(outer, table, inner_splits, inner_train_frac, 0).train)
     else:
         rows = n_outer + n_outer * inner_splits + 2 * inner_splits + 1
@@ -1086,7 +1091,9 @@ def run_search(
         screen=screen_note,
         outer=outer.describe(),
         outer_error=seed_note,
-        inner_protocol=_inner_text(outer, masks.n_inner, inner_train_frac),
+        inner_protocol=_inner_text(
+            outer, masks.n_inner, inner_train_frac, asks_inside(outer, cells.table, inner_splits)
+        ),
         inner_splits=inner_splits,
         inner_train_frac=inner_train_frac,
         seed=seed,
@@ -1105,8 +1112,14 @@ def run_search(
     return out
 
 
-def _inner_text(outer, n_inner: int, frac: float) -> str:
+def _inner_text(outer, n_inner: int, frac: float, inside: bool = True) -> str:
     """How the candidates are ranked inside each outer training set, in words."""
+    if asks_levels(outer) and not inside:
+        return (
+            f"{n_inner} inner random splits fitting {frac:.3g} of its cells (an outer training "
+            f"set has too few levels of {outer.column} to ask the outer question inside it: "
+            "the candidates are ranked by interpolation there)"
+        )
     if isinstance(outer, RollingOrigin | Extrapolate):
         return (
             f"{n_inner} inner rolling origin{'s' if n_inner != 1 else ''} along "

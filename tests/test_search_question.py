@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import fitrules as fr
-from fitrules.errors import FitrulesError, SplitError
+from fitrules.errors import FitrulesError
 from fitrules.search import nested_masks
 from fitrules.splits import LeaveOneLevelOut, RollingOrigin
 from tests.helpers import refused, run
@@ -153,10 +153,13 @@ def test_leave_one_level_out_inside_each_training_set():
         assert len(set(N[te])) == 1 and not set(N[te]) & set(N[tr])
 
 
-def test_search_extrapolation_with_too_few_levels_is_refused():
+def test_too_few_levels_to_extrapolate_inside_falls_back_to_random_inner_splits_and_says_so():
+    """Found by bench_published --search: ParScale's training runs have 3 levels of P."""
     g = fr.load_grid(_nd_runs().query("N < 1e8"), metric="loss")  # 3 levels of N
-    with pytest.raises(SplitError, match="too few levels of 'N'"):
-        fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
+    s = fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
+    assert s.settings["n_outer"] == 1
+    assert "too few levels of N to ask the outer question inside it" in str(s)
+    assert "inner random splits" in s.settings["inner_protocol"]
 
 
 # ------------------------------------------------------------------ staged, and on a cluster
