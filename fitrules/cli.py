@@ -383,10 +383,8 @@ def _write_report(args, write, *a, **k) -> None:
     """Write the report (into its taken directory) and remember it was written."""
     from fitrules.report.figures import axis_labels, figure_formats
 
-    if not getattr(args, "quiet", False) and (
-        getattr(args, "progress", None) or (getattr(args, "progress", None) is None
-                                            and sys.stderr.isatty())
-    ):  # fmt: skip
+    shown = getattr(args, "progress", None)  # as the progress bar: --progress, or a terminal
+    if (sys.stderr.isatty() if shown is None else shown) and not getattr(args, "quiet", False):
         print(f"writing the report (tables and figures) to {args.report} ...", file=sys.stderr)
     with figure_formats(args.figure_format), axis_labels(getattr(args, "labels", None)):
         write(*a, **k)

@@ -863,9 +863,12 @@ def _csv_lines(path: Path, n_rows: int) -> np.ndarray | None:
     return np.array(starts[1:], dtype=np.int64) if len(starts) == n_rows + 1 else None
 
 
-def _exact_copies(df: pd.DataFrame, label: str, drop: bool) -> tuple[pd.DataFrame, int]:
+def _exact_copies(
+    df: pd.DataFrame, label: str, drop: bool, refuse: bool = True
+) -> tuple[pd.DataFrame, int]:
     """``df`` without rows that repeat an earlier row in every column (a run exported
-    twice), and how many went; without ``drop`` such a row is refused, both lines named."""
+    twice), and how many went; without ``drop`` such a row is refused (when ``refuse``),
+    both lines named."""
     if not isinstance(drop, bool | np.bool_):
         raise GridError(f"drop_duplicates {drop!r}: must be True or False")
     try:
@@ -877,6 +880,8 @@ def _exact_copies(df: pd.DataFrame, label: str, drop: bool) -> tuple[pd.DataFram
         return df, 0
     if drop:
         return df[~copies.to_numpy()], n
+    if not refuse:
+        return df, 0
     i = int(np.flatnonzero(copies.to_numpy())[0])
     same = (df.iloc[:i] == df.iloc[i]) | (df.iloc[:i].isna() & df.iloc[[i]].isna().to_numpy())
     j = int(np.flatnonzero(same.all(axis=1).to_numpy())[0])
@@ -973,7 +978,8 @@ def load_grid(
     drop_duplicates : bool
         Drop rows that repeat an earlier row in every column (a run exported twice); the
         count is kept (``Grid.duplicates_dropped``) and shown. Without it such a row is
-        refused, with both lines named.
+        refused, with both lines named, in a table with a seed column (without one,
+        identical rows may be repeats whose metric was rounded, and are kept).
 
     Returns
     -------
@@ -1043,7 +1049,10 @@ def load_grid(
     from fitrules import formats
 
     df = formats.apply_renames(df, formats.parse_renames(rename), label)
-    df, duplicates_dropped = _exact_copies(df, label, drop_duplicates)
+    # an exact copy of a run that names its seed is the run exported twice; without a seed
+    # column identical rows may be repeats whose metric was rounded: refused only with one
+    has_seed = (seed_col or "seed") in df.columns
+    df, duplicates_dropped = _exact_copies(df, label, drop_duplicates, refuse=has_seed)
 
     derived = []
     for text in derive:

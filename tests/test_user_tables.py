@@ -100,11 +100,15 @@ def test_n_params_is_a_factor_of_a_users_table():
 def test_seed_column_by_name(user_csv):
     grid = load_grid(user_csv, seed_col="run_seed")
     assert grid.seed == "run_seed"
-    assert load_grid(user_csv).seed is None  # no column called seed: runs are repeats
+    # a column that looks like the seed is never pooled or filtered: --seed-col is named
+    # (issue 32; it was taken for runs that are repeats)
+    with pytest.raises(GridError, match="'run_seed' looks like each run's seed.*--seed-col"):
+        load_grid(user_csv)
     with pytest.raises(GridError, match="no column 'rs' for --seed-col; columns: H, keep"):
         load_grid(user_csv, seed_col="rs")
     df = user_table()
-    df = pd.concat([df, df.iloc[[0]]], ignore_index=True)  # the same seed twice in one cell
+    # the same seed twice in one cell, with another loss (an exact copy is refused when read)
+    df = pd.concat([df, df.iloc[[0]].assign(loss=df["loss"].iloc[0] + 0.1)], ignore_index=True)
     with pytest.raises(GridError, match="seed 0 appears more than once"):
         load_grid(df, seed_col="run_seed").cells(["H", "omega"])
 
