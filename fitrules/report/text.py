@@ -386,6 +386,16 @@ def information_line(f) -> str:
     )
 
 
+def _span(pair) -> str:
+    """``lo to hi``, or why there is none: an interval whose bound is not finite (a part
+    the grid cannot bound, such as the seed offset's effect on constants it does not
+    identify) is said to be unbounded, never printed as inf."""
+    lo, hi = pair
+    if math.isfinite(lo) and math.isfinite(hi):
+        return f"{lo:.5g} to {hi:.5g}"
+    return "unbounded (a part of it the grid's cells do not bound)"
+
+
 def prediction_line(p: dict) -> str:
     """One prediction in words: the value, its standard error and its intervals."""
     where = ", ".join(f"{k}={v:g}" for k, v in p["given"].items())
@@ -394,19 +404,18 @@ def prediction_line(p: dict) -> str:
     line = f"prediction at {where}: {p['prediction']:.5g} (standard error {se_text}"
     pct = round(100 * p["level"]) if p.get("level") else None
     if p.get("interval") is not None:
-        lo, hi = p["interval"]
         line += (
-            f"; {pct}% interval for the configuration's mean over new seed ids {lo:.5g} to {hi:.5g}"
+            f"; {pct}% interval for the configuration's mean over new seed ids "
+            f"{_span(p['interval'])}"
         )
     if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get("interval"):
-        lo, hi = p["interval_grid_seeds"]
-        line += f"; at the grid's seed ids {lo:.5g} to {hi:.5g}"
+        line += f"; at the grid's seed ids {_span(p['interval_grid_seeds'])}"
     if p.get("interval_runs") is not None:
-        lo, hi = p["interval_runs"]
-        line += f"; for the mean of {p['runs']} new runs at fresh seed ids {lo:.5g} to {hi:.5g}"
+        line += (
+            f"; for the mean of {p['runs']} new runs at fresh seed ids {_span(p['interval_runs'])}"
+        )
     if p.get("constants_interval") is not None:
-        lo, hi = p["constants_interval"]
-        line += f"; constants' uncertainty only {lo:.5g} to {hi:.5g}"
+        line += f"; constants' uncertainty only {_span(p['constants_interval'])}"
     if p.get("extrapolation"):
         line += "; outside the fitted cells: " + ", ".join(
             f"{k} {v:.3g}x beyond" for k, v in p["extrapolation"].items()
@@ -441,7 +450,13 @@ def render_fitted(f) -> str:
             line += f"  ± {se:.3g}"
         if c in iv:
             lo, hi = iv[c]
-            line += f"  [{lo:.6g}, {hi:.6g}]"
+            # a constant the grid does not identify (an intercept per group beside a term
+            # that is constant within each group) has no finite interval: said, not printed
+            line += (
+                f"  [{lo:.6g}, {hi:.6g}]"
+                if math.isfinite(lo) and math.isfinite(hi)
+                else "  interval unbounded (not identified by these cells)"
+            )
         lines.append(line)
     lines += [f"  {x}" for x in uncertainty_lines(f)]
     te = f.train_error
