@@ -118,7 +118,9 @@ def default_ranges(
     def walk(node: ex.Node, positive: bool) -> None:
         if node.op in ("mul", "div", "neg"):
             factors = _chain(node)
-            pure = [(s, f) for s, f in factors if not _constants_in(f, consts) and ex.names(f)]
+            # factors of variables alone (a linear constant, or a name that is no column,
+            # scales nothing that can be measured)
+            pure = [(s, f) for s, f in factors if ex.names(f) and set(ex.names(f)) <= set(env)]
             for s_c, f in factors:
                 if f.op == "name" and f.value in consts and pure:
                     ref = ex.ONE
@@ -131,7 +133,7 @@ def default_ranges(
             return
         if node.op in ("add", "sub"):
             parts = _sum(node)
-            pure = [t for t in parts if not _constants_in(t, consts) and ex.names(t)]
+            pure = [t for t in parts if ex.names(t) and set(ex.names(t)) <= set(env)]
             for t in parts:
                 if t.op == "name" and t.value in consts and pure:
                     ref = pure[0]
