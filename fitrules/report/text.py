@@ -518,13 +518,19 @@ MAX_LEVELS = 12  # a factor with more levels is shown by its count and range
 
 def _levels_line(name: str, values: list) -> str:
     def show(x) -> str:
+        if isinstance(x, float) and not math.isfinite(x):
+            # an empty cell of the table is a level of its own: named, never printed as nan
+            return "missing" if math.isnan(x) else ("+" if x > 0 else "-") + "infinite"
         return f"{x:g}" if isinstance(x, float) else str(x)
 
+    finite = [x for x in values if not (isinstance(x, float) and not math.isfinite(x))]
+    values = finite + [x for x in values if x not in finite]  # missing last, after a sort
     if len(values) <= MAX_LEVELS:
         return f"  {name} ({len(values)}): {', '.join(show(x) for x in values)}"
     numeric = all(isinstance(x, int | float) and not isinstance(x, bool) for x in values)
-    if numeric:
-        return f"  {name} ({len(values)} levels): {show(values[0])} to {show(values[-1])}"
+    if numeric and finite:
+        tail = "" if len(finite) == len(values) else ", and missing"
+        return f"  {name} ({len(values)} levels): {show(finite[0])} to {show(finite[-1])}{tail}"
     return f"  {name} ({len(values)} levels, text): {', '.join(map(show, values[:3]))}, ..."
 
 
