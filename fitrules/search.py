@@ -140,12 +140,9 @@ def asks_inside(outer, table: pd.DataFrame, inner_splits: int) -> bool:
     set and on all cells (else :func:`nested_masks` makes random inner splits)."""
     if not asks_levels(outer):
         return False
-    n = len(table)
-    whole = inner_masks(outer, table, np.ones(n, bool), 1, 0)[0]
-    return len(whole) >= 1 and all(
-        len(inner_masks(outer, table, m, 1, 0)[0]) >= 1
-        for m in np.asarray(outer.masks_for(table), bool)
-    )
+    masks = np.asarray(outer.masks_for(table), bool)  # refuses a column the cells lack
+    whole = inner_masks(outer, table, np.ones(len(table), bool), 1, 0)[0]
+    return len(whole) >= 1 and all(len(inner_masks(outer, table, m, 1, 0)[0]) >= 1 for m in masks)
 
 
 def question_protocol(outer):

@@ -14,6 +14,7 @@ import fitrules as fr
 from conftest import composition_grid
 from fitrules.errors import FormError, LimitError
 from fitrules.grammar import Grammar, count_candidates, generate
+from fitrules.limits import MAX_SEARCH_CANDIDATES
 from helpers import refused, run
 
 
@@ -43,7 +44,7 @@ def test_large_grammar_is_refused_before_any_candidate_is_made(grid_csv, tmp_pat
     line = refused(
         ["search", "--data", grid_csv, "--variables", "H,omega", "--terms", "6",
          "--max-constants", "12", "--max-nonlinear", "3"],
-        capsys, tmp_path, r"proposes 767,539 candidates, more than the 20,000",
+        capsys, tmp_path, rf"proposes 767,539 candidates, more than the {MAX_SEARCH_CANDIDATES:,}",
     )  # fmt: skip
     assert "--terms" in line and "--max-nonlinear" in line
 
