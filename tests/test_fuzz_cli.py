@@ -19,7 +19,7 @@ FAMILIES = {
     # design's cases fit every form on every candidate cell (a minute each on a loaded
     # machine since issue 27's global fits): few here, the long run in fuzz_cli.py
     "design": (fuzzing.design_cases(), 10),
-    "fit": (fuzzing.fit_cases(), 100),
+    "fit": (fuzzing.fit_cases(), 40),
     "validate": (fuzzing.validate_cases(), 80),
     "ci": (fuzzing.ci_cases(), 80),
     "ledger": (fuzzing.ledger_cases(), 100),

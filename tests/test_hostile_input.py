@@ -120,6 +120,8 @@ def test_unwritable_json_is_refused_before_the_report(grid_csv, tmp_path, capsys
     )
 
 
+# slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
+@pytest.mark.slow
 def test_json_write_failure_after_the_work_removes_the_new_report(
     grid_csv, tmp_path, capsys, monkeypatch
 ):

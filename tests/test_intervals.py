@@ -259,6 +259,8 @@ def _design_sds(corrupted: int) -> pd.DataFrame:
     return d.candidates
 
 
+# slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
+@pytest.mark.slow
 def test_two_corrupted_runs_of_108_barely_move_the_log_huber_design():
     """What `design --objective log_huber` measures its seed counts from: the seed noise and
     each form's spreads (random splits, seed bootstrap, held-out misfit) at every candidate.

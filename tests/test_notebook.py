@@ -12,6 +12,8 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 
+# slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
+@pytest.mark.slow
 def test_the_readme_runs_as_a_notebook(tmp_path, monkeypatch):
     # the kernel inherits the environment: a backend chosen for this process (e.g. by a
     # command run in-process) must not decide the notebook's

@@ -176,6 +176,8 @@ def test_failed_report_leaves_nothing(tmp_path, monkeypatch, synthetic_csv):
     assert sorted(p.name for p in tmp_path.iterdir()) == [synthetic_csv.name]
 
 
+# slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
+@pytest.mark.slow
 def test_existing_report_needs_force(tmp_path, synthetic_csv, capsys):
     target = tmp_path / "rep"
     target.mkdir()

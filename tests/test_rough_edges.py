@@ -271,6 +271,8 @@ def test_a_verdict_resting_on_few_splits_warns_and_says_why():
     assert "Warning: 261 of 300 splits were set aside" in verdict_sentence(row)
 
 
+# slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
+@pytest.mark.slow
 def test_set_aside_section_covers_failed_fits(synthetic_csv, tmp_path, capsys):
     rep = tmp_path / "rep"
     assert run(["compare", "--data", synthetic_csv, "--splits", 10, "--report", rep],

@@ -213,6 +213,8 @@ TRUTHS = [
 ]
 
 
+# slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
+@pytest.mark.slow
 def test_recovers_a_known_truth_in_most_grids():
     """Small case of the recovery benchmark (benchmarks/bench_search.py): 10 grids, 5 of each
     truth, the grid's realistic noise (0.5% per run, 3 seeds); the most-picked form across
@@ -380,6 +382,8 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(argv, match, tmp_path, cap
 CHINCHILLA = EXTERNAL / "chinchilla_epoch_svg_extracted.csv"
 
 
+# slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
+@pytest.mark.slow
 @pytest.mark.skipif(not CHINCHILLA.exists(), reason="shared/external data not present")
 def test_chinchilla_search_finds_the_law_or_better():
     g = fr.load_grid(
