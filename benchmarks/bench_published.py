@@ -60,6 +60,17 @@ def find(name: str, dirs: list[Path]) -> Path | None:
     return None
 
 
+def present(names, catalogue, dirs):
+    """(name, entry, path) of each named grid whose CSV is found; one line for the others."""
+    for name in names:
+        entry = catalogue[name]
+        path = find(entry["file"], dirs)
+        if path is None:
+            print(f"skipping {name}: {entry['file']} is in none of the data folders")
+            continue
+        yield name, entry, path
+
+
 def _range(text: str) -> tuple[float, float]:
     lo, hi = text.split("..")
     return float(lo), float(hi)
@@ -226,12 +237,7 @@ def search_entry(entry: dict, path: Path, jobs: int) -> dict | None:
 
 def main_search(names, catalogue, dirs, jobs: int) -> int:
     rows = []
-    for name in names:
-        entry = catalogue[name]
-        path = find(entry["file"], dirs)
-        if path is None:
-            print(f"skipping {name}: {entry['file']} is in none of the data folders")
-            continue
+    for name, entry, path in present(names, catalogue, dirs):
         r = search_entry(entry, path, jobs)
         if r is None:
             print(f"skipping {name}: no held-out split or no search settings in the catalogue")
@@ -273,12 +279,7 @@ def main(argv=None) -> int:
     if args.search:
         return main_search(names, catalogue, dirs, args.jobs)
     rows = []
-    for name in names:
-        entry = catalogue[name]
-        path = find(entry["file"], dirs)
-        if path is None:
-            print(f"skipping {name}: {entry['file']} is in none of the data folders")
-            continue
+    for name, entry, path in present(names, catalogue, dirs):
         with np.errstate(all="ignore"):
             rows.append(run_entry(entry, path, args.starts, args.seed))
         r = rows[-1]

@@ -68,10 +68,6 @@ def _sum(node: ex.Node) -> list[ex.Node]:
     return [t for _, t in ex.terms(node)]
 
 
-def _constants_in(node: ex.Node, constants: set[str]) -> set[str]:
-    return {n for n in ex.names(node) if n in constants}
-
-
 def _is_integer(node: ex.Node) -> bool:
     return node.op == "num" and float(node.value).is_integer()
 
