@@ -11,7 +11,7 @@ import shlex
 import signal
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from fitrules.errors import FitrulesError, UsageError, command_line
@@ -1096,10 +1096,17 @@ def _search(args) -> int:
                 f"{jobs} process{'es' if jobs > 1 else ''}",
                 file=sys.stderr,
             )
-        state["bar"].reset(total=state["total"])
+        open_bar(state["total"])
 
-    with progress(total=None, desc="searching", enabled=shown) as bar:
-        state["bar"] = bar
+    def open_bar(total) -> None:  # after the plan's line: a bar drawn first leaves "0it"
+        if "bar" not in state:
+            state["bar"] = bars.enter_context(progress(total, desc="searching", enabled=shown))
+
+    def on_progress(k: int) -> None:
+        open_bar(None)
+        state["bar"].update(k)
+
+    with ExitStack() as bars:
         result = api.search(
             grid,
             variables=args.variables,
@@ -1128,7 +1135,7 @@ def _search(args) -> int:
             tune_seeds=_tune_seeds(args),
             jobs=jobs,
             on_plan=on_plan,
-            on_progress=bar.update,
+            on_progress=on_progress,
             yes=args.yes,
             at=args.at or None,
             screen=_screen_option(args.screen),

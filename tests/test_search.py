@@ -344,6 +344,17 @@ def test_cli_search_writes_report_and_forms(tmp_path, capsys):
     assert "origin =" in forms.read_text()
 
 
+def test_cli_search_progress_bar_starts_after_the_plan_line(capsys):
+    # a bar opened before the plan was printed left a stray "searching: 0it" line above it
+    code = main(["search", "--terms", "1", "--max-constants", "3", "--factors", "power",
+                 "--splits", "2", "--inner-splits", "2", "--jobs", "1", "--progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 0
+    plan = err.index("fitrules search:")
+    assert "searching" in err[plan:] and "searching" not in err[:plan], err
+    assert "0it" not in err
+
+
 @pytest.mark.parametrize(
     "argv, match",
     [
