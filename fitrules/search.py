@@ -46,6 +46,7 @@ from fitrules.grammar import (
     DUPLICATE_RTOL,
     Candidate,
     Grammar,
+    TwinIndex,
     count_candidates,
     generate,
     named,
@@ -1018,7 +1019,7 @@ def run_search(
             (c, f"more constants than the fewest cells fitted ({n_fit})") for c in too_big
         ]
         keep_idx: list[int] = []
-        fps: list[np.ndarray] = []
+        twins = TwinIndex(DUPLICATE_RTOL)
         owners: list[int] = []
         scale = np.maximum(np.abs(probes), 1e-300).ravel()
         for i, identifiable, values in prints:
@@ -1028,15 +1029,12 @@ def run_search(
                 continue
             if values is not None and np.isfinite(values).all():
                 fp = values.ravel() / scale
-                if fps:
-                    same = np.flatnonzero(
-                        (np.abs(np.array(fps) - fp) <= DUPLICATE_RTOL).all(axis=1)
-                    )
-                    if len(same):
-                        twin = fits_ok[owners[same[0]]].form.name
-                        dropped.append((c, f"the same function on these cells as {twin}"))
-                        continue
-                fps.append(fp)
+                same = twins.twin(fp)
+                if same is not None:
+                    twin = fits_ok[owners[same]].form.name
+                    dropped.append((c, f"the same function on these cells as {twin}"))
+                    continue
+                twins.add(fp)
                 owners.append(i)
             keep_idx.append(i)
         todo = list(keep_idx)

@@ -99,6 +99,34 @@ def test_structural_rank_finds_constants_without_effect():
 
 
 # ------------------------------------------------------------------------------ selection
+def test_twin_index_finds_the_same_first_twin_as_a_full_scan():
+    from fitrules.grammar import TwinIndex
+
+    rng = np.random.default_rng(3)
+    rtol = 1e-6
+    base = 1 + 0.01 * rng.standard_normal((100, 40))
+    prints = []
+    for _ in range(1200):  # twins within rtol, near misses just past it, and new functions
+        kind = rng.integers(3)
+        if kind == 2 or not prints:
+            prints.append(1 + 0.01 * rng.standard_normal(40))
+        else:
+            src = prints[rng.integers(len(prints))]
+            step = rtol * (0.999 if kind == 0 else 1.01)
+            shift = np.where(rng.random(40) < 0.5, step, -step) * (rng.random(40) < 0.3)
+            prints.append(src + shift)
+    prints += list(base)
+    index, kept = TwinIndex(rtol), []
+    for fp in prints:
+        full = np.flatnonzero((np.abs(np.array(kept) - fp) <= rtol).all(axis=1)) if kept else []
+        expected = int(full[0]) if len(full) else None
+        assert index.twin(fp) == expected
+        if expected is None:
+            kept.append(fp)
+            index.add(fp)
+    assert 0 < len(index) < len(prints)
+
+
 def test_one_se_rule_prefers_fewer_constants_within_noise():
     rng = np.random.default_rng(1)
     base = 1 + 0.1 * rng.standard_normal(10)
