@@ -77,9 +77,17 @@ EXPECT = {
                 "cells: 20",
         },
     },
-    "add-a-form": {"files": ["forms.toml"]},
+    "add-a-form": {
+        "files": ["forms.toml"],
+        "printed": {"compare --forms composition,mine --splits 100": "composition vs mine"},
+    },
     "fit-and-predict": {
-        "printed": {'fit --form additive --intervals --predict H=8,keep=0.25': "H=8"},
+        "printed": {
+            "fit --form additive --intervals --predict H=8,keep=0.25": [
+                "information criteria", "prediction at H=8, keep=0.25", "prediction intervals",
+            ],
+            "fit --form composition --predict H=8,keep=0.25 --runs 3": "for the mean of 3 new runs",
+        },
     },
     "paired-ci": {
         "files": ["reports/paired-ci"],
@@ -97,8 +105,19 @@ EXPECT = {
             "score --ledger predictions.jsonl --data new.csv": ["2.1679", "2.1562", "+0.544"],
         },
     },
-    "search": {"files": ["forms.toml", "reports/search-tuned"]},
-    "cluster": {"files": ["cell.csv", "cell.manifest.json"]},
+    "search": {
+        "files": ["forms.toml", "reports/search-tuned"],
+        "printed": {
+            "compare --forms composition,log_additive,searched_k2 --splits 300": "searched_k2",
+        },
+    },
+    "cluster": {
+        "files": ["cell.csv", "cell.manifest.json"],
+        "printed": {
+            "simulate main --cell H=4,keep=0.5,lr=3e-4 --seeds 0,1 --out cell.csv "
+            "--scheduler local:2": "cell.csv: 2 runs",
+        },
+    },
 }
 
 
