@@ -103,6 +103,7 @@ EXPECT = {
             "predict --form composition --at H=8,keep=0.25 --runs 3 --tolerance 1 --ledger "
             "predictions.jsonl": ["2.1679", "2.1272 to 2.2086"],
             "score --ledger predictions.jsonl --data new.csv": ["2.1679", "2.1562", "+0.544"],
+            "ledger verify --ledger predictions.jsonl": "chain intact",
         },
     },
     "search": {
