@@ -274,13 +274,9 @@ class FittedForm:
         Raises
         ------
         FitrulesError
-            For a point the form cannot be evaluated at, or ``runs`` below 1.
-
-        Raises
-        ------
-        FitrulesError
-            For a point that names an unknown variable or leaves one undetermined, or one
-            outside the form's domain (no finite prediction, e.g. ``N=-1``).
+            For a point the form cannot be evaluated at, or ``runs`` below 1: a point
+            that names an unknown variable or leaves one undetermined, or one outside the
+            form's domain (no finite prediction, e.g. ``N=-1``).
 
         Examples
         --------

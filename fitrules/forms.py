@@ -48,7 +48,8 @@ class Form:
     Parameters
     ----------
     name : identifier used in tables and on the command line.
-    expression : arithmetic over variables and constants (+ - * / **, log, exp, sqrt).
+    expression : arithmetic over variables and constants (``+ - * / **``, ``log``, ``exp``,
+        ``sqrt``).
     variables : the names that are grid columns; ``None`` resolves them against the grid.
     bounds : per constant, (low, high); nonlinear constants default to (-10, 10).
     start : per nonlinear constant, the range searched by the starting grid (default (-3, 3)).

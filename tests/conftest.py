@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import site
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -46,3 +50,43 @@ def synthetic_csv(tmp_path) -> Path:
     path = tmp_path / "grid.csv"
     composition_grid().to_csv(path, index=False)
     return path
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory):
+    """(the wheel, the fresh environment's bin folder, an empty working directory, env): a
+    wheel built from the checkout offline and installed into a fresh virtual environment (see
+    tests/test_wheel.py), shared by the tests that run the README's and the docs' examples."""
+    from readme import run_ok
+
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"  # build from a copy: no build/ or stale files in the checkout
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.partial")
+    for name in ("fitrules", "data"):
+        shutil.copytree(ROOT / name, src / name, ignore=ignore)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FITRULES_DATA")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    run_ok(
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation",
+         "--no-index", "-q", "-w", tmp / "dist"],
+        src,
+        env,
+    )  # fmt: skip
+    (wheel,) = (tmp / "dist").glob("fitrules-*.whl")
+    venv = tmp / "venv"
+    run_ok([sys.executable, "-m", "venv", "--without-pip", venv], tmp, env)
+    (purelib,) = (venv / "lib").glob("python3*/site-packages")
+    (purelib / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    py = venv / "bin" / "python"
+    run_ok(
+        [py, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q",
+         "--no-warn-script-location", wheel],
+        tmp,
+        env,
+    )  # fmt: skip
+    work = tmp / "empty"
+    work.mkdir()
+    return wheel, venv / "bin", work, env

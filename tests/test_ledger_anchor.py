@@ -157,10 +157,11 @@ def test_concurrent_appends_take_distinct_ids(tmp_path, monkeypatch):
     assert sorted(r["point"]["H"] for r in records) == [0, 1, 2, 3, 4, 5]
 
 
-def test_readme_says_what_is_detected_with_and_without_a_head():
-    text = (ROOT / "README.md").read_text()
+def test_docs_say_what_is_detected_with_and_without_a_head():
+    """The section moved from the README to the design and ledger tutorial (issue 30)."""
+    text = (ROOT / "docs" / "tutorials" / "design-and-ledger.md").read_text()
     section = text[text.index("Predictions written before the run") :]
-    section = section[: section.index("\n## ")]
+    section = section.split("\n## ", 1)[0]
     assert "Without a recorded head" in section and "With the head" in section
     assert "--head" in section and "ledger verify" in section
     assert "a changed, removed or reordered record is refused" not in section

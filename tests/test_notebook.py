@@ -1,5 +1,5 @@
-"""The README's "From Python" section, run as a notebook: figures show inline and results
-render as HTML tables."""
+"""The "From Python" section (of docs/quickstart.md, where it moved from the README in issue
+30), run as a notebook: figures show inline and results render as HTML tables."""
 
 from __future__ import annotations
 

@@ -102,8 +102,9 @@ def test_extrapolate_has_a_spelling_without_a_shell_redirect(synthetic_csv, caps
 
     assert parse_protocol("extrapolate:H:16") == Extrapolate("H", 16.0)
     assert parse_protocol("extrapolate:H>=16") == Extrapolate("H", 16.0)
-    # every extrapolate:COL>=VALUE the README prints is quoted
-    for line in (ROOT / "README.md").read_text().splitlines():
+    # every extrapolate:COL>=VALUE the README and the docs print is quoted
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for line in (line for p in pages for line in p.read_text().splitlines()):
         for m in re.finditer(r"extrapolate:\w+>=", line):
             before = line[: m.start()]
             assert before.count("'") % 2 == 1 or before.count('"') % 2 == 1, line
@@ -285,9 +286,14 @@ def test_set_aside_section_covers_failed_fits(synthetic_csv, tmp_path, capsys):
 def test_readme_counts_match_the_committed_default_report():
     doc = json.loads((ROOT / "reports" / "default" / "results.json").read_text())
     (row,) = [r for r in doc["paired"] if (r["a"], r["b"]) == ("composition", "additive")]
-    readme = (ROOT / "README.md").read_text()
-    for won, of in re.findall(r"(\d+)\s+of\s+(\d+)\s+splits", readme.replace("\n", " ")):
-        assert (int(won), int(of)) == (row["a_better"], row["n"])
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = 0
+    for page in pages:  # the README's and the docs pages' (the verdict page) quotes
+        text = page.read_text().replace("\n", " ")
+        for won, of in re.findall(r"(\d+)\s+of\s+(\d+)\s+splits", text):
+            assert (int(won), int(of)) == (row["a_better"], row["n"]), page
+            found += 1
+    assert found >= 2
 
 
 def test_parquet_needs_an_extra_that_exists(tmp_path, monkeypatch):

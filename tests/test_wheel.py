@@ -10,63 +10,13 @@ find the installed wheel.
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import site
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
-from readme import blocks, from_python
-
-
-def _run(cmd, cwd, env, timeout=300):
-    res = subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    assert res.returncode == 0, f"{cmd}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
-    return res
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(the wheel, the fresh environment's bin folder, an empty working directory, env)."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"  # build from a copy: no build/ or stale files in the checkout
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.partial")
-    for name in ("fitrules", "data"):
-        shutil.copytree(ROOT / name, src / name, ignore=ignore)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FITRULES_DATA")}
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    _run(
-        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation",
-         "--no-index", "-q", "-w", tmp / "dist"],
-        src,
-        env,
-    )  # fmt: skip
-    (wheel,) = (tmp / "dist").glob("fitrules-*.whl")
-    venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp, env)
-    (purelib,) = (venv / "lib").glob("python3*/site-packages")
-    (purelib / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    py = venv / "bin" / "python"
-    _run(
-        [py, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q",
-         "--no-warn-script-location", wheel],
-        tmp,
-        env,
-    )  # fmt: skip
-    work = tmp / "empty"
-    work.mkdir()
-    return wheel, venv / "bin", work, env
+from readme import README, blocks, examples, run_examples, run_ok
 
 
 def test_wheel_holds_every_module_and_the_data(installed):
@@ -85,7 +35,7 @@ def test_wheel_holds_every_module_and_the_data(installed):
 
 def test_installed_wheel_reads_its_own_copy(installed):
     _, bin_, work, env = installed
-    res = _run(
+    res = run_ok(
         [
             bin_ / "python",
             "-c",
@@ -100,78 +50,28 @@ def test_installed_wheel_reads_its_own_copy(installed):
 
 def test_installed_wheel_runs_python_m(installed):
     _, bin_, work, env = installed
-    out = _run([bin_ / "python", "-m", "fitrules", "--version"], work, env).stdout
+    out = run_ok([bin_ / "python", "-m", "fitrules", "--version"], work, env).stdout
     assert out.startswith("fitrules ")
-
-
-# Lines of the README's sh blocks that set up an environment or develop fitrules itself, not
-# examples of using it; any other line must be a fitrules command, and is run.
-SETUP = (
-    "python3 -m venv",
-    ". .venv/bin/activate",
-    "pip install",
-    "python -m pytest",
-    "dask scheduler",
-    "dask worker",
-    "mkdir -p ~/.config/dask",
-    "printf 'distributed:",
-    "ruff check",
-    "mypy ",
-    "make ",
-    "python benchmarks/",
-)
-
-
-def _readme_commands() -> tuple[list[list[str]], list[str]]:
-    """(the fitrules commands of the README's sh blocks, in order; the lines not run)."""
-    commands, skipped = [], []
-    for block in blocks("sh"):
-        for line in block.splitlines():
-            for part in (p.strip() for p in line.split("&&")):
-                if not part:
-                    continue
-                argv = shlex.split(part, comments=True)
-                if argv[0] == "fitrules" and "HOST" not in part:
-                    commands.append(argv)
-                else:
-                    assert argv[0] == "fitrules" or part.startswith(SETUP), (
-                        f"README line neither a fitrules command nor set-up: {part!r}"
-                    )
-                    skipped.append(part)
-    return commands, skipped
 
 
 @pytest.mark.slow
 def test_every_readme_example_runs_from_the_wheel_in_an_empty_directory(installed, tmp_path):
+    """The README's examples (its sh blocks' fitrules commands, its python block); the docs
+    pages' run in tests/test_docs.py, with the same machinery (tests/readme.py)."""
     _, bin_, _, env = installed
     env = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    commands, skipped = _readme_commands()
-    assert len(commands) >= 14
-    # only the cluster example is left out: it needs a scheduler on another machine
-    assert [s for s in skipped if s.startswith("fitrules")] == [
-        "fitrules simulate main --out main.csv --scheduler tcp://HOST:8786"
-    ]
+    kinds = [kind for kind, _ in examples(README)]
+    assert kinds.count("sh") >= 1 and kinds.count("python") >= 1
     shell = tmp_path / "sh"
     shell.mkdir()
-    outputs = {}
-    for argv in commands:
-        out = _run([bin_ / "fitrules", *argv[1:]], shell, env).stdout
-        outputs.setdefault(shlex.join(argv[1:]), out)
-        if argv[1:] == ["compare", "--splits", "300"]:  # the main job: reads, never writes
-            assert list(shell.iterdir()) == []
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    outputs = run_examples(README, bin_, shell, scripts, env)
     main = outputs["compare --splits 300"]
     assert "data: data/main.csv" in main and "where lr == 3e-4" in main
     assert "composition" in main and "corrected resampled t" in main
-    assert "paired_tuned.csv" in outputs["ci"]
-    assert (
-        "new.csv: 3 runs"
-        in outputs["simulate main --cell H=8,keep=0.25,lr=3e-4 --seeds 0,1,2 --out new.csv"]
-    )
-    assert (shell / "new.manifest.json").exists()
-    assert (shell / "reports" / "mine" / "report.md").exists()
-    assert (shell / "new.csv").exists() and (shell / "predictions.jsonl").exists()
-    py = tmp_path / "py"
-    py.mkdir()
-    (tmp_path / "example.py").write_text(from_python())
-    _run([bin_ / "python", tmp_path / "example.py"], py, env)
-    assert (py / "out.json").exists() and (py / "reports" / "mine" / "report.md").exists()
+    assert list(shell.iterdir()) == []  # the main job and the python block read, never write
+    (python,) = [out for key, out in outputs.items() if "import fitrules" in key]
+    (answer,) = blocks("text", README)  # the answer the README quotes is the one printed
+    assert answer.strip() and python.startswith(answer)
+    assert "prediction at H=8, keep=0.25" in python
