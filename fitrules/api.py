@@ -238,7 +238,7 @@ def compare(
     verdict_train_frac : with random splits, the paired tests are made on as many random
         splits (same seed) fitting this fraction of the cells (default 0.9), where the
         corrected t test has power; summaries and counts of splits won describe the
-        ``train_frac`` splits. See README, "What a verdict means".
+        ``train_frac`` splits. See the docs page docs/explanation/verdicts.md.
     on_progress : called with the number of fits finished (one per split, form and
         protocol), for a progress bar of your own; none is then drawn.
     progress : a progress bar counting splits, with a steady ETA: tqdm's widget in a

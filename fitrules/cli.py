@@ -883,7 +883,7 @@ def _add_search(sub, common) -> None:
         "rank them inside each outer training set by inner random splits, and report the "
         "outer error of whatever the ranking picks: the error of the search itself, with the "
         "optimism of selection, a front of outer error against constants, and the front's "
-        "forms as forms.toml entries for compare. See README, 'Searching for a form'.",
+        "forms as forms.toml entries for compare. See docs/tutorials/search.md.",
     )
     _add_data_options(p)
     _add_tune_options(p)

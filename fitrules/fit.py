@@ -1045,7 +1045,7 @@ def cell_weights(kind: str, table, objective: Objective | None = None) -> np.nda
         raise FitrulesError(f"--weights {kind!r} is unknown; allowed: {', '.join(WEIGHTS)}")
     if kind == "cells":
         return None
-    if objective is not None and objective.kind == "log_huber":  # README: cells only
+    if objective is not None and objective.kind == "log_huber":
         raise FitrulesError(
             f"--weights {kind}: weights other than cells apply to least-squares objectives "
             "(rel_ls, abs_ls); log_huber weighs every cell once (use --weights cells)"
