@@ -238,7 +238,13 @@ def search_entry(entry: dict, path: Path, jobs: int) -> dict | None:
 def main_search(names, catalogue, dirs, jobs: int) -> int:
     rows = []
     for name, entry, path in present(names, catalogue, dirs):
-        r = search_entry(entry, path, jobs)
+        try:
+            r = search_entry(entry, path, jobs)
+        except fr.FitrulesError as err:  # a refusal is a result: the search cannot ask this
+            print(f"{name}: the search refused: {err}; the search did NOT match the published "
+                  "form", flush=True)  # fmt: skip
+            rows.append({"ratio": np.inf})
+            continue
         if r is None:
             print(f"skipping {name}: no held-out split or no search settings in the catalogue")
             continue
