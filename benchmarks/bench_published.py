@@ -211,6 +211,7 @@ def search_entry(entry: dict, path: Path, jobs: int) -> dict | None:
     rows = train
     if group:
         biggest = train[group].value_counts().index[0]
+        biggest = biggest.item() if hasattr(biggest, "item") else biggest  # 1, not np.int64(1)
         rows = train[train[group] == biggest]
     seed_col = "run" if "run" in rows else None
     grid = fr.load_grid(rows, metric=entry["metric"], seed_col=seed_col)
