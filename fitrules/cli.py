@@ -1080,7 +1080,6 @@ def _search(args) -> int:
     state: dict = {}
 
     def on_plan(plan, seconds) -> None:
-        state["total"] = 2 * plan.n_candidates
         if not quiet:
             print(
                 f"fitrules search: {plan.n_generated:,} forms proposed, "
@@ -1096,7 +1095,7 @@ def _search(args) -> int:
                 f"{jobs} process{'es' if jobs > 1 else ''}",
                 file=sys.stderr,
             )
-        open_bar(state["total"])
+        open_bar(2 * plan.n_candidates)  # api.search reports 2 x candidates in all
 
     def open_bar(total) -> None:  # after the plan's line: a bar drawn first leaves "0it"
         if "bar" not in state:
