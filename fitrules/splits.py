@@ -255,9 +255,10 @@ def inner_masks(outer, table, within: np.ndarray, count: int, seed: int):
     """(train, test) masks, (k, n), of the splits that rank candidates inside the training
     cells ``within`` of a structured outer protocol, asking its question: rolling origins
     along the column for an extrapolation (cut at each of the top levels of ``within``, the
-    same horizon), each level left out in turn for leave-one-level-out (in an order drawn
-    from ``seed``). At most ``count``; fewer when ``within`` has too few levels (none when
-    it has fewer than 3 for an extrapolation, 2 for leave-one-level-out)."""
+    same horizon, each fit reading at least half its levels), each level left out in turn for
+    leave-one-level-out (in an order drawn from ``seed``). At most ``count``; fewer when
+    ``within`` has too few levels (none when it has fewer than 3 for an extrapolation, 2 for
+    leave-one-level-out)."""
     values = table[outer.column].to_numpy()
     levels = np.sort(np.unique(values[within]))
     n = len(values)
@@ -269,7 +270,9 @@ def inner_masks(outer, table, within: np.ndarray, count: int, seed: int):
         else:
             cut = full[-1] if outer.threshold is None else outer.threshold
             h = int(len(full) - np.searchsorted(full, cut, side="left"))
-        for m in range(len(levels) - 1, 1, -1):
+        # each cut fits at least half the levels (and 2): lower cuts fit too few cells for
+        # the candidates, and ask about a grid the user does not have
+        for m in range(len(levels) - 1, max(2, (len(levels) + 1) // 2) - 1, -1):
             hi = levels[min(m + h - 1, len(levels) - 1)]
             train.append(within & (values < levels[m]))
             test.append(within & (values >= levels[m]) & (values <= hi))

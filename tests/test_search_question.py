@@ -144,6 +144,25 @@ def test_inner_splits_extrapolate_inside_each_outer_training_set():
     assert all(not (inner[i] & ~m.train[o]).any() for i, o in enumerate(outer_of))
 
 
+def test_inner_extrapolation_cuts_fit_at_least_half_the_training_levels():
+    """Found by bench_published --search: on sft_rectified_lin (one cell per level of D, 12
+    levels) the inner cuts reached down to a fit on 2 cells, and the search refused the grid."""
+    t = pd.DataFrame({"D": 2.0 ** np.arange(12)})
+    m = nested_masks(RollingOrigin("D"), t, inner_splits=20, inner_train_frac=0.75, seed=0)
+    inner, outer_of = m.train[m.inner], np.repeat(np.arange(m.n_outer), m.n_inner)
+    for tr, o in zip(inner, outer_of, strict=True):
+        assert 2 * tr.sum() >= m.train[o].sum()
+    assert m.n_inner >= 3 and m.min_train >= 5
+
+
+def test_search_on_one_cell_per_level_extrapolates_rather_than_refusing():
+    D = 200.0 * 2.0 ** np.arange(12)
+    rows = pd.DataFrame({"D": D, "loss": 2.0 + 30.0 / (50.0 + D**0.7)})
+    s = fr.search(fr.load_grid(rows, metric="loss"), split="extrapolate:D", references=[],
+                  terms=1, max_constants=3, factors="power", splits=3)  # fmt: skip
+    assert s.settings["n_outer"] >= 2 and len(s.chosen.constants) >= 2
+
+
 def test_leave_one_level_out_inside_each_training_set():
     t = _table()
     m = nested_masks(LeaveOneLevelOut("N"), t, inner_splits=3, inner_train_frac=0.75, seed=0)
