@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -35,6 +36,7 @@ def refused(argv, capsys, root: Path, match: str) -> str:
     under ``root``; return the line."""
     before = snapshot(root)
     code, _, err = run(argv, capsys)
+    _write_down(argv, code, err)
     lines = err.strip().splitlines()
     assert code == 2, (code, err)
     assert len(lines) == 1, err
@@ -42,6 +44,17 @@ def refused(argv, capsys, root: Path, match: str) -> str:
     assert re.search(match, lines[0]), (match, lines[0])
     assert snapshot(root) == before, "a refused command changed files"
     return lines[0]
+
+
+def _write_down(argv, code: int, err: str) -> None:
+    """Keep the refusal for ``tools/corpus.py`` when it asks (FITRULES_CORPUS_REFUSALS)."""
+    folder = os.environ.get("FITRULES_CORPUS_REFUSALS")
+    if not folder:
+        return
+    row = {"test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
+           "argv": [str(a) for a in argv], "code": code, "err": err}  # fmt: skip
+    with open(Path(folder) / f"{os.getpid()}.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def harness(df: pd.DataFrame) -> pd.DataFrame:
