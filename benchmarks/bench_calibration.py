@@ -65,7 +65,7 @@ from scipy import stats  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fitrules.compare import compare  # noqa: E402
-from fitrules.fit import predict  # noqa: E402
+from fitrules.compiled import predict  # noqa: E402
 from fitrules.forms import BUILTIN_FORMS, Form  # noqa: E402
 from fitrules.grids import load_grid  # noqa: E402
 from fitrules.ledger import compare_scored  # noqa: E402

@@ -32,8 +32,9 @@ from scipy import stats  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fitrules.compiled import predict  # noqa: E402
 from fitrules.design import candidate_cells, design  # noqa: E402
-from fitrules.fit import fit, predict  # noqa: E402
+from fitrules.fit import fit  # noqa: E402
 from fitrules.forms import BUILTIN_FORMS  # noqa: E402
 from fitrules.grids import default_grid, load_grid  # noqa: E402
 

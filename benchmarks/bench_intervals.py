@@ -74,8 +74,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fitrules import api  # noqa: E402
+from fitrules.compiled import predict  # noqa: E402
 from fitrules.design import design, seed_cv  # noqa: E402
-from fitrules.fit import Objective, fit, predict  # noqa: E402
+from fitrules.fit import Objective, fit  # noqa: E402
 from fitrules.forms import BUILTIN_FORMS, Form  # noqa: E402
 from fitrules.grids import load_grid  # noqa: E402
 from fitrules.intervals import (  # noqa: E402

@@ -71,8 +71,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import fitrules as fr  # noqa: E402
-from fitrules.fit import CompiledForm  # noqa: E402
-from fitrules.fit import predict as fr_predict  # noqa: E402
+from fitrules.compiled import CompiledForm  # noqa: E402
+from fitrules.compiled import predict as fr_predict  # noqa: E402
 from fitrules.forms import Form  # noqa: E402
 from fitrules.grammar import Grammar, generate, named  # noqa: E402
 from fitrules.search import nested_masks  # noqa: E402

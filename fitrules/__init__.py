@@ -46,7 +46,7 @@ _PUBLIC = {
     "Comparison": "fitrules.compare",
     "FittedForm": "fitrules.fitted",
     "Prediction": "fitrules.fitted",
-    "PairedIntervals": "fitrules.stats",
+    "PairedIntervals": "fitrules.jobs.ci",
     "Tuning": "fitrules.tune",
     "Search": "fitrules.search",
     "Grammar": "fitrules.grammar",
@@ -60,7 +60,7 @@ _CALLABLE_MODULES = ("compare", "fit", "tune", "design", "search")
 _FUNCTIONS = {
     "compare": "fitrules.api.compare",
     "fit": "fitrules.api.fit",
-    "tune": "fitrules.tune._tune_api",
+    "tune": "fitrules.api.tune",
     "design": "fitrules.api.design",
     "search": "fitrules.api.search",
 }

@@ -66,6 +66,66 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
     return _load_grid(grid, **load)
 
 
+@api_terms
+def tune(grid: GridLike | None, factors: Sequence[str] | str, tune_seeds: Sequence | None = None):
+    """Tune ``factors`` per configuration, choosing on some seeds and measuring on others.
+
+    A configuration is one combination of the grid's other varying factors
+    (``grid.varying_factors`` minus ``factors``); the levels tried are the combinations of
+    the tuned factors present for it (kept or set aside). Several factors are tuned jointly.
+
+    Selection: the level with the lowest mean metric over the choosing seeds wins. A run set
+    aside as diverged or with a non-finite metric (``grid.excluded``) counts as +inf, so a
+    level that diverged on a choosing seed cannot win unless every level did; a run that is
+    simply absent is left out of its level's mean. Ties go to the smallest level (in the
+    order of the levels, lexicographic over several factors).
+
+    Schemes:
+
+    - ``tune_seeds=None``, cross-fitting: each configuration's seeds are sorted and split
+      by alternating position, half A = positions 0, 2, 4, ... and half B = positions 1, 3,
+      5, ... (seeds 0..5 give A = 0, 2, 4 and B = 1, 3, 5). The level chosen on A supplies
+      B's runs (fold ``"A->B"``) and the level chosen on B supplies A's (``"B->A"``), so
+      every seed's output run was chosen without that seed.
+    - ``tune_seeds`` given: the level is chosen on those seeds, and only the other seeds'
+      runs at that level are output (fold ``"tune seeds"``).
+
+    An evaluated seed whose run at the chosen level is missing or diverged is left out of
+    ``runs`` and counted (``choices.n_left_out``, and a warning).
+
+    Parameters
+    ----------
+    grid : a Grid, a DataFrame or a path (None: the default grid), as :func:`load_grid` reads.
+    factors : the column(s) to tune, e.g. ``["lr"]``.
+    tune_seeds : the seeds to choose on; default None (cross-fit).
+
+    Returns
+    -------
+    Tuning
+        ``runs`` and ``grid`` (the tuned reduction), ``choices``, ``curves``, ``flattery``
+        (how much choosing on the same seeds would flatter) and ``warnings``.
+
+    Raises
+    ------
+    GridError
+        If a tuned factor is not a column, has missing values or only one level; if the grid
+        has no seed column; if a tune seed is not in the grid, a configuration has no tuning
+        seed or no evaluation seed left; or, for cross-fitting, if a configuration has fewer
+        than two seeds. The message names the column, seed or configuration.
+
+    Examples
+    --------
+    >>> import fitrules as fr
+    >>> grid = fr.load_grid("data/paired_tuned.csv")  # doctest: +SKIP
+    >>> t = fr.tune(grid, ["lr"], tune_seeds=[0, 1, 2])  # doctest: +SKIP
+    >>> t.choices[["algo", "chosen_lr", "at_edge"]]  # doctest: +SKIP
+    >>> t.grid.cells(["algo"]).table  # doctest: +SKIP
+    """
+    from fitrules.tune import tune as run_tune
+
+    return run_tune(as_grid(grid), factors, tune_seeds)
+
+
 @contextlib.contextmanager
 def _compare_progress(progress, on_progress, splitter, forms, train_frac, verdict_train_frac):
     """The callback compare reports fits to: the caller's, or a bar counting splits (in a
@@ -585,7 +645,8 @@ def ci(
     --------
     >>> fr.ci(g, baseline="algo=sync", treatment="algo=diloco,H=16", tune="lr")  # doctest: +SKIP
     """
-    from fitrules.stats import PairedIntervals, paired_ci, parse_selection, sweep_treatments
+    from fitrules.jobs.ci import PairedIntervals
+    from fitrules.stats import paired_ci, parse_selection, sweep_treatments
 
     arg.text(baseline, "baseline", none=True)
     arg.texts(treatment, "treatment")

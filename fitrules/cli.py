@@ -597,7 +597,9 @@ def _validate(args) -> int:
     _take_outputs(args)
     grid, tuning = _tuned(args, _load(args, args.path))
     grid.check_seeds()  # what compare refuses, validate refuses
-    summary = grid.summary()
+    from fitrules.stats import grid_seed_effect
+
+    summary = grid.summary() | {"seed_effect": grid_seed_effect(grid)}
     _emit(args, *_with_tuning(tuning, render_summary(summary), summary))
     return 0
 

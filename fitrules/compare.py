@@ -25,6 +25,7 @@ import pandas as pd
 
 from fitrules import __version__
 from fitrules._modules import make_callable
+from fitrules.compiled import predict
 from fitrules.errors import FormError, SplitError
 from fitrules.fit import (
     WEIGHT_KEY,
@@ -35,19 +36,18 @@ from fitrules.fit import (
     fit_all_cells,
     fit_memory,
     fit_splits,
-    predict,
 )
 from fitrules.forms import Form
 from fitrules.grids import Cells, Grid
 from fitrules.guard import GuardOptions, check_fits
 from fitrules.intervals import JacobianUncertainty, jacobian_uncertainty
 from fitrules.limits import check_memory
+from fitrules.metrics import heldout_errors, robust_summary
+from fitrules.report.text import conclusion, verdict_of
 from fitrules.splits import RandomSplit
 from fitrules.stats import c4, cells_verdict, holm, paired_verdict, seed_effect, units_verdict
 from fitrules.util import json_ready
 
-TRIM = 0.10  # fraction cut from each end for the trimmed mean
-ALPHA = 0.05  # level at which "distinguishable" is said, after Holm's adjustment
 # Train fraction of the verdict protocol. Random thirds describe what a third of the grid
 # predicts, but the corrected t test over them has almost no power on a 20-cell grid (its
 # n_test/n_train = 2 term overstates the variance 4 to 9 times); at 0.9 the same test keeps
@@ -324,43 +324,6 @@ def _unfitted_levels(form: Form, X, mask: np.ndarray, test: np.ndarray) -> np.nd
     for col in form.levels or {}:
         out |= ~np.isin(X[col][test], np.unique(X[col][mask]))
     return out
-
-
-def heldout_errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
-    """Mean and worst absolute relative error over cells (percent), and the RMSE."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        rel = np.abs(y_pred - y_true) / np.abs(y_true)
-        diff = np.abs(y_pred - y_true)
-        rmse = float(np.sqrt(np.mean(diff**2)))
-        if not np.isfinite(rmse) and np.isfinite(diff).all():
-            # squares of differences near the largest float overflow: scale them first
-            top = float(diff.max())
-            rmse = top * float(np.sqrt(np.mean((diff / top) ** 2)))
-        return {
-            "heldout_error_pct": float(100 * rel.mean()),
-            "worst_cell_pct": float(100 * rel.max()),
-            "rmse": rmse,
-        }
-
-
-def trim_mean(e: np.ndarray, cut: float) -> float:
-    """Mean after cutting ``int(cut * n)`` values from each end (as ``scipy.stats.trim_mean``,
-    without importing scipy.stats, which costs a second at start-up)."""
-    e = np.sort(np.asarray(e, float))
-    k = int(cut * len(e))
-    return float(e[k : len(e) - k].mean())
-
-
-def robust_summary(e: np.ndarray, prefix: str = "") -> dict:
-    """Median, 10% trimmed mean, 90th percentile and worst of per-split errors."""
-    e = np.asarray(e, float)
-    if not len(e):
-        return {f"{prefix}{k}": np.nan for k in ("median_pct", "trimmed_mean_pct", "p90_pct")}
-    return {
-        f"{prefix}median_pct": float(np.median(e)),
-        f"{prefix}trimmed_mean_pct": trim_mean(e, TRIM),
-        f"{prefix}p90_pct": float(np.percentile(e, 90)),
-    }
 
 
 def compare(
@@ -967,103 +930,11 @@ def _paired(
     return paired
 
 
-ALPHA = 0.05  # the Holm-adjusted level at which a verdict names the better form
-
-
-def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and not np.isfinite(x))
-
-
-def verdict_of(row: dict) -> str:
-    """A paired row's verdict in words: "A predicts better" (Holm-adjusted p below 0.05,
-    the direction from the error ratio or, for held-out groups, the median difference),
-    "not distinguishable", or "no test" (too few splits or groups to reject)."""
-    p = row.get("p_holm")
-    if _missing(p) or _missing(row.get("p")):
-        return "no test"
-    if p >= ALPHA:
-        return "not distinguishable"
-    ratio = row.get("ratio")
-    a_better = ratio < 1 if not _missing(ratio) else row.get("median_diff_pct", 0) < 0
-    return f"{row['a'] if a_better else row['b']} predicts better"
-
-
 def ranked(summary: pd.DataFrame) -> pd.DataFrame:
     """The summary's rows ranked by median held-out error (the robust statistic every view
     ranks by), forms without a valid split last; ties keep the forms' order."""
     key = summary["median_pct"].astype(float).fillna(np.inf)
     return summary.iloc[np.argsort(key.to_numpy(), kind="stable")].reset_index(drop=True)
-
-
-def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
-    """The answer in at most three lines: which form predicts best, which rivals it beats
-    with the corrected paired verdict, which it cannot be told from.
-
-    Parameters
-    ----------
-    summary, paired : the records of :attr:`Comparison.summary` and :attr:`Comparison.paired`
-        (``to_dict()["summary"]``, ``["paired"]``).
-    """
-    rank = [r for r in summary if not _missing(r.get("median_pct"))]
-    rank.sort(key=lambda r: r["median_pct"])
-    if not rank:
-        return ["No form has a valid split: nothing to rank (see the flagged pairs below)."]
-    best = rank[0]
-    name = best["form"]
-    first = (
-        f"{name} predicts the held-out cells best: median error {best['median_pct']:.3f}% "
-        f"over {best['splits_used']} splits"
-    )
-    if len(rank) > 1:
-        first += f" (next {rank[1]['form']}, {rank[1]['median_pct']:.3f}%)"
-    lines = [first + "."]
-    beats, loses, same, untested = [], [], [], []
-    for r in paired:
-        if name not in (r["a"], r["b"]):
-            continue
-        other = r["b"] if r["a"] == name else r["a"]
-        verdict = r.get("verdict") or verdict_of(r)
-        p = f"Holm p = {_p(r.get('p_holm'))}"
-        if verdict == "no test":
-            untested.append(other)
-        elif verdict == "not distinguishable":
-            same.append(f"{other} ({p})")
-        elif verdict.startswith(f"{name} "):
-            beats.append(f"{other} ({p})")
-        else:
-            loses.append(f"{other} ({p})")
-    if not any((beats, loses, same, untested)):
-        lines.append(
-            "No paired verdict involves it (one form, or --pairs/--against left it out)."
-            if len(rank) > 1 or len(summary) > 1
-            else "One form: nothing to compare it with."
-        )
-        return lines
-    second = []
-    if beats:
-        second.append(f"By the corrected paired verdict it predicts better than {_join(beats)}")
-    if loses:
-        second.append(f"the corrected verdict favours {_join(loses)} over it")
-    if second:
-        lines.append("; ".join(second)[0].upper() + "; ".join(second)[1:] + ".")
-    third = []
-    if same:
-        third.append(f"It cannot be told apart from {_join(same)} with these cells")
-    if untested:
-        third.append(f"no test can decide against {_join(untested)}")
-    if third:
-        lines.append("; ".join(third)[0].upper() + "; ".join(third)[1:] + ".")
-    return lines
-
-
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _p(p: Any) -> str:
-    if _missing(p):
-        return "n/a"
-    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
 TEST_KEYS = ("test", "t", "df", "p", "ratio", "ratio_ci", "diff_ci_pct")

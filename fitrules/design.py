@@ -48,8 +48,9 @@ import pandas as pd
 from scipy import stats
 
 from fitrules._modules import make_callable
+from fitrules.compiled import CompiledForm, predict
 from fitrules.errors import FitrulesError
-from fitrules.fit import CompiledForm, FitResult, Objective, fit_splits, predict
+from fitrules.fit import FitResult, Objective, fit_splits
 from fitrules.forms import Form, format_level
 from fitrules.grids import Cells, Grid
 from fitrules.intervals import bootstrap_fit, heldout_fit, robust_cells, seed_noise

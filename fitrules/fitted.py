@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from fitrules import __version__
+from fitrules.compiled import predict
 from fitrules.errors import FitrulesError, api_terms
-from fitrules.fit import FitResult, Objective, predict
+from fitrules.fit import FitResult, Objective
 from fitrules.forms import Form
 from fitrules.grids import Cells
 from fitrules.intervals import (
@@ -236,7 +237,7 @@ class FittedForm:
     @property
     def train_error(self) -> dict:
         """Mean and worst absolute relative error over the fitted cells (%), and the RMSE."""
-        from fitrules.compare import heldout_errors
+        from fitrules.metrics import heldout_errors
 
         return heldout_errors(self.cells.y, predict(self.form, self.cells.X, self.constants))
 

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 from fitrules import expr as ex
 from fitrules.errors import FormError, LimitError
 from fitrules.limits import MAX_CONSTANTS, MAX_NONLINEAR
+from fitrules.paths import FORMS_FILE
 from fitrules.ranges import DefaultRange, default_ranges
 
 if TYPE_CHECKING:
     import pandas as pd
 
-FORMS_FILE = "forms.toml"
 DEFAULT_NONLINEAR_BOUNDS = (-10.0, 10.0)
 DEFAULT_NONLINEAR_START = (-3.0, 3.0)
 LOG_RANGE = 1e3  # a positive starting range at least this wide (hi/lo) is searched in log

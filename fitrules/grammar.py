@@ -424,7 +424,7 @@ def structural_rank_ok(form: Form, X: Mapping[str, np.ndarray], rng: np.random.G
     full column rank at either: a rank that is short at random points is short everywhere
     but on a set of measure zero, so the form cannot be identified from these cells.
     """
-    from fitrules.fit import CompiledForm
+    from fitrules.compiled import CompiledForm
 
     cf = CompiledForm(form)
     s = cf.s

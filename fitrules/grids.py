@@ -238,9 +238,21 @@ class Grid:
         )
 
     def _repr_html_(self) -> str:
-        from fitrules.report.html import grid_html
+        import html
 
-        return grid_html(self)
+        from fitrules.htmlparts import html_table
+
+        s = self.summary()
+        levels = {k: (f"{len(v)} levels" if len(v) > 12 else ", ".join(map(str, v)))
+                  for k, v in s["levels"].items()}  # fmt: skip
+        rows = pd.DataFrame({"factor": list(levels), "levels": list(levels.values())})
+        unit = f" ({self.unit})" if self.unit else ""
+        return (
+            f"<b>Grid</b> {html.escape(self.label)}: {s['runs']} runs in {s['cells']} cells; "
+            f"metric <code>{html.escape(self.metric)}</code>{html.escape(unit)}; excluded: "
+            f"{html.escape(', '.join(f'{v} {k}' for k, v in s['excluded'].items()) or 'none')}"
+            + html_table(rows)
+        )
 
     @property
     def label(self) -> str:
@@ -527,7 +539,7 @@ class Grid:
             if c not in varying and len(self.runs)  # every run may have been set aside
         }
         levels = {c: sorted(self.runs[c].unique().tolist()) for c in varying}
-        by = varying + self.continuous
+        by = self.cells_by
         if by:
             counts = self.runs.groupby(by, dropna=False).size()
         else:
@@ -561,15 +573,12 @@ class Grid:
             "per_run_columns": self.per_run,
             "fixed": fixed,
             "unit": self.unit,
-            "seed_effect": self._seed_effect(by),
         }
 
-    def _seed_effect(self, by: list[str]) -> dict | None:
-        from fitrules.stats import seed_effect
-
-        if self.seed is None or not by or not len(self.runs):
-            return None
-        return seed_effect(self.runs, by, self.seed, self.metric)
+    @property
+    def cells_by(self) -> list[str]:
+        """The columns a cell is a combination of: the varying factors and continuous columns."""
+        return self.varying_factors + self.continuous
 
 
 # ---------------------------------------------------------------- a user's table as it comes

@@ -30,8 +30,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from fitrules.compiled import CompiledForm
 from fitrules.errors import FitrulesError
-from fitrules.fit import CompiledForm, FitResult, Objective, value_scale
+from fitrules.fit import FitResult, Objective, value_scale
 
 TINY = 1e-300
 

@@ -50,17 +50,16 @@ import numpy as np
 import pandas as pd
 
 from fitrules import expr as ex
+from fitrules.compiled import CompiledForm, predict
 from fitrules.errors import FitrulesError
 from fitrules.fit import (
     WEIGHT_KEY,
-    CompiledForm,
     FitOptions,
     FitResult,
     Objective,
     cell_weights,
     fit,
     fit_splits,
-    predict,
     refit,
 )
 from fitrules.forms import Form

@@ -225,7 +225,7 @@ def inputs_of(result: object) -> list[Path]:
     """The files a result was made from, which none of its writers may replace: the table
     (and test table) its grid was read from, a grammar, a ledger, and ``forms.toml`` of the
     working directory when there is one (forms are looked up there by name)."""
-    from fitrules.forms import FORMS_FILE
+    from fitrules.paths import FORMS_FILE
 
     paths = [Path(p) for p in getattr(result, "inputs", ()) or () if p is not None]
     if Path(FORMS_FILE).exists():

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+FORMS_FILE = "forms.toml"  # the working directory's forms, looked up by name
+
 
 def project_root() -> Path:
     """The folder that holds this package: the checkout, or site-packages when installed."""

@@ -39,8 +39,9 @@ import numpy as np
 import pandas as pd
 
 from fitrules._modules import make_callable
+from fitrules.compiled import CompiledForm
 from fitrules.errors import FitrulesError, LimitError, SplitError
-from fitrules.fit import CompiledForm, FitOptions, Objective, fit_memory, fit_splits
+from fitrules.fit import FitOptions, Objective, fit_memory, fit_splits
 from fitrules.forms import Form
 from fitrules.grammar import (
     DUPLICATE_RTOL,
@@ -1310,7 +1311,7 @@ def _assemble(
     grid, grammar, kept, results, masks: NestedMasks, refs, ref_scores, rule, dropped,
     n_generated, allowed_outer=None, allowed_final=None,
 ) -> Search:  # fmt: skip
-    from fitrules.compare import robust_summary
+    from fitrules.metrics import robust_summary
 
     n_out, n_in = masks.n_outer, masks.n_inner
     C = len(kept)

@@ -15,6 +15,12 @@ import numpy as np
 from fitrules.errors import SplitError
 from fitrules.limits import MAX_SPLITS, check_count, check_seed
 
+# the seed folds of a tuning: cross-fitted (choose on half the seeds, measure on the other
+# half, then the other way round) or chosen on named tune seeds
+CROSS_FIT = "cross-fit"
+TUNE_SEEDS = "tune seeds"
+FOLD_AB, FOLD_BA = "A->B", "B->A"
+
 
 @dataclass(frozen=True)
 class RandomSplit:

@@ -26,12 +26,9 @@ import numpy as np
 import pandas as pd
 
 from fitrules._modules import make_callable
-from fitrules.errors import GridError, api_terms
+from fitrules.errors import GridError
 from fitrules.grids import Grid
-
-CROSS_FIT = "cross-fit"
-TUNE_SEEDS = "tune seeds"
-FOLD_AB, FOLD_BA = "A->B", "B->A"
+from fitrules.splits import CROSS_FIT, FOLD_AB, FOLD_BA, TUNE_SEEDS
 
 
 @dataclass(frozen=True)
@@ -208,63 +205,10 @@ class Tuning:
 
 
 def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None = None) -> Tuning:
-    """Tune ``factors`` per configuration, choosing on some seeds and measuring on others.
-
-    A configuration is one combination of the grid's other varying factors
-    (``grid.varying_factors`` minus ``factors``); the levels tried are the combinations of
-    the tuned factors present for it (kept or set aside). Several factors are tuned jointly.
-
-    Selection: the level with the lowest mean metric over the choosing seeds wins. A run set
-    aside as diverged or with a non-finite metric (``grid.excluded``) counts as +inf, so a
-    level that diverged on a choosing seed cannot win unless every level did; a run that is
-    simply absent is left out of its level's mean. Ties go to the smallest level (in the
-    order of the levels, lexicographic over several factors).
-
-    Schemes:
-
-    - ``tune_seeds=None``, cross-fitting: each configuration's seeds are sorted and split
-      by alternating position, half A = positions 0, 2, 4, ... and half B = positions 1, 3,
-      5, ... (seeds 0..5 give A = 0, 2, 4 and B = 1, 3, 5). The level chosen on A supplies
-      B's runs (fold ``"A->B"``) and the level chosen on B supplies A's (``"B->A"``), so
-      every seed's output run was chosen without that seed.
-    - ``tune_seeds`` given: the level is chosen on those seeds, and only the other seeds'
-      runs at that level are output (fold ``"tune seeds"``).
-
-    An evaluated seed whose run at the chosen level is missing or diverged is left out of
-    ``runs`` and counted (``choices.n_left_out``, and a warning).
-
-    Parameters
-    ----------
-    grid : the grid, e.g. from :func:`fitrules.grids.load_grid`.
-    factors : the column(s) to tune, e.g. ``["lr"]``.
-    tune_seeds : the seeds to choose on; default None (cross-fit).
-
-    Returns
-    -------
-    Tuning
-        ``runs`` and ``grid`` (the tuned reduction), ``choices``, ``curves``, ``flattery``
-        (how much choosing on the same seeds would flatter) and ``warnings``.
-
-    Raises
-    ------
-    GridError
-        If a tuned factor is not a column, has missing values or only one level; if the grid
-        has no seed column; if a tune seed is not in the grid, a configuration has no tuning
-        seed or no evaluation seed left; or, for cross-fitting, if a configuration has fewer
-        than two seeds. The message names the column, seed or configuration.
-
-    Examples
-    --------
-    >>> from fitrules.grids import load_grid
-    >>> grid = load_grid("data/paired_tuned.csv")  # doctest: +SKIP
-    >>> t = tune(grid, ["lr"], tune_seeds=[0, 1, 2])  # doctest: +SKIP
-    >>> t.choices[["algo", "chosen_lr", "at_edge"]]  # doctest: +SKIP
-    >>> t.grid.cells(["algo"]).table  # doctest: +SKIP
-    """
-    if not isinstance(grid, Grid):
-        from fitrules.api import as_grid
-
-        grid = as_grid(grid)
+    """Tune ``factors`` of ``grid`` (a Grid): the reduction :func:`fitrules.api.tune`
+    documents (``fr.tune``)."""
+    if not isinstance(grid, Grid):  # fr.tune takes a DataFrame or a path (fitrules.api.tune)
+        raise GridError(f"grid {type(grid).__name__}: give a fitrules.Grid (fr.tune loads one)")
     if not isinstance(factors, str) and not (
         isinstance(factors, Sequence) and all(isinstance(f, str) for f in factors)
     ):
@@ -727,5 +671,4 @@ def _jsonable(x: Any) -> Any:
 
 # fr.tune(...) calls fitrules.tune.tune, its errors in the words of its parameters; see
 # fitrules._modules
-_tune_api = api_terms(tune)
-make_callable(__name__, "fitrules.tune._tune_api")
+make_callable(__name__, "fitrules.api.tune")

@@ -10,7 +10,7 @@ import html
 import pytest
 
 import fitrules as fr
-from fitrules.compare import conclusion, verdict_of
+from fitrules.report.text import conclusion, verdict_of
 from helpers import run
 
 SPLITS = 30  # the default grid and forms; few splits, to stay fast

@@ -113,7 +113,7 @@ def test_observed_vs_predicted_shows_residuals_at_their_scale(cmp):
     assert "% of observed" in panel.get_ylabel()  # the residuals' one convention (issue 32)
     f = cmp.full_fits["composition"]
     y = cmp.cells.y
-    from fitrules.fit import predict
+    from fitrules.compiled import predict
 
     pred = predict(cmp.form("composition"), cmp.cells.X, f.constants)
     r = 100 * (y - pred) / y

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import fitrules as fr
-from fitrules.fit import CompiledForm, Objective, fit
+from fitrules.compiled import CompiledForm
+from fitrules.fit import Objective, fit
 from fitrules.forms import parse_form_line
 
 EXTERNAL = Path(__file__).resolve().parents[1].parent / "shared" / "external"

@@ -218,7 +218,7 @@ def test_two_corrupted_runs_of_108_barely_move_the_log_huber_standard_errors():
 
 
 def test_the_sandwich_reduces_to_least_squares_when_delta_covers_every_residual():
-    from fitrules.fit import predict
+    from fitrules.compiled import predict
 
     g = fr.load_grid(_chinchilla_runs(0))
     f = CHINCHILLA.bind(g.columns)

@@ -21,7 +21,7 @@ from fitrules.forms import select_forms
 from fitrules.grids import default_grid, load_grid
 from fitrules.ledger import compare_scored
 from fitrules.splits import RandomSplit
-from fitrules.stats import contrast_test, holm, seed_effect
+from fitrules.stats import contrast_test, grid_seed_effect, holm, seed_effect
 from helpers import refused, run
 
 FIVE = ["composition", "additive", "free_omega", "omega_only", "log_additive"]
@@ -158,7 +158,7 @@ def test_holm_matches_statsmodels():
 # ------------------------------------------------------------------ seeds as shared effects
 def test_seed_effect_on_the_default_grid(grid, capsys):
     """Seed-2 runs sit 0.0128 below their cell means in every cell: F(2, 38) = 49."""
-    e = grid.summary()["seed_effect"]
+    e = grid_seed_effect(grid)
     assert e["df"] == [2, 38] and e["F"] == pytest.approx(49.1, abs=0.1)
     assert e["extreme_seed"] == "2" and e["extreme_offset"] == pytest.approx(-0.0128, abs=2e-4)
     assert e["sd_shared"] == pytest.approx(0.011, abs=5e-4)

@@ -183,9 +183,8 @@ def _page_entries(repo: Path) -> dict[str, list[list[str]]]:
         import readme  # the tests' reader of the pages' examples
     finally:
         sys.path.pop(0)
-    pages = [repo / "README.md", *(repo / "docs").rglob("*.md")]
     out = {}
-    for page in sorted(pages):
+    for page in [readme.README, *readme.PAGES]:  # the pages whose examples the tests run
         steps = []
         for kind, example in readme.examples(page):
             if kind == "sh":

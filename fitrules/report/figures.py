@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fitrules.fit import predict
+from fitrules.compiled import predict
 
 FENCE = 3.0  # interquartile ranges beyond the quartiles that still set the axis range
 RESIDUAL_FENCE = 10.0  # residuals of full-grid fits: only runaway ones go to the edge

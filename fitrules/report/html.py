@@ -6,34 +6,9 @@ import html
 
 import pandas as pd
 
-FLOAT = "{:.4g}".format
-
-
-def _table(df: pd.DataFrame, formatters: dict | None = None) -> str:
-    return df.to_html(index=False, border=0, na_rep="n/a", float_format=FLOAT,
-                      formatters=formatters, classes="fitrules")  # fmt: skip
-
-
-def _p(text: str) -> str:
-    return f"<p>{html.escape(text)}</p>"
-
-
-def _list(items) -> str:
-    return "<ul>" + "".join(f"<li>{html.escape(str(x))}</li>" for x in items) + "</ul>"
-
-
-def grid_html(grid) -> str:
-    s = grid.summary()
-    levels = {k: (f"{len(v)} levels" if len(v) > 12 else ", ".join(map(str, v)))
-              for k, v in s["levels"].items()}  # fmt: skip
-    rows = pd.DataFrame({"factor": list(levels), "levels": list(levels.values())})
-    unit = f" ({grid.unit})" if grid.unit else ""
-    return (
-        f"<b>Grid</b> {html.escape(grid.label)}: {s['runs']} runs in {s['cells']} cells; "
-        f"metric <code>{html.escape(grid.metric)}</code>{html.escape(unit)}; excluded: "
-        f"{html.escape(', '.join(f'{v} {k}' for k, v in s['excluded'].items()) or 'none')}"
-        + _table(rows)
-    )
+from fitrules.htmlparts import html_list as _list
+from fitrules.htmlparts import html_p as _p
+from fitrules.htmlparts import html_table as _table
 
 
 def comparison_html(cmp) -> str:

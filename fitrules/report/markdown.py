@@ -309,7 +309,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     where = " and ".join(data["where"]) or "none"
     derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
     n_train = doc["results"][0]["n_train"] if doc["results"] else 0
-    from fitrules.compare import conclusion
+    from fitrules.report.text import conclusion
 
     ranked = sorted(
         doc["summary"],

@@ -3,10 +3,116 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from fitrules.stats import seed_effect_sentence
+ALPHA = 0.05  # the Holm-adjusted level at which a verdict names the better form
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and not np.isfinite(x))
+
+
+def verdict_of(row: dict) -> str:
+    """A paired row's verdict in words: "A predicts better" (Holm-adjusted p below 0.05,
+    the direction from the error ratio or, for held-out groups, the median difference),
+    "not distinguishable", or "no test" (too few splits or groups to reject)."""
+    p = row.get("p_holm")
+    if _missing(p) or _missing(row.get("p")):
+        return "no test"
+    if p >= ALPHA:
+        return "not distinguishable"
+    ratio = row.get("ratio")
+    a_better = ratio < 1 if not _missing(ratio) else row.get("median_diff_pct", 0) < 0
+    return f"{row['a'] if a_better else row['b']} predicts better"
+
+
+def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
+    """The answer in at most three lines: which form predicts best, which rivals it beats
+    with the corrected paired verdict, which it cannot be told from.
+
+    Parameters
+    ----------
+    summary, paired : the records of :attr:`Comparison.summary` and :attr:`Comparison.paired`
+        (``to_dict()["summary"]``, ``["paired"]``).
+    """
+    rank = [r for r in summary if not _missing(r.get("median_pct"))]
+    rank.sort(key=lambda r: r["median_pct"])
+    if not rank:
+        return ["No form has a valid split: nothing to rank (see the flagged pairs below)."]
+    best = rank[0]
+    name = best["form"]
+    first = (
+        f"{name} predicts the held-out cells best: median error {best['median_pct']:.3f}% "
+        f"over {best['splits_used']} splits"
+    )
+    if len(rank) > 1:
+        first += f" (next {rank[1]['form']}, {rank[1]['median_pct']:.3f}%)"
+    lines = [first + "."]
+    beats, loses, same, untested = [], [], [], []
+    for r in paired:
+        if name not in (r["a"], r["b"]):
+            continue
+        other = r["b"] if r["a"] == name else r["a"]
+        verdict = r.get("verdict") or verdict_of(r)
+        p = f"Holm p = {_p(r.get('p_holm'))}"
+        if verdict == "no test":
+            untested.append(other)
+        elif verdict == "not distinguishable":
+            same.append(f"{other} ({p})")
+        elif verdict.startswith(f"{name} "):
+            beats.append(f"{other} ({p})")
+        else:
+            loses.append(f"{other} ({p})")
+    if not any((beats, loses, same, untested)):
+        lines.append(
+            "No paired verdict involves it (one form, or --pairs/--against left it out)."
+            if len(rank) > 1 or len(summary) > 1
+            else "One form: nothing to compare it with."
+        )
+        return lines
+    second = []
+    if beats:
+        second.append(f"By the corrected paired verdict it predicts better than {_join(beats)}")
+    if loses:
+        second.append(f"the corrected verdict favours {_join(loses)} over it")
+    if second:
+        lines.append("; ".join(second)[0].upper() + "; ".join(second)[1:] + ".")
+    third = []
+    if same:
+        third.append(f"It cannot be told apart from {_join(same)} with these cells")
+    if untested:
+        third.append(f"no test can decide against {_join(untested)}")
+    if third:
+        lines.append("; ".join(third)[0].upper() + "; ".join(third)[1:] + ".")
+    return lines
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _p(p: Any) -> str:
+    if _missing(p):
+        return "n/a"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+def seed_effect_sentence(e: dict | None, unit: str = "") -> str | None:
+    """One line on a shared per-seed effect, or None when the data show none."""
+    if not e or not e["shown"]:
+        return None
+    u = f" {unit}" if unit else ""
+    return (
+        f"per-seed effect shared across cells: seed {e['extreme_seed']} sits "
+        f"{e['extreme_offset']:+.4g}{u} from its cells' means on average; F({e['df'][0]}, "
+        f"{e['df'][1]}) = {e['F']:.3g}, p = {e['p']:.2g}; shared sd {e['sd_shared']:.3g}{u}, "
+        f"per-run sd {e['sd_run']:.3g}{u}. Runs that share a seed id are correlated across "
+        "cells: new runs at fresh seed ids average it out"
+    )
+
 
 
 def fmt_p(p: float | None) -> str:

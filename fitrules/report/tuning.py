@@ -3,7 +3,7 @@ the levels chosen. Each function takes an optional matplotlib Axes and returns i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -12,7 +12,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from fitrules.errors import GridError
-from fitrules.tune import FOLD_AB, FOLD_BA, TUNE_SEEDS, Tuning
+from fitrules.splits import FOLD_AB, FOLD_BA, TUNE_SEEDS
+
+if TYPE_CHECKING:
+    from fitrules.tune import Tuning
 
 MANY_LINES = 6  # more lines than this and the legend goes outside the axes
 TOO_MANY_LINES = 20  # ... and more than this, no line is named

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from fitrules.errors import SimError
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
-from fitrules.sim.runner import execute, one_blas_thread, run_key
+from fitrules.sim.tasks import execute, one_blas_thread, run_key
 
 if TYPE_CHECKING:
     from distributed import Client

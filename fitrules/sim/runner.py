@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import ExitStack
-from dataclasses import asdict, fields
+from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -35,18 +35,14 @@ import pandas as pd
 from fitrules import __version__
 from fitrules.errors import SimError
 from fitrules.limits import MAX_SIM_JOBS, check_count, check_memory
-from fitrules.sim import quadratic
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
 from fitrules.sim.quadratic import QuadConfig
 from fitrules.sim.spec import GridSpec
+from fitrules.sim.tasks import execute, one_blas_thread, run_key
 from fitrules.util import atomic_write_text, progress
 
 KEY_FIELDS = [f.name for f in fields(RunConfig)]
-
-
-def run_key(cfg: RunConfig) -> str:
-    return json.dumps(asdict(cfg), sort_keys=True)
 
 
 def _config_class(spec_or_row: GridSpec | dict) -> type:
@@ -54,13 +50,6 @@ def _config_class(spec_or_row: GridSpec | dict) -> type:
     if isinstance(spec_or_row, GridSpec):
         return type(spec_or_row.runs[0]) if spec_or_row.runs else RunConfig
     return QuadConfig if spec_or_row.get("model") == "quadratic" else RunConfig
-
-
-def execute(cfg: RunConfig | QuadConfig, corpus=None) -> dict:
-    """One run's results row, by the backend its config belongs to."""
-    if isinstance(cfg, QuadConfig):
-        return quadratic.run(cfg)
-    return run(cfg, corpus if corpus is not None else load_corpus())
 
 
 def _row_key(row: dict) -> str:
@@ -75,14 +64,6 @@ def _row_key(row: dict) -> str:
             v = {"int": int, "float": float, "str": str}[kind](v)
         values[f.name] = v
     return run_key(cls(**values))
-
-
-def one_blas_thread() -> None:
-    """Limit this process to one BLAS thread: every process that trains runs calls it first."""
-    # Small matrices: one BLAS thread per process is several times faster than many.
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1)
 
 
 def _one(cfg: RunConfig | QuadConfig) -> dict:

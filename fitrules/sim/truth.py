@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from fitrules.fit import CompiledForm
+from fitrules.compiled import CompiledForm
 from fitrules.forms import Form
 
 

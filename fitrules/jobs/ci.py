@@ -1,0 +1,100 @@
+"""Paired-seed intervals of treatments against a baseline, as a result: what ``fr.ci`` returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from fitrules.stats import PairedCI
+
+
+@dataclass
+class PairedIntervals:
+    """Paired-seed intervals of several treatments against one baseline: what ``fitrules.ci``
+    returns.
+
+    Attributes
+    ----------
+    results : one :class:`PairedCI` per treatment.
+    data : where the runs came from; settings : level, resamples, seed, baseline.
+    tuning : the :class:`fitrules.tune.Tuning` applied first, if any.
+    """
+
+    results: list[PairedCI]
+    data: dict
+    settings: dict
+    tuning: Any = None
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per treatment: pairs, mean difference, intervals and p-values."""
+        return pd.DataFrame([r.to_dict() for r in self.results]).drop(columns=["diffs"])
+
+    def to_dict(self) -> dict:
+        from fitrules.util import json_ready
+
+        out = {
+            "data": self.data,
+            "settings": self.settings,
+            "results": [dict(r.to_dict(), sentence=r.sentence()) for r in self.results],
+        }
+        if self.tuning is not None:
+            out["tuning"] = self.tuning.to_dict()
+        return json_ready(out)
+
+    def to_json(self, path=None) -> str:
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        import json
+        from pathlib import Path
+
+        from fitrules.outputs import inputs_of
+        from fitrules.util import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
+        return text
+
+    def __str__(self) -> str:
+        from fitrules.report.text import render_ci
+
+        return render_ci(self.results, self.to_dict())
+
+    def __repr__(self) -> str:
+        return f"PairedIntervals({'; '.join(r.sentence() for r in self.results)})"
+
+    def summary(self) -> str:
+        """The whole result in words, as the command line prints it (the same as
+        ``str(self)``); in a notebook it shows as text."""
+        from fitrules.util import Text
+
+        return Text(str(self))
+
+    def _repr_html_(self) -> str:
+        from fitrules.report.html import intervals_html
+
+        return intervals_html(self)
+
+    def plot(self, i: int = 0, ax=None):
+        """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes)."""
+        from fitrules.report import figures
+
+        return figures.paired_differences(self.results[i], ax)
+
+    def report(self, target, force: bool = False, command: str = "", figure_format=None):
+        """Write a report directory: report.md, one figure per treatment, results.json;
+        figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files."""
+        from pathlib import Path
+
+        from fitrules.errors import report_parameter
+        from fitrules.outputs import check_result_output, inputs_of
+        from fitrules.report.figures import figure_formats
+        from fitrules.report.markdown import ci_report
+
+        check_result_output(target, inputs_of(self), "target", "dir")
+        with report_parameter("target"):
+            payload = self.to_dict() | {"command": command}
+            with figure_formats(figure_format):
+                return ci_report(self.results, payload, Path(target), command, force, self.tuning)
