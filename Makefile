@@ -10,6 +10,6 @@ data/%.csv: data/specs/%.toml
 	fitrules simulate $< --out $@ --jobs $(JOBS)
 
 reports:
-	$(PY) -m fitrules.report.rebuild
+	$(PY) -m tools.rebuild
 
 .PHONY: grids reports

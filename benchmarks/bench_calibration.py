@@ -35,7 +35,7 @@
    compared alone (its raw p), under Holm over the ten pairs of the five forms, and for the
    old test on random thirds.
 3. ``score``: the test ``fitrules score`` makes between two forms' fixed predictions on new
-   runs (:func:`fitrules.ledger.compare_scored`), with a per-seed effect shared across cells
+   runs (:func:`fitrules.jobs.ledger.compare_scored`), with a per-seed effect shared across cells
    as the harness shows (seed sd 0.011, per-run sd 0.0071; ``fitrules validate`` on the
    default grid measures it), new runs at shared seed ids (what ``design`` used to plan) or
    fresh ones (what it plans now); null: one form above every cell's true mean and the other
@@ -64,13 +64,13 @@ from scipy import stats  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fitrules.compare import compare  # noqa: E402
-from fitrules.compiled import predict  # noqa: E402
-from fitrules.forms import BUILTIN_FORMS, Form  # noqa: E402
-from fitrules.grids import load_grid  # noqa: E402
-from fitrules.ledger import compare_scored  # noqa: E402
-from fitrules.splits import RandomSplit  # noqa: E402
-from fitrules.stats import paired_verdict  # noqa: E402
+from fitrules.engine.stats import paired_verdict  # noqa: E402
+from fitrules.jobs.compare import compare  # noqa: E402
+from fitrules.jobs.ledger import compare_scored  # noqa: E402
+from fitrules.model.compiled import predict  # noqa: E402
+from fitrules.model.forms import BUILTIN_FORMS, Form  # noqa: E402
+from fitrules.model.grids import load_grid  # noqa: E402
+from fitrules.model.splits import RandomSplit  # noqa: E402
 
 FORMS = [Form("on_x1", "L0 + a*x1", ("x1",)), Form("on_x2", "L0 + b*x2", ("x2",))]
 FIVE = ["composition", "additive", "free_omega", "omega_only", "log_additive"]
@@ -249,7 +249,7 @@ def small_weight(n_grids: int, seed: int = 11) -> float:
     """The mixture weight at which composition and log_additive are equally good under the
     12-cell grid's verdict protocol (leave one cell out): the zero of the mean log error ratio
     over the cells, interpolated between two weights, on calibration grids not used after."""
-    from fitrules.fit import Objective, fit_splits
+    from fitrules.engine.fit import Objective, fit_splits
 
     forms = [BUILTIN_FORMS[n].bind(["H", "omega"]) for n in ("composition", "log_additive")]
     X = {"H": SMALL_H, "omega": SMALL_OMEGA}
@@ -277,7 +277,7 @@ def small_weight(n_grids: int, seed: int = 11) -> float:
 def small_true_ratio(w: float) -> float:
     """log_additive's over composition's mean |relative error| on dense cells of the 12-cell
     grid's range, each fitted to the noise-free truth on the 12 cells."""
-    from fitrules.fit import fit
+    from fitrules.engine.fit import fit
 
     truth = mixture(w)
     y = truth(SMALL_H, SMALL_OMEGA)

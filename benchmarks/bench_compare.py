@@ -37,10 +37,10 @@ from scipy.optimize import least_squares, minimize  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fitrules.fit import Objective, fit_splits  # noqa: E402
-from fitrules.forms import BUILTIN_FORMS, Form  # noqa: E402
-from fitrules.grids import default_grid, load_grid  # noqa: E402
-from fitrules.splits import RandomSplit  # noqa: E402
+from fitrules.engine.fit import Objective, fit_splits  # noqa: E402
+from fitrules.model.forms import BUILTIN_FORMS, Form  # noqa: E402
+from fitrules.model.grids import default_grid, load_grid  # noqa: E402
+from fitrules.model.splits import RandomSplit  # noqa: E402
 
 # ------------------------------------------------------------------ the cases
 # Hand-written numpy models for the baseline: it shares nothing with fitrules but the data.

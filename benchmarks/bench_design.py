@@ -32,11 +32,11 @@ from scipy import stats  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fitrules.compiled import predict  # noqa: E402
-from fitrules.design import candidate_cells, design  # noqa: E402
-from fitrules.fit import fit  # noqa: E402
-from fitrules.forms import BUILTIN_FORMS  # noqa: E402
-from fitrules.grids import default_grid, load_grid  # noqa: E402
+from fitrules.engine.fit import fit  # noqa: E402
+from fitrules.jobs.design import candidate_cells, design  # noqa: E402
+from fitrules.model.compiled import predict  # noqa: E402
+from fitrules.model.forms import BUILTIN_FORMS  # noqa: E402
+from fitrules.model.grids import default_grid, load_grid  # noqa: E402
 
 FORMS = [BUILTIN_FORMS["composition"], BUILTIN_FORMS["log_additive"]]
 H, OMEGA = (1, 4, 16, 64), (0, 1, 3, 7, 15)

@@ -2,7 +2,7 @@
 independent 200-start scipy reference (issue 27).
 
 Each case: a grid simulated from a known law with seeded noise (or a published grid when it is
-present), a form fitted on all its cells by ``fitrules.fit.fit`` with its default ranges (or
+present), a form fitted on all its cells by ``fitrules.engine.fit.fit`` with its default ranges (or
 with bounds), and the same problem given to ``benchmarks/reference.py``: scipy's
 ``least_squares`` (trust-region reflective, inside the bounds) from 200 random starts. The case
 passes when fitrules' objective is within 1e-9 relative of the reference's, or below it.
@@ -29,8 +29,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference import multistart  # noqa: E402
 
-from fitrules.fit import Objective, fit  # noqa: E402
-from fitrules.forms import parse_form_line  # noqa: E402
+from fitrules.engine.fit import Objective, fit  # noqa: E402
+from fitrules.model.forms import parse_form_line  # noqa: E402
 
 TOL = 1e-9
 

@@ -26,11 +26,11 @@ import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fitrules.compare import compare  # noqa: E402
-from fitrules.forms import select_forms  # noqa: E402
-from fitrules.grids import default_grid, load_grid  # noqa: E402
-from fitrules.guard import GuardOptions  # noqa: E402
-from fitrules.splits import RandomSplit  # noqa: E402
+from fitrules.engine.guard import GuardOptions  # noqa: E402
+from fitrules.jobs.compare import compare  # noqa: E402
+from fitrules.model.forms import select_forms  # noqa: E402
+from fitrules.model.grids import default_grid, load_grid  # noqa: E402
+from fitrules.model.splits import RandomSplit  # noqa: E402
 
 FIVE = ["composition", "additive", "free_omega", "omega_only", "log_additive"]
 

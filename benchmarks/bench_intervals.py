@@ -6,7 +6,7 @@
     python benchmarks/bench_intervals.py --only constants   # every bootstrap kind, 200 grids
 
 1. **Prediction intervals at new cells** (``FittedForm.predict``: held-out misfit, see
-   :class:`fitrules.intervals.HeldOut`). Synthetic grids on the default grid's design (20
+   :class:`fitrules.engine.intervals.HeldOut`). Synthetic grids on the default grid's design (20
    cells H in {1, 4, 16, 64} x keep in {1, 1/2, 1/4, 1/8, 1/16}, 3 runs a cell), the seed
    noise of the real grid (its robust coefficient of variation, Gaussian), and a truth:
    composition with the constants it takes on the real grid (correctly specified), the
@@ -74,18 +74,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fitrules import api  # noqa: E402
-from fitrules.compiled import predict  # noqa: E402
-from fitrules.design import design, seed_cv  # noqa: E402
-from fitrules.fit import Objective, fit  # noqa: E402
-from fitrules.forms import BUILTIN_FORMS, Form  # noqa: E402
-from fitrules.grids import load_grid  # noqa: E402
-from fitrules.intervals import (  # noqa: E402
+from fitrules.base.limits import DEFAULT_BOOTSTRAP  # noqa: E402
+from fitrules.engine.fit import Objective, fit  # noqa: E402
+from fitrules.engine.intervals import (  # noqa: E402
     bootstrap_fit,
     jacobian_uncertainty,
     robust_cells,
     seed_noise,
 )
-from fitrules.limits import DEFAULT_BOOTSTRAP  # noqa: E402
+from fitrules.jobs.design import design, seed_cv  # noqa: E402
+from fitrules.model.compiled import predict  # noqa: E402
+from fitrules.model.forms import BUILTIN_FORMS, Form  # noqa: E402
+from fitrules.model.grids import load_grid  # noqa: E402
 
 H_LEVELS = (1, 4, 16, 64)
 OMEGA_LEVELS = (0.0, 1.0, 3.0, 7.0, 15.0)

@@ -4,7 +4,7 @@
     python benchmarks/bench_memory.py --cells 1000 --splits 50
 
 fitrules refuses a request whose estimated memory exceeds its budget (see
-fitrules.limits.check_memory) before anything large is allocated; the estimate is only
+fitrules.base.limits.check_memory) before anything large is allocated; the estimate is only
 useful if it holds. Each case runs in a child process on a synthetic grid (one run per cell
 at random H in [1, 64] and omega in [0.1, 15], losses from the composition rule plus seeded
 noise): the child loads the grid, resets its peak resident set size (Linux: writing 5 to
@@ -58,11 +58,11 @@ def _grid(n: int, seed: int):
 
 def child(kind: str, n: int, splits: int, seed: int, forms_arg: str, fit_form: str) -> dict:
     import fitrules as fr
-    from fitrules.compare import compare_memory
-    from fitrules.errors import LimitError
-    from fitrules.fit import fit_memory
-    from fitrules.forms import BUILTIN_FORMS
-    from fitrules.splits import RandomSplit
+    from fitrules.base.errors import LimitError
+    from fitrules.engine.fit import fit_memory
+    from fitrules.jobs.compare import compare_memory
+    from fitrules.model.forms import BUILTIN_FORMS
+    from fitrules.model.splits import RandomSplit
 
     FORMS, FIT_FORM = forms_arg.split(","), fit_form
     g = fr.load_grid(_grid(n, seed))
@@ -138,7 +138,7 @@ def main() -> int:
         print(json.dumps(child(kind, int(n), int(splits), int(seed), forms, fit_form)))
         return 0
 
-    from fitrules.limits import memory_budget
+    from fitrules.base.limits import memory_budget
 
     print(f"memory budget now: {_mib(memory_budget())} MiB; compare: {args.forms}; "
           f"fit: {args.fit_form}")  # fmt: skip

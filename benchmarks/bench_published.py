@@ -181,7 +181,7 @@ def _table(entry: dict, path: Path) -> pd.DataFrame:
 def _heldout_fit(entry, form, train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
     """``form`` fitted on ``train`` (one fit per group where the authors fitted per group),
     its predictions at ``test``'s rows."""
-    from fitrules.compiled import predict
+    from fitrules.model.compiled import predict
 
     group = entry.get("group")
     pred = np.full(len(test), np.nan)

@@ -71,13 +71,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import fitrules as fr  # noqa: E402
-from fitrules.compiled import CompiledForm  # noqa: E402
-from fitrules.compiled import predict as fr_predict  # noqa: E402
-from fitrules.forms import Form  # noqa: E402
-from fitrules.grammar import Grammar, generate, named  # noqa: E402
-from fitrules.search import nested_masks  # noqa: E402
-from fitrules.sim.truth import runs_from_form  # noqa: E402
-from fitrules.splits import RandomSplit  # noqa: E402
+from fitrules.engine.grammar import Grammar, generate, named  # noqa: E402
+from fitrules.engine.truth import runs_from_form  # noqa: E402
+from fitrules.jobs.search import nested_masks  # noqa: E402
+from fitrules.model.compiled import CompiledForm  # noqa: E402
+from fitrules.model.compiled import predict as fr_predict  # noqa: E402
+from fitrules.model.forms import Form  # noqa: E402
+from fitrules.model.splits import RandomSplit  # noqa: E402
 
 CHINCHILLA = ROOT.parent / "shared" / "external" / "chinchilla_epoch_svg_extracted.csv"
 H = (1, 4, 16, 64)
@@ -366,7 +366,7 @@ def section_outer_seeds(grids: int, jobs: int, seed: int = 28) -> dict:
     each measured on 3 new runs at fresh seed ids, under shared-seed noise; the outer error
     by cells and seed ids (the default) and by cells alone (the old protocol), on the same
     grids."""
-    from fitrules.fit import fit as fit_cells
+    from fitrules.engine.fit import fit as fit_cells
 
     print(
         f"## outer error against new runs: {grids} grids per truth (default design, 3 seed ids, "
@@ -446,7 +446,7 @@ def section_extrapolation(grids: int, jobs: int, seed: int = 29) -> dict:
     )
     print("| grid | protocol | pick | pick's error % | true form's % | ratio | quoted outer % |")
     print("|---:|---|---|---:|---:|---:|---:|")
-    from fitrules.fit import fit as fit_cells
+    from fitrules.engine.fit import fit as fit_cells
 
     rng = np.random.default_rng(seed)
     ratios: dict[str, list[float]] = {"extrapolate:N": [], "random": []}

@@ -1,4 +1,4 @@
-"""Does the quadratic harness reproduce fitrules.theory? Prints every count it rests on.
+"""Does the quadratic harness reproduce fitrules.engine.theory? Prints every count it rests on.
 
     python benchmarks/bench_theory.py            # everything (a few minutes on one core)
     python benchmarks/bench_theory.py --quick    # fewer configurations and rounds
@@ -6,7 +6,7 @@
 0. Speed: seconds per run at dim 1,000, against the same run taking every SGD step.
 1. Stationary excess loss: over a grid of (omega, M, H, lr) (plus outer momentum, an outer
    step below 1 and shared masks), the harness's time-averaged excess loss against
-   ``fitrules.theory.stationary_loss``; the ratio's range, with the rounds and seeds used.
+   ``fitrules.engine.theory.stationary_loss``; the ratio's range, with the rounds and seeds used.
    A subset is rerun with ``inner = "steps"`` (every worker's every SGD step taken one by
    one) and with ``inner = "exact"`` (each worker's displacement drawn, then compressed and
    averaged), against the default draw of the mean message.
@@ -37,7 +37,7 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
-from fitrules import theory
+from fitrules.engine import theory
 from fitrules.sim.quadratic import QuadConfig, run, train
 
 
@@ -127,7 +127,7 @@ def check_stationary(quick: bool) -> bool:
         rounds_used.append(rounds - burn)
         kept.append(cfg)
     ratios_a = np.array(ratios)
-    print("1. stationary excess loss, simulated / exact (fitrules.theory.stationary_loss)")
+    print("1. stationary excess loss, simulated / exact (fitrules.engine.theory.stationary_loss)")
     print(f"   configurations: {len(kept)} run, {skipped} skipped as near the mean-square limit "
           f"(compressor gain >= {MAX_GAIN}: heavy tails), of {len(configs)}")  # fmt: skip
     print("   grid: keep {1, 1/2, 1/4, 1/16} (omega 0, 1, 3, 15) x M {4, 16, 64} x H {1, 4, 16} "
@@ -260,7 +260,7 @@ def check_attackers(quick: bool) -> bool:
 
     import pandas as pd
 
-    from fitrules.paths import data_dir
+    from fitrules.base.paths import data_dir
     from fitrules.sim.runner import _row_key, run_key, simulate
     from fitrules.sim.spec import load_spec
 
@@ -321,7 +321,7 @@ def check_speed(quick: bool) -> bool:
     taking every worker's every SGD step (``inner = "steps"``), timed here."""
     import json
 
-    from fitrules.paths import data_dir
+    from fitrules.base.paths import data_dir
 
     print("0. speed at dim 1,000, 1,000 outer rounds, one process (best of 3)")
     worst = 0.0

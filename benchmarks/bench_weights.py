@@ -31,7 +31,7 @@ import pandas as pd  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fitrules as fr  # noqa: E402
-from fitrules.limits import BOOTSTRAP_KINDS, DEFAULT_BOOTSTRAP  # noqa: E402
+from fitrules.base.limits import BOOTSTRAP_KINDS, DEFAULT_BOOTSTRAP  # noqa: E402
 
 X = [1.0, 2, 3, 5, 8, 13, 21, 34]
 TRUE_B = 0.5

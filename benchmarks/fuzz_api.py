@@ -5,10 +5,10 @@
 
 Each case calls one public function of fitrules (load_grid, compare, fit, a fitted form's
 predict, ci, tune, design, search, Form, Grammar, a result's to_json and report, and
-fitrules.theory's stationary_loss and exact_loss) with arguments of every type: good values,
+fitrules.engine.theory's stationary_loss and exact_loss) with arguments of every type: good values,
 numpy scalars, and a third of the cases hostile ones (wrong types, out of range, NaN, odd
 tables). The
-property: a documented fitrules.errors exception with a one-line message, or a result of the
+property: a documented fitrules.base.errors exception with a one-line message, or a result of the
 documented type whose JSON view holds only finite numbers. Printed: cases tried, results and
 refusals, and the failures by kind: raw exceptions (anything but a FitrulesError), messages
 that are not one line, bad arguments accepted, results of the wrong type, warnings. Every
@@ -110,7 +110,10 @@ def main() -> int:
         f"cases tried: {tried:,} in {time.perf_counter() - t0:.0f} s (seed {args.seed})"
         + (" - STOPPED EARLY (interrupted)" if stopped else "")
     )
-    print(f"results: {counts['ok']:,}; refused (fitrules.errors, one line): {counts['refused']:,}")
+    print(
+        f"results: {counts['ok']:,}; refused (fitrules.base.errors, one line): "
+        f"{counts['refused']:,}"
+    )
     print(
         "raw exceptions: {raw}; messages not one line: {lines}; bad arguments accepted: "
         "{accepted}; results of the wrong type: {wrong}; warnings: {warning}".format(

@@ -13,9 +13,8 @@ The public API (imported on first use, so that ``import fitrules`` stays cheap):
     s = fr.search(g, terms=3, max_constants=5)                        # Search
     fr.Form("mine", "L0 + a*omega**c", variables=("omega",))
 
-``fr.compare``, ``fr.fit``, ``fr.tune``, ``fr.design`` and ``fr.search`` are the API
-functions (``help(fr.compare)`` shows the function); the modules of those names stay
-reachable through them (``fr.compare.Comparison``; see :mod:`fitrules._modules`). Every result
+Each name is a function or a class, never a module: the jobs' modules live under
+:mod:`fitrules.jobs` (``fitrules.jobs.compare``), below the API's functions. Every result
 renders itself: ``print(r)`` or ``r.summary()`` in words, HTML in a notebook, ``r.to_json()``;
 ``c.summary`` is also the per-form table. ``fr.__version__`` is the version.
 """
@@ -33,44 +32,36 @@ except _metadata.PackageNotFoundError:  # running from a checkout without instal
 
 # public name -> module that defines it
 _PUBLIC = {
+    "compare": "fitrules.api",
+    "fit": "fitrules.api",
+    "tune": "fitrules.api",
+    "design": "fitrules.api",
+    "search": "fitrules.api",
     "load_grid": "fitrules.api",
-    "load_example": "fitrules.examples",
-    "example_path": "fitrules.examples",
-    "list_examples": "fitrules.examples",
-    "Grid": "fitrules.grids",
-    "Form": "fitrules.forms",
-    "available_forms": "fitrules.forms",
-    "BUILTIN_FORMS": "fitrules.forms",
-    "Objective": "fitrules.fit",
+    "load_example": "fitrules.model.examples",
+    "example_path": "fitrules.model.examples",
+    "list_examples": "fitrules.model.examples",
+    "Grid": "fitrules.model.grids",
+    "Form": "fitrules.model.forms",
+    "available_forms": "fitrules.model.forms",
+    "BUILTIN_FORMS": "fitrules.model.forms",
+    "Objective": "fitrules.engine.fit",
     "ci": "fitrules.api",
-    "Comparison": "fitrules.compare",
-    "FittedForm": "fitrules.fitted",
-    "Prediction": "fitrules.fitted",
+    "Comparison": "fitrules.jobs.compare",
+    "FittedForm": "fitrules.jobs.fit",
+    "Prediction": "fitrules.jobs.fit",
     "PairedIntervals": "fitrules.jobs.ci",
-    "Tuning": "fitrules.tune",
-    "Search": "fitrules.search",
-    "Grammar": "fitrules.grammar",
-    "FitrulesError": "fitrules.errors",
-    "GridError": "fitrules.errors",
-    "FormError": "fitrules.errors",
+    "Tuning": "fitrules.jobs.tune",
+    "Search": "fitrules.jobs.search",
+    "Grammar": "fitrules.engine.grammar",
+    "FitrulesError": "fitrules.base.errors",
+    "GridError": "fitrules.base.errors",
+    "FormError": "fitrules.base.errors",
 }
-_CALLABLE_MODULES = ("compare", "fit", "tune", "design", "search")
-# fr.compare is the API function (help() shows its docstring), and stays so when the module
-# fitrules.compare is imported; the module's names are reachable through it
-_FUNCTIONS = {
-    "compare": "fitrules.api.compare",
-    "fit": "fitrules.api.fit",
-    "tune": "fitrules.api.tune",
-    "design": "fitrules.api.design",
-    "search": "fitrules.api.search",
-}
-
-__all__ = ["__version__", *_CALLABLE_MODULES, *_PUBLIC]
+__all__ = ["__version__", *_PUBLIC]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _CALLABLE_MODULES:
-        return _ENTRIES[name]
     if name in _PUBLIC:
         value = getattr(importlib.import_module(_PUBLIC[name]), name)
         globals()[name] = value
@@ -81,7 +72,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
-
-from fitrules._modules import package_with_functions  # noqa: E402
-
-_ENTRIES = package_with_functions(__name__, _FUNCTIONS)

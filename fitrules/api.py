@@ -24,13 +24,13 @@ from typing import Any, TypeAlias
 
 import pandas as pd
 
-from fitrules import arguments as arg
-from fitrules import grids as _grids
-from fitrules.errors import FitrulesError, FormError, GridError, SplitError, api_terms
-from fitrules.forms import Form
-from fitrules.grids import Grid
-from fitrules.grids import load_grid as _load_grid
-from fitrules.limits import MAX_SPLITS
+from fitrules.base import arguments as arg
+from fitrules.base.errors import FitrulesError, FormError, GridError, SplitError, api_terms
+from fitrules.base.limits import MAX_SPLITS
+from fitrules.model import grids as _grids
+from fitrules.model.forms import Form
+from fitrules.model.grids import Grid
+from fitrules.model.grids import load_grid as _load_grid
 
 # fr.load_grid: the loader, its errors in the words of its parameters
 load_grid = api_terms(_grids.load_grid)
@@ -50,7 +50,7 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
             )
         return grid
     if grid is None:
-        from fitrules.grids import default_grid
+        from fitrules.model.grids import default_grid
 
         path, where = default_grid(load.pop("where", None) or ())
         return _load_grid(path, where=where, **load)
@@ -60,7 +60,7 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
             "of a CSV or Parquet file (None: the default grid)"
         )
     if isinstance(grid, str | Path):
-        from fitrules.examples import resolve_data
+        from fitrules.model.examples import resolve_data
 
         grid = resolve_data(grid)
     return _load_grid(grid, **load)
@@ -121,7 +121,7 @@ def tune(grid: GridLike | None, factors: Sequence[str] | str, tune_seeds: Sequen
     >>> t.choices[["algo", "chosen_lr", "at_edge"]]  # doctest: +SKIP
     >>> t.grid.cells(["algo"]).table  # doctest: +SKIP
     """
-    from fitrules.tune import tune as run_tune
+    from fitrules.jobs.tune import tune as run_tune
 
     return run_tune(as_grid(grid), factors, tune_seeds)
 
@@ -130,8 +130,8 @@ def tune(grid: GridLike | None, factors: Sequence[str] | str, tune_seeds: Sequen
 def _compare_progress(progress, on_progress, splitter, forms, train_frac, verdict_train_frac):
     """The callback compare reports fits to: the caller's, or a bar counting splits (in a
     notebook by default), or none."""
-    from fitrules.splits import RandomSplit
-    from fitrules.util import in_notebook, split_progress
+    from fitrules.base.util import in_notebook, split_progress
+    from fitrules.model.splits import RandomSplit
 
     if on_progress is not None or progress is False or (progress is None and not in_notebook()):
         yield on_progress
@@ -146,7 +146,7 @@ def _compare_progress(progress, on_progress, splitter, forms, train_frac, verdic
 
 def _left_out(names: Sequence[str], cwd: Path | None = None) -> list[str]:
     """A note naming the forms of ``forms.toml`` a comparison did not include."""
-    from fitrules.forms import BUILTIN_FORMS, available_forms
+    from fitrules.model.forms import BUILTIN_FORMS, available_forms
 
     try:
         extra = [n for n in available_forms(cwd) if n not in BUILTIN_FORMS and n not in names]
@@ -164,7 +164,7 @@ def _left_out(names: Sequence[str], cwd: Path | None = None) -> list[str]:
 def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = None) -> list[Form]:
     """Forms from names (built-in or ``forms.toml``), inline ``"NAME = EXPR"`` lines and
     :class:`Form` objects; ``None`` is the built-in set."""
-    from fitrules.forms import available_forms, parse_form_line, select_forms
+    from fitrules.model.forms import available_forms, parse_form_line, select_forms
 
     if forms is None:
         return select_forms(None, cwd=cwd)
@@ -184,7 +184,7 @@ def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = Non
         elif isinstance(f, str):
             pool = pool if pool is not None else available_forms(cwd)
             if f not in pool:
-                from fitrules.forms import did_you_mean
+                from fitrules.model.forms import did_you_mean
 
                 raise FormError(
                     f"unknown form {f!r}{did_you_mean(f, pool)}; available: {', '.join(pool)} "
@@ -204,7 +204,7 @@ def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = Non
 
 def _customised(forms: list[Form], fix, bounds, by, shared) -> list[Form]:
     """The forms with ``fix``, ``bounds``, ``by`` and ``shared`` applied."""
-    from fitrules.forms import customise, parse_bounds, parse_fix
+    from fitrules.model.forms import customise, parse_bounds, parse_fix
 
     arg.text(by, "by", none=True)
     if isinstance(shared, str):
@@ -224,7 +224,7 @@ def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
         if tune_seeds is not None:
             raise FitrulesError("--tune-seeds needs --tune FACTOR (tune_seeds needs tune)")
         return grid, None
-    from fitrules.tune import tune as tune_grid
+    from fitrules.jobs.tune import tune as tune_grid
 
     if isinstance(tune_seeds, str):
         try:
@@ -279,7 +279,7 @@ def compare(
         Default: the built-in forms.
     splits : int or splitter, optional
         Number of random splits (default, and for ``None``: 300), or a splitter object from
-        :mod:`fitrules.splits`. Refused with a structured ``split``, which makes its own.
+        :mod:`fitrules.model.splits`. Refused with a structured ``split``, which makes its own.
     split : str
         ``random``, ``leave-one-level-out:COL``, ``extrapolate:COL``,
         ``extrapolate:COL>=VALUE`` (or ``extrapolate:COL:VALUE``) or ``transfer`` (with
@@ -288,9 +288,9 @@ def compare(
     objective, delta : ``rel_ls`` (default), ``log_huber`` (with Huber ``delta``), ``abs_ls``.
     keep_degenerate : keep flagged (split, form) pairs in summaries and verdicts.
     guard_span, guard_se, guard_excursion, metric_range : thresholds of the wild-extrapolation
-        guard (see :mod:`fitrules.guard`).
+        guard (see :mod:`fitrules.engine.guard`).
     test_grid : for ``split="transfer"``: the grid scored (``grid`` is fitted).
-    tune, tune_seeds : tune these factors first (see :func:`fitrules.tune.tune`).
+    tune, tune_seeds : tune these factors first (see :func:`fitrules.jobs.tune.tune`).
     level : level of the paired intervals.
     against : test this form against each other form only (Holm over those pairs).
     pairs : the pairs tested, as ``[("a", "b"), ...]`` or ``"a:b,a:c"`` (default: every
@@ -307,7 +307,7 @@ def compare(
     seeds : the descriptive splits' held-out protocol: ``"cells"`` (default: every run of
         the training and held-out cells) or ``"cells-and-seeds"`` (seed ids held out too,
         so that held-out error is what new runs at new seed ids show; the verdict protocol
-        stays on cells); see :func:`fitrules.compare.compare`.
+        stays on cells); see :func:`fitrules.jobs.compare.compare`.
 
     Returns
     -------
@@ -326,11 +326,11 @@ def compare(
     >>> c = fr.compare(fr.load_grid("data/main.csv", where="lr == 3e-4"), splits=100)
     >>> c.summary[["form", "median_pct"]]  # doctest: +SKIP
     """
-    from fitrules.compare import check_verdict_train_frac, parse_pairs
-    from fitrules.compare import compare as compare_splits
-    from fitrules.fit import Objective
-    from fitrules.guard import GuardOptions
-    from fitrules.splits import RandomSplit, Transfer, parse_protocol
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.guard import GuardOptions
+    from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
+    from fitrules.jobs.compare import compare as compare_splits
+    from fitrules.model.splits import RandomSplit, Transfer, parse_protocol
 
     _check_compare_options(
         split, train_frac, seed, objective, delta, keep_degenerate, guard_span, guard_se,
@@ -360,7 +360,7 @@ def compare(
         if not all(hasattr(splits, a) for a in ("masks_for", "labels", "describe")):
             raise SplitError(
                 f"splits {splits!r}: give a number of random splits or a splitter from "
-                "fitrules.splits"
+                "fitrules.model.splits"
             )
         splitter = splits
         if isinstance(splitter, Transfer):
@@ -474,7 +474,7 @@ def fit(
     bootstrap : ``"studentized"`` (default: residual replicates, symmetric bootstrap-t
         intervals from each refit's Jacobian standard errors), ``"auto"`` (the percentile
         intervals of the residuals when any cell has a single run, else of the seeds),
-        ``"seeds"`` or ``"residuals"``; see :mod:`fitrules.intervals`.
+        ``"seeds"`` or ``"residuals"``; see :mod:`fitrules.engine.intervals`.
     resamples, seed, level : of the bootstrap.
     tune, tune_seeds : tune these factors first.
     fix : constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
@@ -486,7 +486,7 @@ def fit(
     shared : the constants common to all groups (names, or ``"b,c"``).
     weights : ``"cells"`` (default: each cell once), ``"runs"`` (each cell by its runs) or
         ``"inverse-variance"`` (by one over its squared standard error); see
-        :func:`fitrules.fit.cell_weights`.
+        :func:`fitrules.engine.fit.cell_weights`.
 
     Returns
     -------
@@ -499,10 +499,9 @@ def fit(
     >>> f = fr.fit(g, "composition", intervals=True)  # doctest: +SKIP
     >>> f.stderr["b"], f.intervals["b"]  # doctest: +SKIP
     """
-    from fitrules.fit import WEIGHT_KEY, Objective, cell_weights
-    from fitrules.fit import fit as fit_cells
-    from fitrules.fitted import FittedForm
-    from fitrules.intervals import (
+    from fitrules.engine.fit import WEIGHT_KEY, Objective, cell_weights
+    from fitrules.engine.fit import fit as fit_cells
+    from fitrules.engine.intervals import (
         bootstrap_fit,
         heldout_fit,
         jacobian_uncertainty,
@@ -512,6 +511,7 @@ def fit(
         seed_noise,
         seed_offset,
     )
+    from fitrules.jobs.fit import FittedForm
 
     arg.text(objective, "objective")
     arg.real(delta, "delta", 0.0)
@@ -638,15 +638,15 @@ def ci(
     Returns
     -------
     PairedIntervals
-        ``.results`` (one :class:`fitrules.stats.PairedCI` per treatment), ``.table``,
+        ``.results`` (one :class:`fitrules.engine.stats.PairedCI` per treatment), ``.table``,
         ``.plot(i)``, ``.report(dir)``, ``.to_json()``.
 
     Examples
     --------
     >>> fr.ci(g, baseline="algo=sync", treatment="algo=diloco,H=16", tune="lr")  # doctest: +SKIP
     """
+    from fitrules.engine.stats import paired_ci, parse_selection, sweep_treatments
     from fitrules.jobs.ci import PairedIntervals
-    from fitrules.stats import paired_ci, parse_selection, sweep_treatments
 
     arg.text(baseline, "baseline", none=True)
     arg.texts(treatment, "treatment")
@@ -654,7 +654,7 @@ def ci(
     level, seed = arg.level(level), arg.seed(seed)
     resamples = arg.count(resamples, "resamples")
     if grid is None:
-        from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
+        from fitrules.model.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
 
         g = _load_grid(DEFAULT_PAIRED)
         if tune is None:
@@ -715,15 +715,15 @@ def design(
     forms : two or more rival forms (names, ``"NAME = EXPR"`` or :class:`Form`), or one
         form with ``target=``.
     budget : runs to spend.
-    tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.tune.tune`).
+    tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.jobs.tune.tune`).
     fix, bounds, by, shared : applied to every form, as for :func:`fit`.
-    **options : passed to :func:`fitrules.design.design` (``candidates``, ``seeds``,
+    **options : passed to :func:`fitrules.jobs.design.design` (``candidates``, ``seeds``,
         ``max_seeds``, ``power``, ``alpha``, ``splits``, ``resamples``, ``seed``,
         ``target``, ``objective``, ``delta``).
 
     Returns
     -------
-    fitrules.design.Design
+    fitrules.jobs.design.Design
         ``candidates`` and ``chosen`` tables, ``to_dict()``.
 
     Examples
@@ -732,7 +732,7 @@ def design(
     >>> d = fr.design(forms=["composition", "additive"], budget=12)  # doctest: +SKIP
     >>> d.chosen[["H", "omega", "seeds"]]  # doctest: +SKIP
     """
-    from fitrules.design import design as run_design
+    from fitrules.jobs.design import design as run_design
 
     budget = arg.count(budget, "budget")
     for name in ("seeds", "max_seeds", "splits", "resamples"):
@@ -795,8 +795,8 @@ def search(
     grid : Grid, DataFrame or path, optional
         The runs (default: the committed main grid at inner lr 3e-4).
     variables, terms, max_constants, max_nonlinear, interactions, factors, levels :
-        the grammar (see :mod:`fitrules.grammar`); each replaces the value of ``grammar``.
-    grammar : a :class:`fitrules.grammar.Grammar`, or the path of a TOML file of its fields.
+        the grammar (see :mod:`fitrules.engine.grammar`); each replaces the value of ``grammar``.
+    grammar : a :class:`fitrules.engine.grammar.Grammar`, or the path of a TOML file of its fields.
     split : the outer protocol: ``random`` (``splits`` splits fitting ``train_frac`` of the
         cells, seeded by ``seed``), ``extrapolate:COL[:VALUE]`` or ``leave-one-level-out:COL``.
     inner_splits, inner_train_frac : the random splits of each outer training set that rank
@@ -806,23 +806,23 @@ def search(
     references : forms fitted on the same outer splits without selection (default:
         composition and log_additive where the grid has their variables; ``[]``: none).
     objective, delta, guard_* , metric_range : as for :func:`compare`.
-    tune, tune_seeds : tune these factors first (see :func:`fitrules.tune.tune`).
+    tune, tune_seeds : tune these factors first (see :func:`fitrules.jobs.tune.tune`).
     jobs : worker processes (results do not depend on it).
     seeds : the outer error's protocol: ``cells-and-seeds`` (default: a third of the seed
         ids held out as well as the outer test cells, when seed ids are shared across cells,
         so that the outer error is what new runs at new seed ids show) or ``cells`` (every
-        run of the held-out cells); see :func:`fitrules.search.run_search`.
+        run of the held-out cells); see :func:`fitrules.jobs.search.run_search`.
     on_plan : called once with the plan and an estimate of the seconds the fits will take.
     on_progress : called with the number of candidates finished (2 x candidates in all).
     yes : run a search whose estimated time is above the budget
-        (:data:`fitrules.limits.SEARCH_TIME_BUDGET_SECONDS`); without it such a search is
+        (:data:`fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS`); without it such a search is
         refused before any fit, naming the options that would shrink it. Searches beyond
         the candidate limit or the memory budget are refused either way.
     screen : a staged search: every candidate is screened on the first 2 inner splits of
         each outer split (and of the final choice), and only the ``screen`` best of each
         number of constants there get the full nested fits, each outer split picking among
         its own survivors; 0: every candidate in full; ``"auto"`` (default): 25 above 2,000
-        candidates, else 0 (see :func:`fitrules.search.survivors`).
+        candidates, else 0 (see :func:`fitrules.jobs.search.survivors`).
     scheduler : run the fits on a Dask cluster instead of ``jobs`` processes: a scheduler
         address (``tcp://host:8786``) or ``local:N`` (a local cluster of N processes); the
         result is the same as a local run's. Needs ``pip install "fitrules[distributed]"``.
@@ -833,7 +833,7 @@ def search(
 
     Returns
     -------
-    fitrules.search.Search
+    fitrules.jobs.search.Search
         ``budgets``, ``candidates``, ``choices``, ``references`` (DataFrames), ``chosen``
         (a Form), ``forms_toml()``, ``plot_front()``, ``report(dir)``, ``to_json()``.
 
@@ -851,12 +851,12 @@ def search(
     >>> s = fr.search(terms=2, max_constants=4, splits=10)  # doctest: +SKIP
     >>> s.budgets[["max_constants", "outer_median_pct", "final_choice"]]  # doctest: +SKIP
     """
-    from fitrules.fit import Objective
-    from fitrules.forms import BUILTIN_FORMS
-    from fitrules.grammar import Grammar, load_grammar
-    from fitrules.guard import GuardOptions
-    from fitrules.search import DEFAULT_REFERENCES, RULES, run_search
-    from fitrules.splits import parse_protocol
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.grammar import Grammar, load_grammar
+    from fitrules.engine.guard import GuardOptions
+    from fitrules.jobs.search import DEFAULT_REFERENCES, RULES, run_search
+    from fitrules.model.forms import BUILTIN_FORMS
+    from fitrules.model.splits import parse_protocol
 
     given: dict[str, Any] = dict(
         variables=_names(variables, "variables"),
@@ -876,7 +876,7 @@ def search(
     elif isinstance(grammar, str | Path):
         gram = load_grammar(grammar, **given)
     else:
-        raise FitrulesError(f"grammar {grammar!r}: give a fitrules.grammar.Grammar or a TOML path")
+        raise FitrulesError(f"grammar {grammar!r}: give a fitrules.Grammar or a TOML path")
     arg.text(split, "split")
     kind = split.partition(":")[0].strip()
     if kind not in ("random", "extrapolate", "leave-one-level-out"):
@@ -944,7 +944,7 @@ def search(
 
 def _input_paths(*grids: Grid | None) -> list[Path]:
     """The tables the grids were read from (a DataFrame has none): no writer of the result
-    may replace them (see :func:`fitrules.outputs.inputs_of`)."""
+    may replace them (see :func:`fitrules.base.outputs.inputs_of`)."""
     return [Path(g.path) for g in grids if g is not None and g.path is not None]
 
 
@@ -955,7 +955,7 @@ def _check_fit_options(objective, delta) -> None:
 
 
 def _check_guard_options(guard_span, guard_se, guard_excursion, metric_range) -> None:
-    """The guard's thresholds (see :mod:`fitrules.guard`): numbers in their ranges."""
+    """The guard's thresholds (see :mod:`fitrules.engine.guard`): numbers in their ranges."""
     arg.real(guard_span, "guard_span", 1.0)
     arg.real(guard_se, "guard_se", 0.0)
     arg.real(guard_excursion, "guard_excursion", 0.0)
@@ -988,7 +988,7 @@ def _screen(screen) -> int | str:
 
 def _search_points(at) -> list[dict[str, float]]:
     """``at`` as a list of points (variable -> value), each parsed as ``--at`` is."""
-    from fitrules.intervals import parse_point
+    from fitrules.engine.intervals import parse_point
 
     if at is None:
         return []
@@ -1009,7 +1009,7 @@ def _search_points(at) -> list[dict[str, float]]:
 
 
 def _search_variables(g: Grid) -> list[str]:
-    from fitrules.search import default_variables
+    from fitrules.jobs.search import default_variables
 
     return default_variables(g)
 
@@ -1025,7 +1025,7 @@ def _names(value, name: str) -> tuple[str, ...] | None:
 
 def _tuning_note(grid: Grid, tuning, base: dict, sel: dict) -> str:
     """'both arms tuned: lr from {...}, chosen on seeds 0, 1, 2 (sync 0.003, ...); ...'"""
-    from fitrules.stats import _match, label
+    from fitrules.engine.stats import _match, label
 
     def chosen(s: dict) -> str:
         rows = grid.runs[_match(grid.runs, s, "selection")]

@@ -1,6 +1,6 @@
 """Command line: parse arguments, call one library function, print or write. No logic here.
 
-Every command calls a function of the public API (:mod:`fitrules.api`, ``fitrules.tune``,
+Every command calls a function of the public API (:mod:`fitrules.api`, ``fitrules.jobs.tune``,
 ``fitrules.sim``) and prints the text view of what it returns.
 """
 
@@ -14,7 +14,7 @@ import threading
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from fitrules.errors import FitrulesError, UsageError, command_line
+from fitrules.base.errors import FitrulesError, UsageError, command_line
 
 _ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
@@ -154,7 +154,7 @@ def _seed_list(text: str, option: str) -> list[int]:
         raise FitrulesError(f"{option} {text!r}: expected integers separated by commas") from None
     if not seeds:
         raise FitrulesError(f"{option} {text!r}: no seed given")
-    from fitrules.limits import check_seed
+    from fitrules.base.limits import check_seed
 
     for seed in seeds:
         check_seed(seed, option)
@@ -171,8 +171,8 @@ def _tune_seeds(args) -> list[int] | None:
 
 def _load(args, path: Path | None = None):
     """The grid the data options describe (the default grid without --data)."""
-    from fitrules.examples import resolve_data
-    from fitrules.grids import default_grid, load_grid
+    from fitrules.model.examples import resolve_data
+    from fitrules.model.grids import default_grid, load_grid
 
     path = path or args.data
     if path is None:
@@ -195,7 +195,7 @@ def _load(args, path: Path | None = None):
 def _with_tuning(tuning, text: str, payload: dict) -> tuple[str, dict]:
     if tuning is None:
         return text, payload
-    from fitrules.report.text import render_tuning
+    from fitrules.views.text import render_tuning
 
     return render_tuning(tuning) + "\n\n" + text, payload | {"tuning": tuning.to_dict()}
 
@@ -233,13 +233,13 @@ def _progress_enabled(args) -> bool | None:
 def _json_text(payload: dict) -> str:
     import json
 
-    from fitrules.util import json_ready
+    from fitrules.base.util import json_ready
 
     return json.dumps(json_ready(payload), indent=1, sort_keys=False, allow_nan=False) + "\n"
 
 
 def _add_bootstrap_options(g) -> None:
-    from fitrules.limits import BOOTSTRAP_KINDS, DEFAULT_BOOTSTRAP
+    from fitrules.base.limits import BOOTSTRAP_KINDS, DEFAULT_BOOTSTRAP
 
     g.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (200)")
     g.add_argument("--level", type=float, default=0.95, help="interval level (0.95)")
@@ -292,8 +292,8 @@ def _add_report_options(p) -> None:
 
 def _inputs(args) -> list[Path]:
     """The files a command reads, which no output may replace."""
-    from fitrules.forms import FORMS_FILE
-    from fitrules.grids import DEFAULT_PAIRED, default_grid
+    from fitrules.model.forms import FORMS_FILE
+    from fitrules.model.grids import DEFAULT_PAIRED, default_grid
 
     paths = [
         getattr(args, a, None)
@@ -305,7 +305,7 @@ def _inputs(args) -> list[Path]:
     # --reference names), so its --forms-out may create it
     if getattr(args, "command", None) != "search" or Path(FORMS_FILE).exists():
         paths.append(Path(FORMS_FILE))
-    from fitrules.examples import resolve_data
+    from fitrules.model.examples import resolve_data
 
     return [resolve_data(p) for p in paths if p is not None]
 
@@ -339,7 +339,7 @@ def _take_outputs(args) -> None:
     so a place that cannot be written, or a report that exists, is refused before the fit;
     :func:`main` removes them if the command then fails.
     """
-    from fitrules.outputs import check_distinct
+    from fitrules.base.outputs import check_distinct
 
     report = getattr(args, "report", None)
     inputs = _inputs(args)
@@ -356,10 +356,10 @@ def _take_outputs(args) -> None:
                 "choose a path outside it"
             )
     if report is not None:
-        from fitrules.report.figures import parse_formats
+        from fitrules.views.figures import parse_formats
 
         parse_formats(args.figure_format)  # a bad format is refused before any work
-        from fitrules.report.figures import parse_labels
+        from fitrules.views.figures import parse_labels
 
         parse_labels(getattr(args, "labels", None))
         for p in inputs:
@@ -381,7 +381,7 @@ def _take_outputs(args) -> None:
 
 def _write_report(args, write, *a, **k) -> None:
     """Write the report (into its taken directory) and remember it was written."""
-    from fitrules.report.figures import axis_labels, figure_formats
+    from fitrules.views.figures import axis_labels, figure_formats
 
     shown = getattr(args, "progress", None)  # as the progress bar: --progress, or a terminal
     if (sys.stderr.isatty() if shown is None else shown) and not getattr(args, "quiet", False):
@@ -468,7 +468,7 @@ def _add_form_options(g) -> None:
 
 def _form_options(args) -> dict:
     """The fit options that change forms or weights, as keyword arguments of the API."""
-    from fitrules.forms import parse_bounds, parse_fix
+    from fitrules.model.forms import parse_bounds, parse_fix
 
     parse_fix(args.fix)  # checked before any output is taken
     parse_bounds(args.bound)
@@ -482,7 +482,7 @@ def _form_options(args) -> dict:
 def _customised_forms(args, forms: list) -> list:
     """``forms`` with --fix, --bound, --by and --shared applied (for commands that take
     Form objects rather than the API's keyword arguments)."""
-    from fitrules.forms import customise, parse_bounds, parse_fix
+    from fitrules.model.forms import customise, parse_bounds, parse_fix
 
     if args.shared is not None and args.by is None:
         raise FitrulesError("--shared needs --by COLUMN")
@@ -587,7 +587,7 @@ def _add_validate(sub, common) -> None:
 
 
 def _validate(args) -> int:
-    from fitrules.report.text import render_summary
+    from fitrules.views.text import render_summary
 
     if args.path is not None and args.data is not None:
         raise FitrulesError(
@@ -597,7 +597,7 @@ def _validate(args) -> int:
     _take_outputs(args)
     grid, tuning = _tuned(args, _load(args, args.path))
     grid.check_seeds()  # what compare refuses, validate refuses
-    from fitrules.stats import grid_seed_effect
+    from fitrules.engine.stats import grid_seed_effect
 
     summary = grid.summary() | {"seed_effect": grid_seed_effect(grid)}
     _emit(args, *_with_tuning(tuning, render_summary(summary), summary))
@@ -744,10 +744,10 @@ def _add_guard_options(p) -> None:
 
 def _compare(args) -> int:
     from fitrules import api
-    from fitrules.forms import select_forms
-    from fitrules.guard import parse_metric_range
-    from fitrules.report.text import render_comparison
-    from fitrules.util import split_progress
+    from fitrules.base.util import split_progress
+    from fitrules.engine.guard import parse_metric_range
+    from fitrules.model.forms import select_forms
+    from fitrules.views.text import render_comparison
 
     names = [n.strip() for n in args.forms.split(",") if n.strip()] if args.forms else None
     forms = select_forms(names, args.form)
@@ -765,9 +765,9 @@ def _compare(args) -> int:
         raise FitrulesError("--fit-data and --test-data are used only with --split transfer")
     # every option is checked (splitters validate on construction) before any output is
     # taken, and every output is taken before the data are read
-    from fitrules.fit import Objective
-    from fitrules.guard import GuardOptions
-    from fitrules.splits import parse_protocol
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.guard import GuardOptions
+    from fitrules.model.splits import parse_protocol
 
     Objective(args.objective, args.delta)
     form_options = _form_options(args)
@@ -775,7 +775,7 @@ def _compare(args) -> int:
     labels = (str(args.fit_data), str(args.test_data)) if transfer else None
     for t in protocols:
         parse_protocol(t, args.splits or 300, args.train_frac, args.seed, labels)
-    from fitrules.compare import check_verdict_train_frac, parse_pairs
+    from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
 
     check_verdict_train_frac(args.verdict_train_frac)
     parse_pairs(args.pairs, args.against, [f.name for f in forms])
@@ -842,11 +842,11 @@ def _compare(args) -> int:
     payload = payloads[0] if len(payloads) == 1 else {"protocols": payloads}
     text = "\n\n".join(render_comparison(r) for r in results)
     if results[0].tuning is not None:
-        from fitrules.report.text import render_tuning
+        from fitrules.views.text import render_tuning
 
         text = render_tuning(results[0].tuning) + "\n\n" + text
     if args.report is not None:
-        from fitrules.report.markdown import comparison_report, protocols_report
+        from fitrules.views.markdown import comparison_report, protocols_report
 
         if len(results) == 1:
             _write_report(
@@ -889,7 +889,9 @@ def _add_search(sub, common) -> None:
     )
     _add_data_options(p)
     _add_tune_options(p)
-    g = p.add_argument_group("grammar (see fitrules.grammar; each replaces --grammar's value)")
+    g = p.add_argument_group(
+        "grammar (see fitrules.engine.grammar; each replaces --grammar's value)"
+    )
     g.add_argument(
         "--grammar",
         type=Path,
@@ -1058,10 +1060,10 @@ def _search(args) -> int:
     import os
 
     from fitrules import api
-    from fitrules.forms import select_forms
-    from fitrules.guard import parse_metric_range
-    from fitrules.search import estimate_text
-    from fitrules.util import progress
+    from fitrules.base.util import progress
+    from fitrules.engine.guard import parse_metric_range
+    from fitrules.jobs.search import estimate_text
+    from fitrules.model.forms import select_forms
 
     metric_range = parse_metric_range(args.metric_range)
     if args.reference is not None and args.reference.strip() == "none":
@@ -1195,9 +1197,9 @@ def _add_fit(sub, common) -> None:
 
 def _fit(args) -> int:
     from fitrules import api
-    from fitrules.fit import Objective
-    from fitrules.forms import resolve_form
-    from fitrules.intervals import check_bootstrap_options, parse_point
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.intervals import check_bootstrap_options, parse_point
+    from fitrules.model.forms import resolve_form
 
     Objective(args.objective, args.delta)  # checks the objective's options
     form_options = _form_options(args)
@@ -1267,7 +1269,7 @@ def _add_forms(sub, common) -> None:
 
 
 def _forms_list(args) -> int:
-    from fitrules.forms import available_forms
+    from fitrules.model.forms import available_forms
 
     forms = available_forms()
     heads = {
@@ -1280,8 +1282,8 @@ def _forms_list(args) -> int:
 
 
 def _forms_show(args) -> int:
-    from fitrules.forms import select_forms
-    from fitrules.report.text import render_form
+    from fitrules.model.forms import select_forms
+    from fitrules.views.text import render_form
 
     f = select_forms([args.name])[0]
     resolved_by = None
@@ -1294,7 +1296,7 @@ def _forms_show(args) -> int:
 
 
 def _forms_add(args) -> int:
-    from fitrules.forms import add_form_to_file, parse_form_line
+    from fitrules.model.forms import add_form_to_file, parse_form_line
 
     form = parse_form_line(f"{args.name} = {args.expression}", "fitrules forms add")
     checked = None
@@ -1312,7 +1314,7 @@ def _forms_add(args) -> int:
 
 
 def _forms_remove(args) -> int:
-    from fitrules.forms import remove_form_from_file
+    from fitrules.model.forms import remove_form_from_file
 
     path = remove_form_from_file(args.name)
     _say(args, f"removed {args.name} from {path}")
@@ -1370,8 +1372,8 @@ def _add_ci(sub, common) -> None:
 
 def _ci(args) -> int:
     from fitrules import api
-    from fitrules.report.text import render_ci
-    from fitrules.stats import check_ci_options, parse_selection
+    from fitrules.engine.stats import check_ci_options, parse_selection
+    from fitrules.views.text import render_ci
 
     check_ci_options(args.level, args.resamples, args.seed)
     default = args.data is None
@@ -1387,7 +1389,7 @@ def _ci(args) -> int:
     _tune_seeds(args)  # checks --tune-seeds before any output is taken
     _take_outputs(args)
     if default:
-        from fitrules.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE, load_grid
+        from fitrules.model.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE, load_grid
 
         grid = load_grid(DEFAULT_PAIRED, metric=args.metric, where=args.where or [],
                          derive=args.derive, unit=args.unit, seed_col=args.seed_col,
@@ -1488,7 +1490,7 @@ def _design(args) -> int:
     import math
     import shlex
 
-    from fitrules.design import (
+    from fitrules.jobs.design import (
         batch_spec,
         check_design_options,
         design,
@@ -1496,7 +1498,7 @@ def _design(args) -> int:
         loop_commands,
         no_spec_reason,
     )
-    from fitrules.report.design import design_report, render_design
+    from fitrules.views.design import design_report, render_design
 
     forms = design_forms(args.forms, args.form)
     forms = _customised_forms(args, forms)
@@ -1511,7 +1513,7 @@ def _design(args) -> int:
         args.resamples,
         args.target,
     )
-    from fitrules.fit import Objective
+    from fitrules.engine.fit import Objective
 
     Objective(args.objective, args.delta)  # checks the objective's options
     _tune_seeds(args)
@@ -1630,18 +1632,18 @@ def _predict(args) -> int:
     import math
 
     from fitrules import api
-    from fitrules.fit import Objective
-    from fitrules.forms import resolve_form
-    from fitrules.grids import derived_inputs
-    from fitrules.intervals import check_bootstrap_options, format_point, parse_point
-    from fitrules.ledger import (
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.intervals import check_bootstrap_options, format_point, parse_point
+    from fitrules.jobs.ledger import (
         append_prediction,
         check_ledger_target,
         describe_head,
         fitted_runs_at,
         prediction_setup,
     )
-    from fitrules.report.text import table_notes
+    from fitrules.model.forms import resolve_form
+    from fitrules.model.grids import derived_inputs
+    from fitrules.views.text import table_notes
 
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive, finite percentage")
@@ -1771,7 +1773,8 @@ def _add_score(sub, common) -> None:
 
 
 def _score(args) -> int:
-    from fitrules.ledger import (
+    from fitrules.base.util import json_ready
+    from fitrules.jobs.ledger import (
         compare_scored,
         interval_coverage,
         parse_head,
@@ -1780,8 +1783,7 @@ def _score(args) -> int:
         score_ledger,
         verify_head,
     )
-    from fitrules.report.text import render_coverage, render_scored_pairs, render_scores
-    from fitrules.util import json_ready
+    from fitrules.views.text import render_coverage, render_scored_pairs, render_scores
 
     if args.data is None:
         raise FitrulesError("score needs --data: the results table with the new runs")
@@ -1834,7 +1836,7 @@ def _add_ledger(sub, common) -> None:
 
 
 def _ledger_verify(args) -> int:
-    from fitrules.ledger import describe_head, parse_head, read_ledger, verify_head
+    from fitrules.jobs.ledger import describe_head, parse_head, read_ledger, verify_head
 
     head = parse_head(args.head) if args.head is not None else None
     records = read_ledger(args.ledger, must_exist=True)
@@ -2013,7 +2015,7 @@ def main(argv: list[str] | None = None) -> int:
     Exit status: 0 done, 1 only for ``compare --strict`` with degenerate pairs, 2 bad input
     (nothing written), 130 interrupted, 143 terminated.
     """
-    from fitrules.outputs import Outputs
+    from fitrules.base.outputs import Outputs
 
     global _ARGV
     _ARGV = list(sys.argv[1:] if argv is None else argv)
@@ -2049,7 +2051,7 @@ def main(argv: list[str] | None = None) -> int:
         except MemoryError:
             outputs.rollback()
             print(
-                f"{name}: error: out of memory; ask for less (see fitrules.limits)",
+                f"{name}: error: out of memory; ask for less (see fitrules.base.limits)",
                 file=sys.stderr,
             )
             return 2

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fitrules.paths import data_dir
+from fitrules.base.paths import data_dir
 
 
 def main_grid() -> pd.DataFrame:

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from fitrules.base.limits import BOOTSTRAP_KINDS
 from fitrules.cli import main
-from fitrules.limits import BOOTSTRAP_KINDS
 
 PROGRESS_LINE = re.compile(
     r"^\S.*: \d+ of \d+ runs done \(\d+ of this invocation diverged\), \d+ s$"
@@ -1173,7 +1173,7 @@ def cases():
 
 # ------------------------------------------------------------------ the Python API
 # Every public function with arguments of every type. The property, checked by
-# :func:`check_api`: a documented :class:`fitrules.errors.FitrulesError` whose message is
+# :func:`check_api`: a documented :class:`fitrules.base.errors.FitrulesError` whose message is
 # one line, or a result of the documented type whose JSON view holds only finite numbers;
 # never another exception, never a warning, and never a result when an argument drawn was
 # one that must be refused (then the outcome is "accepted").
@@ -1355,7 +1355,7 @@ def api_cases(draw) -> ApiCase:
             ["H", 5, "nope=x", {"H": 5}, ["H=a", "H=b"]], 6)  # fmt: skip
         _kw(d, kw, "drop_duplicates", [False, True], ["yes", 1.5, None], 6)
         return ApiCase(call, args, kw)
-    if call == "stationary_loss":  # fitrules.theory (issue 33)
+    if call == "stationary_loss":  # fitrules.engine.theory (issue 33)
         args = (_arg(d, [1.0, [1.0, 0.5], (0.25, 2)], [0, -1.0, "a", [], NAN, None, [[1.0]],
                                                      1j, [1.0, -1.0], True], "s"),)  # fmt: skip
         kw["lr"] = _arg(d, [0.1, 0.05, 3.0], [0, -1, NAN, "a", None, True], "lr")
@@ -1571,7 +1571,7 @@ def _call_api(case: ApiCase, root: Path):
     if case.call == "load_grid":
         return fr.load_grid(*args, **kw)
     if case.call in ("stationary_loss", "exact_loss"):
-        from fitrules import theory
+        from fitrules.engine import theory
 
         return getattr(theory, case.call)(*args, **kw)
     if case.call == "compare":
@@ -1614,7 +1614,7 @@ def _plain_arg(v):
 
 def _json_view(result):
     """The result's JSON view (every result type has one), checked for finite numbers."""
-    from fitrules.util import json_ready
+    from fitrules.base.util import json_ready
 
     if hasattr(result, "to_dict"):
         body = result.to_dict()
@@ -1648,7 +1648,7 @@ def _ignore(*args) -> None:
 
 def check_api(case: ApiCase) -> Outcome:
     """Call ``case`` in a fresh working directory and classify what happened."""
-    from fitrules.errors import FitrulesError
+    from fitrules.base.errors import FitrulesError
 
     home = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="fitrules-api-fuzz-") as tmp:

@@ -10,7 +10,7 @@ import html
 import pytest
 
 import fitrules as fr
-from fitrules.report.text import conclusion, verdict_of
+from fitrules.views.text import conclusion, verdict_of
 from helpers import run
 
 SPLITS = 30  # the default grid and forms; few splits, to stay fast
@@ -60,7 +60,7 @@ def test_the_same_conclusion_in_the_notebook_and_the_report(tmp_path):
     for line in c.conclusion:
         assert html.escape(line) in page
     assert page.index(html.escape(c.conclusion[0])) < page.index("<table")
-    from fitrules.report.markdown import comparison_report
+    from fitrules.views.markdown import comparison_report
 
     # two of the three paired figures drawn: the third is counted and named, not dropped
     d = comparison_report(c, c.to_dict(), tmp_path / "r", "", max_pairs=2)

@@ -11,7 +11,7 @@ import pytest
 
 import fitrules as fr
 from conftest import composition_grid
-from fitrules.errors import FitrulesError, FormError, ReportError
+from fitrules.base.errors import FitrulesError, FormError, ReportError
 
 
 @pytest.fixture(scope="module")

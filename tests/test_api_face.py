@@ -29,13 +29,17 @@ def test_help_shows_the_function(name):
     assert first in text.splitlines()[3]
 
 
-def test_the_module_names_stay_reachable():
-    import fitrules.compare as module
+def test_a_public_name_is_a_function_or_a_class_never_a_module():
+    """Issue 30: fitrules.compare was a module made callable; the jobs' modules now live
+    under fitrules.jobs, and every public name is what it says."""
+    import types
 
-    assert module is fr.compare and fr.compare.Comparison.__name__ == "Comparison"
-    from fitrules.compare import Comparison
+    import fitrules.jobs.compare as module
+    from fitrules.jobs.compare import Comparison
 
-    assert Comparison is fr.compare.Comparison
+    assert module.Comparison is Comparison is fr.Comparison
+    for name in fr.__all__:
+        assert not isinstance(getattr(fr, name), types.ModuleType), name
 
 
 def test_predict_returns_a_result_that_renders(tmp_path):
@@ -65,7 +69,7 @@ def test_compare_progress_counts_splits_and_says_when_a_report_is_written(tmp_pa
 def test_progress_bar_uses_the_mean_rate():
     """The ETA is the mean rate since the start (smoothing 0), so unequal pieces of work
     (forms of unequal cost, the verdict's fits) do not swing it; the bar counts splits."""
-    from fitrules.util import split_progress
+    from fitrules.base.util import split_progress
 
     with split_progress(300, 12, "fitting 6 forms", True) as step:
         bar = step.bar

@@ -13,7 +13,7 @@ import pytest
 
 import fitrules as fr
 from conftest import composition_grid
-from fitrules.errors import FitrulesError, FormError
+from fitrules.base.errors import FitrulesError, FormError
 from helpers import refused, run
 
 
@@ -102,7 +102,7 @@ def test_report_placeholder_left_by_a_killed_run_is_taken(grid_csv, tmp_path, ca
 
 
 def test_report_placeholder_of_a_live_run_is_refused(grid_csv, tmp_path, capsys):
-    from fitrules.outputs import ReservedDir
+    from fitrules.base.outputs import ReservedDir
 
     held = ReservedDir(tmp_path / "R", force=False)
     try:

@@ -15,8 +15,8 @@ import pytest
 
 import fitrules as fr
 from conftest import composition_grid
-from fitrules.errors import LimitError
-from fitrules.intervals import bootstrap_memory
+from fitrules.base.errors import LimitError
+from fitrules.engine.intervals import bootstrap_memory
 from helpers import refused, run
 
 

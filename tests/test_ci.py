@@ -6,9 +6,9 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
+from fitrules.base.errors import SelectionError
 from fitrules.cli import main
-from fitrules.errors import SelectionError
-from fitrules.stats import (
+from fitrules.engine.stats import (
     BCA_MIN_PAIRS,
     paired_ci,
     parse_selection,

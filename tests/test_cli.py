@@ -6,7 +6,7 @@ import pytest
 
 from conftest import composition_grid
 from fitrules.cli import main
-from fitrules.forms import DEFAULT_FORMS
+from fitrules.model.forms import DEFAULT_FORMS
 from helpers import harness, write_table
 
 

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from conftest import DATA
+from fitrules.base.errors import SimError
 from fitrules.cli import main
-from fitrules.errors import SimError
 from fitrules.sim import cluster, runner
 from fitrules.sim.runner import KEY_FIELDS, run_key, simulate
 from fitrules.sim.spec import load_spec

@@ -3,11 +3,11 @@ import pytest
 from scipy import stats
 
 from conftest import TRUTH
-from fitrules.compare import compare
-from fitrules.forms import BUILTIN_FORMS
-from fitrules.grids import load_grid
-from fitrules.splits import RandomSplit
-from fitrules.stats import paired_verdict
+from fitrules.engine.stats import paired_verdict
+from fitrules.jobs.compare import compare
+from fitrules.model.forms import BUILTIN_FORMS
+from fitrules.model.grids import load_grid
+from fitrules.model.splits import RandomSplit
 
 
 def test_true_rule_beats_a_wrong_one_on_held_out_cells(synthetic_csv):
@@ -62,11 +62,11 @@ def test_compare_can_hold_out_seed_ids_and_names_both_protocols():
     cells-and-seeds option fits split s outside seed fold s mod 3 and scores the fold."""
     import pytest
 
-    from fitrules.compare import compare
-    from fitrules.errors import SplitError
-    from fitrules.forms import BUILTIN_FORMS
-    from fitrules.grids import default_grid, load_grid
-    from fitrules.splits import RandomSplit
+    from fitrules.base.errors import SplitError
+    from fitrules.jobs.compare import compare
+    from fitrules.model.forms import BUILTIN_FORMS
+    from fitrules.model.grids import default_grid, load_grid
+    from fitrules.model.splits import RandomSplit
 
     path, where = default_grid()
     g = load_grid(path, where=where)

@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 
 from conftest import DATA
+from fitrules.base.errors import FitrulesError
 from fitrules.cli import main
-from fitrules.design import candidate_cells, design
-from fitrules.errors import FitrulesError
-from fitrules.forms import BUILTIN_FORMS, Form
-from fitrules.grids import default_grid, load_grid
+from fitrules.jobs.design import candidate_cells, design
+from fitrules.model.forms import BUILTIN_FORMS, Form
+from fitrules.model.grids import default_grid, load_grid
 from fitrules.sim.spec import parse_spec
 
 # Two forms with the same constants; the second adds a fixed bump that is negligible on the

@@ -9,8 +9,8 @@ import pytest
 from exports import flattened_json, mlflow_runs, wandb_runs, wide_table, write_jsonl
 
 import fitrules as fr
-from fitrules.errors import GridError
-from fitrules.grids import pooled_note
+from fitrules.base.errors import GridError
+from fitrules.model.grids import pooled_note
 from helpers import refused, run
 
 FAST = ["--forms", "composition,omega_only", "--splits", "4"]

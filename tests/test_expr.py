@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from fitrules import expr as ex
-from fitrules.errors import ExpressionError
+from fitrules.base.errors import ExpressionError
+from fitrules.model import expr as ex
 
 
 @pytest.mark.parametrize(

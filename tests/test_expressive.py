@@ -8,8 +8,8 @@ import pytest
 from scipy.optimize import least_squares
 
 import fitrules as fr
-from fitrules.errors import FitrulesError, FormError
-from fitrules.forms import BUILTIN_FORMS, parse_bounds, parse_fix
+from fitrules.base.errors import FitrulesError, FormError
+from fitrules.model.forms import BUILTIN_FORMS, parse_bounds, parse_fix
 
 COMP_H = "comp_h = L0[H] + a*omega*(H/16)**b"
 

@@ -12,10 +12,10 @@ from test_figures import _cmp
 
 from conftest import TRUTH, composition_grid
 from fitrules import api
-from fitrules.forms import Form
-from fitrules.grids import load_grid
-from fitrules.report import figures
-from fitrules.report.design import design_figure
+from fitrules.model.forms import Form
+from fitrules.model.grids import load_grid
+from fitrules.views import figures
+from fitrules.views.design import design_figure
 from helpers import refused, run
 
 
@@ -113,7 +113,7 @@ def test_observed_vs_predicted_shows_residuals_at_their_scale(cmp):
     assert "% of observed" in panel.get_ylabel()  # the residuals' one convention (issue 32)
     f = cmp.full_fits["composition"]
     y = cmp.cells.y
-    from fitrules.compiled import predict
+    from fitrules.model.compiled import predict
 
     pred = predict(cmp.form("composition"), cmp.cells.X, f.constants)
     r = 100 * (y - pred) / y
@@ -141,7 +141,7 @@ def test_axes_carry_units(cmp):
 
 
 def test_bad_units_are_refused():
-    from fitrules.errors import GridError
+    from fitrules.base.errors import GridError
 
     with pytest.raises(GridError, match="has no column 'Q'"):
         load_grid(composition_grid(), units="Q=steps")
@@ -178,8 +178,8 @@ def test_one_forms_small_residuals_do_not_push_a_rivals_off_the_chart():
 
 def test_tuning_curves_with_many_configurations_keep_their_axes():
     """36 configurations gave a legend so tall that the axes shrank to a strip."""
-    from fitrules.report.contact import four_factor_table
-    from fitrules.tune import tune
+    from fitrules.jobs.tune import tune
+    from tools.contact import four_factor_table
 
     ax = tune(load_grid(four_factor_table()), "lr").plot_curves()
     ax.figure.draw_without_rendering()

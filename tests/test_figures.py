@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitrules.forms import Form
-from fitrules.report import figures
+from fitrules.model.forms import Form
+from fitrules.views import figures
 
 
 def _cmp(names=("a", "b"), n=200, runaway=1e6, degenerate=False, protocol="random"):
@@ -92,7 +92,7 @@ def test_paired_differences_axis_is_not_forced_to_zero():
 def test_residual_maps_of_all_forms_share_one_colour_scale():
     from conftest import composition_grid
     from fitrules import api
-    from fitrules.report.markdown import _fit_figures
+    from fitrules.views.markdown import _fit_figures
 
     c = api.compare(composition_grid(), ["composition", "omega_only", "additive"], 5)
     drawn = {}

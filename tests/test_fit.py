@@ -3,11 +3,11 @@ import pytest
 from scipy.optimize import curve_fit
 
 from conftest import EXTERNAL, TRUTH, composition_grid
-from fitrules.compare import compare
-from fitrules.fit import FitOptions, Objective, fit, fit_splits
-from fitrules.forms import BUILTIN_FORMS, Form
-from fitrules.grids import load_grid
-from fitrules.splits import RandomSplit
+from fitrules.engine.fit import FitOptions, Objective, fit, fit_splits
+from fitrules.jobs.compare import compare
+from fitrules.model.forms import BUILTIN_FORMS, Form
+from fitrules.model.grids import load_grid
+from fitrules.model.splits import RandomSplit
 
 
 def _grid(tmp_path, **kw):

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import fitrules as fr
-from fitrules.compiled import CompiledForm
-from fitrules.fit import Objective, fit
-from fitrules.forms import parse_form_line
+from fitrules.engine.fit import Objective, fit
+from fitrules.model.compiled import CompiledForm
+from fitrules.model.forms import parse_form_line
 
 EXTERNAL = Path(__file__).resolve().parents[1].parent / "shared" / "external"
 DATA_CONSTRAINED = EXTERNAL / "data_constrained_muennighoff.csv"

@@ -1,7 +1,7 @@
 import pytest
 
-from fitrules.errors import FormError
-from fitrules.forms import (
+from fitrules.base.errors import FormError
+from fitrules.model.forms import (
     BUILTIN_FORMS,
     Form,
     add_form_to_file,

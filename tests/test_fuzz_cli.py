@@ -55,7 +55,7 @@ def test_the_command_line_never_crashes(family):
 
 def test_the_python_api_never_crashes():
     """Issue 20: every public function with arguments of every type (fuzzing.api_cases):
-    a documented fitrules.errors exception in one line, or a result of the documented type."""
+    a documented fitrules.base.errors exception in one line, or a result of the documented type."""
 
     @settings(
         max_examples=120,
@@ -94,7 +94,7 @@ def test_the_api_checker_tells_each_outcome_apart(monkeypatch):
 def test_the_checker_tells_each_outcome_apart(monkeypatch):
     """The property is only as good as its checker: each failure must be seen."""
     from fitrules import cli
-    from fitrules.errors import FitrulesError
+    from fitrules.base.errors import FitrulesError
 
     refused = fuzzing.check(fuzzing.Case(["validate", "--data=missing.csv"]))
     assert refused.kind == "refused" and "file not found" in refused.detail

@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 
 from conftest import DATA, composition_grid
-from fitrules.errors import GridError
-from fitrules.grids import load_grid
+from fitrules.base.errors import GridError
+from fitrules.model.grids import load_grid
 from helpers import harness, write_table
 
 

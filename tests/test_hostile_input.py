@@ -125,7 +125,7 @@ def test_unwritable_json_is_refused_before_the_report(grid_csv, tmp_path, capsys
 def test_json_write_failure_after_the_work_removes_the_new_report(
     grid_csv, tmp_path, capsys, monkeypatch
 ):
-    from fitrules import outputs
+    from fitrules.base import outputs
 
     def full(fd, data):
         raise OSError(28, "No space left on device")
@@ -746,8 +746,8 @@ def test_predict_into_a_place_where_no_ledger_can_be_made(grid_csv, tmp_path, ca
 
 
 def test_compare_memory_counts_the_results_of_every_split():
-    from fitrules.compare import CELL_BYTES, ROW_BYTES, compare_memory
-    from fitrules.forms import BUILTIN_FORMS
+    from fitrules.jobs.compare import CELL_BYTES, ROW_BYTES, compare_memory
+    from fitrules.model.forms import BUILTIN_FORMS
 
     forms = [BUILTIN_FORMS["composition"].bind(["H", "omega"])]
     small, large = compare_memory(forms, 20, 1_000), compare_memory(forms, 20, 100_000)
@@ -756,9 +756,9 @@ def test_compare_memory_counts_the_results_of_every_split():
 
 def test_residual_map_of_a_fit_with_no_finite_prediction():
     """A transfer report whose fit on all cells failed crashed in nanmax of nothing."""
-    from fitrules.forms import BUILTIN_FORMS
-    from fitrules.grids import load_grid
-    from fitrules.report import figures
+    from fitrules.model.forms import BUILTIN_FORMS
+    from fitrules.model.grids import load_grid
+    from fitrules.views import figures
 
     grid = load_grid("g.csv", frame=composition_grid())
     form = BUILTIN_FORMS["additive"].bind(grid.columns)
@@ -770,8 +770,8 @@ def test_residual_map_of_a_fit_with_no_finite_prediction():
 def test_held_out_errors_that_overflow_are_set_aside():
     """A prediction near the largest float has an error that overflows: the split is set
     aside (not finite), so no ratio of 'nan' reaches the paired verdict."""
-    from fitrules.compare import heldout_errors
-    from fitrules.stats import paired_verdict
+    from fitrules.engine.stats import paired_verdict
+    from fitrules.jobs.compare import heldout_errors
 
     errs = heldout_errors(np.array([1e-300, 2e-300]), np.array([1e300, 1e300]))
     assert not np.isfinite(errs["heldout_error_pct"])
@@ -782,8 +782,8 @@ def test_held_out_errors_that_overflow_are_set_aside():
 
 def test_a_report_whose_fit_on_all_cells_failed(grid_csv, tmp_path, capsys, monkeypatch):
     """The report's table of constants fitted on all cells says n/a for a failed fit."""
-    from fitrules import compare as cmp
-    from fitrules.fit import FitResult
+    from fitrules.engine.fit import FitResult
+    from fitrules.jobs import compare as cmp
 
     real = cmp.fit_all_cells
 

@@ -15,8 +15,9 @@ import pytest
 
 import fitrules as fr
 from conftest import composition_grid
-from fitrules.errors import FormError, GridError, SimError
-from fitrules.inputs import load_toml, nesting_depth, read_text
+from fitrules.base.errors import FormError, GridError, SimError
+from fitrules.base.inputs import load_toml, nesting_depth, read_text
+from fitrules.engine.grammar import load_grammar
 from helpers import refused
 
 
@@ -50,7 +51,7 @@ def test_huge_grammar_file_is_refused(tmp_path):
     p = tmp_path / "g.toml"
     p.write_bytes(b"# " + b"x" * (17 * 2**20) + b"\n")
     with pytest.raises(FormError, match="more than the 16 MiB"):
-        fr.grammar.load_grammar(p)
+        load_grammar(p)
 
 
 def test_forms_file_fifo_and_nesting(tmp_path, monkeypatch, grid_csv):
@@ -87,7 +88,7 @@ def test_manifest_fifo_is_not_read(tmp_path, grid_csv, capsys):
 def test_gzip_bomb_is_refused_while_streaming(tmp_path, capsys, monkeypatch):
     """The bomb's shape, scaled down by lowering the limit: the text is counted block by
     block and the read stops at the limit."""
-    import fitrules.inputs as inputs
+    import fitrules.base.inputs as inputs
 
     path = tmp_path / "bomb.csv.gz"
     row = b"1,0.5,1,2.2\n"
@@ -110,7 +111,7 @@ def test_small_gzip_table_still_reads(tmp_path):
 
 
 def test_plain_table_beyond_the_limit(tmp_path, monkeypatch):
-    import fitrules.inputs as inputs
+    import fitrules.base.inputs as inputs
 
     path = tmp_path / "big.csv"
     composition_grid().to_csv(path, index=False)

@@ -12,11 +12,11 @@ import pytest
 
 import fitrules as fr
 from conftest import DATA, composition_grid
+from fitrules.base.errors import FitrulesError
 from fitrules.cli import main
-from fitrules.errors import FitrulesError
-from fitrules.fit import Objective, fit
-from fitrules.forms import Form
-from fitrules.intervals import heldout_fit, jacobian_uncertainty, seed_noise
+from fitrules.engine.fit import Objective, fit
+from fitrules.engine.intervals import heldout_fit, jacobian_uncertainty, seed_noise
+from fitrules.model.forms import Form
 
 LOOP_RUNS = DATA.parent / "tests" / "data" / "loop_a3516a9_runs.csv"
 
@@ -218,7 +218,7 @@ def test_two_corrupted_runs_of_108_barely_move_the_log_huber_standard_errors():
 
 
 def test_the_sandwich_reduces_to_least_squares_when_delta_covers_every_residual():
-    from fitrules.compiled import predict
+    from fitrules.model.compiled import predict
 
     g = fr.load_grid(_chinchilla_runs(0))
     f = CHINCHILLA.bind(g.columns)
@@ -234,7 +234,7 @@ def test_the_sandwich_reduces_to_least_squares_when_delta_covers_every_residual(
 
 def test_heldout_refits_leave_out_whole_cells():
     g = fr.load_grid(composition_grid())
-    f = fr.forms.BUILTIN_FORMS["composition"].bind(g.columns)
+    f = fr.BUILTIN_FORMS["composition"].bind(g.columns)
     cells = g.cells(f.bound_variables, positive=True)
     r = fit(f, cells.X, cells.y)
     h = heldout_fit(f, cells, r.constants, seed_noise(g, f.bound_variables))
@@ -250,7 +250,7 @@ RIVAL = Form("fixed_alpha", "E + A/N**0.5 + B/D**beta", ("N", "D"))
 
 def _design_sds(corrupted: int) -> pd.DataFrame:
     g = fr.load_grid(_chinchilla_runs(corrupted))
-    from fitrules.design import design
+    from fitrules.jobs.design import design
 
     d = design(
         g, [CHINCHILLA.bind(g.columns), RIVAL.bind(g.columns)], splits=20, resamples=20,
@@ -278,7 +278,7 @@ def test_two_corrupted_runs_of_108_barely_move_the_log_huber_design():
 
 
 def test_log_huber_cells_are_the_huber_location_of_their_runs():
-    from fitrules.intervals import biweight_location, robust_cells
+    from fitrules.engine.intervals import biweight_location, robust_cells
 
     obj = Objective("log_huber", 1e-3)
     clean = fr.load_grid(_chinchilla_runs(0))
@@ -310,7 +310,7 @@ def _line_grid(n: int = 24, noise: float = 0.01, rng_seed: int = 1):
 
 
 def test_the_studentized_interval_is_the_fit_plus_minus_q_standard_errors():
-    from fitrules.intervals import bootstrap_fit
+    from fitrules.engine.intervals import bootstrap_fit
 
     g = _line_grid()
     b = bootstrap_fit(g, Form("line", "a + b*x", ("x",)), resamples=400, seed=3)
@@ -335,7 +335,7 @@ def test_the_studentized_interval_is_the_fit_plus_minus_q_standard_errors():
 
 
 def test_the_studentized_bootstrap_falls_back_where_there_is_no_standard_error():
-    from fitrules.intervals import bootstrap_fit
+    from fitrules.engine.intervals import bootstrap_fit
 
     # three cells, three constants: no degree of freedom left for a standard error
     rows = [{"x": x, "seed": s, "loss": 2 + 0.3 * x**0.5 + 0.01 * s} for x in (1, 4, 9)

@@ -120,7 +120,7 @@ def test_malformed_heads(ledger, tmp_path, capsys, head):
 
 
 def test_concurrent_appends_take_distinct_ids(tmp_path, monkeypatch):
-    from fitrules import ledger as lg
+    from fitrules.jobs import ledger as lg
 
     path = tmp_path / "p.jsonl"
     real = lg.read_ledger

@@ -74,7 +74,7 @@ def test_fifteen_nonlinear_constants(grid_csv, tmp_path, capsys):
 
 def test_six_nonlinear_constants_are_searched_without_3_to_the_6(grid_csv, capsys):
     """Beyond three nonlinear constants the local window grows as 2q+1, not 3^q."""
-    from fitrules.fit import _stencil
+    from fitrules.engine.fit import _stencil
 
     assert len(_stencil(3)[0]) == 27 and len(_stencil(6)[0]) == 13 and len(_stencil(8)[0]) == 17
     expr = "L0 + a*omega**c1*(H/16)**c2 + b*omega**c3*(H/16)**c4 + d*omega**c5*(H/16)**c6"
@@ -130,7 +130,7 @@ def test_spec_run_count_is_checked_before_the_runs_are_made(tmp_path, capsys):
 
 
 def test_memory_estimate_is_checked_before_fitting(grid_csv, tmp_path, capsys, monkeypatch):
-    from fitrules import limits
+    from fitrules.base import limits
 
     monkeypatch.setattr(limits, "MEMORY_CAP_BYTES", 2**20)
     _quick(
@@ -142,9 +142,9 @@ def test_memory_estimate_is_checked_before_fitting(grid_csv, tmp_path, capsys, m
 
 
 def test_the_default_grid_at_ten_thousand_splits_is_within_the_limits():
-    from fitrules.fit import fit_memory
-    from fitrules.forms import BUILTIN_FORMS, DEFAULT_FORMS
-    from fitrules.splits import RandomSplit
+    from fitrules.engine.fit import fit_memory
+    from fitrules.model.forms import BUILTIN_FORMS, DEFAULT_FORMS
+    from fitrules.model.splits import RandomSplit
 
     RandomSplit(10_000)  # accepted
     worst = max(fit_memory(BUILTIN_FORMS[f], 20, 10_000) for f in DEFAULT_FORMS)
@@ -153,7 +153,7 @@ def test_the_default_grid_at_ten_thousand_splits_is_within_the_limits():
 
 
 def test_limits_are_documented():
-    from fitrules import limits
+    from fitrules.base import limits
 
     doc = limits.__doc__ or ""
     assert "10,000 splits" in doc

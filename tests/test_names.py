@@ -12,7 +12,7 @@ import pytest
 
 import fitrules as fr
 from conftest import composition_grid
-from fitrules.errors import FormError
+from fitrules.base.errors import FormError
 from helpers import refused, run
 
 MICRO, MU, FULL_H = "\u00b5", "\u03bc", "\uff28"

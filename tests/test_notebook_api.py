@@ -13,7 +13,7 @@ from test_rough_edges import _chinchilla_like
 
 import fitrules as fr
 from conftest import ROOT
-from fitrules.errors import FitrulesError, GridError, in_api_terms
+from fitrules.base.errors import FitrulesError, GridError, in_api_terms
 from helpers import run
 
 
@@ -76,7 +76,7 @@ def test_shipped_grids_by_name(capsys):
 def test_no_backend_is_forced_on_import():
     code = (
         "import matplotlib; matplotlib.use('pdf'); import fitrules as fr; "
-        "from fitrules.report import figures, design, tuning; "
+        "from fitrules.views import figures, design, tuning; "
         "print(matplotlib.get_backend())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

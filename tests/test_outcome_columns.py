@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 import fitrules as fr
-from fitrules.grids import load_grid
+from fitrules.model.grids import load_grid
 from tests.helpers import run
 
 SMALL = dict(terms=1, max_constants=3, factors="power", splits=4, inner_splits=4)

@@ -30,7 +30,7 @@ def grid_csv(tmp_path):
 @pytest.fixture
 def during_build(monkeypatch):
     """Run a callback the first time a report figure is saved, i.e. mid-build."""
-    from fitrules.report import figures
+    from fitrules.views import figures
 
     calls = {"n": 0}
     real = figures.save
@@ -102,7 +102,7 @@ def test_a_second_run_is_refused_at_once(grid_csv, tmp_path, capsys, during_buil
 
 def test_force_never_leaves_the_target_missing(grid_csv, tmp_path, capsys, monkeypatch):
     """Without renameat2, an interrupt between the two renames is held back until both ran."""
-    from fitrules import outputs
+    from fitrules.base import outputs
 
     target = tmp_path / "R"
     assert run(["compare", "--data", grid_csv, *FORMS, "--report", target], capsys)[0] == 0
@@ -126,7 +126,7 @@ def test_force_never_leaves_the_target_missing(grid_csv, tmp_path, capsys, monke
 
 
 def test_exchange_swaps_two_directories(tmp_path):
-    from fitrules.outputs import exchange
+    from fitrules.base.outputs import exchange
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()

@@ -13,7 +13,7 @@ import pytest
 
 import fitrules as fr
 from conftest import composition_grid
-from fitrules.errors import ReportError
+from fitrules.base.errors import ReportError
 from helpers import refused
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fitrules import expr as ex
-from fitrules.ranges import default_ranges
+from fitrules.model import expr as ex
+from fitrules.model.ranges import default_ranges
 from tests.helpers import run
 
 

@@ -115,11 +115,11 @@ def _same(now, committed) -> bool:
 
 def test_committed_default_report_is_reproduced():
     """Regenerating the default comparison gives the committed numbers."""
-    from fitrules.compare import compare
-    from fitrules.fit import Objective
-    from fitrules.forms import select_forms
-    from fitrules.grids import default_grid, load_grid
-    from fitrules.splits import RandomSplit
+    from fitrules.engine.fit import Objective
+    from fitrules.jobs.compare import compare
+    from fitrules.model.forms import select_forms
+    from fitrules.model.grids import default_grid, load_grid
+    from fitrules.model.splits import RandomSplit
 
     committed = json.loads((REPORTS / "default" / "results.json").read_text())
     path, where = default_grid()
@@ -163,7 +163,7 @@ def test_committed_report_figures_are_valid(name):
 
 
 def test_failed_report_leaves_nothing(tmp_path, monkeypatch, synthetic_csv):
-    from fitrules.report import figures
+    from fitrules.views import figures
 
     def boom(*a, **k):
         raise RuntimeError("disk full")
@@ -207,7 +207,7 @@ def test_existing_report_needs_force(tmp_path, synthetic_csv, capsys):
 
 
 def test_committed_chinchilla_report_has_errors_correlations_intervals_and_residuals():
-    """Made by `python -m fitrules.report.rebuild chinchilla` from the real runs."""
+    """Made by `python -m tools.rebuild chinchilla` from the real runs."""
     d = REPORTS / "chinchilla"
     doc = json.loads((d / "results.json").read_text())
     md = (d / "report.md").read_text()
@@ -226,7 +226,7 @@ def test_committed_chinchilla_report_has_errors_correlations_intervals_and_resid
 
 
 def test_rebuild_skips_a_report_whose_data_is_absent(monkeypatch, capsys):
-    from fitrules.report import rebuild
+    from tools import rebuild
 
     monkeypatch.setitem(rebuild.NEEDS, "chinchilla", "../no/such/file.csv")
     monkeypatch.chdir(ROOT)  # rebuild changes to the project root; restored afterwards

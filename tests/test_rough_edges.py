@@ -98,7 +98,7 @@ def test_splits_with_a_structured_protocol_is_refused(synthetic_csv, capsys):
 
 
 def test_extrapolate_has_a_spelling_without_a_shell_redirect(synthetic_csv, capsys):
-    from fitrules.splits import Extrapolate, parse_protocol
+    from fitrules.model.splits import Extrapolate, parse_protocol
 
     assert parse_protocol("extrapolate:H:16") == Extrapolate("H", 16.0)
     assert parse_protocol("extrapolate:H>=16") == Extrapolate("H", 16.0)
@@ -145,7 +145,7 @@ def test_simulate_leaves_a_finished_grid_untouched(tmp_path, capsys):
 
 def test_json_floats_do_not_change_with_the_last_digit():
     """Another BLAS changes the last of a float's 17 digits; reports must not follow it."""
-    from fitrules.util import json_ready
+    from fitrules.base.util import json_ready
 
     for x in (0.06698664605963957, 2.1397175121455803, 665669.6759764799, 1e-7 / 3):
         assert json_ready(x) == json_ready(float(np.nextafter(x, np.inf)))
@@ -223,7 +223,7 @@ def test_fit_says_which_data_and_filter_and_predict_prints_a_point(tmp_path, cap
 
 
 def test_units_come_from_the_grid_or_unit_and_are_never_invented(tmp_path, capsys):
-    from fitrules.grids import load_grid
+    from fitrules.model.grids import load_grid
 
     assert load_grid(DATA / "smoke.csv").unit == "nats"  # written by fitrules simulate
     assert load_grid(DATA / "smoke.csv", metric="wall_s").unit == "s"
@@ -237,7 +237,7 @@ def test_units_come_from_the_grid_or_unit_and_are_never_invented(tmp_path, capsy
     assert "nats" not in md
     # the axis says seconds, the unit of wall_s in a harness table, not nats
     from fitrules import api
-    from fitrules.report import figures
+    from fitrules.views import figures
 
     f = api.fit(api.as_grid(DATA / "smoke.csv", metric="wall_s"), "composition")
     ax = f.plot_fit()
@@ -247,7 +247,7 @@ def test_units_come_from_the_grid_or_unit_and_are_never_invented(tmp_path, capsy
 
 def test_figure_labels_are_true_to_the_data():
     from fitrules import api
-    from fitrules.report import figures
+    from fitrules.views import figures
 
     g = api.as_grid(composition_grid(seeds=1))
     f = api.fit(g, "composition")
@@ -261,8 +261,8 @@ def test_figure_labels_are_true_to_the_data():
 
 # ---------------------------------------------------------------- set-aside splits
 def test_a_verdict_resting_on_few_splits_warns_and_says_why():
-    from fitrules.compare import set_aside_warnings
-    from fitrules.report.text import verdict_sentence
+    from fitrules.jobs.compare import set_aside_warnings
+    from fitrules.views.text import verdict_sentence
 
     summary = pd.DataFrame([{"form": "noE", "splits_used": 39}])
     (w,) = set_aside_warnings(summary, {"noE": {"optimiser did not converge": 261}}, 300)
@@ -297,8 +297,8 @@ def test_readme_counts_match_the_committed_default_report():
 
 
 def test_parquet_needs_an_extra_that_exists(tmp_path, monkeypatch):
-    from fitrules.errors import GridError
-    from fitrules.grids import load_grid
+    from fitrules.base.errors import GridError
+    from fitrules.model.grids import load_grid
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"

@@ -144,7 +144,7 @@ def _two_lrs() -> pd.DataFrame:
 
 
 def test_a_named_index_is_a_column_through_the_api():
-    from fitrules.grids import load_grid
+    from fitrules.model.grids import load_grid
 
     g = load_grid(_two_lrs().set_index("lr"))
     assert "lr" in g.columns
@@ -216,8 +216,8 @@ def test_design_refuses_candidates_it_cannot_run(tmp_path, capsys, cand, match):
 # ------------------------------------------------------------------ 8. memory estimates hold
 def test_fit_memory_counts_the_diagnostics():
     """The full SVD of the diagnostics took splits x n_train^2; the estimate must hold."""
-    from fitrules.fit import FitOptions, fit_memory, fit_splits
-    from fitrules.forms import Form
+    from fitrules.engine.fit import FitOptions, fit_memory, fit_splits
+    from fitrules.model.forms import Form
 
     rng = np.random.default_rng(0)
     n, S = 1500, 16

@@ -16,7 +16,7 @@ import pytest
 
 import fitrules as fr
 from conftest import composition_grid
-from fitrules.errors import FitrulesError, FormError, GridError
+from fitrules.base.errors import FitrulesError, FormError, GridError
 from helpers import refused, run
 
 FAST_DESIGN = ["--design-splits", "10", "--resamples", "20"]
@@ -333,9 +333,9 @@ def test_a_grid_of_zeros_has_no_relative_training_error(grid_csv, tmp_path, caps
 
 def test_an_overflowing_standard_error_is_not_printed_as_inf(monkeypatch):
     # found by the long fuzz run (seed 2): the guard's reason read "standard error inf times"
-    from fitrules import guard
-    from fitrules.fit import Objective, fit_splits
-    from fitrules.forms import BUILTIN_FORMS
+    from fitrules.engine import guard
+    from fitrules.engine.fit import Objective, fit_splits
+    from fitrules.model.forms import BUILTIN_FORMS
 
     g = fr.load_grid(composition_grid())
     f = BUILTIN_FORMS["composition"].bind(g.columns)

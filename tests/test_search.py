@@ -11,15 +11,21 @@ import pytest
 
 import fitrules as fr
 from conftest import EXTERNAL
+from fitrules.base.errors import FitrulesError, FormError
 from fitrules.cli import main
-from fitrules.errors import FitrulesError, FormError
-from fitrules.fit import Objective
-from fitrules.forms import Form
-from fitrules.grammar import Grammar, VariableInfo, generate, load_grammar, structural_rank_ok
-from fitrules.guard import GuardOptions
-from fitrules.search import SEARCH_FIT_OPTIONS, front_flags, nested_masks, score_form, select
-from fitrules.sim.truth import runs_from_form
-from fitrules.splits import RandomSplit
+from fitrules.engine.fit import Objective
+from fitrules.engine.grammar import (
+    Grammar,
+    VariableInfo,
+    generate,
+    load_grammar,
+    structural_rank_ok,
+)
+from fitrules.engine.guard import GuardOptions
+from fitrules.engine.truth import runs_from_form
+from fitrules.jobs.search import SEARCH_FIT_OPTIONS, front_flags, nested_masks, score_form, select
+from fitrules.model.forms import Form
+from fitrules.model.splits import RandomSplit
 
 H = (1, 4, 16, 64)
 OMEGA = (0.0, 1.0, 3.0, 7.0, 15.0)
@@ -100,7 +106,7 @@ def test_structural_rank_finds_constants_without_effect():
 
 # ------------------------------------------------------------------------------ selection
 def test_twin_index_finds_the_same_first_twin_as_a_full_scan():
-    from fitrules.grammar import TwinIndex
+    from fitrules.engine.grammar import TwinIndex
 
     rng = np.random.default_rng(3)
     rtol = 1e-6
@@ -328,7 +334,7 @@ def test_duplicates_on_the_grid_are_dropped():
         (dict(inner_splits=1), "inner_splits 1"),
         (dict(train_frac=0.15), "every candidate has at least|too few"),
         (dict(references=["nosuchform"]), "unknown form 'nosuchform'"),
-        (dict(grammar=3), "give a fitrules.grammar.Grammar"),
+        (dict(grammar=3), "give a fitrules.Grammar"),
         (dict(jobs=0), "jobs 0"),
     ],
 )
@@ -471,7 +477,7 @@ def test_the_outer_error_holds_out_seed_ids_by_default():
     runs at new seed ids show) was missing from it. By default outer split o now fits the
     runs outside seed fold o mod 3 and scores the fold's runs (checked against an
     independent fit), rescaled by one factor for the mean of 3 new runs at fresh ids."""
-    from fitrules.search import _score
+    from fitrules.jobs.search import _score
 
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
     s = fr.search(runs, **SMALL, references=[])
@@ -479,7 +485,7 @@ def test_the_outer_error_holds_out_seed_ids_by_default():
     grid = fr.load_grid(runs)
     cells = grid.cells(["H", "omega"], True)
     masks = nested_masks(RandomSplit(6, 0.8, 0), cells.table, 5, 0.75, 0)
-    from fitrules.search import _seed_holdout
+    from fitrules.jobs.search import _seed_holdout
 
     held, _ = _seed_holdout(grid, cells, masks, Objective(), "cells-and-seeds", 0)
     top = s.budgets["max_constants"].max()

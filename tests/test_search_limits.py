@@ -12,9 +12,9 @@ import pytest
 
 import fitrules as fr
 from conftest import composition_grid
-from fitrules.errors import FormError, LimitError
-from fitrules.grammar import Grammar, count_candidates, generate
-from fitrules.limits import MAX_SEARCH_CANDIDATES
+from fitrules.base.errors import FormError, LimitError
+from fitrules.base.limits import MAX_SEARCH_CANDIDATES
+from fitrules.engine.grammar import Grammar, count_candidates, generate, load_grammar
 from helpers import refused, run
 
 
@@ -115,7 +115,7 @@ def test_repeated_grammar_entries_are_collapsed(tmp_path):
     assert g.factors == ("power",) and g.variables == ("H", "omega")
     p = tmp_path / "g.toml"
     p.write_text("factors = [" + ", ".join(['"log"'] * 100_000) + "]\n")
-    assert fr.grammar.load_grammar(p).factors == ("log",)
+    assert load_grammar(p).factors == ("log",)
 
 
 @pytest.mark.parametrize(

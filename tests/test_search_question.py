@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 import fitrules as fr
-from fitrules.errors import FitrulesError
-from fitrules.search import nested_masks
-from fitrules.splits import LeaveOneLevelOut, RollingOrigin
+from fitrules.base.errors import FitrulesError
+from fitrules.jobs.search import nested_masks
+from fitrules.model.splits import LeaveOneLevelOut, RollingOrigin
 from tests.helpers import refused, run
 
 
@@ -84,7 +84,7 @@ def test_every_form_named_is_printed_with_its_expression():
 
 
 def s_markdown(s) -> str:
-    from fitrules.report.search import search_markdown
+    from fitrules.views.search import search_markdown
 
     return search_markdown(s, None)
 
@@ -183,7 +183,7 @@ def test_too_few_levels_to_extrapolate_inside_falls_back_to_random_inner_splits_
 
 # ------------------------------------------------------------------ staged, and on a cluster
 def test_survivors_keep_the_best_of_each_number_of_constants_per_split():
-    from fitrules.search import survivors
+    from fitrules.jobs.search import survivors
 
     m = nested_masks(RollingOrigin("N"), _table(), inner_splits=2, inner_train_frac=0.75, seed=0)
     errors = np.full((4, len(m.train)), 5.0)

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from fitrules import api
-from fitrules.grids import load_grid
-from fitrules.intervals import seed_offset
-from fitrules.splits import SeedHoldout, SplitError
+from fitrules.engine.intervals import seed_offset
+from fitrules.model.grids import load_grid
+from fitrules.model.splits import SeedHoldout, SplitError
 
 H_LEVELS = (1.0, 4.0, 16.0, 64.0)
 OMEGA_LEVELS = (0.0, 1.0, 3.0, 7.0, 15.0)

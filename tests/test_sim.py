@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from conftest import DATA
+from fitrules.base.errors import SimError
 from fitrules.cli import main
-from fitrules.errors import SimError
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, _compress, train, train_single
 from fitrules.sim.model import MLPShape, init_params, loss_and_grad

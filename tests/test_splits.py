@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from fitrules.errors import SplitError
-from fitrules.splits import RandomSplit
+from fitrules.base.errors import SplitError
+from fitrules.model.splits import RandomSplit
 
 
 @pytest.mark.parametrize("n_cells, frac", [(20, 1 / 3), (7, 0.5), (100, 0.9), (3, 0.34)])

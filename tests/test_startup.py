@@ -33,5 +33,5 @@ def test_compare_command_does_not_import_scipy_stats_statsmodels_or_matplotlib()
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    assert main(['compare', '--splits', '20']) == 0"
     )
-    assert "fitrules.compare" in loaded
+    assert "fitrules.jobs.compare" in loaded
     assert not [m for m in HEAVY if m in loaded]

@@ -1,4 +1,4 @@
-"""fitrules.theory: exact stationary losses, their closed forms, the stability limit, and the
+"""fitrules.engine.theory: exact stationary losses, their closed forms, the stability limit, and the
 theory forms fitted to exact values."""
 
 import math
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 import fitrules as fr
-from fitrules import theory as th
-from fitrules.errors import TheoryError
+from fitrules.base.errors import TheoryError
+from fitrules.engine import theory as th
 from fitrules.sim import quadratic
 
 
@@ -203,11 +203,11 @@ def test_theory_workers_recovers_r():
 
 
 def test_theory_forms_are_built_in_but_not_defaults():
-    from fitrules.forms import BUILTIN_FORMS, DEFAULT_FORMS
+    from fitrules.model.forms import BUILTIN_FORMS, DEFAULT_FORMS
 
     for name in ("theory_floor", "theory_local_sgd", "theory_workers"):
         assert name in BUILTIN_FORMS and name not in DEFAULT_FORMS
-        assert "fitrules.theory" in BUILTIN_FORMS[name].description
+        assert "fitrules.engine.theory" in BUILTIN_FORMS[name].description
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.5])

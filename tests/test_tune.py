@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from conftest import DATA
-from fitrules.errors import GridError
-from fitrules.grids import Grid, load_grid
-from fitrules.report.tuning import chosen_levels_map, lr_curves
-from fitrules.tune import TunedGrid, tune
+from fitrules.base.errors import GridError
+from fitrules.jobs.tune import TunedGrid, tune
+from fitrules.model.grids import Grid, load_grid
+from fitrules.views.tuning import chosen_levels_map, lr_curves
 
 LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 H_EFFECT = {1: 0.0, 4: 0.01, 16: 0.02, 64: 0.04}  # a configuration effect, the same at every lr

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from conftest import composition_grid
-from fitrules import expr as ex
-from fitrules.errors import GridError
-from fitrules.grids import load_grid, where_suggestion
+from fitrules.base.errors import GridError
+from fitrules.model import expr as ex
+from fitrules.model.grids import load_grid, where_suggestion
 from helpers import run
 
 IGNORED = "ignored per-run columns (no form reads them; they label runs, not cells): "

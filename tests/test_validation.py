@@ -8,14 +8,14 @@ import pytest
 from scipy import special
 
 from conftest import DATA, KEEP_LEVELS, composition_grid
+from fitrules.base.errors import LedgerError, SplitError
 from fitrules.cli import main
-from fitrules.compare import compare, noise_floor
-from fitrules.errors import LedgerError, SplitError
-from fitrules.forms import BUILTIN_FORMS
-from fitrules.grids import load_grid
-from fitrules.intervals import bootstrap_fit, resolve_point
-from fitrules.ledger import read_ledger
-from fitrules.splits import Extrapolate, LeaveOneLevelOut, parse_protocol
+from fitrules.engine.intervals import bootstrap_fit, resolve_point
+from fitrules.jobs.compare import compare, noise_floor
+from fitrules.jobs.ledger import read_ledger
+from fitrules.model.forms import BUILTIN_FORMS
+from fitrules.model.grids import load_grid
+from fitrules.model.splits import Extrapolate, LeaveOneLevelOut, parse_protocol
 
 
 @pytest.fixture

@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from fitrules.compare import compare, family, parse_pairs, verdict_splitter
-from fitrules.errors import FormError, SplitError
-from fitrules.forms import select_forms
-from fitrules.grids import default_grid, load_grid
-from fitrules.ledger import compare_scored
-from fitrules.splits import RandomSplit
-from fitrules.stats import contrast_test, grid_seed_effect, holm, seed_effect
+from fitrules.base.errors import FormError, SplitError
+from fitrules.engine.stats import contrast_test, grid_seed_effect, holm, seed_effect
+from fitrules.jobs.compare import compare, family, parse_pairs, verdict_splitter
+from fitrules.jobs.ledger import compare_scored
+from fitrules.model.forms import select_forms
+from fitrules.model.grids import default_grid, load_grid
+from fitrules.model.splits import RandomSplit
 from helpers import refused, run
 
 FIVE = ["composition", "additive", "free_omega", "omega_only", "log_additive"]

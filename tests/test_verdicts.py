@@ -7,10 +7,10 @@ import pytest
 from scipy import stats
 
 from fitrules.cli import main
-from fitrules.compare import compare
-from fitrules.forms import select_forms
-from fitrules.grids import default_grid, load_grid
-from fitrules.splits import LeaveOneLevelOut, RandomSplit
+from fitrules.jobs.compare import compare
+from fitrules.model.forms import select_forms
+from fitrules.model.grids import default_grid, load_grid
+from fitrules.model.splits import LeaveOneLevelOut, RandomSplit
 
 DEFAULT_FORMS = ["composition", "additive", "free_omega", "omega_only", "log_additive"]
 
@@ -114,7 +114,7 @@ def test_structured_protocols_say_when_no_test_can_reject(grid, capsys):
     row = cmp.paired.iloc[0]
     assert row["n"] == 4 and not row["can_reject"] and row["p"] is None
     assert row["min_p"] == pytest.approx(2 / 16)
-    from fitrules.report.text import render_comparison
+    from fitrules.views.text import render_comparison
 
     assert "no test can reject (smallest attainable p = 0.12)" in render_comparison(cmp)
 
@@ -134,10 +134,10 @@ def test_a_leave_one_cell_out_verdict_is_a_sign_flip_over_the_cells():
     random splits repeat the 12 leave-one-out splits and the corrected t counted repeats as
     evidence (false positives 0.07 over 100 null grids). Each cell is now held out once and
     the test is the exact sign-flip over the cells."""
-    from fitrules.compare import compare
-    from fitrules.forms import BUILTIN_FORMS
-    from fitrules.grids import load_grid
-    from fitrules.splits import RandomSplit
+    from fitrules.jobs.compare import compare
+    from fitrules.model.forms import BUILTIN_FORMS
+    from fitrules.model.grids import load_grid
+    from fitrules.model.splits import RandomSplit
 
     rng = np.random.default_rng(0)
     rows = [{"H": h, "omega": o, "seed": s,
@@ -157,7 +157,7 @@ def test_a_leave_one_cell_out_verdict_is_a_sign_flip_over_the_cells():
 
 
 def test_cells_verdict_says_when_it_cannot_test():
-    from fitrules.stats import cells_verdict, signflip_p
+    from fitrules.engine.stats import cells_verdict, signflip_p
 
     few = cells_verdict(np.array([1.0, 2, 3, 4, 5]), np.array([2.0, 3, 4, 5, 6]))
     assert few["p"] is None and "no sign-flip over so few can reject" in few["test"]
@@ -171,8 +171,8 @@ def test_score_bounds_the_seed_part_on_its_own_degrees_of_freedom():
     """Issue 28: with 10 cells x 3 shared seed ids and offsets of mixed sign, Satterthwaite's
     pooled degrees of freedom gave false positives 0.071 (1,000 draws); Banerjee's bound
     keeps each part's own. Seeded draws of that null."""
-    from fitrules.ledger import compare_scored
-    from fitrules.stats import _banerjee
+    from fitrules.engine.stats import _banerjee
+    from fitrules.jobs.ledger import compare_scored
 
     p, df, half = _banerjee(1.0, [(0.25, 7.0)], 0.95)
     assert df == 7.0 and p == pytest.approx(2 * stats.t.sf(2.0, 7))

@@ -39,7 +39,8 @@ def test_installed_wheel_reads_its_own_copy(installed):
         [
             bin_ / "python",
             "-c",
-            "import fitrules, fitrules.paths as p; print(fitrules.__file__); print(p.data_dir())",
+            "import fitrules, fitrules.base.paths as p; print(fitrules.__file__); "
+            "print(p.data_dir())",
         ],
         work,
         env,

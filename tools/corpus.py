@@ -199,7 +199,7 @@ def _page_entries(repo: Path) -> dict[str, list[list[str]]]:
 def _refusal_entries(repo: Path) -> dict[str, list[list[str]]]:
     """The tests that refuse command lines, run with the refusals written down (by
     ``tests/helpers.refused``): each refusal's command line, status and line."""
-    files = sorted({str(p.relative_to(repo)) for p in (repo / "tests").rglob("test_*.py")
+    files = sorted({str(p) for p in (repo / "tests").rglob("test_*.py")
                     if "refused(" in p.read_text()})  # fmt: skip
     code = (
         "import json, os, pathlib, subprocess, sys, tempfile\n"
@@ -207,7 +207,7 @@ def _refusal_entries(repo: Path) -> dict[str, list[list[str]]]:
         "env = dict(os.environ, FITRULES_CORPUS_REFUSALS=d)\n"
         f"files = {files!r}\n"
         "subprocess.run([sys.executable, '-m', 'pytest', '-q', '-n', '2', '-p', 'no:cacheprovider',"
-        " *files], env=env, stdout=subprocess.DEVNULL)\n"
+        f" *files], env=env, stdout=subprocess.DEVNULL, cwd={str(repo)!r})\n"
         "rows = []\n"
         "for p in pathlib.Path(d).glob('*.jsonl'):\n"
         "    rows += [json.loads(x) for x in p.read_text().splitlines()]\n"

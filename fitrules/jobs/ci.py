@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from fitrules.stats import PairedCI
+from fitrules.engine.stats import PairedCI
 
 
 @dataclass
@@ -19,7 +19,7 @@ class PairedIntervals:
     ----------
     results : one :class:`PairedCI` per treatment.
     data : where the runs came from; settings : level, resamples, seed, baseline.
-    tuning : the :class:`fitrules.tune.Tuning` applied first, if any.
+    tuning : the :class:`fitrules.jobs.tune.Tuning` applied first, if any.
     """
 
     results: list[PairedCI]
@@ -33,7 +33,7 @@ class PairedIntervals:
         return pd.DataFrame([r.to_dict() for r in self.results]).drop(columns=["diffs"])
 
     def to_dict(self) -> dict:
-        from fitrules.util import json_ready
+        from fitrules.base.util import json_ready
 
         out = {
             "data": self.data,
@@ -49,8 +49,8 @@ class PairedIntervals:
         import json
         from pathlib import Path
 
-        from fitrules.outputs import inputs_of
-        from fitrules.util import atomic_write_text
+        from fitrules.base.outputs import inputs_of
+        from fitrules.base.util import atomic_write_text
 
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         if path is not None:
@@ -58,7 +58,7 @@ class PairedIntervals:
         return text
 
     def __str__(self) -> str:
-        from fitrules.report.text import render_ci
+        from fitrules.views.text import render_ci
 
         return render_ci(self.results, self.to_dict())
 
@@ -68,18 +68,18 @@ class PairedIntervals:
     def summary(self) -> str:
         """The whole result in words, as the command line prints it (the same as
         ``str(self)``); in a notebook it shows as text."""
-        from fitrules.util import Text
+        from fitrules.base.util import Text
 
         return Text(str(self))
 
     def _repr_html_(self) -> str:
-        from fitrules.report.html import intervals_html
+        from fitrules.views.html import intervals_html
 
         return intervals_html(self)
 
     def plot(self, i: int = 0, ax=None):
         """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes)."""
-        from fitrules.report import figures
+        from fitrules.views import figures
 
         return figures.paired_differences(self.results[i], ax)
 
@@ -88,10 +88,10 @@ class PairedIntervals:
         figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files."""
         from pathlib import Path
 
-        from fitrules.errors import report_parameter
-        from fitrules.outputs import check_result_output, inputs_of
-        from fitrules.report.figures import figure_formats
-        from fitrules.report.markdown import ci_report
+        from fitrules.base.errors import report_parameter
+        from fitrules.base.outputs import check_result_output, inputs_of
+        from fitrules.views.figures import figure_formats
+        from fitrules.views.markdown import ci_report
 
         check_result_output(target, inputs_of(self), "target", "dir")
         with report_parameter("target"):

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
-from fitrules.errors import SimError
+from fitrules.base.errors import SimError
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
 from fitrules.sim.tasks import execute, one_blas_thread, run_key

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fitrules.errors import SimError
+from fitrules.base.errors import SimError
 
 PLAYS = (
     "hamlet",
@@ -63,7 +63,7 @@ def build_slice(texts_dir: Path, out: Path) -> str:
 
 
 def default_corpus_path() -> Path:
-    from fitrules.paths import data_dir
+    from fitrules.base.paths import data_dir
 
     return data_dir() / "corpus" / CORPUS_FILE
 

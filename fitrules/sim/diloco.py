@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from fitrules.errors import SimError
-from fitrules.limits import MAX_SEED, SIM_INT_LIMITS
+from fitrules.base.errors import SimError
+from fitrules.base.limits import MAX_SEED, SIM_INT_LIMITS
 from fitrules.sim.corpus import Corpus
 from fitrules.sim.model import MLPShape, init_params, loss_and_grad, mean_loss
 
@@ -83,7 +83,7 @@ class RunConfig:
             if int(getattr(self, name)) > most:
                 raise SimError(
                     f"{name}={getattr(self, name)} is above the limit of {most:,} "
-                    "(fitrules.limits.SIM_INT_LIMITS)"
+                    "(fitrules.base.limits.SIM_INT_LIMITS)"
                 )
         if not 0 <= self.seed <= MAX_SEED:
             raise SimError(f"seed={self.seed} must be from 0 to 2**63 - 1")

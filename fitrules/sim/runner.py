@@ -8,7 +8,7 @@ which process finished first, and a manifest is written beside it.
 Every way of running (here, in a local process pool, or on a Dask cluster through
 :mod:`fitrules.sim.cluster`) hands its results to one :class:`_Checkpoint`, which writes
 each run once. A run that raises is recorded as failed and the others go on; at the end
-:class:`~fitrules.errors.SimError` names the failed runs and their errors, every finished
+:class:`~fitrules.base.errors.SimError` names the failed runs and their errors, every finished
 run is in the output, and the final rewrite and manifest wait for a rerun that completes
 the grid.
 """
@@ -33,14 +33,14 @@ from typing import TextIO
 import pandas as pd
 
 from fitrules import __version__
-from fitrules.errors import SimError
-from fitrules.limits import MAX_SIM_JOBS, check_count, check_memory
+from fitrules.base.errors import SimError
+from fitrules.base.limits import MAX_SIM_JOBS, check_count, check_memory
+from fitrules.base.util import atomic_write_text, progress
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
 from fitrules.sim.quadratic import QuadConfig
 from fitrules.sim.spec import GridSpec
 from fitrules.sim.tasks import execute, one_blas_thread, run_key
-from fitrules.util import atomic_write_text, progress
 
 KEY_FIELDS = [f.name for f in fields(RunConfig)]
 
@@ -96,7 +96,7 @@ def check_out(out: Path, jobs: int = 1) -> None:
     SimError
         For an empty path, a directory or device at ``--out`` or at its manifest path, a
         parent that is not a writable directory, or ``--jobs`` outside 1 to
-        :data:`~fitrules.limits.MAX_SIM_JOBS`.
+        :data:`~fitrules.base.limits.MAX_SIM_JOBS`.
     """
     check_count(jobs, "--jobs", 1, MAX_SIM_JOBS)
     out = Path(out)

@@ -28,8 +28,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from fitrules.errors import SimError
-from fitrules.limits import MAX_SEED, MAX_SIM_RUNS, check_memory
+from fitrules.base.errors import SimError
+from fitrules.base.limits import MAX_SEED, MAX_SIM_RUNS, check_memory
 from fitrules.sim.diloco import RunConfig
 from fitrules.sim.quadratic import QuadConfig
 
@@ -136,10 +136,10 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
     ------
     SimError
         For a key, table or value of the wrong kind, a setting outside its range, a run
-        asked for twice, more than :data:`~fitrules.limits.MAX_SIM_RUNS` runs, or a run that
+        asked for twice, more than :data:`~fitrules.base.limits.MAX_SIM_RUNS` runs, or a run that
         would not fit in memory.
     """
-    from fitrules.inputs import parse_toml
+    from fitrules.base.inputs import parse_toml
 
     doc = parse_toml(text, source, SimError)
     unknown = set(doc) - {"name", "description", "model", "seeds", "fixed", "block"}
@@ -219,7 +219,7 @@ def load_spec(path: Path | str) -> GridSpec:
     A file that exists is read; otherwise a bare name is looked up among the committed specs,
     which an installed package carries too.
     """
-    from fitrules.paths import data_dir, shipped_spec
+    from fitrules.base.paths import data_dir, shipped_spec
 
     path = Path(path)
     if not path.exists():
@@ -233,7 +233,7 @@ def load_spec(path: Path | str) -> GridSpec:
         return parse_spec(shipped.read_text(), f"data/specs/{shipped.name}")
     if path.is_dir():
         raise SimError(f"{path}: is a directory, not a spec file")
-    from fitrules.inputs import read_text
+    from fitrules.base.inputs import read_text
 
     return parse_spec(read_text(path, str(path), SimError), str(path))
 

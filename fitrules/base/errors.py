@@ -1,0 +1,134 @@
+"""Exceptions for bad input; each message names the bad value and what is allowed.
+
+The CLI turns any :class:`FitrulesError` into one line on stderr and exit status 2. The
+messages name command-line options (``--where``); raised through the Python API they name
+the parameters instead (``where``): see :func:`api_terms`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class FitrulesError(Exception):
+    """Base class of every error that reports bad input rather than a bug."""
+
+
+class GridError(FitrulesError, ValueError):
+    """A results table cannot be read or does not have the required shape."""
+
+
+class FormError(FitrulesError, ValueError):
+    """A candidate form's expression or constants are invalid."""
+
+
+class ExpressionError(FormError):
+    """An expression cannot be parsed or uses something outside the allowed grammar."""
+
+
+class SplitError(FitrulesError, ValueError):
+    """The requested splits cannot be made from the grid."""
+
+
+class SelectionError(FitrulesError, ValueError):
+    """A baseline / treatment selection does not match the grid."""
+
+
+class SimError(FitrulesError, ValueError):
+    """A simulation spec or request is invalid."""
+
+
+class TheoryError(FitrulesError, ValueError):
+    """A setting of :mod:`fitrules.engine.theory` is out of range, or a run it does not cover."""
+
+
+class ReportError(FitrulesError):
+    """A report, JSON file or other output cannot be written where asked."""
+
+
+class LedgerError(FitrulesError):
+    """A predictions ledger is malformed or was tampered with."""
+
+
+class LimitError(FitrulesError, ValueError):
+    """A request exceeds a documented size limit (see :mod:`fitrules.base.limits`)."""
+
+
+class UsageError(FitrulesError):
+    """The command line itself is malformed (unknown option, missing value, bad type)."""
+
+
+class DegenerateSplitWarning(RuntimeWarning):
+    """Some (split, form) pairs could not identify the form's constants."""
+
+
+# ---------------------------------------------------------------- the words of an error
+_on_command_line: ContextVar[bool] = ContextVar("fitrules_command_line", default=False)
+# options whose parameter is not the option's name with '_' for '-'
+_PARAMETERS = {
+    "data": "grid",
+    "fit-data": "grid",
+    "test-data": "test_grid",
+    "form": "forms",
+    "at": "predict",
+    "treatment-sweep": "sweep",
+    "bootstrap-seed": "seed",
+    "design-splits": "splits",
+    "figure-format": "figure_format",
+    "bound": "bounds",
+}
+_OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
+
+
+@contextmanager
+def command_line() -> Iterator[None]:
+    """Within the block errors keep naming command-line options (the CLI's ``main``)."""
+    token = _on_command_line.set(True)
+    try:
+        yield
+    finally:
+        _on_command_line.reset(token)
+
+
+def in_api_terms(message: str) -> str:
+    """``"--where 'x >': cannot parse"`` -> ``"where 'x >': cannot parse"``."""
+    return _OPTION.sub(lambda m: _PARAMETERS.get(m[1], m[1].replace("-", "_")), message)
+
+
+@contextmanager
+def report_parameter(name: str) -> Iterator[None]:
+    """Within the block a :class:`ReportError` naming ``--report`` names the parameter
+    ``name`` instead, unless the command line is running (a result's ``report(target)``)."""
+    try:
+        yield
+    except ReportError as err:
+        if _on_command_line.get() or "--report" not in str(err):
+            raise
+        raise type(err)(in_api_terms(str(err).replace("--report", name))) from None
+
+
+def api_terms(func: F) -> F:
+    """Re-raise a :class:`FitrulesError` from ``func`` with parameter names for options,
+    unless the command line is running."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except FitrulesError as err:
+            if _on_command_line.get():
+                raise
+            text = str(err)
+            new = in_api_terms(text)
+            if new == text:
+                raise
+            raise type(err)(new) from None
+
+    return wrapper  # type: ignore[return-value]

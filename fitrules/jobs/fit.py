@@ -1,0 +1,482 @@
+"""A form fitted on every cell of a grid, with its uncertainty: what ``fr.fit`` returns.
+
+The result is data (constants, standard errors, correlations, intervals, residuals, as
+dicts and DataFrames); its views (text, HTML, JSON, figures, a report directory) render the
+same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fitrules import __version__
+from fitrules.base.errors import FitrulesError, api_terms
+from fitrules.base.util import json_ready
+from fitrules.engine.fit import FitResult, Objective
+from fitrules.engine.intervals import (
+    COVERS_GRID_SEEDS,
+    COVERS_NEW_SEEDS,
+    BootstrapFit,
+    HeldOut,
+    JacobianUncertainty,
+    SeedOffset,
+    format_point,
+    resolve_point,
+)
+from fitrules.model.compiled import predict
+from fitrules.model.forms import Form
+from fitrules.model.grids import Cells
+
+INFORMATION_NOTE = "in-sample, on cell means; held-out error, not these, is what compare ranks"
+
+
+class Prediction(dict):
+    """What :meth:`FittedForm.predict` returns: a dict of the prediction and its intervals
+    (keys as documented there), that renders itself like every result: ``str()`` and
+    :meth:`summary` in words, ``_repr_html_`` in a notebook, :meth:`to_json`.
+
+    Attributes
+    ----------
+    form : the name of the form that predicts.
+    """
+
+    def __init__(self, values: dict, form: str = "") -> None:
+        super().__init__(values)
+        self.form = form
+
+    def __str__(self) -> str:
+        from fitrules.views.text import prediction_line
+
+        return f"{self.form}: {prediction_line(self)}" if self.form else prediction_line(self)
+
+    def __repr__(self) -> str:
+        where = ", ".join(f"{k}={v:g}" for k, v in self["given"].items())
+        return f"Prediction({self.form} at {where}: {self['prediction']:.5g})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<p><b>fitrules prediction</b>: {html.escape(str(self))}</p>"
+
+    def summary(self) -> str:
+        """The prediction in words (the same as ``str(self)``)."""
+        from fitrules.base.util import Text
+
+        return Text(str(self))
+
+    def to_dict(self) -> dict:
+        """The prediction as a plain dict, JSON-ready (NaN becomes null)."""
+        return json_ready({"form": self.form, **self})
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        from fitrules.base.util import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text, "path")
+        return text
+
+
+@dataclass
+class FittedForm:
+    """A form fitted on all cells of a grid.
+
+    Attributes
+    ----------
+    form : the form, bound to the grid's columns.
+    result : the fit (constants, training objective, condition number, diagnostics).
+    cells : the cells it was fitted on.
+    objective : the training objective.
+    uncertainty : standard errors and correlations of the constants from the Jacobian.
+    bootstrap : bootstrap refits, when intervals were asked for (``None`` otherwise).
+    heldout : leave-one-cell-out refits that give prediction intervals their misfit term,
+        when intervals or predictions were asked for (``None`` otherwise).
+    seed_offset : the effect the grid's seed ids share across its cells, which the fit's
+        level constants absorb (:class:`fitrules.engine.intervals.SeedOffset`; ``None`` when no
+        seed id is shared across cells or no intervals were asked for); offset_response :
+        (p, seeds) each constant's response to each seed id's effect.
+    predictions : predictions asked for when fitting (see :meth:`predict`).
+    data : where the cells came from (path, sha256, filters, counts).
+    unit : the metric's unit, if known.
+    harness : whether the grid was written by ``fitrules simulate`` (its domain checks, e.g.
+        H >= 1, then apply to prediction points).
+
+    Examples
+    --------
+    >>> import fitrules as fr  # doctest: +SKIP
+    >>> f = fr.fit(grid, "composition", intervals=True)  # doctest: +SKIP
+    >>> f.table  # value, standard error and interval of each constant  # doctest: +SKIP
+    >>> f.predict("H=8,keep=0.25")["interval"]  # doctest: +SKIP
+    """
+
+    form: Form
+    result: FitResult
+    cells: Cells
+    objective: Objective
+    uncertainty: JacobianUncertainty
+    data: dict
+    unit: str | None = None
+    bootstrap: BootstrapFit | None = None
+    predictions: list[dict] = field(default_factory=list)
+    derive: tuple[str, ...] = ()
+    # the grid was written by the harness: its domain checks apply to prediction points
+    harness: bool = True
+    heldout: HeldOut | None = None
+    weights: str = "cells"
+    seed_offset: SeedOffset | None = None
+    offset_response: np.ndarray | None = None
+
+    @property
+    def cell_weights(self) -> np.ndarray | None:
+        """Per cell, the weight of its squared residual (``None``: each cell once)."""
+        from fitrules.engine.fit import cell_weights
+
+        return cell_weights(self.weights, self.cells.table, self.objective)
+
+    @property
+    def information(self) -> dict[str, float]:
+        """AIC, AICc, BIC and R^2 on the cell means (in-sample; see
+        :func:`fitrules.engine.fit.information_criteria`)."""
+        from fitrules.engine.fit import information_criteria
+
+        pred = predict(self.form, self.cells.X, self.constants)
+        return information_criteria(
+            self.cells.y, pred, self.objective, len(self.constants), self.cell_weights
+        )
+
+    # ------------------------------------------------------------ numbers
+    @property
+    def constants(self) -> dict[str, float]:
+        return dict(self.result.constants)
+
+    @property
+    def stderr(self) -> dict[str, float]:
+        """Standard error of each constant from the Jacobian (NaN when not estimable)."""
+        return self.uncertainty.stderr
+
+    @property
+    def correlation(self) -> pd.DataFrame:
+        """Correlations between the constants, from the Jacobian."""
+        return self.uncertainty.correlation
+
+    @property
+    def seed_offset_sd(self) -> dict[str, float]:
+        """Per constant, the sd the grid's seed offset gives it (0 without shared seed ids):
+        a level constant absorbs the average effect of the grid's seed ids."""
+        if self.seed_offset is None or self.offset_response is None:
+            return {c: 0.0 for c in self.constants}
+        var = self.seed_offset.var * (self.offset_response**2).sum(axis=1)
+        return {c: float(np.sqrt(v)) for c, v in zip(self.form.constants, var, strict=True)}
+
+    @property
+    def intervals(self) -> dict[str, tuple[float, float]] | None:
+        """Interval of each constant for its value over new seed ids (``intervals_covers``),
+        if intervals were asked for: the bootstrap interval (its kind:
+        ``bootstrap.interval_kind``), each side widened in quadrature by the grid's seed
+        offset (``seed_offset_sd`` times a t quantile on the seed degrees of freedom); the
+        same as :attr:`intervals_grid_seeds` when no seed id is shared across cells."""
+        base = self.intervals_grid_seeds
+        if base is None or self.seed_offset is None:
+            return base
+        q = self.seed_offset.quantile(self.bootstrap.level)
+        sd = self.seed_offset_sd
+        out = {}
+        for c, (lo, hi) in base.items():
+            v, h = self.constants[c], q * sd[c]
+            if not np.isfinite(h):
+                out[c] = (-np.inf, np.inf)
+                continue
+            out[c] = (v - float(np.hypot(v - lo, h)), v + float(np.hypot(hi - v, h)))
+        return out
+
+    @property
+    def intervals_grid_seeds(self) -> dict[str, tuple[float, float]] | None:
+        """Bootstrap interval of each constant as the grid's own seed ids give it (no seed
+        offset: what a refit on new runs at the same seed ids would scatter about)."""
+        return self.bootstrap.constant_intervals() if self.bootstrap is not None else None
+
+    @property
+    def intervals_covers(self) -> str:
+        """Which value :attr:`intervals` covers."""
+        return (
+            "each constant's value over new seed ids"
+            if self.seed_offset is not None
+            else "each constant's value (no seed id shared across cells: new seed ids and "
+            "the grid's give the same interval)"
+        )
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per constant: value, standard error (Jacobian), bootstrap interval."""
+        rows = []
+        iv = self.intervals
+        for c, v in self.constants.items():
+            row = {"constant": c, "value": v, "stderr": self.stderr[c]}
+            if iv is not None:
+                row["low"], row["high"] = iv[c]
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @property
+    def residuals(self) -> pd.DataFrame:
+        """The cells with the prediction and the residual of each: observed minus
+        predicted, in percent of the observed value (the convention of every figure)."""
+        pred = predict(self.form, self.cells.X, self.result.constants)
+        t = self.cells.table.copy()
+        t["predicted"] = pred
+        t["residual_pct"] = 100 * (t["value"] - pred) / t["value"]
+        return t
+
+    @property
+    def train_error(self) -> dict:
+        """Mean and worst absolute relative error over the fitted cells (%), and the RMSE."""
+        from fitrules.engine.metrics import heldout_errors
+
+        return heldout_errors(self.cells.y, predict(self.form, self.cells.X, self.constants))
+
+    @property
+    def reasons(self) -> list[str]:
+        return list(self.result.reasons)
+
+    @api_terms
+    def predict(
+        self, point: str | dict | None = None, runs: int | None = None, **values: float
+    ) -> Prediction:
+        """The prediction at a point, in the grid or not, with its uncertainty.
+
+        Parameters
+        ----------
+        point : ``"H=8,keep=0.25"`` or a dict; or give the values as keywords.
+            Variables the point does not name come from the grid's ``derive`` expressions
+            (and ``omega`` from ``keep``).
+        runs : k: also give the interval for the mean of k new runs at the point (the
+            configuration's mean plus the seed noise of k runs).
+
+        Returns
+        -------
+        Prediction
+            A dict that renders itself (``print(p)``, ``p.summary()``, HTML in a notebook,
+            ``p.to_json()``): ``given`` (the values as given), ``point`` (the form's variables),
+            ``prediction``, ``stderr`` (delta method, from the Jacobian: the constants only);
+            ``interval`` with ``interval_kind`` and ``level``: the prediction interval for
+            the configuration's mean loss, which carries the form's misfit as held-out cells
+            show it (None without intervals); ``interval_runs`` for the mean of ``runs`` new
+            runs; ``constants_interval``: the bootstrap interval, which carries only the
+            constants' uncertainty, as if the form were exactly true; ``extrapolation``:
+            each variable outside the fitted cells' range, with how far (a ratio >= 1).
+
+        Raises
+        ------
+        FitrulesError
+            For a point the form cannot be evaluated at, or ``runs`` below 1: a point
+            that names an unknown variable or leaves one undetermined, or one outside the
+            form's domain (no finite prediction, e.g. ``N=-1``).
+
+        Examples
+        --------
+        >>> f.predict(H=8, keep=0.25, runs=3)["interval_runs"]  # doctest: +SKIP
+        """
+
+        if point is None:
+            point = dict(values)
+        elif values:
+            raise TypeError("give the point as text, a dict, or keywords, not several")
+        if runs is not None and (
+            isinstance(runs, bool) or not isinstance(runs, int | np.integer) or runs < 1
+        ):
+            raise FitrulesError(
+                f"runs {runs!r}: the number of new runs must be a whole number >= 1"
+            )
+        given, at = resolve_point(point, self.form, self.derive, harness=self.harness)
+        for col, levels in (self.form.levels or {}).items():
+            if float(at[col]) not in levels:
+                from fitrules.base.errors import FormError
+                from fitrules.model.forms import format_level
+
+                raise FormError(
+                    f"form {self.form.name!r} has constants per level of {col}, and none for "
+                    f"{col}={format_level(float(at[col]))}; it predicts at the levels it was "
+                    f"fitted on: {', '.join(format_level(v) for v in levels)}"
+                )
+        X = {v: np.array([float(at[v])]) for v in self.form.bound_variables}
+        with np.errstate(all="ignore"):
+            value = float(predict(self.form, X, self.constants)[0])
+        if not np.isfinite(value):
+            raise FitrulesError(
+                f"form {self.form.name!r} gives no finite prediction at "
+                f"{format_point(given)} ({value:g}): the point is outside the form's domain "
+                "(e.g. a negative base raised to a fractional power)"
+            )
+        se = float(self.uncertainty.prediction_se(self.form, X, self.constants)[0])
+        out: dict = {"given": given, "point": at, "prediction": value, "stderr": se}
+        out["interval"], out["interval_kind"], out["level"] = None, None, None
+        if self.heldout is not None:
+            h = self.heldout.predict_at(at, runs)
+            out["interval"] = h["interval"]
+            out["interval_kind"] = f"held-out misfit: {COVERS_NEW_SEEDS}"
+            out["interval_grid_seeds"] = h["interval_grid_seeds"]
+            out["interval_grid_seeds_kind"] = f"held-out misfit: {COVERS_GRID_SEEDS}"
+            out["level"] = self.heldout.level
+            if runs is not None:
+                out["runs"] = int(runs)
+                out["interval_runs"] = h["interval_runs"]
+                out["interval_runs_kind"] = f"held-out misfit: {h['covers_runs']}"
+                out["interval_runs_grid_seeds"] = h["interval_runs_grid_seeds"]
+                out["interval_runs_grid_seeds_kind"] = (
+                    f"held-out misfit: {h['covers_runs_grid_seeds']}"
+                )
+            out["seed_offset_sd"] = h["seed_offset_sd"]
+            out["misfit_sd"] = h["misfit_sd"]
+            out["extrapolation_sd"] = h["extrapolation_sd"]
+            out["extrapolation"] = h["extrapolation"]
+        if self.bootstrap is not None:
+            out["constants_interval"] = self.bootstrap.predict_at(at)["interval"]
+            out["constants_interval_kind"] = (
+                f"{self.bootstrap.kind} bootstrap: the constants only (as if the form were exact)"
+            )
+            out["level"] = self.bootstrap.level if out["level"] is None else out["level"]
+        return Prediction(out, form=self.form.name)
+
+    # ------------------------------------------------------------ views
+    def __repr__(self) -> str:
+        consts = ", ".join(f"{k}={v:.4g}" for k, v in self.constants.items())
+        return f"FittedForm({self.form.name}: {consts}; {len(self.cells)} cells)"
+
+    def __str__(self) -> str:
+        from fitrules.views.text import render_fitted
+
+        return render_fitted(self)
+
+    def summary(self) -> str:
+        """The whole result in words, as the command line prints it (the same as
+        ``str(self)``); in a notebook it shows as text."""
+        from fitrules.base.util import Text
+
+        return Text(str(self))
+
+    def _repr_html_(self) -> str:
+        from fitrules.views.html import fitted_html
+
+        return fitted_html(self)
+
+    def to_dict(self, cells: bool = True) -> dict:
+        """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out
+        the per-cell table (observed values, predictions, residuals)."""
+        out = {
+            "fitrules_version": __version__,
+            "data": self.data,
+            "form": self.form.to_dict(),
+            "objective": self.objective.describe(),
+            "weights": self.weights,
+            "constants": self.constants,
+            "train_objective": self.result.objective,
+            "train_error": self.train_error,
+            "information_criteria": {
+                **self.information,
+                "note": INFORMATION_NOTE,
+            },
+            "condition_number": self.result.cond,
+            "degenerate": self.result.degenerate,
+            "reasons": self.reasons,
+            "uncertainty": self.uncertainty.to_dict(),
+        }
+        if cells:
+            out["cells"] = self.residuals.to_dict("records")
+        if self.bootstrap is not None:
+            b = self.bootstrap
+            out["bootstrap"] = {
+                "kind": b.kind,
+                "interval": b.interval_kind,
+                "why": b.reason,
+                "resamples": b.resamples,
+                "seed": b.seed,
+                "level": b.level,
+                "failed": b.failed,
+                "single_run_cells": b.single_run_cells,
+                "constants": {k: list(v) for k, v in b.constant_intervals().items()},
+                "covers": "each constant's value at the grid's seed ids",
+            }
+            out["constant_intervals"] = {
+                "covers": self.intervals_covers,
+                "seed_offset_sd": self.seed_offset_sd,
+                "seed_offset": None if self.seed_offset is None else self.seed_offset.to_dict(),
+                "constants": {k: list(v) for k, v in (self.intervals or {}).items()},
+            }
+        if self.heldout is not None:
+            out["prediction_intervals"] = self.heldout.to_dict()
+        if self.predictions:
+            out["predictions"] = self.predictions
+        return json_ready(out)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        from fitrules.base.outputs import inputs_of
+        from fitrules.base.util import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
+        return text
+
+    def report(
+        self,
+        target: str | Path,
+        force: bool = False,
+        command: str = "",
+        cells: bool = True,
+        figure_format: str | Sequence[str] | None = None,
+        labels: str | dict | None = None,
+    ) -> Path:
+        """Write a report directory: report.md, figures and results.json (with the per-cell
+        table unless ``cells=False``, e.g. for data that may not be redistributed); figures
+        as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too;
+        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``)."""
+        from fitrules.base.errors import report_parameter
+        from fitrules.base.outputs import check_result_output, inputs_of
+        from fitrules.views.figures import axis_labels, figure_formats
+        from fitrules.views.markdown import fit_report
+
+        check_result_output(target, inputs_of(self), "target", "dir")
+        with report_parameter("target"):
+            with figure_formats(figure_format), axis_labels(labels):
+                return fit_report(self, Path(target), command, force, cells)
+
+    # ------------------------------------------------------------ figures
+    def plot_fit(self, ax=None):
+        """Observed against predicted at every cell; returns the matplotlib Axes."""
+        from fitrules.views import figures
+
+        return figures.observed_vs_predicted(self.cells, self.form, self.constants, self.unit, ax)
+
+    def plot_residuals(self, x: str | None = None, ax=None):
+        """Relative residuals against the variable ``x`` (default: the form's first)."""
+        from fitrules.views import figures
+
+        x = x or self.form.bound_variables[0]
+        self._check_variable(x)
+        return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
+
+    def plot_curves(self, x: str | None = None, ax=None):
+        """Data and the fitted form against ``x`` (default: the form's first variable), with
+        the prediction interval (misfit included) shaded when intervals were asked for."""
+        from fitrules.views import figures
+
+        x = x or self.form.bound_variables[0]
+        self._check_variable(x)
+        band = self.heldout.band if self.heldout is not None else None
+        return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax, band)
+
+    def _check_variable(self, x: str) -> None:
+        from fitrules.base.errors import FormError
+
+        if x not in self.form.bound_variables:
+            raise FormError(
+                f"form {self.form.name!r} reads {', '.join(self.form.bound_variables)}, not {x!r}"
+            )

@@ -1,0 +1,1 @@
+"""The model layer: expressions, forms and their registry, grids and loading, splits."""

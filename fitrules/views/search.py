@@ -1,0 +1,445 @@
+"""Views of a search: terminal text, JSON, forms.toml entries, the front figure, a report."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from fitrules import __version__
+from fitrules.base.util import json_ready
+from fitrules.views import figures
+from fitrules.views.directory import write_report_dir
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None or not math.isfinite(float(x)) else f"{float(x):.3f}%"
+
+
+def _ratio(x) -> str:
+    return "n/a" if x is None or not math.isfinite(float(x)) else f"{float(x):.2f}"
+
+
+def _inner_text(s) -> str:
+    st = s.settings
+    return st.get("inner_protocol") or (
+        f"{st.get('n_inner')} inner random splits fitting {st.get('inner_train_frac', 0):.3g} "
+        "of its cells"
+    )
+
+
+def _outer_text(s) -> str:
+    o = s.settings.get("outer", {})
+    if o.get("protocol") == "random":
+        return (
+            f"{o.get('n_splits')} random outer splits fitting {o.get('train_frac', 0):.3g} of "
+            f"the cells (seed {o.get('seed')})"
+        )
+    if o.get("rolling_origin"):
+        n = s.settings.get("n_outer")
+        return (
+            f"outer protocol {o.get('protocol')} asked at {n} cut point{'s' if n != 1 else ''} "
+            "(a rolling origin: fit below each, score the levels from it on)"
+        )
+    return f"outer protocol {o.get('protocol')} ({s.settings.get('n_outer')} outer splits)"
+
+
+def _named(s) -> dict[str, str]:
+    """Every form the budget table names (most picked, picked from all cells), with its
+    expression, so that no name is printed without what it is."""
+    names = [*s.budgets["final_choice"], *s.budgets["most_picked"]]
+    return {n: s.forms[n].expression for n in dict.fromkeys(names) if isinstance(n, str)}
+
+
+def _sentences(s) -> list[str]:
+    b = s.best
+    k = int(b["max_constants"])
+    if s.chosen is None:
+        out = [
+            f"No form could be picked from all cells at {k} constants at most: every "
+            "candidate's fits failed (degenerate or named wild) in half the final splits or "
+            "more, or on all cells."
+        ]
+    else:
+        if s.settings.get("front_testable", True):
+            why = (
+                "the largest budget on the front: each budget on it has a lower outer error "
+                "than the one before by more than a standard error over the outer splits"
+            )
+        else:
+            why = (
+                f"the unrestricted budget: with {int(s.settings.get('n_outer', 1))} outer split "
+                "the front cannot be tested (a budget joins it by more than a standard error "
+                "over outer splits), so no budget is chosen by outer error"
+            )
+        out = [
+            f"At {k} constants at most ({why}), the search picks {s.chosen.expression!r} "
+            f"({b['final_choice']}) from all cells; the same form was picked in "
+            f"{b['final_choice_share']:.0%} of the outer splits at that budget."
+        ]
+        lower = [
+            r
+            for r in s.budgets.to_dict("records")
+            if int(r["max_constants"]) != k
+            and math.isfinite(float(r["outer_median_pct"]))
+            and float(r["outer_median_pct"]) < float(b["outer_median_pct"])
+        ]
+        if lower:
+            out.append(
+                "A lower outer median at another budget: "
+                + ", ".join(
+                    f"{int(r['max_constants'])} constants {_pct(r['outer_median_pct'])}"
+                    for r in lower
+                )
+                + f" (against {_pct(b['outer_median_pct'])} here)"
+                + (
+                    ", not lower by more than a standard error over the outer splits."
+                    if s.settings.get("front_testable", True)
+                    else "; one outer split cannot say whether it is lower beyond chance."
+                )
+            )
+    if b["outer_splits"]:
+        base = "; ".join(
+            f"{r['form']} alone, no selection: {_ratio(r['outer_over_inner'])}"
+            for r in s.references.to_dict("records")
+        )
+        out.append(
+            f"That procedure's outer error, over {int(b['outer_splits'])} outer splits, has "
+            f"median {_pct(b['outer_median_pct'])}; the forms it picked inside had a median "
+            f"inner error of {_pct(b['inner_median_pct'])}: outer / inner "
+            f"{_ratio(b['optimism'])}"
+            + (
+                f" ({base}: the protocol's own ratio, against which selection shows)"
+                if base
+                else ""
+            )
+            + ". The budget was put on the front by these outer errors, so this median is "
+            "itself slightly optimistic."
+        )
+    else:
+        out.append("No outer split could pick a form: the procedure has no outer error here.")
+    for r in s.references.to_dict("records"):
+        out.append(
+            f"Against {r['form']} ({r['n_constants']} constants, written by hand; outer median "
+            f"{_pct(r['outer_median_pct'])}): the search's pick at {k} constants at most was "
+            f"lower in {r['search_lower']} of {r['paired_splits']} outer splits (median ratio "
+            f"{_ratio(r['median_ratio'])}; descriptive, not a test: run compare for a verdict)."
+        )
+    return out
+
+
+def render_search(s) -> str:
+    """The terminal view."""
+    st = s.settings
+    lines = [
+        f"fitrules search: {s.grid_label}",
+        f"variables {', '.join(st.get('variables', []))}; objective "
+        f"{st.get('objective', '')}; rule {st.get('rule')}",
+        f"candidates: {s.n_generated:,} proposed, {len(s.candidates):,} fitted; dropped: "
+        + (", ".join(f"{v} {k}" for k, v in s.pruned.items()) or "none"),
+    ]
+    if st.get("screen"):
+        sc = st["screen"]
+        lines.append(
+            f"staged: {sc['screened']:,} candidates screened on {sc['splits']} inner splits of "
+            f"each outer split; {sc['validated']:,} given the full nested fits (the best "
+            f"{sc['keep']} of each number of constants in some outer split or the final "
+            "choice; each split picks among its own)"
+        )
+    if st.get("left_out"):
+        lines.append(
+            "left out of the variables as other outcomes of each run: "
+            + ", ".join(f"{c} ({why})" for c, why in st["left_out"].items())
+            + "; name one in --variables to search over it"
+        )
+    lines += [
+        f"protocol: {_outer_text(s)}; inside each, {_inner_text(s)} rank the candidates",
+        "",
+        "Outer error of the procedure at each budget (at most k constants):",
+        f"{'k':>3} {'forms':>6} {'outer median':>13} {'p90':>9} {'inner median':>13} "
+        f"{'optimism':>9} {'front':>6}  picked from all cells (most picked, share)",
+    ]
+    for r in s.budgets.to_dict("records"):
+        name = r["final_choice"]
+        final = s.forms[name].expression if isinstance(name, str) else "none"
+        lines.append(
+            f"{r['max_constants']:>3} {r['n_candidates']:>6} {_pct(r['outer_median_pct']):>13} "
+            f"{_pct(r['outer_p90_pct']):>9} {_pct(r['inner_median_pct']):>13} "
+            f"{_ratio(r['optimism']):>9} {'yes' if r['on_front'] else '':>6}  {final} "
+            f"({r['most_picked']}, {r['most_picked_share']:.0%})"
+        )
+    lines += ["forms named in the table:"]
+    lines += [f"  {n} = {e}" for n, e in _named(s).items()]
+    lines += ["", "How often each form was picked (unrestricted budget):"]
+    picked = s.candidates[s.candidates["picked"] > 0].sort_values(
+        ["picked", "n_constants"], ascending=[False, True]
+    )
+    n_outer = int(st.get("n_outer", 0))
+    for r in picked.head(8).to_dict("records"):
+        lines.append(
+            f"  {r['picked']:>3} of {n_outer}  {r['name']}  outer median "
+            f"{_pct(r['outer_median_when_picked_pct'])} over those {r['picked']}  "
+            f"{r['expression']}"
+        )
+    if s.references is not None and len(s.references):
+        lines += ["", "Hand-written references on the same outer splits (no selection):"]
+        for r in s.references.to_dict("records"):
+            lines.append(
+                f"  {r['form']:<16} {r['n_constants']} constants  outer median "
+                f"{_pct(r['outer_median_pct'])}  p90 {_pct(r['outer_p90_pct'])}"
+            )
+    lines += [""] + _sentences(s)
+    lines += [f"warning: {w}" for w in s.warnings]
+    return "\n".join(lines)
+
+
+def search_dict(s) -> dict:
+    return json_ready(
+        {
+            "grid": s.grid_label,
+            "settings": s.settings,
+            "n_proposed": s.n_generated,
+            "n_fitted": len(s.candidates),
+            "dropped": s.pruned,
+            "budgets": s.budgets.to_dict("records"),
+            "front": [
+                {
+                    "max_constants": int(r["max_constants"]),
+                    "form": r["final_choice"],
+                    "expression": s.forms[r["final_choice"]].expression,
+                    "outer_median_pct": r["outer_median_pct"],
+                }
+                for r in s.front.to_dict("records")
+                if isinstance(r["final_choice"], str)
+            ],
+            "references": s.references.to_dict("records"),
+            "forms_named": _named(s),
+            "picked": s.candidates[s.candidates["picked"] > 0][
+                ["name", "expression", "n_constants", "picked"]
+            ].to_dict("records"),
+            "choices": s.choices.to_dict("records"),
+            "warnings": s.warnings,
+            "pick_guard": getattr(s, "pick_guard", {}),
+            "fitrules": __version__,
+        }
+    )
+
+
+def forms_toml(s, prefix: str = "searched") -> str:
+    """``forms.toml`` entries for the forms on the front, each saying where it came from."""
+    lines = [
+        f"# Forms picked by `fitrules search` on {s.grid_label} (rule {s.settings.get('rule')},",
+        "# nested validation): one per budget on the front of outer error against constants.",
+        "# They were chosen on these cells: a comparison on the same cells is not independent",
+        "# of that choice, and `compare` says so.",
+    ]
+    # one entry per form: a form picked at several budgets is named after the smallest
+    budgets: dict[str, list[dict]] = {}
+    for r in s.front.to_dict("records"):
+        if isinstance(r["final_choice"], str):
+            budgets.setdefault(r["final_choice"], []).append(r)
+    for name, rows in budgets.items():
+        f = s.forms[name]
+        at = "; ".join(
+            f"<= {int(r['max_constants'])} constants ({int(r['n_candidates'])} candidates; the "
+            f"procedure's outer median there {_pct(r['outer_median_pct'])} over "
+            f"{int(r['outer_splits'])} outer splits)"
+            for r in rows
+        )
+        origin = (
+            f"fitrules search on {s.grid_label}: picked from all cells at {at}; "
+            "budgets joined the front by their outer errors"
+        )
+        lines += [
+            "",
+            f"[{prefix}_k{int(rows[0]['max_constants'])}]",
+            f"expr = {json.dumps(f.expression)}",
+            f"variables = {json.dumps(list(f.variables or ()))}",
+        ]
+        if f.bounds:
+            inner = ", ".join(f"{k} = [{lo:.12g}, {hi:.12g}]" for k, (lo, hi) in f.bounds.items())
+            lines.append(f"bounds = {{ {inner} }}")
+            starts = ", ".join(f"{k} = [{lo:.12g}, {hi:.12g}]" for k, (lo, hi) in f.start.items())
+            lines.append(f"start = {{ {starts} }}")
+        lines.append(f"origin = {json.dumps(origin)}")
+    return "\n".join(lines) + "\n"
+
+
+def plot_front(s, ax=None):
+    """Outer error against number of constants: every candidate's own outer median (grey,
+    descriptive), the procedure at each budget (with its quartiles over outer splits), the
+    front, and the hand-written references."""
+    ax = figures._ax(ax)
+    c = s.candidates
+    rng = np.random.default_rng(0)
+    jitter = rng.uniform(-0.18, 0.18, len(c))
+    ax.scatter(
+        c["n_constants"] + jitter,
+        c["own_outer_median_pct"],
+        s=6,
+        color="0.75",
+        label="each candidate alone (descriptive)",
+        zorder=1,
+    )
+    b = s.budgets
+    q = s.choices.groupby("budget")["outer_pct"]
+    lo, hi = q.quantile(0.25), q.quantile(0.75)
+    k = b["max_constants"].to_numpy()
+    m = b["outer_median_pct"].to_numpy(float)
+    ax.errorbar(
+        k,
+        m,
+        yerr=[m - lo.reindex(k).to_numpy(), hi.reindex(k).to_numpy() - m],
+        fmt="o-",
+        color="C0",
+        capsize=3,
+        zorder=3,
+        label="search at <= k constants (nested: median, quartiles)",
+    )
+    f = b[b["on_front"]]
+    ax.scatter(
+        f["max_constants"],
+        f["outer_median_pct"],
+        s=90,
+        facecolors="none",
+        edgecolors="C3",
+        linewidths=1.5,
+        zorder=4,
+        label="front",
+    )
+    for i, r in enumerate(s.references.to_dict("records")):
+        ax.scatter(
+            [r["n_constants"]],
+            [r["outer_median_pct"]],
+            marker="s",
+            s=40,
+            color=f"C{i + 1}",
+            zorder=5,
+            label=f"{r['form']} (hand-written)",
+        )
+    finite = c["own_outer_median_pct"].to_numpy(float)
+    finite = finite[np.isfinite(finite)]
+    if len(finite):
+        top = max(np.nanmax(m) * 3, np.percentile(finite, 75) * 1.5)
+        ax.set_ylim(0, top)
+    ax.set_xticks(sorted(set(int(v) for v in b["max_constants"])))
+    ax.set_xlabel("constants (at most k, for the search)")
+    ax.set_ylabel("outer held-out error, median over outer splits (%)")
+    figures._title(ax, f"search on {s.grid_label}: outer error against constants")
+    figures._legend(ax, fontsize=7)
+    return ax
+
+
+def search_markdown(s, command: str | None) -> str:
+    from fitrules.views.markdown import code
+
+    st = s.settings
+    lines = [
+        f"# fitrules search: {s.grid_label}",
+        "",
+        *[f"- {x}" for x in _sentences(s)],
+        "",
+        "| | |",
+        "|---|---|",
+        f"| command | {code(command or '')} |",
+        f"| variables | {', '.join(st.get('variables', []))} |",
+        f"| grammar | {code(json.dumps(st.get('grammar')))} |",
+        f"| candidates | {s.n_generated:,} proposed, {len(s.candidates):,} fitted |",
+        "| dropped before the nested fits | "
+        + ("; ".join(f"{k}: {v}" for k, v in s.pruned.items()) or "none")
+        + " |",
+        f"| outer protocol | {_outer_text(s)} |",
+        f"| inner protocol | {_inner_text(s)} |",
+        f"| selection rule | {st.get('rule')} |",
+        f"| objective | {st.get('objective')} |",
+        f"| fitrules | {__version__} |",
+        "",
+        "## The procedure at each budget",
+        "",
+        "Outer error: the held-out error (mean relative error over the outer held-out cells, %) "
+        "of whatever the inner step picked, per outer split. Inner: the median inner error the "
+        "winner was picked by. Optimism: outer median / inner median.",
+        "",
+        "| at most k constants | candidates | outer median | outer p90 | inner median | "
+        "optimism | most picked (share) | picked from all cells | front |",
+        "|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for r in s.budgets.to_dict("records"):
+        name = r["final_choice"]
+        final = s.forms[name].expression if isinstance(name, str) else "none"
+        lines.append(
+            f"| {r['max_constants']} | {r['n_candidates']} | {_pct(r['outer_median_pct'])} | "
+            f"{_pct(r['outer_p90_pct'])} | {_pct(r['inner_median_pct'])} | "
+            f"{_ratio(r['optimism'])} | {r['most_picked']} ({r['most_picked_share']:.0%}) | "
+            f"{code(final)} | {'yes' if r['on_front'] else ''} |"
+        )
+    lines += ["", "Forms named in the table:", ""]
+    lines += [f"- {n}: {code(e)}" for n, e in _named(s).items()]
+    lines += [
+        "",
+        "![front](front.png)",
+        "",
+        "## Forms picked across outer splits",
+        "",
+        "| picked (at the largest budget) | form | constants | outer median when picked | "
+        "expression |",
+        "|---:|---|---:|---:|---|",
+    ]
+    picked = s.candidates[s.candidates["picked"] > 0].sort_values(
+        ["picked", "n_constants"], ascending=[False, True]
+    )
+    for r in picked.to_dict("records"):
+        lines.append(
+            f"| {r['picked']} of {st.get('n_outer')} | {r['name']} | {r['n_constants']} | "
+            f"{_pct(r['outer_median_when_picked_pct'])} over those {r['picked']} | "
+            f"{code(r['expression'])} |"
+        )
+    if len(s.references):
+        lines += [
+            "",
+            "## Hand-written references (no selection)",
+            "",
+            "| form | constants | outer median | outer p90 | search lower in | "
+            "median ratio (search / form) |",
+            "|---|---:|---:|---:|---|---:|",
+        ]
+        for r in s.references.to_dict("records"):
+            lines.append(
+                f"| {r['form']} {code(r['expression'])} | {r['n_constants']} | "
+                f"{_pct(r['outer_median_pct'])} | {_pct(r['outer_p90_pct'])} | "
+                f"{r['search_lower']} of {r['paired_splits']} | {_ratio(r['median_ratio'])} |"
+            )
+        lines += [
+            "",
+            "The references were written by people who had seen grids like this one; "
+            "their outer errors carry no selection by this search, but not none at all.",
+        ]
+    lines += [
+        "",
+        "## Forms for compare",
+        "",
+        "`forms.toml` here holds the front's forms; copy them into a `forms.toml` and run "
+        "`fitrules compare --forms ...`, which states that they came from a search.",
+        "",
+    ]
+    lines += [f"- {w}" for w in s.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def write_search_report(s, target: Path, command: str | None = None, force: bool = False) -> Path:
+    """``report.md``, ``front.png``, ``forms.toml``, ``results.json``, ``candidates.csv``,
+    ``dropped.csv``."""
+
+    def build(d: Path) -> None:
+        figures.save(plot_front(s), d / "front.png")
+        (d / "report.md").write_text(search_markdown(s, command))
+        (d / "forms.toml").write_text(forms_toml(s))
+        (d / "results.json").write_text(
+            json.dumps(search_dict(s), indent=1, allow_nan=False) + "\n"
+        )
+        s.candidates.to_csv(d / "candidates.csv", index=False, float_format="%.12g")
+        s.dropped.to_csv(d / "dropped.csv", index=False)
+
+    return write_report_dir(target, build, force)
