@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import math
 import numbers
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -124,6 +125,385 @@ def tune(grid: GridLike | None, factors: Sequence[str] | str, tune_seeds: Sequen
     from fitrules.jobs.tune import tune as run_tune
 
     return run_tune(as_grid(grid), factors, tune_seeds)
+
+
+@api_terms
+def validate(
+    grid: GridLike | None = None,
+    *,
+    tune: str | Sequence[str] | None = None,
+    tune_seeds: Sequence[int] | str | None = None,
+):
+    """Check a results grid and summarise it: what ``fitrules validate`` prints.
+
+    Runs, cells, levels per factor, seeds per cell, the rows set aside and the columns left
+    out or pooled, and a per-seed effect shared across cells when the runs show one. A
+    grid whose seed ids mean different things in different cells is refused, as
+    :func:`compare` refuses it.
+
+    Parameters
+    ----------
+    grid : Grid, DataFrame or path, optional
+        The results table; None is the default grid.
+    tune, tune_seeds : tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
+
+    Returns
+    -------
+    fitrules.jobs.validate.Validation
+        ``.facts`` (a dict), ``.grid``, ``.tuning``; ``print(v)`` in words,
+        ``v.to_json(path)``, HTML in a notebook.
+
+    Raises
+    ------
+    GridError
+        For a table that cannot be read or checked; the message names the file and column.
+
+    Examples
+    --------
+    >>> v = fr.validate(fr.load_example("main"))  # doctest: +SKIP
+    >>> v.facts["cells"], v.facts["seeds_per_cell"]  # doctest: +SKIP
+    """
+    from fitrules.jobs.validate import validate as run_validate
+
+    g, tuning = _tuned(as_grid(grid), tune, tune_seeds)
+    return run_validate(g, tuning)
+
+
+def check_predict_options(at, *, runs=None, tolerance=None, objective="rel_ls", delta=1e-3,
+                          resamples=200, seed=0, level=0.95, fix=None, bounds=None, by=None,
+                          shared=None) -> None:  # fmt: skip
+    """Refuse a prediction's options before anything is read or written (``fitrules
+    predict`` calls this first too, in this order)."""
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.intervals import check_bootstrap_options, parse_point
+    from fitrules.model.forms import parse_bounds, parse_fix
+
+    if tolerance is not None and not (
+        isinstance(tolerance, numbers.Real) and math.isfinite(tolerance) and tolerance > 0
+    ):
+        raise FitrulesError(f"--tolerance {tolerance}: must be a positive, finite percentage")
+    Objective(objective, delta)
+    parse_fix(fix)
+    parse_bounds(bounds)
+    if shared is not None and by is None:
+        raise FitrulesError("--shared needs --by COLUMN")
+    check_bootstrap_options(resamples, seed, level)
+    parse_point(at, "--at")
+    check_runs(runs)
+
+
+def check_runs(runs: int | None) -> None:
+    """The number of new runs a prediction's interval is for: 1 to 1000, or None."""
+    if runs is not None and not (isinstance(runs, numbers.Integral) and 1 <= runs <= 1000):
+        raise FitrulesError(f"--runs {runs}: the number of new runs must be between 1 and 1000")
+
+
+@api_terms
+def predict(
+    grid: GridLike | None,
+    form: FormLike,
+    at: str | Mapping[str, float],
+    *,
+    ledger: str | Path,
+    runs: int | None = None,
+    tolerance: float | None = None,
+    objective: str = "rel_ls",
+    delta: float = 1e-3,
+    bootstrap: str = "studentized",
+    resamples: int = 200,
+    seed: int = 0,
+    level: float = 0.95,
+    tune: str | Sequence[str] | None = None,
+    tune_seeds: Sequence[int] | str | None = None,
+    fix: Mapping[str, float] | Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
+    by: str | None = None,
+    shared: Sequence[str] | str | None = None,
+    weights: str = "cells",
+    command: str | None = None,
+):
+    """Fit ``form`` on every cell and write its prediction at ``at`` to ``ledger`` before
+    the run: what ``fitrules predict`` does.
+
+    The interval carries the form's misfit (leave-one-cell-out refits) as well as its
+    constants' uncertainty and, with ``runs=K``, the seed noise of K new runs; it is the
+    one :func:`score` later checks against the new runs. The ledger is append-only and
+    hash-chained: a record cannot be changed or removed unseen.
+
+    Parameters
+    ----------
+    grid : Grid, DataFrame or path, or None (the default grid).
+    form : a form's name, a ``"NAME = EXPR"`` line or a :class:`Form`.
+    at : the configuration predicted, ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
+    ledger : the ledger file (created if absent).
+    runs : the number of new runs whose mean will be measured (default: the
+        configuration's mean).
+    tolerance : the relative error (percent) the prediction commits to, if any.
+    objective, delta, bootstrap, resamples, seed, level, fix, bounds, by, shared, weights :
+        as for :func:`fit`.
+    tune, tune_seeds : tune these factors first (see :func:`tune`).
+    command : what made the record, kept in it (default ``"fr.predict"``).
+
+    Returns
+    -------
+    fitrules.jobs.ledger.LedgerEntry
+        ``.record`` (as appended, with its id and hashes), ``.head`` (keep it elsewhere),
+        ``.fitted``; ``print(e)`` says what was recorded.
+
+    Raises
+    ------
+    FitrulesError
+        For a bad option (named), a ledger that was tampered with or cannot be written, or
+        a point that gives no value of a variable.
+
+    Examples
+    --------
+    >>> e = fr.predict(None, "composition", "H=8,keep=0.25", ledger="l.jsonl")  # doctest: +SKIP
+    >>> e.record["interval"]  # doctest: +SKIP
+    """
+    from fitrules.jobs.ledger import (
+        LedgerEntry,
+        append_prediction,
+        check_ledger_target,
+        prediction_record,
+    )
+    from fitrules.model.forms import resolve_form
+    from fitrules.views.text import table_notes
+
+    if isinstance(at, Mapping):
+        at = ",".join(f"{k}={v!r}" for k, v in at.items())
+    arg.text(at, "at")
+    check_predict_options(at, runs=runs, tolerance=tolerance, objective=objective, delta=delta,
+                          resamples=resamples, seed=seed, level=level, fix=fix, bounds=bounds,
+                          by=by, shared=shared)  # fmt: skip
+    ledger = arg.path(ledger, "ledger")
+    check_ledger_target(ledger)  # a tampered or unwritable ledger is refused now
+    form = resolve_form(form) if isinstance(form, str) else form
+    g, _ = _tuned(as_grid(grid), tune, tune_seeds)
+    fitted = fit(g, form, objective=objective, delta=delta, predict=[at], bootstrap=bootstrap,
+                 resamples=resamples, seed=seed, level=level, fix=fix, bounds=bounds, by=by,
+                 shared=shared, weights=weights, runs=runs)  # fmt: skip
+    record = prediction_record(fitted, g, objective=objective, level=level, resamples=resamples,
+                               runs=runs, tolerance=tolerance,
+                               command=command or "fr.predict")  # fmt: skip
+    rec = append_prediction(ledger, record)
+    return LedgerEntry(ledger, rec, table_notes(fitted.data), fitted)
+
+
+@api_terms
+def score(
+    grid: GridLike,
+    ledger: str | Path,
+    *,
+    head: str | None = None,
+    tune: str | Sequence[str] | None = None,
+    tune_seeds: Sequence[int] | str | None = None,
+):
+    """Score a ledger's predictions against the new runs: what ``fitrules score`` does.
+
+    Each record's interval is checked against the mean of the new runs at its
+    configuration, and forms that predicted the same configurations are compared on them
+    with a paired test over configurations that knows the runs share seed ids.
+
+    Parameters
+    ----------
+    grid : Grid, DataFrame or path: the results table holding the new runs.
+    ledger : the ledger written by :func:`predict`.
+    head : the head printed when the last prediction was written (``N:HASH``, or the
+        hash alone): a ledger that lost or rewrote a record up to it is refused.
+    tune, tune_seeds : tune these factors first (see :func:`tune`).
+
+    Returns
+    -------
+    fitrules.jobs.ledger.Scores
+        ``.scores`` (one row per record), ``.coverage`` (per form), ``.pairs`` (the paired
+        tests); ``print(s)`` in words, ``s.to_json(path)``.
+
+    Raises
+    ------
+    FitrulesError
+        For a ledger that is missing, malformed or tampered with (``LedgerError``), or a
+        table that lacks a record's configuration or setup.
+
+    Examples
+    --------
+    >>> s = fr.score("runs.csv", "ledger.jsonl")  # doctest: +SKIP
+    >>> s.coverage  # doctest: +SKIP
+    """
+    from fitrules.jobs.ledger import score as run_score
+
+    ledger = arg.path(ledger, "ledger")
+    arg.text(head, "head", none=True)
+    g, _ = _tuned(as_grid(grid), tune, tune_seeds)
+    return run_score(ledger, g, head=head)
+
+
+@api_terms
+def verify_ledger(ledger: str | Path, head: str | None = None):
+    """Check a ledger's hash chain: what ``fitrules ledger verify`` does.
+
+    Parameters
+    ----------
+    ledger : the ledger written by :func:`predict`.
+    head : the head kept elsewhere (``N:HASH``, or the hash alone); without it a removed
+        last record or a rewritten chain cannot be detected.
+
+    Returns
+    -------
+    fitrules.jobs.ledger.LedgerCheck
+        ``.records``, ``.head_index``, ``.head`` (the head to keep now); ``print(c)``.
+
+    Raises
+    ------
+    LedgerError
+        For a ledger that is missing, empty, malformed or tampered with, or that no longer
+        holds ``head``; the message names the record.
+
+    Examples
+    --------
+    >>> fr.verify_ledger("ledger.jsonl", head="3:5f2c9e01a7b4")  # doctest: +SKIP
+    """
+    from fitrules.jobs.ledger import verify_ledger as run_verify
+
+    arg.text(head, "head", none=True)
+    return run_verify(arg.path(ledger, "ledger"), head)
+
+
+@api_terms
+def simulate(
+    spec: str | Path | None = None,
+    out: str | Path | None = None,
+    *,
+    cell: str | None = None,
+    seeds: str | None = None,
+    jobs: int = 1,
+    scheduler: str | None = None,
+    progress: bool | None = None,
+    quiet: bool = False,
+    command: str | None = None,
+):
+    """Run a grid spec's training runs with the bundled harness: what ``fitrules simulate``
+    does. Runs already in ``out`` are kept (a stopped run resumes), each finished run is
+    appended at once, and a manifest beside ``out`` records the spec, the version and the
+    command.
+
+    Parameters
+    ----------
+    spec : a spec file, or a committed spec's name (``"main"``); with ``cell``, the spec
+        whose fixed settings the cell starts from.
+    out : the results CSV to create or resume.
+    cell : one configuration instead of the whole spec, e.g. ``"H=4,keep=0.5"``.
+    seeds : seeds for ``cell``, e.g. ``"0,1,2"`` (default: the spec's, or 0).
+    jobs : worker processes; scheduler : a Dask scheduler's address instead of processes
+        (needs the ``distributed`` extra).
+    progress : show a progress bar (default: in a notebook or a terminal).
+    quiet : no line on stderr per finished run.
+    command : what made the table, kept in its manifest.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every run of the spec, one row a run, as written to ``out``; ``.attrs["spec"]`` is
+        the spec's name.
+
+    Raises
+    ------
+    FitrulesError
+        For a spec or cell that cannot be read (``SimError``), an ``out`` that cannot be
+        written or holds runs of another spec.
+
+    Examples
+    --------
+    >>> fr.simulate("main", "new.csv", cell="H=8,keep=0.25", seeds="0,1,2")  # doctest: +SKIP
+    """
+    from fitrules.sim.runner import check_out
+    from fitrules.sim.runner import simulate as run_simulate
+    from fitrules.sim.spec import cell_spec, load_spec
+
+    if out is None:
+        raise FitrulesError("simulate needs --out PATH: the results CSV to create or resume")
+    out = arg.path(out, "out")
+    jobs = arg.count(jobs, "jobs")
+    arg.text(seeds, "seeds", none=True)
+    if cell is not None and not (isinstance(cell, str) and cell.strip()):
+        raise FitrulesError(f"cell {cell!r}: give one or more settings, e.g. 'H=4,keep=0.5'")
+    check_out(out, jobs)  # before the spec is even read: nothing is written
+    base = load_spec(spec) if spec is not None else None
+    if cell is not None:
+        grid_spec = cell_spec(cell, base, seeds)
+    elif base is not None:
+        if seeds is not None:
+            raise FitrulesError("--seeds applies to --cell; a spec lists its own seeds")
+        grid_spec = base
+    else:
+        raise FitrulesError("simulate needs a SPEC file or --cell")
+    table = run_simulate(grid_spec, out, jobs=jobs, show_progress=progress, command=command,
+                         scheduler=scheduler, log=None if quiet else _log_line)  # fmt: skip
+    table.attrs["spec"] = grid_spec.name
+    return table
+
+
+def _log_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@api_terms
+def add_form(line: str, grid: GridLike | None = None, folder: str | Path | None = None) -> Form:
+    """Add a form to ``forms.toml`` (of the working directory, or ``folder``): what
+    ``fitrules forms add`` does. Later commands and calls find it by its name.
+
+    Parameters
+    ----------
+    line : ``"NAME = EXPR"`` or ``"NAME(VARS) = EXPR"``, e.g.
+        ``"mine = L0 + a*omega**c"``.
+    grid : a grid to resolve the variables against (a name close to a column, "omgea", is
+        refused); default: the default grid when the line names no variables.
+    folder : the folder whose ``forms.toml`` holds the forms (default: the working one).
+
+    Returns
+    -------
+    Form
+        The form added, bound to the grid's columns.
+
+    Raises
+    ------
+    FormError
+        For a line that is no form, a name already taken, or a variable the grid lacks.
+
+    Examples
+    --------
+    >>> fr.add_form("mine = L0 + a*omega**c")  # doctest: +SKIP
+    """
+    from fitrules.model.forms import add_form_to_file, parse_form_line
+
+    arg.text(line, "line")
+    form = parse_form_line(line, "fitrules forms add")
+    if form.variables is None or grid is not None:
+        g = as_grid(grid)
+        form = form.bind(g.columns, g.runs)  # refuses a name close to a column ("omgea")
+    name, _, expression = line.partition("=")
+    add_form_to_file(name.strip(), expression.strip(), cwd=arg.path(folder, "folder", none=True))
+    return form
+
+
+@api_terms
+def remove_form(name: str, folder: str | Path | None = None) -> Path:
+    """Remove a form from ``forms.toml`` (of the working directory, or ``folder``): what
+    ``fitrules forms remove`` does. Returns the file's path.
+
+    Raises
+    ------
+    FormError
+        For a name the file does not hold (a built-in form cannot be removed).
+
+    Examples
+    --------
+    >>> fr.remove_form("mine")  # doctest: +SKIP
+    """
+    from fitrules.model.forms import remove_form_from_file
+
+    arg.text(name, "name")
+    return remove_form_from_file(name, cwd=arg.path(folder, "folder", none=True))
 
 
 @contextlib.contextmanager

@@ -537,34 +537,13 @@ def _add_simulate(sub, common) -> None:
 
 
 def _simulate(args) -> int:
-    from fitrules.sim.runner import check_out, simulate
-    from fitrules.sim.spec import cell_spec, load_spec
+    from fitrules import api
 
-    check_out(args.out, args.jobs)  # before the spec is even read: nothing is written
-    base = load_spec(args.spec) if args.spec is not None else None
-    if args.cell is not None:
-        spec = cell_spec(args.cell, base, args.seeds)
-    elif base is not None:
-        if args.seeds is not None:
-            raise FitrulesError("--seeds applies to --cell; a spec lists its own seeds")
-        spec = base
-    else:
-        raise FitrulesError("simulate needs a SPEC file or --cell")
-
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    table = simulate(
-        spec,
-        args.out,
-        jobs=args.jobs,
-        show_progress=_progress_enabled(args),
-        command=_command_line(),
-        scheduler=args.scheduler,
-        log=None if getattr(args, "quiet", False) else log,
-    )
+    table = api.simulate(args.spec, args.out, cell=args.cell, seeds=args.seeds, jobs=args.jobs,
+                         scheduler=args.scheduler, progress=_progress_enabled(args),
+                         command=_command_line(), quiet=getattr(args, "quiet", False))  # fmt: skip
     n_div = int(table["diverged"].astype(str).str.lower().eq("true").sum())
-    _say(args, f"{args.out}: {len(table)} runs of {spec.name!r} ({n_div} diverged)")
+    _say(args, f"{args.out}: {len(table)} runs of {table.attrs['spec']!r} ({n_div} diverged)")
     return 0
 
 
@@ -587,7 +566,7 @@ def _add_validate(sub, common) -> None:
 
 
 def _validate(args) -> int:
-    from fitrules.views.text import render_summary
+    from fitrules import api
 
     if args.path is not None and args.data is not None:
         raise FitrulesError(
@@ -595,12 +574,10 @@ def _validate(args) -> int:
         )
     _tune_seeds(args)
     _take_outputs(args)
-    grid, tuning = _tuned(args, _load(args, args.path))
-    grid.check_seeds()  # what compare refuses, validate refuses
-    from fitrules.engine.stats import grid_seed_effect
-
-    summary = grid.summary() | {"seed_effect": grid_seed_effect(grid)}
-    _emit(args, *_with_tuning(tuning, render_summary(summary), summary))
+    result = api.validate(
+        _load(args, args.path), tune=getattr(args, "tune", None), tune_seeds=_tune_seeds(args)
+    )
+    _emit(args, result.text(), result.to_dict())
     return 0
 
 
@@ -1296,27 +1273,27 @@ def _forms_show(args) -> int:
 
 
 def _forms_add(args) -> int:
-    from fitrules.model.forms import add_form_to_file, parse_form_line
+    from fitrules import api
+    from fitrules.base.paths import FORMS_FILE
+    from fitrules.model.forms import parse_form_line
 
-    form = parse_form_line(f"{args.name} = {args.expression}", "fitrules forms add")
-    checked = None
-    if form.variables is None:
-        grid = _load(args)
-        form = form.bind(grid.columns, grid.runs)  # refuses a name close to a column ("omgea")
-        checked = f"variables resolved against {grid.label}: {', '.join(form.bound_variables)}"
-    else:
-        if args.data is not None:
-            loaded = _load(args)
-            form = form.bind(loaded.columns, loaded.runs)
-    path = add_form_to_file(args.name, args.expression)
-    _say(args, f"added {form.describe()} to {path}" + (f" ({checked})" if checked else ""))
+    line = f"{args.name} = {args.expression}"
+    unbound = parse_form_line(line, "fitrules forms add").variables is None
+    grid = _load(args) if unbound or args.data is not None else None
+    form = api.add_form(line, grid)
+    checked = (
+        f" (variables resolved against {grid.label}: {', '.join(form.bound_variables)})"
+        if unbound
+        else ""
+    )
+    _say(args, f"added {form.describe()} to {FORMS_FILE}{checked}")
     return 0
 
 
 def _forms_remove(args) -> int:
-    from fitrules.model.forms import remove_form_from_file
+    from fitrules import api
 
-    path = remove_form_from_file(args.name)
+    path = api.remove_form(args.name)
     _say(args, f"removed {args.name} from {path}")
     return 0
 
@@ -1588,8 +1565,9 @@ def _design(args) -> int:
 
 # ---------------------------------------------------------------- predict / score
 def _check_runs(runs: int | None) -> None:
-    if runs is not None and not 1 <= runs <= 1000:
-        raise FitrulesError(f"--runs {runs}: the number of new runs must be between 1 and 1000")
+    from fitrules.api import check_runs
+
+    check_runs(runs)
 
 
 def _add_predict(sub, common) -> None:
@@ -1629,119 +1607,26 @@ def _add_predict(sub, common) -> None:
 
 
 def _predict(args) -> int:
-    import math
-
     from fitrules import api
-    from fitrules.engine.fit import Objective
-    from fitrules.engine.intervals import check_bootstrap_options, format_point, parse_point
-    from fitrules.jobs.ledger import (
-        append_prediction,
-        check_ledger_target,
-        describe_head,
-        fitted_runs_at,
-        prediction_setup,
-    )
+    from fitrules.jobs.ledger import check_ledger_target
     from fitrules.model.forms import resolve_form
-    from fitrules.model.grids import derived_inputs
-    from fitrules.views.text import table_notes
 
-    if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
-        raise FitrulesError(f"--tolerance {args.tolerance}: must be a positive, finite percentage")
-    Objective(args.objective, args.delta)
-    form_options = _form_options(args)
-    check_bootstrap_options(args.resamples, args.bootstrap_seed, args.level)
-    parse_point(args.at, "--at")
-    _check_runs(args.runs)
+    options = dict(runs=args.runs, tolerance=args.tolerance, objective=args.objective,
+                   delta=args.delta, resamples=args.resamples, seed=args.bootstrap_seed,
+                   level=args.level, fix=args.fix, bounds=args.bound, by=args.by,
+                   shared=args.shared)  # fmt: skip
+    api.check_predict_options(args.at, **options)
     _tune_seeds(args)
     check_ledger_target(args.ledger)  # a tampered or unwritable ledger is refused now
-    form = resolve_form(args.form)
-    grid, _ = _tuned(args, _load(args))
-    fitted = api.fit(
-        grid,
-        form,
-        objective=args.objective,
-        delta=args.delta,
-        predict=[args.at],
-        bootstrap=args.bootstrap,
-        resamples=args.resamples,
-        seed=args.bootstrap_seed,
-        level=args.level,
-        **form_options,
-        runs=args.runs,
-    )
-    pred = fitted.predictions[0]
-    # the interval scored later is the one for what will be measured: the mean of K runs
-    # when K is given, else the configuration's mean
-    if args.runs is not None:
-        interval, kind = pred["interval_runs"], pred["interval_runs_kind"]
-    else:
-        interval, kind = pred["interval"], pred["interval_kind"]
-    rec = append_prediction(
-        args.ledger,
-        {
-            "form": fitted.form.name,
-            "expression": fitted.form.expression,
-            "variables": list(fitted.form.bound_variables),
-            # groups, fixed values and bounds, which the expression alone does not show
-            **(
-                {"constant_setup": fitted.form.constant_notes} if fitted.form.constant_notes else {}
-            ),
-            "constants": fitted.constants,
-            "objective": args.objective,
-            "point": pred["given"],
-            "at": pred["point"],
-            "prediction": pred["prediction"],
-            "interval": interval,
-            "interval_kind": kind,
-            "intervals": {
-                "mean": pred["interval"],
-                **({f"mean_of_{args.runs}_runs": pred["interval_runs"]} if args.runs else {}),
-                **(
-                    {"mean_at_grid_seed_ids": pred["interval_grid_seeds"]}
-                    if pred.get("interval_grid_seeds") is not None
-                    else {}
-                ),
-                "constants_only": pred.get("constants_interval"),
-            },
-            "runs": args.runs,
-            "misfit_sd": pred["misfit_sd"],
-            "extrapolation": pred["extrapolation"],
-            "level": args.level,
-            "resamples": args.resamples,
-            "bootstrap": fitted.bootstrap.kind if fitted.bootstrap else None,
-            "tolerance_pct": args.tolerance,
-            "setup": prediction_setup(
-                grid, [*fitted.form.bound_variables, *pred["given"], *derived_inputs(grid)]
-            ),
-            "data": {
-                "path": grid.label,
-                "sha256": grid.sha256,
-                "where": list(grid.where),
-                "derive": list(grid.derive),
-                "metric": grid.metric,
-                "fitted_runs": fitted_runs_at(grid, pred["given"]),
-            },
-            "command": _command_line(),
-        },
-    )
-    lo, hi = rec["interval"]
-    _say(
-        args,
-        f"{args.ledger}: record {rec['id']}: {rec['form']} predicts {rec['prediction']:.4f} "
-        f"at {format_point(rec['point'])} ({round(100 * args.level)}% interval {lo:.4f} to "
-        f"{hi:.4f}, {kind}"
-        + (
-            "; outside the fitted cells: "
-            + ", ".join(f"{k} {v:.3g}x beyond" for k, v in rec["extrapolation"].items())
-            if rec["extrapolation"]
-            else ""
-        )
-        + (f"; tolerance {args.tolerance:g}%" if args.tolerance is not None else "")
-        + ")",
-    )
-    for note in table_notes(fitted.data):
+    resolve_form(args.form)
+    entry = api.predict(_load(args), args.form, args.at, ledger=args.ledger,
+                        bootstrap=args.bootstrap, weights=args.weights,
+                        tune=getattr(args, "tune", None), tune_seeds=_tune_seeds(args),
+                        command=_command_line(), **options)  # fmt: skip
+    _say(args, entry.sentence)
+    for note in entry.notes:
         _say(args, note)
-    print(f"{args.ledger}: {describe_head(rec['id'], rec['sha256'])}")
+    print(entry.head)
     return 0
 
 
@@ -1773,47 +1658,20 @@ def _add_score(sub, common) -> None:
 
 
 def _score(args) -> int:
-    from fitrules.base.util import json_ready
-    from fitrules.jobs.ledger import (
-        compare_scored,
-        interval_coverage,
-        parse_head,
-        read_ledger,
-        score_data,
-        score_ledger,
-        verify_head,
-    )
-    from fitrules.views.text import render_coverage, render_scored_pairs, render_scores
+    from fitrules import api
+    from fitrules.jobs.ledger import parse_head, read_ledger, verify_head
 
     if args.data is None:
         raise FitrulesError("score needs --data: the results table with the new runs")
     head = parse_head(args.head) if args.head is not None else None
-    records = read_ledger(args.ledger, must_exist=True)
+    records = read_ledger(args.ledger, must_exist=True)  # refused before the table is read
     if head is not None:
         verify_head(args.ledger, records, head)
     _tune_seeds(args)
     _take_outputs(args)
-    grid, _ = _tuned(args, _load(args))
-    table = score_ledger(args.ledger, grid, records=records)
-    pairs = compare_scored(table)
-    coverage = interval_coverage(table)
-    text = render_scores(table, score_data(grid, records))
-    if len(coverage):
-        text += "\n\n" + render_coverage(coverage)
-    if len(pairs):
-        text += "\n\n" + render_scored_pairs(pairs)
-    _emit(
-        args,
-        text,
-        json_ready(
-            {
-                "data": score_data(grid, records),
-                "scores": table.to_dict("records"),
-                "coverage": coverage.to_dict("records"),
-                "pairs": pairs.to_dict("records"),
-            }
-        ),
-    )
+    result = api.score(_load(args), args.ledger, head=args.head,
+                       tune=getattr(args, "tune", None), tune_seeds=_tune_seeds(args))  # fmt: skip
+    _emit(args, result.text(), result.to_dict())
     return 0
 
 
@@ -1836,34 +1694,11 @@ def _add_ledger(sub, common) -> None:
 
 
 def _ledger_verify(args) -> int:
-    from fitrules.jobs.ledger import describe_head, parse_head, read_ledger, verify_head
+    from fitrules import api
 
-    head = parse_head(args.head) if args.head is not None else None
-    records = read_ledger(args.ledger, must_exist=True)
-    if not records:
-        raise FitrulesError(f"{args.ledger}: holds no records")
-    last = records[-1]
-    if head is not None:
-        i = verify_head(args.ledger, records, head)
-        after = len(records) - i
-        _say(
-            args,
-            f"{args.ledger}: {len(records)} records, chain intact; the recorded head is record "
-            f"{i}"
-            + (
-                f"; records {i + 1} to {len(records)} came after it and are covered by the "
-                "chain only"
-                if after
-                else ""
-            ),
-        )
-    else:
-        _say(
-            args,
-            f"{args.ledger}: {len(records)} records, chain intact (without --head a removed "
-            "last record or a rewritten chain cannot be detected)",
-        )
-    _say(args, f"{args.ledger}: {describe_head(last['id'], last['sha256'])}")
+    check = api.verify_ledger(args.ledger, args.head)
+    _say(args, check.sentence)
+    _say(args, check.head)
     return 0
 
 

@@ -1337,10 +1337,19 @@ def api_cases(draw) -> ApiCase:
                 "exact_loss",
                 "Grammar",
                 "write",
+                "validate",
+                "record",
+                "score",
+                "verify_ledger",
+                "simulate",
+                "add_form",
+                "remove_form",
             ]  # fmt: skip
         )
     )
     kw: dict = {}
+    if call in NEW_JOBS:
+        return _job_case(d, call)
     if call == "load_grid":
         args = (_grid_arg(d),) if d.chance(8) else (_arg(d, ["df", "path"], [None], "source"),)
         if isinstance(args[0], Bad) and args[0].value == "df_two_lrs_indexed":
@@ -1560,6 +1569,63 @@ def api_cases(draw) -> ApiCase:
     return ApiCase(call, args, kw)
 
 
+NEW_JOBS = ("validate", "record", "score", "verify_ledger", "simulate", "add_form", "remove_form")
+BAD_HEADS = ["zz", "1:abc", 5, "0:" + "0" * 12, "99:" + "f" * 12]
+
+
+def _job_case(d: Draw, call: str) -> ApiCase:
+    """fr.validate, fr.predict (a ledger record), fr.score, fr.verify_ledger, fr.simulate,
+    fr.add_form and fr.remove_form (issue 30: every command a function)."""
+    kw: dict = {}
+    if call == "validate":
+        _kw(d, kw, "tune", [None], [5, "nope"])
+        return ApiCase(call, (_grid_arg(d),), kw)
+    if call == "record":
+        point = _arg(d, ["H=8,keep=0.25", {"H": 8, "keep": 0.25}],
+                     ["H=abc", {"H": 8}, 5, None], "point")  # fmt: skip
+        kw["ledger"] = _arg(d, ["l.jsonl"], [5, ""], "ledger")
+        _kw(d, kw, "runs", [None, 3], [0, -1, 10**6])
+        _kw(d, kw, "tolerance", [None, 5.0], [0, -1, NAN])
+        return ApiCase(call, (_grid_arg(d), "composition", point), kw)
+    if call in ("score", "verify_ledger"):
+        _kw(d, kw, "head", [None], BAD_HEADS)
+        return ApiCase(call, (_grid_arg(d, False),) if call == "score" else (), kw)
+    if call == "simulate":
+        cell = _arg(d, ["H=4,keep=0.5"], ["H=abc", "nope=1", ""], "cell")
+        _kw(d, kw, "seeds", ["0", "0,1"], ["a", "-1"])
+        _kw(d, kw, "jobs", [1], [0, -1])
+        return ApiCase(call, (_arg(d, ["quadratic"], ["nope"], "spec"), "runs.csv"),
+                       {"cell": cell, **kw})  # fmt: skip
+    if call == "add_form":
+        line = _arg(d, ["mine = L0 + a*omega**c", "m2(H) = L0 + a*H"],
+                    ["", "x", 5, "composition = L0 + a*H", "= L0", "z = L0 + a*omgea"],
+                    "line")  # fmt: skip
+        return ApiCase(call, (line,), kw)
+    name = _arg(d, ["mine"], ["nope", 5, "", "composition"], "name")
+    return ApiCase(call, (name,), kw)
+
+
+def _call_job(case: ApiCase, args, kw, root: Path):
+    import fitrules as fr
+
+    smoke = fr.load_example("smoke")
+    if case.call == "validate":
+        return fr.validate(*args, **kw)
+    if case.call == "record":
+        return fr.predict(*args, **kw)
+    if case.call in ("score", "verify_ledger"):
+        fr.predict(smoke, "composition", "H=8,keep=0.25", ledger=root / "l.jsonl")
+        if case.call == "score":
+            return fr.score(*args, root / "l.jsonl", **kw)
+        return fr.verify_ledger(root / "l.jsonl", **kw)
+    if case.call == "simulate":
+        return fr.simulate(*args, **kw, quiet=True, progress=False)
+    if case.call == "add_form":
+        return fr.add_form(*args, **kw)
+    fr.add_form("mine = L0 + a*omega**c")
+    return fr.remove_form(*args, **kw)
+
+
 _FITTED: dict = {}
 
 
@@ -1570,6 +1636,8 @@ def _call_api(case: ApiCase, root: Path):
     kw = {k: _plain_arg(v) for k, v in case.kwargs.items()}
     if case.call == "load_grid":
         return fr.load_grid(*args, **kw)
+    if case.call in NEW_JOBS:
+        return _call_job(case, args, kw, root)
     if case.call in ("stationary_loss", "exact_loss"):
         from fitrules.engine import theory
 
@@ -1639,6 +1707,13 @@ EXPECTED_TYPES = {
     "exact_loss": "float",
     "Grammar": "Grammar",
     "write": "str",
+    "validate": "Validation",
+    "record": "LedgerEntry",
+    "score": "Scores",
+    "verify_ledger": "LedgerCheck",
+    "simulate": "DataFrame",
+    "add_form": "Form",
+    "remove_form": "PosixPath",
 }
 
 

@@ -44,6 +44,15 @@ MASKS = [
 ]
 # a report's date line (report/design.py): the day it was made
 DATE_LINE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+# compared, not recorded, as equal: what depends on the clock or on which process finished
+# first. A ledger's hashes chain its records' times; a harness run's wall time and the order
+# its runs finish in; durations, estimates and progress counts; the commit a manifest names.
+CLOCK = [
+    (re.compile(r"\b[0-9a-f]{12,64}\b"), "<hex>"),
+    (re.compile(r"\b(\d+ h )?(\d+ min )?\d+(\.\d+)? s\b"), "<duration>"),
+    (re.compile(r"^.*\d+ of \d+ runs done.*\n?", re.M), ""),
+]
+CLOCK_KEYS = re.compile(r"git_commit|wall_s|seconds|elapsed")
 
 # every result's text, HTML and JSON, through the public API only (it survives the change)
 RESULTS_SCRIPT = r"""
@@ -240,15 +249,37 @@ def _record(repo: Path, kinds, jobs: int) -> dict:
     return dict(sorted(out.items()))
 
 
+def _clockless(text: str, path: str = "") -> str:
+    """``text`` with what depends on the clock or on scheduling made equal (see CLOCK)."""
+    if path.endswith(".json"):
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            doc = {k: v for k, v in doc.items() if not CLOCK_KEYS.search(k)}
+            text = json.dumps(doc, indent=1, sort_keys=True)
+    lines = text.splitlines()
+    if path.endswith(".csv") and lines and "wall_s" in lines[0].split(","):
+        at = lines[0].split(",").index("wall_s")
+        rows = [",".join(c for i, c in enumerate(x.split(",")) if i != at) for x in lines]
+        lines = [rows[0], *sorted(rows[1:])]
+        text = "\n".join(lines)
+    for pattern, repl in CLOCK:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def _diff(name: str, old: dict, new: dict) -> list[str]:
     lines = []
     for i, (a, b) in enumerate(zip(old["steps"], new["steps"], strict=False)):
         for key in ("code", "stdout", "stderr"):
-            if a[key] != b[key]:
+            before, now = (str(a[key]), str(b[key])) if key == "code" else (
+                _clockless(a[key]), _clockless(b[key]))  # fmt: skip
+            if before != now:
                 lines.append(f"{name}: step {i + 1} ({shlex.join(a['argv'])[:80]}): {key} differs")
-                if key != "code":
-                    d = difflib.unified_diff(a[key].splitlines(), b[key].splitlines(), lineterm="")
-                    lines += ["    " + x for x in list(d)[2:14]]
+                d = difflib.unified_diff(before.splitlines(), now.splitlines(), lineterm="")
+                lines += ["    " + x for x in list(d)[2:14]]
     if len(old["steps"]) != len(new["steps"]):
         lines.append(f"{name}: {len(old['steps'])} steps before, {len(new['steps'])} now")
     for path in sorted(set(old["files"]) | set(new["files"])):
@@ -256,19 +287,24 @@ def _diff(name: str, old: dict, new: dict) -> list[str]:
         if a is None or b is None:
             lines.append(f"{name}: {path} {'written only now' if a is None else 'not written'}")
         elif a["sha256"] != b["sha256"]:
+            ta, tb = a.get("text"), b.get("text")
+            if ta is not None and tb is not None:
+                ta, tb = _clockless(ta, path), _clockless(tb, path)
+                if ta == tb:
+                    continue
             lines.append(f"{name}: {path} differs")
-            if a.get("text") is not None and b.get("text") is not None:
-                d = difflib.unified_diff(
-                    a["text"].splitlines(), b["text"].splitlines(), lineterm=""
-                )
+            if ta is not None and tb is not None:
+                d = difflib.unified_diff(ta.splitlines(), tb.splitlines(), lineterm="")
                 lines += ["    " + x for x in list(d)[2:14]]
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=["record", "check"])
+    p.add_argument("action", choices=["record", "check", "diff"])
     p.add_argument("file", type=Path, help="the recorded corpus (JSON)")
+    p.add_argument("other", type=Path, nargs="?",
+                   help="diff: a second recording; check: where to keep this run's")  # fmt: skip
     p.add_argument("--only", default=",".join(KINDS), help=f"kinds, of {', '.join(KINDS)}")
     p.add_argument("--repo", type=Path, default=HERE, help="the checkout to run")
     p.add_argument("--jobs", type=int, default=2)
@@ -287,7 +323,12 @@ def main(argv: list[str] | None = None) -> int:
     old = json.loads(a.file.read_text())
     prefixes = tuple(PREFIX[k] for k in kinds)
     wanted = {k: v for k, v in old.items() if k.split(" ")[0] in prefixes}
-    new = _record(repo, kinds, a.jobs)
+    if a.action == "diff":
+        new = {k: v for k, v in json.loads(a.other.read_text()).items() if k in wanted}
+    else:
+        new = _record(repo, kinds, a.jobs)
+        if a.other is not None:
+            a.other.write_text(json.dumps(new, indent=1, sort_keys=True))
     problems = []
     for name in sorted(set(wanted) | set(new)):
         if name not in new:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from fitrules.base.errors import FitrulesError
@@ -110,6 +112,15 @@ def texts(value: Any, name: str) -> tuple[str, ...]:
     if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
         raise FitrulesError(f"{name} {_shown(value)}: must be text or a list of texts")
     return tuple(value)
+
+
+def path(value: Any, name: str, none: bool = False) -> Path | None:
+    """A file's path: a non-empty string or an ``os.PathLike`` (or, with ``none``, None)."""
+    if value is None and none:
+        return None
+    if isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip()):
+        return Path(value)
+    raise FitrulesError(f"{name} {_shown(value)}: give a file's path (a string or a Path)")
 
 
 def interval(value: Any, name: str) -> tuple[float, float] | None:

@@ -35,14 +35,17 @@ import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fitrules.base.errors import LedgerError
 from fitrules.base.outputs import follow_link, write_text
+from fitrules.base.results import Result
 from fitrules.model import expr as ex
 from fitrules.model.grids import Grid, display_path, to_float
 
@@ -666,3 +669,224 @@ def _scored_pair(a, b, common, A, B, level) -> dict:
     row.update(mean_sq_diff=r["estimate"], t=r["t"], df=r["df"], p=r["p"], ci=r["ci"],
                units=r["units"])  # fmt: skip
     return row
+
+
+def prediction_record(fitted, grid: Grid, *, objective: str, level: float, resamples: int,
+                      runs: int | None, tolerance: float | None, command: str) -> dict:  # fmt: skip
+    """The ledger record of ``fitted``'s first prediction (before it is appended: no id or
+    hashes yet). The interval scored later is the one for what will be measured: the mean
+    of ``runs`` new runs when given, else the configuration's mean."""
+    from fitrules.model.grids import derived_inputs
+
+    pred = fitted.predictions[0]
+    if runs is not None:
+        interval, kind = pred["interval_runs"], pred["interval_runs_kind"]
+    else:
+        interval, kind = pred["interval"], pred["interval_kind"]
+    form = fitted.form
+    return {
+        "form": form.name,
+        "expression": form.expression,
+        "variables": list(form.bound_variables),
+        # groups, fixed values and bounds, which the expression alone does not show
+        **({"constant_setup": form.constant_notes} if form.constant_notes else {}),
+        "constants": fitted.constants,
+        "objective": objective,
+        "point": pred["given"],
+        "at": pred["point"],
+        "prediction": pred["prediction"],
+        "interval": interval,
+        "interval_kind": kind,
+        "intervals": {
+            "mean": pred["interval"],
+            **({f"mean_of_{runs}_runs": pred["interval_runs"]} if runs else {}),
+            **(
+                {"mean_at_grid_seed_ids": pred["interval_grid_seeds"]}
+                if pred.get("interval_grid_seeds") is not None
+                else {}
+            ),
+            "constants_only": pred.get("constants_interval"),
+        },
+        "runs": runs,
+        "misfit_sd": pred["misfit_sd"],
+        "extrapolation": pred["extrapolation"],
+        "level": level,
+        "resamples": resamples,
+        "bootstrap": fitted.bootstrap.kind if fitted.bootstrap else None,
+        "tolerance_pct": tolerance,
+        "setup": prediction_setup(
+            grid, [*form.bound_variables, *pred["given"], *derived_inputs(grid)]
+        ),
+        "data": {
+            "path": grid.label,
+            "sha256": grid.sha256,
+            "where": list(grid.where),
+            "derive": list(grid.derive),
+            "metric": grid.metric,
+            "fitted_runs": fitted_runs_at(grid, pred["given"]),
+        },
+        "command": command,
+    }
+
+
+@dataclass
+class LedgerEntry(Result):
+    """A prediction written to a ledger before its runs: what ``fr.predict`` returns.
+
+    Attributes
+    ----------
+    ledger : the ledger's path.
+    record : the record as appended (its id, hashes and every field scoring reads).
+    notes : lines on how the table was taken (rows filtered out, columns pooled).
+    fitted : the :class:`fitrules.jobs.fit.FittedForm` the prediction came from.
+    """
+
+    ledger: Path
+    record: dict
+    notes: list[str]
+    fitted: Any = field(default=None, repr=False)
+
+    @property
+    def sentence(self) -> str:
+        """What was recorded, in one line."""
+        from fitrules.engine.intervals import format_point
+
+        rec = self.record
+        lo, hi = rec["interval"]
+        extra = rec["extrapolation"]
+        return (
+            f"{self.ledger}: record {rec['id']}: {rec['form']} predicts {rec['prediction']:.4f} "
+            f"at {format_point(rec['point'])} ({round(100 * rec['level'])}% interval {lo:.4f} "
+            f"to {hi:.4f}, {rec['interval_kind']}"
+            + (
+                "; outside the fitted cells: "
+                + ", ".join(f"{k} {v:.3g}x beyond" for k, v in extra.items())
+                if extra
+                else ""
+            )
+            + (f"; tolerance {rec['tolerance_pct']:g}%" if rec["tolerance_pct"] is not None else "")
+            + ")"
+        )
+
+    @property
+    def head(self) -> str:
+        """The ledger's head after this record: keep it elsewhere to detect a rewrite."""
+        return f"{self.ledger}: {describe_head(self.record['id'], self.record['sha256'])}"
+
+    def text(self) -> str:
+        return "\n".join([self.sentence, *self.notes, self.head])
+
+    def to_dict(self) -> dict:
+        return {"ledger": str(self.ledger), "record": self.record}
+
+
+@dataclass
+class Scores(Result):
+    """A ledger's predictions scored against the new runs: what ``fr.score`` returns.
+
+    Attributes
+    ----------
+    scores : one row per record: the new runs' mean, the error, whether the interval covered.
+    coverage : per form, how many intervals covered the new means.
+    pairs : per pair of forms, the paired test on the records both predicted.
+    data : where the new runs came from.
+    """
+
+    scores: pd.DataFrame
+    coverage: pd.DataFrame
+    pairs: pd.DataFrame
+    data: dict
+    inputs: list[Path] = field(default_factory=list, repr=False)
+
+    def text(self) -> str:
+        from fitrules.views.text import render_coverage, render_scored_pairs, render_scores
+
+        text = render_scores(self.scores, self.data)
+        if len(self.coverage):
+            text += "\n\n" + render_coverage(self.coverage)
+        if len(self.pairs):
+            text += "\n\n" + render_scored_pairs(self.pairs)
+        return text
+
+    def to_dict(self) -> dict:
+        from fitrules.base.util import json_ready
+
+        return json_ready({
+            "data": self.data,
+            "scores": self.scores.to_dict("records"),
+            "coverage": self.coverage.to_dict("records"),
+            "pairs": self.pairs.to_dict("records"),
+        })  # fmt: skip
+
+
+def score(ledger: Path, grid: Grid, head: str | None = None) -> Scores:
+    """Score every record of ``ledger`` against ``grid``'s runs (refusing a ledger whose
+    chain does not hold ``head``, when given)."""
+    parsed = parse_head(head) if head is not None else None
+    records = read_ledger(ledger, must_exist=True)
+    if parsed is not None:
+        verify_head(ledger, records, parsed)
+    return _scored(ledger, grid, records)
+
+
+def _scored(ledger: Path, grid: Grid, records: list[dict]) -> Scores:
+    table = score_ledger(ledger, grid, records=records)
+    inputs = [Path(ledger), *([Path(grid.path)] if grid.path is not None else [])]
+    return Scores(table, interval_coverage(table), compare_scored(table),
+                  score_data(grid, records), inputs)  # fmt: skip
+
+
+@dataclass
+class LedgerCheck(Result):
+    """A ledger's chain checked: what ``fr.verify_ledger`` returns.
+
+    Attributes
+    ----------
+    ledger : the ledger's path; records : how many it holds.
+    head_index : the record the given head names (None without a head).
+    last : the last record (its id and hash make the head to keep).
+    """
+
+    ledger: Path
+    records: int
+    head_index: int | None
+    last: dict = field(repr=False)
+
+    @property
+    def sentence(self) -> str:
+        n, i = self.records, self.head_index
+        if i is None:
+            return (
+                f"{self.ledger}: {n} records, chain intact (without --head a removed "
+                "last record or a rewritten chain cannot be detected)"
+            )
+        return (
+            f"{self.ledger}: {n} records, chain intact; the recorded head is record {i}"
+            + (
+                f"; records {i + 1} to {n} came after it and are covered by the chain only"
+                if n - i
+                else ""
+            )
+        )
+
+    @property
+    def head(self) -> str:
+        """The head to keep elsewhere: the last record's id and hash."""
+        return f"{self.ledger}: {describe_head(self.last['id'], self.last['sha256'])}"
+
+    def text(self) -> str:
+        return self.sentence + "\n" + self.head
+
+    def to_dict(self) -> dict:
+        return {"ledger": str(self.ledger), "records": self.records,
+                "head_index": self.head_index, "last": self.last}  # fmt: skip
+
+
+def verify_ledger(ledger: Path, head: str | None = None) -> LedgerCheck:
+    """Check ``ledger``'s hash chain, and that it still holds ``head`` when given."""
+    parsed = parse_head(head) if head is not None else None
+    records = read_ledger(ledger, must_exist=True)
+    if not records:
+        raise LedgerError(f"{ledger}: holds no records")
+    i = verify_head(ledger, records, parsed) if parsed is not None else None
+    return LedgerCheck(Path(ledger), len(records), i, records[-1])
