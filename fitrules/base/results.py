@@ -32,8 +32,12 @@ class Result:
         as text."""
         return Text(self.text())
 
+    def html(self) -> str:
+        """The result as HTML for a notebook (default: its text, preformatted)."""
+        return Text(self.text())._repr_html_()
+
     def _repr_html_(self) -> str:
-        return self.summary()._repr_html_()
+        return self.html()
 
     def to_json(self, path=None) -> str:
         """The JSON text of :meth:`to_dict`; written to ``path`` too when given (atomically,

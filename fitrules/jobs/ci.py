@@ -7,11 +7,12 @@ from typing import Any
 
 import pandas as pd
 
+from fitrules.base.results import Result
 from fitrules.engine.stats import PairedCI
 
 
 @dataclass
-class PairedIntervals:
+class PairedIntervals(Result):
     """Paired-seed intervals of several treatments against one baseline: what ``fitrules.ci``
     returns.
 
@@ -44,20 +45,7 @@ class PairedIntervals:
             out["tuning"] = self.tuning.to_dict()
         return json_ready(out)
 
-    def to_json(self, path=None) -> str:
-        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
-        import json
-        from pathlib import Path
-
-        from fitrules.base.outputs import inputs_of
-        from fitrules.base.util import atomic_write_text
-
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
-        if path is not None:
-            atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
-        return text
-
-    def __str__(self) -> str:
+    def text(self) -> str:
         from fitrules.views.text import render_ci
 
         return render_ci(self.results, self.to_dict())
@@ -65,14 +53,7 @@ class PairedIntervals:
     def __repr__(self) -> str:
         return f"PairedIntervals({'; '.join(r.sentence() for r in self.results)})"
 
-    def summary(self) -> str:
-        """The whole result in words, as the command line prints it (the same as
-        ``str(self)``); in a notebook it shows as text."""
-        from fitrules.base.util import Text
-
-        return Text(str(self))
-
-    def _repr_html_(self) -> str:
+    def html(self) -> str:
         from fitrules.views.html import intervals_html
 
         return intervals_html(self)

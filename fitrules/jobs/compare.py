@@ -11,7 +11,6 @@ fits that the wild-extrapolation guard names are shown with and without.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import warnings
 from collections import Counter
@@ -26,6 +25,7 @@ import pandas as pd
 from fitrules import __version__
 from fitrules.base.errors import FormError, SplitError
 from fitrules.base.limits import check_memory
+from fitrules.base.results import Result
 from fitrules.base.util import json_ready
 from fitrules.engine.fit import (
     WEIGHT_KEY,
@@ -84,7 +84,7 @@ class SummaryTable(pd.DataFrame):
 
 
 @dataclass
-class Comparison:
+class Comparison(Result):
     """The outcome of comparing forms on paired splits.
 
     Attributes
@@ -105,7 +105,8 @@ class Comparison:
     """
 
     results: pd.DataFrame
-    summary: pd.DataFrame
+    # a field, not Result.summary: no default (the table; called, the text)
+    summary: pd.DataFrame = field()
     paired: pd.DataFrame
     forms: list[Form]
     cells: Cells
@@ -200,25 +201,15 @@ class Comparison:
             f"splits, {self.data['cells']} cells)"
         )
 
-    def __str__(self) -> str:
+    def text(self) -> str:
         from fitrules.views.text import render_comparison
 
         return render_comparison(self)
 
-    def _repr_html_(self) -> str:
+    def html(self) -> str:
         from fitrules.views.html import comparison_html
 
         return comparison_html(self)
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
-        from fitrules.base.outputs import inputs_of
-        from fitrules.base.util import atomic_write_text
-
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
-        if path is not None:
-            atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
-        return text
 
     def report(
         self,

@@ -48,6 +48,7 @@ import pandas as pd
 from scipy import stats
 
 from fitrules.base.errors import FitrulesError
+from fitrules.base.results import Result
 from fitrules.base.util import json_ready
 from fitrules.engine.fit import FitResult, Objective, fit_splits
 from fitrules.engine.intervals import bootstrap_fit, heldout_fit, robust_cells, seed_noise
@@ -61,7 +62,7 @@ MAX_CANDIDATES = 5000  # candidate cells scored at once (each a refit per ordere
 
 
 @dataclass
-class Design:
+class Design(Result):
     """Candidate cells ranked, and the batch chosen under the budget.
 
     Attributes
@@ -93,19 +94,12 @@ class Design:
             f"candidates, {len(self.chosen)} cells chosen)"
         )
 
-    def __str__(self) -> str:
+    def text(self) -> str:
         from fitrules.views.design import render_design
 
         return render_design(self)
 
-    def summary(self) -> str:
-        """The whole result in words, as the command line prints it (the same as
-        ``str(self)``); in a notebook it shows as text."""
-        from fitrules.base.util import Text
-
-        return Text(str(self))
-
-    def _repr_html_(self) -> str:
+    def html(self) -> str:
         from fitrules.views.html import design_html
 
         return design_html(self)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from fitrules import __version__
 from fitrules.base.errors import FitrulesError, api_terms
+from fitrules.base.results import Result
 from fitrules.base.util import json_ready
 from fitrules.engine.fit import FitResult, Objective
 from fitrules.engine.intervals import (
@@ -85,7 +86,7 @@ class Prediction(dict):
 
 
 @dataclass
-class FittedForm:
+class FittedForm(Result):
     """A form fitted on all cells of a grid.
 
     Attributes
@@ -349,19 +350,12 @@ class FittedForm:
         consts = ", ".join(f"{k}={v:.4g}" for k, v in self.constants.items())
         return f"FittedForm({self.form.name}: {consts}; {len(self.cells)} cells)"
 
-    def __str__(self) -> str:
+    def text(self) -> str:
         from fitrules.views.text import render_fitted
 
         return render_fitted(self)
 
-    def summary(self) -> str:
-        """The whole result in words, as the command line prints it (the same as
-        ``str(self)``); in a notebook it shows as text."""
-        from fitrules.base.util import Text
-
-        return Text(str(self))
-
-    def _repr_html_(self) -> str:
+    def html(self) -> str:
         from fitrules.views.html import fitted_html
 
         return fitted_html(self)
@@ -414,16 +408,6 @@ class FittedForm:
         if self.predictions:
             out["predictions"] = self.predictions
         return json_ready(out)
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
-        from fitrules.base.outputs import inputs_of
-        from fitrules.base.util import atomic_write_text
-
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
-        if path is not None:
-            atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
-        return text
 
     def report(
         self,

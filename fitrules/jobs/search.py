@@ -40,6 +40,7 @@ import pandas as pd
 
 from fitrules.base.errors import FitrulesError, LimitError, SplitError
 from fitrules.base.limits import MAX_SEARCH_CANDIDATES, SEARCH_TIME_BUDGET_SECONDS, check_memory
+from fitrules.base.results import Result
 from fitrules.engine.fit import FitOptions, Objective, fit_memory, fit_splits
 from fitrules.engine.grammar import (
     DUPLICATE_RTOL,
@@ -321,7 +322,7 @@ def select(
 
 # ------------------------------------------------------------------------------ the result
 @dataclass
-class Search:
+class Search(Result):
     """What :func:`run_search` found; every view renders these tables.
 
     Attributes
@@ -397,7 +398,7 @@ class Search:
             write_text(Path(path), text + "\n", "path", inputs=inputs_of(self))
         return text
 
-    def __str__(self) -> str:
+    def text(self) -> str:
         from fitrules.views.search import render_search
 
         return render_search(self)
@@ -409,14 +410,7 @@ class Search:
             f"{self.n_generated} proposed; picked {picked!r})"
         )
 
-    def summary(self) -> str:
-        """The whole result in words, as the command line prints it (the same as
-        ``str(self)``); in a notebook it shows as text."""
-        from fitrules.base.util import Text
-
-        return Text(str(self))
-
-    def _repr_html_(self) -> str:
+    def html(self) -> str:
         from fitrules.views.html import search_html
 
         return search_html(self)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from fitrules.base.errors import GridError
+from fitrules.base.results import Result
 from fitrules.model.grids import Grid
 from fitrules.model.splits import CROSS_FIT, FOLD_AB, FOLD_BA, TUNE_SEEDS
 
@@ -52,7 +53,7 @@ class TunedGrid(Grid):
 
 
 @dataclass(frozen=True, repr=False)
-class Tuning:
+class Tuning(Result):
     """The result of :func:`tune`: the tuned runs and a record of every choice.
 
     Attributes
@@ -104,19 +105,12 @@ class Tuning:
             f"{self.scheme}, {len(self.runs)} runs out, {len(self.warnings)} warnings)"
         )
 
-    def __str__(self) -> str:
+    def text(self) -> str:
         from fitrules.views.text import render_tuning
 
         return render_tuning(self)
 
-    def summary(self) -> str:
-        """The whole result in words, as the command line prints it (the same as
-        ``str(self)``); in a notebook it shows as text."""
-        from fitrules.base.util import Text
-
-        return Text(str(self))
-
-    def _repr_html_(self) -> str:
+    def html(self) -> str:
         from fitrules.views.html import tuning_html
 
         return tuning_html(self)
