@@ -49,7 +49,10 @@ DATE_LINE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 # its runs finish in; durations, estimates and progress counts; the commit a manifest names.
 CLOCK = [
     (re.compile(r"\b[0-9a-f]{12,64}\b"), "<hex>"),
-    (re.compile(r"\b(\d+ h )?(\d+ min )?\d+(\.\d+)? s\b"), "<duration>"),
+    (re.compile(r"\b(\d+ h \d+ min|(\d+ h )?(\d+ min )?\d+(\.\d+)? s)\b"), "<duration>"),
+    (re.compile(r"tcp://127\.0\.0\.1:\d+"), "tcp://127.0.0.1:<port>"),  # a cluster's workers
+    # pytest numbers a test's temporary folders in the order its cases ran (xdist: any)
+    (re.compile(r"(<tmp>/[\w-]+?)\d+/"), r"\1<n>/"),
     (re.compile(r"^.*\d+ of \d+ runs done.*\n?", re.M), ""),
 ]
 CLOCK_KEYS = re.compile(r"git_commit|wall_s|seconds|elapsed")
@@ -308,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=",".join(KINDS), help=f"kinds, of {', '.join(KINDS)}")
     p.add_argument("--repo", type=Path, default=HERE, help="the checkout to run")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--renamed", action="append", default=[], metavar="OLD=NEW",
+                   help="a name the change renamed on purpose (a module's path): the "
+                        "recording's OLD is read as NEW; repeatable")  # fmt: skip
     a = p.parse_args(argv)
     kinds = [k.strip() for k in a.only.split(",")]
     if bad := [k for k in kinds if k not in KINDS]:
@@ -320,7 +326,11 @@ def main(argv: list[str] | None = None) -> int:
         n = sum(len(e["steps"]) for e in corpus.values())
         print(f"{a.file}: {len(corpus)} entries, {n} commands recorded")
         return 0
-    old = json.loads(a.file.read_text())
+    text = a.file.read_text()
+    for pair in a.renamed:
+        before, _, after = pair.partition("=")
+        text = text.replace(before, after)
+    old = json.loads(text)
     prefixes = tuple(PREFIX[k] for k in kinds)
     wanted = {k: v for k, v in old.items() if k.split(" ")[0] in prefixes}
     if a.action == "diff":
