@@ -179,7 +179,7 @@ def check_predict_options(at, *, runs=None, tolerance=None, objective="rel_ls", 
     from fitrules.model.forms import parse_bounds, parse_fix
 
     if tolerance is not None and not (
-        isinstance(tolerance, numbers.Real) and math.isfinite(tolerance) and tolerance > 0
+        isinstance(tolerance, numbers.Real) and math.isfinite(tolerance) and float(tolerance) > 0
     ):
         raise FitrulesError(f"--tolerance {tolerance}: must be a positive, finite percentage")
     Objective(objective, delta)
@@ -276,8 +276,8 @@ def predict(
     check_predict_options(at, runs=runs, tolerance=tolerance, objective=objective, delta=delta,
                           resamples=resamples, seed=seed, level=level, fix=fix, bounds=bounds,
                           by=by, shared=shared)  # fmt: skip
-    ledger = arg.path(ledger, "ledger")
-    check_ledger_target(ledger)  # a tampered or unwritable ledger is refused now
+    ledger_path = arg.path(ledger, "ledger")
+    check_ledger_target(ledger_path)  # a tampered or unwritable ledger is refused now
     form = resolve_form(form) if isinstance(form, str) else form
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
     fitted = fit(g, form, objective=objective, delta=delta, predict=[at], bootstrap=bootstrap,
@@ -286,8 +286,8 @@ def predict(
     record = prediction_record(fitted, g, objective=objective, level=level, resamples=resamples,
                                runs=runs, tolerance=tolerance,
                                command=command or "fr.predict")  # fmt: skip
-    rec = append_prediction(ledger, record)
-    return LedgerEntry(ledger, rec, table_notes(fitted.data), fitted)
+    rec = append_prediction(ledger_path, record)
+    return LedgerEntry(ledger_path, rec, table_notes(fitted.data), fitted)
 
 
 @api_terms
@@ -332,10 +332,10 @@ def score(
     """
     from fitrules.jobs.ledger import score as run_score
 
-    ledger = arg.path(ledger, "ledger")
+    ledger_path = arg.path(ledger, "ledger")
     arg.text(head, "head", none=True)
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
-    return run_score(ledger, g, head=head)
+    return run_score(ledger_path, g, head=head)
 
 
 @api_terms
@@ -422,12 +422,12 @@ def simulate(
 
     if out is None:
         raise FitrulesError("simulate needs --out PATH: the results CSV to create or resume")
-    out = arg.path(out, "out")
+    out_path = arg.path(out, "out")
     jobs = arg.count(jobs, "jobs")
     arg.text(seeds, "seeds", none=True)
     if cell is not None and not (isinstance(cell, str) and cell.strip()):
         raise FitrulesError(f"cell {cell!r}: give one or more settings, e.g. 'H=4,keep=0.5'")
-    check_out(out, jobs)  # before the spec is even read: nothing is written
+    check_out(out_path, jobs)  # before the spec is even read: nothing is written
     base = load_spec(spec) if spec is not None else None
     if cell is not None:
         grid_spec = cell_spec(cell, base, seeds)
@@ -437,7 +437,7 @@ def simulate(
         grid_spec = base
     else:
         raise FitrulesError("simulate needs a SPEC file or --cell")
-    table = run_simulate(grid_spec, out, jobs=jobs, show_progress=progress, command=command,
+    table = run_simulate(grid_spec, out_path, jobs=jobs, show_progress=progress, command=command,
                          scheduler=scheduler, log=None if quiet else _log_line)  # fmt: skip
     table.attrs["spec"] = grid_spec.name
     return table
@@ -482,7 +482,8 @@ def add_form(line: str, grid: GridLike | None = None, folder: str | Path | None 
         g = as_grid(grid)
         form = form.bind(g.columns, g.runs)  # refuses a name close to a column ("omgea")
     name, _, expression = line.partition("=")
-    add_form_to_file(name.strip(), expression.strip(), cwd=arg.path(folder, "folder", none=True))
+    cwd = None if folder is None else arg.path(folder, "folder")
+    add_form_to_file(name.strip(), expression.strip(), cwd=cwd)
     return form
 
 
@@ -503,7 +504,7 @@ def remove_form(name: str, folder: str | Path | None = None) -> Path:
     from fitrules.model.forms import remove_form_from_file
 
     arg.text(name, "name")
-    return remove_form_from_file(name, cwd=arg.path(folder, "folder", none=True))
+    return remove_form_from_file(name, cwd=None if folder is None else arg.path(folder, "folder"))
 
 
 @contextlib.contextmanager

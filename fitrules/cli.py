@@ -1283,7 +1283,7 @@ def _forms_add(args) -> int:
     form = api.add_form(line, grid)
     checked = (
         f" (variables resolved against {grid.label}: {', '.join(form.bound_variables)})"
-        if unbound
+        if grid is not None and unbound
         else ""
     )
     _say(args, f"added {form.describe()} to {FORMS_FILE}{checked}")

@@ -114,10 +114,8 @@ def texts(value: Any, name: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def path(value: Any, name: str, none: bool = False) -> Path | None:
-    """A file's path: a non-empty string or an ``os.PathLike`` (or, with ``none``, None)."""
-    if value is None and none:
-        return None
+def path(value: Any, name: str) -> Path:
+    """A file's path: a non-empty string or an ``os.PathLike``."""
     if isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip()):
         return Path(value)
     raise FitrulesError(f"{name} {_shown(value)}: give a file's path (a string or a Path)")
