@@ -13,8 +13,10 @@ from pathlib import Path
 from fitrules.base.util import Text, json_ready
 
 
-class Result:
-    """Base of a job's result: subclasses give :meth:`text` and :meth:`to_dict`."""
+class Views:
+    """What every result renders from :meth:`text` and :meth:`to_dict`: ``print``, HTML
+    in a notebook, ``to_json``. :class:`Result` adds ``summary()``; a result whose
+    ``summary`` is a table of its own (``Comparison``) takes these alone."""
 
     def text(self) -> str:
         """The result in words, as the command line prints it."""
@@ -26,11 +28,6 @@ class Result:
 
     def __str__(self) -> str:
         return self.text()
-
-    def summary(self) -> Text:
-        """The whole result in words (the same as ``str(self)``); in a notebook it shows
-        as text."""
-        return Text(self.text())
 
     def html(self) -> str:
         """The result as HTML for a notebook (default: its text, preformatted)."""
@@ -49,3 +46,12 @@ class Result:
         if path is not None:
             atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
         return text
+
+
+class Result(Views):
+    """Base of a job's result: subclasses give :meth:`text` and :meth:`to_dict`."""
+
+    def summary(self) -> Text:
+        """The whole result in words (the same as ``str(self)``); in a notebook it shows
+        as text."""
+        return Text(self.text())

@@ -25,7 +25,7 @@ import pandas as pd
 from fitrules import __version__
 from fitrules.base.errors import FormError, SplitError
 from fitrules.base.limits import check_memory
-from fitrules.base.results import Result
+from fitrules.base.results import Views
 from fitrules.base.util import json_ready
 from fitrules.engine.fit import (
     WEIGHT_KEY,
@@ -84,7 +84,7 @@ class SummaryTable(pd.DataFrame):
 
 
 @dataclass
-class Comparison(Result):
+class Comparison(Views):
     """The outcome of comparing forms on paired splits.
 
     Attributes
@@ -105,8 +105,7 @@ class Comparison(Result):
     """
 
     results: pd.DataFrame
-    # a field, not Result.summary: no default (the table; called, the text)
-    summary: pd.DataFrame = field()
+    summary: pd.DataFrame
     paired: pd.DataFrame
     forms: list[Form]
     cells: Cells
