@@ -68,7 +68,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
     ap.add_argument("--failures", type=Path, default=None, help="write failing cases here")
     ap.add_argument("--every", type=int, default=500, help="print progress every N cases")
+    ap.add_argument("--calls", default=None,
+                    help="only these calls, comma-separated: validate,record,...")  # fmt: skip
     args = ap.parse_args()
+    calls = set(args.calls.split(",")) if args.calls else None
+    cases = api_cases() if calls is None else api_cases().filter(lambda c: c.call in calls)
     if args.failures is not None:
         args.failures.write_text("")
 
@@ -85,7 +89,7 @@ def main() -> int:
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(case=api_cases())
+    @given(case=cases)
     def run(case):
         if STOP:
             raise KeyboardInterrupt
