@@ -194,7 +194,8 @@ def check_predict_options(at, *, runs=None, tolerance=None, objective="rel_ls", 
 
 def check_runs(runs: int | None) -> None:
     """The number of new runs a prediction's interval is for: 1 to 1000, or None."""
-    if runs is not None and not (isinstance(runs, numbers.Integral) and 1 <= runs <= 1000):
+    whole = isinstance(runs, numbers.Integral) and not isinstance(runs, bool)
+    if runs is not None and not (whole and 1 <= runs <= 1000):
         raise FitrulesError(f"--runs {runs}: the number of new runs must be between 1 and 1000")
 
 
@@ -428,7 +429,7 @@ def simulate(
     if cell is not None and not (isinstance(cell, str) and cell.strip()):
         raise FitrulesError(f"cell {cell!r}: give one or more settings, e.g. 'H=4,keep=0.5'")
     check_out(out_path, jobs)  # before the spec is even read: nothing is written
-    base = load_spec(spec) if spec is not None else None
+    base = load_spec(arg.path(spec, "spec")) if spec is not None else None
     if cell is not None:
         grid_spec = cell_spec(cell, base, seeds)
     elif base is not None:

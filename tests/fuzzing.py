@@ -1594,7 +1594,7 @@ def _job_case(d: Draw, call: str) -> ApiCase:
         cell = _arg(d, ["H=4,keep=0.5"], ["H=abc", "nope=1", ""], "cell")
         _kw(d, kw, "seeds", ["0", "0,1"], ["a", "-1"])
         _kw(d, kw, "jobs", [1], [0, -1])
-        return ApiCase(call, (_arg(d, ["quadratic"], ["nope"], "spec"), "runs.csv"),
+        return ApiCase(call, (_arg(d, ["quadratic"], ["nope", 5, ""], "spec"), "runs.csv"),
                        {"cell": cell, **kw})  # fmt: skip
     if call == "add_form":
         line = _arg(d, ["mine = L0 + a*omega**c", "m2(H) = L0 + a*H"],
@@ -1608,12 +1608,12 @@ def _job_case(d: Draw, call: str) -> ApiCase:
 def _call_job(case: ApiCase, args, kw, root: Path):
     import fitrules as fr
 
-    smoke = fr.load_example("smoke")
     if case.call == "validate":
         return fr.validate(*args, **kw)
     if case.call == "record":
         return fr.predict(*args, **kw)
     if case.call in ("score", "verify_ledger"):
+        smoke = fr.load_example("smoke")
         fr.predict(smoke, "composition", "H=8,keep=0.25", ledger=root / "l.jsonl")
         if case.call == "score":
             return fr.score(*args, root / "l.jsonl", **kw)

@@ -357,11 +357,12 @@ def seed_effect(runs: pd.DataFrame, cells: list[str], seed_col: str, metric: str
 
 
 def grid_seed_effect(grid, by: Sequence[str] | None = None) -> dict | None:
-    """:func:`seed_effect` over ``grid``'s cells (``by``, default its :attr:`cells_by`)."""
+    """:func:`seed_effect` over ``grid``'s cells (``by``, default its :attr:`cells_by`), from
+    its runs with a metric."""
     by = list(grid.cells_by if by is None else by)
     if grid.seed is None or not by or not len(grid.runs):
         return None
-    return seed_effect(grid.runs, by, grid.seed, grid.metric)
+    return seed_effect(grid.runs.dropna(subset=[grid.metric]), by, grid.seed, grid.metric)
 
 
 def contrast_test(

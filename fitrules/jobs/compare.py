@@ -43,9 +43,9 @@ from fitrules.engine.metrics import heldout_errors, robust_summary
 from fitrules.engine.stats import (
     c4,
     cells_verdict,
+    grid_seed_effect,
     holm,
     paired_verdict,
-    seed_effect,
     units_verdict,
 )
 from fitrules.model.compiled import predict
@@ -730,14 +730,6 @@ def parse_pairs(text: str | None, against: str | None, names: Sequence[str]):
             raise FormError(f"--pairs {text!r}: {part!r} is not of the form A:B")
         pairs.append((a.strip(), b.strip()))
     return family(names, pairs)
-
-
-def grid_seed_effect(grid: Grid, variables: Sequence[str]) -> dict | None:
-    """A per-seed effect shared across the grid's cells (see :func:`stats.seed_effect`)."""
-    if grid.seed is None:
-        return None
-    runs = grid.runs.dropna(subset=[grid.metric])
-    return seed_effect(runs, list(variables), grid.seed, grid.metric)
 
 
 VERDICT_COLUMNS = ["split", "form", "heldout_error_pct", "n_train", "n_test", "used", "reasons"]
