@@ -28,6 +28,7 @@ import pandas as pd
 from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError, FormError, GridError, SplitError, api_terms
 from fitrules.base.limits import MAX_SPLITS
+from fitrules.jobs.options import CI, COMPARE, DESIGN, FIT, PREDICT, SEARCH, SIMULATE
 from fitrules.model import grids as _grids
 from fitrules.model.forms import Form
 from fitrules.model.grids import Grid
@@ -169,9 +170,21 @@ def validate(
     return run_validate(g, tuning)
 
 
-def check_predict_options(at, *, runs=None, tolerance=None, objective="rel_ls", delta=1e-3,
-                          resamples=200, seed=0, level=0.95, fix=None, bounds=None, by=None,
-                          shared=None) -> None:  # fmt: skip
+def check_predict_options(
+    at,
+    *,
+    runs=None,
+    tolerance=None,
+    objective=PREDICT.objective,
+    delta=PREDICT.delta,
+    resamples=PREDICT.resamples,
+    seed=PREDICT.seed,
+    level=PREDICT.level,
+    fix=None,
+    bounds=None,
+    by=None,
+    shared=None,
+) -> None:
     """Refuse a prediction's options before anything is read or written (``fitrules
     predict`` calls this first too, in this order)."""
     from fitrules.engine.fit import Objective
@@ -208,19 +221,19 @@ def predict(
     ledger: str | Path,
     runs: int | None = None,
     tolerance: float | None = None,
-    objective: str = "rel_ls",
-    delta: float = 1e-3,
-    bootstrap: str = "studentized",
-    resamples: int = 200,
-    seed: int = 0,
-    level: float = 0.95,
+    objective: str = PREDICT.objective,
+    delta: float = PREDICT.delta,
+    bootstrap: str = PREDICT.bootstrap,
+    resamples: int = PREDICT.resamples,
+    seed: int = PREDICT.seed,
+    level: float = PREDICT.level,
     tune: str | Sequence[str] | None = None,
     tune_seeds: Sequence[int] | str | None = None,
     fix: Mapping[str, float] | Sequence[str] | None = None,
     bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
     by: str | None = None,
     shared: Sequence[str] | str | None = None,
-    weights: str = "cells",
+    weights: str = PREDICT.weights,
     command: str | None = None,
 ):
     """Fit ``form`` on every cell and write its prediction at ``at`` to ``ledger`` before
@@ -377,7 +390,7 @@ def simulate(
     *,
     cell: str | None = None,
     seeds: str | None = None,
-    jobs: int = 1,
+    jobs: int = SIMULATE.jobs,
     scheduler: str | None = None,
     progress: bool | None = None,
     quiet: bool = False,
@@ -609,12 +622,7 @@ def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
     from fitrules.jobs.tune import tune as tune_grid
 
     if isinstance(tune_seeds, str):
-        try:
-            tune_seeds = [int(s) for s in tune_seeds.split(",") if s.strip()]
-        except ValueError:
-            raise FitrulesError(
-                f"tune_seeds {tune_seeds!r}: expected integers separated by commas"
-            ) from None
+        tune_seeds = arg.seed_list(tune_seeds, "tune_seeds")
     tuning = tune_grid(grid, tune, tune_seeds)
     return tuning.grid, tuning
 
@@ -625,30 +633,30 @@ def compare(
     forms: FormLike | Sequence[FormLike] | None = None,
     splits: int | Any | None = None,
     *,
-    split: str = "random",
-    train_frac: float = 1 / 3,
-    seed: int = 0,
-    objective: str = "rel_ls",
-    delta: float = 1e-3,
+    split: str = COMPARE.split,
+    train_frac: float = COMPARE.train_frac,
+    seed: int = COMPARE.seed,
+    objective: str = COMPARE.objective,
+    delta: float = COMPARE.delta,
     keep_degenerate: bool = False,
-    guard_span: float = 20.0,
-    guard_se: float = 1.0,
-    guard_excursion: float = 10.0,
+    guard_span: float = COMPARE.guard_span,
+    guard_se: float = COMPARE.guard_se,
+    guard_excursion: float = COMPARE.guard_excursion,
     metric_range: tuple[float, float] | None = None,
     test_grid: GridLike | None = None,
     tune: str | Sequence[str] | None = None,
     tune_seeds: Sequence[int] | str | None = None,
-    level: float = 0.95,
+    level: float = COMPARE.level,
     against: str | None = None,
     pairs: Sequence[tuple[str, str]] | str | None = None,
-    verdict_train_frac: float = 0.9,
+    verdict_train_frac: float = COMPARE.verdict_train_frac,
     on_progress: Callable[[int], None] | None = None,
     fix: Mapping[str, float] | Sequence[str] | None = None,
     bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
     by: str | None = None,
     shared: Sequence[str] | str | None = None,
-    weights: str = "cells",
-    seeds: str = "cells",
+    weights: str = COMPARE.weights,
+    seeds: str = COMPARE.seeds,
     progress: bool | None = None,
 ):
     """Fit every form on the same splits of a grid's cells and compare held-out errors.
@@ -824,21 +832,21 @@ def fit(
     grid: GridLike | None,
     form: FormLike,
     *,
-    objective: str = "rel_ls",
-    delta: float = 1e-3,
+    objective: str = FIT.objective,
+    delta: float = FIT.delta,
     intervals: bool = False,
     predict: str | dict | Sequence[str | dict] = (),
-    bootstrap: str = "studentized",
-    resamples: int = 200,
-    seed: int = 0,
-    level: float = 0.95,
+    bootstrap: str = FIT.bootstrap,
+    resamples: int = FIT.resamples,
+    seed: int = FIT.seed,
+    level: float = FIT.level,
     tune: str | Sequence[str] | None = None,
     tune_seeds: Sequence[int] | str | None = None,
     fix: Mapping[str, float] | Sequence[str] | None = None,
     bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
     by: str | None = None,
     shared: Sequence[str] | str | None = None,
-    weights: str = "cells",
+    weights: str = FIT.weights,
     runs: int | None = None,
 ):
     """Fit one form on every cell of a grid, with standard errors and optional intervals.
@@ -999,9 +1007,9 @@ def ci(
     sweep: str | None = None,
     tune: str | Sequence[str] | None = None,
     tune_seeds: Sequence[int] | str | None = None,
-    level: float = 0.95,
-    resamples: int = 10_000,
-    seed: int = 0,
+    level: float = CI.level,
+    resamples: int = CI.resamples,
+    seed: int = CI.seed,
 ):
     """Paired-seed intervals of each treatment minus the baseline.
 
@@ -1079,15 +1087,25 @@ def ci(
 def design(
     grid: GridLike | None = None,
     forms: FormLike | Sequence[FormLike] | None = None,
-    budget: int = 24,
+    budget: int = DESIGN.budget,
     tune: str | Sequence[str] | None = None,
-    tune_seeds=None,
+    tune_seeds: Sequence[int] | str | None = None,
     *,
+    candidates: str | None = None,
+    target: str | None = None,
+    seeds: int = DESIGN.seeds,
+    max_seeds: int = DESIGN.max_seeds,
+    power: float = DESIGN.power,
+    alpha: float = DESIGN.alpha,
+    splits: int = DESIGN.splits,
+    resamples: int = DESIGN.resamples,
+    seed: int = DESIGN.seed,
+    objective: str = DESIGN.objective,
+    delta: float = DESIGN.delta,
     fix: Mapping[str, float] | Sequence[str] | None = None,
     bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
     by: str | None = None,
     shared: Sequence[str] | str | None = None,
-    **options: Any,
 ):
     """Which runs to do next: rank candidate cells and choose a batch under ``budget``.
 
@@ -1097,16 +1115,23 @@ def design(
     forms : two or more rival forms (names, ``"NAME = EXPR"`` or :class:`Form`), or one
         form with ``target=``.
     budget : runs to spend.
-    tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.jobs.tune.tune`).
+    tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.jobs.tune.tune`);
+        the batch then runs at every tuned level.
+    candidates : the cells to consider, e.g. ``"H=2,8,32;keep=1/32"`` (default: the grid's
+        levels and geometric midpoints, minus the cells already run).
+    target : with one form: the cell whose prediction the batch should pin down.
+    seeds, max_seeds : seeds per chosen cell, at least and at most.
+    power, alpha : the power and two-sided level for the seeds a cell needs.
+    splits, resamples : random-split refits and seed-bootstrap refits.
+    seed : seed of the splits and the bootstrap.
+    objective, delta : the training objective, as for :func:`fit`.
     fix, bounds, by, shared : applied to every form, as for :func:`fit`.
-    **options : passed to :func:`fitrules.jobs.design.design` (``candidates``, ``seeds``,
-        ``max_seeds``, ``power``, ``alpha``, ``splits``, ``resamples``, ``seed``,
-        ``target``, ``objective``, ``delta``).
 
     Returns
     -------
     fitrules.jobs.design.Design
-        ``candidates`` and ``chosen`` tables, ``to_dict()``.
+        ``candidates`` and ``chosen`` tables, ``spec`` (the batch as a simulate spec, or
+        None with ``no_spec_reason``), ``tuning``, ``to_dict()``.
 
     Examples
     --------
@@ -1114,23 +1139,35 @@ def design(
     >>> d = fr.design(forms=["composition", "additive"], budget=12)  # doctest: +SKIP
     >>> d.chosen[["H", "omega", "seeds"]]  # doctest: +SKIP
     """
+    from fitrules.jobs.design import batch_spec, no_spec_reason
     from fitrules.jobs.design import design as run_design
 
     budget = arg.count(budget, "budget")
-    for name in ("seeds", "max_seeds", "splits", "resamples"):
-        if name in options:
-            options[name] = arg.count(options[name], name)
-    if "seed" in options:
-        options["seed"] = arg.seed(options["seed"])
-    for name in ("power", "alpha"):
-        if name in options:
-            options[name] = arg.real(options[name], name, 0.0, 1.0)
-    for name in ("candidates", "target"):
-        if name in options:
-            arg.text(options[name], name, none=True)
-    g, _ = _tuned(as_grid(grid), tune, tune_seeds)
+    seeds, max_seeds, splits, resamples = (
+        arg.count(v, n)
+        for v, n in ((seeds, "seeds"), (max_seeds, "max_seeds"), (splits, "splits"),
+                     (resamples, "resamples"))
+    )  # fmt: skip
+    seed = arg.seed(seed)
+    power, alpha = arg.real(power, "power", 0.0, 1.0), arg.real(alpha, "alpha", 0.0, 1.0)
+    arg.text(candidates, "candidates", none=True)
+    arg.text(target, "target", none=True)
+    g, tuning = _tuned(as_grid(grid), tune, tune_seeds)
     chosen = _customised(as_forms(forms), fix, bounds, by, shared)
-    return run_design(g, chosen, budget=budget, **options)
+    d = run_design(g, chosen, candidates, budget, seeds, max_seeds, power, alpha, splits,
+                   resamples, seed, target, objective=objective, delta=delta)  # fmt: skip
+    tuned = None if tuning is None else dict(tuning.describe()["levels"])
+    d.tuning = tuning
+    d.spec = batch_spec(d, g, tuned)
+    d.no_spec_reason = no_spec_reason(d, g, tuned) if d.spec is None else None
+    if tuned and len(d.chosen):
+        per = math.prod(len(v) for v in tuned.values())
+        d.notes.append(
+            f"the grid is tuned: each chosen cell runs at every level of "
+            f"{', '.join(tuned)} ({per} levels), {per * int(d.chosen['runs'].sum())} runs in "
+            "all, and score tunes the new runs the same way"
+        )
+    return d
 
 
 @api_terms
@@ -1145,29 +1182,29 @@ def search(
     factors: Sequence[str] | str | None = None,
     levels: Sequence[str] | str | None = None,
     grammar: str | Path | Any | None = None,
-    split: str = "random",
-    splits: int = 20,
-    train_frac: float = 0.8,
-    inner_splits: int = 10,
-    inner_train_frac: float = 0.75,
-    seed: int = 0,
-    rule: str = "one-se",
+    split: str = SEARCH.split,
+    splits: int = SEARCH.splits,
+    train_frac: float = SEARCH.train_frac,
+    inner_splits: int = SEARCH.inner_splits,
+    inner_train_frac: float = SEARCH.inner_train_frac,
+    seed: int = SEARCH.seed,
+    rule: str = SEARCH.rule,
     references: FormLike | Sequence[FormLike] | None = None,
-    objective: str = "rel_ls",
-    delta: float = 1e-3,
-    guard_span: float = 20.0,
-    guard_se: float = 1.0,
-    guard_excursion: float = 10.0,
+    objective: str = SEARCH.objective,
+    delta: float = SEARCH.delta,
+    guard_span: float = SEARCH.guard_span,
+    guard_se: float = SEARCH.guard_se,
+    guard_excursion: float = SEARCH.guard_excursion,
     metric_range: tuple[float, float] | None = None,
     tune: str | Sequence[str] | None = None,
     tune_seeds: Sequence[int] | str | None = None,
-    jobs: int = 1,
+    jobs: int | None = SEARCH.jobs,
     on_plan: Callable | None = None,
     on_progress: Callable[[int], None] | None = None,
-    seeds: str = "cells-and-seeds",
+    seeds: str = SEARCH.seeds,
     yes: bool = False,
     at: str | dict | Sequence[str | dict] | None = None,
-    screen: int | str = "auto",
+    screen: int | str = SEARCH.screen,
     scheduler: str | None = None,
 ):
     """Propose forms from a grammar and choose among them by nested validation.
@@ -1189,7 +1226,8 @@ def search(
         composition and log_additive where the grid has their variables; ``[]``: none).
     objective, delta, guard_* , metric_range : as for :func:`compare`.
     tune, tune_seeds : tune these factors first (see :func:`fitrules.jobs.tune.tune`).
-    jobs : worker processes (results do not depend on it).
+    jobs : worker processes (default: the machine's cores, at most 8; 1 with a
+        ``scheduler``); results do not depend on it.
     seeds : the outer error's protocol: ``cells-and-seeds`` (default: a third of the seed
         ids held out as well as the outer test cells, when seed ids are shared across cells,
         so that the outer error is what new runs at new seed ids show) or ``cells`` (every
@@ -1287,7 +1325,7 @@ def search(
     guard = GuardOptions(
         guard_span, guard_se, arg.interval(metric_range, "metric_range"), guard_excursion
     )
-    jobs = arg.count(jobs, "jobs", 1, 256)
+    jobs = search_jobs(jobs, scheduler)
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
     if references is None:
         names = set(gram.variables or _search_variables(g))
@@ -1322,6 +1360,16 @@ def search(
     )
     result.inputs = _input_paths(g) + ([Path(grammar)] if isinstance(grammar, str | Path) else [])
     return result
+
+
+def search_jobs(jobs: int | None, scheduler: str | None = None) -> int:
+    """The worker processes of a search: ``jobs``, or by default the machine's cores (at
+    most 8), or 1 when a scheduler runs the fits."""
+    import os
+
+    if jobs is None:
+        return 1 if scheduler is not None else max(1, min(os.cpu_count() or 1, 8))
+    return arg.count(jobs, "jobs", 1, 256)
 
 
 def _input_paths(*grids: Grid | None) -> list[Path]:

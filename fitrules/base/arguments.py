@@ -137,3 +137,27 @@ def callback(value: Any, name: str) -> None:
     """None or something callable (a progress or plan callback)."""
     if value is not None and not callable(value):
         raise FitrulesError(f"{name} {_shown(value)}: must be callable or None")
+
+
+def seed_list(text: str, name: str) -> list[int]:
+    """``"0,1,2"`` -> ``[0, 1, 2]``: distinct seeds, at least one.
+
+    Raises
+    ------
+    FitrulesError
+        For text that is not whole numbers separated by commas, no seed, a seed out of
+        range or one given twice.
+    """
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise FitrulesError(f"{name} {text!r}: expected integers separated by commas") from None
+    if not seeds:
+        raise FitrulesError(f"{name} {text!r}: no seed given")
+    from fitrules.base.limits import check_seed
+
+    for s in seeds:
+        check_seed(s, name)
+    if len(set(seeds)) != len(seeds):
+        raise FitrulesError(f"{name} {text!r}: a seed is given twice")
+    return seeds

@@ -1,0 +1,123 @@
+"""Run one command: errors as one line and an exit status, outputs rolled back on failure,
+SIGTERM handled as Ctrl-C, figures drawn headless."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+from fitrules.base.errors import FitrulesError, UsageError, command_line
+from fitrules.cli import io
+from fitrules.cli.parser import build_parser
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that cleanup runs as for Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextmanager
+def _headless():
+    """Figures go to files: the command line draws with Agg and never opens a window.
+
+    The package itself forces no backend (a notebook keeps its inline one); the choice is
+    made here, through the environment, only when matplotlib is not yet loaded, and the
+    environment is restored afterwards.
+    """
+    import os
+
+    if "matplotlib" in sys.modules or "MPLBACKEND" in os.environ:
+        yield
+        return
+    os.environ["MPLBACKEND"] = "Agg"
+    try:
+        yield
+    finally:
+        os.environ.pop("MPLBACKEND", None)
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; every error is one line on stderr and exit status 2.
+
+    Exit status: 0 done, 1 only for ``compare --strict`` with degenerate pairs, 2 bad input
+    (nothing written), 130 interrupted, 143 terminated.
+    """
+    from fitrules.base.outputs import Outputs
+
+    io.ARGV[:] = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not io.ARGV:  # bare `fitrules`: the help, on stdout, exit 0 (as pip and docker do)
+        parser.print_help()
+        return 0
+    outputs = Outputs()
+    name = "fitrules"
+    with _sigterm_as_interrupt(), _headless(), command_line():
+        try:
+            args = parser.parse_args(io.ARGV)
+            name = f"fitrules {args.command}"
+            args.outputs = outputs
+            from fitrules.cli.commands import HANDLERS  # the library, once the line is parsed
+
+            code = int(HANDLERS[args.func](args) or 0)
+            outputs.finish()  # a staged output the command did not write leaves nothing
+            return code
+        except UsageError as err:
+            print(_one_line(err), file=sys.stderr)
+            return 2
+        except FitrulesError as err:
+            outputs.rollback()
+            print(f"{name}: error: {_one_line(err)}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # e.g. piped into head: stop quietly
+            sys.stderr.close()
+            return 0
+        except OSError as err:  # the system refused something: a file, a device, a limit
+            outputs.rollback()
+            where = f"{err.filename}: " if getattr(err, "filename", None) else ""
+            print(f"{name}: error: {where}{_one_line(err.strerror or err)}", file=sys.stderr)
+            return 2
+        except MemoryError:
+            outputs.rollback()
+            print(
+                f"{name}: error: out of memory; ask for less (see fitrules.base.limits)",
+                file=sys.stderr,
+            )
+            return 2
+        except _Terminated:
+            outputs.rollback()
+            print(f"{name}: terminated", file=sys.stderr)
+            return 143
+        except KeyboardInterrupt:
+            outputs.rollback()
+            print(f"{name}: interrupted", file=sys.stderr)
+            return 130
+        except SystemExit as ex:  # --help, --version
+            return ex.code if isinstance(ex.code, int) else 0
+        except BaseException:
+            outputs.rollback()  # a bug: leave nothing behind, then show the traceback
+            raise

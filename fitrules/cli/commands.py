@@ -1,0 +1,414 @@
+"""The commands: each checks what it can before any output is taken, takes its outputs, reads
+its grid, calls one function of :mod:`fitrules.api` with the options its declaration
+(:mod:`fitrules.jobs.options`) hands over, and prints or writes what it returns."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import ExitStack
+
+from fitrules import api
+from fitrules.base.errors import FitrulesError
+from fitrules.cli.io import (
+    check_form_options,
+    command_text,
+    emit,
+    load,
+    progress_enabled,
+    say,
+    take_outputs,
+    tune_seeds,
+    with_tuning,
+    write_report,
+)
+from fitrules.jobs import options as declared
+
+
+def _names(text: str | None) -> list[str]:
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+def simulate(args) -> int:
+    table = api.simulate(**declared.SIMULATE.from_args(args, progress=progress_enabled(args),
+                         command=command_text(), quiet=getattr(args, "quiet", False)))  # fmt: skip
+    n_div = int(table["diverged"].astype(str).str.lower().eq("true").sum())
+    say(args, f"{args.out}: {len(table)} runs of {table.attrs['spec']!r} ({n_div} diverged)")
+    return 0
+
+
+def validate(args) -> int:
+    if args.path is not None and args.data is not None:
+        raise FitrulesError(
+            f"give the grid once: PATH ({args.path}) or --data ({args.data}), not both"
+        )
+    tune_seeds(args)
+    take_outputs(args)
+    result = api.validate(load(args, args.path), **declared.VALIDATE.from_args(args))
+    emit(args, result.text(), result.to_dict())
+    return 0
+
+
+def _check_protocols(args, protocols: list[str], forms: list) -> bool:
+    """Refuse a bad protocol, split count or pair before any output; True for transfer."""
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.guard import GuardOptions, parse_metric_range
+    from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
+    from fitrules.model.splits import parse_protocol
+
+    metric_range = parse_metric_range(args.metric_range)
+    if args.splits is not None and not any(p.strip() == "random" for p in protocols):
+        raise FitrulesError(
+            f"--splits {args.splits} applies to random splits only; "
+            f"{', '.join(protocols)} make their own (one per held-out group)"
+        )
+    transfer = any(p.strip() == "transfer" for p in protocols)
+    if transfer and (args.fit_data is None or args.test_grid is None):
+        raise FitrulesError("--split transfer needs --fit-data A and --test-data B")
+    if not transfer and (args.fit_data is not None or args.test_grid is not None):
+        raise FitrulesError("--fit-data and --test-data are used only with --split transfer")
+    # splitters validate on construction
+    Objective(args.objective, args.delta)
+    check_form_options(args)
+    GuardOptions(args.guard_span, args.guard_se, metric_range, args.guard_excursion)
+    labels = (str(args.fit_data), str(args.test_grid)) if transfer else None
+    for t in protocols:
+        parse_protocol(t, args.splits or declared.RANDOM_SPLITS, args.train_frac, args.seed,
+                       labels)  # fmt: skip
+    check_verdict_train_frac(args.verdict_train_frac)
+    parse_pairs(args.pairs, args.against, [f.name for f in forms])
+    if transfer and args.tune:
+        raise FitrulesError("--tune with --split transfer is not supported: tune each grid")
+    return transfer
+
+
+def compare(args) -> int:
+    from fitrules.base.util import split_progress
+    from fitrules.model.forms import select_forms
+    from fitrules.views.text import render_comparison, render_tuning
+
+    forms = select_forms(_names(args.forms) or None, args.form)
+    protocols = args.split or ["random"]
+    _check_protocols(args, protocols, forms)
+    take_outputs(args)
+    grid = load(args)
+    n = args.splits if args.splits is not None else declared.RANDOM_SPLITS
+    # random splits are fitted twice: the descriptive splits and the verdict's (unless the
+    # descriptive train fraction is already the verdict's); structured protocols' split
+    # counts depend on the grid: no total, just a count
+    fits_per_split = 2 if args.train_frac < args.verdict_train_frac else 1
+    total = n * len(protocols) if all(p.strip() == "random" for p in protocols) else None
+    desc = f"fitting {len(forms)} form{'s' if len(forms) != 1 else ''}"
+    results = []
+    with split_progress(total, len(forms) * fits_per_split, desc, progress_enabled(args)) as step:
+        for proto in protocols:
+            options = declared.COMPARE.from_args(
+                args, forms=forms, split=proto, progress=None, on_progress=step, test_grid=None,
+                splits=n if proto.strip() == "random" else None,
+            )  # fmt: skip
+            if proto.strip() == "transfer":
+                options |= dict(test_grid=load(args, args.test_grid), tune=None, tune_seeds=None)
+                results.append(api.compare(load(args, args.fit_data), **options))
+            else:
+                results.append(api.compare(grid, **options))
+    payloads = [r.to_dict() for r in results]
+    payload = payloads[0] if len(payloads) == 1 else {"protocols": payloads}
+    text = "\n\n".join(render_comparison(r) for r in results)
+    if results[0].tuning is not None:
+        text = render_tuning(results[0].tuning) + "\n\n" + text
+    if args.report is not None:
+        from fitrules.views.markdown import comparison_report, protocols_report
+
+        if len(results) == 1:
+            write_report(args, comparison_report, results[0], payloads[0], args.report,
+                         command_text(), args.force, results[0].tuning)  # fmt: skip
+        else:
+            write_report(args, protocols_report, results, payloads, args.report, command_text(),
+                         args.force)  # fmt: skip
+        text += f"\n\nreport written to {args.report}/report.md"
+    emit(args, text, payload)
+    n_degenerate = sum(int(r.results["degenerate"].sum()) for r in results)
+    if args.strict and n_degenerate:
+        print(
+            f"fitrules compare: {n_degenerate} degenerate (split, form) pairs (--strict)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _references(args) -> list | None:
+    """--reference and --form: the reference forms (None: the search's default ones)."""
+    from fitrules.model.forms import select_forms
+
+    if args.references is not None and args.references.strip() == "none":
+        return [] if not args.form else select_forms([], args.form)
+    if args.references is not None or args.form:
+        names = _names(args.references)
+        return select_forms(names, args.form) if names or args.form else []
+    return None
+
+
+def _plan_sentence(plan, seconds: float, jobs: int) -> str:
+    """The line a search prints before its fits: how many, how staged, how long."""
+    from fitrules.jobs.search import estimate_text
+
+    if not plan.screen_keep:
+        fits = f"{plan.fits_per_candidate:,} fits each"
+    else:
+        fits = (
+            f"staged: {plan.screen_fits:,} screening fits each, then "
+            f"{plan.fits_per_candidate:,} for the best {plan.screen_keep} of each number "
+            f"of constants in each outer split (at most {plan.survivors_max:,})"
+        )
+    return (
+        f"fitrules search: {plan.n_generated:,} forms proposed, {plan.n_candidates:,} fittable "
+        f"on the fewest cells a split fits; {fits}; estimated {estimate_text(seconds)} on "
+        f"{jobs} process{'es' if jobs > 1 else ''}"
+    )
+
+
+def search(args) -> int:
+    from fitrules.base.util import progress
+
+    refs = _references(args)
+    options = declared.SEARCH.from_args(args, references=refs)
+    jobs = api.search_jobs(args.jobs, args.scheduler)
+    take_outputs(args)
+    grid = load(args)
+    shown = progress_enabled(args)
+    state: dict = {}
+
+    def on_plan(plan, seconds) -> None:
+        if not getattr(args, "quiet", False):
+            print(_plan_sentence(plan, seconds, jobs), file=sys.stderr)
+        open_bar(2 * plan.n_candidates)  # api.search reports 2 x candidates in all
+
+    def open_bar(total) -> None:  # after the plan's line: a bar drawn first leaves "0it"
+        if "bar" not in state:
+            state["bar"] = bars.enter_context(progress(total, desc="searching", enabled=shown))
+
+    def on_progress(k: int) -> None:
+        open_bar(None)
+        state["bar"].update(k)
+
+    with ExitStack() as bars:
+        result = api.search(grid, **options | dict(jobs=jobs, on_plan=on_plan,
+                                                   on_progress=on_progress))  # fmt: skip
+    text = str(result)
+    if args.forms_out is not None:
+        args.forms_file.commit(result.forms_toml())
+        text += f"\n\nforms written to {args.forms_out}"
+    if args.report is not None:
+        write_report(args, result.report, args.report, command_text(), args.force)
+        text += f"\n\nreport written to {args.report}/report.md"
+    emit(args, text, result.to_dict)
+    return 0
+
+
+def fit(args) -> int:
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.intervals import check_bootstrap_options, parse_point
+    from fitrules.model.forms import resolve_form
+
+    Objective(args.objective, args.delta)  # checks the objective's options
+    check_form_options(args)
+    form = resolve_form(args.form)
+    if args.intervals or args.predict:
+        check_bootstrap_options(args.resamples, args.seed, args.level)
+        for text in args.predict:
+            parse_point(text)
+    api.check_runs(args.runs)
+    take_outputs(args)
+    fitted = api.fit(load(args), **declared.FIT.from_args(args, form=form))
+    if args.report is not None:  # only once everything above has succeeded
+        write_report(args, fitted.report, args.report, args.force, command_text(), args.cells)
+    emit(args, str(fitted), lambda: fitted.to_dict(args.cells))
+    return 0
+
+
+def forms_list(args) -> int:
+    from fitrules.model.forms import available_forms
+
+    forms = available_forms()
+    heads = {
+        n: n + (f"({', '.join(f.variables)})" if f.variables else "") for n, f in forms.items()
+    }
+    w = max(len(h) for h in heads.values())
+    for name, f in forms.items():
+        say(args, f"{heads[name].ljust(w)}  {f.expression}    [{f.source}]")
+    return 0
+
+
+def forms_show(args) -> int:
+    from fitrules.model.forms import select_forms
+    from fitrules.views.text import render_form
+
+    f = select_forms([args.name])[0]
+    resolved_by = None
+    if f.variables is None:
+        grid = load(args)
+        f = f.bind(grid.columns, grid.runs)
+        resolved_by = grid.label
+    say(args, render_form(f, resolved_by))
+    return 0
+
+
+def forms_add(args) -> int:
+    from fitrules.base.paths import FORMS_FILE
+    from fitrules.model.forms import parse_form_line
+
+    line = f"{args.name} = {args.expression}"
+    unbound = parse_form_line(line, "fitrules forms add").variables is None
+    grid = load(args) if unbound or args.data is not None else None
+    form = api.add_form(line, grid)
+    checked = (
+        f" (variables resolved against {grid.label}: {', '.join(form.bound_variables)})"
+        if grid is not None and unbound
+        else ""
+    )
+    say(args, f"added {form.describe()} to {FORMS_FILE}{checked}")
+    return 0
+
+
+def forms_remove(args) -> int:
+    path = api.remove_form(args.name)
+    say(args, f"removed {args.name} from {path}")
+    return 0
+
+
+def ci(args) -> int:
+    from fitrules.engine.stats import check_ci_options, parse_selection
+    from fitrules.views.text import render_ci
+
+    check_ci_options(args.level, args.resamples, args.seed)
+    default = args.data is None
+    if default and args.baseline is None and not args.treatment and not args.sweep:
+        args.baseline, args.treatment = "algo=sync", ["algo=diloco,H=16,keep=1"]
+    if args.baseline is None:
+        raise FitrulesError("--baseline is required with --data")
+    if not args.treatment and args.sweep is None:
+        raise FitrulesError("give --treatment SEL (repeatable) or --treatment-sweep COL")
+    parse_selection(args.baseline, "--baseline")
+    for t in args.treatment:
+        parse_selection(t, "--treatment")
+    tune_seeds(args)  # checks --tune-seeds before any output is taken
+    take_outputs(args)
+    if default:
+        from fitrules.model.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
+
+        grid = load(args, DEFAULT_PAIRED)
+        if args.tune is None:
+            args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
+    else:
+        grid = load(args)
+    res = api.ci(grid, **declared.CI.from_args(args))
+    payload = res.to_dict()
+    payload["command"] = command_text()
+    if args.report is not None:  # only once everything above has succeeded
+        write_report(args, res.report, args.report, args.force, command_text())
+    emit(args, *with_tuning(res.tuning, render_ci(res.results, payload), payload))
+    return 0
+
+
+# the options a design's loop commands repeat, so that predict and score read and fit as
+# design did (a tuple: all of it, or none)
+LOOP_FLAGS = ("data", "metric", "seed_col", "unit", "where", "derive", ("objective", "delta"),
+              "tune", "tune_seeds")  # fmt: skip
+
+
+def design(args) -> int:
+    import shlex
+
+    from fitrules.jobs.design import check_design_options, design_forms, loop_commands
+    from fitrules.views.design import design_report, render_design
+
+    forms = design_forms(args.forms, args.form)
+    check_form_options(args)
+    check_design_options(len(forms), args.budget, args.seeds, args.max_seeds, args.power,
+                         args.alpha, args.splits, args.resamples, args.target)  # fmt: skip
+    from fitrules.engine.fit import Objective
+
+    Objective(args.objective, args.delta)  # checks the objective's options
+    tune_seeds(args)
+    take_outputs(args)
+    options = declared.DESIGN.from_args(args, forms=forms)
+    d = api.design(load(args), **options)
+    if args.spec_file is not None and d.spec is None:
+        raise FitrulesError(
+            f"--spec-out {args.spec_out}: no simulate spec for this batch: "
+            f"{d.no_spec_reason}; leave out --spec-out"
+        )
+    spec_path = None
+    if d.spec is not None and (args.report or args.spec_out) is not None:
+        spec_path = str(args.report / "runs.toml" if args.report is not None else args.spec_out)
+    loop_args = declared.DESIGN.flags_given(args, LOOP_FLAGS)
+    d.commands = loop_commands(d, loop_args, args.ledger_name, spec_path, args.runs_out)
+    if args.report is not None:
+        write_report(args, design_report, d, args.report, command_text(), d.spec, args.force)
+    elif args.spec_file is not None:
+        args.spec_file.commit(d.spec)
+    text = render_design(d)
+    if args.report is not None:
+        text += f"\n\nreport written to {shlex.quote(str(args.report))}/report.md"
+    emit(args, *with_tuning(d.tuning, text, d.to_dict() | {"spec": d.spec}))
+    return 0
+
+
+def predict(args) -> int:
+    from fitrules.jobs.ledger import check_ledger_target
+    from fitrules.model.forms import resolve_form
+
+    options = declared.PREDICT.from_args(args, command=command_text())
+    checked = ("runs", "tolerance", "objective", "delta", "resamples", "seed", "level", "fix",
+               "bounds", "by", "shared")  # fmt: skip
+    api.check_predict_options(args.at, **{name: options[name] for name in checked})
+    tune_seeds(args)
+    check_ledger_target(args.ledger)  # a tampered or unwritable ledger is refused now
+    resolve_form(args.form)
+    entry = api.predict(load(args), **options)
+    say(args, entry.sentence)
+    for note in entry.notes:
+        say(args, note)
+    print(entry.head)
+    return 0
+
+
+def score(args) -> int:
+    from fitrules.jobs.ledger import parse_head, read_ledger, verify_head
+
+    if args.data is None:
+        raise FitrulesError("score needs --data: the results table with the new runs")
+    head = parse_head(args.head) if args.head is not None else None
+    records = read_ledger(args.ledger, must_exist=True)  # refused before the table is read
+    if head is not None:
+        verify_head(args.ledger, records, head)
+    tune_seeds(args)
+    take_outputs(args)
+    result = api.score(load(args), **declared.SCORE.from_args(args))
+    emit(args, result.text(), result.to_dict())
+    return 0
+
+
+def ledger_verify(args) -> int:
+    check = api.verify_ledger(**declared.LEDGER_VERIFY.from_args(args))
+    say(args, check.sentence)
+    say(args, check.head)
+    return 0
+
+
+HANDLERS = {
+    "compare": compare,
+    "design": design,
+    "search": search,
+    "fit": fit,
+    "validate": validate,
+    "ci": ci,
+    "predict": predict,
+    "score": score,
+    "ledger verify": ledger_verify,
+    "forms list": forms_list,
+    "forms show": forms_show,
+    "forms add": forms_add,
+    "forms remove": forms_remove,
+    "simulate": simulate,
+}
