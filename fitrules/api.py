@@ -28,7 +28,7 @@ import pandas as pd
 from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError, FormError, GridError, SplitError, api_terms
 from fitrules.base.limits import MAX_SPLITS
-from fitrules.jobs.options import CI, COMPARE, DESIGN, FIT, PREDICT, SEARCH, SIMULATE
+from fitrules.jobs.options import CI, COMPARE, DESIGN, FIT, PREDICT, RANDOM_SPLITS, SEARCH, SIMULATE
 from fitrules.model import grids as _grids
 from fitrules.model.forms import Form
 from fitrules.model.grids import Grid
@@ -37,6 +37,8 @@ from fitrules.model.grids import load_grid as _load_grid
 # fr.load_grid: the loader, its errors in the words of its parameters
 load_grid = api_terms(_grids.load_grid)
 
+Fix: TypeAlias = "Mapping[str, float] | Sequence[str] | None"
+Bounds: TypeAlias = "Mapping[str, tuple[float, float]] | Sequence[str] | None"
 GridLike: TypeAlias = Grid | pd.DataFrame | str | Path
 FormLike: TypeAlias = Form | str
 
@@ -629,51 +631,38 @@ def _tuned(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
 
 @api_terms
 def compare(
-    grid: GridLike | None = None,
-    forms: FormLike | Sequence[FormLike] | None = None,
-    splits: int | Any | None = None,
-    *,
-    split: str = COMPARE.split,
-    train_frac: float = COMPARE.train_frac,
-    seed: int = COMPARE.seed,
-    objective: str = COMPARE.objective,
-    delta: float = COMPARE.delta,
-    keep_degenerate: bool = False,
-    guard_span: float = COMPARE.guard_span,
-    guard_se: float = COMPARE.guard_se,
+    grid: GridLike | None = None, forms: FormLike | Sequence[FormLike] | None = None,
+    splits: int | Any | None = None, *,
+    # the splits
+    split: str = COMPARE.split, train_frac: float = COMPARE.train_frac, seed: int = COMPARE.seed,
+    seeds: str = COMPARE.seeds, test_grid: GridLike | None = None,
+    # the fit
+    objective: str = COMPARE.objective, delta: float = COMPARE.delta,
+    weights: str = COMPARE.weights, fix: Fix = None, bounds: Bounds = None, by: str | None = None,
+    shared: Sequence[str] | str | None = None,
+    tune: str | Sequence[str] | None = None, tune_seeds: Sequence[int] | str | None = None,
+    # the guard and the degenerate splits
+    guard_span: float = COMPARE.guard_span, guard_se: float = COMPARE.guard_se,
     guard_excursion: float = COMPARE.guard_excursion,
-    metric_range: tuple[float, float] | None = None,
-    test_grid: GridLike | None = None,
-    tune: str | Sequence[str] | None = None,
-    tune_seeds: Sequence[int] | str | None = None,
-    level: float = COMPARE.level,
-    against: str | None = None,
+    metric_range: tuple[float, float] | None = None, keep_degenerate: bool = False,
+    # the verdicts
+    level: float = COMPARE.level, against: str | None = None,
     pairs: Sequence[tuple[str, str]] | str | None = None,
     verdict_train_frac: float = COMPARE.verdict_train_frac,
-    on_progress: Callable[[int], None] | None = None,
-    fix: Mapping[str, float] | Sequence[str] | None = None,
-    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
-    by: str | None = None,
-    shared: Sequence[str] | str | None = None,
-    weights: str = COMPARE.weights,
-    seeds: str = COMPARE.seeds,
-    progress: bool | None = None,
-):
+    on_progress: Callable[[int], None] | None = None, progress: bool | None = None,
+):  # fmt: skip
     """Fit every form on the same splits of a grid's cells and compare held-out errors.
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path, optional
-        The runs (default: the committed main grid at inner lr 3e-4).
-    forms : names, ``"NAME = EXPR"`` lines or :class:`Form` objects, optional
-        Default: the built-in forms.
+    grid : Grid, DataFrame or path (default: the committed main grid at inner lr 3e-4).
+    forms : names, ``"NAME = EXPR"`` lines or :class:`Form` objects (default: the built-in
+        forms).
     splits : int or splitter, optional
         Number of random splits (default, and for ``None``: 300), or a splitter object from
         :mod:`fitrules.model.splits`. Refused with a structured ``split``, which makes its own.
-    split : str
-        ``random``, ``leave-one-level-out:COL``, ``extrapolate:COL``,
-        ``extrapolate:COL>=VALUE`` (or ``extrapolate:COL:VALUE``) or ``transfer`` (with
-        ``test_grid``).
+    split : ``random``, ``leave-one-level-out:COL``, ``extrapolate:COL``,
+        ``extrapolate:COL>=VALUE`` (or ``:VALUE``) or ``transfer`` (with ``test_grid``).
     train_frac, seed : fraction of cells fitted per random split; seed of the splits.
     objective, delta : ``rel_ls`` (default), ``log_huber`` (with Huber ``delta``), ``abs_ls``.
     keep_degenerate : keep flagged (split, form) pairs in summaries and verdicts.
@@ -694,10 +683,9 @@ def compare(
     progress : a progress bar counting splits, with a steady ETA: tqdm's widget in a
         notebook, a text bar on stderr elsewhere. Default (None): shown in a notebook only.
     fix, bounds, by, shared, weights : see :func:`fit`.
-    seeds : the descriptive splits' held-out protocol: ``"cells"`` (default: every run of
-        the training and held-out cells) or ``"cells-and-seeds"`` (seed ids held out too,
-        so that held-out error is what new runs at new seed ids show; the verdict protocol
-        stays on cells); see :func:`fitrules.jobs.compare.compare`.
+    seeds : the descriptive splits' held-out protocol: ``"cells"`` (default) or
+        ``"cells-and-seeds"`` (seed ids held out too: the error new runs at new seed ids
+        show; the verdicts stay on cells); see :func:`fitrules.jobs.compare.compare`.
 
     Returns
     -------
@@ -716,22 +704,36 @@ def compare(
     >>> c = fr.compare(fr.load_grid("data/main.csv", where="lr == 3e-4"), splits=100)
     >>> c.summary[["form", "median_pct"]]  # doctest: +SKIP
     """
-    from fitrules.engine.fit import Objective
-    from fitrules.engine.guard import GuardOptions
-    from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
     from fitrules.jobs.compare import compare as compare_splits
-    from fitrules.model.splits import RandomSplit, Transfer, parse_protocol
+    from fitrules.model.splits import RandomSplit
 
-    _check_compare_options(
-        split, train_frac, seed, objective, delta, keep_degenerate, guard_span, guard_se,
-        metric_range, level, on_progress,
-    )  # fmt: skip
-    arg.real(guard_excursion, "guard_excursion", 0.0)
-    g = as_grid(grid)
-    g, tuning = _tuned(g, tune, tune_seeds)
+    COMPARE.check(locals())  # the declared options' types and ranges, before any reading
+    g, tuning = _tuned(as_grid(grid), tune, tune_seeds)
     chosen = _customised(as_forms(forms), fix, bounds, by, shared)
+    splitter, test = _splitter(splits, split, train_frac, seed, g, test_grid)
+    family = _compare_pairs(g, test, tuning, chosen, pairs, against, verdict_train_frac)
+    obj, guard = _objective_and_guard(objective, delta, guard_span, guard_se, metric_range,
+                                      guard_excursion)  # fmt: skip
+    with _compare_progress(progress, on_progress, splitter, chosen, train_frac,
+                           verdict_train_frac) as step:  # fmt: skip
+        cmp = compare_splits(g, chosen, splitter, obj, keep_degenerate,
+                             on_progress=step, test_grid=test, guard=guard, level=level,
+                             pairs=family, verdict_train_frac=verdict_train_frac,
+                             weights=weights, seeds=arg.text(seeds, "seeds"))  # fmt: skip
+    cmp.tuning = tuning
+    cmp.inputs = _input_paths(g, test)
+    cmp.warnings.extend(_left_out([f.name for f in chosen]))
+    if not isinstance(splitter, RandomSplit):
+        cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
+    return cmp
+
+
+def _splitter(splits, split: str, train_frac, seed, g: Grid, test_grid):
+    """The splitter compare asks for (a count of random splits, a protocol or a splitter)
+    and, for transfer, the grid scored."""
+    from fitrules.model.splits import Transfer, parse_protocol
+
     test = None
-    labels = None
     if splits is None or isinstance(splits, numbers.Real):
         kind = split.partition(":")[0].strip()
         if splits is not None and kind != "random":
@@ -739,7 +741,8 @@ def compare(
                 f"--splits {splits} applies to random splits only; {split!r} makes its own "
                 "(one per held-out group)"
             )
-        splits = 300 if splits is None else arg.count(splits, "splits")
+        splits = RANDOM_SPLITS if splits is None else arg.count(splits, "splits")
+        labels = None
         if kind == "transfer":
             if test_grid is None:
                 raise SplitError("split='transfer' needs test_grid (--fit-data A --test-data B)")
@@ -757,65 +760,41 @@ def compare(
             test = as_grid(test_grid)
     if test_grid is not None and test is None:
         raise SplitError("test_grid is only used with split='transfer'")
+    return splitter, test
+
+
+def _objective_and_guard(objective, delta, guard_span, guard_se, metric_range, excursion):
+    """The training objective and the wild-extrapolation guard of compare and search."""
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.guard import GuardOptions
+
+    return Objective(objective, delta), GuardOptions(guard_span, guard_se, metric_range, excursion)
+
+
+def _compare_pairs(g, test, tuning, chosen, pairs, against, verdict_train_frac):
+    """The checks that need the grid and forms; the family of pairs the verdicts test."""
+    from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
+
     if tuning is not None and test is not None:
         raise FitrulesError("tuning with the transfer protocol is not supported: tune each grid")
-    names = [f.name for f in chosen]
-    if pairs is not None and not isinstance(pairs, str):
-        try:
-            pairs = ",".join(p if isinstance(p, str) else ":".join(p) for p in pairs)
-        except TypeError:
-            raise FormError(
-                f"pairs {pairs!r}: give pairs of form names, e.g. [('composition', 'additive')] "
-                "or 'composition:additive'"
-            ) from None
-    family = parse_pairs(pairs, against, names)
+    family = parse_pairs(_pairs_text(pairs), against, [f.name for f in chosen])
     check_verdict_train_frac(verdict_train_frac)
     if test is not None:
         _check_same_metric(g, test)
-    if progress is not None and not isinstance(progress, bool):
-        raise FitrulesError(f"progress {progress!r}: must be True, False or None")
-    with _compare_progress(progress, on_progress, splitter, chosen, train_frac,
-                           verdict_train_frac) as step:  # fmt: skip
-        cmp = compare_splits(
-            g,
-            chosen,
-            splitter,
-            Objective(objective, delta),
-            keep_degenerate,
-            on_progress=step,
-            test_grid=test,
-            guard=GuardOptions(guard_span, guard_se, metric_range, guard_excursion),
-            level=level,
-            pairs=family,
-            verdict_train_frac=verdict_train_frac,
-            weights=weights,
-            seeds=arg.text(seeds, "seeds"),
-        )
-    cmp.tuning = tuning
-    cmp.inputs = _input_paths(g, test)
-    cmp.warnings.extend(_left_out(names))
-    if not isinstance(splitter, RandomSplit):
-        cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
-    return cmp
+    return family
 
 
-def _check_compare_options(
-    split, train_frac, seed, objective, delta, keep_degenerate, guard_span, guard_se,
-    metric_range, level, on_progress,
-) -> None:  # fmt: skip
-    """The types and ranges of compare's options, before anything is loaded."""
-    arg.text(split, "split")
-    arg.real(train_frac, "train_frac", 0.0, 1.0)
-    arg.seed(seed, "seed")
-    arg.text(objective, "objective")
-    arg.real(delta, "delta", 0.0)
-    arg.flag(keep_degenerate, "keep_degenerate")
-    arg.real(guard_span, "guard_span", 1.0)
-    arg.real(guard_se, "guard_se", 0.0)
-    arg.interval(metric_range, "metric_range")
-    arg.level(level)
-    if on_progress is not None and not callable(on_progress):
-        raise FitrulesError(f"on_progress {on_progress!r}: must be callable or None")
+def _pairs_text(pairs) -> str | None:
+    """``[("a", "b"), ...]`` -> ``"a:b,..."``; text and None as they are."""
+    if pairs is None or isinstance(pairs, str):
+        return pairs
+    try:
+        return ",".join(p if isinstance(p, str) else ":".join(p) for p in pairs)
+    except TypeError:
+        raise FormError(
+            f"pairs {pairs!r}: give pairs of form names, e.g. [('composition', 'additive')] "
+            "or 'composition:additive'"
+        ) from None
 
 
 def _check_same_metric(fitted: Grid, scored: Grid) -> None:
@@ -829,26 +808,16 @@ def _check_same_metric(fitted: Grid, scored: Grid) -> None:
 
 @api_terms
 def fit(
-    grid: GridLike | None,
-    form: FormLike,
-    *,
-    objective: str = FIT.objective,
-    delta: float = FIT.delta,
-    intervals: bool = False,
-    predict: str | dict | Sequence[str | dict] = (),
-    bootstrap: str = FIT.bootstrap,
-    resamples: int = FIT.resamples,
-    seed: int = FIT.seed,
-    level: float = FIT.level,
-    tune: str | Sequence[str] | None = None,
-    tune_seeds: Sequence[int] | str | None = None,
-    fix: Mapping[str, float] | Sequence[str] | None = None,
-    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
-    by: str | None = None,
+    grid: GridLike | None, form: FormLike, *,
+    objective: str = FIT.objective, delta: float = FIT.delta, weights: str = FIT.weights,
+    fix: Fix = None, bounds: Bounds = None, by: str | None = None,
     shared: Sequence[str] | str | None = None,
-    weights: str = FIT.weights,
-    runs: int | None = None,
-):
+    tune: str | Sequence[str] | None = None, tune_seeds: Sequence[int] | str | None = None,
+    # intervals and predictions
+    intervals: bool = False, predict: str | dict | Sequence[str | dict] = (),
+    runs: int | None = None, bootstrap: str = FIT.bootstrap, resamples: int = FIT.resamples,
+    seed: int = FIT.seed, level: float = FIT.level,
+):  # fmt: skip
     """Fit one form on every cell of a grid, with standard errors and optional intervals.
 
     Parameters
@@ -889,28 +858,11 @@ def fit(
     >>> f = fr.fit(g, "composition", intervals=True)  # doctest: +SKIP
     >>> f.stderr["b"], f.intervals["b"]  # doctest: +SKIP
     """
-    from fitrules.engine.fit import WEIGHT_KEY, Objective, cell_weights
-    from fitrules.engine.fit import fit as fit_cells
-    from fitrules.engine.intervals import (
-        bootstrap_fit,
-        heldout_fit,
-        jacobian_uncertainty,
-        offset_response,
-        resolve_point,
-        robust_cells,
-        seed_noise,
-        seed_offset,
-    )
+    from fitrules.engine.fit import Objective, cell_weights
+    from fitrules.engine.intervals import robust_cells
     from fitrules.jobs.fit import FittedForm
 
-    arg.text(objective, "objective")
-    arg.real(delta, "delta", 0.0)
-    arg.flag(intervals, "intervals")
-    arg.text(bootstrap, "bootstrap")
-    if intervals or predict:
-        arg.count(resamples, "resamples")
-        arg.seed(seed)
-        arg.level(level)
+    _check_fit_arguments(objective, delta, intervals, bootstrap, predict, resamples, seed, level)
     if not isinstance(form, Form | str):
         raise FormError(f"form {form!r}: give one form: a name, 'NAME = EXPR' or a fitrules.Form")
     g = as_grid(grid)
@@ -928,6 +880,44 @@ def fit(
             f"as many cells as constants ({len(f.constants) + 1} for standard errors)"
         )
     w = cell_weights(weights, cells.table, obj)
+    points = _prediction_points(predict, f, g)
+    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
+        raise FitrulesError(f"runs {runs!r}: the number of new runs must be a whole number >= 1")
+    with_intervals = bool(intervals or points)
+    if with_intervals:
+        resamples, seed, level = arg.count(resamples, "resamples"), arg.seed(seed), arg.level(level)
+    result, boot = _fit_or_bootstrap(g, f, obj, cells, w, with_intervals, resamples, seed, level,
+                                     bootstrap, weights)  # fmt: skip
+    unc = _jacobian_of(f, cells, w, result, obj)
+    fitted = FittedForm(f, result, cells, obj, unc, _fit_data(g, f, cells), g.unit, boot,
+                        derive=tuple(g.derive), weights=weights, harness=g.harness)  # fmt: skip
+    fitted.heldout = fitted.seed_offset = fitted.offset_response = None
+    if with_intervals:
+        fitted.heldout, fitted.seed_offset, fitted.offset_response = _misfit_parts(
+            g, f, cells, result, obj, level, w
+        )
+    fitted.predictions = [fitted.predict(p, runs) for p in points]
+    fitted.inputs = _input_paths(g)
+    return fitted
+
+
+def _check_fit_arguments(objective, delta, intervals, bootstrap, predict, resamples, seed,
+                         level) -> None:  # fmt: skip
+    """The types and ranges of a fit's options, before the grid is read."""
+    arg.text(objective, "objective")
+    arg.real(delta, "delta", 0.0)
+    arg.flag(intervals, "intervals")
+    arg.text(bootstrap, "bootstrap")
+    if intervals or predict:
+        arg.count(resamples, "resamples")
+        arg.seed(seed)
+        arg.level(level)
+
+
+def _prediction_points(predict, f: Form, g: Grid) -> list:
+    """``predict`` as a list of points, each checked against the form and grid."""
+    from fitrules.engine.intervals import resolve_point
+
     if predict is None:
         predict = ()
     if not isinstance(predict, str | dict | Sequence) or (
@@ -939,12 +929,19 @@ def fit(
     points = [predict] if isinstance(predict, str | dict) else list(predict)
     for p in points:  # every point checked before any work
         resolve_point(p, f, g.derive, harness=g.harness)
-    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
-        raise FitrulesError(f"runs {runs!r}: the number of new runs must be a whole number >= 1")
+    return points
+
+
+def _fit_or_bootstrap(g, f, obj, cells, w, with_intervals, resamples, seed, level, kind,
+                      weights):  # fmt: skip
+    """The fit on every cell, and its bootstrap when intervals are asked for (whose first
+    fit is the same); refused when no constants give a finite prediction everywhere."""
+    from fitrules.engine.fit import fit as fit_cells
+    from fitrules.engine.intervals import bootstrap_fit
+
     boot = None
-    if intervals or points:
-        resamples, seed, level = arg.count(resamples, "resamples"), arg.seed(seed), arg.level(level)
-        boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=bootstrap, weights=weights)
+    if with_intervals:
+        boot = bootstrap_fit(g, f, obj, resamples, seed, level, kind=kind, weights=weights)
         result = boot.fit
     else:
         result = fit_cells(f, cells.X, cells.y, obj, weights=w)
@@ -953,9 +950,20 @@ def fit(
             f"form {f.name!r}: no values of its constants give a finite prediction at "
             f"every one of the {len(cells)} cells; {'; '.join(result.reasons)}"
         )
+    return result, boot
+
+
+def _jacobian_of(f, cells, w, result, obj):
+    from fitrules.engine.fit import WEIGHT_KEY
+    from fitrules.engine.intervals import jacobian_uncertainty
+
     X = cells.X if w is None else {**cells.X, WEIGHT_KEY: w}
-    unc = jacobian_uncertainty(f, X, cells.y, result.constants, obj)
-    data = {
+    return jacobian_uncertainty(f, X, cells.y, result.constants, obj)
+
+
+def _fit_data(g: Grid, f: Form, cells) -> dict:
+    """What a fit records of its grid."""
+    return {
         "path": g.label,
         "sha256": g.sha256,
         "runs": len(g.runs),
@@ -967,35 +975,23 @@ def fit(
         "excluded": g.summary()["excluded"],
         **g.handling(f.bound_variables),
     }
-    heldout = offset = response = None
-    if intervals or points:
-        noise = seed_noise(g, f.bound_variables, obj)
-        # the effect the grid's seed ids share across cells: the fit absorbed it
-        offset = seed_offset(g, cells, obj, noise)
-        heldout = heldout_fit(f, cells, result.constants, noise, obj, level, offset=offset)
-        heldout.check()
-        if offset is not None:
-            response = offset_response(
-                f, cells.X, cells.y, result.constants, obj, offset.shares, offset.relative, w
-            )
-    fitted = FittedForm(
-        f,
-        result,
-        cells,
-        obj,
-        unc,
-        data,
-        g.unit,
-        boot,
-        derive=tuple(g.derive),
-        weights=weights,
-        harness=g.harness,
-    )
-    fitted.heldout = heldout
-    fitted.seed_offset, fitted.offset_response = offset, response
-    fitted.predictions = [fitted.predict(p, runs) for p in points]
-    fitted.inputs = _input_paths(g)
-    return fitted
+
+
+def _misfit_parts(g, f, cells, result, obj, level, w):
+    """The leave-one-cell-out misfit of the fit, the effect the grid's seed ids share
+    across cells (which the fit absorbed) and the fit's response to it."""
+    from fitrules.engine.intervals import heldout_fit, offset_response, seed_noise, seed_offset
+
+    noise = seed_noise(g, f.bound_variables, obj)
+    offset = seed_offset(g, cells, obj, noise)
+    heldout = heldout_fit(f, cells, result.constants, noise, obj, level, offset=offset)
+    heldout.check()
+    response = None
+    if offset is not None:
+        response = offset_response(
+            f, cells.X, cells.y, result.constants, obj, offset.shares, offset.relative, w
+        )
+    return heldout, offset, response
 
 
 @api_terms
@@ -1172,84 +1168,64 @@ def design(
 
 @api_terms
 def search(
-    grid: GridLike | None = None,
-    *,
-    variables: Sequence[str] | str | None = None,
-    terms: int | None = None,
-    max_constants: int | None = None,
-    max_nonlinear: int | None = None,
-    interactions: int | None = None,
-    factors: Sequence[str] | str | None = None,
-    levels: Sequence[str] | str | None = None,
-    grammar: str | Path | Any | None = None,
-    split: str = SEARCH.split,
-    splits: int = SEARCH.splits,
-    train_frac: float = SEARCH.train_frac,
-    inner_splits: int = SEARCH.inner_splits,
-    inner_train_frac: float = SEARCH.inner_train_frac,
-    seed: int = SEARCH.seed,
-    rule: str = SEARCH.rule,
+    grid: GridLike | None = None, *,
+    # the grammar
+    variables: Sequence[str] | str | None = None, terms: int | None = None,
+    max_constants: int | None = None, max_nonlinear: int | None = None,
+    interactions: int | None = None, factors: Sequence[str] | str | None = None,
+    levels: Sequence[str] | str | None = None, grammar: str | Path | Any | None = None,
+    # nested validation
+    split: str = SEARCH.split, splits: int = SEARCH.splits, train_frac: float = SEARCH.train_frac,
+    inner_splits: int = SEARCH.inner_splits, inner_train_frac: float = SEARCH.inner_train_frac,
+    seed: int = SEARCH.seed, rule: str = SEARCH.rule, seeds: str = SEARCH.seeds,
     references: FormLike | Sequence[FormLike] | None = None,
-    objective: str = SEARCH.objective,
-    delta: float = SEARCH.delta,
-    guard_span: float = SEARCH.guard_span,
-    guard_se: float = SEARCH.guard_se,
+    at: str | dict | Sequence[str | dict] | None = None,
+    # the fit and the guard
+    objective: str = SEARCH.objective, delta: float = SEARCH.delta,
+    guard_span: float = SEARCH.guard_span, guard_se: float = SEARCH.guard_se,
     guard_excursion: float = SEARCH.guard_excursion,
     metric_range: tuple[float, float] | None = None,
-    tune: str | Sequence[str] | None = None,
-    tune_seeds: Sequence[int] | str | None = None,
-    jobs: int | None = SEARCH.jobs,
-    on_plan: Callable | None = None,
+    tune: str | Sequence[str] | None = None, tune_seeds: Sequence[int] | str | None = None,
+    # how it runs
+    jobs: int | None = SEARCH.jobs, scheduler: str | None = None, screen: int | str = SEARCH.screen,
+    yes: bool = False, on_plan: Callable | None = None,
     on_progress: Callable[[int], None] | None = None,
-    seeds: str = SEARCH.seeds,
-    yes: bool = False,
-    at: str | dict | Sequence[str | dict] | None = None,
-    screen: int | str = SEARCH.screen,
-    scheduler: str | None = None,
-):
+):  # fmt: skip
     """Propose forms from a grammar and choose among them by nested validation.
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path, optional
-        The runs (default: the committed main grid at inner lr 3e-4).
+    grid : Grid, DataFrame or path (default: the committed main grid at inner lr 3e-4).
     variables, terms, max_constants, max_nonlinear, interactions, factors, levels :
         the grammar (see :mod:`fitrules.engine.grammar`); each replaces the value of ``grammar``.
     grammar : a :class:`fitrules.engine.grammar.Grammar`, or the path of a TOML file of its fields.
     split : the outer protocol: ``random`` (``splits`` splits fitting ``train_frac`` of the
         cells, seeded by ``seed``), ``extrapolate:COL[:VALUE]`` or ``leave-one-level-out:COL``.
-    inner_splits, inner_train_frac : the random splits of each outer training set that rank
-        the candidates.
-    rule : ``one-se`` (default: the fewest constants within one standard error of the best
-        inner error) or ``best`` (the lowest inner error).
-    references : forms fitted on the same outer splits without selection (default:
-        composition and log_additive where the grid has their variables; ``[]``: none).
+    inner_splits, inner_train_frac : the outer training set's random splits that rank forms.
+    rule : ``one-se`` (default: the fewest constants within one s.e. of the best) or ``best``.
+    references : forms fitted on the same outer splits without selection (default: the
+        built-in ones whose variables the grid has; ``[]``: none).
     objective, delta, guard_* , metric_range : as for :func:`compare`.
     tune, tune_seeds : tune these factors first (see :func:`fitrules.jobs.tune.tune`).
     jobs : worker processes (default: the machine's cores, at most 8; 1 with a
         ``scheduler``); results do not depend on it.
     seeds : the outer error's protocol: ``cells-and-seeds`` (default: a third of the seed
-        ids held out as well as the outer test cells, when seed ids are shared across cells,
-        so that the outer error is what new runs at new seed ids show) or ``cells`` (every
-        run of the held-out cells); see :func:`fitrules.jobs.search.run_search`.
-    on_plan : called once with the plan and an estimate of the seconds the fits will take.
-    on_progress : called with the number of candidates finished (2 x candidates in all).
-    yes : run a search whose estimated time is above the budget
-        (:data:`fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS`); without it such a search is
-        refused before any fit, naming the options that would shrink it. Searches beyond
-        the candidate limit or the memory budget are refused either way.
-    screen : a staged search: every candidate is screened on the first 2 inner splits of
-        each outer split (and of the final choice), and only the ``screen`` best of each
-        number of constants there get the full nested fits, each outer split picking among
-        its own survivors; 0: every candidate in full; ``"auto"`` (default): 25 above 2,000
-        candidates, else 0 (see :func:`fitrules.jobs.search.survivors`).
-    scheduler : run the fits on a Dask cluster instead of ``jobs`` processes: a scheduler
-        address (``tcp://host:8786``) or ``local:N`` (a local cluster of N processes); the
-        result is the same as a local run's. Needs ``pip install "fitrules[distributed]"``.
-    at : points where the pick will be used (``"N=1e10,D=2e11"`` or a dict, or a list of
-        them), each giving every variable of the search: the pick's fit on all cells goes
-        through the wild-extrapolation guard there, and a pick the guard names is shown with
-        its warning (its fits on the outer training sets are checked at every cell either way).
+        ids held out too, so that it is what new runs at new seed ids show) or ``cells``;
+        see :func:`fitrules.jobs.search.run_search`.
+    on_plan, on_progress : called once with the plan and the seconds the fits should take;
+        called with the number of candidates finished (2 x candidates in all).
+    yes : run a search estimated to take longer than
+        :data:`fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS` (else refused before any fit,
+        naming what would shrink it); the candidate and memory limits hold either way.
+    screen : a staged search: every candidate is screened on 2 inner splits of each outer
+        split, and the ``screen`` best of each number of constants get the full nested fits;
+        0: every candidate in full; ``"auto"`` (default): 25 above 2,000 candidates, else 0
+        (see :func:`fitrules.jobs.search.survivors`).
+    scheduler : run the fits on a Dask cluster (the same result): a scheduler address
+        (``tcp://host:8786``) or ``local:N`` (N local processes); needs ``fitrules[distributed]``.
+    at : points where the pick will be used (``"N=1e10,D=2e11"``, a dict, or a list): the
+        pick's fit on all cells goes through the wild-extrapolation guard there, and a pick
+        the guard names is shown with its warning.
 
     Returns
     -------
@@ -1271,12 +1247,32 @@ def search(
     >>> s = fr.search(terms=2, max_constants=4, splits=10)  # doctest: +SKIP
     >>> s.budgets[["max_constants", "outer_median_pct", "final_choice"]]  # doctest: +SKIP
     """
-    from fitrules.engine.fit import Objective
+    from fitrules.jobs.search import run_search
+
+    SEARCH.check(locals())  # the declared options' types and ranges, before any reading
+    gram = _search_grammar(grammar, variables, terms, max_constants, max_nonlinear,
+                           interactions, factors, levels)  # fmt: skip
+    outer, inner, inner_fraction = _search_splits(split, splits, train_frac, seed, inner_splits,
+                                                  inner_train_frac)  # fmt: skip
+    obj, guard = _objective_and_guard(objective, delta, guard_span, guard_se, metric_range,
+                                      guard_excursion)  # fmt: skip
+    jobs = search_jobs(jobs, scheduler)
+    g, _ = _tuned(as_grid(grid), tune, tune_seeds)
+    result = run_search(g, gram, outer, inner_splits=inner, inner_train_frac=inner_fraction,
+                        seed=seed, objective=obj, rule=rule, guard=guard,
+                        references=_search_references(references, gram, g),
+                        jobs=jobs, on_plan=on_plan, on_progress=on_progress,
+                        seeds=arg.text(seeds, "seeds"), yes=yes, at=_search_points(at),
+                        screen=_screen(screen), scheduler=_scheduler(scheduler, jobs))  # fmt: skip
+    result.inputs = _input_paths(g) + ([Path(grammar)] if isinstance(grammar, str | Path) else [])
+    return result
+
+
+def _search_grammar(grammar, variables, terms, max_constants, max_nonlinear, interactions,
+                    factors, levels):  # fmt: skip
+    """The grammar of a search: ``grammar`` (a Grammar, a TOML path or None) with each field
+    given replacing its value."""
     from fitrules.engine.grammar import Grammar, load_grammar
-    from fitrules.engine.guard import GuardOptions
-    from fitrules.jobs.search import DEFAULT_REFERENCES, RULES, run_search
-    from fitrules.model.forms import BUILTIN_FORMS
-    from fitrules.model.splits import parse_protocol
 
     given: dict[str, Any] = dict(
         variables=_names(variables, "variables"),
@@ -1290,13 +1286,19 @@ def search(
         levels=_names(levels, "levels"),
     )
     if grammar is None:
-        gram = Grammar(**{k: v for k, v in given.items() if v is not None})
+        return Grammar(**{k: v for k, v in given.items() if v is not None})
     elif isinstance(grammar, Grammar):
-        gram = dataclasses.replace(grammar, **{k: v for k, v in given.items() if v is not None})
+        return dataclasses.replace(grammar, **{k: v for k, v in given.items() if v is not None})
     elif isinstance(grammar, str | Path):
-        gram = load_grammar(grammar, **given)
-    else:
-        raise FitrulesError(f"grammar {grammar!r}: give a fitrules.Grammar or a TOML path")
+        return load_grammar(grammar, **given)
+    raise FitrulesError(f"grammar {grammar!r}: give a fitrules.Grammar or a TOML path")
+
+
+def _search_splits(split: str, splits, train_frac, seed, inner_splits, inner_train_frac):
+    """The outer protocol of a search (random, extrapolate or leave-one-level-out) and its
+    inner random splits, checked."""
+    from fitrules.model.splits import parse_protocol
+
     arg.text(split, "split")
     kind = split.partition(":")[0].strip()
     if kind not in ("random", "extrapolate", "leave-one-level-out"):
@@ -1312,54 +1314,26 @@ def search(
     )
     # the final choice makes twice as many inner splits of all cells
     inner_splits = arg.count(inner_splits, "--inner-splits", 2, MAX_SPLITS // 2)
-    inner_train_frac = arg.real(inner_train_frac, "inner_train_frac", 0.0, 1.0)
-    arg.text(rule, "rule")
-    if rule not in RULES:
-        raise FitrulesError(f"rule {rule!r} is unknown; allowed: {', '.join(RULES)}")
-    _check_fit_options(objective, delta)
-    _check_guard_options(guard_span, guard_se, guard_excursion, metric_range)
-    arg.callback(on_plan, "on_plan")
-    arg.callback(on_progress, "on_progress")
-    yes = arg.flag(yes, "yes")
-    obj = Objective(objective, delta)
-    guard = GuardOptions(
-        guard_span, guard_se, arg.interval(metric_range, "metric_range"), guard_excursion
-    )
-    jobs = search_jobs(jobs, scheduler)
-    g, _ = _tuned(as_grid(grid), tune, tune_seeds)
+    return outer, inner_splits, arg.real(inner_train_frac, "inner_train_frac", 0.0, 1.0)
+
+
+def _search_references(references, gram, g: Grid) -> list[Form]:
+    """The forms fitted beside the search without selection (default: the built-in ones
+    whose variables the search has)."""
+    from fitrules.jobs.search import DEFAULT_REFERENCES
+    from fitrules.model.forms import BUILTIN_FORMS
+
     if references is None:
         names = set(gram.variables or _search_variables(g))
-        refs = [
+        return [
             BUILTIN_FORMS[n]
             for n in DEFAULT_REFERENCES
             if set(BUILTIN_FORMS[n].variables or ()) <= names
         ]
     elif isinstance(references, Sequence) and not isinstance(references, str) and not references:
-        refs = []
+        return []
     else:
-        refs = as_forms(references)
-    result = run_search(
-        g,
-        gram,
-        outer,
-        inner_splits=inner_splits,
-        inner_train_frac=inner_train_frac,
-        seed=seed,
-        objective=obj,
-        rule=rule,
-        references=refs,
-        guard=guard,
-        jobs=jobs,
-        on_plan=on_plan,
-        on_progress=on_progress,
-        seeds=arg.text(seeds, "seeds"),
-        yes=yes,
-        at=_search_points(at),
-        screen=_screen(screen),
-        scheduler=_scheduler(scheduler, jobs),
-    )
-    result.inputs = _input_paths(g) + ([Path(grammar)] if isinstance(grammar, str | Path) else [])
-    return result
+        return as_forms(references)
 
 
 def search_jobs(jobs: int | None, scheduler: str | None = None) -> int:
@@ -1376,20 +1350,6 @@ def _input_paths(*grids: Grid | None) -> list[Path]:
     """The tables the grids were read from (a DataFrame has none): no writer of the result
     may replace them (see :func:`fitrules.base.outputs.inputs_of`)."""
     return [Path(g.path) for g in grids if g is not None and g.path is not None]
-
-
-def _check_fit_options(objective, delta) -> None:
-    """The objective and its Huber delta: text, and a positive number."""
-    arg.text(objective, "objective")
-    arg.real(delta, "delta", 0.0)
-
-
-def _check_guard_options(guard_span, guard_se, guard_excursion, metric_range) -> None:
-    """The guard's thresholds (see :mod:`fitrules.engine.guard`): numbers in their ranges."""
-    arg.real(guard_span, "guard_span", 1.0)
-    arg.real(guard_se, "guard_se", 0.0)
-    arg.real(guard_excursion, "guard_excursion", 0.0)
-    arg.interval(metric_range, "metric_range")
 
 
 def _scheduler(scheduler, jobs: int) -> str | None:

@@ -93,8 +93,8 @@ def test_the_api_checker_tells_each_outcome_apart(monkeypatch):
 
 def test_the_checker_tells_each_outcome_apart(monkeypatch):
     """The property is only as good as its checker: each failure must be seen."""
-    from fitrules import cli
     from fitrules.base.errors import FitrulesError
+    from fitrules.cli import commands
 
     refused = fuzzing.check(fuzzing.Case(["validate", "--data=missing.csv"]))
     assert refused.kind == "refused" and "file not found" in refused.detail
@@ -116,7 +116,7 @@ def test_the_checker_tells_each_outcome_apart(monkeypatch):
 
     expected = {leaves_a_file: "leftover", crashes: "traceback", prints_nan: "nonfinite"}
     for func, kind in expected.items():
-        monkeypatch.setattr(cli, "_validate", func)
+        monkeypatch.setitem(commands.HANDLERS, "validate", func)
         assert fuzzing.check(fuzzing.Case(["validate"])).kind == kind, func.__name__
-    monkeypatch.setattr(cli, "_validate", two_lines)
+    monkeypatch.setitem(commands.HANDLERS, "validate", two_lines)
     assert fuzzing.check(fuzzing.Case(["validate"])).kind == "refused"  # main joins lines

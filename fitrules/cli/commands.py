@@ -228,14 +228,9 @@ def fit(args) -> int:
 
 def forms_list(args) -> int:
     from fitrules.model.forms import available_forms
+    from fitrules.views.text import render_forms
 
-    forms = available_forms()
-    heads = {
-        n: n + (f"({', '.join(f.variables)})" if f.variables else "") for n, f in forms.items()
-    }
-    w = max(len(h) for h in heads.values())
-    for name, f in forms.items():
-        say(args, f"{heads[name].ljust(w)}  {f.expression}    [{f.source}]")
+    say(args, render_forms(available_forms()))
     return 0
 
 

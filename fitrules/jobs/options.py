@@ -22,6 +22,7 @@ from fitrules.base.options import Command, Option, fraction, in_group, options
 RANDOM_SPLITS = 300
 
 OBJECTIVES = ("rel_ls", "log_huber", "abs_ls")
+RULES = ("one-se", "best")  # how a search's inner ranking picks
 WEIGHTS = ("cells", "runs", "inverse-variance")
 
 DATA_HELP = (
@@ -207,6 +208,8 @@ GUARD = in_group(
         parse=lambda text: _metric_range(text),
     ),
 )
+
+
 def _metric_range(text: str | None):
     from fitrules.engine.guard import parse_metric_range  # numpy: not for --help
 
@@ -229,7 +232,7 @@ LEVEL = Option(
     "level",
     "0.95",
     help="interval level (%(default)s)",
-    check=lambda v, n: arg.level(v),
+    check=arg.level,
     cli=dict(type=float),
 )
 RUNS = Option(
@@ -265,9 +268,17 @@ JSON = Option(
     help="write the full result as JSON to PATH ('-' for stdout, instead of the text)",
     cli=dict(metavar="PATH"),
 )
+
+
+def _true_false_or_none(value, name: str) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise FitrulesError(f"{name} {value!r}: must be True, False or None")
+
+
 PROGRESS = Option(
     "progress",
     help="progress bar on stderr (default: when stderr is a terminal and not --quiet)",
+    check=_true_false_or_none,
     cli=dict(action=argparse.BooleanOptionalAction),
 )
 REPORT = tuple(
@@ -314,8 +325,13 @@ def _text(v, n):
     return arg.text(v, n)
 
 
-def _count(low: int = 1):
-    return lambda v, n: arg.count(v, n, low)
+def _one_of(choices: tuple[str, ...]):
+    def check(value, name: str) -> None:
+        arg.text(value, name)
+        if value not in choices:
+            raise FitrulesError(f"{name} {value!r} is unknown; allowed: {', '.join(choices)}")
+
+    return check
 
 
 INLINE_FORM = Option(
@@ -620,7 +636,8 @@ SEARCH = Command(
                 "one-se",
                 help="how the inner ranking picks: one-se (default: fewest constants within "
                 "one standard error of the best) or best",
-                cli=dict(choices=["one-se", "best"]),
+                check=_one_of(RULES),
+                cli=dict(choices=list(RULES)),
             ),
             Option(
                 "references",

@@ -884,3 +884,14 @@ def render_scored_pairs(pairs) -> str:
             "cells" + (f"; units: {r['units']}" if r.get("units") else "")
         )
     return "\n".join(lines)
+
+
+def render_forms(forms: dict) -> str:
+    """One line a form: its name with its variables, its expression, where it comes from."""
+    heads = {
+        n: n + (f"({', '.join(f.variables)})" if f.variables else "") for n, f in forms.items()
+    }
+    w = max(len(h) for h in heads.values())
+    return "\n".join(
+        f"{heads[name].ljust(w)}  {f.expression}    [{f.source}]" for name, f in forms.items()
+    )

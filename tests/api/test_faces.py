@@ -118,8 +118,8 @@ def _defaults_in_signatures(path: Path):
         if isinstance(node, ast.FunctionDef):
             a = node.args
             pos = a.posonlyargs + a.args
-            pairs = list(zip(pos[len(pos) - len(a.defaults) :], a.defaults))
-            pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            pairs = list(zip(pos[len(pos) - len(a.defaults) :], a.defaults, strict=True))
+            pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d]
             for p, d in pairs:
                 if isinstance(d, ast.Constant | ast.BinOp | ast.UnaryOp | ast.Tuple):
                     yield node.name, p.arg, ast.unparse(d)
