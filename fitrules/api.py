@@ -216,28 +216,16 @@ def check_runs(runs: int | None) -> None:
 
 @api_terms
 def predict(
-    grid: GridLike | None,
-    form: FormLike,
-    at: str | Mapping[str, float],
-    *,
-    ledger: str | Path,
-    runs: int | None = None,
-    tolerance: float | None = None,
-    objective: str = PREDICT.objective,
-    delta: float = PREDICT.delta,
-    bootstrap: str = PREDICT.bootstrap,
-    resamples: int = PREDICT.resamples,
-    seed: int = PREDICT.seed,
-    level: float = PREDICT.level,
-    tune: str | Sequence[str] | None = None,
-    tune_seeds: Sequence[int] | str | None = None,
-    fix: Mapping[str, float] | Sequence[str] | None = None,
-    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
-    by: str | None = None,
-    shared: Sequence[str] | str | None = None,
-    weights: str = PREDICT.weights,
+    grid: GridLike | None, form: FormLike, at: str | Mapping[str, float], *,
+    ledger: str | Path, runs: int | None = None, tolerance: float | None = None,
+    objective: str = PREDICT.objective, delta: float = PREDICT.delta,
+    weights: str = PREDICT.weights, fix: Fix = None, bounds: Bounds = None,
+    by: str | None = None, shared: Sequence[str] | str | None = None,
+    bootstrap: str = PREDICT.bootstrap, resamples: int = PREDICT.resamples,
+    seed: int = PREDICT.seed, level: float = PREDICT.level,
+    tune: str | Sequence[str] | None = None, tune_seeds: Sequence[int] | str | None = None,
     command: str | None = None,
-):
+):  # fmt: skip
     """Fit ``form`` on every cell and write its prediction at ``at`` to ``ledger`` before
     the run: what ``fitrules predict`` does.
 
@@ -1081,28 +1069,17 @@ def ci(
 
 @api_terms
 def design(
-    grid: GridLike | None = None,
-    forms: FormLike | Sequence[FormLike] | None = None,
-    budget: int = DESIGN.budget,
-    tune: str | Sequence[str] | None = None,
-    tune_seeds: Sequence[int] | str | None = None,
-    *,
-    candidates: str | None = None,
-    target: str | None = None,
-    seeds: int = DESIGN.seeds,
-    max_seeds: int = DESIGN.max_seeds,
-    power: float = DESIGN.power,
-    alpha: float = DESIGN.alpha,
-    splits: int = DESIGN.splits,
-    resamples: int = DESIGN.resamples,
-    seed: int = DESIGN.seed,
-    objective: str = DESIGN.objective,
-    delta: float = DESIGN.delta,
-    fix: Mapping[str, float] | Sequence[str] | None = None,
-    bounds: Mapping[str, tuple[float, float]] | Sequence[str] | None = None,
-    by: str | None = None,
+    grid: GridLike | None = None, forms: FormLike | Sequence[FormLike] | None = None,
+    budget: int = DESIGN.budget, tune: str | Sequence[str] | None = None,
+    tune_seeds: Sequence[int] | str | None = None, *,
+    candidates: str | None = None, target: str | None = None,
+    seeds: int = DESIGN.seeds, max_seeds: int = DESIGN.max_seeds,
+    power: float = DESIGN.power, alpha: float = DESIGN.alpha,
+    splits: int = DESIGN.splits, resamples: int = DESIGN.resamples, seed: int = DESIGN.seed,
+    objective: str = DESIGN.objective, delta: float = DESIGN.delta,
+    fix: Fix = None, bounds: Bounds = None, by: str | None = None,
     shared: Sequence[str] | str | None = None,
-):
+):  # fmt: skip
     """Which runs to do next: rank candidate cells and choose a batch under ``budget``.
 
     Parameters

@@ -116,9 +116,6 @@ def take_outputs(args) -> None:
     report = getattr(args, "report", None)
     inputs = _inputs(args)
     files = _file_outputs(args)
-    args.json_file = None
-    args.spec_file = None
-    args.forms_file = None
     args.report_slot = None
     check_distinct(files, inputs)
     for option, target in files:
@@ -141,14 +138,10 @@ def take_outputs(args) -> None:
                     "to replace it"
                 )
         args.report_slot = args.outputs.reserve_dir(report, args.force)
-    for option, target in files:
-        staged = args.outputs.stage_file(target, option)
-        if option == "--json":
-            args.json_file = staged
-        elif option == "--forms-out":
-            args.forms_file = staged
-        else:
-            args.spec_file = staged
+    staged = {option: args.outputs.stage_file(target, option) for option, target in files}
+    args.json_file, args.spec_file, args.forms_file = (
+        staged.get(option) for option in ("--json", "--spec-out", "--forms-out")
+    )
 
 
 def write_report(args, write, *a, **k) -> None:
