@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import ExpressionError, GridError
+from fitrules.base import arguments
+from fitrules.base.errors import ExpressionError, FitrulesError, GridError
 from fitrules.base.limits import MAX_ABS_VALUE
 from fitrules.base.util import sha256_file
 from fitrules.model import expr as ex
@@ -802,13 +803,11 @@ def _read(path: Path) -> pd.DataFrame:
 
 
 def _texts(value: Any, name: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise GridError(f"{name} {value!r}: give a condition as text, or a list of them")
-    return tuple(value)
+    """One condition or a sequence of them, as a tuple (:func:`fitrules.base.arguments.texts`)."""
+    try:
+        return arguments.texts(value, name)
+    except FitrulesError:
+        raise GridError(f"{name} {value!r}: give a condition as text, or a list of them") from None
 
 
 def _index_as_columns(df: pd.DataFrame, label: str) -> pd.DataFrame:
