@@ -738,7 +738,7 @@ def _notes(summary: pd.DataFrame, reasons: dict, n_splits: int, bound: list[Form
 def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | None, str]:
     """The seed folds of the cells-and-seeds protocol (None for cells), and its name."""
     from fitrules.engine.intervals import seed_offset
-    from fitrules.model.splits import SEED_PROTOCOLS, SeedHoldout, seed_values
+    from fitrules.model.splits import SEED_PROTOCOLS, SeedHoldout, seed_folds
 
     if seeds not in SEED_PROTOCOLS:
         raise SplitError(f"--seeds {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}")
@@ -748,20 +748,13 @@ def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | 
     off = seed_offset(grid, cells)
     if off is None:
         return None, cells_name + " (no seed id is shared across cells: nothing to hold out)"
-    sh = SeedHoldout(seed=getattr(splitter, "seed", 0))
-    folds = []
-    for test in sh.folds(off.seeds):
-        kept = [i for i in off.seeds if i not in test]
-        y_fit, y_test = seed_values(grid, cells, kept), seed_values(grid, cells, test)
-        if not (np.isfinite(y_fit).all() and np.isfinite(y_test).all()) or (y_test == 0).any():
-            return None, cells_name + " (seed ids could not be held out: a cell lacks runs at them)"
-        folds.append({"y_fit": y_fit, "y_test": y_test})
-    t = len(sh.folds(off.seeds)[0])
-    k = int(np.median(cells.table["n_seeds"]))
-    excess = sh.excess(off.shared_var, off.var_run, len(off.seeds) - t, t, len(off.seeds), k)
-    return {"folds": folds, "excess": excess}, (
-        f"cells and seeds: {len(folds)} folds of {t} of {len(off.seeds)} seed ids, split s "
-        f"fitted on the runs outside fold s mod {len(folds)} and scored on the fold's; errors "
+    held = seed_folds(grid, cells, off, SeedHoldout(seed=getattr(splitter, "seed", 0)))
+    if held is None:
+        return None, cells_name + " (seed ids could not be held out: a cell lacks runs at them)"
+    n_folds, t, k = len(held["folds"]), held["t"], held["k"]
+    return held, (
+        f"cells and seeds: {n_folds} folds of {t} of {len(off.seeds)} seed ids, split s "
+        f"fitted on the runs outside fold s mod {n_folds} and scored on the fold's; errors "
         f"rescaled to the mean of {k} new runs at fresh seed ids"
     )
 

@@ -1327,7 +1327,7 @@ def _seed_holdout(grid, cells, masks, objective, seeds: str, seed: int):
     """The cells-and-seeds protocol's values for the nested rows, and a note naming the
     protocol the outer error used (see :func:`run_search`)."""
     from fitrules.engine.intervals import seed_offset
-    from fitrules.model.splits import SEED_PROTOCOLS, seed_values
+    from fitrules.model.splits import SEED_PROTOCOLS, seed_folds
 
     if seeds not in SEED_PROTOCOLS:
         raise FitrulesError(f"seeds {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}")
@@ -1340,25 +1340,18 @@ def _seed_holdout(grid, cells, masks, objective, seeds: str, seed: int):
     off = seed_offset(grid, cells, objective)
     if off is None:
         return None, cells_note + "; no seed id is shared across cells, so nothing is missed"
-    sh = SeedHoldout(seed=_sub_seed(seed, _SEEDS))
-    folds = []
-    for test in sh.folds(off.seeds):
-        kept = [i for i in off.seeds if i not in test]
-        y_fit, y_test = seed_values(grid, cells, kept), seed_values(grid, cells, test)
-        if not (np.isfinite(y_fit).all() and np.isfinite(y_test).all()) or (y_test == 0).any():
-            return None, cells_note + "; seed ids could not be held out (a cell lacks runs at them)"
-        folds.append({"y_fit": y_fit, "y_test": y_test, "held": test})
-    k = int(np.median(cells.table["n_seeds"]))
-    t = len(folds[0]["held"])
-    excess = sh.excess(off.shared_var, off.var_run, len(off.seeds) - t, t, len(off.seeds), k)
+    held = seed_folds(grid, cells, off, SeedHoldout(seed=_sub_seed(seed, _SEEDS)))
+    if held is None:
+        return None, cells_note + "; seed ids could not be held out (a cell lacks runs at them)"
+    n_folds, t, k, excess = len(held["folds"]), held["t"], held["k"], held["excess"]
     note = (
-        f"cells and seeds: the seed ids in {len(folds)} folds, outer split o held out with "
-        f"fold o mod {len(folds)} ({t} of {len(off.seeds)} ids), its fits reading the other "
+        f"cells and seeds: the seed ids in {n_folds} folds, outer split o held out with "
+        f"fold o mod {n_folds} ({t} of {len(off.seeds)} ids), its fits reading the other "
         f"ids' runs; the outer errors rescaled by one factor that takes off the expected "
         f"excess of their pooled mean square over that of the mean of {k} new runs at fresh "
         f"seed ids ({100 * math.sqrt(max(excess, 0.0)):.3g}% rms)"
     )
-    return {"folds": folds, "excess": excess}, note
+    return held, note
 
 
 def _inner_median(inner: np.ndarray) -> float:
