@@ -58,6 +58,7 @@ from fitrules.base.limits import (
     check_count,
     check_seed,
 )
+from fitrules.base.util import spread_unit
 from fitrules.engine.fit import (
     WEIGHT_KEY,
     FitOptions,
@@ -1428,8 +1429,7 @@ class HeldOut:
 
     def describe(self) -> str:
         comp = self.components
-        unit = "%" if self.relative else ""
-        f = 100.0 if self.relative else 1.0
+        unit, f = spread_unit(self.relative)
         return (
             f"{PREDICTION_KIND}: {int(self.ok.sum())} leave-one-cell-out refits; held-out "
             f"rms {f * math.sqrt(comp['heldout_mse']):.3g}{unit}, of which misfit "
