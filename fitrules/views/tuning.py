@@ -56,6 +56,7 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on: one line per configuration (per level of ``by`` with it).
 
     Raises
     ------
@@ -195,6 +196,7 @@ def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on: one cell per (x, y) configuration, a colour bar of the levels.
 
     Raises
     ------
