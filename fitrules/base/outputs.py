@@ -326,6 +326,15 @@ def _make_parents(parent: Path) -> list[Path]:
     return list(reversed(missing))
 
 
+def _remove_parents(created: list[Path]) -> None:
+    """Remove the directories :func:`_make_parents` created, deepest first, while empty."""
+    for p in reversed(created):
+        try:
+            os.rmdir(p)
+        except OSError:
+            break
+
+
 class StagedFile:
     """A file target taken now (its staging file created and locked) and written later.
 
@@ -409,11 +418,7 @@ class StagedFile:
             self.tmp.unlink(missing_ok=True)
         _unlock(self.fd)
         self.fd = self.tmp = None
-        for p in reversed(self.created_parents):
-            try:
-                os.rmdir(p)
-            except OSError:
-                break
+        _remove_parents(self.created_parents)
         self.created_parents = []
 
 
@@ -528,11 +533,7 @@ class ReservedDir:
             except OSError:
                 pass  # something was put in it: not ours to remove
         self.placeholder = False
-        for p in reversed(self.created_parents):
-            try:
-                os.rmdir(p)
-            except OSError:
-                break
+        _remove_parents(self.created_parents)
         self.created_parents = []
 
 

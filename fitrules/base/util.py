@@ -104,6 +104,12 @@ def split_progress(splits: int | None, fits_per_split: int, desc: str, enabled: 
         yield on_progress
 
 
+def spread_unit(relative: bool) -> tuple[str, float]:
+    """The unit and factor a spread is quoted in: percent of the value when it is relative,
+    else the metric's own units."""
+    return ("%", 100.0) if relative else ("", 1.0)
+
+
 SIGNIFICANT = 12  # digits kept of a float in JSON
 
 

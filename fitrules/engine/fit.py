@@ -503,21 +503,10 @@ def _lm(
     huber = objective.kind == "log_huber"
     # constants searched on a log scale (Nc ~ 1e13) sit beside exponents ~ 0.1: scale too
     scaled = (huber or any(cf.s.log_axes) or any(cf.s.floors)) if scaled is None else scaled
-
-    def evaluate(x, rows):
-        Xr = {v: a[rows] for v, a in X.items()}
-        pred = cf.predict(Xr, x)
-        with np.errstate(all="ignore"):
-            r = objective.residuals(pred, y[rows]) * m[rows]
-        r = np.where(m[rows] > 0, r, 0.0)
-        with np.errstate(all="ignore"):
-            val = objective.value(r, axis=1)
-        val = np.where(np.isfinite(r).all(axis=1), val, np.inf)
-        return val, pred, r
-
+    rows = _LMRows(cf, X, y, m, objective, inner_lo, inner_hi, scaled)
     T = len(x0)
     x = np.clip(np.nan_to_num(x0), inner_lo, inner_hi)
-    val, pred, r = evaluate(x, np.arange(T))
+    val, pred, r = rows.evaluate(x, np.arange(T))
     lam = np.full(T, 1e-3)
     done = ~np.isfinite(val)
     converged = np.zeros(T, bool)
@@ -525,43 +514,9 @@ def _lm(
         idx = np.flatnonzero(~done)
         if len(idx) == 0:
             break
-        Xr = {v: a[idx] for v, a in X.items()}
-        xi, ri, pi, mi = x[idx], r[idx], pred[idx], m[idx]
-        with np.errstate(all="ignore"):
-            J = cf.jacobian(Xr, xi) * (objective.dres_dpred(pi, y[idx]) * mi)[..., None]
-        J = np.where(np.isfinite(J), J, 0.0)
-        Jt = np.swapaxes(J, -1, -2)
-        if huber:
-            d = objective.delta
-            g = (Jt @ (np.clip(ri, -d, d) * mi)[..., None])[..., 0]
-            w = mi * np.minimum(1.0, d / np.maximum(np.abs(ri), 1e-300))
-            H = (Jt * w[:, None, :]) @ J
-        else:
-            g = (Jt @ ri[..., None])[..., 0]
-            H = Jt @ J
-        diag = np.maximum(np.diagonal(H, axis1=1, axis2=2), 1e-30)
-        A = H + lam[idx, None, None] * (diag[:, :, None] * np.eye(cf.p))
-        # Active set: a constant at its bound whose descent direction points out of the box
-        # is held there and the step solved for the others. Clipping the full step instead
-        # moves along the box's face in a direction that need not descend, and the fit
-        # stalls at the bound (Muennighoff's law stopped at rd = 1000, SSE 14.5 for 10.5).
-        held = ((xi <= inner_lo) & (g > 0)) | ((xi >= inner_hi) & (g < 0))
-        if held.any():
-            free = ~held
-            A = A * (free[:, :, None] & free[:, None, :]) + held[:, :, None] * np.eye(cf.p)
-            g = np.where(held, 0.0, g)
-        if scaled:
-            # Jacobi scaling first: Huber's weights (delta/|r| outside +-delta) and constants
-            # of very different sizes (B ~ 1e3 next to an exponent ~ 0.3) put the diagonal
-            # entries 1e10 apart, and the solver's ridge, relative to the trace, would swamp
-            # the small ones (most Chinchilla-shaped fits then crawled and were flagged).
-            # Least-squares rows keep the plain solve that the committed reports were made with.
-            sc = 1.0 / np.sqrt(np.maximum(np.diagonal(A, axis1=1, axis2=2), 1e-300))
-            step = sc * _solve(A * sc[:, :, None] * sc[:, None, :], -g * sc)
-        else:
-            step = _solve(A, -g)
-        new_x = np.clip(xi + step, inner_lo, inner_hi)
-        new_val, new_pred, new_r = evaluate(new_x, idx)
+        xi = x[idx]
+        new_x = rows.step(idx, xi, r[idx], pred[idx], lam[idx])
+        new_val, new_pred, new_r = rows.evaluate(new_x, idx)
         better = new_val < val[idx]
         gain = np.where(better, (val[idx] - new_val) / np.maximum(val[idx], 1e-300), 0.0)
         acc = idx[better]
@@ -578,6 +533,73 @@ def _lm(
         converged[idx[small | stuck]] = True
         done[idx[small | stuck]] = True
     return x, val, converged
+
+
+@dataclass(frozen=True)
+class _LMRows:
+    """The rows of one Levenberg-Marquardt fit: their cells, weights and bounds."""
+
+    cf: CompiledForm
+    X: dict
+    y: np.ndarray
+    m: np.ndarray  # (T, n): each row's training cells, times the root weights
+    objective: Objective
+    inner_lo: np.ndarray
+    inner_hi: np.ndarray
+    scaled: bool
+
+    def evaluate(self, x: np.ndarray, rows: np.ndarray):
+        """The objective, prediction and weighted residuals of ``rows`` at constants ``x``."""
+        objective, m = self.objective, self.m
+        Xr = {v: a[rows] for v, a in self.X.items()}
+        pred = self.cf.predict(Xr, x)
+        with np.errstate(all="ignore"):
+            r = objective.residuals(pred, self.y[rows]) * m[rows]
+        r = np.where(m[rows] > 0, r, 0.0)
+        with np.errstate(all="ignore"):
+            val = objective.value(r, axis=1)
+        val = np.where(np.isfinite(r).all(axis=1), val, np.inf)
+        return val, pred, r
+
+    def step(self, idx: np.ndarray, xi, ri, pi, lam) -> np.ndarray:
+        """The damped step of rows ``idx`` from ``xi``, clipped to the bounds."""
+        cf, objective, inner_lo, inner_hi = self.cf, self.objective, self.inner_lo, self.inner_hi
+        Xr = {v: a[idx] for v, a in self.X.items()}
+        mi = self.m[idx]
+        with np.errstate(all="ignore"):
+            J = cf.jacobian(Xr, xi) * (objective.dres_dpred(pi, self.y[idx]) * mi)[..., None]
+        J = np.where(np.isfinite(J), J, 0.0)
+        Jt = np.swapaxes(J, -1, -2)
+        if objective.kind == "log_huber":
+            d = objective.delta
+            g = (Jt @ (np.clip(ri, -d, d) * mi)[..., None])[..., 0]
+            w = mi * np.minimum(1.0, d / np.maximum(np.abs(ri), 1e-300))
+            H = (Jt * w[:, None, :]) @ J
+        else:
+            g = (Jt @ ri[..., None])[..., 0]
+            H = Jt @ J
+        diag = np.maximum(np.diagonal(H, axis1=1, axis2=2), 1e-30)
+        A = H + lam[:, None, None] * (diag[:, :, None] * np.eye(cf.p))
+        # Active set: a constant at its bound whose descent direction points out of the box
+        # is held there and the step solved for the others. Clipping the full step instead
+        # moves along the box's face in a direction that need not descend, and the fit
+        # stalls at the bound (Muennighoff's law stopped at rd = 1000, SSE 14.5 for 10.5).
+        held = ((xi <= inner_lo) & (g > 0)) | ((xi >= inner_hi) & (g < 0))
+        if held.any():
+            free = ~held
+            A = A * (free[:, :, None] & free[:, None, :]) + held[:, :, None] * np.eye(cf.p)
+            g = np.where(held, 0.0, g)
+        if self.scaled:
+            # Jacobi scaling first: Huber's weights (delta/|r| outside +-delta) and constants
+            # of very different sizes (B ~ 1e3 next to an exponent ~ 0.3) put the diagonal
+            # entries 1e10 apart, and the solver's ridge, relative to the trace, would swamp
+            # the small ones (most Chinchilla-shaped fits then crawled and were flagged).
+            # Least-squares rows keep the plain solve that the committed reports were made with.
+            sc = 1.0 / np.sqrt(np.maximum(np.diagonal(A, axis1=1, axis2=2), 1e-300))
+            step = sc * _solve(A * sc[:, :, None] * sc[:, None, :], -g * sc)
+        else:
+            step = _solve(A, -g)
+        return np.clip(xi + step, inner_lo, inner_hi)
 
 
 def _push_to_bounds(cf: CompiledForm, X, y, masks, objective, theta_start, x, val):
@@ -661,10 +683,51 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
 
 def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
     """Condition numbers and reasons for every split at once; params (S, p)."""
-    names = cf.s.constants
-    S = len(masks)
     ok = np.isfinite(params).all(axis=1)
     safe = np.where(ok[:, None], params, 0.0)
+    Js, colnorm, sv_full, vt = _relative_jacobians(cf, X, y, masks, safe, objective)
+    smax = sv_full.max(axis=1)
+    null = sv_full <= RANK_TOL * smax[:, None]
+    with np.errstate(divide="ignore"):
+        cond = np.where(sv_full.min(axis=1) > 0, smax / sv_full.min(axis=1), np.inf)
+    validity = _validity(cf, X, safe)
+    out = []
+    for si in range(len(masks)):
+        mask = masks[si]
+        n = int(mask.sum())
+        if not ok[si]:
+            out.append((np.inf, ["no starting point gives a finite prediction"]))
+            continue
+        reasons, idle = _unfitted_level_reasons(cf, X, mask)
+        p_eff = cf.p - len(idle)
+        if n < p_eff + 1:
+            reasons.append(
+                f"only {n} training cells for {p_eff} constants (need at least {p_eff + 1})"
+            )
+        null_si, cond_si, vt_si, sv_si = null[si], cond[si], vt[si], sv_full[si]
+        if idle:  # the unfitted levels' constants are set aside, not a rank deficiency
+            null_si, cond_si, vt_si, sv_si = _spectrum_without(cf, Js[si], idle)
+        names = cf.s.constants
+        weak = {names[j] for j in np.flatnonzero(colnorm[si] == 0) if names[j] not in idle}
+        for i in np.flatnonzero(null_si):
+            weak |= {names[j] for j in np.flatnonzero(np.abs(vt_si[i]) > 0.1)}
+        design = _design_reasons(cf, X, mask, weak)
+        reasons.extend(design)
+        if not design and n >= p_eff:
+            reasons += _rank_reasons(cf, params[si], null_si, cond_si, vt_si, sv_si, weak, p_eff)
+        reasons += _bound_reasons(cf, params[si])
+        if not converged[si]:
+            reasons.append("optimiser did not converge")
+        if validity[si]:
+            reasons.append(validity[si])
+        out.append((float(cond_si), reasons))
+    return out
+
+
+def _relative_jacobians(cf: CompiledForm, X, y, masks, safe: np.ndarray, objective):
+    """Each split's Jacobian of the weighted residuals in relative sensitivities, its
+    columns' norms, singular values and right singular vectors."""
+    S = len(masks)
     Xg, yg, mg = _gather(X, y, masks)  # each split's training cells
     pred = cf.predict(Xg, safe)  # (S, n_train)
     with np.errstate(all="ignore"):
@@ -683,94 +746,95 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
     _, sv, vt = np.linalg.svd(Js, full_matrices=False)  # sv (S, p), vt (S, p, p)
     sv_full = np.zeros((S, cf.p))
     sv_full[:, : sv.shape[1]] = sv
-    smax = sv_full.max(axis=1)
-    null = sv_full <= RANK_TOL * smax[:, None]
-    with np.errstate(divide="ignore"):
-        cond = np.where(sv_full.min(axis=1) > 0, smax / sv_full.min(axis=1), np.inf)
+    return Js, colnorm, sv_full, vt
+
+
+def _unfitted_level_reasons(cf: CompiledForm, X, mask: np.ndarray) -> tuple[list[str], list[str]]:
+    """A reason per level with no training cell, and the constants it leaves unfitted."""
+    reasons = []
+    missing = cf.unfitted(X, mask)
+    idle = [c for c, at in cf.level_of.items() if any(a in missing for a in at)]
+    for col, level in missing:
+        own = [c for c in idle if (col, level) in cf.level_of[c]]
+        at = f"{col}={format_level(level)}"
+        reasons.append(
+            f"level {at} has no training cell: {', '.join(own)} not fitted, held-out "
+            f"cells at {at} cannot be predicted"
+        )
+    return reasons, idle
+
+
+def _spectrum_without(cf: CompiledForm, Js_si: np.ndarray, idle: list[str]):
+    """One split's null directions, condition number, right singular vectors and singular
+    values over the constants it fits."""
+    keep = [j for j, c in enumerate(cf.s.constants) if c not in idle]
+    _, sv_k, vt_k = np.linalg.svd(Js_si[:, keep], full_matrices=True)
+    sv_si = np.zeros(len(keep))
+    sv_si[: len(sv_k)] = sv_k
+    null_si = sv_si <= RANK_TOL * sv_si.max()
+    cond_si = sv_si.max() / sv_si.min() if sv_si.min() > 0 else np.inf
+    vt_si = np.zeros((len(keep), cf.p))
+    vt_si[:, keep] = vt_k
+    return null_si, cond_si, vt_si, sv_si
+
+
+def _design_reasons(cf: CompiledForm, X, mask: np.ndarray, weak: set[str]) -> list[str]:
+    """A reason per variable the training cells hold at one value."""
+    names = cf.s.constants
+    design = []
+    for v in cf.form.bound_variables:
+        values = np.unique(X[v][mask])
+        if len(values) == 1:
+            which = [c for c in names if c in weak]
+            what = (
+                f"{', '.join(which)} {'is' if len(which) == 1 else 'are'} not identifiable"
+                if which
+                else "its effect cannot be identified"
+            )
+            design.append(f"all training cells have {v}={values[0]:g}: {what}")
+    return design
+
+
+def _rank_reasons(
+    cf: CompiledForm, x, null_si, cond_si, vt_si, sv_si, weak: set[str], p_eff: int
+) -> list[str]:
+    """A reason when the Jacobian at the fit is rank-deficient or badly conditioned."""
+    names = cf.s.constants
+    if null_si.any():
+        rank = int((~null_si).sum())
+        return [
+            f"Jacobian is rank-deficient at the fit (rank {rank} of {p_eff}; "
+            f"{', '.join(c for c in names if c in weak)} not identifiable)",
+            *_edge_hints(cf, x),
+        ]
+    if cond_si > COND_LIMIT:
+        worst = np.abs(vt_si[np.argmin(sv_si)])
+        top = [names[j] for j in np.argsort(-worst)[:2]]
+        return [
+            f"Jacobian is badly conditioned at the fit (condition number "
+            f"{cond_si:.1e}; weakest direction mostly {', '.join(top)})"
+        ]
+    return []
+
+
+def _bound_reasons(cf: CompiledForm, x: np.ndarray) -> list[str]:
+    """A reason per constant at one of its bounds, with how to widen it."""
     lo, hi = np.array(cf.s.lower), np.array(cf.s.upper)
-    validity = _validity(cf, X, safe)
-    out = []
-    for si in range(S):
-        mask = masks[si]
-        n = int(mask.sum())
-        if not ok[si]:
-            out.append((np.inf, ["no starting point gives a finite prediction"]))
-            continue
-        reasons = []
-        missing = cf.unfitted(X, mask)
-        idle = [c for c, at in cf.level_of.items() if any(a in missing for a in at)]
-        p_eff = cf.p - len(idle)
-        for col, level in missing:
-            own = [c for c in idle if (col, level) in cf.level_of[c]]
-            at = f"{col}={format_level(level)}"
+    reasons = []
+    for j, c in enumerate(cf.s.constants):
+        # near a bound relative to the bound itself: a range over decades (A in
+        # [540, 4e15]) is not "at" 540 when A = 1e8
+        near_lo = np.isfinite(lo[j]) and x[j] - lo[j] <= 1e-6 * max(1.0, abs(lo[j]))
+        near_hi = np.isfinite(hi[j]) and hi[j] - x[j] <= 1e-6 * max(1.0, abs(hi[j]))
+        if near_lo or near_hi:
+            kind = "bound"
+            if base_name(c) not in cf.form.bounds and c in cf.form.ranges:
+                kind = f"default bound (its range as {cf.form.ranges[c].role})"
             reasons.append(
-                f"level {at} has no training cell: {', '.join(own)} not fitted, held-out "
-                f"cells at {at} cannot be predicted"
+                f"constant {c} is at its {kind} {lo[j] if near_lo else hi[j]:g}; widen it "
+                f"with --bound '{base_name(c)}=LOW..HIGH' (or bounds in forms.toml)"
             )
-        if n < p_eff + 1:
-            reasons.append(
-                f"only {n} training cells for {p_eff} constants (need at least {p_eff + 1})"
-            )
-        null_si, cond_si, vt_si, sv_si = null[si], cond[si], vt[si], sv_full[si]
-        keep = [j for j, c in enumerate(names) if c not in idle]
-        if idle:  # the unfitted levels' constants are set aside, not a rank deficiency
-            _, sv_k, vt_k = np.linalg.svd(Js[si][:, keep], full_matrices=True)
-            sv_si = np.zeros(len(keep))
-            sv_si[: len(sv_k)] = sv_k
-            null_si = sv_si <= RANK_TOL * sv_si.max()
-            cond_si = sv_si.max() / sv_si.min() if sv_si.min() > 0 else np.inf
-            vt_si = np.zeros((len(keep), cf.p))
-            vt_si[:, keep] = vt_k
-        weak = {names[j] for j in np.flatnonzero(colnorm[si] == 0) if names[j] not in idle}
-        for i in np.flatnonzero(null_si):
-            weak |= {names[j] for j in np.flatnonzero(np.abs(vt_si[i]) > 0.1)}
-        design = []
-        for v in cf.form.bound_variables:
-            values = np.unique(X[v][mask])
-            if len(values) == 1:
-                which = [c for c in names if c in weak]
-                what = (
-                    f"{', '.join(which)} {'is' if len(which) == 1 else 'are'} not identifiable"
-                    if which
-                    else "its effect cannot be identified"
-                )
-                design.append(f"all training cells have {v}={values[0]:g}: {what}")
-        reasons.extend(design)
-        if not design and n >= p_eff:
-            if null_si.any():
-                rank = int((~null_si).sum())
-                reasons.append(
-                    f"Jacobian is rank-deficient at the fit (rank {rank} of {p_eff}; "
-                    f"{', '.join(c for c in names if c in weak)} not identifiable)"
-                )
-                reasons += _edge_hints(cf, params[si])
-            elif cond_si > COND_LIMIT:
-                worst = np.abs(vt_si[np.argmin(sv_si)])
-                top = [names[j] for j in np.argsort(-worst)[:2]]
-                reasons.append(
-                    f"Jacobian is badly conditioned at the fit (condition number "
-                    f"{cond_si:.1e}; weakest direction mostly {', '.join(top)})"
-                )
-        x = params[si]
-        for j, c in enumerate(names):
-            # near a bound relative to the bound itself: a range over decades (A in
-            # [540, 4e15]) is not "at" 540 when A = 1e8
-            near_lo = np.isfinite(lo[j]) and x[j] - lo[j] <= 1e-6 * max(1.0, abs(lo[j]))
-            near_hi = np.isfinite(hi[j]) and hi[j] - x[j] <= 1e-6 * max(1.0, abs(hi[j]))
-            if near_lo or near_hi:
-                kind = "bound"
-                if base_name(c) not in cf.form.bounds and c in cf.form.ranges:
-                    kind = f"default bound (its range as {cf.form.ranges[c].role})"
-                reasons.append(
-                    f"constant {c} is at its {kind} {lo[j] if near_lo else hi[j]:g}; widen it "
-                    f"with --bound '{base_name(c)}=LOW..HIGH' (or bounds in forms.toml)"
-                )
-        if not converged[si]:
-            reasons.append("optimiser did not converge")
-        if validity[si]:
-            reasons.append(validity[si])
-        out.append((float(cond_si), reasons))
-    return out
+    return reasons
 
 
 VALIDITY_CELLS = 2048  # cells at most whose terms are checked (with the box's corners)

@@ -58,6 +58,7 @@ from fitrules.base.limits import (
     check_count,
     check_seed,
 )
+from fitrules.base.util import spread_unit
 from fitrules.engine.fit import (
     WEIGHT_KEY,
     FitOptions,
@@ -578,24 +579,8 @@ def bootstrap_fit(
     base = fit(form, cells.X, cells.y, obj, options, weights=w)
     values = _cell_runs(grid, cells.variables)
     single = int(sum(len(v) == 1 for v in values))
-    reason = ""
     Xw = cells.X if w is None else {**cells.X, WEIGHT_KEY: w}
-    covariance = None
-    if kind == "studentized":
-        base_u = jacobian_uncertainty(form, Xw, cells.y, base.constants, obj)
-        if base_u.ok and base_u.dof >= 1:
-            covariance = base_u.covariance
-        else:  # no standard error to studentize by: the percentile kinds, and why
-            kind = "auto"
-            reason = f"not studentized ({base_u.note or 'no standard errors'}); "
-    if kind == "seeds" and single:
-        # a cell of one run is the same in every seed replicate: with every cell so, the
-        # intervals have zero width; with some, they are too narrow. Residuals instead, said
-        kind = "residuals"
-        reason = (
-            f"residuals, not seeds: {single} of {len(values)} cells have a single run, which "
-            "a seed replicate cannot vary (the intervals would be too narrow or of zero width)"
-        )
+    kind, reason, covariance = _bootstrap_kind(kind, form, Xw, cells.y, base, obj, values)
     from fitrules.base.limits import check_memory
 
     check_memory(
@@ -613,39 +598,95 @@ def bootstrap_fit(
         )
     rng = np.random.default_rng(seed)
     if kind == "seeds":
-        # a resampled mean of n runs varies (n - 1) / n as much as the mean does: with 3 runs
-        # a cell the intervals were a fifth too narrow (coverage 0.86 for a nominal 0.95);
-        # the deviations from each cell's mean are rescaled by sqrt(n / (n - 1)) to undo it
-        inflate = np.array(
-            [math.sqrt(len(v) / (len(v) - 1)) if len(v) > 1 else 0.0 for v in values]
-        )
-        picks = [[v[rng.integers(0, len(v), len(v))] for v in values] for _ in range(resamples)]
-        if noise is not None and noise.known and noise.cv > 0:
-            # log_huber: each resampled cell is reduced as the cell itself was (its runs'
-            # biweight location), so a corrupted run moves a replicate no more than the fit
-            means = cells.y
-            cols = [np.array([row[i] for row in picks]) for i in range(len(values))]
-            raw = np.array([_robust_cell(c, noise.cv) for c in cols]).T
-        else:
-            means = np.array([v.mean() for v in values])
-            raw = np.array([[p.mean() for p in row] for row in picks])
-        Y = means + inflate * (raw - means)
+        Y = _seed_replicates(values, cells, noise, resamples, rng)
     else:  # residuals, studentized or not
         Y = _residual_replicates(form, cells.X, cells.y, base.constants, obj, resamples, rng, w)
-    draws, _, converged = refit(form, cells.X, Y, base.constants, obj, options, weights=w)
+    draws, bad, covariances = _refit_replicates(
+        form, cells.X, Xw, Y, base, obj, options, w, covariance
+    )
+    return BootstrapFit(
+        form, base, level, resamples, seed, draws, int(bad.sum()), single, kind=kind,
+        reason=reason, covariance=covariance, covariances=covariances,
+    )  # fmt: skip
+
+
+def _refit_replicates(
+    form: Form,
+    X: dict[str, np.ndarray],
+    Xw: dict[str, np.ndarray],
+    Y: np.ndarray,
+    base: FitResult,
+    obj: Objective,
+    options: FitOptions | None,
+    w: np.ndarray | None,
+    covariance: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Each replicate's refit (NaN where it failed), which failed, and, studentized, each
+    refit's own covariance."""
+    draws, _, converged = refit(form, X, Y, base.constants, obj, options, weights=w)
     bad = ~converged | ~np.isfinite(draws).all(axis=1)
     draws[bad] = np.nan
     covariances = None
     if covariance is not None:
         # each refit's own standard errors, from its replicate: the pivot |refit - fit| / se
-        covariances = np.full((resamples, *covariance.shape), np.nan)
+        covariances = np.full((len(Y), *covariance.shape), np.nan)
         good = np.flatnonzero(~bad)
         if len(good):
             covariances[good] = _replicate_covariances(form, Xw, Y[good], draws[good], obj)
-    return BootstrapFit(
-        form, base, level, resamples, seed, draws, int(bad.sum()), single, kind=kind,
-        reason=reason, covariance=covariance, covariances=covariances,
-    )  # fmt: skip
+    return draws, bad, covariances
+
+
+def _bootstrap_kind(
+    kind: str,
+    form: Form,
+    Xw: dict[str, np.ndarray],
+    y: np.ndarray,
+    base: FitResult,
+    obj: Objective,
+    values: list[np.ndarray],
+) -> tuple[str, str, np.ndarray | None]:
+    """The kind of bootstrap that can be made (``auto`` still open), why it differs from the
+    one asked, and the fit's covariance when studentized."""
+    single = int(sum(len(v) == 1 for v in values))
+    reason = ""
+    covariance = None
+    if kind == "studentized":
+        base_u = jacobian_uncertainty(form, Xw, y, base.constants, obj)
+        if base_u.ok and base_u.dof >= 1:
+            covariance = base_u.covariance
+        else:  # no standard error to studentize by: the percentile kinds, and why
+            kind = "auto"
+            reason = f"not studentized ({base_u.note or 'no standard errors'}); "
+    if kind == "seeds" and single:
+        # a cell of one run is the same in every seed replicate: with every cell so, the
+        # intervals have zero width; with some, they are too narrow. Residuals instead, said
+        kind = "residuals"
+        reason = (
+            f"residuals, not seeds: {single} of {len(values)} cells have a single run, which "
+            "a seed replicate cannot vary (the intervals would be too narrow or of zero width)"
+        )
+    return kind, reason, covariance
+
+
+def _seed_replicates(
+    values: list[np.ndarray], cells: Cells, noise, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """The cells' values in each seed replicate: every cell's runs resampled."""
+    # a resampled mean of n runs varies (n - 1) / n as much as the mean does: with 3 runs
+    # a cell the intervals were a fifth too narrow (coverage 0.86 for a nominal 0.95);
+    # the deviations from each cell's mean are rescaled by sqrt(n / (n - 1)) to undo it
+    inflate = np.array([math.sqrt(len(v) / (len(v) - 1)) if len(v) > 1 else 0.0 for v in values])
+    picks = [[v[rng.integers(0, len(v), len(v))] for v in values] for _ in range(resamples)]
+    if noise is not None and noise.known and noise.cv > 0:
+        # log_huber: each resampled cell is reduced as the cell itself was (its runs'
+        # biweight location), so a corrupted run moves a replicate no more than the fit
+        means = cells.y
+        cols = [np.array([row[i] for row in picks]) for i in range(len(values))]
+        raw = np.array([_robust_cell(c, noise.cv) for c in cols]).T
+    else:
+        means = np.array([v.mean() for v in values])
+        raw = np.array([[p.mean() for p in row] for row in picks])
+    return means + inflate * (raw - means)
 
 
 def _replicate_covariances(
@@ -1388,8 +1429,7 @@ class HeldOut:
 
     def describe(self) -> str:
         comp = self.components
-        unit = "%" if self.relative else ""
-        f = 100.0 if self.relative else 1.0
+        unit, f = spread_unit(self.relative)
         return (
             f"{PREDICTION_KIND}: {int(self.ok.sum())} leave-one-cell-out refits; held-out "
             f"rms {f * math.sqrt(comp['heldout_mse']):.3g}{unit}, of which misfit "

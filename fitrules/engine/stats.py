@@ -669,72 +669,20 @@ def paired_ci(
     base = _by_seed(runs, base_mask, seed_col, metric, baseline, "baseline")
     out = []
     for sel in treatments:
-        mask = _match(runs, sel, "--treatment")
-        if (mask == base_mask).all():
-            raise SelectionError(
-                f"treatment {label(sel)!r} selects the same runs as the baseline "
-                f"{label(baseline)!r}"
-            )
-        treat = _by_seed(runs, mask, seed_col, metric, sel, "treatment")
-        common = sorted(set(base.index) & set(treat.index))
-        if len(common) < 2:
-            raise SelectionError(
-                f"treatment {label(sel)!r} and baseline {label(baseline)!r} share "
-                f"{'no seed' if not common else f'only seed {_plain(common[0])}'}; a paired "
-                "interval needs at least 2 shared seeds"
-            )
-        dropped = {
-            "baseline_only": sorted(set(base.index) - set(common)),
-            "treatment_only": sorted(set(treat.index) - set(common)),
-        }
-        d = treat.loc[common].to_numpy(float) - base.loc[common].to_numpy(float)
+        common, dropped, d = _pair_by_seed(runs, sel, baseline, base, base_mask, seed_col, metric)
         n = len(d)
         mean = float(d.mean())
         sd = float(d.std(ddof=1)) if n > 1 else float("nan")
         warnings = []
         if n < 5:
             warnings.append(f"only {n} pairs: intervals rest on very little data")
-        if n > 1 and sd > 0:
-            tq = stats.t.ppf(0.5 + level / 2, n - 1)
-            half = tq * sd / math.sqrt(n)
-            t_int = (mean - half, mean + half)
-            # the one-sample t test, written out: scipy's warns about precision when the
-            # differences are nearly identical, where t is simply very large
-            t_stat = mean / (sd / math.sqrt(n))
-            t_p = float(2 * stats.t.sf(abs(t_stat), n - 1))
-        else:
-            t_int, t_p = (mean, mean) if n > 1 else (float("nan"), float("nan")), float("nan")
-        boot: tuple[float | None, float | None] = (None, None)
-        if n < BCA_MIN_PAIRS:
-            warnings.append(
-                f"no BCa bootstrap interval: it needs at least {BCA_MIN_PAIRS} pairs ({n} "
-                "here) and undercovers below; the t interval and the exact sign-flip test "
-                "are shown"
-            )
-        elif sd > 0:
-            big = n_resamples * n > BOOTSTRAP_BATCH_ELEMENTS
-            res = stats.bootstrap(
-                (d,),
-                np.mean,
-                confidence_level=level,
-                n_resamples=n_resamples,
-                method="BCa",
-                random_state=np.random.default_rng(seed),
-                batch=max(1, BOOTSTRAP_BATCH_ELEMENTS // n) if big else None,
-            )
-            boot = (float(res.confidence_interval.low), float(res.confidence_interval.high))
+        t_int, t_p = _t_interval(d, mean, sd, level)
+        boot = _bca_interval(d, sd, level, n_resamples, seed, warnings)
         w_p = None
         if np.any(d != 0):
             w_p = float(stats.wilcoxon(d, method="auto").pvalue)
         sf_p, exact = signflip_p(d, seed) if n >= 1 else (None, False)
-        sw = _shapiro_p(d) if n >= 3 and sd > 0 else None
-        if sw is not None:
-            if sw < 0.05:
-                warnings.append(
-                    f"differences look non-normal (Shapiro-Wilk p = {sw:.2g}): read the t "
-                    "interval with care; the sign-flip p makes no normality assumption"
-                    + ("; prefer the bootstrap interval" if n >= BCA_MIN_PAIRS else "")
-                )
+        warnings += _normality_warnings(d, sd)
         base_mean = float(base.loc[common].mean())
         if base_mean == 0:  # e.g. losses rounded to 0 in a float16 table
             raise SelectionError(
@@ -769,6 +717,97 @@ def paired_ci(
             for r, p in zip(out, holm([getattr(r, key) for r in out]), strict=True):
                 setattr(r, attr, p)
     return out
+
+
+def _pair_by_seed(
+    runs: pd.DataFrame,
+    sel: dict[str, str],
+    baseline: dict[str, str],
+    base: pd.Series,
+    base_mask: pd.Series,
+    seed_col: str,
+    metric: str,
+) -> tuple[list, dict[str, list], np.ndarray]:
+    """The seeds both sides ran, those only one did, and treatment - baseline at each."""
+    mask = _match(runs, sel, "--treatment")
+    if (mask == base_mask).all():
+        raise SelectionError(
+            f"treatment {label(sel)!r} selects the same runs as the baseline {label(baseline)!r}"
+        )
+    treat = _by_seed(runs, mask, seed_col, metric, sel, "treatment")
+    common = sorted(set(base.index) & set(treat.index))
+    if len(common) < 2:
+        raise SelectionError(
+            f"treatment {label(sel)!r} and baseline {label(baseline)!r} share "
+            f"{'no seed' if not common else f'only seed {_plain(common[0])}'}; a paired "
+            "interval needs at least 2 shared seeds"
+        )
+    dropped = {
+        "baseline_only": sorted(set(base.index) - set(common)),
+        "treatment_only": sorted(set(treat.index) - set(common)),
+    }
+    d = treat.loc[common].to_numpy(float) - base.loc[common].to_numpy(float)
+    return common, dropped, d
+
+
+def _t_interval(
+    d: np.ndarray, mean: float, sd: float, level: float
+) -> tuple[tuple[float, float], float]:
+    """The t interval of the mean difference and the one-sample t test's p."""
+    from scipy import stats
+
+    n = len(d)
+    if n > 1 and sd > 0:
+        tq = stats.t.ppf(0.5 + level / 2, n - 1)
+        half = tq * sd / math.sqrt(n)
+        # the one-sample t test, written out: scipy's warns about precision when the
+        # differences are nearly identical, where t is simply very large
+        t_stat = mean / (sd / math.sqrt(n))
+        return (mean - half, mean + half), float(2 * stats.t.sf(abs(t_stat), n - 1))
+    return (mean, mean) if n > 1 else (float("nan"), float("nan")), float("nan")
+
+
+def _bca_interval(
+    d: np.ndarray, sd: float, level: float, n_resamples: int, seed: int, warnings: list[str]
+) -> tuple[float | None, float | None]:
+    """The BCa bootstrap interval of the mean difference; none, with a warning, on too few
+    pairs."""
+    from scipy import stats
+
+    n = len(d)
+    if n < BCA_MIN_PAIRS:
+        warnings.append(
+            f"no BCa bootstrap interval: it needs at least {BCA_MIN_PAIRS} pairs ({n} "
+            "here) and undercovers below; the t interval and the exact sign-flip test "
+            "are shown"
+        )
+        return (None, None)
+    if not sd > 0:
+        return (None, None)
+    big = n_resamples * n > BOOTSTRAP_BATCH_ELEMENTS
+    res = stats.bootstrap(
+        (d,),
+        np.mean,
+        confidence_level=level,
+        n_resamples=n_resamples,
+        method="BCa",
+        random_state=np.random.default_rng(seed),
+        batch=max(1, BOOTSTRAP_BATCH_ELEMENTS // n) if big else None,
+    )
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
+def _normality_warnings(d: np.ndarray, sd: float) -> list[str]:
+    """A warning when the differences look non-normal (Shapiro-Wilk), for the t interval."""
+    n = len(d)
+    sw = _shapiro_p(d) if n >= 3 and sd > 0 else None
+    if sw is None or sw >= 0.05:
+        return []
+    return [
+        f"differences look non-normal (Shapiro-Wilk p = {sw:.2g}): read the t "
+        "interval with care; the sign-flip p makes no normality assumption"
+        + ("; prefer the bootstrap interval" if n >= BCA_MIN_PAIRS else "")
+    ]
 
 
 def sweep_treatments(

@@ -377,6 +377,54 @@ def compare(
     splitter = splitter or RandomSplit()
     objective = objective or Objective()
     guard = guard or GuardOptions()
+    bound, variables, cells = _bind_and_cells(grid, forms, test_grid, objective)
+    n = len(cells)
+    w = cell_weights(weights, cells.table, objective)
+    masks, labels = _descriptive_splits(splitter, cells, bound)
+    wanted = family([f.name for f in bound], pairs)
+    random = isinstance(splitter, RandomSplit)
+    vsplit = verdict_splitter(splitter, n, verdict_train_frac) if random else None
+    _check_compare_memory(bound, n, masks, vsplit, options, objective)
+    floor, no_noise = noise_floor(cells, masks)
+    held, seeds_note = (
+        (None, "cells") if test_grid is not None else _held_seeds(grid, cells, seeds, splitter)
+    )
+    # the weights ride with the cells into every fit (fit.WEIGHT_KEY)
+    X = cells.X if w is None else {**cells.X, WEIGHT_KEY: w}
+    fitting = _Fitting(X, cells.y, objective, options, guard, on_progress, keep_degenerate)
+    results, full, unc, at_cell = _score_forms(bound, cells, masks, labels, floor, held, fitting)
+    loo = _leaves_one_out(splitter, vsplit, n)
+    verdict = _verdict_results(results, bound, vsplit, loo, n, fitting)
+    summary, reasons, wild = _summarise(results, bound, keep_degenerate)
+    cell_errors = _cell_table(cells, at_cell)
+    paired = _paired(results, verdict, wanted, random, level, cell_errors, loo)
+    settings = _settings(
+        fitting, splitter, vsplit, verdict, n, loo, seeds_note, weights, level, wanted, pairs
+    )
+    return Comparison(
+        results,
+        summary,
+        paired,
+        bound,
+        cells,
+        full,
+        _data_block(grid, test_grid, cells, variables, no_noise),
+        settings,
+        reasons,
+        cell_errors,
+        wild,
+        _notes(summary, reasons, len(masks), bound),
+        grid.unit,
+        full_uncertainty=unc,
+        verdict_results=verdict,
+        seed_effect=grid_seed_effect(grid, variables) if test_grid is None else None,
+    )
+
+
+def _bind_and_cells(
+    grid: Grid, forms: Sequence[Form], test_grid: Grid | None, objective: Objective
+) -> tuple[list[Form], list[str], Cells]:
+    """The forms bound to the grid's columns, the variables they read, and the cells."""
     bound = [f.bind(grid.columns, grid.runs) for f in forms]
     if test_grid is not None:
         bound = [f.bind(test_grid.columns, test_grid.runs) for f in bound]
@@ -390,8 +438,13 @@ def compare(
             ignore_index=True,
         )
         cells = Cells(table, cells.variables, cells.metric, cells.units)
+    return bound, variables, cells
+
+
+def _descriptive_splits(splitter, cells: Cells, bound: list[Form]) -> tuple[np.ndarray, list]:
+    """The splits' training masks and labels; a form with more constants than a split fits
+    is refused."""
     n = len(cells)
-    w = cell_weights(weights, cells.table, objective)
     random = isinstance(splitter, RandomSplit)
     if random:
         splitter.check(n)
@@ -418,9 +471,18 @@ def compare(
                 f"form {f.name!r} has {p} constants but {labels[0]!r} fits only "
                 f"{n_train} cells; drop the form or choose another --split"
             )
-    names = [f.name for f in bound]
-    wanted = family(names, pairs)
-    vsplit = verdict_splitter(splitter, n, verdict_train_frac) if random else None
+    return masks, labels
+
+
+def _check_compare_memory(
+    bound: list[Form],
+    n: int,
+    masks: np.ndarray,
+    vsplit: RandomSplit | None,
+    options: FitOptions | None,
+    objective: Objective,
+) -> None:
+    """Refuse a comparison whose fits and rows would not fit in memory."""
     check_memory(
         compare_memory(
             bound,
@@ -433,79 +495,52 @@ def compare(
         f"comparing {len(bound)} forms on {len(masks):,} splits of {n:,} cells",
         "use fewer --splits or forms",
     )
-    floor, no_noise = noise_floor(cells, masks)
-    X, y = cells.X, cells.y
-    held, seeds_note = (
-        (None, "cells") if test_grid is not None else _held_seeds(grid, cells, seeds, splitter)
-    )
-    if w is not None:  # the weights ride with the cells into every fit (fit.WEIGHT_KEY)
-        X = {**X, WEIGHT_KEY: w}
+
+
+@dataclass(frozen=True)
+class _Fitting:
+    """What every fit of one comparison shares: the cells' arrays, objective, options, guard."""
+
+    X: dict
+    y: np.ndarray
+    objective: Objective
+    options: FitOptions | None
+    guard: GuardOptions
+    on_progress: Callable[[int], None] | None
+    keep_degenerate: bool
+
+
+def _score_forms(
+    bound: list[Form],
+    cells: Cells,
+    masks: np.ndarray,
+    labels: list,
+    floor: list,
+    held: dict | None,
+    fitting: _Fitting,
+) -> tuple[pd.DataFrame, dict, dict, dict]:
+    """Fit each form on every split and score the held-out cells; fit it on all cells too.
+
+    Returns the (split, form) rows, the full fits, their uncertainty and, per form, each
+    used split's error at each cell it held out.
+    """
+    X, y, objective, options = fitting.X, fitting.y, fitting.objective, fitting.options
+    n = len(cells)
     cell_labels = [cells.label(i) for i in range(n)]
-    rows = []
+    rows: list[dict] = []
     full = {}
     unc = {}
     # per form, each used split's error at each cell it held out (NaN elsewhere)
     at_cell = {f.name: np.full((len(masks), n), np.nan) for f in bound}
     for f in bound:
         first = len(rows)
-        if held is None:
-            fits = fit_splits(f, X, y, masks, objective, options, on_progress)
-        else:  # split s fitted on the runs outside its seed fold, scored on the fold's
-            fits = [None] * len(masks)
-            F = len(held["folds"])
-            for k, fold in enumerate(held["folds"]):
-                idx = np.arange(k, len(masks), F)
-                yk = fold["y_fit"]
-                fk = fit_splits(f, X, yk, masks[idx], objective, options)
-                for i, r in zip(idx, fk, strict=True):
-                    fits[i] = r
-            if on_progress is not None:
-                on_progress(len(masks))
-        guarded = check_fits(f, X, y, masks, fits, objective, guard, cell_labels)
+        fits = _fit_descriptive(f, masks, held, fitting)
+        guarded = check_fits(f, X, y, masks, fits, objective, fitting.guard, cell_labels)
         for s, (mask, r, g) in enumerate(zip(masks, fits, guarded, strict=True)):
-            test = ~mask
             y_s = y if held is None else held["folds"][s % len(held["folds"])]["y_test"]
-            split_reasons = list(r.reasons)
-            if np.isfinite(r.objective):
-                pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
-            else:
-                pred = np.full(test.sum(), np.nan)
-            unfitted = _unfitted_levels(f, X, mask, test)
-            if unfitted.any():  # a level with no training cell has no fitted constant
-                pred = np.where(unfitted, np.nan, pred)
-            errs = heldout_errors(y_s[test], pred) if np.isfinite(pred).all() else None
-            if errs is None or not all(np.isfinite(v) for v in errs.values()):
-                # a prediction that is not finite, or so large that its error overflows
-                if not unfitted.any():  # else the split already names the unfitted level
-                    split_reasons.append("prediction is not finite on held-out cells")
-                errs = {"heldout_error_pct": np.nan, "worst_cell_pct": np.nan, "rmse": np.nan}
-            elif keep_degenerate or not split_reasons:
-                at_cell[f.name][s, test] = 100 * np.abs(pred - y_s[test]) / np.abs(y_s[test])
             rows.append(
-                {
-                    "split": s,
-                    "split_label": labels[s],
-                    "form": f.name,
-                    **errs,
-                    "noise_floor_pct": floor[s],
-                    "train_objective": r.objective,
-                    "cond": r.cond,
-                    "n_train": int(mask.sum()),
-                    "n_test": int(test.sum()),
-                    "train_cells": np.flatnonzero(mask).tolist(),
-                    "degenerate": bool(split_reasons),
-                    "reasons": split_reasons,
-                    "wild": g.wild,
-                    "span_ratio": g.span_ratio,
-                    "max_rel_se": g.max_rel_se,
-                    "excursion_pct": g.excursion_pct,
-                    "guard_reasons": list(g.reasons),
-                    "constants": r.constants,
-                    **({} if held is None else {"_mse": float(np.mean(
-                        ((pred - y_s[test]) / y_s[test]) ** 2)) if errs["rmse"] == errs["rmse"]
-                        else np.nan}),
-                }
-            )  # fmt: skip
+                _split_row(f, s, labels[s], floor[s], mask, r, g, y_s, held, at_cell, fitting)
+            )
         if held is not None:
             _rescale_rows(rows[first:], at_cell[f.name], held["excess"])
         # never worse on all cells than a split's fit there (the splits explore other basins)
@@ -515,27 +550,112 @@ def compare(
         unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
     results = pd.DataFrame(rows).drop(columns=["_mse"], errors="ignore")
     usable = results["heldout_error_pct"].notna()
-    if not keep_degenerate:
+    if not fitting.keep_degenerate:
         usable &= ~results["degenerate"]
     results["used"] = usable
-    # a verdict protocol that holds out one cell has only n distinct splits: each cell is
-    # held out once and the test is made over the cells (stats.cells_verdict)
-    loo = random and n - (vsplit or splitter).n_train(n) == 1
-    if vsplit is None and not loo:
-        verdict = results
-    else:
-        vmasks = ~np.eye(n, dtype=bool) if loo else vsplit.masks(n)
-        verdict = pd.concat(
-            [
-                _verdict_rows(f, X, y, vmasks, objective, options, on_progress, keep_degenerate)
-                for f in bound
-            ],
-            ignore_index=True,
-        )
+    return results, full, unc, at_cell
 
-    summary, reasons, wild = _summarise(results, bound, keep_degenerate)
-    cell_errors = _cell_table(cells, at_cell)
-    paired = _paired(results, verdict, wanted, random, level, cell_errors, loo)
+
+def _fit_descriptive(f: Form, masks: np.ndarray, held: dict | None, fitting: _Fitting) -> list:
+    """One form's fits on the descriptive splits."""
+    X, objective, options = fitting.X, fitting.objective, fitting.options
+    if held is None:
+        return fit_splits(f, X, fitting.y, masks, objective, options, fitting.on_progress)
+    # split s fitted on the runs outside its seed fold, scored on the fold's
+    fits = [None] * len(masks)
+    F = len(held["folds"])
+    for k, fold in enumerate(held["folds"]):
+        idx = np.arange(k, len(masks), F)
+        yk = fold["y_fit"]
+        fk = fit_splits(f, X, yk, masks[idx], objective, options)
+        for i, r in zip(idx, fk, strict=True):
+            fits[i] = r
+    if fitting.on_progress is not None:
+        fitting.on_progress(len(masks))
+    return fits
+
+
+def _split_row(f, s, label, floor, mask, r, g, y_s, held, at_cell, fitting: _Fitting) -> dict:
+    """One (split, form) row: held-out errors, the fit's diagnostics, the guard's verdict."""
+    X = fitting.X
+    test = ~mask
+    split_reasons = list(r.reasons)
+    if np.isfinite(r.objective):
+        pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
+    else:
+        pred = np.full(test.sum(), np.nan)
+    unfitted = _unfitted_levels(f, X, mask, test)
+    if unfitted.any():  # a level with no training cell has no fitted constant
+        pred = np.where(unfitted, np.nan, pred)
+    errs = heldout_errors(y_s[test], pred) if np.isfinite(pred).all() else None
+    if errs is None or not all(np.isfinite(v) for v in errs.values()):
+        # a prediction that is not finite, or so large that its error overflows
+        if not unfitted.any():  # else the split already names the unfitted level
+            split_reasons.append("prediction is not finite on held-out cells")
+        errs = {"heldout_error_pct": np.nan, "worst_cell_pct": np.nan, "rmse": np.nan}
+    elif fitting.keep_degenerate or not split_reasons:
+        at_cell[f.name][s, test] = 100 * np.abs(pred - y_s[test]) / np.abs(y_s[test])
+    return {
+        "split": s,
+        "split_label": label,
+        "form": f.name,
+        **errs,
+        "noise_floor_pct": floor,
+        "train_objective": r.objective,
+        "cond": r.cond,
+        "n_train": int(mask.sum()),
+        "n_test": int(test.sum()),
+        "train_cells": np.flatnonzero(mask).tolist(),
+        "degenerate": bool(split_reasons),
+        "reasons": split_reasons,
+        "wild": g.wild,
+        "span_ratio": g.span_ratio,
+        "max_rel_se": g.max_rel_se,
+        "excursion_pct": g.excursion_pct,
+        "guard_reasons": list(g.reasons),
+        "constants": r.constants,
+        **({} if held is None else {"_mse": float(np.mean(
+            ((pred - y_s[test]) / y_s[test]) ** 2)) if errs["rmse"] == errs["rmse"]
+            else np.nan}),
+    }  # fmt: skip
+
+
+def _leaves_one_out(splitter, vsplit: RandomSplit | None, n: int) -> bool:
+    """Whether the verdict protocol holds out one cell: it then has only n distinct splits,
+    each cell held out once, and the test is made over the cells (stats.cells_verdict)."""
+    return isinstance(splitter, RandomSplit) and n - (vsplit or splitter).n_train(n) == 1
+
+
+def _verdict_results(
+    results: pd.DataFrame,
+    bound: list[Form],
+    vsplit: RandomSplit | None,
+    loo: bool,
+    n: int,
+    fitting: _Fitting,
+) -> pd.DataFrame:
+    """The rows the paired tests are made on: the descriptive ones, unless the verdict
+    protocol has splits of its own."""
+    if vsplit is None and not loo:
+        return results
+    vmasks = ~np.eye(n, dtype=bool) if loo else vsplit.masks(n)
+    X, y, objective, options = fitting.X, fitting.y, fitting.objective, fitting.options
+    return pd.concat(
+        [
+            _verdict_rows(
+                f, X, y, vmasks, objective, options, fitting.on_progress, fitting.keep_degenerate
+            )
+            for f in bound
+        ],
+        ignore_index=True,
+    )
+
+
+def _data_block(
+    grid: Grid, test_grid: Grid | None, cells: Cells, variables: list[str], no_noise: int
+) -> dict:
+    """What the comparison was made on: the grid (and the test grid), its cells, variables."""
+    n = len(cells)
     data = {
         "path": grid.label,
         "sha256": grid.sha256,
@@ -557,13 +677,31 @@ def compare(
             "runs": int(len(test_grid.runs)),
             "cells": int((cells.table["_source"] == "test").sum()),
         }
-    settings = {
+    return data
+
+
+def _settings(
+    fitting: _Fitting,
+    splitter,
+    vsplit: RandomSplit | None,
+    verdict: pd.DataFrame,
+    n: int,
+    loo: bool,
+    seeds_note: str,
+    weights: str,
+    level: float,
+    wanted: list[tuple[str, str]],
+    pairs: Sequence[tuple[str, str]] | None,
+) -> dict:
+    """How the comparison was made: protocols, objective, guard, test and family of pairs."""
+    random = isinstance(splitter, RandomSplit)
+    return {
         **splitter.describe(),
-        "objective": objective.describe(),
+        "objective": fitting.objective.describe(),
         "weights": weights,
-        "keep_degenerate": bool(keep_degenerate),
-        "splits_used": "all" if keep_degenerate else "valid",
-        "guard": guard.describe(),
+        "keep_degenerate": bool(fitting.keep_degenerate),
+        "splits_used": "all" if fitting.keep_degenerate else "valid",
+        "guard": fitting.guard.describe(),
         "level": level,
         "test": (
             "exact sign-flip over the held-out cells on log error ratios (the verdict "
@@ -584,37 +722,23 @@ def compare(
         "comparisons": len(wanted),
         "family": "all pairs" if pairs is None else "named pairs",
     }
-    notes = set_aside_warnings(summary, reasons, len(masks)) + [
+
+
+def _notes(summary: pd.DataFrame, reasons: dict, n_splits: int, bound: list[Form]) -> list[str]:
+    """The comparison's warnings: forms most of whose splits were set aside, searched forms."""
+    return set_aside_warnings(summary, reasons, n_splits) + [
         f"{f.name} came from a search ({f.origin}); if it was searched on these cells, its "
         "comparison here is not independent of that choice: the search's own outer error is "
         "the honest estimate"
         for f in bound
         if f.origin
     ]
-    return Comparison(
-        results,
-        summary,
-        paired,
-        bound,
-        cells,
-        full,
-        data,
-        settings,
-        reasons,
-        cell_errors,
-        wild,
-        notes,
-        grid.unit,
-        full_uncertainty=unc,
-        verdict_results=verdict,
-        seed_effect=grid_seed_effect(grid, variables) if test_grid is None else None,
-    )
 
 
 def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | None, str]:
     """The seed folds of the cells-and-seeds protocol (None for cells), and its name."""
     from fitrules.engine.intervals import seed_offset
-    from fitrules.model.splits import SEED_PROTOCOLS, SeedHoldout, seed_values
+    from fitrules.model.splits import SEED_PROTOCOLS, SeedHoldout, seed_folds
 
     if seeds not in SEED_PROTOCOLS:
         raise SplitError(f"--seeds {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}")
@@ -624,20 +748,13 @@ def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | 
     off = seed_offset(grid, cells)
     if off is None:
         return None, cells_name + " (no seed id is shared across cells: nothing to hold out)"
-    sh = SeedHoldout(seed=getattr(splitter, "seed", 0))
-    folds = []
-    for test in sh.folds(off.seeds):
-        kept = [i for i in off.seeds if i not in test]
-        y_fit, y_test = seed_values(grid, cells, kept), seed_values(grid, cells, test)
-        if not (np.isfinite(y_fit).all() and np.isfinite(y_test).all()) or (y_test == 0).any():
-            return None, cells_name + " (seed ids could not be held out: a cell lacks runs at them)"
-        folds.append({"y_fit": y_fit, "y_test": y_test})
-    t = len(sh.folds(off.seeds)[0])
-    k = int(np.median(cells.table["n_seeds"]))
-    excess = sh.excess(off.shared_var, off.var_run, len(off.seeds) - t, t, len(off.seeds), k)
-    return {"folds": folds, "excess": excess}, (
-        f"cells and seeds: {len(folds)} folds of {t} of {len(off.seeds)} seed ids, split s "
-        f"fitted on the runs outside fold s mod {len(folds)} and scored on the fold's; errors "
+    held = seed_folds(grid, cells, off, SeedHoldout(seed=getattr(splitter, "seed", 0)))
+    if held is None:
+        return None, cells_name + " (seed ids could not be held out: a cell lacks runs at them)"
+    n_folds, t, k = len(held["folds"]), held["t"], held["k"]
+    return held, (
+        f"cells and seeds: {n_folds} folds of {t} of {len(off.seeds)} seed ids, split s "
+        f"fitted on the runs outside fold s mod {n_folds} and scored on the fold's; errors "
         f"rescaled to the mean of {k} new runs at fresh seed ids"
     )
 

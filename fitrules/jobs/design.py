@@ -526,7 +526,11 @@ def design(
     )
     bound = [f.bind(grid.columns, grid.runs) for f in forms]
     variables = tuple(dict.fromkeys(v for f in bound for v in f.bound_variables))
-    obj = Objective(objective, delta)
+    ask = _Asked(
+        budget, seeds, max_seeds, power, alpha, splits, resamples, seed, target, candidates,
+        Objective(objective, delta),
+    )  # fmt: skip
+    obj = ask.objective
     cells = grid.cells(variables, positive=obj.kind != "abs_ls")
     if target is not None:  # a bad target is refused before the work
         resolve_point(target, bound[0], grid.derive, option="--target")
@@ -537,50 +541,136 @@ def design(
     # robust_cells): one corrupted run would otherwise move its cell and, with it, every
     # spread below (random splits, held-out misfit), which are measured on the cells
     cells = robust_cells(grid, variables, obj, noise)
+    full = _full_fits(bound, cells, obj)
+    notes: list[str] = []
+    cv = _seed_cv(noise, cells, bound, full, notes)
+    for f in bound:
+        _add_form_columns(cand, f, grid, cells, Xc, full[f.name], noise, notes, ask)
+    cand = _usable_candidates(cand, bound, Xc, cv, notes)
+    Xc = {v: cand[v].to_numpy(float) for v in variables}
+    settings = ask.settings(cv, noise.method)
+    chosen = _choose_batch(ask, grid, bound, cells, cand, Xc, full, cv, settings)
+    return Design(
+        cand,
+        chosen,
+        bound,
+        variables,
+        settings,
+        _design_data(grid, cells, variables),
+        notes=notes,
+        grid_cells=cells.table[list(variables)].copy(),
+    )
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A design's options: what it spends, at what power, how it measures uncertainty."""
+
+    budget: int
+    seeds: int
+    max_seeds: int
+    power: float
+    alpha: float
+    splits: int
+    resamples: int
+    seed: int
+    target: str | None
+    candidates: str | None
+    objective: Objective
+
+    def settings(self, cv: float, noise_method: str) -> dict:
+        """The settings the design records, with the seed noise it planned against."""
+        return {
+            "mode": "discriminate" if self.target is None else "target",
+            "budget": self.budget,
+            "seeds": self.seeds,
+            "max_seeds": self.max_seeds,
+            "power": self.power,
+            "alpha": self.alpha,
+            "splits": self.splits,
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "seed_cv": cv,
+            "seed_noise": noise_method,
+            "candidates": self.candidates or "grid levels and geometric midpoints, minus cells run",
+            "target": self.target,
+            "objective": self.objective.describe(),
+        }
+
+
+def _full_fits(bound: list[Form], cells: Cells, obj: Objective) -> dict[str, FitResult]:
+    """Each form fitted on every cell; one that cannot be fitted is refused."""
     full: dict[str, FitResult] = {}
     for f in bound:
         full[f.name] = fit_splits(f, cells.X, cells.y, np.ones((1, len(cells)), bool), obj)[0]
         if not np.isfinite(full[f.name].objective):
             raise FitrulesError(f"form {f.name!r} cannot be fitted to the grid")
-    notes: list[str] = []
-    if noise.known:
-        if noise.cv == 0:
-            raise FitrulesError(
-                "every run repeats its cell's mean exactly: the seed noise is 0, and seeds per "
-                "cell cannot be planned against it (is the metric a copy of one run per cell?)"
-            )
-        cv = noise.cv
-        typical = float(np.median(np.abs(cells.y)))
-        with np.errstate(under="ignore", over="ignore"):
-            measurable = math.isfinite(cv) and (cv * typical) ** 2 > 0
-        if not measurable:
-            # at values near 1e-300 the runs' spread underflows when squared: no seed count
-            # could be planned (a separation over no noise is infinite), so say so instead
-            raise FitrulesError(
-                "the runs of the grid's cells show no measurable spread (identical values, or "
-                "differences below double precision at this scale): the seed noise a new run "
-                "would carry cannot be estimated"
-            )
-    else:  # one run per cell (e.g. the Chinchilla runs): no seed spread to pool
+    return full
+
+
+def _seed_cv(noise, cells: Cells, bound: list[Form], full: dict, notes: list[str]) -> float:
+    """The coefficient of variation of one run's seed noise; from the forms' residuals, with
+    a note, when no cell has two runs."""
+    if not noise.known:  # one run per cell (e.g. the Chinchilla runs): no seed spread to pool
         cv = residual_cv(cells, bound, full)
         notes.append(
             f"no cell has two or more runs: the noise of one run ({100 * cv:.3g}% of the "
             "value) is the smallest RMS relative residual of the forms' fits on all cells, "
             "an upper bound (it carries the form's misfit too)"
         )
-    for f in bound:
-        pred = predict(f, Xc, full[f.name].constants)
-        sd_split = _split_sd(f, cells, Xc, splits, seed, obj)
-        sd_boot = _boot_sd(grid, f, Xc, resamples, seed, obj)
-        cand[f"pred_{f.name}"] = pred
-        cand[f"sd_split_{f.name}"] = sd_split
-        cand[f"sd_boot_{f.name}"] = sd_boot
-        misfit = _misfit_sd(f, cells, full[f.name], noise, pred, notes, obj)
-        cand[f"sd_misfit_{f.name}"] = misfit
-        cand[f"sd_param_{f.name}"] = np.fmax(sd_split, sd_boot)
-        # the sd of the form's prediction for the configuration's mean: constants and misfit
-        # hypot: the squares of sds in the metric's units overflow at scales near 1e200
-        cand[f"sd_{f.name}"] = np.hypot(np.fmax(sd_split, sd_boot), misfit)
+        return cv
+    if noise.cv == 0:
+        raise FitrulesError(
+            "every run repeats its cell's mean exactly: the seed noise is 0, and seeds per "
+            "cell cannot be planned against it (is the metric a copy of one run per cell?)"
+        )
+    cv = noise.cv
+    typical = float(np.median(np.abs(cells.y)))
+    with np.errstate(under="ignore", over="ignore"):
+        measurable = math.isfinite(cv) and (cv * typical) ** 2 > 0
+    if not measurable:
+        # at values near 1e-300 the runs' spread underflows when squared: no seed count
+        # could be planned (a separation over no noise is infinite), so say so instead
+        raise FitrulesError(
+            "the runs of the grid's cells show no measurable spread (identical values, or "
+            "differences below double precision at this scale): the seed noise a new run "
+            "would carry cannot be estimated"
+        )
+    return cv
+
+
+def _add_form_columns(
+    cand: pd.DataFrame,
+    f: Form,
+    grid: Grid,
+    cells: Cells,
+    Xc: dict,
+    full: FitResult,
+    noise,
+    notes: list[str],
+    ask: _Asked,
+) -> None:
+    """Add the form's prediction at each candidate and the sds of its parts to ``cand``."""
+    obj = ask.objective
+    pred = predict(f, Xc, full.constants)
+    sd_split = _split_sd(f, cells, Xc, ask.splits, ask.seed, obj)
+    sd_boot = _boot_sd(grid, f, Xc, ask.resamples, ask.seed, obj)
+    cand[f"pred_{f.name}"] = pred
+    cand[f"sd_split_{f.name}"] = sd_split
+    cand[f"sd_boot_{f.name}"] = sd_boot
+    misfit = _misfit_sd(f, cells, full, noise, pred, notes, obj)
+    cand[f"sd_misfit_{f.name}"] = misfit
+    cand[f"sd_param_{f.name}"] = np.fmax(sd_split, sd_boot)
+    # the sd of the form's prediction for the configuration's mean: constants and misfit
+    # hypot: the squares of sds in the metric's units overflow at scales near 1e200
+    cand[f"sd_{f.name}"] = np.hypot(np.fmax(sd_split, sd_boot), misfit)
+
+
+def _usable_candidates(
+    cand: pd.DataFrame, bound: list[Form], Xc: dict, cv: float, notes: list[str]
+) -> pd.DataFrame:
+    """The candidates every form predicts, with finite sds and seed noise; a note for each
+    kind left out."""
     with warnings.catch_warnings():  # candidates no form predicts (levels) stay NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         mean_pred = np.nanmean([cand[f"pred_{f.name}"] for f in bound], axis=0)
@@ -622,31 +712,37 @@ def design(
             "no candidate cell is usable: at every one a form's prediction, its uncertainty "
             "or the seed noise is not a finite, nonzero number at this scale of the metric"
         )
-    Xc = {v: cand[v].to_numpy(float) for v in variables}
-    zsum = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
-    settings: dict = {
-        "mode": "discriminate" if target is None else "target",
-        "budget": budget,
-        "seeds": seeds,
-        "max_seeds": max_seeds,
-        "power": power,
-        "alpha": alpha,
-        "splits": splits,
-        "resamples": resamples,
-        "seed": seed,
-        "seed_cv": cv,
-        "seed_noise": noise.method,
-        "candidates": candidates or "grid levels and geometric midpoints, minus cells run",
-        "target": target,
-        "objective": obj.describe(),
-    }
-    if target is None:
-        chosen = _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, obj)
-    else:
-        _, point = resolve_point(target, bound[0], grid.derive, option="--target")
-        settings["target_point"] = point
-        chosen = _pin_down(bound[0], cells, cand, Xc, point, full, budget, seeds, cv)
-    data = {
+    return cand
+
+
+def _choose_batch(
+    ask: _Asked,
+    grid: Grid,
+    bound: list[Form],
+    cells: Cells,
+    cand: pd.DataFrame,
+    Xc: dict,
+    full: dict,
+    cv: float,
+    settings: dict,
+) -> pd.DataFrame:
+    """The batch: cells that tell the forms apart, or pin the one form's target down (whose
+    point is added to ``settings``)."""
+    from fitrules.engine.intervals import resolve_point
+
+    zsum = stats.norm.ppf(1 - ask.alpha / 2) + stats.norm.ppf(ask.power)
+    if ask.target is None:
+        return _discriminate(
+            bound, cells, cand, Xc, ask.budget, ask.seeds, ask.max_seeds, zsum, ask.objective
+        )
+    _, point = resolve_point(ask.target, bound[0], grid.derive, option="--target")
+    settings["target_point"] = point
+    return _pin_down(bound[0], cells, cand, Xc, point, full, ask.budget, ask.seeds, cv)
+
+
+def _design_data(grid: Grid, cells: Cells, variables: tuple[str, ...]) -> dict:
+    """What the design was made from: the grid, its cells and the variables' units."""
+    return {
         "path": str(grid.path) if grid.path else None,
         "sha256": grid.sha256,
         "where": list(grid.where),
@@ -659,16 +755,6 @@ def design(
         **grid.handling(variables),
         "units": {v: grid.units[v] for v in variables if v in grid.units},
     }
-    return Design(
-        cand,
-        chosen,
-        bound,
-        variables,
-        settings,
-        data,
-        notes=notes,
-        grid_cells=cells.table[list(variables)].copy(),
-    )
 
 
 def _discriminate(bound, cells, cand, Xc, budget, seeds, max_seeds, zsum, objective):

@@ -200,18 +200,7 @@ class Tuning(Result):
 def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None = None) -> Tuning:
     """Tune ``factors`` of ``grid`` (a Grid): the reduction :func:`fitrules.api.tune`
     documents (``fr.tune``)."""
-    if not isinstance(grid, Grid):  # fr.tune takes a DataFrame or a path (fitrules.api.tune)
-        raise GridError(f"grid {type(grid).__name__}: give a fitrules.Grid (fr.tune loads one)")
-    if not isinstance(factors, str) and not (
-        isinstance(factors, Sequence) and all(isinstance(f, str) for f in factors)
-    ):
-        raise GridError(f"factors {factors!r}: give a column name or a list of them, e.g. ['lr']")
-    if (
-        tune_seeds is not None
-        and not isinstance(tune_seeds, Sequence | str)
-        and not np.isscalar(tune_seeds)
-    ):
-        raise GridError(f"tune_seeds {tune_seeds!r}: give a list of seeds, e.g. [0, 1], or None")
+    _check_arguments(grid, factors, tune_seeds)
     where = str(grid.path or grid.name or "grid")
     tuned = _check_factors(grid, factors, where)
     if grid.seed is None:
@@ -226,129 +215,218 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
     chosen_set: tuple | None = None
     if tune_seeds is not None:
         chosen_set = _check_tune_seeds(d, tune_seeds, where)
-
-    choices: list[dict] = []
-    curves: list[dict] = []
-    flattery: list[dict] = []
-    warnings: list[str] = []
-    out_rows: list[int] = []
-    out_excluded: list[int] = []
+    out = _Tally()
     numeric = {f: d.keys[f].dtype.kind in "iuf" for f in tuned}
-
     for c in range(d.n_cfg):
-        cfg = d.config_values(c)
-        label = d.config_label(c)
-        at = f" at {label}" if label else ""
-        present = d.row[c] >= 0  # level x seed
-        seeds_c = np.flatnonzero(present.any(axis=0))
-        levels_c = np.flatnonzero(present.any(axis=1))
-        folds = _folds(d, seeds_c, chosen_set, label, where)
-        tried = {
-            f: sorted({d.level_values[lv][i] for lv in levels_c}, key=_sort_key)
-            for i, f in enumerate(tuned)
-        }
-        if len(levels_c) == 1:
-            only = ", ".join(
-                f"{f}={_fmt(d.level_values[levels_c[0]][i])}" for i, f in enumerate(tuned)
-            )
-            warnings.append(f"only one level tried ({only}){at}: nothing was tuned there")
+        _tune_configuration(d, c, numeric, chosen_set, where, out)
+    tuned_grid = _tuned_grid(grid, tuned, scheme, out.out_rows, out.out_excluded)
+    return Tuning(
+        runs=tuned_grid.runs,
+        grid=tuned_grid,
+        choices=pd.DataFrame(out.choices),
+        curves=pd.DataFrame(out.curves),
+        flattery=pd.DataFrame(out.flattery),
+        warnings=out.warnings,
+        factors=tuned,
+        configuration=configuration,
+        scheme=scheme,
+        tune_seeds=chosen_set,
+        seeds=tuple(_plain(s) for s in d.seeds),
+    )
 
-        fold_crit: dict[str, np.ndarray] = {}
-        fold_best: dict[str, int] = {}
-        honest_vals: list[float] = []
-        for fold, choose, evaluate in folds:
-            crit = d.criterion(c, choose)
-            fold_crit[fold] = crit
-            best = _argbest(crit, levels_c)
-            fold_best[fold] = best
-            unseen = [lv for lv in levels_c.tolist() if np.isnan(crit[lv])]
-            if unseen:  # a level with no run on the choosing seeds cannot win: say so
-                warnings.append(
-                    f"{', '.join(d.level_label(lv) for lv in unseen)}{at} "
-                    f"{'has' if len(unseen) == 1 else 'have'} no run on the choosing seeds "
-                    f"({_fold_words(fold)}), so could not be chosen"
-                )
-            if not np.isfinite(crit[best]):
-                warnings.append(
-                    f"every level diverged on a choosing seed{at} ({_fold_words(fold)}); "
-                    f"the smallest ({d.level_label(best)}) was taken"
-                )
-            got, lost = [], []
-            for s in evaluate:
-                r = d.row[c, best, s]
-                if r >= 0 and d.ok[r]:
-                    got.append(s)
-                    out_rows.append(r)
-                    honest_vals.append(float(d.score[c, best, s]))
-                else:
-                    lost.append(s)
-                    if r >= 0:
-                        out_excluded.append(r - d.n_runs)
-            if lost:
-                one = len(lost) == 1
-                warnings.append(
-                    f"{len(lost)} {'run' if one else 'runs'} at the chosen level "
-                    f"({d.level_label(best)}){at} {'is' if one else 'are'} missing or diverged "
-                    f"and left out ({'seed' if one else 'seeds'} "
-                    f"{', '.join(_fmt(d.seeds[s]) for s in lost)}, {_fold_words(fold)})"
-                )
-            level = d.level_values[best]
-            edges = _edges(level, tried, tuned, numeric)
-            choices.append(
-                {
-                    **cfg,
-                    "fold": fold,
-                    "choosing_seeds": tuple(_plain(d.seeds[s]) for s in choose),
-                    "evaluated_seeds": tuple(_plain(d.seeds[s]) for s in evaluate),
-                    **{f"chosen_{f}": _plain(level[i]) for i, f in enumerate(tuned)},
-                    "criterion": float(crit[best]),
-                    **{f"tried_{f}": tuple(tried[f]) for f in tuned},
-                    "at_edge": bool(edges),
-                    "edge": "; ".join(e if len(tuned) == 1 else f"{f} {e}" for f, e, _ in edges),
-                    "n_evaluated": len(got),
-                    "n_left_out": len(lost),
-                }
-            )
-        warnings.extend(_edge_warnings(choices[-len(folds) :], tuned, numeric, tried, at))
 
-        mean, sem, n_runs = d.kept_stats(c)
-        same = d.criterion(c, seeds_c)  # choosing and measuring on the same (all) seeds
-        same_best = _argbest(same, levels_c)
-        for lv in levels_c.tolist():
-            row = {**cfg, **{f: _plain(d.level_values[lv][i]) for i, f in enumerate(tuned)}}
-            row.update(
-                mean=mean[lv],
-                sem=sem[lv],
-                n_runs=int(n_runs[lv]),
-                n_diverged=int((present[lv] & ~d.ok_at(c, lv)).sum()),
+def _check_arguments(grid: Any, factors: Any, tune_seeds: Any) -> None:
+    """Refuse arguments of the wrong type: a grid that is no Grid, factors or seeds not lists."""
+    if not isinstance(grid, Grid):  # fr.tune takes a DataFrame or a path (fitrules.api.tune)
+        raise GridError(f"grid {type(grid).__name__}: give a fitrules.Grid (fr.tune loads one)")
+    if not isinstance(factors, str) and not (
+        isinstance(factors, Sequence) and all(isinstance(f, str) for f in factors)
+    ):
+        raise GridError(f"factors {factors!r}: give a column name or a list of them, e.g. ['lr']")
+    if (
+        tune_seeds is not None
+        and not isinstance(tune_seeds, Sequence | str)
+        and not np.isscalar(tune_seeds)
+    ):
+        raise GridError(f"tune_seeds {tune_seeds!r}: give a list of seeds, e.g. [0, 1], or None")
+
+
+@dataclass
+class _Tally:
+    """What tuning collects over the configurations: its tables' rows, its warnings, and the
+    runs it keeps and sets aside."""
+
+    choices: list[dict] = field(default_factory=list)
+    curves: list[dict] = field(default_factory=list)
+    flattery: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    out_rows: list[int] = field(default_factory=list)
+    out_excluded: list[int] = field(default_factory=list)
+
+
+def _tune_configuration(
+    d: _Dense, c: int, numeric: dict[str, bool], chosen_set: tuple | None, where: str, out: _Tally
+) -> None:
+    """Tune configuration ``c``: choose in each fold, keep the evaluated runs, add its rows."""
+    tuned = d.tuned
+    cfg = d.config_values(c)
+    label = d.config_label(c)
+    at = f" at {label}" if label else ""
+    present = d.row[c] >= 0  # level x seed
+    seeds_c = np.flatnonzero(present.any(axis=0))
+    levels_c = np.flatnonzero(present.any(axis=1))
+    folds = _folds(d, seeds_c, chosen_set, label, where)
+    tried = {
+        f: sorted({d.level_values[lv][i] for lv in levels_c}, key=_sort_key)
+        for i, f in enumerate(tuned)
+    }
+    if len(levels_c) == 1:
+        only = ", ".join(f"{f}={_fmt(d.level_values[levels_c[0]][i])}" for i, f in enumerate(tuned))
+        out.warnings.append(f"only one level tried ({only}){at}: nothing was tuned there")
+
+    fold_crit: dict[str, np.ndarray] = {}
+    fold_best: dict[str, int] = {}
+    honest_vals: list[float] = []
+    for fold, choose, evaluate in folds:
+        crit = d.criterion(c, choose)
+        fold_crit[fold] = crit
+        best = _argbest(crit, levels_c)
+        fold_best[fold] = best
+        out.warnings += _choice_warnings(d, crit, best, levels_c, fold, at)
+        got, lost = _keep_evaluated(d, c, best, evaluate, out, honest_vals)
+        if lost:
+            one = len(lost) == 1
+            out.warnings.append(
+                f"{len(lost)} {'run' if one else 'runs'} at the chosen level "
+                f"({d.level_label(best)}){at} {'is' if one else 'are'} missing or diverged "
+                f"and left out ({'seed' if one else 'seeds'} "
+                f"{', '.join(_fmt(d.seeds[s]) for s in lost)}, {_fold_words(fold)})"
             )
-            for fold, crit in fold_crit.items():
-                row[_crit_column(fold)] = float(crit[lv])
-            row["chosen_by"] = ", ".join(f for f, b in fold_best.items() if b == lv)
-            curves.append(row)
-        honest = float(np.mean(honest_vals)) if honest_vals else math.nan
-        same_value = float(same[same_best])
-        flattery.append(
+        level = d.level_values[best]
+        edges = _edges(level, tried, tuned, numeric)
+        out.choices.append(
             {
                 **cfg,
-                "honest": honest,
-                "n_honest": len(honest_vals),
-                "same_seeds": same_value,
-                "optimism": honest - same_value
-                if math.isfinite(honest) and math.isfinite(same_value)
-                else math.nan,
-                **{
-                    f"same_seeds_{f}": _plain(d.level_values[same_best][i])
-                    for i, f in enumerate(tuned)
-                },
-                **{
-                    f"chosen_{f}": tuple(_plain(d.level_values[b][i]) for b in fold_best.values())
-                    for i, f in enumerate(tuned)
-                },
-                "folds_agree": len(set(fold_best.values())) == 1,
+                "fold": fold,
+                "choosing_seeds": tuple(_plain(d.seeds[s]) for s in choose),
+                "evaluated_seeds": tuple(_plain(d.seeds[s]) for s in evaluate),
+                **{f"chosen_{f}": _plain(level[i]) for i, f in enumerate(tuned)},
+                "criterion": float(crit[best]),
+                **{f"tried_{f}": tuple(tried[f]) for f in tuned},
+                "at_edge": bool(edges),
+                "edge": "; ".join(e if len(tuned) == 1 else f"{f} {e}" for f, e, _ in edges),
+                "n_evaluated": len(got),
+                "n_left_out": len(lost),
             }
         )
+    out.warnings.extend(_edge_warnings(out.choices[-len(folds) :], tuned, numeric, tried, at))
+    out.curves += _curve_rows(d, c, cfg, levels_c, present, fold_crit, fold_best)
+    out.flattery.append(_flattery_row(d, c, cfg, seeds_c, levels_c, honest_vals, fold_best))
 
+
+def _choice_warnings(
+    d: _Dense, crit: np.ndarray, best: int, levels_c: np.ndarray, fold: str, at: str
+) -> list[str]:
+    """What a fold's choice cannot say: levels with no run on its seeds, a forced default."""
+    out = []
+    unseen = [lv for lv in levels_c.tolist() if np.isnan(crit[lv])]
+    if unseen:  # a level with no run on the choosing seeds cannot win: say so
+        out.append(
+            f"{', '.join(d.level_label(lv) for lv in unseen)}{at} "
+            f"{'has' if len(unseen) == 1 else 'have'} no run on the choosing seeds "
+            f"({_fold_words(fold)}), so could not be chosen"
+        )
+    if not np.isfinite(crit[best]):
+        out.append(
+            f"every level diverged on a choosing seed{at} ({_fold_words(fold)}); "
+            f"the smallest ({d.level_label(best)}) was taken"
+        )
+    return out
+
+
+def _keep_evaluated(
+    d: _Dense, c: int, best: int, evaluate: np.ndarray, out: _Tally, honest_vals: list[float]
+) -> tuple[list[int], list[int]]:
+    """Keep each evaluated seed's run at the chosen level (its value an honest one); the
+    seeds kept and those whose run is missing or diverged."""
+    got, lost = [], []
+    for s in evaluate:
+        r = d.row[c, best, s]
+        if r >= 0 and d.ok[r]:
+            got.append(s)
+            out.out_rows.append(r)
+            honest_vals.append(float(d.score[c, best, s]))
+        else:
+            lost.append(s)
+            if r >= 0:
+                out.out_excluded.append(r - d.n_runs)
+    return got, lost
+
+
+def _curve_rows(
+    d: _Dense,
+    c: int,
+    cfg: dict,
+    levels_c: np.ndarray,
+    present: np.ndarray,
+    fold_crit: dict[str, np.ndarray],
+    fold_best: dict[str, int],
+) -> list[dict]:
+    """One row per level of the configuration: its runs' mean, each fold's criterion there."""
+    tuned = d.tuned
+    mean, sem, n_runs = d.kept_stats(c)
+    rows = []
+    for lv in levels_c.tolist():
+        row = {**cfg, **{f: _plain(d.level_values[lv][i]) for i, f in enumerate(tuned)}}
+        row.update(
+            mean=mean[lv],
+            sem=sem[lv],
+            n_runs=int(n_runs[lv]),
+            n_diverged=int((present[lv] & ~d.ok_at(c, lv)).sum()),
+        )
+        for fold, crit in fold_crit.items():
+            row[_crit_column(fold)] = float(crit[lv])
+        row["chosen_by"] = ", ".join(f for f, b in fold_best.items() if b == lv)
+        rows.append(row)
+    return rows
+
+
+def _flattery_row(
+    d: _Dense,
+    c: int,
+    cfg: dict,
+    seeds_c: np.ndarray,
+    levels_c: np.ndarray,
+    honest_vals: list[float],
+    fold_best: dict[str, int],
+) -> dict:
+    """The configuration's honest value beside what choosing on the same seeds would say."""
+    tuned = d.tuned
+    same = d.criterion(c, seeds_c)  # choosing and measuring on the same (all) seeds
+    same_best = _argbest(same, levels_c)
+    honest = float(np.mean(honest_vals)) if honest_vals else math.nan
+    same_value = float(same[same_best])
+    return {
+        **cfg,
+        "honest": honest,
+        "n_honest": len(honest_vals),
+        "same_seeds": same_value,
+        "optimism": honest - same_value
+        if math.isfinite(honest) and math.isfinite(same_value)
+        else math.nan,
+        **{f"same_seeds_{f}": _plain(d.level_values[same_best][i]) for i, f in enumerate(tuned)},
+        **{
+            f"chosen_{f}": tuple(_plain(d.level_values[b][i]) for b in fold_best.values())
+            for i, f in enumerate(tuned)
+        },
+        "folds_agree": len(set(fold_best.values())) == 1,
+    }
+
+
+def _tuned_grid(
+    grid: Grid, tuned: tuple[str, ...], scheme: str, out_rows: list[int], out_excluded: list[int]
+) -> TunedGrid:
+    """The grid of the runs kept, each tuned column ``f`` renamed ``tuned_f``."""
     rename = {f: f"tuned_{f}" for f in tuned}
     runs = grid.runs.iloc[sorted(out_rows)].rename(columns=rename).reset_index(drop=True)
     excluded = grid.excluded.iloc[sorted(out_excluded)].rename(columns=rename)
@@ -356,20 +434,7 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
     rows = grid.row_numbers
     kept = rows[sorted(out_rows)] if rows is not None and len(rows) == len(grid.runs) else None
     base = replace(grid, runs=runs, excluded=excluded, name=name, row_numbers=kept)
-    tuned_grid = TunedGrid(**{f.name: getattr(base, f.name) for f in fields(Grid)}, tuned=tuned)
-    return Tuning(
-        runs=runs,
-        grid=tuned_grid,
-        choices=pd.DataFrame(choices),
-        curves=pd.DataFrame(curves),
-        flattery=pd.DataFrame(flattery),
-        warnings=warnings,
-        factors=tuned,
-        configuration=configuration,
-        scheme=scheme,
-        tune_seeds=chosen_set,
-        seeds=tuple(_plain(s) for s in d.seeds),
-    )
+    return TunedGrid(**{f.name: getattr(base, f.name) for f in fields(Grid)}, tuned=tuned)
 
 
 # --- the dense view: configuration x level x seed ------------------------------------------

@@ -128,111 +128,8 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
         ) from None
     except ValueError as err:  # e.g. an integer literal beyond Python's digit limit
         raise ExpressionError(f"{what}: cannot parse {_short(text)} ({err})") from None
-
-    def bad(node: ast.AST, why: str = "") -> ExpressionError:
-        piece = ast.get_source_segment(src, node) or type(node).__name__
-        allowed = "numbers, names, + - * / **, unary minus, log(), exp(), sqrt()"
-        if not logical:
-            allowed += ", c[COLUMN] (one constant c per level of COLUMN)"
-        if logical:
-            allowed += ", comparisons, and/or/not, strings"
-        return ExpressionError(
-            f"{what}: {_short(piece)} is not allowed in {_short(text)}{why}; allowed: {allowed}"
-        )
-
-    def conv(n: ast.AST, depth: int = 1) -> Node:
-        if depth > MAX_EXPRESSION_DEPTH:
-            raise ExpressionError(
-                f"{what}: nested more than {MAX_EXPRESSION_DEPTH} levels deep (a sum of n "
-                f"terms is n levels); simplify {_short(text)}"
-            )
-        return _conv(n, depth)
-
-    def _conv(n: ast.AST, depth: int) -> Node:
-        def conv1(child: ast.AST) -> Node:
-            return conv(child, depth + 1)
-
-        if isinstance(n, ast.Constant):
-            if isinstance(n.value, bool) or not isinstance(n.value, int | float | str):
-                raise bad(n)
-            if isinstance(n.value, str):
-                if not logical:
-                    raise bad(n)
-                return Node("str", value=n.value)
-            try:
-                value = float(n.value)
-            except OverflowError:
-                value = math.inf
-            if not math.isfinite(value):
-                piece = ast.get_source_segment(src, n) or str(n.value)
-                raise ExpressionError(
-                    f"{what}: the number {_short(piece)} is beyond double precision (largest "
-                    "about 1.8e308)"
-                )
-            return num(value)
-        if isinstance(n, ast.Name):
-            return Node("name", value=ticks.get(n.id, n.id))
-        if (
-            not logical
-            and isinstance(n, ast.Subscript)
-            and isinstance(n.value, ast.Name)
-            and isinstance(n.slice, ast.Name)
-        ):
-            # c[COL]: one constant c per level of the column COL (see fitrules.model.forms)
-            col = Node("name", value=ticks.get(n.slice.id, n.slice.id))
-            return Node("at", (col,), ticks.get(n.value.id, n.value.id))
-        if isinstance(n, ast.Attribute):  # a tracker's flattened name: compression.keep
-            piece = ast.get_source_segment(src, n) or "NAME.PART"
-            raise bad(n, f" (a column name with dots goes in backticks: `{piece}`)")
-        if isinstance(n, ast.BinOp):
-            if isinstance(n.op, ast.BitXor):
-                raise bad(n, " (^ is not a power: use ** for a power, e.g. H**b)")
-            if type(n.op) in _BIN:
-                return Node(_BIN[type(n.op)], (conv1(n.left), conv1(n.right)))
-            if logical and isinstance(n.op, ast.BitAnd | ast.BitOr):
-                return Node(
-                    "and" if isinstance(n.op, ast.BitAnd) else "or", (conv1(n.left), conv1(n.right))
-                )
-            raise bad(n)
-        if isinstance(n, ast.UnaryOp):
-            if isinstance(n.op, ast.USub):
-                return Node("neg", (conv1(n.operand),))
-            if isinstance(n.op, ast.UAdd):
-                return conv1(n.operand)
-            if logical and isinstance(n.op, ast.Not | ast.Invert):
-                return Node("not", (conv1(n.operand),))
-            raise bad(n)
-        if isinstance(n, ast.Call):
-            if (
-                isinstance(n.func, ast.Name)
-                and n.func.id in FUNCTIONS
-                and len(n.args) == 1
-                and not n.keywords
-            ):
-                return Node(n.func.id, (conv1(n.args[0]),))
-            raise bad(n, " (only log(x), exp(x), sqrt(x) may be called)")
-        if logical and isinstance(n, ast.Compare):
-            parts, left = [], conv1(n.left)
-            for op, right in zip(n.ops, n.comparators, strict=True):
-                if type(op) not in _CMP:
-                    raise bad(n)
-                r = conv1(right)
-                parts.append(Node("cmp:" + _CMP[type(op)], (left, r)))
-                left = r
-            out = parts[0]
-            for p in parts[1:]:
-                out = Node("and", (out, p))
-            return out
-        if logical and isinstance(n, ast.BoolOp):
-            joiner = "and" if isinstance(n.op, ast.And) else "or"
-            out = conv1(n.values[0])
-            for v in n.values[1:]:
-                out = Node(joiner, (out, conv1(v)))
-            return out
-        raise bad(n)
-
     try:
-        node = conv(tree.body)
+        node = _Converter(text, src, ticks, logical, what).conv(tree.body)
     except RecursionError:
         raise ExpressionError(
             f"{what}: nested too deeply (at most {MAX_EXPRESSION_DEPTH} levels)"
@@ -242,6 +139,137 @@ def parse(text: str, *, logical: bool = False, what: str = "expression") -> Node
             f"{what}: nested more than {MAX_EXPRESSION_DEPTH} levels deep; simplify {_short(text)}"
         )
     return node
+
+
+@dataclass(frozen=True)
+class _Converter:
+    """Turns Python's syntax tree of an expression into a :class:`Node`, node by node,
+    refusing what the grammar does not allow."""
+
+    text: str  # as given, for messages
+    src: str  # as parsed: backticked names set aside
+    ticks: dict[str, str]  # the names set aside
+    logical: bool
+    what: str
+
+    def bad(self, node: ast.AST, why: str = "") -> ExpressionError:
+        """The error naming ``node``'s piece of the text and what is allowed."""
+        piece = ast.get_source_segment(self.src, node) or type(node).__name__
+        allowed = "numbers, names, + - * / **, unary minus, log(), exp(), sqrt()"
+        if not self.logical:
+            allowed += ", c[COLUMN] (one constant c per level of COLUMN)"
+        if self.logical:
+            allowed += ", comparisons, and/or/not, strings"
+        return ExpressionError(
+            f"{self.what}: {_short(piece)} is not allowed in {_short(self.text)}{why}; "
+            f"allowed: {allowed}"
+        )
+
+    def conv(self, n: ast.AST, depth: int = 1) -> Node:
+        """``n`` as a Node; refused beyond the depth allowed."""
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise ExpressionError(
+                f"{self.what}: nested more than {MAX_EXPRESSION_DEPTH} levels deep (a sum of n "
+                f"terms is n levels); simplify {_short(self.text)}"
+            )
+        return self._node(n, depth)
+
+    def _node(self, n: ast.AST, depth: int) -> Node:
+        """One node of the tree, by its kind."""
+        ticks = self.ticks
+        if isinstance(n, ast.Constant):
+            return self._constant(n)
+        if isinstance(n, ast.Name):
+            return Node("name", value=ticks.get(n.id, n.id))
+        if (
+            not self.logical
+            and isinstance(n, ast.Subscript)
+            and isinstance(n.value, ast.Name)
+            and isinstance(n.slice, ast.Name)
+        ):
+            # c[COL]: one constant c per level of the column COL (see fitrules.model.forms)
+            col = Node("name", value=ticks.get(n.slice.id, n.slice.id))
+            return Node("at", (col,), ticks.get(n.value.id, n.value.id))
+        if isinstance(n, ast.Attribute):  # a tracker's flattened name: compression.keep
+            piece = ast.get_source_segment(self.src, n) or "NAME.PART"
+            raise self.bad(n, f" (a column name with dots goes in backticks: `{piece}`)")
+        if isinstance(n, ast.BinOp):
+            return self._binop(n, depth + 1)
+        if isinstance(n, ast.UnaryOp):
+            return self._unaryop(n, depth + 1)
+        if isinstance(n, ast.Call):
+            if (
+                isinstance(n.func, ast.Name)
+                and n.func.id in FUNCTIONS
+                and len(n.args) == 1
+                and not n.keywords
+            ):
+                return Node(n.func.id, (self.conv(n.args[0], depth + 1),))
+            raise self.bad(n, " (only log(x), exp(x), sqrt(x) may be called)")
+        if self.logical and isinstance(n, ast.Compare):
+            return self._compare(n, depth + 1)
+        if self.logical and isinstance(n, ast.BoolOp):
+            joiner = "and" if isinstance(n.op, ast.And) else "or"
+            out = self.conv(n.values[0], depth + 1)
+            for v in n.values[1:]:
+                out = Node(joiner, (out, self.conv(v, depth + 1)))
+            return out
+        raise self.bad(n)
+
+    def _constant(self, n: ast.Constant) -> Node:
+        """A number (finite in double precision) or, in a condition, a string."""
+        if isinstance(n.value, bool) or not isinstance(n.value, int | float | str):
+            raise self.bad(n)
+        if isinstance(n.value, str):
+            if not self.logical:
+                raise self.bad(n)
+            return Node("str", value=n.value)
+        try:
+            value = float(n.value)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            piece = ast.get_source_segment(self.src, n) or str(n.value)
+            raise ExpressionError(
+                f"{self.what}: the number {_short(piece)} is beyond double precision (largest "
+                "about 1.8e308)"
+            )
+        return num(value)
+
+    def _binop(self, n: ast.BinOp, depth: int) -> Node:
+        """+ - * / **, and in a condition & and |."""
+        if isinstance(n.op, ast.BitXor):
+            raise self.bad(n, " (^ is not a power: use ** for a power, e.g. H**b)")
+        if type(n.op) in _BIN:
+            return Node(_BIN[type(n.op)], (self.conv(n.left, depth), self.conv(n.right, depth)))
+        if self.logical and isinstance(n.op, ast.BitAnd | ast.BitOr):
+            op = "and" if isinstance(n.op, ast.BitAnd) else "or"
+            return Node(op, (self.conv(n.left, depth), self.conv(n.right, depth)))
+        raise self.bad(n)
+
+    def _unaryop(self, n: ast.UnaryOp, depth: int) -> Node:
+        """Unary minus and plus, and in a condition not and ~."""
+        if isinstance(n.op, ast.USub):
+            return Node("neg", (self.conv(n.operand, depth),))
+        if isinstance(n.op, ast.UAdd):
+            return self.conv(n.operand, depth)
+        if self.logical and isinstance(n.op, ast.Not | ast.Invert):
+            return Node("not", (self.conv(n.operand, depth),))
+        raise self.bad(n)
+
+    def _compare(self, n: ast.Compare, depth: int) -> Node:
+        """A chain of comparisons, as the ``and`` of its links."""
+        parts, left = [], self.conv(n.left, depth)
+        for op, right in zip(n.ops, n.comparators, strict=True):
+            if type(op) not in _CMP:
+                raise self.bad(n)
+            r = self.conv(right, depth)
+            parts.append(Node("cmp:" + _CMP[type(op)], (left, r)))
+            left = r
+        out = parts[0]
+        for p in parts[1:]:
+            out = Node("and", (out, p))
+        return out
 
 
 def depth(node: Node) -> int:

@@ -1041,15 +1041,11 @@ def parse_fix(items: Sequence[str] | Mapping[str, float] | None) -> dict[str, fl
                 )
             out_map[k] = float(v)
         return out_map
-    if isinstance(items, str):
-        items = [items]
-    if not isinstance(items, Sequence) or not all(isinstance(t, str) for t in items):
-        raise FormError(
-            f"--fix {items!r}: give NAME=VALUE texts (e.g. ['alpha=0.34']) or a mapping "
-            "{'alpha': 0.34}"
-        )
+    texts = _option_texts(
+        items, "--fix", "NAME=VALUE texts (e.g. ['alpha=0.34']) or a mapping {'alpha': 0.34}"
+    )
     out: dict[str, float] = {}
-    for text in items:
+    for text in texts:
         name, eq, value = str(text).partition("=")
         name = name.strip()
         try:
@@ -1088,15 +1084,13 @@ def parse_bounds(
                 )
             out_map[k] = (float(v[0]), float(v[1]))
         return out_map
-    if isinstance(items, str):
-        items = [items]
-    if not isinstance(items, Sequence) or not all(isinstance(t, str) for t in items):
-        raise FormError(
-            f"--bound {items!r}: give NAME=LOW..HIGH texts (e.g. ['Nc=1e10..1e16']) or a "
-            "mapping {'Nc': (1e10, 1e16)}"
-        )
+    texts = _option_texts(
+        items,
+        "--bound",
+        "NAME=LOW..HIGH texts (e.g. ['Nc=1e10..1e16']) or a mapping {'Nc': (1e10, 1e16)}",
+    )
     out: dict[str, tuple[float, float]] = {}
-    for text in items:
+    for text in texts:
         name, eq, rng = str(text).partition("=")
         lo_s, dots, hi_s = rng.partition("..")
         try:
@@ -1111,6 +1105,15 @@ def parse_bounds(
             )
         out[name.strip()] = (lo, hi)
     return out
+
+
+def _option_texts(items: object, option: str, allowed: str) -> Sequence[str]:
+    """``items`` as a sequence of texts (one text alone too); else the option's refusal."""
+    if isinstance(items, str):
+        return [items]
+    if not isinstance(items, Sequence) or not all(isinstance(t, str) for t in items):
+        raise FormError(f"{option} {items!r}: give {allowed}")
+    return items
 
 
 def _number(x) -> bool:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import ExpressionError, GridError
+from fitrules.base import arguments
+from fitrules.base.errors import ExpressionError, FitrulesError, GridError
 from fitrules.base.limits import MAX_ABS_VALUE
 from fitrules.base.util import sha256_file
 from fitrules.model import expr as ex
@@ -802,13 +803,11 @@ def _read(path: Path) -> pd.DataFrame:
 
 
 def _texts(value: Any, name: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise GridError(f"{name} {value!r}: give a condition as text, or a list of them")
-    return tuple(value)
+    """One condition or a sequence of them, as a tuple (:func:`fitrules.base.arguments.texts`)."""
+    try:
+        return arguments.texts(value, name)
+    except FitrulesError:
+        raise GridError(f"{name} {value!r}: give a condition as text, or a list of them") from None
 
 
 def _index_as_columns(df: pd.DataFrame, label: str) -> pd.DataFrame:
@@ -944,6 +943,262 @@ def _eval(node: ex.Node, frame: pd.DataFrame, text: str, where: str, option: str
         raise GridError(f"{where}: {option} {text!r} cannot be evaluated ({err})") from None
 
 
+def _check_arguments(
+    source: Any, metric: Any, unit: Any, frame: Any
+) -> tuple[Path | None, pd.DataFrame | None]:
+    """Refuse arguments of the wrong type; the path read and the frame given."""
+    for name, value in (("metric", metric), ("unit", unit)):
+        if value is not None and not isinstance(value, str):
+            raise GridError(f"{name} {value!r}: must be a column name (text) or None")
+    if not isinstance(source, pd.DataFrame | str | Path):
+        raise GridError(
+            f"source {type(source).__name__}: give a pandas DataFrame or the path of a CSV or "
+            "Parquet file"
+        )
+    path: Path | None
+    if isinstance(source, pd.DataFrame):
+        frame, path = source, None
+    else:
+        path = Path(source)
+    if frame is not None and not isinstance(frame, pd.DataFrame):
+        raise GridError(f"frame: expected a pandas DataFrame, got {type(frame).__name__}")
+    return path, frame
+
+
+def _read_table(path: Path | None, frame: pd.DataFrame | None, label: str) -> pd.DataFrame:
+    """The table read (or copied), its header checked and its rows labelled by file line."""
+    if frame is not None:
+        df = frame.copy()
+    elif path is not None:
+        df = _index_as_columns(_read(path), label)
+    if len(df) == 0:
+        raise GridError(f"{label}: the table has no rows")
+    df.columns = [str(c).strip() for c in df.columns]
+    _check_unique(list(df.columns), label)
+    df = df.reset_index(drop=True)
+    if path is not None and frame is None and path.suffix.lower() not in (".parquet", ".pq"):
+        from fitrules.model import formats
+
+        if formats.is_json(path):
+            lines = formats.json_lines(path, len(df))  # no header: the run's own line
+        else:
+            lines = _csv_lines(path, len(df))
+        if lines is not None:  # rows labelled so that _line(label) is the line in the file
+            df.index = pd.Index(lines - 2)
+    return _plain_dtypes(df, label)
+
+
+def _derive_columns(df: pd.DataFrame, derive: tuple[str, ...], label: str) -> list[str]:
+    """Add each ``--derive`` column to ``df``; the names added."""
+    derived = []
+    for text in derive:
+        name, sep, rhs = text.partition("=")
+        name = name.strip().strip("`")
+        if not sep or not name or not rhs.strip():
+            raise GridError(f"--derive {text!r}: expected 'NAME = EXPRESSION'")
+        if name in df.columns:
+            raise GridError(f"--derive {text!r}: {label} already has a column {name!r}")
+        try:
+            node = ex.parse(rhs, what=f"--derive {text!r}")
+        except ExpressionError as err:
+            raise GridError(str(err)) from None
+        try:
+            values = np.asarray(_eval(node, df, text, label, "--derive"), dtype=float)
+        except (TypeError, ValueError):
+            raise GridError(
+                f"--derive {text!r}: does not give a number on each row of {label}"
+            ) from None
+        if values.ndim > 1 or (values.ndim == 1 and len(values) != len(df)):
+            raise GridError(f"--derive {text!r}: does not give one number per row")
+        df[name] = values
+        derived.append(name)
+    return derived
+
+
+def _choose_metric(df: pd.DataFrame, metric: str | None, label: str) -> str:
+    """The metric column: the one named, or the first default present; a wide table refused."""
+    from fitrules.model import formats
+
+    wide = formats.wide_groups(list(df.columns))
+    for prefix, family in wide.items():
+        if metric in family or (metric is None and not any(m in df for m in METRIC_DEFAULTS)):
+            raise GridError(formats.wide_message(label, prefix, family, list(df.columns)))
+    if metric is None:
+        metric = next((m for m in METRIC_DEFAULTS if m in df.columns), None)
+        if metric is None:
+            like = formats.metric_like(list(df.columns), METRIC_DEFAULTS)
+            choose = (
+                f"{like!r} looks like one: give --metric {formats.quoted_arg(like)}"
+                if like
+                else "choose one with --metric"
+            )
+            raise GridError(
+                f"{label}: no metric column (looked for {', '.join(METRIC_DEFAULTS)}); "
+                f"{choose}; columns: {', '.join(df.columns)}"
+            )
+    elif metric not in df.columns:
+        raise GridError(
+            f"{label}: no column {metric!r} for --metric; columns: {', '.join(df.columns)}"
+        )
+    elif metric in SEED_COLUMNS:
+        raise GridError(
+            f"{label}: --metric {metric}: is the seed column, which names each run's seed; "
+            "choose the column the runs measured"
+        )
+    return metric
+
+
+def _metric_as_float(df: pd.DataFrame, metric: str, label: str) -> None:
+    """Make the metric column real numbers in ``df``; text, booleans and huge values refused."""
+    kind = df[metric].dtype.kind
+    if kind in "bc" or (
+        kind == "O"
+        and df[metric]
+        .map(lambda v: isinstance(v, bool | complex | np.bool_ | np.complexfloating))
+        .any()
+    ):
+        what = {"b": "true/false", "c": "complex"}.get(kind, "true/false or complex")
+        raise GridError(
+            f"{label}: column {metric!r} holds {what} values; the metric must be real numbers"
+        )
+    values = to_float(df[metric])
+    text_rows = (
+        values.isna()
+        & df[metric].notna()
+        & ~df[metric].astype(str).str.strip().str.lower().isin(["nan", "inf", "-inf", ""])
+    )
+    if text_rows.any():
+        i = df.index[text_rows.to_numpy()][0]
+        raise GridError(
+            f"{label}: column {metric!r} holds text ({_shown(df.loc[i, metric])} in line "
+            f"{_line(i)}); the metric must be numeric"
+        )
+    df[metric] = values.astype(float)
+    with np.errstate(invalid="ignore"):
+        huge = np.isfinite(df[metric].to_numpy()) & (np.abs(df[metric].to_numpy()) > MAX_ABS_VALUE)
+    if huge.any():
+        i = int(np.flatnonzero(huge)[0])
+        raise GridError(
+            f"{label}: column {metric!r} has {df[metric].iloc[i]:g} in line "
+            f"{_line(df.index[i])}; a "
+            f"finite metric must lie within +-{MAX_ABS_VALUE:g} (non-finite values are set "
+            "aside as excluded runs)"
+        )
+
+
+def _check_conditions(
+    df: pd.DataFrame, metric: str, seed_col: str | None, harness: bool, label: str
+) -> None:
+    """Refuse a missing seed column, a harness column out of its range, an infinite condition."""
+    if seed_col is not None and seed_col not in df.columns:
+        raise GridError(
+            f"{label}: no column {seed_col!r} for --seed-col; columns: {', '.join(df.columns)}"
+        )
+    if seed_col is not None and seed_col == metric:
+        raise GridError(f"{label}: --seed-col {seed_col!r} is the metric; name the seed column")
+    for col, (test, allowed) in DOMAIN.items():
+        if harness and col in df.columns:
+            v = to_float(df[col])
+            with np.errstate(invalid="ignore"):
+                bad = v.isna() | ~test(v)
+            if bad.any():
+                i = df.index[bad.to_numpy()][0]
+                raise GridError(
+                    f"{label}: column {col!r} has {_shown(df.loc[i, col])} in line "
+                    f"{_line(i)}; {allowed}"
+                )
+
+    for col in df.columns:  # a condition at +-inf is no setting a run was made at
+        if col == metric or col in NON_FACTORS or df[col].dtype.kind != "f":
+            continue
+        inf = np.isinf(df[col].to_numpy())
+        if inf.any():
+            i = int(np.flatnonzero(inf)[0])
+            raise GridError(
+                f"{label}: column {col!r} has {df[col].iloc[i]:g} in line "
+                f"{_line(df.index[i])}; a condition of a run must be finite (leave it empty "
+                "where it does not apply)"
+            )
+
+
+def _apply_filters(df: pd.DataFrame, where: tuple[str, ...], label: str) -> pd.DataFrame:
+    """The rows every ``--where`` condition keeps; none left is refused."""
+    keep = np.ones(len(df), bool)
+    for text in where:
+        try:
+            node = ex.parse(text, logical=True, what=f"--where {text!r}")
+        except ExpressionError as err:
+            raise GridError(str(err)) from None
+        mask = np.asarray(_eval(node, df, text, label, "--where"))
+        if mask.dtype != bool or mask.shape != (len(df),):
+            raise GridError(f"--where {text!r}: is not a true/false condition on each row")
+        keep &= mask
+    df = df[keep]
+    if len(df) == 0:
+        raise GridError(f"{label}: --where {' and '.join(where)!r} leaves no rows")
+    return df
+
+
+def _check_derived_finite(
+    df: pd.DataFrame, derive: tuple[str, ...], derived: list[str], label: str
+) -> None:
+    """Refuse a derived column that is not finite on a row kept."""
+    for text, name in zip(derive, derived, strict=True):
+        values = df[name].to_numpy(float)
+        if not np.isfinite(values).all():
+            i = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise GridError(
+                f"--derive {text!r}: gives {values[i]:g} in line {_line(df.index[i])} of "
+                f"{label}; a derived column must be finite on every row kept"
+            )
+
+
+def _set_aside(
+    df: pd.DataFrame, metric: str, label: str
+) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """The runs kept, the ones set aside with their reasons, and the kept rows' labels."""
+    from fitrules.model import formats
+
+    reason = pd.Series("", index=df.index)
+    if "diverged" in df.columns:
+        reason[_as_bool(df["diverged"], label)] = "diverged"
+    for col in df.columns:  # a crashed or failed run's last value is no result
+        if formats.is_status(col) and col != metric:
+            for level in formats.failed_levels(df[col]):
+                reason[(reason == "") & (df[col].astype(str) == level).to_numpy()] = (
+                    f"{col} {level}"
+                )
+    reason[(reason == "") & ~np.isfinite(df[metric])] = "non-finite metric"
+    excluded = df[reason != ""].assign(reason=reason[reason != ""])
+    row_numbers = df.index[(reason == "").to_numpy()].to_numpy()
+    runs = df[reason == ""].reset_index(drop=True)
+    if len(runs) == 0:
+        why = ", ".join(f"{n} {r}" for r, n in excluded["reason"].value_counts().items())
+        raise GridError(
+            f"{label}: no run left to use: every one of the {len(df)} rows kept was set aside "
+            f"({why})"
+        )
+    return runs, excluded, row_numbers
+
+
+def _seed_column(
+    df: pd.DataFrame, runs: pd.DataFrame, seed_col: str | None, label: str
+) -> str | None:
+    """The seed column; a column that looks like one, when none is named, is refused."""
+    from fitrules.model import formats
+
+    seed = seed_col or next((s for s in SEED_COLUMNS if s in df.columns), None)
+    if seed is None:  # pooled as a factor, a seed would be filtered to one level
+        for c in formats.seed_like(list(runs.columns)):
+            if runs[c].nunique(dropna=False) > 1:
+                raise GridError(
+                    f"{label}: column {c!r} looks like each run's seed and no seed column is "
+                    f"named (a factor's levels would be pooled or filtered); "
+                    f"{formats.seed_hint(c)}"
+                )
+    return seed
+
+
 def load_grid(
     source: Path | str | pd.DataFrame,
     metric: str | None = None,
@@ -1017,44 +1272,31 @@ def load_grid(
     (4, [2.105, 2.205])
     """
     where, derive = _texts(where, "where"), _texts(derive, "derive")
-    for name, value in (("metric", metric), ("unit", unit)):
-        if value is not None and not isinstance(value, str):
-            raise GridError(f"{name} {value!r}: must be a column name (text) or None")
-    if not isinstance(source, pd.DataFrame | str | Path):
-        raise GridError(
-            f"source {type(source).__name__}: give a pandas DataFrame or the path of a CSV or "
-            "Parquet file"
-        )
-    path: Path | None
-    if isinstance(source, pd.DataFrame):
-        frame, path = source, None
-    else:
-        path = Path(source)
-    if frame is not None and not isinstance(frame, pd.DataFrame):
-        raise GridError(f"frame: expected a pandas DataFrame, got {type(frame).__name__}")
+    path, frame = _check_arguments(source, metric, unit, frame)
     label = IN_MEMORY if path is None else display_path(path)
     if frame is not None:
         frame = _index_as_columns(frame, label)
-        df = frame.copy()
-    elif path is not None:
-        df = _index_as_columns(_read(path), label)
-    if len(df) == 0:
-        raise GridError(f"{label}: the table has no rows")
-    df.columns = [str(c).strip() for c in df.columns]
-    _check_unique(list(df.columns), label)
-    rows_read = len(df)
-    df = df.reset_index(drop=True)
-    if path is not None and frame is None and path.suffix.lower() not in (".parquet", ".pq"):
-        from fitrules.model import formats
+    return _build_grid(
+        path, frame, label, metric, where, derive, unit, seed_col, units, rename, drop_duplicates
+    )
 
-        if formats.is_json(path):
-            lines = formats.json_lines(path, len(df))  # no header: the run's own line
-        else:
-            lines = _csv_lines(path, len(df))
-        if lines is not None:  # rows labelled so that _line(label) is the line in the file
-            df.index = pd.Index(lines - 2)
-    df = _plain_dtypes(df, label)
-    columns_read = list(df.columns)
+
+def _build_grid(
+    path: Path | None,
+    frame: pd.DataFrame | None,
+    label: str,
+    metric: str | None,
+    where: tuple[str, ...],
+    derive: tuple[str, ...],
+    unit: str | None,
+    seed_col: str | None,
+    units: dict[str, str] | str | None,
+    rename: dict[str, str] | Sequence[str] | str | None,
+    drop_duplicates: bool,
+) -> Grid:
+    """The phases of ``load_grid`` once its arguments are checked: read, derive, check, filter."""
+    df = _read_table(path, frame, label)
+    rows_read, columns_read = len(df), list(df.columns)
     from fitrules.model import formats
 
     df = formats.apply_renames(df, formats.parse_renames(rename), label)
@@ -1062,173 +1304,15 @@ def load_grid(
     # column identical rows may be repeats whose metric was rounded: refused only with one
     has_seed = (seed_col or "seed") in df.columns
     df, duplicates_dropped = _exact_copies(df, label, drop_duplicates, refuse=has_seed)
-
-    derived = []
-    for text in derive:
-        name, sep, rhs = text.partition("=")
-        name = name.strip().strip("`")
-        if not sep or not name or not rhs.strip():
-            raise GridError(f"--derive {text!r}: expected 'NAME = EXPRESSION'")
-        if name in df.columns:
-            raise GridError(f"--derive {text!r}: {label} already has a column {name!r}")
-        try:
-            node = ex.parse(rhs, what=f"--derive {text!r}")
-        except ExpressionError as err:
-            raise GridError(str(err)) from None
-        try:
-            values = np.asarray(_eval(node, df, text, label, "--derive"), dtype=float)
-        except (TypeError, ValueError):
-            raise GridError(
-                f"--derive {text!r}: does not give a number on each row of {label}"
-            ) from None
-        if values.ndim > 1 or (values.ndim == 1 and len(values) != len(df)):
-            raise GridError(f"--derive {text!r}: does not give one number per row")
-        df[name] = values
-        derived.append(name)
-
-    wide = formats.wide_groups(list(df.columns))
-    for prefix, family in wide.items():
-        if metric in family or (metric is None and not any(m in df for m in METRIC_DEFAULTS)):
-            raise GridError(formats.wide_message(label, prefix, family, list(df.columns)))
-    if metric is None:
-        metric = next((m for m in METRIC_DEFAULTS if m in df.columns), None)
-        if metric is None:
-            like = formats.metric_like(list(df.columns), METRIC_DEFAULTS)
-            choose = (
-                f"{like!r} looks like one: give --metric {formats.quoted_arg(like)}"
-                if like
-                else "choose one with --metric"
-            )
-            raise GridError(
-                f"{label}: no metric column (looked for {', '.join(METRIC_DEFAULTS)}); "
-                f"{choose}; columns: {', '.join(df.columns)}"
-            )
-    elif metric not in df.columns:
-        raise GridError(
-            f"{label}: no column {metric!r} for --metric; columns: {', '.join(df.columns)}"
-        )
-    elif metric in SEED_COLUMNS:
-        raise GridError(
-            f"{label}: --metric {metric}: is the seed column, which names each run's seed; "
-            "choose the column the runs measured"
-        )
-    kind = df[metric].dtype.kind
-    if kind in "bc" or (
-        kind == "O"
-        and df[metric]
-        .map(lambda v: isinstance(v, bool | complex | np.bool_ | np.complexfloating))
-        .any()
-    ):
-        what = {"b": "true/false", "c": "complex"}.get(kind, "true/false or complex")
-        raise GridError(
-            f"{label}: column {metric!r} holds {what} values; the metric must be real numbers"
-        )
-    values = to_float(df[metric])
-    text_rows = (
-        values.isna()
-        & df[metric].notna()
-        & ~df[metric].astype(str).str.strip().str.lower().isin(["nan", "inf", "-inf", ""])
-    )
-    if text_rows.any():
-        i = df.index[text_rows.to_numpy()][0]
-        raise GridError(
-            f"{label}: column {metric!r} holds text ({_shown(df.loc[i, metric])} in line "
-            f"{_line(i)}); the metric must be numeric"
-        )
-    df[metric] = values.astype(float)
-    with np.errstate(invalid="ignore"):
-        huge = np.isfinite(df[metric].to_numpy()) & (np.abs(df[metric].to_numpy()) > MAX_ABS_VALUE)
-    if huge.any():
-        i = int(np.flatnonzero(huge)[0])
-        raise GridError(
-            f"{label}: column {metric!r} has {df[metric].iloc[i]:g} in line "
-            f"{_line(df.index[i])}; a "
-            f"finite metric must lie within +-{MAX_ABS_VALUE:g} (non-finite values are set "
-            "aside as excluded runs)"
-        )
-
+    derived = _derive_columns(df, derive, label)
+    metric = _choose_metric(df, metric, label)
+    _metric_as_float(df, metric, label)
     harness = written_by_harness(path, columns_read)
-    if seed_col is not None and seed_col not in df.columns:
-        raise GridError(
-            f"{label}: no column {seed_col!r} for --seed-col; columns: {', '.join(df.columns)}"
-        )
-    if seed_col is not None and seed_col == metric:
-        raise GridError(f"{label}: --seed-col {seed_col!r} is the metric; name the seed column")
-    for col, (test, allowed) in DOMAIN.items():
-        if harness and col in df.columns:
-            v = to_float(df[col])
-            with np.errstate(invalid="ignore"):
-                bad = v.isna() | ~test(v)
-            if bad.any():
-                i = df.index[bad.to_numpy()][0]
-                raise GridError(
-                    f"{label}: column {col!r} has {_shown(df.loc[i, col])} in line "
-                    f"{_line(i)}; {allowed}"
-                )
-
-    for col in df.columns:  # a condition at +-inf is no setting a run was made at
-        if col == metric or col in NON_FACTORS or df[col].dtype.kind != "f":
-            continue
-        inf = np.isinf(df[col].to_numpy())
-        if inf.any():
-            i = int(np.flatnonzero(inf)[0])
-            raise GridError(
-                f"{label}: column {col!r} has {df[col].iloc[i]:g} in line "
-                f"{_line(df.index[i])}; a condition of a run must be finite (leave it empty "
-                "where it does not apply)"
-            )
-
-    keep = np.ones(len(df), bool)
-    for text in where:
-        try:
-            node = ex.parse(text, logical=True, what=f"--where {text!r}")
-        except ExpressionError as err:
-            raise GridError(str(err)) from None
-        mask = np.asarray(_eval(node, df, text, label, "--where"))
-        if mask.dtype != bool or mask.shape != (len(df),):
-            raise GridError(f"--where {text!r}: is not a true/false condition on each row")
-        keep &= mask
-    filtered_out = int((~keep).sum())
-    df = df[keep]
-    if len(df) == 0:
-        raise GridError(f"{label}: --where {' and '.join(where)!r} leaves no rows")
-    for text, name in zip(derive, derived, strict=True):
-        values = df[name].to_numpy(float)
-        if not np.isfinite(values).all():
-            i = int(np.flatnonzero(~np.isfinite(values))[0])
-            raise GridError(
-                f"--derive {text!r}: gives {values[i]:g} in line {_line(df.index[i])} of "
-                f"{label}; a derived column must be finite on every row kept"
-            )
-
-    reason = pd.Series("", index=df.index)
-    if "diverged" in df.columns:
-        reason[_as_bool(df["diverged"], label)] = "diverged"
-    for col in df.columns:  # a crashed or failed run's last value is no result
-        if formats.is_status(col) and col != metric:
-            for level in formats.failed_levels(df[col]):
-                reason[(reason == "") & (df[col].astype(str) == level).to_numpy()] = (
-                    f"{col} {level}"
-                )
-    reason[(reason == "") & ~np.isfinite(df[metric])] = "non-finite metric"
-    excluded = df[reason != ""].assign(reason=reason[reason != ""])
-    row_numbers = df.index[(reason == "").to_numpy()].to_numpy()
-    runs = df[reason == ""].reset_index(drop=True)
-    if len(runs) == 0:
-        why = ", ".join(f"{n} {r}" for r, n in excluded["reason"].value_counts().items())
-        raise GridError(
-            f"{label}: no run left to use: every one of the {len(df)} rows kept was set aside "
-            f"({why})"
-        )
-    seed = seed_col or next((s for s in SEED_COLUMNS if s in df.columns), None)
-    if seed is None:  # pooled as a factor, a seed would be filtered to one level
-        for c in formats.seed_like(list(runs.columns)):
-            if runs[c].nunique(dropna=False) > 1:
-                raise GridError(
-                    f"{label}: column {c!r} looks like each run's seed and no seed column is "
-                    f"named (a factor's levels would be pooled or filtered); "
-                    f"{formats.seed_hint(c)}"
-                )
+    _check_conditions(df, metric, seed_col, harness, label)
+    kept = _apply_filters(df, where, label)
+    _check_derived_finite(kept, derive, derived, label)
+    runs, excluded, row_numbers = _set_aside(kept, metric, label)
+    seed = _seed_column(kept, runs, seed_col, label)
     if frame is not None:  # the table as CSV text: the same rows give the same hash
         sha = hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
     elif path is not None:
@@ -1240,8 +1324,8 @@ def load_grid(
         and ("model" not in columns_read)
     ):
         unit = HARNESS_UNITS.get(metric)
-    var_units = {k: u for k, u in HARNESS_VARIABLE_UNITS.items() if harness and k in df.columns}
-    var_units |= parse_units(units, list(df.columns), label)
+    var_units = {k: u for k, u in HARNESS_VARIABLE_UNITS.items() if harness and k in kept.columns}
+    var_units |= parse_units(units, list(kept.columns), label)
     return Grid(
         runs,
         excluded,
@@ -1252,7 +1336,7 @@ def load_grid(
         where,
         derive,
         rows_read,
-        filtered_out,
+        len(df) - len(kept),
         path.stem if path is not None else IN_MEMORY,
         unit or None,
         harness,

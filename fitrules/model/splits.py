@@ -470,3 +470,27 @@ def seed_values(grid, cells, ids) -> np.ndarray:
     means = runs.groupby(keys, sort=False)[grid.metric].mean().rename("_v").reset_index()
     table = cells.table[keys].merge(means, on=keys, how="left")
     return pd.to_numeric(table["_v"]).to_numpy(float)
+
+
+def seed_folds(grid, cells, offset, holdout: SeedHoldout) -> dict | None:
+    """The folds of the cells-and-seeds protocol, or None when a cell lacks runs at some
+    seed ids (or a held-out value is 0).
+
+    ``offset`` is the grid's seed offset (:func:`fitrules.engine.intervals.seed_offset`). Each
+    fold holds out the seed ids ``held``: ``y_fit`` is each cell's mean over its runs at the
+    other ids, ``y_test`` over its runs at the fold's. Also returned: ``excess``, the expected
+    excess of the held-out mean square that :meth:`SeedHoldout.rescale` takes off, ``t`` the
+    ids a fold holds out and ``k`` the runs of a typical cell (the mean of ``k`` new runs is
+    the target).
+    """
+    folds = []
+    for test in holdout.folds(offset.seeds):
+        kept = [i for i in offset.seeds if i not in test]
+        y_fit, y_test = seed_values(grid, cells, kept), seed_values(grid, cells, test)
+        if not (np.isfinite(y_fit).all() and np.isfinite(y_test).all()) or (y_test == 0).any():
+            return None
+        folds.append({"y_fit": y_fit, "y_test": y_test, "held": test})
+    n, t = len(offset.seeds), len(folds[0]["held"])
+    k = int(np.median(cells.table["n_seeds"]))
+    excess = holdout.excess(offset.shared_var, offset.var_run, n - t, t, n, k)
+    return {"folds": folds, "excess": excess, "t": t, "k": k}

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED, SIM_INT_LIMITS
+from fitrules.sim.common import check_settings, topk_with_feedback
 from fitrules.sim.corpus import Corpus
 from fitrules.sim.model import MLPShape, init_params, loss_and_grad, mean_loss
 
@@ -66,15 +67,7 @@ class RunConfig:
             "aggregator": AGGREGATORS,
             "inner_opt": INNER_OPTS,
         }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise SimError(
-                    f"{name}={getattr(self, name)!r} is unknown; allowed: " + ", ".join(allowed)
-                )
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, float) and not math.isfinite(v):
-                raise SimError(f"{f.name}={v}: must be a finite number")
+        check_settings(self, choices)
         if not 0 < self.keep <= 1:
             raise SimError(f"keep={self.keep} is outside (0, 1]")
         for name, most in SIM_INT_LIMITS.items():
@@ -168,14 +161,7 @@ def _compress(delta, cfg: RunConfig, rng, error):
         mask = rng.random((rows, delta.shape[1]), dtype=np.float32) < np.float32(cfg.keep)
         return delta * mask * np.float32(1.0 / cfg.keep)
     # top-k with error feedback: what is not sent this round is added to the next delta
-    acc = delta + error
-    k = max(1, int(round(cfg.keep * acc.shape[1])))
-    idx = np.argpartition(np.abs(acc), acc.shape[1] - k, axis=1)[:, -k:]
-    rows = np.arange(acc.shape[0])[:, None]
-    sent = np.zeros_like(acc)
-    sent[rows, idx] = acc[rows, idx]
-    error[:] = acc - sent
-    return sent
+    return topk_with_feedback(delta, cfg.keep, error)
 
 
 def _aggregate(c: np.ndarray, cfg: RunConfig) -> np.ndarray:

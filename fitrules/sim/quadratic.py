@@ -42,12 +42,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED
+from fitrules.sim.common import check_settings, topk_with_feedback
 
 SPECTRA = ("constant", "linear", "geometric")
 COMPRESSORS = ("none", "randk", "topk")
@@ -109,15 +110,7 @@ class QuadConfig:
             "attack": ATTACKS,
             "attack_mode": ATTACK_MODES,
         }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise SimError(
-                    f"{name}={getattr(self, name)!r} is unknown; allowed: " + ", ".join(allowed)
-                )
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, float) and not math.isfinite(v):
-                raise SimError(f"{f.name}={v}: must be a finite number")
+        check_settings(self, choices)
         for name, most in QUAD_INT_LIMITS.items():
             if not 1 <= getattr(self, name) <= most:
                 raise SimError(f"{name}={getattr(self, name)} must be from 1 to {most:,}")
@@ -241,14 +234,7 @@ def _compress(d, cfg, rng, error):
     if cfg.compressor == "randk":
         rows = 1 if cfg.masks == "shared" else d.shape[0]
         return d * (rng.random((rows, d.shape[1])) < cfg.keep) * (1.0 / cfg.keep)
-    acc = d + error  # top-k with error feedback, as in the MLP harness
-    k = max(1, int(round(cfg.keep * acc.shape[1])))
-    idx = np.argpartition(np.abs(acc), acc.shape[1] - k, axis=1)[:, -k:]
-    rows_ = np.arange(acc.shape[0])[:, None]
-    sent = np.zeros_like(acc)
-    sent[rows_, idx] = acc[rows_, idx]
-    error[:] = acc - sent
-    return sent
+    return topk_with_feedback(d, cfg.keep, error)  # as in the MLP harness
 
 
 def _attack(c, cfg):

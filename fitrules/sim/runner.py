@@ -403,12 +403,34 @@ def simulate(
             "use fewer --jobs or a smaller model",
         )
     t0 = time.perf_counter()
+    where = _run_todo(out, spec, done, todo, jobs, scheduler, show_progress, on_run, log)
+    table = pd.DataFrame([done[run_key(cfg)] for cfg in spec.runs])
+    atomic_write_text(out, table.to_csv(index=False))
+    _write_manifest(out, spec, command, corpus.sha256, table, len(todo), where, t0)
+    return table
+
+
+def _run_todo(
+    out: Path,
+    spec: GridSpec,
+    done: dict[str, dict],
+    todo: list[RunConfig],
+    jobs: int,
+    scheduler: str | None,
+    show_progress: bool | None,
+    on_run: Callable[[dict], None] | None,
+    log: Callable[[str], None] | None,
+) -> dict:
+    """Run ``todo`` here, in a pool or on the cluster, each run checkpointed as it ends;
+    where they ran, for the manifest."""
     # The manifest names where the runs ran: the local jobs, or the scheduler and its workers
     # with the runs each finished this time.
     where: dict = {"jobs": jobs} if scheduler is None else {"scheduler": scheduler, "workers": {}}
     with ExitStack() as stack:
         client = None
         if scheduler is not None and todo:
+            from fitrules.sim import cluster
+
             client = stack.enter_context(cluster.connect(scheduler))
             workers = dict.fromkeys(cluster.check_workers(client), 0)
         checkpoint = stack.enter_context(_Checkpoint(out, spec, done, show_progress, on_run, log))
@@ -421,9 +443,20 @@ def simulate(
             _run_pool(todo, jobs, checkpoint)
     if checkpoint.failed:
         raise checkpoint.error()
+    return where
 
-    table = pd.DataFrame([done[run_key(cfg)] for cfg in spec.runs])
-    atomic_write_text(out, table.to_csv(index=False))
+
+def _write_manifest(
+    out: Path,
+    spec: GridSpec,
+    command: str | None,
+    corpus_sha256: str,
+    table: pd.DataFrame,
+    n_todo: int,
+    where: dict,
+    t0: float,
+) -> None:
+    """Write the manifest beside ``out``: the spec, the command, where and how long."""
     manifest = {
         "spec_name": spec.name,
         "spec_sha256": spec.sha256,
@@ -431,13 +464,12 @@ def simulate(
         "command": command or " ".join(sys.argv),
         "fitrules_version": __version__,
         "git_commit": _git_commit(),
-        "corpus_sha256": corpus.sha256,
+        "corpus_sha256": corpus_sha256,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "runs": len(table),
-        "runs_this_invocation": len(todo),
+        "runs_this_invocation": n_todo,
         **where,
         "wall_s_this_invocation": round(time.perf_counter() - t0, 1),
         "wall_s_per_run": [float(x) for x in table["wall_s"]],
     }
     atomic_write_text(manifest_path(out), json.dumps(manifest, indent=2) + "\n")
-    return table

@@ -246,6 +246,16 @@ def clip_to(v: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray
     return np.clip(v, lo, hi), (v < lo) | (v > hi)
 
 
+def _identity_square(ax, lo: float, hi: float, log: bool, label: str) -> None:
+    """The line y = x, both axes over [lo, hi] (log scales when ``log``)."""
+    ax.plot([lo, hi], [lo, hi], color="k", lw=1, label=label)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+
+
 def _off_note(n_off: int, largest: float, what: str = "point") -> str:
     what = what if n_off == 1 else f"{what}s"
     return f"{n_off} {what} off the chart, drawn on its edge (largest {largest:.4g})"
@@ -407,12 +417,7 @@ def paired_scatter(cmp, a: str, b: str, ax=None):
             largest = float(np.max(np.concatenate([x[off], y[off]])))
             ax.scatter(xc[off], yc[off], s=30, edgecolors="C3", **EDGE, label=_off_note(
                 int(off.sum()), largest, "split"))  # fmt: skip
-        ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="equal error")
-        if log:
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
+        _identity_square(ax, lo, hi, log, "equal error")
     ax.set_xlabel(f"{a}: held-out error (%)")
     ax.set_ylabel(f"{b}: held-out error (%)")
     _title(
@@ -496,12 +501,7 @@ def observed_vs_predicted(cells, form, constants, unit: str | None = None, ax=No
         largest = float(pred[off][np.argmax(np.abs(pred[off]))])
         ax.scatter(pc[off], yc[off], s=30, edgecolors="C3", **EDGE,
                    label=_off_note(int(off.sum()), largest, "prediction"))  # fmt: skip
-    ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="observed = predicted")
-    if log:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+    _identity_square(ax, lo, hi, log, "observed = predicted")
     ax.set_xlabel(f"predicted {unit_label(cells.metric, unit)}")
     ax.set_ylabel(f"observed {unit_label(cells.metric, unit)}")
     _title(ax, f"{form.name} fitted on all {len(t)} cells: observed against predicted")

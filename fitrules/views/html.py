@@ -11,6 +11,16 @@ from fitrules.base.htmlparts import html_p as _p
 from fitrules.base.htmlparts import html_table as _table
 
 
+def _titled_list(title: str, items) -> str:
+    """A bold title and the list of ``items`` under it."""
+    return f"<b>{title}</b>" + _list(items)
+
+
+def _closed(parts: list[str], tables: str) -> str:
+    """The view's parts, closed by a line naming its tables and figures."""
+    return "\n".join([*parts, _p(tables)])
+
+
 def comparison_html(cmp) -> str:
     from fitrules.views.text import data_line, paired_heading, verdict_sentence
 
@@ -26,16 +36,14 @@ def comparison_html(cmp) -> str:
         _p(data_line(cmp.data)),
     ]  # fmt: skip
     if cmp.warnings:
-        parts.append("<b>Warnings</b>" + _list(cmp.warnings))
+        parts.append(_titled_list("Warnings", cmp.warnings))
     if len(cmp.paired):
         parts.append("<b>Paired verdicts</b>")
         parts.append(_p(paired_heading(cmp.settings, len(cmp.paired), cmp.data["cells"])))
         parts.append(_list(verdict_sentence(r, basis) for r in cmp.paired.to_dict("records")))
-    parts.append(
-        _p("Tables: .summary, .paired, .results, .cell_errors; figures: .plot_heldout(), "
-           ".plot_paired(a, b), .plot_fit(form), .plot_residuals(x), .plot_curves(form, x)")
-    )  # fmt: skip
-    return "\n".join(parts)
+    return _closed(parts, "Tables: .summary, .paired, .results, .cell_errors; figures: "
+                   ".plot_heldout(), .plot_paired(a, b), .plot_fit(form), .plot_residuals(x), "
+                   ".plot_curves(form, x)")  # fmt: skip
 
 
 def fitted_html(f) -> str:
@@ -101,11 +109,10 @@ def design_html(d) -> str:
         _table(chosen) if len(chosen) else _p("no cell chosen"),
     ]
     if d.notes:
-        parts.append("<b>Notes</b>" + _list(d.notes))
+        parts.append(_titled_list("Notes", d.notes))
     if d.commands:
         parts.append("<b>The loop</b><pre>" + html.escape("\n".join(d.commands)) + "</pre>")
-    parts.append(_p("Tables: .chosen, .candidates; figure: .plot(); JSON: .to_dict()"))
-    return "\n".join(parts)
+    return _closed(parts, "Tables: .chosen, .candidates; figure: .plot(); JSON: .to_dict()")
 
 
 def tuning_html(t) -> str:
@@ -120,12 +127,9 @@ def tuning_html(t) -> str:
         _table(t.flattery),
     ]
     if t.warnings:
-        parts.append("<b>Warnings</b>" + _list(t.warnings))
-    parts.append(
-        _p("Tables: .choices, .curves, .flattery; the tuned grid: .grid; figures: .plot_curves(), "
-           ".plot_chosen(x, y)")
-    )  # fmt: skip
-    return "\n".join(parts)
+        parts.append(_titled_list("Warnings", t.warnings))
+    return _closed(parts, "Tables: .choices, .curves, .flattery; the tuned grid: .grid; "
+                   "figures: .plot_curves(), .plot_chosen(x, y)")  # fmt: skip
 
 
 def search_html(s) -> str:
@@ -153,6 +157,5 @@ def search_html(s) -> str:
         refs = s.references[["form", "expression", "n_constants", "outer_median_pct",
                              "outer_over_inner", "search_lower", "paired_splits"]]  # fmt: skip
         parts += ["<b>Hand-written references</b>", _table(refs)]
-    parts.append(_p("Tables: .budgets, .candidates, .choices, .references, .dropped; figure: "
-                    ".plot_front(); forms: .forms_toml(); JSON: .to_dict()"))  # fmt: skip
-    return "\n".join(parts)
+    return _closed(parts, "Tables: .budgets, .candidates, .choices, .references, .dropped; "
+                   "figure: .plot_front(); forms: .forms_toml(); JSON: .to_dict()")  # fmt: skip

@@ -306,8 +306,6 @@ def _winner_paragraph(best: dict, doc: dict) -> str:
 
 def _comparison_md(doc: dict, figs, command: str) -> str:
     s, data = doc["settings"], doc["data"]
-    where = " and ".join(data["where"]) or "none"
-    derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
     n_train = doc["results"][0]["n_train"] if doc["results"] else 0
     from fitrules.views.text import conclusion
 
@@ -329,12 +327,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         "",
         "## Data and protocol",
         "",
-        "| | |",
-        "|---|---|",
-        f"| data | {code(data['path'])} |",
-        f"| sha256 | `{data['sha256']}` |",
-        f"| filter | {code(where)} |",
-        f"| derived | {derived} |",
+        *_data_rows(data),
         f"| runs, cells | {data['runs']} runs in {data['cells']} cells "
         f"(excluded: {', '.join(f'{v} {k}' for k, v in data['excluded'].items()) or 'none'}) |",
         *[f"| table | {n} |" for n in table_notes(data)],
@@ -651,11 +644,8 @@ def ci_report(
 def fit_report(fitted, target: Path, command: str, force: bool = False, cells: bool = True) -> Path:
     """Report of one form fitted on all cells: constants with standard errors and intervals,
     correlations, predictions, diagnostics, and figures against every variable of the form."""
-    from fitrules.views.text import uncertainty_lines
-
     f = fitted
     doc = f.to_dict(cells)
-    data = doc["data"]
 
     def build(d: Path) -> None:
         figs: list[tuple[str, str, str]] = []
@@ -666,106 +656,140 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
 
         bands = {f.form.name: f.heldout.band} if f.heldout is not None else None
         _fit_figures(f.cells, [f.form], {f.form.name: f.result}, f.unit, fig, bands)
-        te = f.train_error
-        where = " and ".join(data["where"]) or "none"
-        derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
-        lines = [
-            f"# fitrules fit: {f.form.name}",
-            "",
-            code(f"{f.form.name} = {f.form.expression}")
-            + (f" ({f.form.constant_notes})" if f.form.constant_notes else ""),
-            "",
-            "| | |",
-            "|---|---|",
-            f"| data | {code(data['path'])} |",
-            f"| sha256 | `{data['sha256']}` |",
-            f"| filter | {code(where)} |",
-            f"| derived | {derived} |",
-            f"| runs, cells | {data['runs']} runs in {data['cells']} cells |",
-            f"| objective | {doc['objective']} |",
-            f"| command | {code(command)} |",
-            f"| fitrules | {__version__} |",
-            "",
-            "## Constants",
-            "",
-        ]
-        has_iv = f.bootstrap is not None
-        pct = round(100 * f.bootstrap.level) if f.bootstrap is not None else 95
-        lines += [
-            "| constant | value | standard error (Jacobian) |"
-            + (f" {pct}% bootstrap interval |" if has_iv else ""),
-            "|---|---:|---:|" + ("---|" if has_iv else ""),
-        ]
-        for r in f.table.to_dict("records"):
-            row = f"| {r['constant']} | {r['value']:.6g} | {_num(r['stderr'], '.3g')} |"
-            if has_iv:
-                row += f" {r['low']:.6g} to {r['high']:.6g} |"
-            lines.append(row)
-        lines += ["", *[f"- {x}" for x in uncertainty_lines(f)], ""]
-        corr = f.correlation
-        if f.uncertainty.ok and len(corr) > 1:
-            names = list(corr.columns)
-            lines += [
-                "Correlations of the constants (Jacobian):",
-                "",
-                "| | " + " | ".join(names) + " |",
-                "|---|" + "---:|" * len(names),
-            ]
-            lines += [
-                f"| {a} | " + " | ".join(f"{corr.loc[a, b]:+.4f}" for b in names) + " |"
-                for a in names
-            ]
-            lines.append("")
+        lines = _fit_header_md(f, doc, command)
+        lines += _constants_md(f)
         if f.predictions:
-            lines += ["## Predictions", "",
-                      "| point | prediction | standard error |"
-                      + (f" {pct}% interval, the configuration's mean over new seed ids "
-                         "(misfit and seed offset included) |"
-                         f" {pct}% interval, constants only (at the grid's seed ids) |"
-                         if has_iv else "")
-                      + " outside the fitted cells |",
-                      "|---|---:|---:|" + ("---|---|" if has_iv else "") + "---|"]  # fmt: skip
-            for p in f.predictions:
-                row = (
-                    f"| {', '.join(f'{k}={v:g}' for k, v in p['given'].items())} | "
-                    f"{p['prediction']:.5g} | {p['stderr']:.3g} |"
-                )
-                if has_iv:
-                    for key in ("interval", "constants_interval"):
-                        iv = p.get(key)
-                        row += f" {iv[0]:.5g} to {iv[1]:.5g} |" if iv else " - |"
-                far = p.get("extrapolation") or {}
-                row += " " + (", ".join(f"{k} {v:.3g}x" for k, v in far.items()) or "no") + " |"
-                lines.append(row)
-            lines.append("")
-            if f.heldout is not None:
-                lines += [
-                    f"Prediction intervals: {f.heldout.describe()}. The constants-only "
-                    "interval treats the form as exactly true and covers the mean at the "
-                    "grid's seed ids; the other adds its misfit as held-out cells show it and "
-                    "covers the configuration's mean over new seed ids. Neither covers a "
-                    "change of regime outside the fitted cells.",
-                    "",
-                ]
-        lines += [
-            "## Fit",
-            "",
-            f"Training error: mean {te['heldout_error_pct']:.3f}%, "
-            f"{te['worst_cell_pct']:.3f}% at the worst cell, rmse {te['rmse']:.4g}.",
-            "",
-            "Diagnostics: " + ("; ".join(f.reasons) or "well posed") + ".",
-            "",
-        ]
-        sections = (("fit", None), ("residuals", "### Residuals"), ("curves", "### Fitted curves"))
-        for sec, title in sections:
-            chosen = [(n, cap) for s_, n, cap in figs if s_ == sec]
-            if chosen and title:
-                lines += [title, ""]
-            lines += [f"![{cap}]({n})\n\n*{cap}*\n" for n, cap in chosen]
+            lines += _predictions_md(f)
+        lines += _fit_section_md(f, figs)
         (d / "report.md").write_text("\n".join(lines))
         (d / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
 
     return write_report_dir(target, build, force)
+
+
+def _data_rows(data: dict) -> list[str]:
+    """The head of a report's table of what it read: the file, its hash, filters, derived."""
+    where = " and ".join(data["where"]) or "none"
+    derived = code("; ".join(data["derive"])) if data.get("derive") else "none"
+    return [
+        "| | |",
+        "|---|---|",
+        f"| data | {code(data['path'])} |",
+        f"| sha256 | `{data['sha256']}` |",
+        f"| filter | {code(where)} |",
+        f"| derived | {derived} |",
+    ]
+
+
+def _fit_header_md(f, doc: dict, command: str) -> list[str]:
+    """The fit report's title, the form, and the table of what was fitted and how."""
+    data = doc["data"]
+    return [
+        f"# fitrules fit: {f.form.name}",
+        "",
+        code(f"{f.form.name} = {f.form.expression}")
+        + (f" ({f.form.constant_notes})" if f.form.constant_notes else ""),
+        "",
+        *_data_rows(data),
+        f"| runs, cells | {data['runs']} runs in {data['cells']} cells |",
+        f"| objective | {doc['objective']} |",
+        f"| command | {code(command)} |",
+        f"| fitrules | {__version__} |",
+        "",
+        "## Constants",
+        "",
+    ]
+
+
+def _constants_md(f) -> list[str]:
+    """The constants with standard errors (and bootstrap intervals), and their correlations."""
+    from fitrules.views.text import uncertainty_lines
+
+    has_iv = f.bootstrap is not None
+    pct = round(100 * f.bootstrap.level) if f.bootstrap is not None else 95
+    lines = [
+        "| constant | value | standard error (Jacobian) |"
+        + (f" {pct}% bootstrap interval |" if has_iv else ""),
+        "|---|---:|---:|" + ("---|" if has_iv else ""),
+    ]
+    for r in f.table.to_dict("records"):
+        row = f"| {r['constant']} | {r['value']:.6g} | {_num(r['stderr'], '.3g')} |"
+        if has_iv:
+            row += f" {r['low']:.6g} to {r['high']:.6g} |"
+        lines.append(row)
+    lines += ["", *[f"- {x}" for x in uncertainty_lines(f)], ""]
+    corr = f.correlation
+    if f.uncertainty.ok and len(corr) > 1:
+        names = list(corr.columns)
+        lines += [
+            "Correlations of the constants (Jacobian):",
+            "",
+            "| | " + " | ".join(names) + " |",
+            "|---|" + "---:|" * len(names),
+        ]
+        lines += [
+            f"| {a} | " + " | ".join(f"{corr.loc[a, b]:+.4f}" for b in names) + " |" for a in names
+        ]
+        lines.append("")
+    return lines
+
+
+def _predictions_md(f) -> list[str]:
+    """The predictions asked for, with standard errors, intervals and how far outside."""
+    has_iv = f.bootstrap is not None
+    pct = round(100 * f.bootstrap.level) if f.bootstrap is not None else 95
+    lines = ["## Predictions", "",
+             "| point | prediction | standard error |"
+             + (f" {pct}% interval, the configuration's mean over new seed ids "
+                "(misfit and seed offset included) |"
+                f" {pct}% interval, constants only (at the grid's seed ids) |"
+                if has_iv else "")
+             + " outside the fitted cells |",
+             "|---|---:|---:|" + ("---|---|" if has_iv else "") + "---|"]  # fmt: skip
+    for p in f.predictions:
+        row = (
+            f"| {', '.join(f'{k}={v:g}' for k, v in p['given'].items())} | "
+            f"{p['prediction']:.5g} | {p['stderr']:.3g} |"
+        )
+        if has_iv:
+            for key in ("interval", "constants_interval"):
+                iv = p.get(key)
+                row += f" {iv[0]:.5g} to {iv[1]:.5g} |" if iv else " - |"
+        far = p.get("extrapolation") or {}
+        row += " " + (", ".join(f"{k} {v:.3g}x" for k, v in far.items()) or "no") + " |"
+        lines.append(row)
+    lines.append("")
+    if f.heldout is not None:
+        lines += [
+            f"Prediction intervals: {f.heldout.describe()}. The constants-only "
+            "interval treats the form as exactly true and covers the mean at the "
+            "grid's seed ids; the other adds its misfit as held-out cells show it and "
+            "covers the configuration's mean over new seed ids. Neither covers a "
+            "change of regime outside the fitted cells.",
+            "",
+        ]
+    return lines
+
+
+def _fit_section_md(f, figs: list[tuple[str, str, str]]) -> list[str]:
+    """The training error, the diagnostics, and the fit's figures by section."""
+    te = f.train_error
+    lines = [
+        "## Fit",
+        "",
+        f"Training error: mean {te['heldout_error_pct']:.3f}%, "
+        f"{te['worst_cell_pct']:.3f}% at the worst cell, rmse {te['rmse']:.4g}.",
+        "",
+        "Diagnostics: " + ("; ".join(f.reasons) or "well posed") + ".",
+        "",
+    ]
+    sections = (("fit", None), ("residuals", "### Residuals"), ("curves", "### Fitted curves"))
+    for sec, title in sections:
+        chosen = [(n, cap) for s_, n, cap in figs if s_ == sec]
+        if chosen and title:
+            lines += [title, ""]
+        lines += [f"![{cap}]({n})\n\n*{cap}*\n" for n, cap in chosen]
+    return lines
 
 
 def protocols_report(cmps, payloads, target: Path, command: str, force: bool = False) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +13,9 @@ from fitrules import __version__
 from fitrules.base.util import json_ready
 from fitrules.views import figures
 from fitrules.views.directory import write_report_dir
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _pct(x) -> str:
@@ -130,6 +134,36 @@ def _sentences(s) -> list[str]:
     return out
 
 
+def _budget_values(s) -> list[dict[str, str]]:
+    """Each budget's row as the text and markdown tables show it: counts, outer and inner
+    errors, optimism, the front, the most picked form and the pick from all cells."""
+    out = []
+    for r in s.budgets.to_dict("records"):
+        name = r["final_choice"]
+        out.append(
+            {
+                "k": f"{r['max_constants']}",
+                "n": f"{r['n_candidates']}",
+                "median": _pct(r["outer_median_pct"]),
+                "p90": _pct(r["outer_p90_pct"]),
+                "inner": _pct(r["inner_median_pct"]),
+                "optimism": _ratio(r["optimism"]),
+                "front": "yes" if r["on_front"] else "",
+                "most": f"{r['most_picked']}",
+                "share": f"{r['most_picked_share']:.0%}",
+                "final": s.forms[name].expression if isinstance(name, str) else "none",
+            }
+        )
+    return out
+
+
+def _picked(s) -> pd.DataFrame:
+    """The forms picked by some outer split, most picked first (then fewest constants)."""
+    return s.candidates[s.candidates["picked"] > 0].sort_values(
+        ["picked", "n_constants"], ascending=[False, True]
+    )
+
+
 def render_search(s) -> str:
     """The terminal view."""
     st = s.settings
@@ -161,21 +195,15 @@ def render_search(s) -> str:
         f"{'k':>3} {'forms':>6} {'outer median':>13} {'p90':>9} {'inner median':>13} "
         f"{'optimism':>9} {'front':>6}  picked from all cells (most picked, share)",
     ]
-    for r in s.budgets.to_dict("records"):
-        name = r["final_choice"]
-        final = s.forms[name].expression if isinstance(name, str) else "none"
-        lines.append(
-            f"{r['max_constants']:>3} {r['n_candidates']:>6} {_pct(r['outer_median_pct']):>13} "
-            f"{_pct(r['outer_p90_pct']):>9} {_pct(r['inner_median_pct']):>13} "
-            f"{_ratio(r['optimism']):>9} {'yes' if r['on_front'] else '':>6}  {final} "
-            f"({r['most_picked']}, {r['most_picked_share']:.0%})"
-        )
+    lines += [
+        f"{v['k']:>3} {v['n']:>6} {v['median']:>13} {v['p90']:>9} {v['inner']:>13} "
+        f"{v['optimism']:>9} {v['front']:>6}  {v['final']} ({v['most']}, {v['share']})"
+        for v in _budget_values(s)
+    ]
     lines += ["forms named in the table:"]
     lines += [f"  {n} = {e}" for n, e in _named(s).items()]
     lines += ["", "How often each form was picked (unrestricted budget):"]
-    picked = s.candidates[s.candidates["picked"] > 0].sort_values(
-        ["picked", "n_constants"], ascending=[False, True]
-    )
+    picked = _picked(s)
     n_outer = int(st.get("n_outer", 0))
     for r in picked.head(8).to_dict("records"):
         lines.append(
@@ -366,15 +394,11 @@ def search_markdown(s, command: str | None) -> str:
         "optimism | most picked (share) | picked from all cells | front |",
         "|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
-    for r in s.budgets.to_dict("records"):
-        name = r["final_choice"]
-        final = s.forms[name].expression if isinstance(name, str) else "none"
-        lines.append(
-            f"| {r['max_constants']} | {r['n_candidates']} | {_pct(r['outer_median_pct'])} | "
-            f"{_pct(r['outer_p90_pct'])} | {_pct(r['inner_median_pct'])} | "
-            f"{_ratio(r['optimism'])} | {r['most_picked']} ({r['most_picked_share']:.0%}) | "
-            f"{code(final)} | {'yes' if r['on_front'] else ''} |"
-        )
+    lines += [
+        f"| {v['k']} | {v['n']} | {v['median']} | {v['p90']} | {v['inner']} | {v['optimism']} "
+        f"| {v['most']} ({v['share']}) | {code(v['final'])} | {v['front']} |"
+        for v in _budget_values(s)
+    ]
     lines += ["", "Forms named in the table:", ""]
     lines += [f"- {n}: {code(e)}" for n, e in _named(s).items()]
     lines += [
@@ -387,9 +411,7 @@ def search_markdown(s, command: str | None) -> str:
         "expression |",
         "|---:|---|---:|---:|---|",
     ]
-    picked = s.candidates[s.candidates["picked"] > 0].sort_values(
-        ["picked", "n_constants"], ascending=[False, True]
-    )
+    picked = _picked(s)
     for r in picked.to_dict("records"):
         lines.append(
             f"| {r['picked']} of {st.get('n_outer')} | {r['name']} | {r['n_constants']} | "

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fitrules.base.util import spread_unit
+
 ALPHA = 0.05  # the Holm-adjusted level at which a verdict names the better form
 
 
@@ -466,8 +468,7 @@ def _offset_note(f) -> str:
     if off is None:
         return ""
     moved = [c for c, v in f.seed_offset_sd.items() if v > 0 and math.isfinite(v)]
-    unit = "%" if off.relative else ""
-    scale = 100 if off.relative else 1
+    unit, scale = spread_unit(off.relative)
     return (
         f": the bootstrap's, widened in quadrature by the grid's seed offset (one seed id's "
         f"shared effect {scale * math.sqrt(off.shared_var):.3g}{unit} over {len(off.seeds)} "

@@ -15,6 +15,8 @@ from fitrules.base.errors import GridError
 from fitrules.model.splits import FOLD_AB, FOLD_BA, TUNE_SEEDS
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from fitrules.jobs.tune import Tuning
 
 MANY_LINES = 6  # more lines than this and the legend goes outside the axes
@@ -54,6 +56,7 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on: one line per configuration (per level of ``by`` with it).
 
     Raises
     ------
@@ -65,6 +68,29 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
     >>> ax = lr_curves(tune(grid, ["lr"]), by="H")  # doctest: +SKIP
     >>> ax.figure.savefig("lr_curves.png")  # doctest: +SKIP
     """
+    x = tuning.factors[0]
+    keys, curves = _curves_by(tuning, by)
+    groups = list(curves.groupby(keys, sort=True, dropna=False)) if keys else [((), curves)]
+    n = len(groups)
+    ax = _ax(ax, (8.5, 4.8) if n > MANY_LINES else (7.0, 4.5))
+    levels = sorted(tuning.curves[x].unique())
+    numeric = tuning.curves[x].dtype.kind in "iuf"
+    position = {v: (float(v) if numeric else float(i)) for i, v in enumerate(levels)}
+    _draw_curves(ax, groups, keys, x, position)
+    ticks = [position[v] for v in levels]
+    if numeric and min(ticks) > 0 and max(ticks) / min(ticks) > 10:
+        ax.set_xscale("log")
+    ax.set_xticks(ticks, [_fmt(v) for v in levels])
+    ax.minorticks_off()
+    _label_curves(ax, tuning, x, by)
+    _curve_legend(ax, n)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def _curves_by(tuning: Tuning, by: str | None) -> tuple[list[str], pd.DataFrame]:
+    """The columns that split the lines, and the curves (averaged over the others with
+    ``by``), each level marked chosen or not."""
     x, rest = tuning.factors[0], list(tuning.factors[1:])
     config = list(tuning.configuration)
     if by is not None and by not in config:
@@ -87,17 +113,18 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
         )
     else:
         curves = curves.assign(chosen=curves["chosen_by"] != "")
-    groups = list(curves.groupby(keys, sort=True, dropna=False)) if keys else [((), curves)]
+    return keys, curves
+
+
+def _draw_curves(ax, groups: list, keys: list[str], x: str, position: dict) -> None:
+    """One line per group with error bars; rings at chosen levels, crosses where runs
+    diverged."""
     n = len(groups)
-    ax = _ax(ax, (8.5, 4.8) if n > MANY_LINES else (7.0, 4.5))
     colors = (
         plt.get_cmap("tab10")(range(n))
         if n <= 10
         else plt.get_cmap("viridis")(np.linspace(0, 0.95, n))
     )
-    levels = sorted(tuning.curves[x].unique())
-    numeric = tuning.curves[x].dtype.kind in "iuf"
-    position = {v: (float(v) if numeric else float(i)) for i, v in enumerate(levels)}
     for color, (key, g) in zip(colors, groups, strict=True):
         key = key if isinstance(key, tuple) else (key,)
         g = g.sort_values(x)
@@ -117,14 +144,14 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
         ax.scatter(xs[hit], ys[hit], s=130, facecolors="none", edgecolors=color, lw=1.8, zorder=4)
         bad = (g["n_diverged"].to_numpy() > 0) & np.isfinite(ys)
         ax.scatter(xs[bad], ys[bad], marker="x", s=50, color="k", zorder=5)
-    ticks = [position[v] for v in levels]
-    if numeric and min(ticks) > 0 and max(ticks) / min(ticks) > 10:
-        ax.set_xscale("log")
-    ax.set_xticks(ticks, [_fmt(v) for v in levels])
-    ax.minorticks_off()
-    metric = tuning.grid.metric + (f" ({tuning.grid.unit})" if tuning.grid.unit else "")
+
+
+def _label_curves(ax, tuning: Tuning, x: str, by: str | None) -> None:
+    """The axes' labels, with units, and the title."""
     from fitrules.views.figures import unit_label
 
+    config = list(tuning.configuration)
+    metric = tuning.grid.metric + (f" ({tuning.grid.unit})" if tuning.grid.unit else "")
     ax.set_xlabel(unit_label(x, tuning.grid.units.get(x)))
     shown = unit_label(metric, None)
     ax.set_ylabel(f"{shown} (mean ± s.e. over all seeds)" if by is None else f"{shown} (mean)")
@@ -135,6 +162,10 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
         + ("; x: some runs diverged" if (tuning.curves["n_diverged"] > 0).any() else ""),
         fontsize=10,
     )
+
+
+def _curve_legend(ax, n: int) -> None:
+    """The legend: beside the axes for many lines, none but the ring's for too many."""
     handles, _ = ax.get_legend_handles_labels()
     handles.append(
         Line2D([], [], ls="", marker="o", ms=10, mfc="none", mec="k", label="chosen level")
@@ -147,8 +178,6 @@ def lr_curves(tuning: Tuning, ax=None, by: str | None = None):
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         ax.legend(handles=handles, fontsize=8, loc="best")
-    ax.grid(alpha=0.3)
-    return ax
 
 
 def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
@@ -167,6 +196,7 @@ def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on: one cell per (x, y) configuration, a colour bar of the levels.
 
     Raises
     ------
@@ -179,6 +209,41 @@ def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
     --------
     >>> ax = chosen_levels_map(tune(grid, ["lr"]), x="H", y="keep")  # doctest: +SKIP
     """
+    f = _check_map_factors(tuning, x, y)
+    c = tuning.choices
+    shown = FOLD_AB if tuning.scheme != TUNE_SEEDS else TUNE_SEEDS
+    first = c[c["fold"] == shown].set_index([y, x])
+    second = c[c["fold"] == FOLD_BA].set_index([y, x]) if shown == FOLD_AB else None
+    xs = sorted(c[x].unique())
+    ys = sorted(c[y].unique())
+    levels = sorted(tuning.curves[f].unique())
+    index = {v: i for i, v in enumerate(levels)}
+    codes = np.full((len(ys), len(xs)), np.nan)
+    for (yv, xv), row in first.iterrows():
+        codes[ys.index(yv), xs.index(xv)] = index[row[f"chosen_{f}"]]
+    ax = _ax(ax, (1.3 * len(xs) + 3.0, 0.7 * len(ys) + 2.5))
+    cmap = ListedColormap(plt.get_cmap("viridis")(np.linspace(0.1, 0.9, len(levels))))
+    norm = BoundaryNorm(np.arange(len(levels) + 1) - 0.5, len(levels))
+    im = ax.imshow(codes, cmap=cmap, norm=norm, aspect="auto", origin="lower")
+    _mark_choices(ax, f, first, second, xs, ys, codes, len(levels))
+    ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
+    from fitrules.views.figures import unit_label
+
+    ax.set_xlabel(unit_label(x, None))
+    ax.set_ylabel(unit_label(y, None))
+    fold = f"fold {FOLD_AB}" if shown == FOLD_AB else "tune seeds"
+    ax.set_title(
+        f"{f} chosen per configuration ({fold})\nred outline: at the edge of the sweep", fontsize=10
+    )
+    bar = ax.figure.colorbar(im, ax=ax, ticks=range(len(levels)))
+    bar.ax.set_yticklabels([_fmt(v) for v in levels])
+    bar.set_label(f"chosen {f}")
+    return ax
+
+
+def _check_map_factors(tuning: Tuning, x: str, y: str) -> str:
+    """The one tuned factor; x and y must be two configuration factors that fix the others."""
     if len(tuning.factors) != 1:
         raise GridError(
             f"chosen_levels_map: shows one tuned factor; this tuning has "
@@ -203,20 +268,12 @@ def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
                 f"chosen_levels_map: configurations also differ in {other!r}; "
                 f'tune a grid filtered to one {other!r} (e.g. where=["{other} == ..."])'
             )
-    shown = FOLD_AB if tuning.scheme != TUNE_SEEDS else TUNE_SEEDS
-    first = c[c["fold"] == shown].set_index([y, x])
-    second = c[c["fold"] == FOLD_BA].set_index([y, x]) if shown == FOLD_AB else None
-    xs = sorted(c[x].unique())
-    ys = sorted(c[y].unique())
-    levels = sorted(tuning.curves[f].unique())
-    index = {v: i for i, v in enumerate(levels)}
-    codes = np.full((len(ys), len(xs)), np.nan)
-    for (yv, xv), row in first.iterrows():
-        codes[ys.index(yv), xs.index(xv)] = index[row[f"chosen_{f}"]]
-    ax = _ax(ax, (1.3 * len(xs) + 3.0, 0.7 * len(ys) + 2.5))
-    cmap = ListedColormap(plt.get_cmap("viridis")(np.linspace(0.1, 0.9, len(levels))))
-    norm = BoundaryNorm(np.arange(len(levels) + 1) - 0.5, len(levels))
-    im = ax.imshow(codes, cmap=cmap, norm=norm, aspect="auto", origin="lower")
+    return f
+
+
+def _mark_choices(ax, f: str, first, second, xs: list, ys: list, codes, n_levels: int) -> None:
+    """Each cell's chosen level in words; an edge outlined, the other fold's choice named
+    where it differs."""
     for (yv, xv), row in first.iterrows():
         i, j = ys.index(yv), xs.index(xv)
         lines = [_fmt(row[f"chosen_{f}"])]
@@ -229,7 +286,7 @@ def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
             other = second.loc[(yv, xv), f"chosen_{f}"]
             if other != row[f"chosen_{f}"]:
                 lines.append(f"{FOLD_BA}: {_fmt(other)}")
-        dark = codes[i, j] < len(levels) / 2
+        dark = codes[i, j] < n_levels / 2
         ax.text(
             j,
             i,
@@ -239,17 +296,3 @@ def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
             fontsize=8,
             color="white" if dark else "black",
         )
-    ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
-    from fitrules.views.figures import unit_label
-
-    ax.set_xlabel(unit_label(x, None))
-    ax.set_ylabel(unit_label(y, None))
-    fold = f"fold {FOLD_AB}" if shown == FOLD_AB else "tune seeds"
-    ax.set_title(
-        f"{f} chosen per configuration ({fold})\nred outline: at the edge of the sweep", fontsize=10
-    )
-    bar = ax.figure.colorbar(im, ax=ax, ticks=range(len(levels)))
-    bar.ax.set_yticklabels([_fmt(v) for v in levels])
-    bar.set_label(f"chosen {f}")
-    return ax

@@ -1,0 +1,43 @@
+"""What both harnesses (the MLP's and the quadratic's) do alike: a run's settings checked
+against their choices, and top-k compression with error feedback."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+import numpy as np
+
+from fitrules.base.errors import SimError
+
+
+def check_settings(cfg, choices: dict[str, tuple[str, ...]]) -> None:
+    """Refuse a setting of ``cfg`` outside its ``choices``, or a number that is not finite.
+
+    Raises
+    ------
+    SimError
+        Naming the setting, its value and what is allowed.
+    """
+    for name, allowed in choices.items():
+        if getattr(cfg, name) not in allowed:
+            raise SimError(
+                f"{name}={getattr(cfg, name)!r} is unknown; allowed: " + ", ".join(allowed)
+            )
+    for f in fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise SimError(f"{f.name}={v}: must be a finite number")
+
+
+def topk_with_feedback(d: np.ndarray, keep: float, error: np.ndarray) -> np.ndarray:
+    """Each row's ``keep`` largest entries of ``d + error``; what is not sent is kept in
+    ``error`` (in place) and added to the next round's message."""
+    acc = d + error
+    k = max(1, int(round(keep * acc.shape[1])))
+    idx = np.argpartition(np.abs(acc), acc.shape[1] - k, axis=1)[:, -k:]
+    rows = np.arange(acc.shape[0])[:, None]
+    sent = np.zeros_like(acc)
+    sent[rows, idx] = acc[rows, idx]
+    error[:] = acc - sent
+    return sent
