@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from fractions import Fraction
 
 from fitrules.base.errors import LimitError
 
@@ -23,6 +24,21 @@ MAX_BOOTSTRAP_RESAMPLES = 100_000
 # benchmarks/bench_intervals.py (section 2)
 BOOTSTRAP_KINDS = ("studentized", "auto", "seeds", "residuals")
 DEFAULT_BOOTSTRAP = "studentized"
+BOOTSTRAP_RESAMPLES = 200  # a fit's bootstrap, by default
+# defaults several layers share, here so that each is written once (fitrules.jobs.options
+# declares the commands' options from them without importing numpy)
+LEVEL = 0.95  # of intervals and tests
+OBJECTIVES = ("rel_ls", "log_huber", "abs_ls")  # training objectives; the first is the default
+HUBER_DELTA = 1e-3  # of log_huber
+WEIGHTS = ("cells", "runs", "inverse-variance")  # how cells count; the first is the default
+SEED_PROTOCOLS = ("cells", "cells-and-seeds")  # what a held-out error holds out
+RANDOM_SPLITS = 300  # random splits compare makes when none is given
+RANDOM_TRAIN_FRAC = Fraction(1, 3)  # of the cells, fitted in each of them
+VERDICT_TRAIN_FRAC = 0.9  # of the cells, fitted in each of the paired verdicts' splits
+# the wild-extrapolation guard's thresholds (fitrules.engine.guard)
+GUARD_SPAN = 20.0
+GUARD_SE = 1.0
+GUARD_EXCURSION = 10.0
 # ci: resamples of the BCa bootstrap over paired seeds (drawn in bounded batches)
 MAX_CI_RESAMPLES = 1_000_000
 # forms

@@ -102,6 +102,15 @@ class Option:
         return replace(self, **changes)
 
 
+def as_typed(value: float) -> str:
+    """``value`` as a user would type it: ``20``, ``0.95``, ``1e-3``."""
+    text = f"{value:g}"
+    if "e" not in text and value != 0 and abs(value) < 0.01:
+        mantissa, exponent = f"{value:e}".split("e")
+        text = f"{float(mantissa):g}e{int(exponent)}"
+    return text
+
+
 def fraction(text: str) -> float:
     """A number or a fraction as typed: ``0.25`` or ``1/3``."""
     try:

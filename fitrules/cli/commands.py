@@ -148,27 +148,9 @@ def _references(args) -> list | None:
     return None
 
 
-def _plan_sentence(plan, seconds: float, jobs: int) -> str:
-    """The line a search prints before its fits: how many, how staged, how long."""
-    from fitrules.jobs.search import estimate_text
-
-    if not plan.screen_keep:
-        fits = f"{plan.fits_per_candidate:,} fits each"
-    else:
-        fits = (
-            f"staged: {plan.screen_fits:,} screening fits each, then "
-            f"{plan.fits_per_candidate:,} for the best {plan.screen_keep} of each number "
-            f"of constants in each outer split (at most {plan.survivors_max:,})"
-        )
-    return (
-        f"fitrules search: {plan.n_generated:,} forms proposed, {plan.n_candidates:,} fittable "
-        f"on the fewest cells a split fits; {fits}; estimated {estimate_text(seconds)} on "
-        f"{jobs} process{'es' if jobs > 1 else ''}"
-    )
-
-
 def search(args) -> int:
     from fitrules.base.util import progress
+    from fitrules.views.search import plan_sentence
 
     refs = _references(args)
     options = declared.SEARCH.from_args(args, references=refs)
@@ -180,7 +162,7 @@ def search(args) -> int:
 
     def on_plan(plan, seconds) -> None:
         if not getattr(args, "quiet", False):
-            print(_plan_sentence(plan, seconds, jobs), file=sys.stderr)
+            print(plan_sentence(plan, seconds, jobs), file=sys.stderr)
         open_bar(2 * plan.n_candidates)  # api.search reports 2 x candidates in all
 
     def open_bar(total) -> None:  # after the plan's line: a bar drawn first leaves "0it"

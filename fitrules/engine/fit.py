@@ -26,17 +26,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fitrules.base.errors import FitrulesError
-from fitrules.base.limits import check_memory
+from fitrules.base.limits import HUBER_DELTA, OBJECTIVES, WEIGHTS, check_memory
 from fitrules.model import expr as ex
 from fitrules.model.compiled import CompiledForm
 from fitrules.model.forms import Form, Structure, base_name, format_level
 
-OBJECTIVES = ("rel_ls", "log_huber", "abs_ls")
 RANK_TOL = 1e-9  # singular values below this fraction of the largest count as zero
 COND_LIMIT = 1e6  # condition number of the scaled Jacobian above which a fit is flagged
 TINY = 1e-300
 WEIGHT_KEY = "\x00weights"  # cell weights ride along with the variables (never a name: NUL)
-WEIGHTS = ("cells", "runs", "inverse-variance")
 
 
 @dataclass(frozen=True)
@@ -48,8 +46,8 @@ class Objective:
     Chinchilla convention (a sum, not a mean). ``abs_ls``: sum of squared residuals.
     """
 
-    kind: str = "rel_ls"
-    delta: float = 1e-3
+    kind: str = OBJECTIVES[0]
+    delta: float = HUBER_DELTA
 
     def __post_init__(self) -> None:
         if self.kind not in OBJECTIVES:
@@ -1105,7 +1103,7 @@ def fit_memory(
     n_splits: int,
     options: FitOptions | None = None,
     n_train: int | None = None,
-    objective: str = "rel_ls",
+    objective: str = OBJECTIVES[0],
 ) -> float:
     """Bytes :func:`fit_splits` will need at its peak, estimated before allocating.
 

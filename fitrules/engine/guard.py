@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from fitrules.base.errors import FitrulesError
+from fitrules.base.limits import GUARD_EXCURSION, GUARD_SE, GUARD_SPAN
 from fitrules.engine.fit import FitResult, Objective, value_scale
 from fitrules.model.compiled import CompiledForm
 
@@ -54,10 +55,10 @@ class GuardOptions:
         it is flagged.
     """
 
-    max_span: float = 20.0
-    max_rel_se: float = 1.0
+    max_span: float = GUARD_SPAN
+    max_rel_se: float = GUARD_SE
     metric_range: tuple[float, float] | None = None
-    max_excursion: float = 10.0
+    max_excursion: float = GUARD_EXCURSION
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.max_span) and self.max_span > 1):

@@ -52,9 +52,12 @@ import pandas as pd
 from fitrules.base.errors import FitrulesError
 from fitrules.base.limits import (
     BOOTSTRAP_KINDS,
+    BOOTSTRAP_RESAMPLES,
     DEFAULT_BOOTSTRAP,
+    LEVEL,
     MAX_ABS_VALUE,
     MAX_BOOTSTRAP_RESAMPLES,
+    WEIGHTS,
     check_count,
     check_seed,
 )
@@ -530,12 +533,12 @@ def bootstrap_fit(
     grid: Grid,
     form: Form,
     objective: Objective | None = None,
-    resamples: int = 200,
+    resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
-    level: float = 0.95,
+    level: float = LEVEL,
     options: FitOptions | None = None,
     kind: str = DEFAULT_BOOTSTRAP,
-    weights: str = "cells",
+    weights: str = WEIGHTS[0],
     variables: Sequence[str] | None = None,
 ) -> BootstrapFit:
     """Fit ``form`` on all cells and refit it on ``resamples`` bootstrap replicates.
@@ -1168,7 +1171,7 @@ class HeldOut:
     residuals: np.ndarray
     noise: SeedNoise
     relative: bool = True
-    level: float = 0.95
+    level: float = LEVEL
     robust: bool = False
     offset: SeedOffset | None = None
     response: np.ndarray | None = None
@@ -1472,7 +1475,7 @@ def heldout_fit(
     constants: dict[str, float],
     noise: SeedNoise,
     objective: Objective | None = None,
-    level: float = 0.95,
+    level: float = LEVEL,
     options: FitOptions | None = None,
     offset: SeedOffset | None = None,
 ) -> HeldOut:

@@ -16,7 +16,7 @@ import pandas as pd
 from scipy import special
 
 from fitrules.base.errors import SelectionError
-from fitrules.base.limits import MAX_CI_RESAMPLES, check_count, check_seed
+from fitrules.base.limits import LEVEL, MAX_CI_RESAMPLES, check_count, check_seed
 
 TIE_TOL = 1e-9  # held-out errors (in percent) closer than this count as a tie
 
@@ -40,7 +40,7 @@ def t_quantile(q: float, df: float) -> float:
 LOG_FLOOR = 1e-12  # held-out errors (percent) are floored here before taking logs
 
 
-def corrected_resampled_t(d: np.ndarray, n_train: int, n_test: int, level: float = 0.95) -> dict:
+def corrected_resampled_t(d: np.ndarray, n_train: int, n_test: int, level: float = LEVEL) -> dict:
     """The corrected resampled t test of Nadeau and Bengio (2003) on paired differences.
 
     Random splits of one grid share cells, so their differences are correlated and a test
@@ -97,7 +97,7 @@ def paired_verdict(
     err_b: np.ndarray,
     n_train: int | None = None,
     n_test: int | None = None,
-    level: float = 0.95,
+    level: float = LEVEL,
 ) -> dict:
     """Compare two forms' held-out errors on the same random splits.
 
@@ -150,7 +150,7 @@ def paired_verdict(
     return out
 
 
-def cells_verdict(err_a: np.ndarray, err_b: np.ndarray, level: float = 0.95) -> dict:
+def cells_verdict(err_a: np.ndarray, err_b: np.ndarray, level: float = LEVEL) -> dict:
     """A paired test over held-out cells, for a verdict protocol that leaves one cell out.
 
     When every verdict split holds out a single cell, a grid of n cells has only n distinct
@@ -371,7 +371,7 @@ def contrast_test(
     y: np.ndarray,
     weights: dict,
     offset: float = 0.0,
-    level: float = 0.95,
+    level: float = LEVEL,
 ) -> dict:
     """Test ``sum_c w_c * mean_c(y) + offset = 0`` with cells and seeds as the units.
 
@@ -647,7 +647,7 @@ def paired_ci(
     seed_col: str | None,
     baseline: dict[str, str],
     treatments: list[dict[str, str]],
-    level: float = 0.95,
+    level: float = LEVEL,
     n_resamples: int = 10_000,
     seed: int = 0,
     unit: str | None = None,

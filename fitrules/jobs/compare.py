@@ -24,7 +24,14 @@ import pandas as pd
 
 from fitrules import __version__
 from fitrules.base.errors import FormError, SplitError
-from fitrules.base.limits import check_memory
+from fitrules.base.limits import (
+    LEVEL,
+    OBJECTIVES,
+    SEED_PROTOCOLS,
+    VERDICT_TRAIN_FRAC,
+    WEIGHTS,
+    check_memory,
+)
 from fitrules.base.results import Views
 from fitrules.base.util import json_ready
 from fitrules.engine.fit import (
@@ -58,7 +65,6 @@ from fitrules.views.text import conclusion, verdict_of
 # predicts, but the corrected t test over them has almost no power on a 20-cell grid (its
 # n_test/n_train = 2 term overstates the variance 4 to 9 times); at 0.9 the same test keeps
 # its level and has power at 2 to 3x error ratios (benchmarks/bench_calibration.py).
-VERDICT_TRAIN_FRAC = 0.9
 
 
 class SummaryTable(pd.DataFrame):
@@ -332,11 +338,11 @@ def compare(
     on_progress: Callable[[int], None] | None = None,
     test_grid: Grid | None = None,
     guard: GuardOptions | None = None,
-    level: float = 0.95,
+    level: float = LEVEL,
     pairs: Sequence[tuple[str, str]] | None = None,
     verdict_train_frac: float = VERDICT_TRAIN_FRAC,
-    weights: str = "cells",
-    seeds: str = "cells",
+    weights: str = WEIGHTS[0],
+    seeds: str = SEED_PROTOCOLS[0],
 ) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
@@ -921,7 +927,7 @@ def compare_memory(
     n_splits: int,
     options: FitOptions | None = None,
     n_train: int | None = None,
-    objective: str = "rel_ls",
+    objective: str = OBJECTIVES[0],
 ) -> float:
     """Bytes a comparison will need, estimated before any fit: the largest form's fitting
     arrays plus the per-(split, form) results, which grow with the number of splits

@@ -42,6 +42,7 @@ import itertools
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -53,6 +54,7 @@ from fitrules.base.util import json_ready
 from fitrules.engine.fit import FitResult, Objective, fit_splits
 from fitrules.engine.intervals import bootstrap_fit, heldout_fit, robust_cells, seed_noise
 from fitrules.engine.stats import c4
+from fitrules.jobs.options import DESIGN
 from fitrules.model.compiled import CompiledForm, predict
 from fitrules.model.forms import Form, format_level
 from fitrules.model.grids import Cells, Grid
@@ -76,6 +78,9 @@ class Design(Result):
         adding it and the gain.
     commands : the commands that write each form's predictions for the chosen cells to a
         ledger, then run the cells.
+    tuning : the :class:`~fitrules.jobs.tune.Tuning` that reduced the grid, or None.
+    spec : the batch as a ``fitrules simulate`` spec (TOML), or None (``no_spec_reason``
+        says why).
     """
 
     candidates: pd.DataFrame
@@ -87,6 +92,9 @@ class Design(Result):
     commands: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     grid_cells: pd.DataFrame | None = None  # the cells already run, for figures
+    tuning: Any = None  # the Tuning that reduced the grid, if any
+    spec: str | None = None  # the batch as a simulate spec (TOML)
+    no_spec_reason: str | None = None  # why there is none
 
     def __repr__(self) -> str:
         return (
@@ -481,17 +489,17 @@ def design(
     grid: Grid,
     forms: list[Form],
     candidates: str | None = None,
-    budget: int = 24,
-    seeds: int = 3,
-    max_seeds: int = 12,
-    power: float = 0.8,
-    alpha: float = 0.05,
-    splits: int = 100,
-    resamples: int = 100,
-    seed: int = 0,
+    budget: int = DESIGN.budget,
+    seeds: int = DESIGN.seeds,
+    max_seeds: int = DESIGN.max_seeds,
+    power: float = DESIGN.power,
+    alpha: float = DESIGN.alpha,
+    splits: int = DESIGN.splits,
+    resamples: int = DESIGN.resamples,
+    seed: int = DESIGN.seed,
     target: str | None = None,
-    objective: str = "rel_ls",
-    delta: float = 1e-3,
+    objective: str = DESIGN.objective,
+    delta: float = DESIGN.delta,
 ) -> Design:
     """Rank candidate cells and choose a batch of runs under ``budget``.
 

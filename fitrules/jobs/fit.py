@@ -17,6 +17,7 @@ import pandas as pd
 
 from fitrules import __version__
 from fitrules.base.errors import FitrulesError, api_terms
+from fitrules.base.limits import WEIGHTS
 from fitrules.base.results import Result
 from fitrules.base.util import json_ready
 from fitrules.engine.fit import FitResult, Objective
@@ -130,7 +131,7 @@ class FittedForm(Result):
     # the grid was written by the harness: its domain checks apply to prediction points
     harness: bool = True
     heldout: HeldOut | None = None
-    weights: str = "cells"
+    weights: str = WEIGHTS[0]
     seed_offset: SeedOffset | None = None
     offset_response: np.ndarray | None = None
 

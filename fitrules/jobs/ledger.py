@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from fitrules.base.errors import LedgerError
+from fitrules.base.limits import LEVEL
 from fitrules.base.outputs import follow_link, write_text
 from fitrules.base.results import Result
 from fitrules.model import expr as ex
@@ -605,7 +606,7 @@ def interval_coverage(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def compare_scored(scores: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+def compare_scored(scores: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     """Paired tests between forms whose predictions, written before the runs, share cells.
 
     For each pair of forms, over the cells both predicted, the mean over cells of the

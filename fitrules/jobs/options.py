@@ -14,16 +14,25 @@ from pathlib import Path
 
 from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError
-from fitrules.base.limits import BOOTSTRAP_KINDS, DEFAULT_BOOTSTRAP
-from fitrules.base.options import Command, Option, fraction, in_group, options
+from fitrules.base.limits import (
+    BOOTSTRAP_KINDS,
+    BOOTSTRAP_RESAMPLES,
+    DEFAULT_BOOTSTRAP,
+    GUARD_EXCURSION,
+    GUARD_SE,
+    GUARD_SPAN,
+    HUBER_DELTA,
+    LEVEL,
+    OBJECTIVES,
+    RANDOM_SPLITS,
+    RANDOM_TRAIN_FRAC,
+    SEED_PROTOCOLS,
+    VERDICT_TRAIN_FRAC,
+    WEIGHTS,
+)
+from fitrules.base.options import Command, Option, as_typed, fraction, in_group, options
 
-# the number of random splits compare makes when none is given (structured protocols make
-# their own, so the option itself defaults to None)
-RANDOM_SPLITS = 300
-
-OBJECTIVES = ("rel_ls", "log_huber", "abs_ls")
 RULES = ("one-se", "best")  # how a search's inner ranking picks
-WEIGHTS = ("cells", "runs", "inverse-variance")
 
 DATA_HELP = (
     "results table (CSV, Parquet or JSON lines), one row a run, or the name of a shipped grid "
@@ -122,14 +131,14 @@ TUNING_SEEDS = TUNING[1]
 OBJECTIVE = (
     Option(
         "objective",
-        "rel_ls",
+        OBJECTIVES[0],
         help="training objective (default rel_ls: relative least squares)",
         check=arg.text,
         cli=dict(choices=list(OBJECTIVES)),
     ),
     Option(
         "delta",
-        "1e-3",
+        as_typed(HUBER_DELTA),
         help="Huber delta for log_huber (default %(default)s)",
         check=lambda v, n: arg.real(v, n, 0.0),
         cli=dict(type=float),
@@ -166,7 +175,7 @@ FITTING = in_group(
     OBJECTIVE,
     Option(
         "weights",
-        "cells",
+        WEIGHTS[0],
         help="how each cell's squared residual counts: cells (default, once each), runs (by "
         "its number of runs), inverse-variance (by 1/standard error^2)",
         cli=dict(choices=list(WEIGHTS)),
@@ -177,7 +186,7 @@ GUARD = in_group(
     "wild-extrapolation guard (training fit and design only; fixed before scoring)",
     Option(
         "guard_span",
-        "20",
+        as_typed(GUARD_SPAN),
         help="name a fit whose predictions over the grid's cells spread more than X times "
         "its training values (default %(default)s)",
         check=lambda v, n: arg.real(v, n, 1.0),
@@ -185,7 +194,7 @@ GUARD = in_group(
     ),
     Option(
         "guard_se",
-        "1",
+        as_typed(GUARD_SE),
         help="name a fit whose delta-method standard error exceeds X times a prediction "
         "(default %(default)s)",
         check=lambda v, n: arg.real(v, n, 0.0),
@@ -193,7 +202,7 @@ GUARD = in_group(
     ),
     Option(
         "guard_excursion",
-        "10",
+        as_typed(GUARD_EXCURSION),
         help="name a fit whose predictions at the cells it did not fit lie on average more "
         "than PCT%% of the training values' level outside their range (default %(default)s)",
         check=lambda v, n: arg.real(v, n, 0.0),
@@ -228,9 +237,9 @@ def _screen(text: str) -> int | str:
         ) from None
 
 
-LEVEL = Option(
+LEVEL_OPTION = Option(
     "level",
-    "0.95",
+    as_typed(LEVEL),
     help="interval level (%(default)s)",
     check=arg.level,
     cli=dict(type=float),
@@ -242,8 +251,13 @@ RUNS = Option(
     cli=dict(type=int, metavar="K"),
 )
 BOOTSTRAP = (
-    Option("resamples", "200", help="bootstrap resamples (%(default)s)", cli=dict(type=int)),
-    LEVEL,
+    Option(
+        "resamples",
+        str(BOOTSTRAP_RESAMPLES),
+        help="bootstrap resamples (%(default)s)",
+        cli=dict(type=int),
+    ),
+    LEVEL_OPTION,
     Option(
         "seed",
         "0",
@@ -375,7 +389,7 @@ COMPARE = Command(
             ),
             Option(
                 "train_frac",
-                "1/3",
+                str(RANDOM_TRAIN_FRAC),
                 help="fraction of cells fitted in each split (default %(default)s)",
                 check=_real(0.0, 1.0),
                 cli=dict(type=fraction),
@@ -389,7 +403,7 @@ COMPARE = Command(
             ),
             Option(
                 "verdict_train_frac",
-                "0.9",
+                as_typed(VERDICT_TRAIN_FRAC),
                 help="random splits: the paired tests are made on as many splits (same seed) "
                 "fitting this fraction of the cells, where the test has power (default "
                 "%(default)s); summaries and counts of splits won describe the --train-frac "
@@ -409,11 +423,11 @@ COMPARE = Command(
             ),
             Option(
                 "seeds",
-                "cells",
+                SEED_PROTOCOLS[0],
                 help="the held-out error's protocol: cells (default: every run of the training "
                 "and held-out cells) or cells-and-seeds (a third of the seed ids held out too, "
                 "so that the error is what new runs at new seed ids show)",
-                cli=dict(choices=["cells", "cells-and-seeds"]),
+                cli=dict(choices=list(SEED_PROTOCOLS)),
             ),
             Option(
                 "fit_data",
@@ -460,7 +474,7 @@ COMPARE = Command(
         JSON,
         PROGRESS,
         REPORT,
-        LEVEL.but(flag=None),
+        LEVEL_OPTION.but(flag=None),
         ON_PROGRESS,
     ),
     description="Fit every candidate form on the same random "
@@ -699,7 +713,7 @@ SEARCH = Command(
         JSON,
         PROGRESS.but(python=False),
         REPORT,
-        Option("seeds", "cells-and-seeds", flag=None),
+        Option("seeds", SEED_PROTOCOLS[1], flag=None),
         Option("on_plan", flag=None, check=arg.callback),
         ON_PROGRESS,
     ),
@@ -803,7 +817,7 @@ CI = Command(
             help="compare every level of COL against the baseline, other factors fixed",
             cli=dict(metavar="COL"),
         ),
-        LEVEL.but(group=None, help="interval level (default %(default)s)"),
+        LEVEL_OPTION.but(group=None, help="interval level (default %(default)s)"),
         Option(
             "resamples",
             "10000",

@@ -55,6 +55,7 @@ from fitrules.engine.grammar import (
     structural_rank_ok,
 )
 from fitrules.engine.guard import GuardOptions, check_fits
+from fitrules.jobs.options import RULES, SEARCH
 from fitrules.model.compiled import CompiledForm
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells, Grid
@@ -67,7 +68,6 @@ from fitrules.model.splits import (
     inner_masks,
 )
 
-RULES = ("one-se", "best")
 DEFAULT_REFERENCES = ("composition", "log_additive")
 # a staged search (above SCREEN_ABOVE candidates, or --screen K): every candidate fitted on the
 # first SCREEN_SPLITS inner splits of each outer split, the SCREEN_KEEP best of each number of
@@ -292,7 +292,7 @@ def select(
     eligible: np.ndarray,
     n_train: int,
     n_test: int,
-    rule: str = "one-se",
+    rule: str = SEARCH.rule,
 ) -> tuple[int, float]:
     """The index picked from ``inner`` (candidates x inner splits, percent, NaN = failed)
     among ``eligible`` candidates, and its median inner error; (-1, nan) if none can be."""
@@ -794,6 +794,8 @@ def check_plan(plan: Plan, jobs: int, yes: bool, shrink: dict[str, str]) -> None
     ------
     LimitError
     """
+    from fitrules.views.search import estimate_text
+
     hint = ", ".join(f"{k} {v}" for k, v in shrink.items())
     grammar_hint = ", ".join(
         f"{k} {v}" for k, v in shrink.items() if k not in ("--splits", "--inner-splits")
@@ -836,11 +838,11 @@ def run_search(
     grammar: Grammar,
     outer,
     *,
-    inner_splits: int = 10,
-    inner_train_frac: float = 0.75,
+    inner_splits: int = SEARCH.inner_splits,
+    inner_train_frac: float = SEARCH.inner_train_frac,
     seed: int = 0,
     objective: Objective | None = None,
-    rule: str = "one-se",
+    rule: str = SEARCH.rule,
     references: Sequence[Form] = (),
     guard: GuardOptions | None = None,
     jobs: int = 1,
@@ -848,9 +850,9 @@ def run_search(
     on_plan: Callable[[Plan, float | None], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     yes: bool = False,
-    seeds: str = "cells-and-seeds",
+    seeds: str = SEARCH.seeds,
     at: Sequence[dict[str, float]] = (),
-    screen: int | str = "auto",
+    screen: int | str = SEARCH.screen,
     scheduler: str | None = None,
 ) -> Search:
     """Nested validation of every candidate of ``grammar`` on ``grid``; see the module.
@@ -1682,13 +1684,3 @@ def _median_ratio(a: np.ndarray, b: np.ndarray) -> float:
     """Median over splits of a / b, where b > 0."""
     ok = b > 0
     return float(np.median(a[ok] / b[ok])) if ok.any() else float("nan")
-
-
-def estimate_text(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "unknown"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"

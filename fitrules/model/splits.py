@@ -13,7 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from fitrules.base.errors import SplitError
-from fitrules.base.limits import MAX_SPLITS, check_count, check_seed
+from fitrules.base.limits import (
+    MAX_SPLITS,
+    RANDOM_SPLITS,
+    RANDOM_TRAIN_FRAC,
+    check_count,
+    check_seed,
+)
 
 # the seed folds of a tuning: cross-fitted (choose on half the seeds, measure on the other
 # half, then the other way round) or chosen on named tune seeds
@@ -324,8 +330,8 @@ class Transfer:
 
 def parse_protocol(
     text: str,
-    n_splits: int = 300,
-    train_frac: float = 1 / 3,
+    n_splits: int = RANDOM_SPLITS,
+    train_frac: float = float(RANDOM_TRAIN_FRAC),
     seed: int = 0,
     transfer_labels: tuple[str, str] | None = None,
 ):
@@ -359,7 +365,6 @@ def parse_protocol(
 
 
 # ------------------------------------------------------------------ seed ids held out too
-SEED_PROTOCOLS = ("cells", "cells-and-seeds")
 
 
 @dataclass(frozen=True)

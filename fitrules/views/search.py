@@ -465,3 +465,31 @@ def write_search_report(s, target: Path, command: str | None = None, force: bool
         s.dropped.to_csv(d / "dropped.csv", index=False)
 
     return write_report_dir(target, build, force)
+
+
+def estimate_text(seconds: float | None) -> str:
+    """A duration as people say it: ``45 s``, ``3 min 05 s``, ``1 h 02 min``."""
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+
+
+def plan_sentence(plan, seconds: float | None, jobs: int) -> str:
+    """The line a search prints before its fits: how many, how staged, how long."""
+    if not plan.screen_keep:
+        fits = f"{plan.fits_per_candidate:,} fits each"
+    else:
+        fits = (
+            f"staged: {plan.screen_fits:,} screening fits each, then "
+            f"{plan.fits_per_candidate:,} for the best {plan.screen_keep} of each number "
+            f"of constants in each outer split (at most {plan.survivors_max:,})"
+        )
+    return (
+        f"fitrules search: {plan.n_generated:,} forms proposed, {plan.n_candidates:,} fittable "
+        f"on the fewest cells a split fits; {fits}; estimated {estimate_text(seconds)} on "
+        f"{jobs} process{'es' if jobs > 1 else ''}"
+    )

@@ -111,18 +111,22 @@ def test_a_generated_command_shows_defaults_as_written_and_flags_by_their_names(
     assert "(default 1e-3)" in text and "--bound BOUND" in text
 
 
+def _defaults_in_signatures_of(node: ast.FunctionDef):
+    """(function, parameter, default text) of every literal default of ``node``."""
+    a = node.args
+    pos = a.posonlyargs + a.args
+    pairs = list(zip(pos[len(pos) - len(a.defaults) :], a.defaults, strict=True))
+    pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d]
+    for p, d in pairs:
+        if isinstance(d, ast.Constant | ast.BinOp | ast.UnaryOp | ast.Tuple):
+            yield node.name, p.arg, ast.unparse(d)
+
+
 def _defaults_in_signatures(path: Path):
     """(function, parameter, default text) of every literal default in ``path``."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.FunctionDef):
-            a = node.args
-            pos = a.posonlyargs + a.args
-            pairs = list(zip(pos[len(pos) - len(a.defaults) :], a.defaults, strict=True))
-            pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d]
-            for p, d in pairs:
-                if isinstance(d, ast.Constant | ast.BinOp | ast.UnaryOp | ast.Tuple):
-                    yield node.name, p.arg, ast.unparse(d)
+            yield from _defaults_in_signatures_of(node)
 
 
 def test_no_public_function_repeats_a_declared_default():
@@ -142,3 +146,38 @@ def test_the_command_line_declares_no_option_of_its_own():
     for path in (PACKAGE / "cli").glob("*.py"):
         calls = re.findall(r"add_argument\(\s*\"(-[-\w]+)", path.read_text())
         assert set(calls) <= {"-q", "--version"}, path.name
+
+
+# the same name and value by coincidence, not the option's default: a simulated grid's seeds
+# per cell, and a sign-flip test's level
+COINCIDENCES = {("runs_from_form", "seeds"), ("units_verdict", "alpha")}
+
+
+def test_no_function_or_field_in_the_package_repeats_a_declared_default():
+    """Each default is written once: the jobs, the engine and the model refer to the
+    declaration or to the constant in fitrules.base.limits that it is made from."""
+    declared_values: dict[str, set] = {}
+    for decl in [*declared.COMMANDS, declared.LOAD_GRID]:
+        for o in decl.options:
+            if o.value not in (None, False, True, (), []):
+                declared_values.setdefault(o.name, set()).add(repr(o.value))
+    repeated = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "options.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            found = []
+            if isinstance(node, ast.FunctionDef):
+                found = [(node.name, p, t) for _, p, t in _defaults_in_signatures_of(node)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                if isinstance(node.value, ast.Constant):
+                    found = [("field", node.target.id, ast.unparse(node.value))]
+            for where, name, text in found:
+                try:
+                    value = repr(eval(text))  # a literal: a number, text, 1 / 3
+                except Exception:
+                    continue
+                hit = value in declared_values.get(name, ())
+                if hit and (where, name) not in COINCIDENCES:
+                    repeated.append(f"{path.relative_to(PACKAGE)}: {where}({name}={text})")
+    assert not repeated
