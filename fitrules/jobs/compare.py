@@ -744,7 +744,7 @@ def _notes(summary: pd.DataFrame, reasons: dict, n_splits: int, bound: list[Form
 def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | None, str]:
     """The seed folds of the cells-and-seeds protocol (None for cells), and its name."""
     from fitrules.engine.intervals import seed_offset
-    from fitrules.model.splits import SEED_PROTOCOLS, SeedHoldout, seed_folds
+    from fitrules.model.splits import SeedHoldout, seed_folds
 
     if seeds not in SEED_PROTOCOLS:
         raise SplitError(f"--seeds {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}")

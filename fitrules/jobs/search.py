@@ -1328,8 +1328,9 @@ def pick_guard_warning(g: dict) -> str:
 def _seed_holdout(grid, cells, masks, objective, seeds: str, seed: int):
     """The cells-and-seeds protocol's values for the nested rows, and a note naming the
     protocol the outer error used (see :func:`run_search`)."""
+    from fitrules.base.limits import SEED_PROTOCOLS
     from fitrules.engine.intervals import seed_offset
-    from fitrules.model.splits import SEED_PROTOCOLS, seed_folds
+    from fitrules.model.splits import seed_folds
 
     if seeds not in SEED_PROTOCOLS:
         raise FitrulesError(f"seeds {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}")
