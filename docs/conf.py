@@ -1,8 +1,8 @@
 """Sphinx configuration of the fitrules docs.
 
 Build with ``python -m sphinx -W --keep-going -b html docs docs/_build/html`` (the ``test``
-and ``dev`` extras bring Sphinx and its extensions; ``tests/test_docs.py`` builds it so, as a
-slow test). Pages are Markdown (myst-parser); the API reference is autodoc over the public
+and ``dev`` extras bring Sphinx and its extensions; ``tests/project/test_docs.py`` builds it
+so, as a slow test). Pages are Markdown (myst-parser); the API reference is autodoc over the public
 names of ``fitrules/__init__.py`` with numpydoc docstrings, and the CLI reference is the
 ``--help`` of every command, rendered from the real parser (``docs/_ext/fitrules_docs.py``).
 """

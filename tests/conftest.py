@@ -56,7 +56,8 @@ def synthetic_csv(tmp_path) -> Path:
 def installed(tmp_path_factory):
     """(the wheel, the fresh environment's bin folder, an empty working directory, env): a
     wheel built from the checkout offline and installed into a fresh virtual environment (see
-    tests/test_wheel.py), shared by the tests that run the README's and the docs' examples."""
+    tests/project/test_wheel.py), shared by the tests that run the README's and the docs'
+    examples."""
     from readme import run_ok
 
     tmp = tmp_path_factory.mktemp("wheel")

@@ -2,7 +2,7 @@
 (``data/main.csv`` at lr 3e-4): what a new user has in hand before running fitrules.
 
 Issue 32 ("First contact") describes each export and its quirks; the tests in
-``tests/test_exports.py`` check that each reaches ``compare`` with at most one documented
+``tests/cli/test_exports.py`` check that each reaches ``compare`` with at most one documented
 option per quirk, or is refused with a message naming the fix.
 """
 

@@ -1,5 +1,6 @@
 """The examples of the README and of the docs pages, read from the pages themselves, for the
-tests that run them (tests/test_wheel.py, tests/test_docs.py, tests/test_notebook.py)."""
+tests that run them (tests/project/test_readme.py, tests/project/test_docs.py,
+tests/api/test_notebook.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 README = ROOT / "README.md"
 QUICKSTART = ROOT / "docs" / "quickstart.md"
 # the pages whose examples run as tests: the quick start and every tutorial
-# (docs/input-formats.md runs in tests/test_docs_input_formats.py, on exports made for it)
+# (docs/input-formats.md runs in tests/project/test_docs.py, on exports made for it)
 PAGES = [QUICKSTART, *sorted(p for p in (ROOT / "docs" / "tutorials").glob("*.md")
                              if p.name != "index.md")]  # fmt: skip
 

@@ -1,0 +1,147 @@
+"""fr.compare: the forms ranked with a conclusion, verdicts, groups, weights, per-level
+forms, default ranges named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fitrules as fr
+from fitrules.views.text import verdict_of
+
+SPLITS = 30  # the default grid and forms; few splits, to stay fast
+
+
+@pytest.fixture(scope="module")
+def default_comparison():
+    return fr.compare(splits=SPLITS)
+
+
+COMP_H = "comp_h = L0[H] + a*omega*(H/16)**b"
+
+
+def _grouped_table(seed=0):
+    rng = np.random.default_rng(seed)
+    E = {1: 2.0, 2: 2.3, 3: 1.8, 4: 2.6}
+    A = {1: 1.5, 2: 0.9, 3: 2.2, 4: 1.1}
+    alpha = 0.35
+    rows = []
+    for m in E:
+        for n in [1, 2, 4, 8, 16, 32, 64, 128]:
+            for s in range(2):
+                value = E[m] + A[m] * n**-alpha
+                rows.append({"N": n, "M": m, "seed": s, "loss": value * (1 + 1e-4 * rng.normal())})
+    return pd.DataFrame(rows), E, A, alpha
+
+
+def _unequal_runs(seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, x in enumerate([1.0, 2, 3, 5, 8, 13, 21, 34]):
+        for s in range(1 + (i * 5) % 7):  # 1 to 7 runs per cell
+            # a truth the form misses (the bump), so that weighting cells moves the fit
+            truth = 2 + 0.8 * x**0.5 + 0.3 * np.sin(x)
+            rows.append({"x": x, "seed": s, "loss": truth + 0.05 * rng.normal()})
+    return pd.DataFrame(rows)
+
+
+def test_the_conclusion_follows_the_verdicts(default_comparison):
+    """(Moved from tests/test_answer.py.)"""
+    c = default_comparison
+    best = c.ranking["form"].iloc[0]
+    text = " ".join(c.conclusion)
+    for r in c.paired.to_dict("records"):
+        if best not in (r["a"], r["b"]):
+            continue
+        other = r["b"] if r["a"] == best else r["a"]
+        assert other in text
+        if r["verdict"] == f"{best} predicts better":
+            assert other in c.conclusion[1]
+        elif r["verdict"] == "not distinguishable":
+            assert other in c.conclusion[-1] and "cannot be told apart" in c.conclusion[-1]
+
+
+def test_the_pairwise_detail_states_the_interval_adjustment(default_comparison):
+    """(Moved from tests/test_answer.py.)"""
+    text = str(default_comparison)
+    assert "not adjusted for the 15 comparisons; the verdict is (Holm p < 0.05)" in text
+    assert "(unadjusted interval " in text
+
+
+def test_verdict_column(default_comparison):
+    """c.paired had no verdict column; the words follow the Holm-adjusted p and the ratio.
+
+    (Moved from tests/test_answer.py.)"""
+    c = default_comparison
+    for r in c.paired.to_dict("records"):
+        if r["p_holm"] < 0.05:
+            better = r["a"] if r["ratio"] < 1 else r["b"]
+            assert r["verdict"] == f"{better} predicts better"
+        else:
+            assert r["verdict"] == "not distinguishable"
+    assert verdict_of({"a": "x", "b": "y", "p": None, "p_holm": None}) == "no test"
+    assert verdict_of({"a": "x", "b": "y", "p": 0.01, "p_holm": 0.02, "median_diff_pct": 0.3,
+                       "ratio": None}) == "y predicts better"  # fmt: skip
+
+
+def test_summary_is_the_table_and_called_the_text(default_comparison):
+    """(Moved from tests/test_answer.py.)"""
+    c = default_comparison
+    assert list(c.summary.columns)[:2] == ["form", "constants"]
+    assert type(c.summary.iloc[:2]).__name__ == "DataFrame"
+    s = c.summary()
+    assert s == str(c) and repr(s) == str(c)
+    assert s._repr_html_().startswith("<pre>")
+
+
+def test_compare_flags_splits_that_leave_a_level_unfitted_by_name():
+    """(Moved from tests/test_expressive.py.)"""
+    c = fr.compare(None, [COMP_H, "composition"], splits=40)
+    r = c.results[c.results["form"] == "comp_h"]
+    named = r[r["reasons"].map(lambda rs: any("has no training cell" in x for x in rs))]
+    assert len(named) > 0
+    for _, row in named.iterrows():
+        (reason,) = [x for x in row["reasons"] if "has no training cell" in x]
+        col_level = reason.split()[1]  # "H=64"
+        h = float(col_level.split("=")[1])
+        assert h not in set(c.cells.table["H"].iloc[row["train_cells"]])
+        assert f"L0[{col_level}] not fitted" in reason
+        assert row["degenerate"] and np.isnan(row["heldout_error_pct"])
+    # splits that fit every level are scored as usual
+    assert (~r["degenerate"]).sum() > 0
+    assert set(c.summary["form"]) == {"comp_h", "composition"}
+
+
+def test_compare_takes_groups():
+    """(Moved from tests/test_expressive.py.)"""
+    df, *_ = _grouped_table()
+    c = fr.compare(df, ["g = E + A*N**(-alpha)", "h = E + A*log(N)"], splits=10, by="M",
+                   train_frac=0.6)  # fmt: skip
+    assert "E[M=1]" in c.full_fits["g"].constants
+    assert c.to_dict()["forms"][0]["by"] == "M"
+
+
+def test_compare_names_its_weights():
+    """(Moved from tests/test_expressive.py.)"""
+    c = fr.compare(_unequal_runs(), ["w = L0 + a*x**b"], splits=5, train_frac=0.6,
+                   weights="runs")  # fmt: skip
+    assert c.settings["weights"] == "runs" and "weights runs" in str(c)
+    # the weights reach the fits: the full fit is fit's weighted fit, not the equal-cell one
+    weighted = fr.fit(_unequal_runs(), "w = L0 + a*x**b", weights="runs").constants
+    assert c.full_fits["w"].constants == pytest.approx(weighted, rel=1e-9)
+    plain = fr.fit(_unequal_runs(), "w = L0 + a*x**b").constants
+    assert c.full_fits["w"].constants["b"] != pytest.approx(plain["b"], rel=1e-3)
+
+
+def test_compare_names_the_default_ranges_it_used():
+    """Issue 27: the output names every default range that was used.
+
+    (Moved from tests/test_fit_optimum.py.)"""
+    c = fr.compare(None, ["composition", "sat = L0 + a*omega*H/(H + s)"], splits=10)
+    text = str(c)
+    assert "sat: default ranges from the grid's values (--bound replaces them): s in" in text
+    assert "(shift of H)" in text
+    assert "composition: default ranges" not in text  # exponents keep [-10, 10], unnamed
+    forms = {f["name"]: f for f in c.to_dict()["forms"]}
+    assert "shift of H" in forms["sat"]["constant_notes"]

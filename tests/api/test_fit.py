@@ -1,0 +1,410 @@
+"""fr.fit: per-level constants, groups, fixed, tied and bounded constants, weights, information
+criteria, bootstraps and the points a prediction may take."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import least_squares
+
+import fitrules as fr
+from conftest import EXTERNAL, composition_grid
+from fitrules.base.errors import FitrulesError, FormError
+
+COMP_H = "comp_h = L0[H] + a*omega*(H/16)**b"
+
+
+def _grouped_table(seed=0):
+    rng = np.random.default_rng(seed)
+    E = {1: 2.0, 2: 2.3, 3: 1.8, 4: 2.6}
+    A = {1: 1.5, 2: 0.9, 3: 2.2, 4: 1.1}
+    alpha = 0.35
+    rows = []
+    for m in E:
+        for n in [1, 2, 4, 8, 16, 32, 64, 128]:
+            for s in range(2):
+                value = E[m] + A[m] * n**-alpha
+                rows.append({"N": n, "M": m, "seed": s, "loss": value * (1 + 1e-4 * rng.normal())})
+    return pd.DataFrame(rows), E, A, alpha
+
+
+def _kaplan_table(seed=0, nc=8.8e13):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in np.geomspace(1e7, 1e10, 12):
+        for s in range(2):
+            value = (nc / n) ** 0.076
+            rows.append({"N": n, "seed": s, "loss": value * (1 + 2e-4 * rng.normal())})
+    return pd.DataFrame(rows)
+
+
+def _unequal_runs(seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, x in enumerate([1.0, 2, 3, 5, 8, 13, 21, 34]):
+        for s in range(1 + (i * 5) % 7):  # 1 to 7 runs per cell
+            # a truth the form misses (the bump), so that weighting cells moves the fit
+            truth = 2 + 0.8 * x**0.5 + 0.3 * np.sin(x)
+            rows.append({"x": x, "seed": s, "loss": truth + 0.05 * rng.normal()})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def one_run_csv(tmp_path):
+    path = tmp_path / "one.csv"
+    composition_grid(seeds=1).to_csv(path, index=False)
+    return path
+
+
+def _chinchilla_like(n=40, seed=0) -> pd.DataFrame:
+    """One run per cell, columns named as in the Chinchilla table, figure colours as text."""
+    rng = np.random.default_rng(seed)
+    size = rng.choice(np.round(np.geomspace(3e7, 1e10, 15), -3), n)  # repeated sizes
+    flop = 6 * size * 10 ** rng.uniform(9, 11.5, n)
+    loss = 1.8 + 480 / size**0.35 + 2000 / (flop / 6 / size) ** 0.37
+    return pd.DataFrame(
+        {
+            "x": rng.uniform(0, 500, n),
+            "color": [f"#{i:06x}" for i in rng.integers(0, 2**24, n)],
+            "Model Size": size,
+            "Training FLOP": flop,
+            "loss": loss * np.exp(0.01 * rng.standard_normal(n)),
+        }
+    )
+
+
+def test_per_level_intercepts_fit_the_default_grid_to_the_issue_numbers():
+    """(Moved from tests/test_expressive.py.)"""
+    # measured on main at a3516a9: composition 0.642%, L0[H] + a*omega*(H/16)**b 0.376%
+    per_h = fr.fit(None, COMP_H)
+    plain = fr.fit(None, "composition")
+    assert per_h.train_error["heldout_error_pct"] == pytest.approx(0.376, abs=0.0015)
+    assert plain.train_error["heldout_error_pct"] == pytest.approx(0.642, abs=0.0015)
+    assert list(per_h.constants) == ["L0[H=1]", "L0[H=4]", "L0[H=16]", "L0[H=64]", "a", "b"]
+    # the intercepts rise with H, as the observed loss at omega = 0 does (2.14 to 2.196)
+    l0 = [per_h.constants[f"L0[H={h}]"] for h in (1, 4, 16, 64)]
+    assert l0 == sorted(l0) and l0[-1] - l0[0] > 0.04
+    assert per_h.reasons == []
+
+
+def test_predict_refuses_a_level_with_no_constant():
+    """(Moved from tests/test_expressive.py.)"""
+    f = fr.fit(None, COMP_H)
+    assert np.isfinite(f.predict("H=16,keep=0.25")["prediction"])
+    with pytest.raises(FormError, match=r"none for H=8; .* 1, 4, 16, 64"):
+        f.predict("H=8,keep=0.25")
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("x = L0[H] + L0*omega", "always written with it"),
+        ("x = L0[H] + a*omega + L0[omega]", "always written with it"),
+        ("x = L0[zz] + a*omega", "'zz' to be a column"),
+    ],
+)
+def test_bad_per_level_forms_are_refused(text, match):
+    """(Moved from tests/test_expressive.py.)"""
+    with pytest.raises(FormError, match=match):
+        fr.fit(None, text)
+
+
+def test_grouped_fit_recovers_per_group_scales_and_the_shared_exponent():
+    """(Moved from tests/test_expressive.py.)"""
+    df, E, A, alpha = _grouped_table()
+    f = fr.fit(df, "g = E + A*N**(-alpha)", by="M", shared="alpha")
+    k = f.constants
+    assert k["alpha"] == pytest.approx(alpha, rel=2e-3)
+    for m in E:
+        assert k[f"E[M={m}]"] == pytest.approx(E[m], rel=1e-3)
+        assert k[f"A[M={m}]"] == pytest.approx(A[m], rel=5e-3)
+    assert len(k) == 9 and f.information["k"] == 9
+    # the default shares the nonlinear constants: the same fit
+    assert fr.fit(df, "g = E + A*N**(-alpha)", by="M").constants == pytest.approx(k)
+
+
+def test_grouped_fit_matches_a_joint_scipy_fit():
+    """(Moved from tests/test_expressive.py.)"""
+    df, E, A, alpha = _grouped_table(seed=1)
+    f = fr.fit(df, "g = E + A*N**(-alpha)", by="M")
+    cells = df.groupby(["N", "M"], as_index=False)["loss"].mean()
+    groups = sorted(E)
+
+    def residuals(p):
+        e, a = dict(zip(groups, p[:4], strict=True)), dict(zip(groups, p[4:8], strict=True))
+        pred = cells["M"].map(e) + cells["M"].map(a) * cells["N"] ** -p[8]
+        return (pred - cells["loss"]) / cells["loss"]  # relative least squares
+
+    start = np.r_[np.full(4, 2.0), np.full(4, 1.0), 0.5]
+    sp = least_squares(residuals, start, xtol=1e-14, ftol=1e-14, gtol=1e-14).x
+    mine = [f.constants[f"E[M={m}]"] for m in groups]
+    mine += [f.constants[f"A[M={m}]"] for m in groups] + [f.constants["alpha"]]
+    np.testing.assert_allclose(mine, sp, rtol=1e-5)
+
+
+def test_group_options_are_checked():
+    """(Moved from tests/test_expressive.py.)"""
+    df, *_ = _grouped_table()
+    with pytest.raises(FormError, match="not a column"):
+        fr.fit(df, "g = E + A*N**(-alpha)", by="Q")
+    with pytest.raises(FormError, match="shared constant 'zz'"):
+        fr.fit(df, "g = E + A*N**(-alpha)", by="M", shared="zz")
+    with pytest.raises(FormError, match="shared needs by"):  # API terms: no flags
+        fr.fit(df, "g = E + A*N**(-alpha)", shared="alpha")
+    with pytest.raises(FormError, match="does not read"):
+        fr.fit(df, "g = E + A*M**(-alpha) + 0*N", by="M")
+
+
+def test_kaplan_fits_with_a_widened_bound():
+    """(Moved from tests/test_expressive.py.)"""
+    df = _kaplan_table()
+    f = fr.fit(df, "kaplan = (Nc/N)**alphaN", bounds=["Nc=1e10..1e16"])
+    assert f.constants["Nc"] == pytest.approx(8.8e13, rel=0.1)
+    assert f.constants["alphaN"] == pytest.approx(0.076, rel=0.01)
+    assert f.reasons == []
+
+
+def test_kaplan_fits_as_written_with_a_default_range_from_n():
+    """Issue 27: Nc ~ 8.8e13 used to stop at the default bound 10 of every nonlinear
+    constant; a constant that scales N now gets a range from N's values.
+
+    (Moved from tests/test_expressive.py.)"""
+    c = fr.compare(_kaplan_table(), ["kaplan = (Nc/N)**alphaN"], splits=20)
+    assert not c.results["degenerate"].any()
+    f = c.full_fits["kaplan"]
+    assert f.constants["Nc"] == pytest.approx(8.8e13, rel=0.1)
+    notes = c.forms[0].constant_notes
+    assert "default ranges from the grid's values" in notes
+    assert "Nc in [10, 1e+16] (scale of N)" in notes
+
+
+def test_a_scale_beyond_its_default_range_says_how_to_give_it():
+    """(Moved from tests/test_expressive.py.)"""
+    # Nc = 1e30 lies beyond N's range times 1e6: the fit stops at the default bound and
+    # says which option widens it
+    c = fr.compare(_kaplan_table(nc=1e30), ["kaplan = (Nc/N)**alphaN"], splits=20)
+    assert c.results["degenerate"].all()
+    hint = "--bound 'Nc=LOW..HIGH'"
+    assert all(any(hint in r for r in rs) for rs in c.results["reasons"])
+    assert "Nc is at its default bound" in str(c)
+    assert "its range as scale of N" in c.results["reasons"][0][0]
+
+
+def test_a_constant_at_its_bound_says_which_option_widens_it():
+    """(Moved from tests/test_expressive.py.)"""
+    f = fr.fit(None, "composition", bounds=["b=0..0.3"])  # b is about 0.54 unbounded
+    assert f.constants["b"] == pytest.approx(0.3)
+    assert any("b is at its bound 0.3" in r and "--bound 'b=LOW..HIGH'" in r for r in f.reasons)
+
+
+def test_a_fixed_constant_is_the_same_as_writing_its_value():
+    """(Moved from tests/test_expressive.py.)"""
+    fixed = fr.fit(None, "k = L0 + a*omega*(H/16)**b", fix={"b": 0.5})
+    written = fr.fit(None, "k = L0 + a*omega*(H/16)**0.5")
+    assert set(fixed.constants) == {"L0", "a"}
+    assert fixed.constants == pytest.approx(written.constants, rel=1e-9)
+    assert fixed.to_dict()["form"]["fixed"] == {"b": 0.5}
+
+
+def test_a_tie_is_one_name_written_twice():
+    """(Moved from tests/test_expressive.py.)"""
+    rng = np.random.default_rng(3)
+    rows = [
+        {"x": x, "z": z, "seed": 0, "loss": 1 + 2 * x**0.6 + 3 * z**0.6 + 1e-6 * rng.normal()}
+        for x in (1, 2, 4, 8)
+        for z in (1, 3, 9)
+    ]
+    f = fr.fit(pd.DataFrame(rows), "t = L0 + a*x**b + c*z**b")
+    assert f.constants["b"] == pytest.approx(0.6, rel=1e-4)
+
+
+def test_forms_toml_takes_fixed_and_bounds(tmp_path, monkeypatch):
+    """(Moved from tests/test_expressive.py.)"""
+    (tmp_path / "forms.toml").write_text(
+        '[kap]\nexpr = "(Nc/N)**alphaN"\nbounds = { Nc = [1e10, 1e16] }\n'
+        '[fx]\nexpr = "L0 + a*omega*(H/16)**b"\nfixed = { b = 0.5 }\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert fr.fit(_kaplan_table(), "kap").constants["Nc"] == pytest.approx(8.8e13, rel=0.1)
+    assert set(fr.fit(None, "fx").constants) == {"L0", "a"}
+
+
+def test_fix_or_bound_of_no_constant_is_refused():
+    """(Moved from tests/test_expressive.py.)"""
+    with pytest.raises(FormError, match="^fix 'zz': no form has a constant"):
+        fr.fit(None, "composition", fix={"zz": 1.0})
+    with pytest.raises(FormError, match="cannot fix 'H', a column"):
+        fr.fit(None, "k = L0 + a*omega*(H/16)**b", fix={"H": 16})
+    with pytest.raises(FormError, match="already has per-level constants"):
+        fr.fit(None, "composition_per_h", by="keep")
+    with pytest.raises(FormError, match="enters linearly"):
+        fr.fit(None, "composition", bounds={"L0": (0, 1)})
+
+
+@pytest.mark.parametrize("objective", ["abs_ls", "rel_ls"])
+def test_run_weights_reproduce_a_run_level_least_squares_fit(objective):
+    """(Moved from tests/test_expressive.py.)"""
+    df = _unequal_runs()
+    f = fr.fit(df, "w = L0 + a*x**b", weights="runs", objective=objective)
+    means = df.groupby("x")["loss"].transform("mean")  # each run's cell mean
+
+    def residuals(p):
+        r = p[0] + p[1] * df["x"] ** p[2] - df["loss"]
+        return r if objective == "abs_ls" else r / means  # relative to the cell mean
+
+    sp = least_squares(residuals, [1.0, 1.0, 1.0], xtol=1e-14, ftol=1e-14, gtol=1e-14).x
+    # the fitter stops refining an exponent at 1e-6 of its starting range (6e-6 for b)
+    np.testing.assert_allclose([f.constants[c] for c in ("L0", "a", "b")], sp, rtol=1e-4)
+    # and it is not the equal-cell fit
+    cells = fr.fit(df, "w = L0 + a*x**b", objective=objective)
+    assert abs(cells.constants["b"] - f.constants["b"]) > 1e-2
+    assert f.to_dict()["weights"] == "runs" and "weights runs" in str(f)
+
+
+def test_inverse_variance_weights_need_a_spread_in_every_cell():
+    """(Moved from tests/test_expressive.py.)"""
+    with pytest.raises(FitrulesError, match="needs a standard error in every cell"):
+        fr.fit(_unequal_runs(), "w = L0 + a*x**b", weights="inverse-variance")
+    df = _unequal_runs()
+    df = df[df.groupby("x")["seed"].transform("count") > 1]
+    f = fr.fit(df, "w = L0 + a*x**b", weights="inverse-variance", objective="abs_ls")
+    sem = df.groupby("x")["loss"].sem().to_numpy()
+    mean = df.groupby("x")["loss"].mean().to_numpy()
+    x = np.sort(df["x"].unique())
+
+    def residuals(p):
+        return (p[0] + p[1] * x ** p[2] - mean) / sem  # chi
+
+    sp = least_squares(residuals, [1.0, 1.0, 1.0], xtol=1e-14, ftol=1e-14, gtol=1e-14).x
+    np.testing.assert_allclose([f.constants[c] for c in ("L0", "a", "b")], sp, rtol=1e-4)
+
+
+def test_weighted_fits_get_bootstrap_intervals():
+    """(Moved from tests/test_expressive.py.)"""
+    df = _unequal_runs()
+    f = fr.fit(df, "w = L0 + a*x**b", weights="runs", intervals=True, resamples=50)
+    lo, hi = f.intervals["b"]
+    assert lo < f.constants["b"] < hi
+    assert f.bootstrap.kind == "studentized"  # the default: residuals, weighted
+    assert np.isfinite(f.predict("x=10")["interval"]).all()
+    f = fr.fit(df, "w = L0 + a*x**b", weights="runs", intervals=True, resamples=50,
+               bootstrap="auto")  # fmt: skip
+    assert f.bootstrap.kind == "residuals"  # a cell has a single run
+    assert np.isfinite(f.predict("x=10")["interval"]).all()
+
+
+def test_information_criteria_match_statsmodels_ols():
+    """(Moved from tests/test_expressive.py.)"""
+    sm = pytest.importorskip("statsmodels.api")
+    from statsmodels.tools.eval_measures import aicc
+
+    rng = np.random.default_rng(5)
+    x = np.linspace(0, 10, 15)
+    y = 3 + 0.7 * x + rng.normal(0, 0.4, len(x))
+    df = pd.DataFrame({"x": x, "seed": 0, "loss": y})
+    f = fr.fit(df, "lin = L0 + a*x", objective="abs_ls")
+    ols = sm.OLS(y, sm.add_constant(x)).fit()
+    ic = f.information
+    assert ic["log_likelihood"] == pytest.approx(ols.llf, rel=1e-9)
+    assert ic["aic"] == pytest.approx(ols.aic, rel=1e-9)
+    assert ic["bic"] == pytest.approx(ols.bic, rel=1e-9)
+    assert ic["r2"] == pytest.approx(ols.rsquared, rel=1e-9)
+    assert ic["aicc"] == pytest.approx(aicc(ols.llf, len(x), 2), rel=1e-9)
+    text = str(f)
+    assert f"AIC {ols.aic:.4g}" in text and "what compare ranks" in text
+    assert f.to_dict()["information_criteria"]["k"] == 2
+    assert "AICc" in f._repr_html_()
+
+
+def test_one_run_per_cell_gets_a_residual_bootstrap_and_nonzero_intervals():
+    """With one run per cell the seed bootstrap cannot move anything: intervals had zero width
+    ("E = 1.81722 [1.81722, 1.81722]").
+
+    (Moved from tests/test_api.py.)"""
+    rng = np.random.default_rng(3)
+    N = 10 ** rng.uniform(7.5, 10, 60)
+    D = 10 ** rng.uniform(9, 11.5, 60)
+    loss = (1.8 + 480 / N**0.35 + 2000 / D**0.37) * np.exp(0.01 * rng.standard_normal(60))
+    g = fr.load_grid(pd.DataFrame({"N": N, "D": D, "loss": loss}))
+    f = fr.fit(g, "chin(N, D) = E + A/N**alpha + B/D**beta", objective="log_huber",
+               intervals=True, resamples=50)  # fmt: skip
+    assert f.bootstrap.kind == "studentized"  # the default resamples residuals
+    for c, (lo, hi) in f.intervals.items():
+        assert hi - lo > 0, c
+        assert f.stderr[c] > 0
+    assert abs(f.correlation.loc["B", "beta"]) > 0.9
+    assert "studentized bootstrap" in str(f) and "bootstrap-t" in str(f)
+    f = fr.fit(g, "chin(N, D) = E + A/N**alpha + B/D**beta", objective="log_huber",
+               intervals=True, resamples=50, bootstrap="auto")  # fmt: skip
+    assert f.bootstrap.kind == "residuals" and "single run" in f.bootstrap.reason
+    assert all(hi - lo > 0 for lo, hi in f.intervals.values())
+    assert "residuals bootstrap" in str(f)
+
+
+def test_shared_naming_every_constant_says_so():
+    """It was refused with an unrelated "declared variable(s)" message.
+
+    (Moved from tests/test_audit_minor.py.)"""
+    df = composition_grid()
+    df["M"] = (df["keep"] < 0.3).astype(int) + 1
+    with pytest.raises(FormError, match="shared names every constant"):
+        fr.fit(fr.load_grid(df), "composition", by="M", shared="L0,a,b")
+
+
+def test_seeds_bootstrap_switch_through_the_api(one_run_csv):
+    """(Moved from tests/test_bootstrap_checks.py.)"""
+    f = fr.fit(str(one_run_csv), "composition", intervals=True, bootstrap="seeds")
+    assert f.bootstrap.kind == "residuals"
+    for lo, hi in f.intervals.values():
+        assert hi > lo
+
+
+def test_seeds_bootstrap_with_repeats_stays_seeds(tmp_path):
+    """(Moved from tests/test_bootstrap_checks.py.)"""
+    path = tmp_path / "three.csv"
+    composition_grid(seeds=3).to_csv(path, index=False)
+    f = fr.fit(str(path), "composition", intervals=True, bootstrap="seeds")
+    assert f.bootstrap.kind == "seeds"
+
+
+@pytest.mark.parametrize("runs", [0, -1, 2.5, True])
+def test_bad_runs_through_the_api(runs):
+    """(Moved from tests/test_intervals.py.)"""
+    g = fr.load_grid(composition_grid())
+    # the Python API speaks in its own terms: the parameter, not the flag
+    with pytest.raises(FitrulesError, match="^runs "):
+        fr.fit(g, "composition", predict="H=8,keep=0.25", runs=runs, resamples=20)
+    f = fr.fit(g, "composition", predict="H=8,keep=0.25", resamples=20)
+    with pytest.raises(FitrulesError, match="^runs "):
+        f.predict("H=8,keep=0.25", runs=runs)
+
+
+def test_a_prediction_outside_the_domain_is_refused():
+    """(Moved from tests/test_notebook_api.py.)"""
+    g = fr.load_grid(_chinchilla_like(40), derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"])
+    f = fr.fit(g, "chin(N, D) = E + A/N**alpha + B/D**beta")
+    with pytest.raises(FitrulesError, match=r"no finite prediction at N=-1, D=1e\+12"):
+        f.predict(N=-1, D=1e12)
+    assert f.predict(N=1e9, D=1e12)["prediction"] > 0
+
+
+@pytest.mark.skipif(
+    not (EXTERNAL / "chinchilla_epoch_svg_extracted.csv").exists(),
+    reason="shared/external data not present",
+)
+def test_chinchilla_fit_has_jacobian_errors_like_lmfit_and_residuals_against_n_and_d(tmp_path):
+    """(Moved from tests/test_rough_edges.py.)"""
+    import fitrules as fr
+
+    g = fr.load_grid(
+        EXTERNAL / "chinchilla_epoch_svg_extracted.csv",
+        derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"],
+        where="loss < 3.42",  # Epoch's 240 runs: the 5 highest losses dropped
+    )
+    f = fr.fit(g, "chinchilla(N, D) = E + A/N**alpha + B/D**beta", objective="log_huber",
+               intervals=True, resamples=50)  # fmt: skip
+    assert f.correlation.loc["B", "beta"] == pytest.approx(0.9993, abs=5e-4)  # lmfit's value
+    assert all(hi > lo for lo, hi in f.intervals.values())
+    names = {p.name for p in f.report(tmp_path / "rep").iterdir()}
+    assert {"residuals_vs_N.png", "residuals_vs_D.png"} <= names

@@ -1,0 +1,26 @@
+"""Forms through the Python functions: fr.add_form and fr.remove_form, names, files."""
+
+from __future__ import annotations
+
+import pytest
+
+import fitrules as fr
+
+
+def test_add_and_remove_a_form(tmp_path, monkeypatch):
+    """(Moved from tests/test_api_commands.py.)"""
+    monkeypatch.chdir(tmp_path)
+    f = fr.add_form("mine = L0 + a*omega**c")
+    assert f.bound_variables == ("omega",) and "mine" in (tmp_path / "forms.toml").read_text()
+    assert "mine" in fr.available_forms()
+    with pytest.raises(fr.FormError, match="already exists"):
+        fr.add_form("mine = L0 + a*H")
+    assert fr.remove_form("mine").name == "forms.toml"
+    with pytest.raises(fr.FormError):
+        fr.remove_form("mine")
+
+
+def test_caret_is_diagnosed_as_a_power():
+    """(Moved from tests/test_exports.py.)"""
+    with pytest.raises(fr.FormError, match=r"\^ is not a power: use \*\*"):
+        fr.Form("p", "L0 + a*H^b", variables=("H",))

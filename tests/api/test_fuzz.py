@@ -1,0 +1,48 @@
+"""The Python functions under random hostile arguments (tests/fuzzing.py, api_cases)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, Phase, given, settings
+
+import fuzzing
+
+
+def test_the_python_api_never_crashes():
+    """Issue 20: every public function with arguments of every type (fuzzing.api_cases):
+    a documented fitrules.base.errors exception in one line, or a result of the documented type.
+
+    (Moved from tests/test_fuzz_cli.py.)"""
+
+    @settings(
+        max_examples=120,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=fuzzing.api_cases())
+    def run(case):
+        outcome = fuzzing.check_api(case)
+        assert not outcome.failed, f"{outcome.kind} for {case.argv}:\n{outcome.detail}"
+
+    run()
+
+
+def test_the_api_checker_tells_each_outcome_apart(monkeypatch):
+    """(Moved from tests/test_fuzz_cli.py.)"""
+    import fitrules as fr
+
+    ok = fuzzing.check_api(fuzzing.ApiCase("Form", ("mine", "L0 + a*omega**c")))
+    assert ok.kind == "ok"
+    accepted = fuzzing.ApiCase("Form", ("mine", "L0 + a*H"), {"description": "fine"})
+    accepted.kwargs["description"] = fuzzing.Bad("fine", "a value that must be refused")
+    assert fuzzing.check_api(accepted).kind == "accepted"
+    refused = fuzzing.check_api(fuzzing.ApiCase("Form", ("mine", "L0 + a*H"), {"bounds": 5}))
+    assert refused.kind == "refused"
+
+    def crashes(*a, **k):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(fr, "Form", crashes)
+    assert fuzzing.check_api(fuzzing.ApiCase("Form", ("mine", "L0 + a*H"))).kind == "raw"

@@ -1,0 +1,108 @@
+"""No write from Python replaces a file a result was made from, directly or through a
+link."""
+
+from __future__ import annotations
+
+import pytest
+
+import fitrules as fr
+from conftest import composition_grid
+from fitrules.base.errors import ReportError
+
+
+@pytest.fixture
+def table(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "x.csv"
+    composition_grid().to_csv(path, index=False)
+    return path
+
+
+def _results(path):
+    g = fr.load_grid(str(path))
+    return {
+        "compare": fr.compare(g, forms=["composition"], splits=5),
+        "fit": fr.fit(g, "composition"),
+        "search": fr.search(
+            g, terms=1, max_constants=3, splits=3, inner_splits=2, references=[]
+        ),  # fmt: skip
+    }
+
+
+@pytest.fixture
+def results(table):
+    return _results(table)
+
+
+@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
+def test_to_json_refuses_the_table_it_came_from(table, results, kind):
+    """Audit case: to_json("x.csv") returned normally and x.csv became JSON.
+
+    (Moved from tests/test_outputs_inputs.py.)"""
+    before = table.read_bytes()
+    with pytest.raises(ReportError, match=r"path .*x\.csv.*is an input of this result"):
+        results[kind].to_json(str(table))
+    assert table.read_bytes() == before
+
+
+@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
+def test_to_json_refuses_a_link_to_the_table(table, results, kind, tmp_path):
+    """(Moved from tests/test_outputs_inputs.py.)"""
+    link = tmp_path / "out.json"
+    link.symlink_to(table)
+    before = table.read_bytes()
+    with pytest.raises(ReportError, match="out.json"):
+        results[kind].to_json(str(link))
+    assert table.read_bytes() == before and link.is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
+def test_to_json_never_writes_through_a_link(table, results, kind, tmp_path):
+    """(Moved from tests/test_outputs_inputs.py.)"""
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("keep me\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(outside)
+    with pytest.raises(ReportError, match="is a symbolic link"):
+        results[kind].to_json(str(link))
+    assert outside.read_text() == "keep me\n" and link.is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
+def test_to_json_refuses_forms_toml(table, results, kind, tmp_path):
+    """(Moved from tests/test_outputs_inputs.py.)"""
+    forms = tmp_path / "forms.toml"
+    forms.write_text('mine = "L0 + a*omega"\n')
+    with pytest.raises(ReportError, match="forms.toml"):
+        results[kind].to_json(str(forms))
+    assert forms.read_text() == 'mine = "L0 + a*omega"\n'
+
+
+@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
+def test_report_refuses_a_folder_holding_the_table(table, results, kind, tmp_path):
+    """(Moved from tests/test_outputs_inputs.py.)"""
+    before = table.read_bytes()
+    with pytest.raises(ReportError, match="a file this result was made from"):
+        results[kind].report(str(tmp_path), force=True)
+    assert table.read_bytes() == before
+
+
+def test_ci_to_json_refuses_its_table(tmp_path, monkeypatch):
+    """(Moved from tests/test_outputs_inputs.py.)"""
+    monkeypatch.chdir(tmp_path)
+    import pandas as pd
+
+    rows = pd.DataFrame({"algo": ["a"] * 4 + ["b"] * 4, "seed": list(range(4)) * 2,
+                         "loss": [2.0, 2.1, 2.05, 2.02, 2.2, 2.3, 2.25, 2.21]})  # fmt: skip
+    path = tmp_path / "p.csv"
+    rows.to_csv(path, index=False)
+    p = fr.ci(str(path), baseline="algo=a", treatment="algo=b", resamples=1000)
+    with pytest.raises(ReportError, match="is an input of this result"):
+        p.to_json(str(path))
+
+
+def test_to_json_still_writes_a_new_file(table, results, tmp_path):
+    """(Moved from tests/test_outputs_inputs.py.)"""
+    out = tmp_path / "out.json"
+    results["fit"].to_json(str(out))
+    assert out.read_text().startswith("{")

@@ -1,0 +1,65 @@
+"""The fitrules command as a whole: python -m fitrules, argument errors in one line, seeds,
+--quiet, the default grid."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import composition_grid
+from helpers import refused, run
+
+SPLITS = ["--splits", "5"]
+
+
+@pytest.fixture
+def grid_csv(tmp_path):
+    path = tmp_path / "g.csv"
+    composition_grid().to_csv(path, index=False)
+    return path
+
+
+def test_python_dash_m_fitrules():
+    """(Moved from tests/test_api.py.)"""
+    res = subprocess.run(
+        [sys.executable, "-m", "fitrules", "--version"], capture_output=True, text=True
+    )
+    assert res.returncode == 0 and res.stdout.startswith("fitrules ")
+
+
+def test_argument_errors_exit_2_with_one_line(capsys):
+    """(Moved from tests/test_cli.py.)"""
+    code, _, err = run(["compare", "--splits", "many"], capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "fitrules compare: error: argument --splits: invalid int value: 'many'"
+    ]
+
+
+def test_default_grid_is_used_without_data(capsys):
+    """(Moved from tests/test_cli.py.)"""
+    code, out, err = run(["validate"], capsys)
+    assert code == 0, err
+    assert "data/main.csv" in out and np.isfinite(1.0)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", *SPLITS, "--seed", "-1"],
+        ["fit", "--form", "composition", "--intervals", "--bootstrap-seed", "-1"],
+        ["ci", "--baseline", "H=1,keep=1", "--treatment", "H=4,keep=1", "--seed", "-1"],
+    ],
+)
+def test_negative_seeds(grid_csv, tmp_path, capsys, argv):
+    """(Moved from tests/test_hostile_input.py.)"""
+    refused([*argv, "--data", grid_csv], capsys, tmp_path, "seed must be an integer from 0")
+
+
+def test_quiet(synthetic_csv, capsys):
+    """(Moved from tests/test_rough_edges.py.)"""
+    code, out, err = run(["compare", "--data", synthetic_csv, "--splits", 5, "--quiet"], capsys)
+    assert code == 0 and out == "" and err == ""

@@ -1,0 +1,174 @@
+"""Documented limits refused at once with one line, and memory estimates checked before
+anything large is allocated."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fitrules as fr
+from conftest import composition_grid
+from fitrules.base.errors import LimitError
+from helpers import refused, run
+
+
+@pytest.fixture
+def grid_csv(tmp_path):
+    path = tmp_path / "g.csv"
+    composition_grid().to_csv(path, index=False)
+    return path
+
+
+def _quick(argv, capsys, tmp_path, match, seconds=5.0):
+    t0 = time.perf_counter()
+    line = refused(argv, capsys, tmp_path, match)
+    assert time.perf_counter() - t0 < seconds, "refused only after doing work"
+    return line
+
+
+def test_a_billion_splits(grid_csv, tmp_path, capsys):
+    """(Moved from tests/test_limits.py.)"""
+    _quick(
+        ["compare", "--data", grid_csv, "--splits", 10**9],
+        capsys,
+        tmp_path,
+        "--splits 1,000,000,000: must be from 1 to 100,000",
+    )
+
+
+def test_a_billion_ci_resamples(grid_csv, tmp_path, capsys):
+    """(Moved from tests/test_limits.py.)"""
+    _quick(
+        [
+            "ci",
+            "--data",
+            grid_csv,
+            "--baseline",
+            "H=1,keep=1",
+            "--treatment",
+            "H=4,keep=1",
+            "--resamples",
+            10**9,
+        ],
+        capsys,
+        tmp_path,
+        "--resamples 1,000,000,000: must be from 1,000 to 1,000,000",
+    )
+
+
+def test_a_billion_bootstrap_resamples(grid_csv, tmp_path, capsys):
+    """(Moved from tests/test_limits.py.)"""
+    _quick(
+        ["fit", "--data", grid_csv, "--form", "composition", "--intervals", "--resamples", 10**9],
+        capsys,
+        tmp_path,
+        "--resamples 1,000,000,000: must be from 20 to 100,000",
+    )
+
+
+def test_fifteen_nonlinear_constants(grid_csv, tmp_path, capsys):
+    """(Moved from tests/test_limits.py.)"""
+    expr = "L0 + a*omega**c0" + "".join(f"*(H/16)**c{i}" for i in range(1, 15))
+    _quick(
+        ["fit", "--data", grid_csv, "--form", f"x = {expr}"],
+        capsys,
+        tmp_path,
+        "15 nonlinear constants .* at most 8",
+    )
+
+
+def test_six_nonlinear_constants_are_searched_without_3_to_the_6(grid_csv, capsys):
+    """Beyond three nonlinear constants the local window grows as 2q+1, not 3^q.
+
+    (Moved from tests/test_limits.py.)"""
+    from fitrules.engine.fit import _stencil
+
+    assert len(_stencil(3)[0]) == 27 and len(_stencil(6)[0]) == 13 and len(_stencil(8)[0]) == 17
+    expr = "L0 + a*omega**c1*(H/16)**c2 + b*omega**c3*(H/16)**c4 + d*omega**c5*(H/16)**c6"
+    t0 = time.perf_counter()
+    code, out, err = run(
+        [
+            "compare",
+            "--data",
+            grid_csv,
+            "--splits",
+            3,
+            "--form",
+            f"x = {expr}",
+            "--train-frac",
+            "0.6",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert time.perf_counter() - t0 < 60
+
+
+@pytest.mark.parametrize(
+    "cell, match",
+    [
+        ("width=1000000000", "width=1000000000 is above the limit of 16,384"),
+        ("steps=100000000000000000", "steps=100000000000000000 is above the limit"),
+        ("M=1024,batch=16384,width=16384", "would need about .* of memory"),
+    ],
+)
+def test_simulate_sizes(tmp_path, capsys, cell, match):
+    """(Moved from tests/test_limits.py.)"""
+    _quick(["simulate", "--cell", cell, "--out", tmp_path / "o.csv"], capsys, tmp_path, match)
+
+
+def test_simulate_jobs(tmp_path, capsys):
+    """(Moved from tests/test_limits.py.)"""
+    _quick(
+        ["simulate", "--cell", "H=1", "--jobs", 10**5, "--out", tmp_path / "o.csv"],
+        capsys,
+        tmp_path,
+        "--jobs 100,000: must be from 1 to 256",
+    )
+
+
+def test_spec_run_count_is_checked_before_the_runs_are_made(tmp_path, capsys):
+    """(Moved from tests/test_limits.py.)"""
+    levels = ", ".join(str(i) for i in range(1, 101))
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        f"[[block]]\n[block.factors]\nH = [{levels}]\nM = [{levels}]\nbatch = [{levels}]\n"
+    )
+    _quick(
+        ["simulate", spec, "--out", tmp_path / "o.csv"], capsys, tmp_path, "more than 100,000 runs"
+    )
+
+
+def test_memory_estimate_is_checked_before_fitting(grid_csv, tmp_path, capsys, monkeypatch):
+    """(Moved from tests/test_limits.py.)"""
+    from fitrules.base import limits
+
+    monkeypatch.setattr(limits, "MEMORY_CAP_BYTES", 2**20)
+    _quick(
+        ["compare", "--data", grid_csv, "--splits", "300"],
+        capsys,
+        tmp_path,
+        "would need about .* of memory, more than the 1 MiB allowed",
+    )
+
+
+def test_bootstrap_memory_is_checked_before_resampling(tmp_path, capsys):
+    """The audit's shape: 5,000 cells, 100,000 resamples: refused at once.
+
+    (Moved from tests/test_bootstrap_checks.py.)"""
+    rng = np.random.default_rng(0)
+    n = 5000
+    df = pd.DataFrame({"H": np.arange(n) % 100 + 1.0, "omega": (np.arange(n) // 100) * 1.0,
+                       "seed": 0})  # fmt: skip
+    df["loss"] = 2.2 + 0.01 * df["omega"] * (df["H"] / 16) ** 0.5 + 1e-3 * rng.standard_normal(n)
+    path = tmp_path / "big.csv"
+    df.to_csv(path, index=False)
+    refused(
+        ["fit", "--data", path, "--form", "composition", "--intervals", "--resamples", "100000"],
+        capsys, tmp_path, r"bootstrap .*100,000 resamples of 5,000 cells.*--resamples",
+    )  # fmt: skip
+    with pytest.raises(LimitError, match="lower resamples"):
+        fr.fit(str(path), "composition", intervals=True, resamples=100_000)

@@ -1,0 +1,142 @@
+"""fitrules predict: ledgers written and extended, round trips through simulate and score,
+tampering detected, bad points refused."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import DATA, composition_grid
+from fitrules.base.errors import LedgerError
+from fitrules.cli import main
+from fitrules.jobs.ledger import read_ledger
+from helpers import refused
+
+
+@pytest.fixture
+def grid_csv(tmp_path):
+    path = tmp_path / "g.csv"
+    composition_grid().to_csv(path, index=False)
+    return path
+
+
+def _predict(ledger, at, *extra, data=DATA / "smoke.csv", resamples="40"):
+    """Exit status of ``fitrules predict`` for composition at ``at`` on the smoke grid."""
+    return main(
+        [
+            "predict",
+            "--data",
+            str(data),
+            "--form",
+            "composition",
+            "--at",
+            at,
+            "--ledger",
+            str(ledger),
+            "--resamples",
+            resamples,
+            *extra,
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--at", "H=-2,keep=0.5"], "H must be finite and >= 1"),
+        (["--at", "H=8,keep=0.5", "--tolerance", "inf"], "positive, finite percentage"),
+    ],
+)
+def test_predict_at_impossible_points(grid_csv, tmp_path, capsys, extra, match):
+    """(Moved from tests/test_hostile_input.py.)"""
+    refused(
+        [
+            "predict",
+            "--data",
+            grid_csv,
+            "--form",
+            "composition",
+            "--ledger",
+            tmp_path / "l.jsonl",
+            *extra,
+        ],
+        capsys,
+        tmp_path,
+        match,
+    )
+
+
+def test_predict_into_a_place_where_no_ledger_can_be_made(grid_csv, tmp_path, capsys):
+    """(Moved from tests/test_hostile_input.py.)"""
+    refused(
+        ["predict", "--data", grid_csv, "--form", "composition", "--at", "H=8,keep=0.25"]
+        + ["--ledger", "/proc/fuzz.jsonl", "--resamples", "20"],
+        capsys,
+        tmp_path,
+        "--ledger /proc/fuzz.jsonl: cannot create files in /proc",
+    )
+
+
+@pytest.mark.parametrize("runs", [0, -2, 1001])
+def test_bad_runs_are_refused_in_one_line(synthetic_csv, tmp_path, capsys, runs):
+    """(Moved from tests/test_intervals.py.)"""
+    code = main(["predict", "--data", str(synthetic_csv), "--form", "composition",
+                 "--at", "H=8,keep=0.25", "--ledger", str(tmp_path / "l.jsonl"),
+                 f"--runs={runs}"])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--runs" in err
+    assert not (tmp_path / "l.jsonl").exists()
+
+
+def test_a_refused_predict_leaves_a_shared_ledgers_folder_untouched(grid_csv, tmp_path, capsys):
+    """(Moved from tests/test_round_two_minor.py.)"""
+    # found by the fuzzer: the writability probe changed the time of the linked folder
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "link.jsonl").symlink_to("../shared/l.jsonl")
+    grid_csv.write_bytes(b"\xff\xfe" + grid_csv.read_bytes())
+    refused(["predict", "--data", grid_csv, "--form", "composition", "--at", "H=4,keep=1",
+             "--ledger", tmp_path / "mine" / "link.jsonl"], capsys, tmp_path,
+            "not a readable results table")  # fmt: skip
+
+
+def test_ledger_round_trip_with_the_harness(tmp_path, capsys):
+    """(Moved from tests/test_validation.py.)"""
+    ledger, new = tmp_path / "predictions.jsonl", tmp_path / "new.csv"
+    assert _predict(ledger, "H=8,keep=0.25", "--tolerance", "5") == 0
+    spec = str(DATA / "specs" / "smoke.toml")
+    assert main(["simulate", spec, "--cell", "H=8,keep=0.25", "--out", str(new)]) == 0
+    out = tmp_path / "scores.json"
+    assert main(["score", "--ledger", str(ledger), "--data", str(new), "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["scores"]
+    observed = pd.read_csv(new)["loss"].mean()
+    assert row["status"] == "scored" and row["observed"] == pytest.approx(observed)
+    assert row["error_pct"] == pytest.approx(100 * (row["prediction"] - observed) / observed)
+    before = ledger.read_bytes()
+    # the same prediction again is refused, and the ledger is untouched
+    assert _predict(ledger, "H=8,keep=0.25") == 2
+    assert ledger.read_bytes() == before
+    # a second cell is appended; the first record's bytes do not change
+    assert _predict(ledger, "H=2,keep=0.5") == 0
+    assert ledger.read_bytes().startswith(before)
+    assert [r["id"] for r in read_ledger(ledger)] == [1, 2]
+
+
+def test_tampering_is_detected(tmp_path, capsys):
+    """(Moved from tests/test_validation.py.)"""
+    ledger = tmp_path / "p.jsonl"
+    for at in ("H=8,keep=0.25", "H=2,keep=0.5"):
+        assert _predict(ledger, at, resamples="30") == 0
+    lines = ledger.read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["prediction"] += 0.01
+    ledger.write_text("\n".join([json.dumps(rec, sort_keys=True), lines[1]]) + "\n")
+    with pytest.raises(LedgerError, match="record 1 .* changed after it was written"):
+        read_ledger(ledger)
+    assert main(["score", "--ledger", str(ledger), "--data", str(DATA / "smoke.csv")]) == 2
+    assert "sha256 no longer matches" in capsys.readouterr().err
+    ledger.write_text(lines[1] + "\n")  # the first record removed
+    with pytest.raises(LedgerError, match="removed or reordered"):
+        read_ledger(ledger)

@@ -1,0 +1,243 @@
+"""fitrules search: the report and forms it writes, its progress, limits counted before any
+fit, refusals in one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import composition_grid
+from fitrules.base.limits import MAX_SEARCH_CANDIDATES
+from fitrules.cli import main
+from helpers import refused, run
+
+
+@pytest.fixture
+def wide_csv(tmp_path):
+    """Eight numeric columns varying over the cells (the audit's wide table)."""
+    rng = np.random.default_rng(0)
+    n = 40
+    df = pd.DataFrame({f"x{i}": rng.integers(1, 6, n).astype(float) for i in range(8)})
+    df["seed"] = 0
+    df["loss"] = 2 + 0.01 * df["x0"] + 0.001 * rng.standard_normal(n)
+    path = tmp_path / "wide.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def grid_csv(tmp_path):
+    path = tmp_path / "g.csv"
+    composition_grid().to_csv(path, index=False)
+    return path
+
+
+def _nd_runs() -> pd.DataFrame:
+    """A 5 x 4 grid of N x D from a Chinchilla-like law, 0.3% noise, no seeds."""
+    rng = np.random.default_rng(29)
+    rows = []
+    for N in (1e7, 3e7, 1e8, 3e8, 1e9):
+        for D in (1e9, 3e9, 1e10, 3e10):
+            loss = 1.8 + 400 * N**-0.34 + 900 * D**-0.28
+            rows.append({"N": N, "D": D, "loss": loss * (1 + 0.003 * rng.standard_normal())})
+    return pd.DataFrame(rows)
+
+
+def test_large_grammar_is_refused_before_any_candidate_is_made(grid_csv, tmp_path, capsys):
+    """Audit case: terms 6, max_constants 12, max_nonlinear 3 on 2 variables ran 125 s with
+    no plan line (issue 31, serious 1).
+
+    (Moved from tests/test_search_limits.py.)"""
+    line = refused(
+        ["search", "--data", grid_csv, "--variables", "H,omega", "--terms", "6",
+         "--max-constants", "12", "--max-nonlinear", "3"],
+        capsys, tmp_path, rf"proposes 767,539 candidates, more than the {MAX_SEARCH_CANDIDATES:,}",
+    )  # fmt: skip
+    assert "--terms" in line and "--max-nonlinear" in line
+
+
+def test_default_grammar_on_a_wide_table_is_refused(wide_csv, tmp_path, capsys):
+    """Audit case: the default grammar on a table of 8 numeric columns (issue 31, serious 1).
+
+    (Moved from tests/test_search_limits.py.)"""
+    refused(
+        ["search", "--data", wide_csv], capsys, tmp_path, r"proposes [\d,]+ candidates.*--variables"
+    )
+
+
+def test_many_outer_splits_are_refused_by_their_estimate(grid_csv, tmp_path, capsys):
+    """Audit case: --splits 100000 --inner-splits 2 (issue 31, serious 1): refused by the
+    time estimate, which names --yes and the options that shrink it.
+
+    (Moved from tests/test_search_limits.py.)"""
+    line = refused(
+        ["search", "--data", grid_csv, "--splits", "100000", "--inner-splits", "2"],
+        capsys, tmp_path, r"would take about .* more than the 15 min .*--yes",
+    )  # fmt: skip
+    assert "--splits (100,000)" in line
+
+
+def test_many_inner_splits_are_refused_by_their_memory(grid_csv, tmp_path, capsys):
+    """Audit case: --splits 3000 --inner-splits 3000 (issue 31, serious 1): nine million
+    nested masks; the search never called the memory check the other commands make.
+
+    (Moved from tests/test_search_limits.py.)"""
+    refused(
+        ["search", "--data", grid_csv, "--splits", "3000", "--inner-splits", "3000", "--yes"],
+        capsys, tmp_path, r"would need about .* of memory",
+    )  # fmt: skip
+
+
+def test_inner_splits_beyond_the_limit_name_their_option(grid_csv, tmp_path, capsys):
+    """Audit minor: --inner-splits 100001 was refused as "--splits 100,001" (issue 31); the
+    final choice makes twice as many splits, so the limit is half that of --splits.
+
+    (Moved from tests/test_search_limits.py.)"""
+    refused(
+        ["search", "--data", grid_csv, "--inner-splits", "100001"],
+        capsys, tmp_path, r"--inner-splits 100,001: must be from 2 to 50,000",
+    )  # fmt: skip
+
+
+def test_small_search_still_runs(grid_csv, capsys):
+    """(Moved from tests/test_search_limits.py.)"""
+    code, out, err = run(
+        ["search", "--data", grid_csv, "--terms", "1", "--max-constants", "3", "--splits", "4",
+         "--inner-splits", "3", "--jobs", "1", "--reference", "none"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "estimated" in err
+
+
+def test_a_reference_the_search_cannot_read_is_refused_before_the_plan(grid_csv, tmp_path,
+                                                                       capsys):  # fmt: skip
+    """Found by the CLI fuzzer's long run on this change: the refusal came after the plan
+    line, so it was two lines (issue 31).
+
+    (Moved from tests/test_search_limits.py.)"""
+    refused(["search", "--data", grid_csv, "--variables", "omega", "--terms", "1",
+             "--reference", "log_additive"], capsys, tmp_path, "reads \\['H'\\]")  # fmt: skip
+
+
+def test_search_variable_with_one_value(tmp_path, capsys):
+    """``search --variables width`` (one value) was refused as a duplicate seed.
+
+    (Moved from tests/test_audit_minor.py.)"""
+    path = tmp_path / "w.csv"
+    composition_grid().assign(width=64).to_csv(path, index=False)
+    refused(["search", "--data", path, "--variables", "width"], capsys, tmp_path,
+            "'width' has one value .*64.*columns that vary")  # fmt: skip
+
+
+def test_levels_with_more_levels_than_the_budget(tmp_path, capsys):
+    """``--levels G`` with 500 levels ran without saying no such form fits the budget.
+
+    (Moved from tests/test_audit_minor.py.)"""
+    df = pd.DataFrame({"H": [1.0, 4.0, 16.0, 64.0] * 125, "G": range(500), "seed": 0})
+    df["loss"] = 2 + 0.01 * df["H"]
+    path = tmp_path / "lev.csv"
+    df.to_csv(path, index=False)
+    refused(["search", "--data", path, "--variables", "H", "--levels", "G"], capsys, tmp_path,
+            "'G' has 500 levels.*--max-constants 4")  # fmt: skip
+
+
+def test_cli_search_writes_report_and_forms(tmp_path, capsys):
+    """(Moved from tests/test_search.py.)"""
+    out = tmp_path / "r"
+    forms = tmp_path / "found.toml"
+    code = main(
+        [
+            "search",
+            "--terms",
+            "2",
+            "--max-constants",
+            "3",
+            "--factors",
+            "power,linear",
+            "--splits",
+            "4",
+            "--inner-splits",
+            "3",
+            "--jobs",
+            "1",
+            "--report",
+            str(out),
+            "--forms-out",
+            str(forms),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr()
+    assert "estimated" in printed.err and "outer / inner" in printed.out
+    assert {"report.md", "front.png", "forms.toml", "results.json", "candidates.csv"} <= {
+        p.name for p in out.iterdir()
+    }
+    assert forms.read_text() == (out / "forms.toml").read_text()
+    assert "origin =" in forms.read_text()
+
+
+def test_cli_search_progress_bar_starts_after_the_plan_line(capsys):
+    """(Moved from tests/test_search.py.)"""
+    # a bar opened before the plan was printed left a stray "searching: 0it" line above it
+    code = main(["search", "--terms", "1", "--max-constants", "3", "--factors", "power",
+                 "--splits", "2", "--inner-splits", "2", "--jobs", "1", "--progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 0
+    plan = err.index("fitrules search:")
+    assert "searching" in err[plan:] and "searching" not in err[:plan], err
+    assert "0it" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--terms", "0"], "terms 0"),
+        (["--variables", "H,nope"], "'nope' is not a column"),
+        (["--factors", "cubic"], "allowed kinds"),
+        (["--split", "leave-one-level-out:nope"], "nope"),
+        (["--grammar", "missing.toml"], "cannot be read"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_writes_nothing(argv, match, tmp_path, capsys, monkeypatch):
+    """(Moved from tests/test_search.py.)"""
+    monkeypatch.chdir(tmp_path)
+    code = main(
+        [
+            "search",
+            *argv,
+            "--splits",
+            "3",
+            "--inner-splits",
+            "2",
+            "--jobs",
+            "1",
+            "--forms-out",
+            "f.toml",
+            "--report",
+            "r",
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert __import__("re").search(match, err), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_pick_the_guard_names_is_shown_with_its_warning(tmp_path, capsys):
+    """Issue 29: the pick's extrapolation was called wild by compare and by nothing in the
+    search. Log forms fitted on N <= 1e9 run away by N = 1e13.
+
+    (Moved from tests/test_search_question.py.)"""
+    path = tmp_path / "nd.csv"
+    _nd_runs().to_csv(path, index=False)
+    argv = ["search", "--data", path, "--metric", "loss", "--terms", "2",
+            "--max-constants", "3", "--factors", "log", "--splits", "6", "--inner-splits", "4",
+            "--reference", "none"]  # fmt: skip
+    code, out, err = run([*argv, "--at", "N=1e13,D=1e9"], capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("warning: the pick"))
+    assert "named wild by the extrapolation guard" in line and "--at N=1e+13,D=1e+09" in line
+    code, out, err = run(argv, capsys)  # no point beyond the grid: nothing to name
+    assert code == 0, err and "warning: the pick" not in out

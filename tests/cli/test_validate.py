@@ -1,0 +1,109 @@
+"""fitrules validate: what it says of a grid, its levels and what it left out."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+
+from conftest import DATA
+from fuzzing import NONFINITE
+from helpers import run
+
+
+def _two_losses(seeds: int = 1) -> pd.DataFrame:
+    """An N x M grid (4 x 4) with the metric ``loss`` and a second, correlated outcome."""
+    rng = np.random.default_rng(29)
+    rows = []
+    for N in (1e7, 3e7, 1e8, 3e8):
+        for M in (5, 10, 20, 40):
+            for s in range(seeds):
+                loss = 2 + 40 * N**-0.25 + 3 * (M * N) ** -0.1 + 0.005 * rng.standard_normal()
+                rows.append(
+                    {
+                        "N": N,
+                        "M": M,
+                        "seed": s,
+                        "loss": loss,
+                        "loss_indist": 0.9 * loss + 0.01 * rng.standard_normal(),
+                    }
+                )
+    df = pd.DataFrame(rows)
+    return df if seeds > 1 else df.drop(columns="seed")
+
+
+def _chinchilla_like(n=40, seed=0) -> pd.DataFrame:
+    """One run per cell, columns named as in the Chinchilla table, figure colours as text."""
+    rng = np.random.default_rng(seed)
+    size = rng.choice(np.round(np.geomspace(3e7, 1e10, 15), -3), n)  # repeated sizes
+    flop = 6 * size * 10 ** rng.uniform(9, 11.5, n)
+    loss = 1.8 + 480 / size**0.35 + 2000 / (flop / 6 / size) ** 0.37
+    return pd.DataFrame(
+        {
+            "x": rng.uniform(0, 500, n),
+            "color": [f"#{i:06x}" for i in rng.integers(0, 2**24, n)],
+            "Model Size": size,
+            "Training FLOP": flop,
+            "loss": loss * np.exp(0.01 * rng.standard_normal(n)),
+        }
+    )
+
+
+def test_validate_names_a_missing_level(tmp_path, capsys):
+    """(Moved from tests/test_missing_levels.py.)"""
+    rows = [{"H": h, "omega": o, "seed": s, "loss": 2 + 0.01 * h + 0.001 * s}
+            for h in (1, 4) for o in (1.0, 3.0, np.nan) for s in (0, 1)]  # fmt: skip
+    path = tmp_path / "g.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    code, out, err = run(["validate", path], capsys)
+    assert code == 0, err
+    assert "omega (3): 1, 3, missing" in out
+    assert NONFINITE.search(out) is None, out
+
+
+def test_validate_summary(synthetic_csv, capsys):
+    """(Moved from tests/test_cli.py.)"""
+    code, out, _ = run(["validate", synthetic_csv], capsys)
+    assert code == 0
+    assert "cells: 20" in out and "H (4): 1, 4, 16, 64" in out
+
+
+def test_validate_says_what_it_left_out(tmp_path, capsys):
+    """(Moved from tests/test_outcome_columns.py.)"""
+    path = tmp_path / "two.csv"
+    _two_losses().to_csv(path, index=False)
+    code, out, err = run(["validate", path, "--metric", "loss"], capsys)
+    assert code == 0, err
+    assert "cells: 16 " in out
+    line = next(x for x in out.splitlines() if x.startswith("left out as other outcomes"))
+    assert "loss_indist (named like the metric 'loss')" in line
+
+
+def test_validate_refuses_a_path_and_data_together(synthetic_csv, capsys):
+    """(Moved from tests/test_rough_edges.py.)"""
+    code, _, err = run(["validate", synthetic_csv, "--data", DATA / "main.csv"], capsys)
+    assert code == 2 and "give the grid once" in err
+
+
+def test_validate_on_a_grid_of_one_run_per_cell(tmp_path, capsys):
+    """(Moved from tests/test_rough_edges.py.)"""
+    csv = tmp_path / "chin.csv"
+    _chinchilla_like().to_csv(csv, index=False)
+    derive = ["--derive", "N = `Model Size`", "--derive", "D = `Training FLOP`/(6*N)"]
+    code, out, err = run(["validate", csv, *derive], capsys)
+    assert code == 0, err
+    assert "seed column: None" not in out and "seed column: none" in out
+    # a text column with a different value in every run labels runs: listed once, not as
+    # a factor of 40 levels
+    (labels,) = [line for line in out.splitlines() if line.startswith("per-run columns")]
+    assert labels.endswith(": color") and "#" not in out
+    assert re.search(r"Model Size \(1\d levels\): [\d.e+]+ to [\d.e+]+", out)
+    # validate counts the same cells as compare
+    cells = int(re.search(r"cells: (\d+)", out).group(1))
+    j = tmp_path / "c.json"
+    form = "chin(N, D) = E + A/N**alpha + B/D**beta"
+    assert run(["compare", "--data", csv, *derive, "--form", form, "--splits", 5,
+                "--train-frac", "0.5", "--json", j], capsys)[0] == 0  # fmt: skip
+    assert cells == json.loads(j.read_text())["data"]["cells"] == 40

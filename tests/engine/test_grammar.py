@@ -1,0 +1,173 @@
+"""The search grammar (fitrules.engine.grammar): candidates counted and ordered, variables'
+references, bad and oversized grammars, twins, structural rank."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fitrules.base.errors import FormError
+from fitrules.engine.grammar import (
+    Grammar,
+    VariableInfo,
+    count_candidates,
+    generate,
+    load_grammar,
+    structural_rank_ok,
+)
+from fitrules.model.forms import Form
+
+H = (1, 4, 16, 64)
+
+OMEGA = (0.0, 1.0, 3.0, 7.0, 15.0)
+
+
+def test_huge_grammar_file_is_refused(tmp_path):
+    """(Moved from tests/test_input_files.py.)"""
+    p = tmp_path / "g.toml"
+    p.write_bytes(b"# " + b"x" * (17 * 2**20) + b"\n")
+    with pytest.raises(FormError, match="more than the 16 MiB"):
+        load_grammar(p)
+
+
+def test_grammar_counts_constants_and_orders_simplest_first():
+    """(Moved from tests/test_search.py.)"""
+    cands = generate(
+        Grammar(terms=2, max_constants=4), {"H": np.array(H, float), "omega": np.array(OMEGA)}
+    )
+    assert cands, "no candidates"
+    k = [c.n_constants for c in cands]
+    assert k == sorted(k) and max(k) <= 4
+    for c in cands:  # the count the grammar claims is the form's own count
+        assert len(c.form.constants) == c.n_constants
+        assert len(c.form.structure.nonlinear) == c.n_nonlinear
+    exprs = [c.expression for c in cands]
+    assert len(set(exprs)) == len(exprs)
+    # omega has zeros: no inverse, log(1 + omega); H is positive: scaled by a power of 2
+    assert not any("/omega" in e for e in exprs)
+    assert "L0 + a1*log(1 + omega)" in exprs and "L0 + a1*log(H/8)" in exprs
+    assert "L0 + a1*(H/8)**e1*omega" in exprs  # the composition rule's family
+
+
+def test_references_of_variables():
+    """(Moved from tests/test_search.py.)"""
+    assert VariableInfo.of("H", np.array(H, float)).reference == 8  # powers of 2
+    assert VariableInfo.of("N", np.array([4e8, 1e9, 7e9])).reference == 1e9
+    v = VariableInfo.of("x", np.array([-1.0, 2.0]))
+    assert v.allows("linear") and not v.allows("log") and not v.allows("power")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(terms=0), "terms 0"),
+        (dict(max_constants=99), "max-constants 99"),
+        (dict(max_nonlinear=True), "max-nonlinear True"),
+        (dict(factors=("power", "cubic")), "allowed kinds"),
+        (dict(factors=()), "allowed kinds"),
+        (dict(variables="H"), "list of names"),
+        (dict(variables=()), "at least one"),
+    ],
+)
+def test_bad_grammar_is_refused(kwargs, match):
+    """(Moved from tests/test_search.py.)"""
+    with pytest.raises(FormError, match=match):
+        Grammar(**kwargs)
+
+
+def test_grammar_file(tmp_path):
+    """(Moved from tests/test_search.py.)"""
+    p = tmp_path / "g.toml"
+    p.write_text('terms = 2\nfactors = ["power", "log"]\n')
+    g = load_grammar(p, max_constants=4)
+    assert (g.terms, g.factors, g.max_constants) == (2, ("power", "log"), 4)
+    p.write_text("terms = 2\ncolour = 1\n")
+    with pytest.raises(FormError, match="unknown key.*colour"):
+        load_grammar(p)
+    p.write_text("terms = [\n")
+    with pytest.raises(FormError, match="not valid TOML"):
+        load_grammar(p)
+    with pytest.raises(FormError, match="cannot be read"):
+        load_grammar(tmp_path / "missing.toml")
+
+
+def test_structural_rank_finds_constants_without_effect():
+    """(Moved from tests/test_search.py.)"""
+    rng = np.random.default_rng(0)
+    two = {"H": np.array([1.0, 1.0, 4.0, 4.0])}
+    f = Form("f", "L0 + a1*(H/2)**e1", ("H",), bounds={"e1": (-3, 3)}, start={"e1": (-3, 3)})
+    assert not structural_rank_ok(f, two, rng)  # two levels: a1 and e1 trade off
+    four = {"H": np.array([1.0, 2.0, 4.0, 8.0])}
+    assert structural_rank_ok(f, four, rng)
+
+
+def test_twin_index_finds_the_same_first_twin_as_a_full_scan():
+    """(Moved from tests/test_search.py.)"""
+    from fitrules.engine.grammar import TwinIndex
+
+    rng = np.random.default_rng(3)
+    rtol = 1e-6
+    base = 1 + 0.01 * rng.standard_normal((100, 40))
+    prints = []
+    for _ in range(1200):  # twins within rtol, near misses just past it, and new functions
+        kind = rng.integers(3)
+        if kind == 2 or not prints:
+            prints.append(1 + 0.01 * rng.standard_normal(40))
+        else:
+            src = prints[rng.integers(len(prints))]
+            step = rtol * (0.999 if kind == 0 else 1.01)
+            shift = np.where(rng.random(40) < 0.5, step, -step) * (rng.random(40) < 0.3)
+            prints.append(src + shift)
+    prints += list(base)
+    index, kept = TwinIndex(rtol), []
+    for fp in prints:
+        full = np.flatnonzero((np.abs(np.array(kept) - fp) <= rtol).all(axis=1)) if kept else []
+        expected = int(full[0]) if len(full) else None
+        assert index.twin(fp) == expected
+        if expected is None:
+            kept.append(fp)
+            index.add(fp)
+    assert 0 < len(index) < len(prints)
+
+
+def test_the_count_is_what_the_grammar_makes():
+    """The cost model counts candidates without making them; the count must be exact.
+
+    (Moved from tests/test_search_limits.py.)"""
+    X = {"H": np.array([1.0, 4, 16, 64] * 5), "omega": np.repeat([0.0, 1, 3, 7, 15], 4)}
+    for g in (Grammar(), Grammar(terms=3, max_constants=6), Grammar(max_nonlinear=3)):
+        made = generate(g, X)
+        counted = count_candidates(g, X)
+        by = {}
+        for c in made:
+            by[(c.n_constants, c.n_nonlinear)] = by.get((c.n_constants, c.n_nonlinear), 0) + 1
+        assert by == counted
+
+
+def test_repeated_grammar_entries_are_collapsed(tmp_path):
+    """Audit case: a factors list repeating one kind 100,000 times reached 8.25 GiB (issue 31,
+    serious 2): repeats are one entry.
+
+    (Moved from tests/test_search_limits.py.)"""
+    g = Grammar(factors=["power"] * 100_000, variables=["H", "H", "omega"])
+    assert g.factors == ("power",) and g.variables == ("H", "omega")
+    p = tmp_path / "g.toml"
+    p.write_text("factors = [" + ", ".join(['"log"'] * 100_000) + "]\n")
+    assert load_grammar(p).factors == ("log",)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(factors=None), "factors: must be a list of names, got None"),
+        (dict(variables=5), "variables: must be a list of names, got 5"),
+        (dict(levels={"H": 1}), "levels: must be a list of names"),
+    ],
+)
+def test_grammar_fields_of_the_wrong_kind(kwargs, match):
+    """Audit cases: fr.Grammar(factors=None), fr.Grammar(variables=5) raised TypeError; a
+    grammar file's ``levels = { H = 1 }`` was read as ["H"] (issue 31).
+
+    (Moved from tests/test_search_limits.py.)"""
+    with pytest.raises(FormError, match=match):
+        Grammar(**kwargs)

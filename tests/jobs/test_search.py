@@ -1,0 +1,231 @@
+"""The search job (fitrules.jobs.search): selection by the one-standard-error rule, the front,
+nested masks inside the outer training sets, the outer error of the pick."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fitrules as fr
+from fitrules.base.errors import FitrulesError
+from fitrules.engine.fit import Objective
+from fitrules.engine.guard import GuardOptions
+from fitrules.engine.truth import runs_from_form
+from fitrules.jobs.search import SEARCH_FIT_OPTIONS, front_flags, nested_masks, score_form, select
+from fitrules.model.forms import Form
+from fitrules.model.splits import LeaveOneLevelOut, RandomSplit, RollingOrigin
+
+H = (1, 4, 16, 64)
+
+OMEGA = (0.0, 1.0, 3.0, 7.0, 15.0)
+
+SMALL = dict(terms=2, max_constants=3, factors="power,linear,log", splits=6, inner_splits=5)
+
+
+def truth_runs(expr: str, constants: dict, seed: int, cv: float = 0.005) -> pd.DataFrame:
+    form = Form("truth", expr, ("H", "omega"))
+    return runs_from_form(form, constants, {"H": H, "omega": OMEGA}, seeds=3, cv=cv, seed=seed)
+
+
+def _table(levels=(1, 2, 4, 8, 16, 32), other=(0.0, 1.0)) -> pd.DataFrame:
+    return pd.DataFrame([(a, b) for a in levels for b in other], columns=["N", "x"])
+
+
+def test_one_se_rule_prefers_fewer_constants_within_noise():
+    """(Moved from tests/test_search.py.)"""
+    rng = np.random.default_rng(1)
+    base = 1 + 0.1 * rng.standard_normal(10)
+    # 2 constants: 1% worse on average, with split-to-split scatter far larger than that
+    close = base * np.exp(0.01 + 0.1 * rng.standard_normal(10))
+    inner = np.vstack([close, base, base * 1.5])  # 2, 4 and 3 constants
+    k = np.array([2, 4, 3])
+    every = np.ones(3, bool)
+    assert select(inner, k, every, 12, 4, "best")[0] == int(np.argmin(np.median(inner, axis=1)))
+    assert select(inner, k, every, 12, 4, "one-se")[0] == 0
+    failed = inner.copy()
+    failed[0, :6] = np.nan  # fails in more than half its splits: cannot be picked
+    assert select(failed, k, every, 12, 4, "one-se")[0] == 1
+    assert select(inner, k, np.zeros(3, bool), 12, 4)[0] == -1
+
+
+def test_one_se_uses_the_corrected_standard_error():
+    """A cheaper form whose mean paired log difference to the best lies between the naive
+    standard error (1/J) and the corrected one (1/J + n_test/n_train) is picked; one beyond
+    the corrected one is not.
+
+    (Moved from tests/test_search.py.)"""
+    rng = np.random.default_rng(3)
+    J = 10
+    best = np.exp(rng.normal(0, 0.1, J))
+    noise = rng.normal(0, 1, J)
+    noise = (noise - noise.mean()) / noise.std(ddof=1)  # mean 0, sd 1 exactly
+    sd = 0.1
+    naive = sd * np.sqrt(1 / J)
+    corrected = sd * np.sqrt(1 / J + 4 / 12)
+    between = best * np.exp((naive + corrected) / 2 + sd * noise)
+    beyond = best * np.exp(1.5 * corrected + sd * noise)
+    k = np.array([4, 2])
+    every = np.ones(2, bool)
+    assert select(np.vstack([best, between]), k, every, 12, 4)[0] == 1
+    assert select(np.vstack([best, beyond]), k, every, 12, 4)[0] == 0
+
+
+def test_front_needs_more_than_one_standard_error():
+    """(Moved from tests/test_search.py.)"""
+    rng = np.random.default_rng(5)
+    base = np.exp(rng.normal(0, 0.2, 20))
+    clear = base * 0.5 * np.exp(rng.normal(0, 0.05, 20))
+    noise = rng.normal(0, 1, 20)
+    same = clear * np.exp(-0.01 + 0.2 * (noise - noise.mean()))  # lower median, within noise
+    flags = front_flags(np.vstack([base, clear, same]), 16, 4)
+    assert flags == [True, True, False]
+    assert front_flags(np.vstack([np.full(20, np.nan), base]), 16, 4) == [False, True]
+
+
+def test_the_outer_error_is_the_picks_own_error():
+    """Each outer split's outer error is that of the form picked there, fitted on the outer
+    training cells alone (checked against an independent fit).
+
+    (Moved from tests/test_search.py.)"""
+    runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
+    s = fr.search(runs, **SMALL, references=[], seeds="cells")
+    assert s.settings["outer_error"].startswith("cells:")
+    grid = fr.load_grid(runs)
+    cells = grid.cells(["H", "omega"], True)
+    masks = nested_masks(RandomSplit(6, 0.8, 0), cells.table, 5, 0.75, 0)
+    top = s.budgets["max_constants"].max()
+    picks = s.choices[s.choices["budget"] == top].reset_index(drop=True)
+    outer = {
+        name: score_form(f.bind(grid.columns, grid.runs), cells.X, cells.y, masks, Objective(),
+                         SEARCH_FIT_OPTIONS, GuardOptions(), rows=masks.outer).error
+        for name, f in s.forms.items()
+    }  # fmt: skip
+    for o in range(6):
+        assert outer[picks.loc[o, "form"]][o] == pytest.approx(picks.loc[o, "outer_pct"], rel=1e-9)
+    # the pick is not the form that did best on the held-out cells (which would be a leak)
+    best = np.nanmin(np.array(list(outer.values())), axis=0)
+    assert (best < picks["outer_pct"].to_numpy() - 1e-9).any()
+
+
+def test_nested_masks_stay_inside_outer_training_sets():
+    """(Moved from tests/test_search.py.)"""
+    table = pd.DataFrame({"x": np.arange(20.0)})
+    m = nested_masks(RandomSplit(5, 0.8, 3), table, 4, 0.75, 3)
+    outer = m.train[m.outer]
+    inner_train = m.train[m.inner].reshape(5, 4, -1)
+    inner_test = m.test[m.inner].reshape(5, 4, -1)
+    for o in range(5):
+        assert not (inner_train[o] & ~outer[o]).any()
+        assert not (inner_test[o] & ~outer[o]).any()
+        assert ((inner_train[o] | inner_test[o]) == outer[o]).all()
+    again = nested_masks(RandomSplit(5, 0.8, 3), table, 4, 0.75, 3)
+    assert (again.train == m.train).all()
+
+
+def test_the_pick_never_reads_the_outer_held_out_values():
+    """(Moved from tests/test_search.py.)"""
+    runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
+    s = fr.search(runs, **SMALL, references=[])
+    outer = RandomSplit(6, 0.8, 0).masks(20)
+    cells = fr.load_grid(runs).cells(["H", "omega"], True).table
+    held = ~outer[0]
+    # scramble the values of outer split 0's held-out cells
+    key = cells.loc[held, ["H", "omega"]].apply(tuple, axis=1)
+    changed = runs.copy()
+    hit = changed[["H", "omega"]].apply(tuple, axis=1).isin(set(key))
+    changed.loc[hit, "loss"] *= 1.3
+    t = fr.search(changed, **SMALL, references=[])
+    top = s.budgets["max_constants"].max()
+    pick = s.choices[s.choices["budget"] == top].iloc[0]
+    pick2 = t.choices[t.choices["budget"] == top].iloc[0]
+    assert pick["form"] == pick2["form"] and pick["inner_pct"] == pick2["inner_pct"]
+    assert pick["outer_pct"] != pick2["outer_pct"]  # the outer error does read them
+
+
+def test_the_outer_error_holds_out_seed_ids_by_default():
+    """Issue 28: the outer error held out cells only, so the grid's seed offset (which new
+    runs at new seed ids show) was missing from it. By default outer split o now fits the
+    runs outside seed fold o mod 3 and scores the fold's runs (checked against an
+    independent fit), rescaled by one factor for the mean of 3 new runs at fresh ids.
+
+    (Moved from tests/test_search.py.)"""
+    from fitrules.jobs.search import _score
+
+    runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
+    s = fr.search(runs, **SMALL, references=[])
+    assert s.settings["outer_error"].startswith("cells and seeds: the seed ids in 3 folds")
+    grid = fr.load_grid(runs)
+    cells = grid.cells(["H", "omega"], True)
+    masks = nested_masks(RandomSplit(6, 0.8, 0), cells.table, 5, 0.75, 0)
+    from fitrules.jobs.search import _seed_holdout
+
+    held, _ = _seed_holdout(grid, cells, masks, Objective(), "cells-and-seeds", 0)
+    top = s.budgets["max_constants"].max()
+    picks = s.choices[s.choices["budget"] == top].reset_index(drop=True)
+    state = dict(X=cells.X, y=cells.y, masks=masks, objective=Objective(),
+                 options=SEARCH_FIT_OPTIONS, guard=GuardOptions(), seeds=held)  # fmt: skip
+    for o in range(6):
+        f = s.forms[picks.loc[o, "form"]].bind(grid.columns, grid.runs)
+        mine = _score(f, state, stop=masks.inner.stop).error[o]
+        assert mine == pytest.approx(picks.loc[o, "outer_pct"], rel=1e-9)
+        # the fold's runs, not the cells' means, were scored: the raw error differs
+        raw = score_form(f, cells.X, held["folds"][o % 3]["y_fit"], masks, Objective(),
+                         SEARCH_FIT_OPTIONS, GuardOptions(), rows=np.array([o]),
+                         y_test=held["folds"][o % 3]["y_test"]).error[0]  # fmt: skip
+        assert raw != pytest.approx(mine, rel=1e-6)
+    with pytest.raises(FitrulesError, match="seeds .bogus. is unknown"):
+        fr.search(runs, **SMALL, references=[], seeds="bogus")
+
+
+def test_inner_splits_extrapolate_inside_each_outer_training_set():
+    """(Moved from tests/test_search_question.py.)"""
+    t = _table()
+    m = nested_masks(RollingOrigin("N"), t, inner_splits=10, inner_train_frac=0.75, seed=0)
+    N = t["N"].to_numpy()
+    for tr, te in zip(m.train, m.test, strict=True):
+        if tr.all():
+            continue  # the fit on every cell
+        assert te.any() and N[te].min() > N[tr].max()  # every split scores above its fit
+    inner = m.train[m.inner]
+    outer_of = np.repeat(np.arange(m.n_outer), m.n_inner)
+    assert all(not (inner[i] & ~m.train[o]).any() for i, o in enumerate(outer_of))
+
+
+def test_inner_extrapolation_cuts_fit_at_least_half_the_training_levels():
+    """Found by bench_published --search: on sft_rectified_lin (one cell per level of D, 12
+    levels) the inner cuts reached down to a fit on 2 cells, and the search refused the grid.
+
+    (Moved from tests/test_search_question.py.)"""
+    t = pd.DataFrame({"D": 2.0 ** np.arange(12)})
+    m = nested_masks(RollingOrigin("D"), t, inner_splits=20, inner_train_frac=0.75, seed=0)
+    inner, outer_of = m.train[m.inner], np.repeat(np.arange(m.n_outer), m.n_inner)
+    for tr, o in zip(inner, outer_of, strict=True):
+        assert 2 * tr.sum() >= m.train[o].sum()
+    assert m.n_inner >= 3 and m.min_train >= 5
+
+
+def test_leave_one_level_out_inside_each_training_set():
+    """(Moved from tests/test_search_question.py.)"""
+    t = _table()
+    m = nested_masks(LeaveOneLevelOut("N"), t, inner_splits=3, inner_train_frac=0.75, seed=0)
+    N = t["N"].to_numpy()
+    assert m.n_outer == 6 and m.n_inner == 3
+    for tr, te in zip(m.train[m.inner], m.test[m.inner], strict=True):
+        assert len(set(N[te])) == 1 and not set(N[te]) & set(N[tr])
+
+
+def test_survivors_keep_the_best_of_each_number_of_constants_per_split():
+    """(Moved from tests/test_search_question.py.)"""
+    from fitrules.jobs.search import survivors
+
+    m = nested_masks(RollingOrigin("N"), _table(), inner_splits=2, inner_train_frac=0.75, seed=0)
+    errors = np.full((4, len(m.train)), 5.0)
+    errors[1] = 1.0  # the best 2-constant candidate everywhere
+    errors[3] = np.nan  # a 3-constant candidate whose every fit failed
+    k = np.array([2, 2, 3, 3])
+    outer, final = survivors(errors, k, m, 2, keep=1)
+    assert outer.shape == (4, m.n_outer)
+    assert outer[1].all() and not outer[0].any()  # one kept per class: the better one
+    assert outer[2].all() and not outer[3].any()  # a candidate that failed is never kept
+    assert final.tolist() == [False, True, True, False]

@@ -1,0 +1,154 @@
+"""Splits and protocols (fitrules.model.splits): random splits, leave-one-level-out,
+extrapolation cuts, rolling origins, seed hold-outs."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+from fitrules.base.errors import SplitError
+from fitrules.model.grids import load_grid
+from fitrules.model.splits import (
+    Extrapolate,
+    LeaveOneLevelOut,
+    RandomSplit,
+    RollingOrigin,
+    SeedHoldout,
+    parse_protocol,
+)
+
+
+def _table(levels=(1, 2, 4, 8, 16, 32), other=(0.0, 1.0)) -> pd.DataFrame:
+    return pd.DataFrame([(a, b) for a in levels for b in other], columns=["N", "x"])
+
+
+@pytest.fixture
+def grid(synthetic_csv):
+    return load_grid(synthetic_csv)
+
+
+@pytest.mark.parametrize("n_cells, frac", [(20, 1 / 3), (7, 0.5), (100, 0.9), (3, 0.34)])
+def test_splits_are_disjoint_cover_and_have_the_right_size(n_cells, frac):
+    """(Moved from tests/test_splits.py.)"""
+    sp = RandomSplit(50, frac, seed=3)
+    for train, test in sp.split(n_cells):
+        assert len(np.intersect1d(train, test)) == 0
+        assert sorted(np.concatenate([train, test])) == list(range(n_cells))
+        assert len(train) == sp.n_train(n_cells)
+
+
+def test_same_seed_same_splits_other_seed_other_splits():
+    """(Moved from tests/test_splits.py.)"""
+    a = RandomSplit(30, 1 / 3, seed=0).masks(20)
+    b = RandomSplit(30, 1 / 3, seed=0).masks(20)
+    c = RandomSplit(30, 1 / 3, seed=1).masks(20)
+    assert (a == b).all()
+    assert not (a == c).all()
+
+
+def test_splits_vary():
+    """(Moved from tests/test_splits.py.)"""
+    masks = RandomSplit(100, 1 / 3, seed=0).masks(20)
+    assert len({m.tobytes() for m in masks}) > 90
+
+
+@pytest.mark.parametrize(
+    "kwargs, n, match",
+    [
+        ({"train_frac": 0.0}, 20, r"\(0, 1\)"),
+        ({"train_frac": 1.0}, 20, r"\(0, 1\)"),
+        ({"train_frac": 0.01}, 20, "at least 1"),
+        ({"train_frac": 0.99}, 20, "at least 1"),
+        ({"n_splits": 0}, 20, ">= 1"),
+    ],
+)
+def test_impossible_splits(kwargs, n, match):
+    """(Moved from tests/test_splits.py.)"""
+    with pytest.raises(SplitError, match=match):
+        list(RandomSplit(**kwargs).split(n))
+
+
+def test_extrapolate_has_a_spelling_without_a_shell_redirect(synthetic_csv, capsys):
+    """(Moved from tests/test_rough_edges.py.)"""
+    from fitrules.model.splits import Extrapolate, parse_protocol
+
+    assert parse_protocol("extrapolate:H:16") == Extrapolate("H", 16.0)
+    assert parse_protocol("extrapolate:H>=16") == Extrapolate("H", 16.0)
+    # every extrapolate:COL>=VALUE the README and the docs print is quoted
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for line in (line for p in pages for line in p.read_text().splitlines()):
+        for m in re.finditer(r"extrapolate:\w+>=", line):
+            before = line[: m.start()]
+            assert before.count("'") % 2 == 1 or before.count('"') % 2 == 1, line
+
+
+def test_rolling_origin_asks_the_extrapolation_at_several_cuts_with_its_horizon():
+    """(Moved from tests/test_search_question.py.)"""
+    t = _table()
+    top = RollingOrigin("N")  # the top level held out: horizon 1
+    assert top.labels(t) == ["fit N < 32, score N 32", "fit N < 16, score N 16",
+                             "fit N < 8, score N 8"]  # fmt: skip
+    tr, te = top.masks_for(t), top.tests_for(t)
+    assert (tr.sum(axis=1) == [10, 8, 6]).all() and (te.sum(axis=1) == 2).all()
+    cut = RollingOrigin("N", threshold=16)  # two levels held out: horizon 2
+    assert cut.labels(t)[:2] == ["fit N < 16, score N 16 to 32", "fit N < 8, score N 8 to 16"]
+    assert RollingOrigin("N", origins=5).masks_for(t).shape[0] == 3  # 3 levels below each cut
+
+
+def test_seed_holdout_folds_and_refusals():
+    """(Moved from tests/test_seed_offset.py.)"""
+    assert sorted(sum(SeedHoldout(seed=1).folds(["0", "1", "2"]), [])) == ["0", "1", "2"]
+    folds = SeedHoldout().folds([str(i) for i in range(7)])
+    assert all(0 < len(f) < 7 for f in folds)
+    assert sorted(sum(folds, [])) == [str(i) for i in range(7)]
+    with pytest.raises(SplitError, match="at least 2 distinct seed ids"):
+        SeedHoldout().folds(["0"])
+    with pytest.raises(SplitError, match="must be in"):
+        SeedHoldout(test_frac=1.5)
+
+
+def test_leave_one_level_out_holds_out_each_level(grid):
+    """(Moved from tests/test_validation.py.)"""
+    table = grid.cells(["H", "omega"]).table
+    masks = LeaveOneLevelOut("H").masks_for(table)
+    assert masks.shape == (4, 20)
+    for m, level in zip(masks, (1, 4, 16, 64), strict=True):
+        assert set(table.loc[~m, "H"]) == {level}
+        assert level not in set(table.loc[m, "H"])
+
+
+def test_extrapolate_holds_out_the_top(grid):
+    """(Moved from tests/test_validation.py.)"""
+    table = grid.cells(["H", "omega"]).table
+    (m,) = Extrapolate("H").masks_for(table)
+    assert set(table.loc[~m, "H"]) == {64} and set(table.loc[m, "H"]) == {1, 4, 16}
+    (m,) = Extrapolate("H", 16).masks_for(table)
+    assert set(table.loc[~m, "H"]) == {16, 64}
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("sideways", "unknown"),
+        ("extrapolate:H>=x", "not a number"),
+        ("transfer", "--fit-data"),
+        ("leave-one-level-out:", "unknown"),
+    ],
+)
+def test_bad_protocols(text, match):
+    """(Moved from tests/test_validation.py.)"""
+    with pytest.raises(SplitError, match=match):
+        parse_protocol(text)
+
+
+def test_protocol_on_unknown_column_or_impossible_cut(grid):
+    """(Moved from tests/test_validation.py.)"""
+    table = grid.cells(["H", "omega"]).table
+    with pytest.raises(SplitError, match="not a variable"):
+        LeaveOneLevelOut("width").masks_for(table)
+    with pytest.raises(SplitError, match="no training"):
+        Extrapolate("H", 1).masks_for(table)
