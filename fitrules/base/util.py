@@ -105,8 +105,18 @@ def split_progress(splits: int | None, fits_per_split: int, desc: str, enabled: 
 
 
 def spread_unit(relative: bool) -> tuple[str, float]:
-    """The unit and factor a spread is quoted in: percent of the value when it is relative,
-    else the metric's own units."""
+    """The unit and factor a spread is quoted in.
+
+    Parameters
+    ----------
+    relative : whether the spread is relative to the value.
+
+    Returns
+    -------
+    tuple of (str, float)
+        ``("%", 100.0)``, percent of the value, for a relative spread; ``("", 1.0)``, the
+        metric's own units, otherwise.
+    """
     return ("%", 100.0) if relative else ("", 1.0)
 
 

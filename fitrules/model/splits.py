@@ -478,15 +478,23 @@ def seed_values(grid, cells, ids) -> np.ndarray:
 
 
 def seed_folds(grid, cells, offset, holdout: SeedHoldout) -> dict | None:
-    """The folds of the cells-and-seeds protocol, or None when a cell lacks runs at some
-    seed ids (or a held-out value is 0).
+    """The folds of the cells-and-seeds protocol, or None when they cannot be made.
 
-    ``offset`` is the grid's seed offset (:func:`fitrules.engine.intervals.seed_offset`). Each
-    fold holds out the seed ids ``held``: ``y_fit`` is each cell's mean over its runs at the
-    other ids, ``y_test`` over its runs at the fold's. Also returned: ``excess``, the expected
-    excess of the held-out mean square that :meth:`SeedHoldout.rescale` takes off, ``t`` the
-    ids a fold holds out and ``k`` the runs of a typical cell (the mean of ``k`` new runs is
-    the target).
+    Parameters
+    ----------
+    grid, cells : the grid and its cells.
+    offset : the grid's seed offset (:func:`fitrules.engine.intervals.seed_offset`).
+    holdout : how many seed ids a fold holds out, and the seed of their choice.
+
+    Returns
+    -------
+    dict or None
+        ``folds``: per fold, the seed ids it holds out (``held``) and each cell's mean over
+        its runs at the other ids (``y_fit``, fitted) and at the fold's (``y_test``, scored);
+        ``excess``: the expected excess of the held-out mean square that
+        :meth:`SeedHoldout.rescale` takes off; ``t``: the ids a fold holds out; ``k``: the
+        runs of a typical cell (the target is the mean of ``k`` new runs). None when a cell
+        lacks runs at some ids or has a held-out value of 0.
     """
     folds = []
     for test in holdout.folds(offset.seeds):

@@ -14,6 +14,11 @@ from fitrules.base.errors import SimError
 def check_settings(cfg, choices: dict[str, tuple[str, ...]]) -> None:
     """Refuse a setting of ``cfg`` outside its ``choices``, or a number that is not finite.
 
+    Parameters
+    ----------
+    cfg : a run's configuration (a dataclass).
+    choices : the allowed values of each setting that has a fixed set of them.
+
     Raises
     ------
     SimError
@@ -31,8 +36,21 @@ def check_settings(cfg, choices: dict[str, tuple[str, ...]]) -> None:
 
 
 def topk_with_feedback(d: np.ndarray, keep: float, error: np.ndarray) -> np.ndarray:
-    """Each row's ``keep`` largest entries of ``d + error``; what is not sent is kept in
-    ``error`` (in place) and added to the next round's message."""
+    """Top-k compression with error feedback: each row sends the ``keep`` fraction of its
+    entries of ``d + error`` that are largest in magnitude.
+
+    Parameters
+    ----------
+    d : the messages, one row per worker.
+    keep : the fraction of each row sent.
+    error : what earlier rounds did not send, one row per worker; updated in place with
+        what this round does not send (added to the next round's message).
+
+    Returns
+    -------
+    numpy.ndarray
+        The messages sent (zero where nothing is).
+    """
     acc = d + error
     k = max(1, int(round(keep * acc.shape[1])))
     idx = np.argpartition(np.abs(acc), acc.shape[1] - k, axis=1)[:, -k:]
