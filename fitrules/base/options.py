@@ -194,9 +194,9 @@ class Command:
             if all(getattr(args, o.name) == o.cli_value for o in group):
                 continue
             for o in group:
-                value = getattr(args, o.name)
+                value, flag = getattr(args, o.name), o.option_string or o.name
                 for v in value if isinstance(value, list) else [value]:
-                    out += [o.option_string, f"{v:g}" if isinstance(v, float) else str(v)]
+                    out += [flag, f"{v:g}" if isinstance(v, float) else str(v)]
         return out
 
     def check(self, values: Mapping[str, Any]) -> None:
@@ -233,7 +233,9 @@ def add_command(sub, decl: Command, parents: list, func: Any, **parser: Any):
 
 
 def _argument(o: Option) -> list[str]:
-    return [o.option_string]  # type: ignore[list-item]
+    flag = o.option_string
+    assert flag is not None, f"{o.name} has no flag"  # add_command skips Python-only options
+    return [flag]
 
 
 def _keywords(o: Option) -> dict[str, Any]:

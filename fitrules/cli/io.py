@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from fitrules.base.errors import FitrulesError
-from fitrules.jobs.options import LOAD_GRID, TUNING_SEEDS
+from fitrules.jobs.options import LOAD_GRID, tune_seed_list
 
 ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
@@ -26,7 +26,7 @@ def say(args, text: str) -> None:
 
 def tune_seeds(args) -> list[int] | None:
     """--tune-seeds as a list, checked (before any output is taken)."""
-    return TUNING_SEEDS.parse(getattr(args, "tune_seeds", None))
+    return tune_seed_list(getattr(args, "tune_seeds", None))
 
 
 def load(args, path: Path | None = None):

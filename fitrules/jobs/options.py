@@ -110,7 +110,13 @@ LOAD_GRID = Command(
 # in a command, the data options read its grid: its Python function takes the grid instead
 DATA, DATA_UNLABELLED = (tuple(o.but(python=False) for o in d) for d in (DATA, DATA_UNLABELLED))
 
+
 # ---------------------------------------------------------------- shared groups
+def tune_seed_list(text: str | None) -> list[int] | None:
+    """``--tune-seeds 0,1,2`` as a list of distinct seeds (None: not given)."""
+    return None if text is None else arg.seed_list(text, "--tune-seeds")
+
+
 TUNING = in_group(
     "tuning (choose a factor's level per configuration on some seeds, measure on others)",
     Option(
@@ -124,10 +130,9 @@ TUNING = in_group(
         help="seeds that choose the level, e.g. 0,1,2; the others measure it (default: "
         "cross-fitting, each half of the seeds chooses for the other)",
         cli=dict(metavar="SEEDS"),
-        parse=lambda text: None if text is None else arg.seed_list(text, "--tune-seeds"),
+        parse=lambda text: tune_seed_list(text),
     ),
 )
-TUNING_SEEDS = TUNING[1]
 OBJECTIVE = (
     Option(
         "objective",
