@@ -91,3 +91,44 @@ def installed(tmp_path_factory):
     work = tmp / "empty"
     work.mkdir()
     return wheel, venv / "bin", work, env
+
+
+# ---------------------------------------------------------------- tables several test files use
+@pytest.fixture(scope="module")
+def df() -> pd.DataFrame:
+    """Two learning rates of the composition grid; lr 1e-3 is 0.01 worse everywhere."""
+    a = composition_grid(seeds=4, rng_seed=1).assign(lr=3e-4)
+    b = composition_grid(seeds=4, rng_seed=2).assign(lr=1e-3)
+    b["loss"] += 0.01
+    return pd.concat([a, b], ignore_index=True).drop(columns="omega")
+
+
+@pytest.fixture
+def grid_csv(tmp_path):
+    path = tmp_path / "g.csv"
+    composition_grid().to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def one_run_csv(tmp_path):
+    path = tmp_path / "one.csv"
+    composition_grid(seeds=1).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def table(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "x.csv"
+    composition_grid().to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def user_csv(tmp_path):
+    from tables import user_table  # tables imports this module
+
+    path = tmp_path / "my runs.csv"
+    user_table().to_csv(path, index=False)
+    return path

@@ -70,3 +70,13 @@ def write_table(df: pd.DataFrame, path: Path) -> Path:
         manifest = path.with_name(path.stem + ".manifest.json")
         manifest.write_text('{"spec_sha256": "%s"}\n' % ("0" * 64))
     return path
+
+
+def png_ok(path) -> None:
+    """A PNG of a real figure: a valid file, big enough, not blank."""
+    import matplotlib.image as mpimg
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    img = mpimg.imread(path)
+    assert img.shape[0] > 200 and img.shape[1] > 200, path
+    assert img[..., :3].std() > 0.02, f"{path} looks blank"

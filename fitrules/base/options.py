@@ -226,16 +226,10 @@ def add_command(sub, decl: Command, parents: list, func: Any, **parser: Any):
             if o.group not in groups:
                 groups[o.group] = p.add_argument_group(o.group)
             target = groups[o.group]
-        target.add_argument(*_argument(o), **_keywords(o))
+        target.add_argument(o.option_string, **_keywords(o))
     if func is not None:
         p.set_defaults(func=func)
     return p
-
-
-def _argument(o: Option) -> list[str]:
-    flag = o.option_string
-    assert flag is not None, f"{o.name} has no flag"  # add_command skips Python-only options
-    return [flag]
 
 
 def _keywords(o: Option) -> dict[str, Any]:

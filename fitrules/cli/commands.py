@@ -48,8 +48,8 @@ def validate(args) -> int:
     return 0
 
 
-def _check_protocols(args, protocols: list[str], forms: list) -> bool:
-    """Refuse a bad protocol, split count or pair before any output; True for transfer."""
+def _check_protocols(args, protocols: list[str], forms: list) -> None:
+    """Refuse a bad protocol, split count or pair before any output is taken."""
     from fitrules.engine.fit import Objective
     from fitrules.engine.guard import GuardOptions, parse_metric_range
     from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
@@ -78,7 +78,6 @@ def _check_protocols(args, protocols: list[str], forms: list) -> bool:
     parse_pairs(args.pairs, args.against, [f.name for f in forms])
     if transfer and args.tune:
         raise FitrulesError("--tune with --split transfer is not supported: tune each grid")
-    return transfer
 
 
 def compare(args) -> int:

@@ -340,10 +340,6 @@ def _real(low: float | None = None, high: float | None = None):
     return lambda v, n: arg.real(v, n, low, high)
 
 
-def _text(v, n):
-    return arg.text(v, n)
-
-
 def _one_of(choices: tuple[str, ...]):
     def check(value, name: str) -> None:
         arg.text(value, name)
@@ -422,7 +418,7 @@ COMPARE = Command(
                 "extrapolate:COL:VALUE (fit below VALUE, score from it on; or "
                 "'extrapolate:COL>=VALUE' in quotes), transfer (repeatable: one section per "
                 "protocol, never pooled)",
-                check=_text,
+                check=arg.text,
                 cli=dict(action="append", metavar="PROTOCOL"),
                 cli_default=None,
             ),

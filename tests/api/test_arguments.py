@@ -25,15 +25,6 @@ def g():
 SEARCH = dict(terms=1, max_constants=3, splits=3, inner_splits=2, references=[])
 
 
-@pytest.fixture(scope="module")
-def df() -> pd.DataFrame:
-    """Two learning rates of the composition grid; lr 1e-3 is 0.01 worse everywhere."""
-    a = composition_grid(seeds=4, rng_seed=1).assign(lr=3e-4)
-    b = composition_grid(seeds=4, rng_seed=2).assign(lr=1e-3)
-    b["loss"] += 0.01
-    return pd.concat([a, b], ignore_index=True).drop(columns="omega")
-
-
 @pytest.mark.parametrize(
     "kwargs, match",
     [

@@ -4,8 +4,8 @@ forms, default ranges named."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
+from tables import grouped_table, unequal_runs
 
 import fitrules as fr
 from fitrules.views.text import verdict_of
@@ -19,31 +19,6 @@ def default_comparison():
 
 
 COMP_H = "comp_h = L0[H] + a*omega*(H/16)**b"
-
-
-def _grouped_table(seed=0):
-    rng = np.random.default_rng(seed)
-    E = {1: 2.0, 2: 2.3, 3: 1.8, 4: 2.6}
-    A = {1: 1.5, 2: 0.9, 3: 2.2, 4: 1.1}
-    alpha = 0.35
-    rows = []
-    for m in E:
-        for n in [1, 2, 4, 8, 16, 32, 64, 128]:
-            for s in range(2):
-                value = E[m] + A[m] * n**-alpha
-                rows.append({"N": n, "M": m, "seed": s, "loss": value * (1 + 1e-4 * rng.normal())})
-    return pd.DataFrame(rows), E, A, alpha
-
-
-def _unequal_runs(seed=0):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i, x in enumerate([1.0, 2, 3, 5, 8, 13, 21, 34]):
-        for s in range(1 + (i * 5) % 7):  # 1 to 7 runs per cell
-            # a truth the form misses (the bump), so that weighting cells moves the fit
-            truth = 2 + 0.8 * x**0.5 + 0.3 * np.sin(x)
-            rows.append({"x": x, "seed": s, "loss": truth + 0.05 * rng.normal()})
-    return pd.DataFrame(rows)
 
 
 def test_the_conclusion_follows_the_verdicts(default_comparison):
@@ -115,7 +90,7 @@ def test_compare_flags_splits_that_leave_a_level_unfitted_by_name():
 
 def test_compare_takes_groups():
     """(Moved from tests/test_expressive.py.)"""
-    df, *_ = _grouped_table()
+    df, *_ = grouped_table()
     c = fr.compare(df, ["g = E + A*N**(-alpha)", "h = E + A*log(N)"], splits=10, by="M",
                    train_frac=0.6)  # fmt: skip
     assert "E[M=1]" in c.full_fits["g"].constants
@@ -124,13 +99,13 @@ def test_compare_takes_groups():
 
 def test_compare_names_its_weights():
     """(Moved from tests/test_expressive.py.)"""
-    c = fr.compare(_unequal_runs(), ["w = L0 + a*x**b"], splits=5, train_frac=0.6,
+    c = fr.compare(unequal_runs(), ["w = L0 + a*x**b"], splits=5, train_frac=0.6,
                    weights="runs")  # fmt: skip
     assert c.settings["weights"] == "runs" and "weights runs" in str(c)
     # the weights reach the fits: the full fit is fit's weighted fit, not the equal-cell one
-    weighted = fr.fit(_unequal_runs(), "w = L0 + a*x**b", weights="runs").constants
+    weighted = fr.fit(unequal_runs(), "w = L0 + a*x**b", weights="runs").constants
     assert c.full_fits["w"].constants == pytest.approx(weighted, rel=1e-9)
-    plain = fr.fit(_unequal_runs(), "w = L0 + a*x**b").constants
+    plain = fr.fit(unequal_runs(), "w = L0 + a*x**b").constants
     assert c.full_fits["w"].constants["b"] != pytest.approx(plain["b"], rel=1e-3)
 
 

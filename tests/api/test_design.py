@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
 import pytest
+from tables import chinchilla_runs
 
 import fitrules as fr
 from conftest import composition_grid
@@ -18,27 +18,11 @@ from fitrules.model.grids import default_grid
 CHINCHILLA = Form("chinchilla", "E + A/N**alpha + B/D**beta", ("N", "D"))
 
 
-def _chinchilla_runs(corrupted: int, rng_seed: int = 0) -> pd.DataFrame:
-    """108 runs: 6 x 6 cells of E + A/N**alpha + B/D**beta, 3 seeds, 0.35% log-normal noise;
-    ``corrupted`` of them multiplied by 1.3."""
-    rng = np.random.default_rng(rng_seed)
-    rows = []
-    for n in np.geomspace(5e7, 5e9, 6):
-        for d in np.geomspace(1e9, 1e11, 6):
-            mu = 1.69 + 406.4 / n**0.34 + 410.7 / d**0.28
-            for s in range(3):
-                rows.append({"N": n, "D": d, "seed": s,
-                             "loss": mu * math.exp(0.0035 * rng.standard_normal())})  # fmt: skip
-    frame = pd.DataFrame(rows)
-    frame.loc[[7, 61, 90, 15, 100][:corrupted], "loss"] *= 1.3
-    return frame
-
-
 RIVAL = Form("fixed_alpha", "E + A/N**0.5 + B/D**beta", ("N", "D"))
 
 
 def _design_sds(corrupted: int) -> pd.DataFrame:
-    g = fr.load_grid(_chinchilla_runs(corrupted))
+    g = fr.load_grid(chinchilla_runs(corrupted))
     from fitrules.jobs.design import design
 
     d = design(

@@ -7,26 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.optimize import least_squares
+from tables import chinchilla_like, grouped_table, unequal_runs
 
 import fitrules as fr
 from conftest import EXTERNAL, composition_grid
 from fitrules.base.errors import FitrulesError, FormError
 
 COMP_H = "comp_h = L0[H] + a*omega*(H/16)**b"
-
-
-def _grouped_table(seed=0):
-    rng = np.random.default_rng(seed)
-    E = {1: 2.0, 2: 2.3, 3: 1.8, 4: 2.6}
-    A = {1: 1.5, 2: 0.9, 3: 2.2, 4: 1.1}
-    alpha = 0.35
-    rows = []
-    for m in E:
-        for n in [1, 2, 4, 8, 16, 32, 64, 128]:
-            for s in range(2):
-                value = E[m] + A[m] * n**-alpha
-                rows.append({"N": n, "M": m, "seed": s, "loss": value * (1 + 1e-4 * rng.normal())})
-    return pd.DataFrame(rows), E, A, alpha
 
 
 def _kaplan_table(seed=0, nc=8.8e13):
@@ -37,41 +24,6 @@ def _kaplan_table(seed=0, nc=8.8e13):
             value = (nc / n) ** 0.076
             rows.append({"N": n, "seed": s, "loss": value * (1 + 2e-4 * rng.normal())})
     return pd.DataFrame(rows)
-
-
-def _unequal_runs(seed=0):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i, x in enumerate([1.0, 2, 3, 5, 8, 13, 21, 34]):
-        for s in range(1 + (i * 5) % 7):  # 1 to 7 runs per cell
-            # a truth the form misses (the bump), so that weighting cells moves the fit
-            truth = 2 + 0.8 * x**0.5 + 0.3 * np.sin(x)
-            rows.append({"x": x, "seed": s, "loss": truth + 0.05 * rng.normal()})
-    return pd.DataFrame(rows)
-
-
-@pytest.fixture
-def one_run_csv(tmp_path):
-    path = tmp_path / "one.csv"
-    composition_grid(seeds=1).to_csv(path, index=False)
-    return path
-
-
-def _chinchilla_like(n=40, seed=0) -> pd.DataFrame:
-    """One run per cell, columns named as in the Chinchilla table, figure colours as text."""
-    rng = np.random.default_rng(seed)
-    size = rng.choice(np.round(np.geomspace(3e7, 1e10, 15), -3), n)  # repeated sizes
-    flop = 6 * size * 10 ** rng.uniform(9, 11.5, n)
-    loss = 1.8 + 480 / size**0.35 + 2000 / (flop / 6 / size) ** 0.37
-    return pd.DataFrame(
-        {
-            "x": rng.uniform(0, 500, n),
-            "color": [f"#{i:06x}" for i in rng.integers(0, 2**24, n)],
-            "Model Size": size,
-            "Training FLOP": flop,
-            "loss": loss * np.exp(0.01 * rng.standard_normal(n)),
-        }
-    )
 
 
 def test_per_level_intercepts_fit_the_default_grid_to_the_issue_numbers():
@@ -112,7 +64,7 @@ def test_bad_per_level_forms_are_refused(text, match):
 
 def test_grouped_fit_recovers_per_group_scales_and_the_shared_exponent():
     """(Moved from tests/test_expressive.py.)"""
-    df, E, A, alpha = _grouped_table()
+    df, E, A, alpha = grouped_table()
     f = fr.fit(df, "g = E + A*N**(-alpha)", by="M", shared="alpha")
     k = f.constants
     assert k["alpha"] == pytest.approx(alpha, rel=2e-3)
@@ -126,7 +78,7 @@ def test_grouped_fit_recovers_per_group_scales_and_the_shared_exponent():
 
 def test_grouped_fit_matches_a_joint_scipy_fit():
     """(Moved from tests/test_expressive.py.)"""
-    df, E, A, alpha = _grouped_table(seed=1)
+    df, E, A, alpha = grouped_table(seed=1)
     f = fr.fit(df, "g = E + A*N**(-alpha)", by="M")
     cells = df.groupby(["N", "M"], as_index=False)["loss"].mean()
     groups = sorted(E)
@@ -145,7 +97,7 @@ def test_grouped_fit_matches_a_joint_scipy_fit():
 
 def test_group_options_are_checked():
     """(Moved from tests/test_expressive.py.)"""
-    df, *_ = _grouped_table()
+    df, *_ = grouped_table()
     with pytest.raises(FormError, match="not a column"):
         fr.fit(df, "g = E + A*N**(-alpha)", by="Q")
     with pytest.raises(FormError, match="shared constant 'zz'"):
@@ -245,7 +197,7 @@ def test_fix_or_bound_of_no_constant_is_refused():
 @pytest.mark.parametrize("objective", ["abs_ls", "rel_ls"])
 def test_run_weights_reproduce_a_run_level_least_squares_fit(objective):
     """(Moved from tests/test_expressive.py.)"""
-    df = _unequal_runs()
+    df = unequal_runs()
     f = fr.fit(df, "w = L0 + a*x**b", weights="runs", objective=objective)
     means = df.groupby("x")["loss"].transform("mean")  # each run's cell mean
 
@@ -265,8 +217,8 @@ def test_run_weights_reproduce_a_run_level_least_squares_fit(objective):
 def test_inverse_variance_weights_need_a_spread_in_every_cell():
     """(Moved from tests/test_expressive.py.)"""
     with pytest.raises(FitrulesError, match="needs a standard error in every cell"):
-        fr.fit(_unequal_runs(), "w = L0 + a*x**b", weights="inverse-variance")
-    df = _unequal_runs()
+        fr.fit(unequal_runs(), "w = L0 + a*x**b", weights="inverse-variance")
+    df = unequal_runs()
     df = df[df.groupby("x")["seed"].transform("count") > 1]
     f = fr.fit(df, "w = L0 + a*x**b", weights="inverse-variance", objective="abs_ls")
     sem = df.groupby("x")["loss"].sem().to_numpy()
@@ -282,7 +234,7 @@ def test_inverse_variance_weights_need_a_spread_in_every_cell():
 
 def test_weighted_fits_get_bootstrap_intervals():
     """(Moved from tests/test_expressive.py.)"""
-    df = _unequal_runs()
+    df = unequal_runs()
     f = fr.fit(df, "w = L0 + a*x**b", weights="runs", intervals=True, resamples=50)
     lo, hi = f.intervals["b"]
     assert lo < f.constants["b"] < hi
@@ -382,7 +334,7 @@ def test_bad_runs_through_the_api(runs):
 
 def test_a_prediction_outside_the_domain_is_refused():
     """(Moved from tests/test_notebook_api.py.)"""
-    g = fr.load_grid(_chinchilla_like(40), derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"])
+    g = fr.load_grid(chinchilla_like(40), derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"])
     f = fr.fit(g, "chin(N, D) = E + A/N**alpha + B/D**beta")
     with pytest.raises(FitrulesError, match=r"no finite prediction at N=-1, D=1e\+12"):
         f.predict(N=-1, D=1e12)

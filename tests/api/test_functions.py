@@ -11,16 +11,7 @@ import pandas as pd
 import pytest
 
 import fitrules as fr
-from conftest import TRUTH, composition_grid
-
-
-@pytest.fixture(scope="module")
-def df() -> pd.DataFrame:
-    """Two learning rates of the composition grid; lr 1e-3 is 0.01 worse everywhere."""
-    a = composition_grid(seeds=4, rng_seed=1).assign(lr=3e-4)
-    b = composition_grid(seeds=4, rng_seed=2).assign(lr=1e-3)
-    b["loss"] += 0.01
-    return pd.concat([a, b], ignore_index=True).drop(columns="omega")
+from conftest import TRUTH
 
 
 def test_the_public_names_are_there_and_import_fitrules_alone_is_cheap():

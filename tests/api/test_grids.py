@@ -3,48 +3,15 @@ examples, outcome columns left out."""
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
 import pytest
 from exports import wandb_runs
+from tables import two_losses
 
 import fitrules as fr
-from conftest import composition_grid
 from fitrules.base.errors import GridError
 from helpers import run
 
-
-@pytest.fixture(scope="module")
-def df() -> pd.DataFrame:
-    """Two learning rates of the composition grid; lr 1e-3 is 0.01 worse everywhere."""
-    a = composition_grid(seeds=4, rng_seed=1).assign(lr=3e-4)
-    b = composition_grid(seeds=4, rng_seed=2).assign(lr=1e-3)
-    b["loss"] += 0.01
-    return pd.concat([a, b], ignore_index=True).drop(columns="omega")
-
-
 SMALL = dict(terms=1, max_constants=3, factors="power", splits=4, inner_splits=4)
-
-
-def _two_losses(seeds: int = 1) -> pd.DataFrame:
-    """An N x M grid (4 x 4) with the metric ``loss`` and a second, correlated outcome."""
-    rng = np.random.default_rng(29)
-    rows = []
-    for N in (1e7, 3e7, 1e8, 3e8):
-        for M in (5, 10, 20, 40):
-            for s in range(seeds):
-                loss = 2 + 40 * N**-0.25 + 3 * (M * N) ** -0.1 + 0.005 * rng.standard_normal()
-                rows.append(
-                    {
-                        "N": N,
-                        "M": M,
-                        "seed": s,
-                        "loss": loss,
-                        "loss_indist": 0.9 * loss + 0.01 * rng.standard_normal(),
-                    }
-                )
-    df = pd.DataFrame(rows)
-    return df if seeds > 1 else df.drop(columns="seed")
 
 
 def test_load_grid_from_a_dataframe_names_it_and_hashes_its_content(df):
@@ -116,7 +83,7 @@ def test_shipped_grids_by_name(capsys):
 
 def test_search_leaves_the_second_loss_out_by_default_and_says_so():
     """(Moved from tests/test_outcome_columns.py.)"""
-    df = _two_losses()
+    df = two_losses()
     s = fr.search(fr.load_grid(df, metric="loss"), references=[], **SMALL)
     assert s.settings["variables"] == ["N", "M"]
     assert "loss_indist" in s.settings["left_out"]

@@ -14,13 +14,6 @@ from fitrules.base.errors import FormError, GridError
 from helpers import refused
 
 
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
-
-
 def test_forms_file_fifo_and_nesting(tmp_path, monkeypatch, grid_csv):
     """(Moved from tests/test_input_files.py.)"""
     monkeypatch.chdir(tmp_path)

@@ -6,16 +6,7 @@ from __future__ import annotations
 import pytest
 
 import fitrules as fr
-from conftest import composition_grid
 from fitrules.base.errors import ReportError
-
-
-@pytest.fixture
-def table(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "x.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
 
 
 def _results(path):

@@ -5,20 +5,9 @@ from __future__ import annotations
 import json
 import pydoc
 
-import pandas as pd
 import pytest
 
 import fitrules as fr
-from conftest import composition_grid
-
-
-@pytest.fixture(scope="module")
-def df() -> pd.DataFrame:
-    """Two learning rates of the composition grid; lr 1e-3 is 0.01 worse everywhere."""
-    a = composition_grid(seeds=4, rng_seed=1).assign(lr=3e-4)
-    b = composition_grid(seeds=4, rng_seed=2).assign(lr=1e-3)
-    b["loss"] += 0.01
-    return pd.concat([a, b], ignore_index=True).drop(columns="omega")
 
 
 def test_summary_on_every_result():

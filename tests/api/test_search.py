@@ -10,9 +10,10 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
+from tables import nd_runs
 
 import fitrules as fr
-from conftest import EXTERNAL, composition_grid
+from conftest import EXTERNAL
 from fitrules.base.errors import FitrulesError, LimitError
 from fitrules.engine.truth import runs_from_form
 from fitrules.model.forms import Form
@@ -48,17 +49,6 @@ def small_search():
 CHINCHILLA = EXTERNAL / "chinchilla_epoch_svg_extracted.csv"
 
 
-def _nd_runs() -> pd.DataFrame:
-    """A 5 x 4 grid of N x D from a Chinchilla-like law, 0.3% noise, no seeds."""
-    rng = np.random.default_rng(29)
-    rows = []
-    for N in (1e7, 3e7, 1e8, 3e8, 1e9):
-        for D in (1e9, 3e9, 1e10, 3e10):
-            loss = 1.8 + 400 * N**-0.34 + 900 * D**-0.28
-            rows.append({"N": N, "D": D, "loss": loss * (1 + 0.003 * rng.standard_normal())})
-    return pd.DataFrame(rows)
-
-
 LOG_ONLY = dict(terms=2, max_constants=3, factors="log", splits=6, inner_splits=4)
 
 
@@ -75,13 +65,6 @@ def s_markdown(s) -> str:
     from fitrules.views.search import search_markdown
 
     return search_markdown(s, None)
-
-
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
 
 
 class Stop(Exception):
@@ -239,7 +222,7 @@ def test_one_outer_split_says_the_front_cannot_be_tested():
     outer errors at 3 and 4 constants.
 
     (Moved from tests/test_search_question.py.)"""
-    g = fr.load_grid(_nd_runs().query("N < 1e9"), metric="loss")  # 4 levels: one cut
+    g = fr.load_grid(nd_runs().query("N < 1e9"), metric="loss")  # 4 levels: one cut
     s = fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
     assert s.settings["n_outer"] == 1 and s.settings["front_testable"] is False
     text = str(s)
@@ -253,7 +236,7 @@ def test_one_outer_split_says_the_front_cannot_be_tested():
 
 def test_front_text_never_calls_a_budget_lowest_when_another_is_lower():
     """(Moved from tests/test_search_question.py.)"""
-    g = fr.load_grid(_nd_runs(), metric="loss")
+    g = fr.load_grid(nd_runs(), metric="loss")
     s = fr.search(g, references=[], **LOG_ONLY)
     text = str(s)
     _lowest_claims(text, s.budgets)
@@ -268,7 +251,7 @@ def test_every_form_named_is_printed_with_its_expression():
     nowhere.
 
     (Moved from tests/test_search_question.py.)"""
-    g = fr.load_grid(_nd_runs(), metric="loss")
+    g = fr.load_grid(nd_runs(), metric="loss")
     s = fr.search(g, references=[], **LOG_ONLY)
     text, md, html = str(s), s_markdown(s), s._repr_html_()
     named = set(s.budgets["most_picked"].dropna()) | set(s.budgets["final_choice"].dropna())
@@ -284,11 +267,11 @@ def test_every_form_named_is_printed_with_its_expression():
 def test_search_points_are_checked_before_any_fit(tmp_path, capsys):
     """(Moved from tests/test_search_question.py.)"""
     path = tmp_path / "nd.csv"
-    _nd_runs().to_csv(path, index=False)
+    nd_runs().to_csv(path, index=False)
     refused(["search", "--data", path, "--metric", "loss", "--at", "N=1e13"], capsys, tmp_path,
             r"--at 'N=1e\+13': gives no value of D; a point gives every variable")  # fmt: skip
     with pytest.raises(FitrulesError, match="zz is not a variable of the search"):
-        fr.search(fr.load_grid(_nd_runs(), metric="loss"), at={"N": 1.0, "D": 1.0, "zz": 1.0})
+        fr.search(fr.load_grid(nd_runs(), metric="loss"), at={"N": 1.0, "D": 1.0, "zz": 1.0})
 
 
 def test_search_on_one_cell_per_level_extrapolates_rather_than_refusing():
@@ -304,7 +287,7 @@ def test_too_few_levels_to_extrapolate_inside_falls_back_to_random_inner_splits_
     """Found by bench_published --search: ParScale's training runs have 3 levels of P.
 
     (Moved from tests/test_search_question.py.)"""
-    g = fr.load_grid(_nd_runs().query("N < 1e8"), metric="loss")  # 3 levels of N
+    g = fr.load_grid(nd_runs().query("N < 1e8"), metric="loss")  # 3 levels of N
     s = fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
     assert s.settings["n_outer"] == 1
     assert "too few levels of N to ask the outer question inside it" in str(s)
@@ -313,7 +296,7 @@ def test_too_few_levels_to_extrapolate_inside_falls_back_to_random_inner_splits_
 
 def test_a_staged_search_picks_in_each_outer_split_among_what_its_screen_kept():
     """(Moved from tests/test_search_question.py.)"""
-    g = fr.load_grid(_nd_runs(), metric="loss")
+    g = fr.load_grid(nd_runs(), metric="loss")
     full = fr.search(g, references=[], screen=0, **LOG_ONLY)
     staged = fr.search(g, references=[], screen=1, **LOG_ONLY)
     sc = staged.settings["screen"]
@@ -330,12 +313,12 @@ def test_a_staged_search_picks_in_each_outer_split_among_what_its_screen_kept():
 
 def test_screen_is_checked(capsys, tmp_path):
     """(Moved from tests/test_search_question.py.)"""
-    g = fr.load_grid(_nd_runs(), metric="loss")
+    g = fr.load_grid(nd_runs(), metric="loss")
     for bad in (-1, 2.5, "25", True):
         with pytest.raises(FitrulesError, match="screen"):
             fr.search(g, references=[], screen=bad, **LOG_ONLY)
     path = tmp_path / "nd.csv"
-    _nd_runs().to_csv(path, index=False)
+    nd_runs().to_csv(path, index=False)
     refused(["search", "--data", path, "--metric", "loss", "--screen", "many"], capsys, tmp_path,
             r"--screen 'many': give a whole number >= 0")  # fmt: skip
     refused(["search", "--data", path, "--metric", "loss", "--scheduler", "local:2",
@@ -346,7 +329,7 @@ def test_screen_is_checked(capsys, tmp_path):
 def test_search_on_a_dask_cluster_gives_the_local_result():
     """(Moved from tests/test_search_question.py.)"""
     pytest.importorskip("distributed")
-    g = fr.load_grid(_nd_runs(), metric="loss")
+    g = fr.load_grid(nd_runs(), metric="loss")
     local = fr.search(g, references=[], screen=2, **LOG_ONLY)
     remote = fr.search(g, references=[], screen=2, scheduler="local:2", **LOG_ONLY)
     assert remote.chosen.expression == local.chosen.expression

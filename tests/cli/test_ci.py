@@ -27,13 +27,6 @@ def _runs(base=BASE, treat=TREAT, seeds=None):
     return pd.DataFrame(rows)
 
 
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
-
-
 @pytest.mark.parametrize(
     "args, match",
     [

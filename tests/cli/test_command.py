@@ -9,17 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import composition_grid
 from helpers import refused, run
 
 SPLITS = ["--splits", "5"]
-
-
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
 
 
 def test_python_dash_m_fitrules():

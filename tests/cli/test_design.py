@@ -7,41 +7,16 @@ import json
 import os
 import warnings
 
-import numpy as np
 import pandas as pd
 import pytest
+from tables import chinchilla_like
 
 from conftest import DATA, composition_grid
 from fitrules.cli import main
 from fitrules.sim.spec import parse_spec
 from helpers import refused, run
 
-
-def _chinchilla_like(n=40, seed=0) -> pd.DataFrame:
-    """One run per cell, columns named as in the Chinchilla table, figure colours as text."""
-    rng = np.random.default_rng(seed)
-    size = rng.choice(np.round(np.geomspace(3e7, 1e10, 15), -3), n)  # repeated sizes
-    flop = 6 * size * 10 ** rng.uniform(9, 11.5, n)
-    loss = 1.8 + 480 / size**0.35 + 2000 / (flop / 6 / size) ** 0.37
-    return pd.DataFrame(
-        {
-            "x": rng.uniform(0, 500, n),
-            "color": [f"#{i:06x}" for i in rng.integers(0, 2**24, n)],
-            "Model Size": size,
-            "Training FLOP": flop,
-            "loss": loss * np.exp(0.01 * rng.standard_normal(n)),
-        }
-    )
-
-
 FAST_DESIGN = ["--design-splits", "10", "--resamples", "20"]
-
-
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
 
 
 CHIN = ["--derive", "N = `Model Size`", "--derive", "D = `Training FLOP`/(6*N)"]
@@ -50,7 +25,7 @@ CHIN = ["--derive", "N = `Model Size`", "--derive", "D = `Training FLOP`/(6*N)"]
 @pytest.fixture
 def chin_csv(tmp_path):
     path = tmp_path / "chin.csv"
-    _chinchilla_like(40).to_csv(path, index=False)
+    chinchilla_like(40).to_csv(path, index=False)
     return path
 
 

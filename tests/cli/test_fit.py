@@ -14,20 +14,6 @@ from fuzzing import NONFINITE
 from helpers import refused, run
 
 
-@pytest.fixture
-def one_run_csv(tmp_path):
-    path = tmp_path / "one.csv"
-    composition_grid(seeds=1).to_csv(path, index=False)
-    return path
-
-
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
-
-
 def test_unidentified_constants_and_their_prediction_print_no_inf(capsys):
     """(Moved from tests/test_unbounded_intervals.py.)"""
     code, out, err = run(["fit", "--form=free_omega", "--objective=log_huber", "--by=keep",

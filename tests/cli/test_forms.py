@@ -13,13 +13,6 @@ from helpers import refused, run
 SPLITS = ["--splits", "5"]
 
 
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
-
-
 def _write(path, text: str | bytes):
     if isinstance(text, bytes):
         path.write_bytes(text)

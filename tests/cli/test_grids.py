@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from tables import user_table
 
 import fitrules as fr
 from conftest import composition_grid
@@ -73,13 +74,6 @@ BAD = [
 SPLITS = ["--splits", "5"]
 
 
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
-
-
 def _write(path, text: str | bytes):
     if isinstance(text, bytes):
         path.write_bytes(text)
@@ -106,26 +100,6 @@ def _two_lrs() -> pd.DataFrame:
 
 
 IGNORED = "ignored per-run columns (no form reads them; they label runs, not cells): "
-
-
-def user_table(seeds: int = 3) -> pd.DataFrame:
-    """A composition grid as an ML researcher's logger would write it."""
-    df = composition_grid(seeds=seeds).rename(columns={"seed": "run_seed"})
-    n = len(df)
-    df["run_name"] = [f"sweep-{i:03d}" for i in range(n)]
-    df["timestamp"] = pd.date_range("2026-01-01", periods=n, freq="17min").astype(str)
-    df["path"] = [f"runs/sweep-{i:03d}/final.pt" for i in range(n)]
-    df["M"] = 0.07  # a model size in billions, not the harness's number of workers
-    df["spec"] = "my sweep"  # names the harness uses, without the harness's manifest
-    df["spec_sha256"] = "x"
-    return df
-
-
-@pytest.fixture
-def user_csv(tmp_path):
-    path = tmp_path / "my runs.csv"
-    user_table().to_csv(path, index=False)
-    return path
 
 
 @pytest.mark.parametrize("make_args, message", BAD)

@@ -11,15 +11,7 @@ from pathlib import Path
 import pytest
 
 import fitrules as fr
-from conftest import composition_grid
 from helpers import refused
-
-
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
 
 
 def _write(path, text: str | bytes):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import DATA, composition_grid
+from conftest import DATA
 from fitrules.cli import main
 from helpers import refused, run
 
@@ -61,13 +61,6 @@ def ledger(tmp_path, capsys):
     path = tmp_path / "p.jsonl"
     heads = [_predict(path, at, capsys) for at in ("H=8,keep=0.25", "H=2,keep=0.5")]
     return path, heads
-
-
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
 
 
 def _write(path, text: str | bytes):

@@ -10,16 +10,8 @@ import pandas as pd
 import pytest
 
 import fitrules as fr
-from conftest import composition_grid
 from fitrules.base.errors import LimitError
 from helpers import refused, run
-
-
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
 
 
 def _quick(argv, capsys, tmp_path, match, seconds=5.0):

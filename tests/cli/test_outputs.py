@@ -18,13 +18,6 @@ FORMS = ["--forms", "composition", "--splits", "5"]
 
 
 @pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
-
-
-@pytest.fixture
 def during_build(monkeypatch):
     """Run a callback the first time a report figure is saved, i.e. mid-build."""
     from fitrules.views import figures
@@ -49,14 +42,6 @@ def _partials(root: Path) -> list[str]:
 
 
 SPLITS = ["--splits", "5"]
-
-
-@pytest.fixture
-def table(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "x.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
 
 
 FAST_DESIGN = ["--design-splits", "10", "--resamples", "20"]

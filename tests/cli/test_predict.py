@@ -8,18 +8,11 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import DATA, composition_grid
+from conftest import DATA
 from fitrules.base.errors import LedgerError
 from fitrules.cli import main
 from fitrules.jobs.ledger import read_ledger
 from helpers import refused
-
-
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
 
 
 def _predict(ledger, at, *extra, data=DATA / "smoke.csv", resamples="40"):

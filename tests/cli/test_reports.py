@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import re
 
-import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from conftest import DATA, ROOT, composition_grid
 from fitrules.cli import main
-from helpers import refused, run
+from helpers import png_ok, refused, run
 
 
 @pytest.fixture(autouse=True)
@@ -25,21 +24,7 @@ def _close():
 SPLITS = ["--splits", "5"]
 
 
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
-
-
 REPORTS = ROOT / "reports"
-
-
-def _png_ok(path):
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
-    img = mpimg.imread(path)
-    assert img.shape[0] > 200 and img.shape[1] > 200, path
-    assert img[..., :3].std() > 0.02, f"{path} looks blank"
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +189,7 @@ def test_report_has_every_file_and_valid_figures(fresh_report):
     assert "curves_omega_only_vs_H.png" not in names
     assert "paired_composition_vs_additive.png" in names
     for png in fresh_report.glob("*.png"):
-        _png_ok(png)
+        png_ok(png)
     # every figure the markdown links exists
     md = (fresh_report / "report.md").read_text()
     for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from tables import nd_runs
 
 from conftest import composition_grid
 from fitrules.base.limits import MAX_SEARCH_CANDIDATES
@@ -24,24 +25,6 @@ def wide_csv(tmp_path):
     path = tmp_path / "wide.csv"
     df.to_csv(path, index=False)
     return path
-
-
-@pytest.fixture
-def grid_csv(tmp_path):
-    path = tmp_path / "g.csv"
-    composition_grid().to_csv(path, index=False)
-    return path
-
-
-def _nd_runs() -> pd.DataFrame:
-    """A 5 x 4 grid of N x D from a Chinchilla-like law, 0.3% noise, no seeds."""
-    rng = np.random.default_rng(29)
-    rows = []
-    for N in (1e7, 3e7, 1e8, 3e8, 1e9):
-        for D in (1e9, 3e9, 1e10, 3e10):
-            loss = 1.8 + 400 * N**-0.34 + 900 * D**-0.28
-            rows.append({"N": N, "D": D, "loss": loss * (1 + 0.003 * rng.standard_normal())})
-    return pd.DataFrame(rows)
 
 
 def test_large_grammar_is_refused_before_any_candidate_is_made(grid_csv, tmp_path, capsys):
@@ -231,7 +214,7 @@ def test_a_pick_the_guard_names_is_shown_with_its_warning(tmp_path, capsys):
 
     (Moved from tests/test_search_question.py.)"""
     path = tmp_path / "nd.csv"
-    _nd_runs().to_csv(path, index=False)
+    nd_runs().to_csv(path, index=False)
     argv = ["search", "--data", path, "--metric", "loss", "--terms", "2",
             "--max-constants", "3", "--factors", "log", "--splits", "6", "--inner-splits", "4",
             "--reference", "none"]  # fmt: skip

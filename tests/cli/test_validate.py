@@ -7,48 +7,11 @@ import re
 
 import numpy as np
 import pandas as pd
+from tables import chinchilla_like, two_losses
 
 from conftest import DATA
 from fuzzing import NONFINITE
 from helpers import run
-
-
-def _two_losses(seeds: int = 1) -> pd.DataFrame:
-    """An N x M grid (4 x 4) with the metric ``loss`` and a second, correlated outcome."""
-    rng = np.random.default_rng(29)
-    rows = []
-    for N in (1e7, 3e7, 1e8, 3e8):
-        for M in (5, 10, 20, 40):
-            for s in range(seeds):
-                loss = 2 + 40 * N**-0.25 + 3 * (M * N) ** -0.1 + 0.005 * rng.standard_normal()
-                rows.append(
-                    {
-                        "N": N,
-                        "M": M,
-                        "seed": s,
-                        "loss": loss,
-                        "loss_indist": 0.9 * loss + 0.01 * rng.standard_normal(),
-                    }
-                )
-    df = pd.DataFrame(rows)
-    return df if seeds > 1 else df.drop(columns="seed")
-
-
-def _chinchilla_like(n=40, seed=0) -> pd.DataFrame:
-    """One run per cell, columns named as in the Chinchilla table, figure colours as text."""
-    rng = np.random.default_rng(seed)
-    size = rng.choice(np.round(np.geomspace(3e7, 1e10, 15), -3), n)  # repeated sizes
-    flop = 6 * size * 10 ** rng.uniform(9, 11.5, n)
-    loss = 1.8 + 480 / size**0.35 + 2000 / (flop / 6 / size) ** 0.37
-    return pd.DataFrame(
-        {
-            "x": rng.uniform(0, 500, n),
-            "color": [f"#{i:06x}" for i in rng.integers(0, 2**24, n)],
-            "Model Size": size,
-            "Training FLOP": flop,
-            "loss": loss * np.exp(0.01 * rng.standard_normal(n)),
-        }
-    )
 
 
 def test_validate_names_a_missing_level(tmp_path, capsys):
@@ -73,7 +36,7 @@ def test_validate_summary(synthetic_csv, capsys):
 def test_validate_says_what_it_left_out(tmp_path, capsys):
     """(Moved from tests/test_outcome_columns.py.)"""
     path = tmp_path / "two.csv"
-    _two_losses().to_csv(path, index=False)
+    two_losses().to_csv(path, index=False)
     code, out, err = run(["validate", path, "--metric", "loss"], capsys)
     assert code == 0, err
     assert "cells: 16 " in out
@@ -90,7 +53,7 @@ def test_validate_refuses_a_path_and_data_together(synthetic_csv, capsys):
 def test_validate_on_a_grid_of_one_run_per_cell(tmp_path, capsys):
     """(Moved from tests/test_rough_edges.py.)"""
     csv = tmp_path / "chin.csv"
-    _chinchilla_like().to_csv(csv, index=False)
+    chinchilla_like().to_csv(csv, index=False)
     derive = ["--derive", "N = `Model Size`", "--derive", "D = `Training FLOP`/(6*N)"]
     code, out, err = run(["validate", csv, *derive], capsys)
     assert code == 0, err

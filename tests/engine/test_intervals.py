@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from tables import chinchilla_runs
 
 import fitrules as fr
 from conftest import DATA, composition_grid
@@ -45,24 +46,8 @@ def _line_with_misfit(misfit: float, noise: float = 0.001, seeds: int = 3, rng_s
 CHINCHILLA = Form("chinchilla", "E + A/N**alpha + B/D**beta", ("N", "D"))
 
 
-def _chinchilla_runs(corrupted: int, rng_seed: int = 0) -> pd.DataFrame:
-    """108 runs: 6 x 6 cells of E + A/N**alpha + B/D**beta, 3 seeds, 0.35% log-normal noise;
-    ``corrupted`` of them multiplied by 1.3."""
-    rng = np.random.default_rng(rng_seed)
-    rows = []
-    for n in np.geomspace(5e7, 5e9, 6):
-        for d in np.geomspace(1e9, 1e11, 6):
-            mu = 1.69 + 406.4 / n**0.34 + 410.7 / d**0.28
-            for s in range(3):
-                rows.append({"N": n, "D": d, "seed": s,
-                             "loss": mu * math.exp(0.0035 * rng.standard_normal())})  # fmt: skip
-    frame = pd.DataFrame(rows)
-    frame.loc[[7, 61, 90, 15, 100][:corrupted], "loss"] *= 1.3
-    return frame
-
-
 def _robust(corrupted: int):
-    g = fr.load_grid(_chinchilla_runs(corrupted))
+    g = fr.load_grid(chinchilla_runs(corrupted))
     f = CHINCHILLA.bind(g.columns)
     cells = g.cells(("N", "D"), positive=True)
     obj = Objective("log_huber", 1e-3)
@@ -160,7 +145,7 @@ def test_the_sandwich_reduces_to_least_squares_when_delta_covers_every_residual(
     """(Moved from tests/test_intervals.py.)"""
     from fitrules.model.compiled import predict
 
-    g = fr.load_grid(_chinchilla_runs(0))
+    g = fr.load_grid(chinchilla_runs(0))
     f = CHINCHILLA.bind(g.columns)
     cells = g.cells(("N", "D"), positive=True)
     r = fit(f, cells.X, cells.y, Objective("log_huber", 1e-3))
@@ -191,8 +176,8 @@ def test_log_huber_cells_are_the_huber_location_of_their_runs():
     from fitrules.engine.intervals import biweight_location, robust_cells
 
     obj = Objective("log_huber", 1e-3)
-    clean = fr.load_grid(_chinchilla_runs(0))
-    bad = fr.load_grid(_chinchilla_runs(2))
+    clean = fr.load_grid(chinchilla_runs(0))
+    bad = fr.load_grid(chinchilla_runs(2))
     mean = bad.cells(("N", "D"), positive=True).y
     rel = robust_cells(bad, ("N", "D"), obj).y / clean.cells(("N", "D"), positive=True).y - 1
     # the two cells with a run x1.3: the mean moves 10%, the biweight location by no more

@@ -9,6 +9,7 @@ import tomllib
 import numpy as np
 import pandas as pd
 import pytest
+from tables import two_losses, user_table
 
 from conftest import DATA, KEEP_LEVELS, ROOT, composition_grid
 from fitrules.base.errors import GridError
@@ -36,47 +37,6 @@ def _neg_keep(df):
 
 def _dup_seed(df):
     return pd.concat([df, df.iloc[[0]]], ignore_index=True)
-
-
-def _two_losses(seeds: int = 1) -> pd.DataFrame:
-    """An N x M grid (4 x 4) with the metric ``loss`` and a second, correlated outcome."""
-    rng = np.random.default_rng(29)
-    rows = []
-    for N in (1e7, 3e7, 1e8, 3e8):
-        for M in (5, 10, 20, 40):
-            for s in range(seeds):
-                loss = 2 + 40 * N**-0.25 + 3 * (M * N) ** -0.1 + 0.005 * rng.standard_normal()
-                rows.append(
-                    {
-                        "N": N,
-                        "M": M,
-                        "seed": s,
-                        "loss": loss,
-                        "loss_indist": 0.9 * loss + 0.01 * rng.standard_normal(),
-                    }
-                )
-    df = pd.DataFrame(rows)
-    return df if seeds > 1 else df.drop(columns="seed")
-
-
-def user_table(seeds: int = 3) -> pd.DataFrame:
-    """A composition grid as an ML researcher's logger would write it."""
-    df = composition_grid(seeds=seeds).rename(columns={"seed": "run_seed"})
-    n = len(df)
-    df["run_name"] = [f"sweep-{i:03d}" for i in range(n)]
-    df["timestamp"] = pd.date_range("2026-01-01", periods=n, freq="17min").astype(str)
-    df["path"] = [f"runs/sweep-{i:03d}/final.pt" for i in range(n)]
-    df["M"] = 0.07  # a model size in billions, not the harness's number of workers
-    df["spec"] = "my sweep"  # names the harness uses, without the harness's manifest
-    df["spec_sha256"] = "x"
-    return df
-
-
-@pytest.fixture
-def user_csv(tmp_path):
-    path = tmp_path / "my runs.csv"
-    user_table().to_csv(path, index=False)
-    return path
 
 
 def _two_lrs() -> pd.DataFrame:
@@ -226,7 +186,7 @@ def test_every_committed_grid_validates(name):
 
 def test_second_loss_column_is_left_out_of_cells_and_named():
     """(Moved from tests/test_outcome_columns.py.)"""
-    g = load_grid("two.csv", frame=_two_losses(), metric="loss")
+    g = load_grid("two.csv", frame=two_losses(), metric="loss")
     assert "loss_indist" in g.outcome_like
     summary = g.summary()
     assert summary["cells"] == 16
@@ -235,7 +195,7 @@ def test_second_loss_column_is_left_out_of_cells_and_named():
 
 def test_per_run_measurement_in_a_seeded_grid_is_an_outcome():
     """(Moved from tests/test_outcome_columns.py.)"""
-    df = _two_losses(seeds=3).drop(columns="loss_indist")
+    df = two_losses(seeds=3).drop(columns="loss_indist")
     df["wall"] = np.random.default_rng(1).uniform(100, 200, len(df))  # a value per run
     g = load_grid("seeded.csv", frame=df, metric="loss")
     assert "wall" in g.outcome_like and g.summary()["cells"] == 16
@@ -245,7 +205,7 @@ def test_continuous_design_without_seeds_is_kept():
     """A compute budget with a value per run is a design column when nothing repeats.
 
     (Moved from tests/test_outcome_columns.py.)"""
-    df = _two_losses().drop(columns="loss_indist")
+    df = two_losses().drop(columns="loss_indist")
     df["C"] = 6 * df["N"] * df["M"] * df["N"] / 20 * (1 + np.arange(len(df)) * 1e-6)
     g = load_grid("budget.csv", frame=df, metric="loss")
     assert "C" not in g.outcome_like and "C" in g.continuous

@@ -3,19 +3,12 @@ that makes them."""
 
 import json
 
-import matplotlib.image as mpimg
 import pytest
 
 from conftest import ROOT
+from helpers import png_ok
 
 REPORTS = ROOT / "reports"
-
-
-def _png_ok(path):
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
-    img = mpimg.imread(path)
-    assert img.shape[0] > 200 and img.shape[1] > 200, path
-    assert img[..., :3].std() > 0.02, f"{path} looks blank"
 
 
 def _same(now, committed) -> bool:
@@ -78,7 +71,7 @@ def test_committed_report_figures_are_valid(name):
     pngs = list(d.glob("*.png"))
     assert pngs
     for png in pngs:
-        _png_ok(png)
+        png_ok(png)
 
 
 def test_committed_chinchilla_report_has_errors_correlations_intervals_and_residuals():
@@ -90,7 +83,7 @@ def test_committed_chinchilla_report_has_errors_correlations_intervals_and_resid
     md = (d / "report.md").read_text()
     assert {"residuals_vs_N.png", "residuals_vs_D.png"} <= {p.name for p in d.iterdir()}
     for png in d.glob("*.png"):
-        _png_ok(png)
+        png_ok(png)
     se = doc["uncertainty"]["stderr"]
     assert set(se) == {"E", "A", "alpha", "B", "beta"} and all(v > 0 for v in se.values())
     assert doc["uncertainty"]["correlation"]["B"]["beta"] > 0.99
