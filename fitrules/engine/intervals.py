@@ -1104,16 +1104,22 @@ def offset_var_at(
 # ------------------------------------------------------------------ prediction intervals
 PREDICTION_KIND = "held-out misfit"
 PREDICTION_METHOD = (
-    "leave-one-cell-out refits: the held-out residuals' mean square, less the cells' own "
-    "seed noise and the refits' jackknife variance at the cells, for the form's misfit; plus "
-    "the jackknife variance of the refits' predictions at the point (the constants' "
-    "uncertainty there, growing outside the cells); plus the seed noise of k new runs for "
-    "their mean; a t quantile with n - p degrees of freedom; for a mean over new seed ids, "
-    "plus the grid's seed offset (the effect its seed ids share, which the fit absorbed and "
-    "no held-out cell shows) with a t quantile on the seed degrees of freedom, the two "
-    "half-widths added in quadrature"
+    "the form's misfit where it is measured: its full fit's residuals at the cells about the "
+    "point, weighted by a Gaussian of 0.75 design steps, give the misfit's local lean (the "
+    "interval is centred on the prediction plus that lean and stretched to contain the "
+    "prediction); the local misfit the lean leaves unexplained, from leave-one-cell-out "
+    "predictions of each cell's residual by its neighbours less the cells' own seed noise; "
+    "the lean's own seed noise; the part of the leave-one-cell-out refits' spread at the "
+    "point that their values at the neighbouring cells do not carry, or the growth of that "
+    "spread beyond the cells, whichever is larger (the constants' uncertainty there); plus "
+    "the seed noise of k new runs for their mean; a t quantile with n - p degrees of freedom; "
+    "for a mean over new seed ids, plus the grid's seed offset (the effect its seed ids "
+    "share, which the fit absorbed and no held-out cell shows) with a t quantile on the seed "
+    "degrees of freedom, the two half-widths added in quadrature"
 )
-LOCAL_BANDWIDTH = 1.0  # design steps: the held-out cells a point's misfit is read from
+LOCAL_BANDWIDTH = 0.75  # design steps: nearest cells of a point between levels weigh most;
+# 0.5 covered 0.93 at interior points under iid noise and a wrong form, 1.0 smoothed the
+# lean away (benchmarks/bench_intervals.py --only seeds, 30 grids each)
 # which mean each interval covers, as outputs name it
 COVERS_NEW_SEEDS = "the configuration's mean over new seed ids"
 COVERS_GRID_SEEDS = "the configuration's mean at the grid's seed ids"
@@ -1134,6 +1140,17 @@ def _half(parts: list[tuple[float, float]], level: float) -> float:
         elif not v == 0:
             return math.nan
     return math.sqrt(total)
+
+
+def _leaning(value, lean, half, scale):
+    """The interval about ``value`` plus its misfit's ``lean``, ``half`` wide each side,
+    stretched to contain ``value`` itself (the form's own prediction is never excluded);
+    ``lean`` and ``half`` on the residuals' scale, ``scale`` to the value's."""
+    lo = value + np.minimum(0.0, lean - half) * scale
+    hi = value + np.maximum(0.0, lean + half) * scale
+    if np.ndim(lo) == 0:
+        return [float(lo), float(hi)]
+    return lo, hi
 
 
 @dataclass
@@ -1175,7 +1192,6 @@ class HeldOut:
     robust: bool = False
     offset: SeedOffset | None = None
     response: np.ndarray | None = None
-    local: bool = True
 
     @property
     def ok(self) -> np.ndarray:
@@ -1232,23 +1248,74 @@ class HeldOut:
             cols.append(pos)
         return np.stack(cols, axis=-1)
 
-    def misfit_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
-        """The form's misfit variance at each point: the held-out residuals' excess over
-        the cells' own noise and the refits' spread, averaged with Gaussian weights of one
-        design step about the point (``local``), or over every cell (pooled)."""
-        comp = self.components
-        n = len(next(iter(X.values())))
-        if not self.local:
-            return np.full(n, comp["misfit_var"])
-        ok = self.ok
-        e = self.residuals[ok]
-        cell_X = {k: v[ok] for k, v in self.X.items()}
-        excess = e**2 - self._own_var()[ok] - self._jackknife_var(cell_X)
+    def _cells_X(self) -> dict[str, np.ndarray]:
+        return {k: v[self.ok] for k, v in self.X.items()}
+
+    def _weights(self, X: dict[str, np.ndarray], loo: bool = False) -> np.ndarray:
+        """(m, n) Gaussian weights of the fitted cells about each point, in design steps
+        (``loo``: the points are the cells, each given no weight of its own). Each row is
+        shifted by its nearest cell's distance, so that a point far beyond still has
+        weights; normalised, the shift cancels."""
         d2 = (
-            (self._design_position(X)[:, None, :] - self._design_position(cell_X)[None]) ** 2
+            (self._design_position(X)[:, None, :] - self._design_position(self._cells_X())[None])
+            ** 2
         ).sum(axis=-1)
-        w = np.exp(-0.5 * d2 / LOCAL_BANDWIDTH**2)
-        return np.maximum((w @ excess) / w.sum(axis=1), 0.0)
+        if loo:
+            np.fill_diagonal(d2, np.inf)
+        d2 = d2 - d2.min(axis=1, keepdims=True)
+        return np.exp(-0.5 * d2 / LOCAL_BANDWIDTH**2)
+
+    def _fit_residuals(self) -> np.ndarray:
+        """The full fit's residuals at the fitted cells, on the residuals' scale."""
+        cX = self._cells_X()
+        f = predict(self.form, cX, self.constants)
+        with np.errstate(all="ignore"):
+            return (self.y[self.ok] - f) / self._scale(f)
+
+    def lean(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The misfit's local lean at each point and its seed-noise variance.
+
+        The lean is the weighted mean of the full fit's residuals about the point: where
+        the form runs below the cells it is positive. Residuals, not held-out ones, because
+        the prediction is the full fit's; the constants' own error is orthogonal to them
+        and enters separately (:meth:`fit_var`)."""
+        W = self._weights(X)
+        w = W.sum(axis=1)
+        own = self._own_var()[self.ok]
+        return W @ self._fit_residuals() / w, (W**2 @ own) / w**2
+
+    def misfit_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
+        """The local misfit the lean leaves unexplained, at each point: each cell's residual
+        predicted by its neighbours' lean (the cell left out), the squared miss less the
+        seed noise both carry, averaged with the same weights about the point. Conservative
+        between levels, where a point's nearest cells are closer than a cell's."""
+        r = self._fit_residuals()
+        own = self._own_var()[self.ok]
+        Wc = self._weights(self._cells_X(), loo=True)
+        wc = Wc.sum(axis=1)
+        excess = (r - Wc @ r / wc) ** 2 - own - (Wc**2 @ own) / wc**2
+        W = self._weights(X)
+        return np.maximum(W @ excess / W.sum(axis=1), 0.0)
+
+    def fit_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
+        """The constants' uncertainty at each point that the lean does not carry: the
+        jackknife variance of the refits' predictions less their lean over the neighbouring
+        cells (a refit that moves smoothly is already in the residuals about the point),
+        or, where larger, the growth of the refits' spread beyond its mean at the cells."""
+        ok = self.ok
+        cf = CompiledForm(self.form)
+        P = cf.predict(X, self.draws[ok])  # (k, m)
+        Pc = cf.predict(self._cells_X(), self.draws[ok])  # (k, n)
+        W = self._weights(X)
+        full = predict(self.form, X, self.constants)
+        m = int(ok.sum())
+        with np.errstate(all="ignore"):
+            U = (P - Pc @ W.T / W.sum(axis=1)[None, :]) / self._scale(full)[None, :]
+            unsmoothed = (m - 1) / m * np.sum((U - U.mean(axis=0)) ** 2, axis=0)
+        growth = np.maximum(
+            self._jackknife_var(X) - self.components["jackknife_var_at_cells"], 0.0
+        )
+        return np.maximum(unsmoothed, growth)
 
     def offset_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
         """Variance the grid's seed offset adds at each point (0 without shared seed ids)."""
@@ -1318,9 +1385,12 @@ class HeldOut:
             same interval when no seed id is shared across cells); with ``runs``,
             ``interval_runs`` (the mean of ``runs`` new runs at fresh seed ids) and
             ``interval_runs_grid_seeds`` (new runs at the grid's seed ids, one run an id:
-            their per-run noise only); ``covers`` names each; ``sd`` of each target on the
-            residuals' scale and its parts; ``extrapolation`` (how far the point lies from
-            the fitted cells).
+            their per-run noise only); ``covers`` names each; ``misfit_lean``: how far the
+            full fit's residuals about the point lean (positive: the form runs below the
+            cells there), which every interval follows while still containing the
+            prediction; ``misfit_sd``: the local misfit the lean leaves unexplained;
+            ``sd`` of each target on the residuals' scale and its parts; ``extrapolation``
+            (how far the point lies from the fitted cells).
         """
         from scipy import stats
 
@@ -1341,10 +1411,10 @@ class HeldOut:
                 "constants' uncertainty there is unbounded, so there is no interval"
             )
         extra = max(jack - comp["jackknife_var_at_cells"], 0.0)
-        # misfit plus the constants' uncertainty at this point (the jackknife spread of the
-        # refits' predictions, which grows as the point leaves the fitted cells)
+        lean, lean_var = (float(a[0]) for a in self.lean(X))
         misfit = float(self.misfit_var(X)[0])
-        var_mean = misfit + jack
+        # the unexplained misfit, the lean's own noise and the constants' uncertainty there
+        var_mean = misfit + lean_var + float(self.fit_var(X)[0])
         q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
         off = float(self.offset_var(X)[0])
         if not math.isfinite(off):
@@ -1354,8 +1424,7 @@ class HeldOut:
         scale = abs(value) if self.relative else 1.0
 
         def interval(parts: list[tuple[float, float]]) -> list[float]:
-            half = _half(parts, self.level) * scale
-            return [value - half, value + half]
+            return _leaning(value, lean, _half(parts, self.level), scale)
 
         out: dict = {
             "prediction": value,
@@ -1365,6 +1434,7 @@ class HeldOut:
             "covers_grid_seeds": COVERS_GRID_SEEDS,
             "sd_mean": math.sqrt(var_mean + off) * scale,
             "quantile": q,
+            "misfit_lean": lean * scale,
             "misfit_sd": math.sqrt(misfit) * scale,
             "misfit_sd_pooled": math.sqrt(comp["misfit_var"]) * scale,
             "extrapolation_sd": math.sqrt(extra) * scale,
@@ -1398,7 +1468,8 @@ class HeldOut:
 
         self.check()
         value = predict(self.form, X, self.constants)
-        var = self.misfit_var(X) + self._jackknife_var(X)
+        lean, lean_var = self.lean(X)
+        var = self.misfit_var(X) + lean_var + self.fit_var(X)
         off = self.offset_var(X) if not grid_seeds and self.offset is not None else 0 * var
         df_off = self.offset.df if self.offset is not None else 1
         half = np.array(
@@ -1407,8 +1478,8 @@ class HeldOut:
                 for a, b in zip(var, off, strict=True)
             ]
         )
-        half = half * self._scale(value)
-        return value - half, value + half
+        lo, hi = _leaning(value, lean, half, self._scale(value))
+        return lo, hi
 
     def extrapolation(self, point: dict[str, float]) -> dict[str, float]:
         """For each variable outside the fitted cells' range: how far, as a ratio.

@@ -335,6 +335,7 @@ class FittedForm(Result):
                     f"held-out misfit: {h['covers_runs_grid_seeds']}"
                 )
             out["seed_offset_sd"] = h["seed_offset_sd"]
+            out["misfit_lean"] = h["misfit_lean"]
             out["misfit_sd"] = h["misfit_sd"]
             out["extrapolation_sd"] = h["extrapolation_sd"]
             out["extrapolation"] = h["extrapolation"]

@@ -100,15 +100,50 @@ def test_the_misfit_term_measures_the_lack_of_fit_not_the_seed_noise():
         g = _line_with_misfit(misfit)
         f = fr.fit(g, line, predict="x=5.5", runs=3, resamples=20)
         p = f.predictions[0]
-        # a sine of amplitude m has rms m / sqrt(2); the held-out estimate is near it
-        rel = p["misfit_sd"] / p["prediction"]
+        # a sine of amplitude m has rms m / sqrt(2); the pooled held-out estimate is near it
+        rel = math.sqrt(f.heldout.components["misfit_var"])
         assert rel == pytest.approx(misfit / math.sqrt(2), abs=0.004), (misfit, rel)
         # the interval for the mean of 3 runs is wider than that for the mean
         assert p["interval_runs"][0] < p["interval"][0] < p["interval"][1] < p["interval_runs"][1]
-    # with misfit the constants-only interval is far narrower than the one with it
+    # with misfit the constants-only interval is far narrower than the one with it, where
+    # the sine is at its crest (between crests the interval narrows with the misfit)
+    p = fr.fit(g, line, predict="x=6.15", resamples=20).predictions[0]
     lo, hi = p["interval"]
     blo, bhi = p["constants_interval"]
-    assert (hi - lo) > 3 * (bhi - blo)
+    assert (hi - lo) > 2 * (bhi - blo)
+
+
+def test_the_interval_follows_the_misfit_where_it_is_measured():
+    """Between the cells of a line fitted to a sine, the interval leans with the residuals
+    about each point: it covers the true mean at nearly every midpoint with a median width
+    under 3 times the prediction's rms error (a misfit pooled over the grid as one variance
+    gave 4.5 times), and never excludes the form's own prediction."""
+    line = Form("line", "a + b*x", ("x",))
+    x = np.linspace(1, 10, 24)
+    mid = (x[:-1] + x[1:]) / 2
+    mu = (2 + 0.1 * mid) * (1 + 0.03 * np.sin(2.3 * mid))
+    f = fr.fit(_line_with_misfit(0.03), line, predict=[f"x={v}" for v in mid], resamples=20)
+    pred = np.array([p["prediction"] for p in f.predictions])
+    lo, hi = np.array([p["interval"] for p in f.predictions]).T
+    assert ((lo <= pred) & (pred <= hi)).all()
+    assert ((lo <= mu) & (mu <= hi)).sum() >= 21
+    rms = np.sqrt(np.mean((pred - mu) ** 2))
+    assert np.median(hi - lo) <= 3 * rms, (np.median(hi - lo), rms)
+    # the lean has the sign of the true miss where the miss is clear
+    lean = np.array([p["misfit_lean"] for p in f.predictions])
+    clear = np.abs(mu - pred) > 0.01 * mu
+    assert (np.sign(lean[clear]) == np.sign((mu - pred)[clear])).all()
+
+
+def test_the_right_form_leans_by_no_more_than_its_noise():
+    """Fitted with its own form, the residuals about a point are noise: the lean is under
+    half the interval's half-width (about one sd of its own noise), so the interval stays
+    nearly symmetric."""
+    g = fr.load_grid(composition_grid())
+    f = fr.fit(g, "composition", predict=["H=8,keep=0.25", "H=32,keep=0.5"], resamples=20)
+    for p in f.predictions:
+        lo, hi = p["interval"]
+        assert abs(p["misfit_lean"]) < 0.5 * (hi - lo) / 2, p
 
 
 def test_extrapolation_is_named_with_how_far():
