@@ -1312,9 +1312,7 @@ class HeldOut:
         with np.errstate(all="ignore"):
             U = (P - Pc @ W.T / W.sum(axis=1)[None, :]) / self._scale(full)[None, :]
             unsmoothed = (m - 1) / m * np.sum((U - U.mean(axis=0)) ** 2, axis=0)
-        growth = np.maximum(
-            self._jackknife_var(X) - self.components["jackknife_var_at_cells"], 0.0
-        )
+        growth = np.maximum(self._jackknife_var(X) - self.components["jackknife_var_at_cells"], 0.0)
         return np.maximum(unsmoothed, growth)
 
     def offset_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
