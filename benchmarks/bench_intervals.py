@@ -49,6 +49,17 @@
    fresh seed ids, and of per-level (``composition_per_h``) and grouped (``by="M"``, two
    groups sharing the seed ids) intercepts; then the issue-28 targets, met or not.
 
+6. **More wrong forms** (``--only wrong-forms``): composition fitted to three more truths it
+   cannot follow (a curvature in log H, an additive law with omega**0.7, a saturating
+   compression effect), both noise models: coverage, median full width and rms error of the
+   interval for the configuration's mean over new seed ids at the interior points and one
+   level beyond, so that the local misfit is checked beyond the truth it was developed on.
+
+7. **The committed design loops** (``--only loops``): the new runs of
+   ``reports/design-loop/`` (real harness runs at cells ``design`` chose, at fresh seed ids)
+   scored again with this tree's intervals for the mean of a cell's new runs, beside the
+   intervals the ledgers recorded.
+
 Every coverage is printed with its number of draws. Everything is seeded.
 """
 
@@ -422,6 +433,112 @@ def section_seeds(grids: int, seed: int, resamples: int) -> dict:
     return out
 
 
+def _more_wrong_truths(c):
+    """Three more truths composition cannot follow, with composition's constants on the real
+    grid ``c``: a curvature in log H, an additive law with a power of omega, and a saturating
+    compression effect."""
+
+    def curved(H, om):
+        return (c["L0"] + c["a"] * om * (H / 16) ** c["b"]) * (1 + 0.004 * np.log(H / 16) ** 2)
+
+    def additive(H, om):
+        return c["L0"] + 1.5 * c["a"] * om**0.7 + 0.02 * ((H / 16) ** 0.4 - 1)
+
+    def saturating(H, om):
+        return c["L0"] + 0.05 * om / (om + 3) * (H / 16) ** 0.2
+
+    return {
+        "L0 + a*omega*(H/16)**b, times 1 + 0.004*log(H/16)**2": curved,
+        "L0 + 1.5a*omega**0.7 + 0.02*((H/16)**0.4 - 1)": additive,
+        "L0 + 0.05*omega/(omega + 3)*(H/16)**0.2": saturating,
+    }
+
+
+def section_wrong_forms(grids: int, seed: int) -> dict:
+    """Coverage and width of the interval for the configuration's mean over new seed ids
+    under three more wrong truths (composition fitted), at the interior points and one level
+    beyond, both noise models: the local misfit is checked beyond the one truth it was
+    developed on."""
+    real = api.as_grid(None)
+    _, _, c_true = _truths(real)
+    points = {**SEED_INTERIOR, **SEED_BEYOND}
+    at = [f"H={h:g},keep={k!r}" for h, k in points.values()]
+    print(
+        f"\n6. More wrong forms: composition fitted to truths it cannot follow, {grids} grids "
+        "per truth and noise model (the default grid's design and noise models, as in 5); "
+        "the interval for the configuration's mean over new seed ids, nominal 0.95"
+    )
+    print("| truth | noise | points | coverage (draws) | median full width % | rms error % | "
+          "width / rms |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|")
+    out = {}
+    for tname, truth in _more_wrong_truths(c_true).items():
+        for model in NOISE_MODELS:
+            rng = np.random.default_rng([seed, len(tname), len(model)])
+            hits: dict[str, list] = {"interior": [], "beyond": []}
+            for _ in range(grids):
+                g, _u = _seeded_grid(rng, truth, model)
+                f = api.fit(g, "composition", predict=at, resamples=20,
+                            seed=int(rng.integers(2**31)))  # fmt: skip
+                for (label, (h, k)), pr in zip(points.items(), f.predictions, strict=True):
+                    mu = float(truth(h, _omega(k)))
+                    lo, hi = pr["interval"]
+                    where = "interior" if label in SEED_INTERIOR else "beyond"
+                    hits[where].append(
+                        (lo <= mu <= hi, 100 * (hi - lo) / mu, 100 * (pr["prediction"] - mu) / mu)
+                    )
+            for where, v in hits.items():
+                cov = [x[0] for x in v]
+                width = float(np.median([x[1] for x in v]))
+                rms = float(np.sqrt(np.mean(np.square([x[2] for x in v]))))
+                out[(tname, model, where)] = {"coverage": float(np.mean(cov)), "width": width,
+                                              "rms": rms}  # fmt: skip
+                print(f"| {tname} | {model} | {where} | {_rate(cov)} | {width:.3f} | {rms:.3f} | "
+                      f"{width / rms:.2f} |", flush=True)  # fmt: skip
+    return out
+
+
+LOOPS = ("additive", "log_additive", "three-forms")
+
+
+def section_loops() -> None:
+    """The committed design loops' new runs (``reports/design-loop/``: cells chosen by
+    ``design``, run by the harness at fresh seed ids after the predictions were recorded),
+    scored again with this tree's intervals for the mean of each cell's new runs, beside the
+    intervals their ledgers recorded."""
+    import json
+
+    grid = load_grid(ROOT / "data" / "main.csv", where="lr == 3e-4")
+    print(
+        "\n7. The committed design loops re-scored: each ledger record's form refitted on the "
+        "default grid (lr 3e-4), its interval for the mean of the cell's new runs against the "
+        "mean of those runs (real runs of the harness, not simulated)"
+    )
+    print("| loop | cells | recorded: covered | median full width | this tree: covered | "
+          "median full width |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|")
+    for loop in LOOPS:
+        d = ROOT / "reports" / "design-loop" / loop
+        recs = [json.loads(line) for line in (d / "ledger.jsonl").read_text().splitlines()]
+        runs = pd.read_csv(d / "runs.csv")
+        old, new = [], []
+        for form in dict.fromkeys(r["form"] for r in recs):
+            rs = [r for r in recs if r["form"] == form]
+            at = [",".join(f"{k}={v!r}" for k, v in r["point"].items()) for r in rs]
+            runs_k = {r["runs"] for r in rs}
+            f = api.fit(grid, form, predict=at, runs=runs_k.pop(), resamples=20, seed=0)
+            for r, p in zip(rs, f.predictions, strict=True):
+                here = np.ones(len(runs), bool)
+                for k, v in r["point"].items():
+                    here &= np.isclose(runs[k].astype(float), float(v))
+                mean = float(runs.loc[here, grid.metric].mean())
+                for out, (lo, hi) in ((old, r["interval"]), (new, p["interval_runs"])):
+                    out.append((lo <= mean <= hi, hi - lo))
+        print(f"| {loop} | {len(old)} | {sum(c for c, _ in old)} | "
+              f"{np.median([w for _, w in old]):.4f} | {sum(c for c, _ in new)} | "
+              f"{np.median([w for _, w in new]):.4f} |", flush=True)  # fmt: skip
+
+
 # ------------------------------------------------------------------ 3
 HARNESS_INSIDE = (
     [(h, o) for h in (2, 8, 32) for o in OMEGA_LEVELS]
@@ -633,7 +750,9 @@ def main() -> None:
         "--resamples-design", type=int, default=100, help="design's resamples in 4 (100)"
     )
     ap.add_argument(
-        "--only", choices=["synthetic", "constants", "harness", "robust", "seeds"], default=None
+        "--only",
+        choices=["synthetic", "constants", "harness", "robust", "seeds", "wrong-forms", "loops"],
+        default=None,
     )
     ap.add_argument(
         "--work",
@@ -653,6 +772,10 @@ def main() -> None:
         section_robust(args.seed, args.splits, args.resamples_design, args.robust_grids)
     if args.only in (None, "seeds"):
         section_seeds(args.grids, args.seed, args.resamples)
+    if args.only in (None, "wrong-forms"):
+        section_wrong_forms(args.grids, args.seed)
+    if args.only in (None, "loops"):
+        section_loops()
     print(f"\n<!-- total {time.perf_counter() - t0:.0f} s -->")
 
 

@@ -1506,7 +1506,8 @@ class HeldOut:
             f"{PREDICTION_KIND}: {int(self.ok.sum())} leave-one-cell-out refits; held-out "
             f"rms {f * math.sqrt(comp['heldout_mse']):.3g}{unit}, of which misfit "
             f"{f * math.sqrt(comp['misfit_var']):.3g}{unit} after the cells' own seed noise "
-            "and the refitted constants' error"
+            "and the refitted constants' error (pooled over the grid; each interval reads the "
+            "misfit about its own point and leans with it)"
             + (
                 f" (one run: {100 * self.noise.cv:.3g}%)"
                 if self.noise.known

@@ -337,6 +337,7 @@ class FittedForm(Result):
             out["seed_offset_sd"] = h["seed_offset_sd"]
             out["misfit_lean"] = h["misfit_lean"]
             out["misfit_sd"] = h["misfit_sd"]
+            out["misfit_sd_pooled"] = h["misfit_sd_pooled"]
             out["extrapolation_sd"] = h["extrapolation_sd"]
             out["extrapolation"] = h["extrapolation"]
         if self.bootstrap is not None:

@@ -515,6 +515,13 @@ def prediction_line(p: dict) -> str:
             f"; {pct}% interval for the configuration's mean over new seed ids "
             f"{_span(p['interval'])}"
         )
+    lean, iv = p.get("misfit_lean"), p.get("interval")
+    if lean and iv is not None and abs(lean) > 0.25 * (iv[1] - iv[0]) and p["prediction"]:
+        # an interval visibly off-centre says why
+        line += (
+            f", leaning {'up' if lean > 0 else 'down'}: the cells about it run "
+            f"{100 * abs(lean / p['prediction']):.2g}% {'above' if lean > 0 else 'below'} the form"
+        )
     if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get("interval"):
         line += f"; at the grid's seed ids {_span(p['interval_grid_seeds'])}"
     if p.get("interval_runs") is not None:
