@@ -1107,7 +1107,8 @@ PREDICTION_METHOD = (
     "the form's misfit where it is measured: its full fit's residuals at the cells about the "
     "point, weighted by a Gaussian of 0.75 design steps, give the misfit's local lean (the "
     "interval is centred on the prediction plus that lean and stretched to contain the "
-    "prediction); the local misfit the lean leaves unexplained, from leave-one-cell-out "
+    "prediction; beyond the cells the lean spans the edge cells' value and their local "
+    "linear trend continued to the point); the local misfit the lean leaves unexplained, from leave-one-cell-out "
     "predictions of each cell's residual by its neighbours less the cells' own seed noise; "
     "the lean's own seed noise; the part of the leave-one-cell-out refits' spread at the "
     "point that their values at the neighbouring cells do not carry, or the growth of that "
@@ -1142,12 +1143,13 @@ def _half(parts: list[tuple[float, float]], level: float) -> float:
     return math.sqrt(total)
 
 
-def _leaning(value, lean, half, scale):
-    """The interval about ``value`` plus its misfit's ``lean``, ``half`` wide each side,
-    stretched to contain ``value`` itself (the form's own prediction is never excluded);
-    ``lean`` and ``half`` on the residuals' scale, ``scale`` to the value's."""
-    lo = value + np.minimum(0.0, lean - half) * scale
-    hi = value + np.maximum(0.0, lean + half) * scale
+def _leaning(value, low, high, half, scale):
+    """The interval about ``value`` plus its misfit's lean (from ``low`` to ``high``; one
+    value inside the cells), ``half`` wide each side, stretched to contain ``value`` itself
+    (the form's own prediction is never excluded); leans and ``half`` on the residuals'
+    scale, ``scale`` to the value's."""
+    lo = value + np.minimum(0.0, low - half) * scale
+    hi = value + np.maximum(0.0, high + half) * scale
     if np.ndim(lo) == 0:
         return [float(lo), float(hi)]
     return lo, hi
@@ -1272,17 +1274,41 @@ class HeldOut:
         with np.errstate(all="ignore"):
             return (self.y[self.ok] - f) / self._scale(f)
 
-    def lean(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """The misfit's local lean at each point and its seed-noise variance.
+    def lean(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The misfit's local lean at each point: (low, high, seed-noise variance).
 
         The lean is the weighted mean of the full fit's residuals about the point: where
         the form runs below the cells it is positive. Residuals, not held-out ones, because
         the prediction is the full fit's; the constants' own error is orthogonal to them
-        and enters separately (:meth:`fit_var`)."""
+        and enters separately (:meth:`fit_var`). Inside the cells' range low = high. Beyond
+        it nothing says whether the misfit holds at its edge value or keeps its trend, so
+        the lean spans both: the edge cells' mean and their local linear trend continued to
+        the point (the larger noise of the two)."""
         W = self._weights(X)
         w = W.sum(axis=1)
         own = self._own_var()[self.ok]
-        return W @ self._fit_residuals() / w, (W**2 @ own) / w**2
+        r = self._fit_residuals()
+        held, var = W @ r / w, (W**2 @ own) / w**2
+        trend, trend_var = self._trend(X, r, own)
+        return np.fmin(held, trend), np.fmax(held, trend), np.fmax(var, trend_var)
+
+    def _trend(self, X: dict[str, np.ndarray], r: np.ndarray, own: np.ndarray):
+        """The residuals' local linear trend about the nearest edge of the cells, continued
+        to each point beyond them, and its noise variance (NaN inside the cells' range).
+        Twice the lean's bandwidth, since a slope needs cells on more than one level."""
+        pos = self._design_position(X)
+        cells = self._design_position(self._cells_X())
+        lo, hi = cells.min(axis=0), cells.max(axis=0)
+        out, var = np.full(len(pos), np.nan), np.full(len(pos), np.nan)
+        for j in np.flatnonzero(((pos < lo) | (pos > hi)).any(axis=1)):
+            edge = np.clip(pos[j], lo, hi)
+            d2 = ((cells - edge) ** 2).sum(axis=1)
+            w = np.exp(-0.5 * (d2 - d2.min()) / (2 * LOCAL_BANDWIDTH) ** 2)
+            A = np.column_stack([np.ones(len(cells)), cells - edge])
+            ell = np.concatenate([[1.0], pos[j] - edge]) @ np.linalg.pinv(A.T @ (A * w[:, None]))
+            ell = (A * w[:, None]) @ ell
+            out[j], var[j] = ell @ r, ell**2 @ own
+        return out, var
 
     def misfit_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
         """The local misfit the lean leaves unexplained, at each point: each cell's residual
@@ -1409,7 +1435,8 @@ class HeldOut:
                 "constants' uncertainty there is unbounded, so there is no interval"
             )
         extra = max(jack - comp["jackknife_var_at_cells"], 0.0)
-        lean, lean_var = (float(a[0]) for a in self.lean(X))
+        low, high, lean_var = (float(a[0]) for a in self.lean(X))
+        lean = low if abs(low) > abs(high) else high
         misfit = float(self.misfit_var(X)[0])
         # the unexplained misfit, the lean's own noise and the constants' uncertainty there
         var_mean = misfit + lean_var + float(self.fit_var(X)[0])
@@ -1422,7 +1449,7 @@ class HeldOut:
         scale = abs(value) if self.relative else 1.0
 
         def interval(parts: list[tuple[float, float]]) -> list[float]:
-            return _leaning(value, lean, _half(parts, self.level), scale)
+            return _leaning(value, low, high, _half(parts, self.level), scale)
 
         out: dict = {
             "prediction": value,
@@ -1466,7 +1493,7 @@ class HeldOut:
 
         self.check()
         value = predict(self.form, X, self.constants)
-        lean, lean_var = self.lean(X)
+        low, high, lean_var = self.lean(X)
         var = self.misfit_var(X) + lean_var + self.fit_var(X)
         off = self.offset_var(X) if not grid_seeds and self.offset is not None else 0 * var
         df_off = self.offset.df if self.offset is not None else 1
@@ -1476,7 +1503,7 @@ class HeldOut:
                 for a, b in zip(var, off, strict=True)
             ]
         )
-        lo, hi = _leaning(value, lean, half, self._scale(value))
+        lo, hi = _leaning(value, low, high, half, self._scale(value))
         return lo, hi
 
     def extrapolation(self, point: dict[str, float]) -> dict[str, float]:

@@ -135,6 +135,30 @@ def test_the_interval_follows_the_misfit_where_it_is_measured():
     assert (np.sign(lean[clear]) == np.sign((mu - pred)[clear])).all()
 
 
+def test_beyond_the_cells_the_lean_spans_its_edge_value_and_its_trend():
+    """A line fitted to a curve that bends up misses by more the further out it goes: beyond
+    the cells the interval spans the misfit held at the edge and continued along its trend,
+    and covers the true mean at x=14 (the edge value alone would reach 4.105 of 4.184)."""
+    rng = np.random.default_rng(0)
+    x = np.linspace(1, 10, 10)
+    rows = [
+        {
+            "x": v,
+            "seed": s,
+            "loss": (2 + 0.1 * v + 0.004 * v**2) * (1 + 0.001 * rng.standard_normal()),
+        }
+        for v in x
+        for s in range(3)
+    ]
+    f = fr.fit(fr.load_grid(pd.DataFrame(rows)), Form("line", "a + b*x", ("x",)),
+               predict=["x=5.5", "x=14"], resamples=20)  # fmt: skip
+    low, high, _ = f.heldout.lean({"x": np.array([5.5, 14.0])})
+    assert low[0] == high[0]  # inside: one lean
+    assert high[1] > 1.5 * low[1] > 0  # beyond: the trend leans further than the edge
+    lo, hi = f.predictions[1]["interval"]
+    assert lo <= 2 + 0.1 * 14 + 0.004 * 14**2 <= hi
+
+
 def test_the_right_form_leans_by_no_more_than_its_noise():
     """Fitted with its own form, the residuals about a point are noise: the lean is under
     half the interval's half-width (about one sd of its own noise), so the interval stays
