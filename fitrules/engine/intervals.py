@@ -1287,6 +1287,8 @@ class HeldOut:
         W = self._weights(X)
         w = W.sum(axis=1)
         own = self._own_var()[self.ok]
+        if not self.noise.known:  # no cell has two runs: their scatter stands for the noise
+            own = np.full_like(own, self.components["heldout_mse"])
         r = self._fit_residuals()
         held, var = W @ r / w, (W**2 @ own) / w**2
         trend, trend_var = self._trend(X, r, own)
