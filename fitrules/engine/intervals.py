@@ -1104,19 +1104,20 @@ def offset_var_at(
 # ------------------------------------------------------------------ prediction intervals
 PREDICTION_KIND = "held-out misfit"
 PREDICTION_METHOD = (
-    "the form's misfit where it is measured: its full fit's residuals at the cells about the "
-    "point, weighted by a Gaussian of 0.75 design steps, give the misfit's local lean (the "
-    "interval is centred on the prediction plus that lean and stretched to contain the "
-    "prediction; beyond the cells the lean spans the edge cells' value and their local "
-    "linear trend continued to the point); the local misfit the lean leaves unexplained, from leave-one-cell-out "
-    "predictions of each cell's residual by its neighbours less the cells' own seed noise; "
-    "the lean's own seed noise; the part of the leave-one-cell-out refits' spread at the "
-    "point that their values at the neighbouring cells do not carry, or the growth of that "
-    "spread beyond the cells, whichever is larger (the constants' uncertainty there); plus "
-    "the seed noise of k new runs for their mean; a t quantile with n - p degrees of freedom; "
-    "for a mean over new seed ids, plus the grid's seed offset (the effect its seed ids "
-    "share, which the fit absorbed and no held-out cell shows) with a t quantile on the seed "
-    "degrees of freedom, the two half-widths added in quadrature"
+    "the form's misfit where it is measured: its full fit's residuals at the cells about "
+    "the point, weighted by a Gaussian of 0.75 design steps, give the misfit's local lean "
+    "(the interval is centred on the prediction plus that lean and stretched to contain the"
+    " prediction; beyond the cells the lean spans the edge cells' value and their local "
+    "linear trend continued to the point); the local misfit the lean leaves unexplained, "
+    "from leave-one-cell-out predictions of each cell's residual by its neighbours less the"
+    " cells' own seed noise; the lean's own seed noise; the part of the leave-one-cell-out "
+    "refits' spread at the point that their values at the neighbouring cells do not carry, "
+    "or the growth of that spread beyond the cells, whichever is larger (the constants' "
+    "uncertainty there); plus the seed noise of k new runs for their mean; a t quantile "
+    "with n - p degrees of freedom; for a mean over new seed ids, plus the grid's seed "
+    "offset (the effect its seed ids share, which the fit absorbed and no held-out cell "
+    "shows) with a t quantile on the seed degrees of freedom, the two half-widths added in "
+    "quadrature"
 )
 LOCAL_BANDWIDTH = 0.75  # design steps: nearest cells of a point between levels weigh most;
 # 0.5 covered 0.93 at interior points under iid noise and a wrong form, 1.0 smoothed the

@@ -518,8 +518,13 @@ def prediction_line(p: dict) -> str:
     lean, iv = p.get("misfit_lean"), p.get("interval")
     if lean and iv is not None and abs(lean) > 0.25 * (iv[1] - iv[0]) and p["prediction"]:
         # an interval visibly off-centre says why
+        cells = (
+            "the nearest cells' misfit, continued along its trend, runs"
+            if p.get("extrapolation")
+            else "the cells about it run"
+        )
         line += (
-            f", leaning {'up' if lean > 0 else 'down'}: the cells about it run "
+            f", leaning {'up' if lean > 0 else 'down'}: {cells} "
             f"{100 * abs(lean / p['prediction']):.2g}% {'above' if lean > 0 else 'below'} the form"
         )
     if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get("interval"):
