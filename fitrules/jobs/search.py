@@ -498,11 +498,13 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
     """Score ``form`` on every row of the nested masks (or the first ``stop``, or the rows
     ``only`` marks; the others are NaN).
 
-    Under the cells-and-seeds protocol (``s["seeds"]``) outer split o and its inner splits
-    are fitted on the runs at every seed id but fold ``o mod folds``'s, and the outer test
-    cells scored on that fold's runs; each outer error is then rescaled by one factor that
-    takes the expected excess off the mean square pooled over the outer splits
-    (:meth:`fitrules.model.splits.SeedHoldout.rescale`). The final rows are fitted on every run."""
+    Under the cells-and-seeds protocol (``s["seeds"]``) outer split o is fitted on the runs
+    at every seed id but fold ``o mod folds``'s, and its test cells scored on that fold's
+    runs; each outer error is then rescaled by one factor that takes the expected excess off
+    the mean square pooled over the outer splits
+    (:meth:`fitrules.model.splits.SeedHoldout.rescale`). The inner rows, like the final
+    ones, read every run of their cells, all of them outer training cells: the choice in an
+    outer split reads as many runs per cell as the choice from all cells does."""
     masks = s["masks"]
     args = (s["objective"], s["options"], s["guard"])
     held = s.get("seeds")
@@ -519,29 +521,26 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
         err, valid, mse = np.full(n_all, np.nan), np.zeros(n_all, bool), np.full(n_all, np.nan)
         err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
         return Scored(err, valid, sc.seconds, mse)
-    n_out, n_in, nested = masks.n_outer, masks.n_inner, masks.inner.stop
+    n_out = masks.n_outer
     err = np.full(n_all, np.nan)
     valid = np.zeros(n_all, bool)
     mse = np.full(n_all, np.nan)
     seconds = 0.0
     for k, fold in enumerate(held["folds"]):
-        outer = np.arange(k, n_out, len(held["folds"]))
-        if not len(outer):
+        rows = np.arange(k, n_out, len(held["folds"]))
+        rows = rows[want[rows]]
+        if not len(rows):
             continue
-        inner = (n_out + outer[:, None] * n_in + np.arange(n_in)[None, :]).ravel()
-        for rows, target in (
-            (outer[want[outer]], fold["y_test"]),
-            (inner[want[inner]], fold["y_fit"]),
-        ):
-            if not len(rows):
-                continue
-            sc = score_form(form, s["X"], fold["y_fit"], masks, *args, rows=rows, y_test=target)
-            err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
-            seconds += sc.seconds
+        sc = score_form(form, s["X"], fold["y_fit"], masks, *args, rows=rows, y_test=fold["y_test"])
+        err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
+        seconds += sc.seconds
     on = np.isfinite(mse[:n_out])
     if on.any():  # one factor: a split's few held-out cells are too noisy to correct alone
         err[:n_out] *= SeedHoldout.rescale(float(np.mean(mse[:n_out][on])), held["excess"])
-    rest = np.flatnonzero(want[nested:]) + nested
+    # inner rows read every id's runs, of outer training cells only (the held-out fold's effect
+    # is there a common offset a form's linear constants absorb): ranking on 2 of 3 runs a
+    # cell picked worse forms than the final choice does, and so quoted too high (issue 28)
+    rest = np.flatnonzero(want[n_out:]) + n_out
     if len(rest):
         sc = score_form(form, s["X"], s["y"], masks, *args, rows=rest)
         err[rest], valid[rest] = sc.error, sc.valid
@@ -873,11 +872,13 @@ def run_search(
 
     ``seeds``: the outer protocol's held-out error. ``cells-and-seeds`` (the default) holds
     out a third of the seed ids as well as the outer test cells when seed ids are shared
-    across cells (:class:`fitrules.model.splits.SeedHoldout`): the outer and inner fits read the
-    kept ids' runs, the outer error the held-out ids' runs, put on the scale of the mean of
-    as many new runs at fresh seed ids as a cell of the grid has; without shared ids it is
-    the cells protocol. ``cells``: today's, every run of the training and held-out cells
-    (it misses the grid's seed offset, which new runs at new seed ids show).
+    across cells (:class:`fitrules.model.splits.SeedHoldout`): the outer fits read the kept
+    ids' runs (the inner splits that rank the candidates every run of the outer training
+    cells, as the choice from all cells does), the outer error the held-out ids' runs of the
+    outer test cells, put on the scale of the mean of as many new runs at fresh seed ids as
+    a cell of the grid has; without shared ids it is the cells protocol. ``cells``: today's,
+    every run of the training and held-out cells (it misses the grid's seed offset, which
+    new runs at new seed ids show).
 
     ``outer`` is a splitter of :mod:`fitrules.model.splits`. Before any candidate is made the
     search's cost is counted from the grammar and options (:func:`plan_search`) and checked
@@ -1349,10 +1350,11 @@ def _seed_holdout(grid, cells, masks, objective, seeds: str, seed: int):
     n_folds, t, k, excess = len(held["folds"]), held["t"], held["k"], held["excess"]
     note = (
         f"cells and seeds: the seed ids in {n_folds} folds, outer split o held out with "
-        f"fold o mod {n_folds} ({t} of {len(off.seeds)} ids), its fits reading the other "
-        f"ids' runs; the outer errors rescaled by one factor that takes off the expected "
-        f"excess of their pooled mean square over that of the mean of {k} new runs at fresh "
-        f"seed ids ({100 * math.sqrt(max(excess, 0.0)):.3g}% rms)"
+        f"fold o mod {n_folds} ({t} of {len(off.seeds)} ids), its fit reading the other "
+        "ids' runs (its inner splits, which rank the candidates, every run of its training "
+        "cells, as the choice from all cells does); the outer errors rescaled by one factor "
+        "that takes off the expected excess of their pooled mean square over that of the mean "
+        f"of {k} new runs at fresh seed ids ({100 * math.sqrt(max(excess, 0.0)):.3g}% rms)"
     )
     return held, note
 

@@ -178,6 +178,33 @@ def test_the_outer_error_holds_out_seed_ids_by_default():
         fr.search(runs, **SMALL, references=[], seeds="bogus")
 
 
+def test_cells_and_seeds_inner_splits_read_every_run_of_the_training_cells():
+    """Issue 28: the inner splits ranked the candidates on the kept seed ids' runs (2 of 3 a
+    cell), a noisier choice than the one from all cells, so the outer error of the picks was
+    too high. The inner rows now read every run, as under the cells protocol; the outer rows
+    still fit the kept ids and score the held-out fold."""
+    from fitrules.jobs.search import _score, _seed_holdout
+
+    runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
+    grid = fr.load_grid(runs)
+    cells = grid.cells(["H", "omega"], True)
+    masks = nested_masks(RandomSplit(6, 0.8, 0), cells.table, 5, 0.75, 0)
+    held, note = _seed_holdout(grid, cells, masks, Objective(), "cells-and-seeds", 0)
+    assert held is not None and "every run of its training cells" in note
+    f = Form("f", "L0 + a*omega*(H/8)**b", ("H", "omega")).bind(grid.columns, grid.runs)
+    state = dict(X=cells.X, y=cells.y, masks=masks, objective=Objective(),
+                 options=SEARCH_FIT_OPTIONS, guard=GuardOptions())  # fmt: skip
+    seeds = _score(f, state | {"seeds": held})
+    plain = _score(f, state | {"seeds": None})
+    inner = np.arange(masks.n_outer, masks.inner.stop)
+    np.testing.assert_allclose(seeds.error[inner], plain.error[inner], rtol=1e-12)
+    # fitted on the kept ids' runs instead, they differ
+    kept = score_form(f, cells.X, held["folds"][0]["y_fit"], masks, Objective(),
+                      SEARCH_FIT_OPTIONS, GuardOptions(), rows=inner[:5]).error  # fmt: skip
+    assert not np.allclose(kept, seeds.error[inner[:5]], rtol=1e-6)
+    assert not np.allclose(seeds.error[: masks.n_outer], plain.error[: masks.n_outer])
+
+
 def test_inner_splits_extrapolate_inside_each_outer_training_set():
     """(Moved from tests/test_search_question.py.)"""
     t = _table()
