@@ -9,6 +9,7 @@
     python benchmarks/bench_search.py --only extrapolation  # issue 29: asked to extrapolate
     python benchmarks/bench_search.py --only staged  # issue 29: staged, and on a cluster
     python benchmarks/bench_search.py --only outer-seeds --outer-default-only  # issue 28
+    python benchmarks/bench_search.py --only outer-holdouts --outer-grids 200  # issue 28
 
 speed: `fitrules search` with its defaults on the default grid (every form of the default
 grammar, 20 outer x 10 inner random splits, 230 fits per form) on ``--jobs`` processes, timed
@@ -41,6 +42,11 @@ every cell with a seed id, plus 0.323% per run); the search's quoted outer error
 pick's error at 60 fresh configurations, each measured on 3 new runs at fresh seed ids, under
 the ``cells-and-seeds`` protocol (and ``cells``, unless ``--outer-default-only``). Target
 (issue 28): median actual / quoted between 0.8 and 1.25.
+
+outer-holdouts: on the same grids, the truth inside the grammar fitted without selection, its
+quoted error when the outer splits hold out any 4 of the 20 cells or 2 of the 6 interior cells
+only, against its error at the fresh configurations: how much of the gap is which cells are
+held out.
 
 extrapolation: 10 grids from a Chinchilla-like law over 9 levels of N x 6 of D; the search
 sees the lower 6 levels of N, with ``--split extrapolate:N`` (rolling origins outside, the
@@ -424,6 +430,70 @@ def section_outer_seeds(
     return out
 
 
+OUTER_FORM = "L0 + a*omega*(H/8)**b"  # the truth inside the grammar, fitted without selection
+
+
+def section_outer_holdouts(grids: int, seed: int = 28) -> dict:
+    """Which cells the outer splits hold out, on the outer-seeds section's grids: the truth
+    inside the grammar fitted without selection, its quoted error (cells-and-seeds, 10 splits,
+    the same rescale) when the splits hold out 4 of the 20 cells at random (the default's
+    fraction) or 2 of the 6 interior cells only, against its error at 60 fresh configurations
+    on 3 new runs at fresh seed ids. What is left of issue 28's gap with no search at all."""
+    from fitrules.engine.fit import Objective
+    from fitrules.engine.fit import fit as fit_cells
+    from fitrules.engine.intervals import seed_offset
+    from fitrules.model.splits import SeedHoldout, seed_folds
+
+    print(
+        f"## which cells the outer splits hold out: {grids} grids per truth (the outer-seeds "
+        f"grids); `{OUTER_FORM}` fitted without selection, 10 outer splits with seed ids held "
+        "out and rescaled as the search does; its error at 60 fresh configurations on 3 new "
+        "runs at fresh seed ids"
+    )
+    print("| truth | held-out cells | grids | median actual / quoted | quartiles |")
+    print("|---|---|---:|---:|---|")
+    out = {}
+    for tname, (expr, consts) in OUTER_TRUTHS.items():
+        rng = np.random.default_rng([seed, len(tname)])
+        ratios: dict[str, list[float]] = {"4 of 20, any": [], "2 of 6, interior only": []}
+        for g in range(grids):
+            runs, truth = _shared_runs(rng, expr, consts)
+            newX = {"H": 2 ** rng.uniform(0, 6, 60), "omega": 1 / 2 ** rng.uniform(-4, 0, 60) - 1}
+            mu = fr_predict(truth, newX, consts)
+            new = mu * (1 + (SHARED_SD * rng.standard_normal((60, 3)) +
+                             PER_RUN_SD * rng.standard_normal((60, 3)))).mean(axis=1)  # fmt: skip
+            grid = fr.load_grid(runs)
+            cells = grid.cells(["H", "omega"], True)
+            f = Form("f", OUTER_FORM, ("H", "omega")).bind(grid.columns, grid.runs)
+            held = seed_folds(grid, cells, seed_offset(grid, cells, Objective()),
+                              SeedHoldout(seed=g))  # fmt: skip
+            c = fit_cells(f, cells.X, cells.y).constants
+            actual = 100 * float(np.mean(np.abs((fr_predict(f, newX, c) - new) / new)))
+            Hc, Oc = cells.X["H"], cells.X["omega"]
+            inner = (Hc > Hc.min()) & (Hc < Hc.max()) & (Oc > Oc.min()) & (Oc < Oc.max())
+            srng = np.random.default_rng([g, 7])
+            for kind, r in ratios.items():
+                errs, mses = [], []
+                for o in range(10):
+                    fold = held["folds"][o % len(held["folds"])]
+                    te = (srng.choice(len(Hc), 4, replace=False) if kind.startswith("4")
+                          else srng.choice(np.flatnonzero(inner), 2, replace=False))  # fmt: skip
+                    tr = np.setdiff1d(np.arange(len(Hc)), te)
+                    fo = fit_cells(f, {k: v[tr] for k, v in cells.X.items()}, fold["y_fit"][tr])
+                    p = fr_predict(f, {k: v[te] for k, v in cells.X.items()}, fo.constants)
+                    e = (p - fold["y_test"][te]) / fold["y_test"][te]
+                    errs.append(100 * float(np.mean(np.abs(e))))
+                    mses.append(float(np.mean(e**2)))
+                factor = float(SeedHoldout.rescale(float(np.mean(mses)), held["excess"]))
+                r.append(actual / (factor * float(np.median(errs))))
+        for kind, r in ratios.items():
+            q1, med, q3 = np.percentile(r, [25, 50, 75])
+            out[(tname, kind)] = float(med)
+            print(f"| {tname} | {kind} | {len(r)} | {med:.2f} | {q1:.2f} to {q3:.2f} |",
+                  flush=True)  # fmt: skip
+    return out
+
+
 # ------------------------------------------------------------------ extrapolation
 EXTRAP_TRUTH = ("E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)",
                 {"E": 1.7, "A": 0.7, "alpha": 0.34, "B": 0.5, "beta": 0.28})  # fmt: skip
@@ -588,6 +658,7 @@ def main() -> None:
             "optimism",
             "chinchilla",
             "outer-seeds",
+            "outer-holdouts",
             "extrapolation",
             "staged",
         ],  # fmt: skip
@@ -618,6 +689,8 @@ def main() -> None:
             ("cells-and-seeds",) if args.outer_default_only else ("cells-and-seeds", "cells")
         )
         section_outer_seeds(args.outer_grids, args.jobs, protocols=protocols)
+    if args.only in (None, "outer-holdouts"):
+        section_outer_holdouts(args.outer_grids)
     if args.only in (None, "extrapolation"):
         section_extrapolation(args.grids, args.jobs)
     if args.only in (None, "staged"):
