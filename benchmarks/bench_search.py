@@ -375,6 +375,15 @@ def _shared_runs(rng, truth, consts):
     return pd.DataFrame(rows), form
 
 
+def _fresh_configurations(rng, truth, consts):
+    """60 fresh configurations (H log-uniform in 1..64, keep log-uniform in 1/16..1) and, at
+    each, the mean of 3 new runs at fresh seed ids under the shared-seed noise."""
+    newX = {"H": 2 ** rng.uniform(0, 6, 60), "omega": 1 / 2 ** rng.uniform(-4, 0, 60) - 1}
+    mu = fr_predict(truth, newX, consts)
+    noise = SHARED_SD * rng.standard_normal((60, 3)) + PER_RUN_SD * rng.standard_normal((60, 3))
+    return newX, mu * (1 + noise).mean(axis=1)
+
+
 def section_outer_seeds(
     grids: int, jobs: int, seed: int = 28, protocols: tuple[str, ...] = ("cells-and-seeds", "cells")
 ) -> dict:
@@ -400,10 +409,7 @@ def section_outer_seeds(
         t0 = time.perf_counter()
         for g in range(grids):
             runs, truth = _shared_runs(rng, expr, consts)
-            newX = {"H": 2 ** rng.uniform(0, 6, 60), "omega": 1 / 2 ** rng.uniform(-4, 0, 60) - 1}
-            mu = fr_predict(truth, newX, consts)
-            new = mu * (1 + (SHARED_SD * rng.standard_normal((60, 3)) +
-                             PER_RUN_SD * rng.standard_normal((60, 3)))).mean(axis=1)  # fmt: skip
+            newX, new = _fresh_configurations(rng, truth, consts)
             grid = fr.load_grid(runs)
             cells = grid.cells(["H", "omega"], True)
             for protocol in ratios:
@@ -458,10 +464,7 @@ def section_outer_holdouts(grids: int, seed: int = 28) -> dict:
         ratios: dict[str, list[float]] = {"4 of 20, any": [], "2 of 6, interior only": []}
         for g in range(grids):
             runs, truth = _shared_runs(rng, expr, consts)
-            newX = {"H": 2 ** rng.uniform(0, 6, 60), "omega": 1 / 2 ** rng.uniform(-4, 0, 60) - 1}
-            mu = fr_predict(truth, newX, consts)
-            new = mu * (1 + (SHARED_SD * rng.standard_normal((60, 3)) +
-                             PER_RUN_SD * rng.standard_normal((60, 3)))).mean(axis=1)  # fmt: skip
+            newX, new = _fresh_configurations(rng, truth, consts)
             grid = fr.load_grid(runs)
             cells = grid.cells(["H", "omega"], True)
             f = Form("f", OUTER_FORM, ("H", "omega")).bind(grid.columns, grid.runs)

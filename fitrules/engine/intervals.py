@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -1120,8 +1121,9 @@ PREDICTION_METHOD = (
     "quadrature"
 )
 LOCAL_BANDWIDTH = 0.75  # design steps: nearest cells of a point between levels weigh most;
-# 0.5 covered 0.93 at interior points under iid noise and a wrong form, 1.0 smoothed the
-# lean away (benchmarks/bench_intervals.py --only seeds, 30 grids each)
+# in exploratory runs before the benchmark (30 grids each, seed 1, the design and truths of
+# bench_intervals.py's seeds section) 0.5 covered 0.93 at interior points under iid noise and
+# the wrong form, and 1.0 smoothed the lean away (3.4x the rms error)
 # which mean each interval covers, as outputs name it
 COVERS_NEW_SEEDS = "the configuration's mean over new seed ids"
 COVERS_GRID_SEEDS = "the configuration's mean at the grid's seed ids"
@@ -1251,27 +1253,30 @@ class HeldOut:
             cols.append(pos)
         return np.stack(cols, axis=-1)
 
+    # what depends on the cells alone is computed once, whatever the points asked about
+    @cached_property
     def _cells_X(self) -> dict[str, np.ndarray]:
         return {k: v[self.ok] for k, v in self.X.items()}
+
+    @cached_property
+    def _cell_positions(self) -> np.ndarray:
+        return self._design_position(self._cells_X)
 
     def _weights(self, X: dict[str, np.ndarray], loo: bool = False) -> np.ndarray:
         """(m, n) Gaussian weights of the fitted cells about each point, in design steps
         (``loo``: the points are the cells, each given no weight of its own). Each row is
         shifted by its nearest cell's distance, so that a point far beyond still has
         weights; normalised, the shift cancels."""
-        d2 = (
-            (self._design_position(X)[:, None, :] - self._design_position(self._cells_X())[None])
-            ** 2
-        ).sum(axis=-1)
+        d2 = ((self._design_position(X)[:, None, :] - self._cell_positions[None]) ** 2).sum(axis=-1)
         if loo:
             np.fill_diagonal(d2, np.inf)
         d2 = d2 - d2.min(axis=1, keepdims=True)
         return np.exp(-0.5 * d2 / LOCAL_BANDWIDTH**2)
 
+    @cached_property
     def _fit_residuals(self) -> np.ndarray:
         """The full fit's residuals at the fitted cells, on the residuals' scale."""
-        cX = self._cells_X()
-        f = predict(self.form, cX, self.constants)
+        f = predict(self.form, self._cells_X, self.constants)
         with np.errstate(all="ignore"):
             return (self.y[self.ok] - f) / self._scale(f)
 
@@ -1290,7 +1295,7 @@ class HeldOut:
         own = self._own_var()[self.ok]
         if not self.noise.known:  # no cell has two runs: their scatter stands for the noise
             own = np.full_like(own, self.components["heldout_mse"])
-        r = self._fit_residuals()
+        r = self._fit_residuals
         held, var = W @ r / w, (W**2 @ own) / w**2
         trend, trend_var = self._trend(X, r, own)
         return np.fmin(held, trend), np.fmax(held, trend), np.fmax(var, trend_var)
@@ -1300,7 +1305,7 @@ class HeldOut:
         to each point beyond them, and its noise variance (NaN inside the cells' range).
         Twice the lean's bandwidth, since a slope needs cells on more than one level."""
         pos = self._design_position(X)
-        cells = self._design_position(self._cells_X())
+        cells = self._cell_positions
         lo, hi = cells.min(axis=0), cells.max(axis=0)
         out, var = np.full(len(pos), np.nan), np.full(len(pos), np.nan)
         for j in np.flatnonzero(((pos < lo) | (pos > hi)).any(axis=1)):
@@ -1318,13 +1323,18 @@ class HeldOut:
         predicted by its neighbours' lean (the cell left out), the squared miss less the
         seed noise both carry, averaged with the same weights about the point. Conservative
         between levels, where a point's nearest cells are closer than a cell's."""
-        r = self._fit_residuals()
-        own = self._own_var()[self.ok]
-        Wc = self._weights(self._cells_X(), loo=True)
-        wc = Wc.sum(axis=1)
-        excess = (r - Wc @ r / wc) ** 2 - own - (Wc**2 @ own) / wc**2
         W = self._weights(X)
-        return np.maximum(W @ excess / W.sum(axis=1), 0.0)
+        return np.maximum(W @ self._neighbour_excess / W.sum(axis=1), 0.0)
+
+    @cached_property
+    def _neighbour_excess(self) -> np.ndarray:
+        """Per cell, the squared miss of its residual predicted by its neighbours' lean,
+        less the seed noise both carry (see :meth:`misfit_var`)."""
+        r = self._fit_residuals
+        own = self._own_var()[self.ok]
+        Wc = self._weights(self._cells_X, loo=True)
+        wc = Wc.sum(axis=1)
+        return (r - Wc @ r / wc) ** 2 - own - (Wc**2 @ own) / wc**2
 
     def fit_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
         """The constants' uncertainty at each point that the lean does not carry: the
@@ -1334,7 +1344,7 @@ class HeldOut:
         ok = self.ok
         cf = CompiledForm(self.form)
         P = cf.predict(X, self.draws[ok])  # (k, m)
-        Pc = cf.predict(self._cells_X(), self.draws[ok])  # (k, n)
+        Pc = cf.predict(self._cells_X, self.draws[ok])  # (k, n)
         W = self._weights(X)
         full = predict(self.form, X, self.constants)
         m = int(ok.sum())
@@ -1361,7 +1371,7 @@ class HeldOut:
             P = P / self._scale(full)[None, :]
             return (m - 1) / m * np.sum((P - P.mean(axis=0)) ** 2, axis=0)
 
-    @property
+    @cached_property
     def components(self) -> dict[str, float]:
         """The parts of the variance shared by every point (on the residuals' scale)."""
         ok = self.ok
@@ -1506,8 +1516,7 @@ class HeldOut:
                 for a, b in zip(var, off, strict=True)
             ]
         )
-        lo, hi = _leaning(value, low, high, half, self._scale(value))
-        return lo, hi
+        return _leaning(value, low, high, half, self._scale(value))
 
     def extrapolation(self, point: dict[str, float]) -> dict[str, float]:
         """For each variable outside the fitted cells' range: how far, as a ratio.
