@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import site
 import sys
 from pathlib import Path
@@ -43,6 +44,32 @@ def composition_grid(
                     }
                 )
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- signals
+# What a process does with SIGINT is inherited: pytest started as a background job of a script,
+# under nohup or by some CI runners starts with SIGINT ignored, and Python then keeps it ignored.
+# A test that sends itself SIGINT therefore asks for the handler it relies on (``interruptible``),
+# and every test gets back the handlers it found, so that no test (ipykernel's notebook tests
+# install Python's default handler) changes what a later test on the same worker sees.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    """Each test ends with the signal handlers it started with."""
+    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    yield
+    for sig, handler in before.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)
+
+
+@pytest.fixture
+def interruptible():
+    """SIGINT raises KeyboardInterrupt during the test, as in a terminal, whatever the runner
+    inherited (the autouse fixture above puts the inherited handler back)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

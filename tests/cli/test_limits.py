@@ -13,11 +13,15 @@ import fitrules as fr
 from fitrules.base.errors import LimitError
 from helpers import refused, run
 
+pytestmark = pytest.mark.timing  # "at once" is read off the CPU clock (_quick)
+
 
 def _quick(argv, capsys, tmp_path, match, seconds=5.0):
-    t0 = time.perf_counter()
+    """``refused``, and within ``seconds`` of this process's CPU time: work, not the wall clock,
+    which a loaded machine stretches (the suite runs on every core)."""
+    t0 = time.process_time()
     line = refused(argv, capsys, tmp_path, match)
-    assert time.perf_counter() - t0 < seconds, "refused only after doing work"
+    assert time.process_time() - t0 < seconds, "refused only after doing work"
     return line
 
 
@@ -80,7 +84,7 @@ def test_six_nonlinear_constants_are_searched_without_3_to_the_6(grid_csv, capsy
 
     assert len(_stencil(3)[0]) == 27 and len(_stencil(6)[0]) == 13 and len(_stencil(8)[0]) == 17
     expr = "L0 + a*omega**c1*(H/16)**c2 + b*omega**c3*(H/16)**c4 + d*omega**c5*(H/16)**c6"
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: the work, whatever the machine's load
     code, out, err = run(
         [
             "compare",
@@ -96,7 +100,7 @@ def test_six_nonlinear_constants_are_searched_without_3_to_the_6(grid_csv, capsy
         capsys,
     )
     assert code == 0, err
-    assert time.perf_counter() - t0 < 60
+    assert time.process_time() - t0 < 60
 
 
 @pytest.mark.parametrize(

@@ -161,6 +161,7 @@ def test_cli_search_writes_report_and_forms(tmp_path, capsys):
     assert "origin =" in forms.read_text()
 
 
+@pytest.mark.timing
 def test_cli_search_progress_bar_starts_after_the_plan_line(capsys):
     """(Moved from tests/test_search.py.)"""
     # a bar opened before the plan was printed left a stray "searching: 0it" line above it

@@ -169,6 +169,7 @@ def test_simulate_reports_progress_when_stderr_is_not_a_terminal(tmp_path, capsy
     assert code == 0 and "2 of 2 runs done" in err  # the smoke spec's seeds 0 and 1
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_ctrl_c_on_a_local_cluster_is_one_line(tmp_path):
     """Ctrl-C reaches the whole process group: the cluster's nannies and workers printed 63
@@ -188,6 +189,9 @@ def test_ctrl_c_on_a_local_cluster_is_one_line(tmp_path):
          "--scheduler", "local:2"],
         cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env={**os.environ, "PYTHONPATH": str(spec.parents[2])},
+        # a terminal's command takes Ctrl-C; pytest may have inherited SIGINT ignored, and a
+        # child inherits an ignored signal, so the test gives the command the terminal's default
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     t0 = time.monotonic()
     while time.monotonic() - t0 < 180:

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pandas as pd
+import pytest
 from scipy import stats
 
 from fitrules.jobs.ledger import compare_scored
@@ -21,6 +22,7 @@ def _scores(values, seeds, pa, pb):
     return pd.DataFrame(rows)
 
 
+@pytest.mark.timing
 def test_concurrent_appends_take_distinct_ids(tmp_path, monkeypatch):
     """(Moved from tests/test_ledger_anchor.py.)"""
     from fitrules.jobs import ledger as lg

@@ -121,6 +121,7 @@ def test_a_run_that_keeps_failing_is_named_and_the_rest_kept(tmp_path, distribut
     assert json.loads((tmp_path / "smoke.manifest.json").read_text())["runs_this_invocation"] == 1
 
 
+@pytest.mark.timing
 def test_a_worker_killed_mid_grid_loses_nothing(tmp_path, distributed):
     """(Moved from tests/test_cluster.py.)"""
     out = tmp_path / "smoke.csv"
@@ -151,6 +152,7 @@ def test_a_worker_killed_mid_grid_loses_nothing(tmp_path, distributed):
     assert_is_the_smoke_grid(out)
 
 
+@pytest.mark.timing
 def test_an_interrupted_cluster_grid_resumes_to_the_same_table(tmp_path, distributed):
     """(Moved from tests/test_cluster.py.)"""
     out = tmp_path / "smoke.csv"
