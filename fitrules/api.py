@@ -28,6 +28,7 @@ import pandas as pd
 from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError, FormError, GridError, SplitError, api_terms
 from fitrules.base.limits import MAX_SPLITS
+from fitrules.base.results import made_from
 from fitrules.jobs.options import CI, COMPARE, DESIGN, FIT, PREDICT, RANDOM_SPLITS, SEARCH, SIMULATE
 from fitrules.model import grids as _grids
 from fitrules.model.forms import Form
@@ -127,7 +128,8 @@ def tune(grid: GridLike | None, factors: Sequence[str] | str, tune_seeds: Sequen
     """
     from fitrules.jobs.tune import tune as run_tune
 
-    return run_tune(as_grid(grid), factors, tune_seeds)
+    g = as_grid(grid)
+    return made_from(run_tune(g, factors, tune_seeds), g)
 
 
 @api_terms
@@ -169,7 +171,7 @@ def validate(
     from fitrules.jobs.validate import validate as run_validate
 
     g, tuning = _tuned(as_grid(grid), tune, tune_seeds)
-    return run_validate(g, tuning)
+    return made_from(run_validate(g, tuning), g)
 
 
 def check_predict_options(
@@ -265,6 +267,7 @@ def predict(
     >>> e = fr.predict(None, "composition", "H=8,keep=0.25", ledger="l.jsonl")  # doctest: +SKIP
     >>> e.record["interval"]  # doctest: +SKIP
     """
+    from fitrules.base.outputs import check_distinct
     from fitrules.jobs.ledger import (
         LedgerEntry,
         append_prediction,
@@ -281,9 +284,13 @@ def predict(
                           resamples=resamples, seed=seed, level=level, fix=fix, bounds=bounds,
                           by=by, shared=shared)  # fmt: skip
     ledger_path = arg.path(ledger, "ledger")
+    g = as_grid(grid)
+    # the ledger is appended to: never the table the prediction is fitted on (a JSON-lines
+    # table would take the record as a run)
+    check_distinct([("--ledger", ledger_path)], [Path(g.path)] if g.path is not None else [])
     check_ledger_target(ledger_path)  # a tampered or unwritable ledger is refused now
     form = resolve_form(form) if isinstance(form, str) else form
-    g, _ = _tuned(as_grid(grid), tune, tune_seeds)
+    g, _ = _tuned(g, tune, tune_seeds)
     fitted = fit(g, form, objective=objective, delta=delta, predict=[at], bootstrap=bootstrap,
                  resamples=resamples, seed=seed, level=level, fix=fix, bounds=bounds, by=by,
                  shared=shared, weights=weights, runs=runs)  # fmt: skip
@@ -291,7 +298,8 @@ def predict(
                                runs=runs, tolerance=tolerance,
                                command=command or "fr.predict")  # fmt: skip
     rec = append_prediction(ledger_path, record)
-    return LedgerEntry(ledger_path, rec, table_notes(fitted.data), fitted)
+    entry = LedgerEntry(ledger_path, rec, table_notes(fitted.data), fitted)
+    return made_from(entry, g, ledger_path)
 
 
 @api_terms
@@ -339,7 +347,7 @@ def score(
     ledger_path = arg.path(ledger, "ledger")
     arg.text(head, "head", none=True)
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
-    return run_score(ledger_path, g, head=head)
+    return made_from(run_score(ledger_path, g, head=head), g, ledger_path)
 
 
 @api_terms
@@ -370,7 +378,8 @@ def verify_ledger(ledger: str | Path, head: str | None = None):
     from fitrules.jobs.ledger import verify_ledger as run_verify
 
     arg.text(head, "head", none=True)
-    return run_verify(arg.path(ledger, "ledger"), head)
+    ledger_path = arg.path(ledger, "ledger")
+    return made_from(run_verify(ledger_path, head), ledger_path)
 
 
 @api_terms
@@ -709,7 +718,7 @@ def compare(
                              pairs=family, verdict_train_frac=verdict_train_frac,
                              weights=weights, seeds=arg.text(seeds, "seeds"))  # fmt: skip
     cmp.tuning = tuning
-    cmp.inputs = _input_paths(g, test)
+    made_from(cmp, g, test)
     cmp.warnings.extend(_left_out([f.name for f in chosen]))
     if not isinstance(splitter, RandomSplit):
         cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
@@ -885,7 +894,7 @@ def fit(
             g, f, cells, result, obj, level, w
         )
     fitted.predictions = [fitted.predict(p, runs) for p in points]
-    fitted.inputs = _input_paths(g)
+    made_from(fitted, g)
     return fitted
 
 
@@ -1063,7 +1072,7 @@ def ci(
     }
     settings = {"baseline": baseline, "level": level, "resamples": resamples, "seed": seed}
     out = PairedIntervals(results, data, settings, tuning)
-    out.inputs = _input_paths(g)
+    made_from(out, g)
     return out
 
 
@@ -1140,7 +1149,7 @@ def design(
             f"{', '.join(tuned)} ({per} levels), {per * int(d.chosen['runs'].sum())} runs in "
             "all, and score tunes the new runs the same way"
         )
-    return d
+    return made_from(d, g)
 
 
 @api_terms
@@ -1241,7 +1250,7 @@ def search(
                         jobs=jobs, on_plan=on_plan, on_progress=on_progress,
                         seeds=arg.text(seeds, "seeds"), yes=yes, at=_search_points(at),
                         screen=_screen(screen), scheduler=_scheduler(scheduler, jobs))  # fmt: skip
-    result.inputs = _input_paths(g) + ([Path(grammar)] if isinstance(grammar, str | Path) else [])
+    made_from(result, g, Path(grammar) if isinstance(grammar, str | Path) else None)
     return result
 
 
@@ -1321,12 +1330,6 @@ def search_jobs(jobs: int | None, scheduler: str | None = None) -> int:
     if jobs is None:
         return 1 if scheduler is not None else max(1, min(os.cpu_count() or 1, 8))
     return arg.count(jobs, "jobs", 1, 256)
-
-
-def _input_paths(*grids: Grid | None) -> list[Path]:
-    """The tables the grids were read from (a DataFrame has none): no writer of the result
-    may replace them (see :func:`fitrules.base.outputs.inputs_of`)."""
-    return [Path(g.path) for g in grids if g is not None and g.path is not None]
 
 
 def _scheduler(scheduler, jobs: int) -> str | None:

@@ -42,13 +42,18 @@ def _spin() -> None:  # pragma: no cover - runs in a child process
         pass
 
 
-def _failed(junit: Path) -> list[str]:
-    """The node ids of the tests that failed or errored, from a JUnit XML report."""
+def _failed(junit: Path) -> list[tuple[str, str]]:
+    """(node id, first line of the failure) of each test that failed or errored, from a JUnit
+    XML report: the line is what tells a timing problem from a real one afterwards."""
     bad = []
     for case in ET.parse(junit).getroot().iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is not None:
             path = case.get("classname", "").replace(".", "/")
-            bad.append(f"{path}.py::{case.get('name')}")
+            why = " ".join((problem.get("message") or problem.text or "").split())[:300]
+            bad.append((f"{path}.py::{case.get('name')}", why))
     return bad
 
 
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(1, args.times + 1):
             before = _load()
             r = run_once(args.pytest_args, args.sigint_ignored, args.timeout)
-            ever.update(r["failed"])
+            ever.update(name for name, _ in r["failed"])
             if r["code"] is None:
                 unfinished += 1
                 status = f"did not finish in {args.timeout:.0f} s"
@@ -128,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                 status = r["tail"]
             print(f"run {i}: {status} ({r['seconds']:.0f} s; load average {before} before, "
                   f"{_load()} after)", flush=True)  # fmt: skip
-            for name in r["failed"]:
-                print(f"  failed: {name}", flush=True)
+            for name, why in r["failed"]:
+                print(f"  failed: {name}: {why}", flush=True)
     finally:
         for p in spinners:
             p.terminate()

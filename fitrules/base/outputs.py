@@ -190,18 +190,27 @@ def follow_link(path: Path | str, option: str) -> Path:
     """``path``, or the file it links to when it is a symbolic link (a chain is followed to
     its end): a file written through a link lands where the link points, and the link stays.
 
+    A link to nothing is refused: following it would make a new file wherever it points,
+    outside what the user named (a dangling link is usually a moved file, not a request).
+
     Raises
     ------
     ReportError
-        For a loop of links.
+        For a loop of links, or a link to a file that does not exist.
     """
     path = Path(path)
     if not path.is_symlink():
         return path
     try:
-        return path.resolve()
+        target = path.resolve()
     except (OSError, RuntimeError, ValueError):
         raise ReportError(f"{option} {_show(path)}: is a loop of symbolic links") from None
+    if not target.exists():
+        raise ReportError(
+            f"{option} {_show(path)}: is a symbolic link to {_show(target)}, which does not "
+            "exist; remove the link or create the file it names"
+        )
+    return target
 
 
 # ------------------------------------------------------------------ outputs are never inputs

@@ -13,10 +13,38 @@ from pathlib import Path
 from fitrules.base.util import Text, json_ready
 
 
+def made_from(result, *sources):
+    """Record on ``result`` the files it was made from, which none of its writers may replace
+    (:func:`fitrules.base.outputs.inputs_of`); return ``result``.
+
+    ``sources`` are grids (anything with a ``path``, None for a table given as a DataFrame),
+    paths, or None; every job's result goes through here, and a test walks every result
+    class to check that its writers refuse its inputs.
+    """
+    import os
+
+    paths = [Path(os.path.abspath(p)) for p in getattr(result, "inputs", ()) or ()]
+    for src in sources:
+        path = getattr(src, "path", src)
+        # absolute now: a relative path would name another file once the working directory
+        # changes (a notebook's os.chdir), and the refusal would silently stop applying
+        if path is not None and str(path).strip():
+            path = Path(os.path.abspath(path))
+            if path not in paths:
+                paths.append(path)
+    object.__setattr__(result, "inputs", paths)  # set once, at its making, frozen or not
+    return result
+
+
 class Views:
     """What every result renders from :meth:`text` and :meth:`to_dict`: ``print``, HTML
     in a notebook, ``to_json``. :class:`Result` adds ``summary()``; a result whose
-    ``summary`` is a table of its own (``Comparison``) takes these alone."""
+    ``summary`` is a table of its own (``Comparison``) takes these alone.
+
+    ``inputs`` are the files the result was made from (see :func:`made_from`): its writers
+    refuse to replace them, directly or through a link."""
+
+    inputs: list[Path] = []  # noqa: RUF012 - read only; made_from sets a list per result
 
     def text(self) -> str:
         """The result in words, as the command line prints it."""

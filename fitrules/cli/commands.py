@@ -331,7 +331,6 @@ def design(args) -> int:
 
 
 def predict(args) -> int:
-    from fitrules.jobs.ledger import check_ledger_target
     from fitrules.model.forms import resolve_form
 
     options = declared.PREDICT.from_args(args, command=command_text())
@@ -339,8 +338,9 @@ def predict(args) -> int:
                "bounds", "by", "shared")  # fmt: skip
     api.check_predict_options(args.at, **{name: options[name] for name in checked})
     tune_seeds(args)
-    check_ledger_target(args.ledger)  # a tampered or unwritable ledger is refused now
     resolve_form(args.form)
+    # the ledger (never the table itself, and not a tampered one) is checked by api.predict
+    # before any fit
     entry = api.predict(load(args), **options)
     say(args, entry.sentence)
     for note in entry.notes:

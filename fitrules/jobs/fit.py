@@ -46,11 +46,13 @@ class Prediction(dict):
     Attributes
     ----------
     form : the name of the form that predicts.
+    inputs : the files the fit was made from, which :meth:`to_json` refuses to replace.
     """
 
-    def __init__(self, values: dict, form: str = "") -> None:
+    def __init__(self, values: dict, form: str = "", inputs=()) -> None:
         super().__init__(values)
         self.form = form
+        self.inputs = list(inputs)
 
     def __str__(self) -> str:
         from fitrules.views.text import prediction_line
@@ -77,12 +79,14 @@ class Prediction(dict):
         return json_ready({"form": self.form, **self})
 
     def to_json(self, path: str | Path | None = None) -> str:
-        """The JSON text of :meth:`to_dict`; written to ``path`` too when given."""
+        """The JSON text of :meth:`to_dict`; written to ``path`` too when given (atomically,
+        never over one of the files the fit was made from)."""
+        from fitrules.base.outputs import inputs_of
         from fitrules.base.util import atomic_write_text
 
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         if path is not None:
-            atomic_write_text(Path(path), text, "path")
+            atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
         return text
 
 
@@ -346,7 +350,7 @@ class FittedForm(Result):
                 f"{self.bootstrap.kind} bootstrap: the constants only (as if the form were exact)"
             )
             out["level"] = self.bootstrap.level if out["level"] is None else out["level"]
-        return Prediction(out, form=self.form.name)
+        return Prediction(out, form=self.form.name, inputs=self.inputs)
 
     # ------------------------------------------------------------ views
     def __repr__(self) -> str:
