@@ -213,6 +213,30 @@ def follow_link(path: Path | str, option: str) -> Path:
     return target
 
 
+@contextmanager
+def update_lock(path: Path | str, option: str) -> Iterator[Path]:
+    """Hold an exclusive lock for one read-modify-write of ``path`` (a ledger, forms.toml);
+    yield the file to read and write (through a link, the file it points to).
+
+    The lock is an flock on the file's directory, which exists before the file does and
+    survives the atomic rename that replaces it: two processes that add a form or a record
+    at once wait for each other, so neither update is lost.
+
+    Raises
+    ------
+    ReportError
+        As :func:`follow_link` does.
+    """
+    path = follow_link(Path(path), option)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        os.close(fd)
+
+
 # ------------------------------------------------------------------ outputs are never inputs
 def same_file(a: Path | str, b: Path | str) -> bool:
     """Whether ``a`` and ``b`` name one file: the same path once links are followed, or (for

@@ -26,14 +26,12 @@ take the same id or lose each other's record.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,7 +43,7 @@ import pandas as pd
 
 from fitrules.base.errors import LedgerError
 from fitrules.base.limits import LEVEL
-from fitrules.base.outputs import follow_link, write_text
+from fitrules.base.outputs import follow_link, update_lock, write_text
 from fitrules.base.results import Result
 from fitrules.model import expr as ex
 from fitrules.model.grids import Grid, display_path, to_float
@@ -296,17 +294,6 @@ def verify_head(path: Path, records: list[dict], head: tuple[int | None, str]) -
 
 
 @contextmanager
-def _append_lock(path: Path) -> Iterator[None]:
-    """An exclusive flock on the ledger's directory for one append (waits for another)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def append_prediction(path: Path, record: dict) -> dict:
     """Append ``record`` (id, chain and hash are added); existing records are never changed.
 
@@ -314,8 +301,7 @@ def append_prediction(path: Path, record: dict) -> dict:
     appends get consecutive ids.
     """
     # a ledger reached through a link is the file it points to: locked and extended there
-    path = follow_link(Path(path), "--ledger")
-    with _append_lock(path):
+    with update_lock(path, "--ledger") as path:
         records = read_ledger(path)
         for r in records:
             if (r["form"], r["point"], r["data"].get("sha256")) == (
@@ -861,13 +847,10 @@ class LedgerCheck(Result):
                 f"{self.ledger}: {n} records, chain intact (without --head a removed "
                 "last record or a rewritten chain cannot be detected)"
             )
-        return (
-            f"{self.ledger}: {n} records, chain intact; the recorded head is record {i}"
-            + (
-                f"; records {i + 1} to {n} came after it and are covered by the chain only"
-                if n - i
-                else ""
-            )
+        return f"{self.ledger}: {n} records, chain intact; the recorded head is record {i}" + (
+            f"; records {i + 1} to {n} came after it and are covered by the chain only"
+            if n - i
+            else ""
         )
 
     @property

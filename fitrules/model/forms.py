@@ -1173,8 +1173,15 @@ def customise(
 
 def add_form_to_file(name: str, expression: str, cwd: Path | None = None) -> Path:
     """Append ``name = "expression"`` to ``forms.toml`` after checking it parses."""
+    from fitrules.base.outputs import update_lock
+
     form = parse_form_line(f"{name} = {expression}", "fitrules forms add")
-    path = Path(cwd or ".") / FORMS_FILE
+    # read, check and rewrite under one lock: two concurrent adds lost one of the forms
+    with update_lock(Path(cwd or ".") / FORMS_FILE, FORMS_FILE) as path:
+        return _add_form_line(form, name, path)
+
+
+def _add_form_line(form: Form, name: str, path: Path) -> Path:
     existing = load_forms_file(path) if path.exists() else {}
     if name in BUILTIN_FORMS or name in existing:
         raise FormError(
@@ -1199,9 +1206,15 @@ def add_form_to_file(name: str, expression: str, cwd: Path | None = None) -> Pat
 def remove_form_from_file(name: str, cwd: Path | None = None) -> Path:
     """Remove the form ``name`` from ``forms.toml``: its ``name = ...`` line or its
     ``[name]`` table. The other forms are checked to read back unchanged."""
-    path = Path(cwd or ".") / FORMS_FILE
+    from fitrules.base.outputs import update_lock
+
     if name in BUILTIN_FORMS:
         raise FormError(f"form {name!r} is built in and cannot be removed")
+    with update_lock(Path(cwd or ".") / FORMS_FILE, FORMS_FILE) as path:
+        return _remove_form_lines(name, path)
+
+
+def _remove_form_lines(name: str, path: Path) -> Path:
     existing = load_forms_file(path) if path.exists() else {}
     if name not in existing:
         raise FormError(
