@@ -32,7 +32,6 @@ import math
 import os
 import re
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -293,7 +292,6 @@ def verify_head(path: Path, records: list[dict], head: tuple[int | None, str]) -
     return hits[0]
 
 
-@contextmanager
 def append_prediction(path: Path, record: dict) -> dict:
     """Append ``record`` (id, chain and hash are added); existing records are never changed.
 
