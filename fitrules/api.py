@@ -267,6 +267,7 @@ def predict(
     >>> e = fr.predict(None, "composition", "H=8,keep=0.25", ledger="l.jsonl")  # doctest: +SKIP
     >>> e.record["interval"]  # doctest: +SKIP
     """
+    PREDICT.check(locals())  # the declared options' types and ranges, first
     from fitrules.base.outputs import check_distinct
     from fitrules.jobs.ledger import (
         LedgerEntry,
@@ -855,6 +856,7 @@ def fit(
     >>> f = fr.fit(g, "composition", intervals=True)  # doctest: +SKIP
     >>> f.stderr["b"], f.intervals["b"]  # doctest: +SKIP
     """
+    FIT.check(locals())  # the declared options' types and ranges, first
     from fitrules.engine.fit import Objective, cell_weights
     from fitrules.engine.intervals import robust_cells
     from fitrules.jobs.fit import FittedForm
@@ -1028,6 +1030,7 @@ def ci(
     --------
     >>> fr.ci(g, baseline="algo=sync", treatment="algo=diloco,H=16", tune="lr")  # doctest: +SKIP
     """
+    CI.check(locals())  # the declared options' types and ranges, first
     from fitrules.engine.stats import paired_ci, parse_selection, sweep_treatments
     from fitrules.jobs.ci import PairedIntervals
 
@@ -1121,6 +1124,7 @@ def design(
     >>> d = fr.design(forms=["composition", "additive"], budget=12)  # doctest: +SKIP
     >>> d.chosen[["H", "omega", "seeds"]]  # doctest: +SKIP
     """
+    DESIGN.check(locals())  # the declared options' types and ranges, first
     from fitrules.jobs.design import batch_spec, no_spec_reason
     from fitrules.jobs.design import design as run_design
 
