@@ -414,7 +414,8 @@ BAD_WHERES = [
 DERIVES = ["omega2 = 1/keep - 1", "v = keep * 2"]
 BAD_DERIVES = ["omega = 1/keep", "x", "y = H/0", "z = log(-H)", "w = 'a'"]
 JSON_TARGETS = ["out.json", "sub/dir/out.json", "-"]
-BAD_JSON = ["DIR", "/proc/fuzz.json", "g.csv", "", "R/x.json", "EXISTING"]
+BAD_JSON = ["DIR", "/proc/fuzz.json", "g.csv", "", "R/x.json", "EXISTING",
+            "LINKED", "DANGLING", "PIPE"]  # a link to the data, a link to nothing, a FIFO
 POINTS = ["H=8,keep=0.25", "H=2,omega=1", "H=4,keep=1", "H=16,keep=0.5", "H=1,keep=0.125"]
 BAD_POINTS = [
     "H=8",
@@ -562,7 +563,9 @@ def _outputs(d: Draw, report: bool = True) -> tuple[list[str], list[str], dict[s
         args += d.maybe("--figure-format", ["png", "png,svg", "svg"], ["tiff", "", ","], 3, 2)
         args += d.maybe("--labels", ["loss=validation loss", "H=sync interval,loss=L"],
                         ["loss", "=x", "H="], 4, 2)  # fmt: skip
-    return args, ["DIR", "EXISTING"], {"EXISTING/notes.txt": b"mine"}
+    files = {"EXISTING/notes.txt": b"mine", "LINKED": LINK + b"g.csv",
+             "DANGLING": LINK + b"nowhere.json", "PIPE": FIFO}  # fmt: skip
+    return args, ["DIR", "EXISTING"], files
 
 
 @st.composite
@@ -1555,10 +1558,13 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "interactions", [1, 3], [0, 4])
         return ApiCase(call, (), kw)
     if call == "write":  # a result's writers (issue 31, serious 4)
-        args = ("path", d(st.sampled_from(["fit", "compare"])))
-        kw["method"] = d(st.sampled_from(["to_json", "report"]))
+        # every result class's writers (issue 43: Tuning and Prediction wrote over their table)
+        args = ("path", d(st.sampled_from(["fit", "compare", "prediction", "validate"])))
+        kinds = ["to_json", "report"] if args[1] in ("fit", "compare") else ["to_json"]
+        kw["method"] = d(st.sampled_from(kinds))
         good = ["out.json"] if kw["method"] == "to_json" else ["R"]
-        kw["target"] = _arg(d, good, ["g.csv", "link", "."], "target", 2)
+        bad = ["g.csv", "link", "hard", "fifo", "dangling", "."]
+        kw["target"] = _arg(d, good, bad, "target", 2)
         if kw["method"] == "report":
             _kw(d, kw, "labels", [None, "loss=validation loss", {"H": "sync interval"}],
                 ["loss", 5, {"H": 5}], 4)  # fmt: skip
@@ -1668,14 +1674,21 @@ def _call_api(case: ApiCase, root: Path):
         return fr.Grammar(**kw)
     if case.call == "write":
         grid, kind = args
-        result = (
-            fr.fit(grid, "composition")
-            if kind == "fit"
-            else fr.compare(grid, forms="composition", splits=4)
-        )
+        result = {
+            "fit": lambda: fr.fit(grid, "composition"),
+            "compare": lambda: fr.compare(grid, forms="composition", splits=4),
+            "prediction": lambda: fr.fit(grid, "composition").predict(H=8, keep=0.25),
+            "validate": lambda: fr.validate(grid),
+        }[kind]()
         target = kw["target"]
         if target == "link":
             os.symlink(grid, root / "link")
+        elif target == "hard":
+            os.link(grid, root / "hard")
+        elif target == "fifo":
+            os.mkfifo(root / "fifo")
+        elif target == "dangling":
+            os.symlink(root / "nowhere.json", root / "dangling")
         more = {"labels": kw["labels"]} if "labels" in kw else {}
         written = getattr(result, kw["method"])(str(root / target), **more)
         return str(written)
