@@ -1367,7 +1367,7 @@ def api_cases(draw) -> ApiCase:
     if call == "stationary_loss":  # fitrules.engine.theory (issue 33)
         args = (_arg(d, [1.0, [1.0, 0.5], (0.25, 2)], [0, -1.0, "a", [], NAN, None, [[1.0]],
                                                      1j, [1.0, -1.0], True], "s"),)  # fmt: skip
-        kw["lr"] = _arg(d, [0.1, 0.05, 3.0], [0, -1, NAN, "a", None, True], "lr")
+        kw["lr"] = _arg(d, [0.1, 0.05, 3.0, 1e308], [0, -1, NAN, "a", None, True], "lr")
         _kw(d, kw, "noise", [1.0, 0, 2], [-1, NAN, "a", None])
         _kw(d, kw, "H", [1, 4, _np_int(2)], BAD_INTS)
         _kw(d, kw, "M", [1, 16, _np_int(4)], BAD_INTS)
@@ -1385,6 +1385,7 @@ def api_cases(draw) -> ApiCase:
         good = asdict(QuadConfig(dim=10))
         run = _arg(d, [good, {**good, "H": 4, "keep": 0.25}, {**good, "nesterov": "False"}],
                    [{**good, "aggregator": "median"}, {**good, "lr": "a"}, {"dim": 3}, [1, 2],
+                    {**good, "compressor": "Topk"}, {**good, "aggregator": "Mean"},
                     {**good, "keep": 0}, {**good, "nesterov": "maybe"}, None], "run")  # fmt: skip
         if d.chance(3):
             kw["rounds"] = _arg(d, [(10, 50), None], [(50, 10), (0, 0), "a", (1,)], "rounds")

@@ -142,6 +142,10 @@ def test_exact_loss_of_a_harness_config_sums_its_modes():
         ({"attackers": 2}, "exact only for the mean aggregator"),
         ({"keep": 0.0}, r"keep=0.0 is outside \(0, 1\]"),
         ({"spectrum": "flat"}, "spectrum='flat' is unknown"),
+        # a misspelt name was read as rand-k (hostile review)
+        ({"compressor": "Topk"}, "compressor='Topk' is unknown; allowed: none, randk, topk"),
+        ({"compressor": "rand-k"}, "compressor='rand-k' is unknown; allowed: none, randk, topk"),
+        ({"aggregator": "Mean"}, "aggregator='Mean' is unknown; allowed: mean, median, trimmed"),
     ],
 )
 def test_exact_loss_refuses_what_it_does_not_cover(change, match):
@@ -186,6 +190,31 @@ def test_bad_settings_are_one_line_errors(call, match):
     with pytest.raises(TheoryError, match=match) as info:
         call()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: th.stationary_loss(1.0, lr=1e308),
+        lambda: th.stationary_loss(1.0, lr=1e200, noise=1e200),
+        lambda: float(th.stationary_variance(1.0, lr=1e308)[0]),
+        lambda: float(th.second_moment_radius(1.0, lr=1e308)[0]),
+        lambda: float(th.variance_gain(1.0, lr=1e308)[0]),
+        lambda: float(th.loss_curve(1.0, 3, lr=1e308)[-1]),
+        lambda: th.local_sgd_variance(1e308, 1.0, 1.0, 0.0, 1),
+        lambda: th.compressed_sync_variance(1e308, 1.0, 1.0, 0.0, 1),
+    ],
+)
+def test_a_step_beyond_double_precision_is_unstable_not_an_overflow(call):
+    """lr=1e308 raised a raw OverflowError (lr**2 in Python floats; hostile review): a step
+    that large is unstable, and the functions say so with inf, as their docstrings promise."""
+    assert call() == math.inf
+
+
+def test_mode_covariance_of_a_step_beyond_double_precision_is_refused():
+    """mode_covariance documents a TheoryError for an unstable mode, not an OverflowError."""
+    with pytest.raises(TheoryError, match="unstable"):
+        th.mode_covariance(1.0, lr=1e308)
 
 
 def test_theory_local_sgd_recovers_the_step_and_the_workers():
