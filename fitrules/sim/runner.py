@@ -386,28 +386,48 @@ def simulate(
             f"--jobs {jobs} with --scheduler {scheduler}: give one of them; on a cluster "
             "the workers' threads decide how many runs go at once"
         )
+    target = None
     if scheduler is not None:
         from fitrules.sim import cluster
 
-        cluster.parse_scheduler(scheduler)
+        target = cluster.parse_scheduler(scheduler)
     corpus = load_corpus()
     done = _existing(out, spec)
     todo = [cfg for cfg in spec.runs if run_key(cfg) not in done]
     if not todo and _finished(out, spec):
         return pd.read_csv(out)
     if todo:
-        at_once = 1 if scheduler is not None else min(jobs, len(todo))
-        check_memory(
-            at_once * max(cfg.memory(corpus.vocab_size) for cfg in todo),
-            f"{at_once} simulation process(es) at once",
-            "use fewer --jobs or a smaller model",
-        )
+        check_memory(*_memory_estimate(todo, jobs, target, corpus.vocab_size))
     t0 = time.perf_counter()
     where = _run_todo(out, spec, done, todo, jobs, scheduler, show_progress, on_run, log)
     table = pd.DataFrame([done[run_key(cfg)] for cfg in spec.runs])
     atomic_write_text(out, table.to_csv(index=False))
     _write_manifest(out, spec, command, corpus.sha256, table, len(todo), where, t0)
     return table
+
+
+def _memory_estimate(
+    todo: list[RunConfig], jobs: int, target: int | str | None, vocab: int
+) -> tuple[float, str, str]:
+    """Bytes the runs need here at once, what they are and what to reduce (for
+    :func:`~fitrules.base.limits.check_memory`): ``jobs`` processes' runs; under ``local:N``
+    N worker processes, each :data:`~fitrules.sim.cluster.LOCAL_WORKER_BYTES` before it runs
+    anything, holding up to N runs; a remote cluster's runs are counted as one process."""
+    run_bytes = max(cfg.memory(vocab) for cfg in todo)
+    if isinstance(target, int):
+        from fitrules.sim.cluster import LOCAL_WORKER_BYTES
+
+        return (
+            target * LOCAL_WORKER_BYTES + min(target, len(todo)) * run_bytes,
+            f"a local cluster of {target} worker process(es)",
+            "use a smaller local:N or a smaller model",
+        )
+    at_once = 1 if target is not None else min(jobs, len(todo))
+    return (
+        at_once * run_bytes,
+        f"{at_once} simulation process(es) at once",
+        "use fewer --jobs or a smaller model",
+    )
 
 
 def _run_todo(

@@ -164,3 +164,37 @@ def test_bootstrap_memory_is_checked_before_resampling(tmp_path, capsys):
     )  # fmt: skip
     with pytest.raises(LimitError, match="lower resamples"):
         fr.fit(str(path), "composition", intervals=True, resamples=100_000)
+
+
+def test_simulate_local_cluster_is_capped_as_jobs_are(tmp_path, capsys):
+    """local:N had no upper bound (hostile review): refused at once, naming the limit of --jobs,
+    before any cluster starts."""
+    _quick(
+        ["simulate", "--cell", "H=1", "--scheduler", "local:100000", "--out", tmp_path / "o.csv"],
+        capsys,
+        tmp_path,
+        r"--scheduler 'local:100000': local:N starts N worker processes, N from 1 to 256",
+    )
+    _quick(
+        ["search", "--scheduler", "local:257", "--splits", "3", "--inner-splits", "2"],
+        capsys,
+        tmp_path,
+        r"--scheduler 'local:257': local:N starts N worker processes, N from 1 to 256",
+    )
+
+
+def test_simulate_memory_counts_the_local_cluster_s_workers(tmp_path, capsys, monkeypatch):
+    """The memory check counted one process under a scheduler (hostile review): local:N counts N
+    worker processes of about 75 MiB each, and is refused before the cluster starts."""
+    pytest.importorskip("distributed")
+    from fitrules.base import limits
+
+    monkeypatch.setattr(limits, "MEMORY_CAP_BYTES", 200 * 2**20)
+    tiny = "H=1,steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
+    _quick(
+        ["simulate", "--cell", tiny, "--scheduler", "local:4", "--out", tmp_path / "o.csv"],
+        capsys,
+        tmp_path,
+        r"a local cluster of 4 worker process\(es\) would need about 0.29. GiB of memory, more "
+        r"than the 200 MiB allowed .*use a smaller local:N",
+    )
