@@ -48,6 +48,9 @@ STRICT_LINE = re.compile(r"^fitrules compare: \d+ degenerate \(split, form\) pai
 NONFINITE = re.compile(r"(?:^|[\s(\[=:,])[+-]?(?:nan|inf)(?=$|[\s)\],%;])", re.IGNORECASE)
 
 
+# --scheduler values refused before any cluster starts (a fuzzer never starts one)
+BAD_SCHEDULERS = ["local:0", "local:x", "local:\uff12", "local:100000", "bogus://x", "tcp://h:x",
+                  "", " "]  # fmt: skip
 FIFO = b"\0fifo\0"  # as a file's content: make a named pipe there instead
 LINK = b"\0link\0"  # as a file's content, followed by a path: make a symbolic link to it
 
@@ -987,7 +990,7 @@ def search_cases(draw) -> Case:
                     ["H=128", "zz=1", "H=nan,omega=1", "H", ""], 5, 2)  # fmt: skip
     argv += d.maybe("--screen", ["auto", "0", "2"], ["-1", "x", "", "2.5"], 5, 2)
     if d.hostile and d.chance(12):  # a cluster is never started here: only bad addresses
-        argv.append(opt("--scheduler", d(st.sampled_from(["local:0", "local:x", "", " "]))))
+        argv.append(opt("--scheduler", d(st.sampled_from(BAD_SCHEDULERS))))
     argv += d.maybe("--inner-train-frac", ["0.75", "2/3"], BAD_FRACTIONS, 4, 2)
     argv += d.maybe("--seed", [0, 5], BAD_SEEDS, 6, 2)
     argv += d.maybe("--rule", ["one-se", "best"], ["worst", ""], 4, 2)
@@ -1151,6 +1154,8 @@ def simulate_cases(draw) -> Case:
         opt("--out", d.pick(["o.csv", "sub/o.csv", "blank.csv"], ["DIR", "", "junk.csv"], 3))
     )
     argv += d.maybe("--jobs", [1], [0, -1, 10**5], 4, 1)
+    if d.hostile and d.chance(8):  # a cluster is never started here: only bad addresses
+        argv.append(opt("--scheduler", d(st.sampled_from(BAD_SCHEDULERS))))
     return Case(argv, files, ["DIR"])
 
 
@@ -1528,10 +1533,10 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "jobs", [1], [0, 2.5, "2", True])
         _kw(d, kw, "max_nonlinear", [0, 1], [-1, 9, 1.5, "1"])
         _kw(d, kw, "interactions", [1, 2], [0, 9, "2"])
-        _kw(d, kw, "jobs", [1], [0, -1, 1.5, "2", True])
+        _kw(d, kw, "jobs", [1], [0, -1, 1.5, 2.0, "2", True])
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
         _kw(d, kw, "screen", ["auto", 0, 2, _np_int(1)], [-1, 2.5, "3", True, None])
-        _kw(d, kw, "scheduler", [None], ["local:0", 5, "", "local:x"])
+        _kw(d, kw, "scheduler", [None], ["local:0", 5, "", "local:x", "local:100000", "bogus://x"])
         _kw(d, kw, "at", [None, "H=128,omega=3", [{"H": 0.5, "omega": 0.0}]],
             [5, "H=128", [{"H": "x", "omega": 1}], ["zz=1"], [{}], "H=inf,omega=1"])  # fmt: skip
         if d.hostile and d.chance(10):  # past the limits (issue 31): refused before any fit
@@ -1601,7 +1606,9 @@ def _job_case(d: Draw, call: str) -> ApiCase:
     if call == "simulate":
         cell = _arg(d, ["H=4,keep=0.5"], ["H=abc", "nope=1", ""], "cell")
         _kw(d, kw, "seeds", ["0", "0,1"], ["a", "-1"])
-        _kw(d, kw, "jobs", [1], [0, -1])
+        _kw(d, kw, "jobs", [1, _np_int(1)], [0, -1, 2.0, True, "1", 10**5])
+        _kw(d, kw, "progress", [False], ["yes", 1])
+        _kw(d, kw, "scheduler", [None], [2, "local:0", "local:100000", "bogus://x", ""])
         return ApiCase(call, (_arg(d, ["quadratic"], ["nope", 5, ""], "spec"), "runs.csv"),
                        {"cell": cell, **kw})  # fmt: skip
     if call == "add_form":
@@ -1627,7 +1634,7 @@ def _call_job(case: ApiCase, args, kw, root: Path):
             return fr.score(*args, root / "l.jsonl", **kw)
         return fr.verify_ledger(root / "l.jsonl", **kw)
     if case.call == "simulate":
-        return fr.simulate(*args, **kw, quiet=True, progress=False)
+        return fr.simulate(*args, **{"progress": False, **kw}, quiet=True)
     if case.call == "add_form":
         return fr.add_form(*args, **kw)
     fr.add_form("mine = L0 + a*omega**c")

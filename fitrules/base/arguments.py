@@ -45,6 +45,20 @@ def count(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
     return n
 
 
+def integer(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
+    """``value`` as an int in ``[low, high]``: an integer (numpy ones too), not a float,
+    however whole, nor a bool; for counts of processes, where ``2.0`` is a mistake.
+
+    Raises
+    ------
+    FitrulesError
+        For a bool, a float, text or a value out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise FitrulesError(f"{name} {_shown(value)}: must be an integer")
+    return count(value, name, low, high)
+
+
 def seed(value: Any, name: str = "seed") -> int:
     """A seed: a whole number from 0 to 2**63 - 1."""
     return count(value, name, 0, MAX_SEED)
