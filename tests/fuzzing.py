@@ -1106,6 +1106,7 @@ BAD_CELLS = [
     f"{QTINY},inner=aggregate,aggregator=trimmed",
     f"{QTINY},spectrum=flat",
     "model=quadratic,dim=10000000,rounds=10000000",
+    f"H=\uff11\uff16,{TINY}",  # fullwidth digits, which int() reads
 ]
 GOOD_SPEC = (
     f"seeds = [0]\n[fixed]\n{TINY.replace(',', chr(10))}\n[[block]]\n[block.factors]\nH = [1, 2]\n"
@@ -1149,7 +1150,8 @@ def simulate_cases(draw) -> Case:
         argv.append(d.pick(["s.toml"], ["DIR", "none.toml"], 3))
     if len(argv) == 1 or d.chance(2):
         argv.append(opt("--cell", d.pick(GOOD_CELLS, BAD_CELLS, 2)))
-        argv += d.maybe("--seeds", ["0", "0,1", "1,2"], ["0,0", "", "-1", "a"], 2, 2)
+        argv += d.maybe("--seeds", ["0", "0,1", "1,2"], ["0,0", "", "-1", "a", "0,1,", "\uff11"],
+                        2, 2)  # fmt: skip
     argv.append(
         opt("--out", d.pick(["o.csv", "sub/o.csv", "blank.csv"], ["DIR", "", "junk.csv"], 3))
     )
@@ -1486,7 +1488,7 @@ def api_cases(draw) -> ApiCase:
         args = (_arg(d, ["tuned_grid"], ["grid", 5, None], "grid"),)
         args = (*args, _arg(d, ["lr", ["lr"]], [5, [], "zz", "loss", "seed", [5]], "factors"))
         _kw(d, kw, "tune_seeds", [None, [0], (0, 1), [_np_int(1)]],
-            [[0, 0], [-1], [99], 5.5, "a", [None], [0, 1, 2]], 2)  # fmt: skip
+            [[0, 0], [-1], [99], 5.5, "a", [None], [0, 1, 2], "0,", "\uff10"], 2)  # fmt: skip
         return ApiCase(call, args, kw)
     if call == "design":
         args = (d(st.sampled_from([None, "grid", "df"])),)
@@ -1605,7 +1607,7 @@ def _job_case(d: Draw, call: str) -> ApiCase:
         return ApiCase(call, (_grid_arg(d, False),) if call == "score" else (), kw)
     if call == "simulate":
         cell = _arg(d, ["H=4,keep=0.5"], ["H=abc", "nope=1", ""], "cell")
-        _kw(d, kw, "seeds", ["0", "0,1"], ["a", "-1"])
+        _kw(d, kw, "seeds", ["0", "0,1"], ["a", "-1", "0,1,", "0,,1"])
         _kw(d, kw, "jobs", [1, _np_int(1)], [0, -1, 2.0, True, "1", 10**5])
         _kw(d, kw, "progress", [False], ["yes", 1])
         _kw(d, kw, "scheduler", [None], [2, "local:0", "local:100000", "bogus://x", ""])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -159,13 +160,15 @@ def seed_list(text: str, name: str) -> list[int]:
     Raises
     ------
     FitrulesError
-        For text that is not whole numbers separated by commas, no seed, a seed out of
-        range or one given twice.
+        For text that is not whole numbers (ASCII digits) separated by commas, an empty item
+        (``0,1,``), no seed, a seed out of range or one given twice.
     """
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise FitrulesError(f"{name} {text!r}: expected integers separated by commas") from None
+    items = [s.strip() for s in text.split(",")] if text.strip() else []
+    if any(not s for s in items):  # a trailing comma, or two in a row: a seed left out?
+        raise FitrulesError(f"{name} {text!r}: an empty seed between commas; e.g. 0,1,2")
+    if not all(re.fullmatch(r"[+-]?[0-9]+", s) for s in items):  # int() reads "１" too
+        raise FitrulesError(f"{name} {text!r}: expected integers separated by commas")
+    seeds = [int(s) for s in items]
     if not seeds:
         raise FitrulesError(f"{name} {text!r}: no seed given")
     from fitrules.base.limits import check_seed

@@ -214,3 +214,22 @@ def test_api_errors_are_documented_exceptions(call, error):
     with pytest.raises(error) as info:
         call()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("0,1,", "an empty seed between commas"),
+        ("0,,1", "an empty seed between commas"),
+        ("\uff11", "expected integers separated by commas"),
+        ("+-1", "expected integers separated by commas"),
+    ],
+)
+def test_seed_lists_refuse_empty_items_and_digits_that_are_not_ascii(text, match):
+    """--tune-seeds, like simulate's --seeds (hostile review), refuses '0,1,' instead of
+    dropping the empty item, and a fullwidth digit that int() would read."""
+    from fitrules.base import arguments as arg
+
+    with pytest.raises(FitrulesError, match=match):
+        arg.seed_list(text, "--tune-seeds")
+    assert arg.seed_list(" 0 , 1 ", "--tune-seeds") == [0, 1]

@@ -30,6 +30,9 @@ def distributed():
     logger.setLevel(level)
 
 
+TINY = "steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
+
+
 def _write(path, text: str | bytes):
     if isinstance(text, bytes):
         path.write_bytes(text)
@@ -86,10 +89,16 @@ def test_specs_with_wrong_types(tmp_path, capsys, spec, match):
         (["--seeds", "0,0"], "lists a seed twice"),
         (["--seeds", ""], "seeds="),
         (["--seeds", "0", "--cell", "H=1,lr=nan"], "lr=nan: must be a finite number"),
+        # hostile review: a trailing comma and fullwidth digits were read as if right
+        (["--seeds", "0,1,2,", "--cell", TINY], r"--seeds '0,1,2,': an empty seed between"),
+        (["--seeds", "0,,1", "--cell", TINY], r"--seeds '0,,1': an empty seed between"),
+        (["--seeds", "\uff11", "--cell", TINY], r"expected integers \(0-9\) separated by commas"),
+        (["--cell", f"H=\uff11\uff16,{TINY}"], r"--cell: H='１６' is not a valid int"),
+        (["--cell", f"lr=\uff10.1,{TINY}"], r"--cell: lr='０.1' is not a valid float"),
     ],
 )
 def test_simulate_nonsense(tmp_path, capsys, extra, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """Refused in one line, nothing written."""
     argv = ["simulate", "--out", tmp_path / "o.csv", *extra]
     if "--cell" not in extra:
         argv += ["--cell", "H=1,steps=2"]
