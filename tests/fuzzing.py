@@ -1143,7 +1143,8 @@ BAD_SPECS = [
 @st.composite
 def simulate_cases(draw) -> Case:
     d = Draw(draw)
-    files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n"}
+    # link.csv: a dangling link (runs went through it before the final rewrite refused it)
+    files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n", "link.csv": LINK + b"gone/o.csv"}
     argv = ["simulate"]
     if d.chance(3):
         files["s.toml"] = d.pick([GOOD_SPEC, GOOD_QUAD_SPEC], BAD_SPECS, 1)
@@ -1152,9 +1153,8 @@ def simulate_cases(draw) -> Case:
         argv.append(opt("--cell", d.pick(GOOD_CELLS, BAD_CELLS, 2)))
         argv += d.maybe("--seeds", ["0", "0,1", "1,2"], ["0,0", "", "-1", "a", "0,1,", "\uff11"],
                         2, 2)  # fmt: skip
-    argv.append(
-        opt("--out", d.pick(["o.csv", "sub/o.csv", "blank.csv"], ["DIR", "", "junk.csv"], 3))
-    )
+    bad_outs = ["DIR", "", "junk.csv", "link.csv"]
+    argv.append(opt("--out", d.pick(["o.csv", "sub/o.csv", "blank.csv"], bad_outs, 3)))
     argv += d.maybe("--jobs", [1], [0, -1, 10**5], 4, 1)
     if d.hostile and d.chance(8):  # a cluster is never started here: only bad addresses
         argv.append(opt("--scheduler", d(st.sampled_from(BAD_SCHEDULERS))))

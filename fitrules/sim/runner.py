@@ -35,6 +35,7 @@ import pandas as pd
 from fitrules import __version__
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SIM_JOBS, check_count, check_memory
+from fitrules.base.outputs import link_refusal
 from fitrules.base.util import atomic_write_text, progress
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
@@ -94,14 +95,23 @@ def check_out(out: Path, jobs: int = 1) -> None:
     Raises
     ------
     SimError
-        For an empty path, a directory or device at ``--out`` or at its manifest path, a
-        parent that is not a writable directory, or ``--jobs`` outside 1 to
+        For an empty path, a directory, device or symbolic link at ``--out`` or at its
+        manifest path, a parent that is not a writable directory, or ``--jobs`` outside 1 to
         :data:`~fitrules.base.limits.MAX_SIM_JOBS`.
     """
     check_count(jobs, "--jobs", 1, MAX_SIM_JOBS)
     out = Path(out)
     if not str(out).strip() or out.name in ("", ".", ".."):
         raise SimError(f"--out {str(out)!r}: give a CSV file name")
+    # the runs are appended to --out, and the table and manifest rewritten at the end: a link
+    # is refused now, as every output refuses one, not after the runs went through it
+    for path, what in (
+        (out, ""),
+        (manifest_path(out), f"{out}: its manifest {manifest_path(out)}"),
+    ):
+        refusal = link_refusal(path, "--out", what)
+        if refusal is not None:
+            raise SimError(refusal)
     for path in (out, manifest_path(out)):
         if path.is_dir():
             raise SimError(f"--out {out}: {path} is a directory; give a CSV file name")

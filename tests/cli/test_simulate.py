@@ -148,6 +148,27 @@ def test_simulate_out_that_is_not_a_file_name(tmp_path, capsys, monkeypatch):
     refused(["simulate", "--cell", "H=1", "--out", ""], capsys, tmp_path, "give a CSV file name")
 
 
+@pytest.mark.parametrize(
+    "link, target, match",
+    [
+        ("s.csv", "../elsewhere.csv", r"--out out/s.csv: is a symbolic link \(to \.\./elsewhere"),
+        ("s.csv", "s-real.csv", r"--out out/s.csv: is a symbolic link"),
+        ("s.manifest.json", "../m.json", r"its manifest out/s.manifest.json: is a symbolic link"),
+    ],
+)
+def test_simulate_out_through_a_symbolic_link_is_refused_before_any_run(
+    tmp_path, capsys, monkeypatch, link, target, match
+):
+    """Through a dangling link every run was appended to the file outside, and only the final
+    rewrite refused the link, leaving that file (hostile review): now refused before any run,
+    as every other output is (fitrules.base.outputs.StagedFile), with nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / link).symlink_to(target)
+    refused(["simulate", "--cell", TINY, "--out", "out/s.csv"], capsys, tmp_path, match)
+    assert not (tmp_path / "elsewhere.csv").exists() and not (tmp_path / "m.json").exists()
+
+
 def test_the_cli_runs_a_committed_quadratic_spec_by_name(tmp_path, capsys):
     """(Moved from tests/test_quadratic.py.)"""
     out = tmp_path / "q.csv"
