@@ -1106,6 +1106,7 @@ BAD_CELLS = [
     f"{QTINY},inner=aggregate,aggregator=trimmed",
     f"{QTINY},spectrum=flat",
     "model=quadratic,dim=10000000,rounds=10000000",
+    "model=quadratic,dim=1000000,M=1,rounds=1000000,burn_in=0",  # hours: past the time limit
     f"H=\uff11\uff16,{TINY}",  # fullwidth digits, which int() reads
 ]
 GOOD_SPEC = (

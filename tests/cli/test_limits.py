@@ -198,3 +198,34 @@ def test_simulate_memory_counts_the_local_cluster_s_workers(tmp_path, capsys, mo
         r"a local cluster of 4 worker process\(es\) would need about 0.29. GiB of memory, more "
         r"than the 200 MiB allowed .*use a smaller local:N",
     )
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        # 1e12 coordinate updates each: hours on one core, accepted before (hostile review)
+        "model=quadratic,dim=1000000,M=1,rounds=1000000,burn_in=0",
+        "model=quadratic,dim=100000,M=10,rounds=1000000,burn_in=0,inner=exact",
+        "model=quadratic,dim=10000,M=100,H=1000,rounds=1000,burn_in=0,inner=steps",
+    ],
+)
+def test_a_quadratic_run_estimated_past_the_time_limit_is_refused(tmp_path, capsys, cell):
+    """One quadratic run's time is estimated from the updates it draws, and a run estimated
+    past MAX_SIM_RUN_SECONDS (1 h) is refused at once, naming the estimate and the limit."""
+    _quick(
+        ["simulate", "--cell", cell, "--out", tmp_path / "o.csv"],
+        capsys,
+        tmp_path,
+        r"--cell: a quadratic run of .*1e\+12 coordinate updates would take about [\d.]+ h on "
+        r"one core, more than the 1 h one run may take \(MAX_SIM_RUN_SECONDS\); use fewer",
+    )
+
+
+def test_the_committed_quadratic_specs_are_far_within_the_time_limit():
+    """The limit is far above real use: the committed specs' runs are estimated in seconds."""
+    from fitrules.base.paths import data_dir
+    from fitrules.sim.spec import load_spec
+
+    for name in ("quadratic", "quadratic_attack"):
+        runs = load_spec(data_dir() / "specs" / f"{name}.toml").runs
+        assert max(r.seconds() for r in runs) < 10
