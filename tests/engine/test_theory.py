@@ -243,6 +243,23 @@ def test_theory_workers_recovers_r():
     assert fitted.constants["r"] == pytest.approx(1 - 0.95**4, rel=1e-4)
 
 
+def test_theory_workers_on_one_M_and_one_outer_step_is_flagged_as_composition_on_one_H_is():
+    """A hostile review said theory_workers fitted with exit 0 where M and outer_lr never vary.
+    It is treated as any form reading a constant variable (composition at one H): fit names
+    both variables in its diagnostics, and compare sets every split aside as degenerate."""
+    g = fr.load_grid(_exact_grid(M=16, eta=1.0, H_levels=(4,)))
+    reasons = fr.fit(g, "theory_workers").reasons
+    assert "all training cells have M=16: its effect cannot be identified" in reasons
+    assert "all training cells have outer_lr=1: its effect cannot be identified" in reasons
+    one_h = fr.load_grid(_exact_grid(H_levels=(4,)))
+    h_reasons = fr.fit(one_h, "composition").reasons
+    assert "all training cells have H=4: b is not identifiable" in h_reasons
+    for grid, form in ((g, "theory_workers"), (one_h, "composition")):
+        s = fr.compare(grid, forms=[form, "omega_only"], splits=5, train_frac=0.8).summary
+        row = s.set_index("form").loc[form]
+        assert (row["splits_used"], row["degenerate_splits"]) == (0, 5)
+
+
 def test_theory_forms_are_built_in_but_not_defaults():
     """(Moved from tests/test_theory.py.)"""
     from fitrules.model.forms import BUILTIN_FORMS, DEFAULT_FORMS
