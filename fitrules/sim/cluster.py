@@ -69,11 +69,13 @@ PROBE_TIMEOUT = 5
 """Seconds a TCP connection to a scheduler's host and port may take before it is refused:
 Dask would retry for :data:`CONNECT_TIMEOUT` s before saying nothing answers."""
 
-LOCAL_WORKER_BYTES = 75 * 2**20
-"""Resident memory of one worker process of a local cluster before it runs anything (the
-interpreter, numpy, pandas, Dask, the corpus): measured by benchmarks/bench_cluster_memory.py
-(about 75 MiB; 18 processes held 1,291 MiB at local:16). The memory check of ``local:N`` counts
-N of them, besides the runs they hold."""
+LOCAL_WORKER_BYTES = 100 * 2**20
+"""Memory of one worker process of a local cluster besides its runs (the interpreter, numpy,
+pandas, Dask, the corpus), measured by benchmarks/bench_cluster_memory.py: on a 2-core AMD
+EPYC VM a worker's RSS is about 130 MiB, of which about 80 MiB are its own (USS), the rest the
+shared libraries every process maps; elsewhere 18 processes held 1,291 MiB of RSS at
+local:16, about 75 MiB each. 100 MiB keeps the estimate within 1.5x of both sums. The memory
+check of ``local:N`` counts N of them, besides the runs they hold."""
 
 # HOST[:PORT] or [IPV6][:PORT]
 _HOST_PORT = re.compile(

@@ -63,7 +63,7 @@ QUAD_INT_LIMITS = {  # largest value of each integer setting of a quadratic run
     "H": 1_000_000,
     "rounds": 10_000_000,
 }
-# seconds per coordinate update drawn, on one core of a 2-core Intel Xeon VM (dim 10,000,
+# seconds per coordinate update drawn, on one core of a 2-core AMD EPYC VM (dim 10,000,
 # M 32): 28 ns with the mean drawn at once, 17 to 23 ns per worker's coordinate with exact
 # draws or steps (rand-k, median, trimmed mean, attackers), 51 ns with top-k's sort; rounded up
 SECONDS_PER_UPDATE = {"aggregate": 30e-9, "topk": 60e-9, "other": 25e-9}

@@ -185,7 +185,7 @@ def test_simulate_local_cluster_is_capped_as_jobs_are(tmp_path, capsys):
 
 def test_simulate_memory_counts_the_local_cluster_s_workers(tmp_path, capsys, monkeypatch):
     """The memory check counted one process under a scheduler (hostile review): local:N counts N
-    worker processes of about 75 MiB each, and is refused before the cluster starts."""
+    worker processes of LOCAL_WORKER_BYTES (100 MiB) each, refused before the cluster starts."""
     pytest.importorskip("distributed")
     from fitrules.base import limits
 
@@ -195,7 +195,7 @@ def test_simulate_memory_counts_the_local_cluster_s_workers(tmp_path, capsys, mo
         ["simulate", "--cell", tiny, "--scheduler", "local:4", "--out", tmp_path / "o.csv"],
         capsys,
         tmp_path,
-        r"a local cluster of 4 worker process\(es\) would need about 0.29. GiB of memory, more "
+        r"a local cluster of 4 worker process\(es\) would need about 0.39. GiB of memory, more "
         r"than the 200 MiB allowed .*use a smaller local:N",
     )
 
