@@ -27,7 +27,7 @@ import pandas as pd
 
 from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError, FormError, GridError, SplitError, api_terms
-from fitrules.base.limits import MAX_SPLITS
+from fitrules.base.limits import MAX_SIM_JOBS, MAX_SPLITS
 from fitrules.base.results import made_from
 from fitrules.jobs.options import CI, COMPARE, DESIGN, FIT, PREDICT, RANDOM_SPLITS, SEARCH, SIMULATE
 from fitrules.model import grids as _grids
@@ -434,6 +434,7 @@ def simulate(
     from fitrules.sim.runner import simulate as run_simulate
     from fitrules.sim.spec import cell_spec, load_spec
 
+    SIMULATE.check(locals())  # the declared options' types and ranges, before any reading
     if out is None:
         raise FitrulesError("simulate needs --out PATH: the results CSV to create or resume")
     out_path = arg.path(out, "out")
@@ -1333,7 +1334,7 @@ def search_jobs(jobs: int | None, scheduler: str | None = None) -> int:
 
     if jobs is None:
         return 1 if scheduler is not None else max(1, min(os.cpu_count() or 1, 8))
-    return arg.count(jobs, "jobs", 1, 256)
+    return arg.count(jobs, "jobs", 1, MAX_SIM_JOBS)
 
 
 def _scheduler(scheduler, jobs: int) -> str | None:

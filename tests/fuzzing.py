@@ -48,6 +48,9 @@ STRICT_LINE = re.compile(r"^fitrules compare: \d+ degenerate \(split, form\) pai
 NONFINITE = re.compile(r"(?:^|[\s(\[=:,])[+-]?(?:nan|inf)(?=$|[\s)\],%;])", re.IGNORECASE)
 
 
+# --scheduler values refused before any cluster starts (a fuzzer never starts one)
+BAD_SCHEDULERS = ["local:0", "local:x", "local:\uff12", "local:100000", "bogus://x", "tcp://h:x",
+                  "", " "]  # fmt: skip
 FIFO = b"\0fifo\0"  # as a file's content: make a named pipe there instead
 LINK = b"\0link\0"  # as a file's content, followed by a path: make a symbolic link to it
 
@@ -990,7 +993,7 @@ def search_cases(draw) -> Case:
                     ["H=128", "zz=1", "H=nan,omega=1", "H", ""], 5, 2)  # fmt: skip
     argv += d.maybe("--screen", ["auto", "0", "2"], ["-1", "x", "", "2.5"], 5, 2)
     if d.hostile and d.chance(12):  # a cluster is never started here: only bad addresses
-        argv.append(opt("--scheduler", d(st.sampled_from(["local:0", "local:x", "", " "]))))
+        argv.append(opt("--scheduler", d(st.sampled_from(BAD_SCHEDULERS))))
     argv += d.maybe("--inner-train-frac", ["0.75", "2/3"], BAD_FRACTIONS, 4, 2)
     argv += d.maybe("--seed", [0, 5], BAD_SEEDS, 6, 2)
     argv += d.maybe("--rule", ["one-se", "best"], ["worst", ""], 4, 2)
@@ -1106,6 +1109,8 @@ BAD_CELLS = [
     f"{QTINY},inner=aggregate,aggregator=trimmed",
     f"{QTINY},spectrum=flat",
     "model=quadratic,dim=10000000,rounds=10000000",
+    "model=quadratic,dim=1000000,M=1,rounds=1000000,burn_in=0",  # hours: past the time limit
+    f"H=\uff11\uff16,{TINY}",  # fullwidth digits, which int() reads
 ]
 GOOD_SPEC = (
     f"seeds = [0]\n[fixed]\n{TINY.replace(',', chr(10))}\n[[block]]\n[block.factors]\nH = [1, 2]\n"
@@ -1142,18 +1147,21 @@ BAD_SPECS = [
 @st.composite
 def simulate_cases(draw) -> Case:
     d = Draw(draw)
-    files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n"}
+    # link.csv: a dangling link (runs went through it before the final rewrite refused it)
+    files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n", "link.csv": LINK + b"gone/o.csv"}
     argv = ["simulate"]
     if d.chance(3):
         files["s.toml"] = d.pick([GOOD_SPEC, GOOD_QUAD_SPEC], BAD_SPECS, 1)
         argv.append(d.pick(["s.toml"], ["DIR", "none.toml"], 3))
     if len(argv) == 1 or d.chance(2):
         argv.append(opt("--cell", d.pick(GOOD_CELLS, BAD_CELLS, 2)))
-        argv += d.maybe("--seeds", ["0", "0,1", "1,2"], ["0,0", "", "-1", "a"], 2, 2)
-    argv.append(
-        opt("--out", d.pick(["o.csv", "sub/o.csv", "blank.csv"], ["DIR", "", "junk.csv"], 3))
-    )
+        argv += d.maybe("--seeds", ["0", "0,1", "1,2"], ["0,0", "", "-1", "a", "0,1,", "\uff11"],
+                        2, 2)  # fmt: skip
+    bad_outs = ["DIR", "", "junk.csv", "link.csv"]
+    argv.append(opt("--out", d.pick(["o.csv", "sub/o.csv", "blank.csv"], bad_outs, 3)))
     argv += d.maybe("--jobs", [1], [0, -1, 10**5], 4, 1)
+    if d.hostile and d.chance(8):  # a cluster is never started here: only bad addresses
+        argv.append(opt("--scheduler", d(st.sampled_from(BAD_SCHEDULERS))))
     return Case(argv, files, ["DIR"])
 
 
@@ -1370,7 +1378,7 @@ def api_cases(draw) -> ApiCase:
     if call == "stationary_loss":  # fitrules.engine.theory (issue 33)
         args = (_arg(d, [1.0, [1.0, 0.5], (0.25, 2)], [0, -1.0, "a", [], NAN, None, [[1.0]],
                                                      1j, [1.0, -1.0], True], "s"),)  # fmt: skip
-        kw["lr"] = _arg(d, [0.1, 0.05, 3.0], [0, -1, NAN, "a", None, True], "lr")
+        kw["lr"] = _arg(d, [0.1, 0.05, 3.0, 1e308], [0, -1, NAN, "a", None, True], "lr")
         _kw(d, kw, "noise", [1.0, 0, 2], [-1, NAN, "a", None])
         _kw(d, kw, "H", [1, 4, _np_int(2)], BAD_INTS)
         _kw(d, kw, "M", [1, 16, _np_int(4)], BAD_INTS)
@@ -1388,6 +1396,7 @@ def api_cases(draw) -> ApiCase:
         good = asdict(QuadConfig(dim=10))
         run = _arg(d, [good, {**good, "H": 4, "keep": 0.25}, {**good, "nesterov": "False"}],
                    [{**good, "aggregator": "median"}, {**good, "lr": "a"}, {"dim": 3}, [1, 2],
+                    {**good, "compressor": "Topk"}, {**good, "aggregator": "Mean"},
                     {**good, "keep": 0}, {**good, "nesterov": "maybe"}, None], "run")  # fmt: skip
         if d.chance(3):
             kw["rounds"] = _arg(d, [(10, 50), None], [(50, 10), (0, 0), "a", (1,)], "rounds")
@@ -1483,7 +1492,7 @@ def api_cases(draw) -> ApiCase:
         args = (_arg(d, ["tuned_grid"], ["grid", 5, None], "grid"),)
         args = (*args, _arg(d, ["lr", ["lr"]], [5, [], "zz", "loss", "seed", [5]], "factors"))
         _kw(d, kw, "tune_seeds", [None, [0], (0, 1), [_np_int(1)]],
-            [[0, 0], [-1], [99], 5.5, "a", [None], [0, 1, 2]], 2)  # fmt: skip
+            [[0, 0], [-1], [99], 5.5, "a", [None], [0, 1, 2], "0,", "\uff10"], 2)  # fmt: skip
         return ApiCase(call, args, kw)
     if call == "design":
         args = (d(st.sampled_from([None, "grid", "df"])),)
@@ -1530,10 +1539,10 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "jobs", [1], [0, 2.5, "2", True])
         _kw(d, kw, "max_nonlinear", [0, 1], [-1, 9, 1.5, "1"])
         _kw(d, kw, "interactions", [1, 2], [0, 9, "2"])
-        _kw(d, kw, "jobs", [1], [0, -1, 1.5, "2", True])
+        _kw(d, kw, "jobs", [1], [0, -1, 1.5, 2.0, "2", True])
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
         _kw(d, kw, "screen", ["auto", 0, 2, _np_int(1)], [-1, 2.5, "3", True, None])
-        _kw(d, kw, "scheduler", [None], ["local:0", 5, "", "local:x"])
+        _kw(d, kw, "scheduler", [None], ["local:0", 5, "", "local:x", "local:100000", "bogus://x"])
         _kw(d, kw, "at", [None, "H=128,omega=3", [{"H": 0.5, "omega": 0.0}]],
             [5, "H=128", [{"H": "x", "omega": 1}], ["zz=1"], [{}], "H=inf,omega=1"])  # fmt: skip
         if d.hostile and d.chance(10):  # past the limits (issue 31): refused before any fit
@@ -1605,8 +1614,10 @@ def _job_case(d: Draw, call: str) -> ApiCase:
         return ApiCase(call, (_grid_arg(d, False),) if call == "score" else (), kw)
     if call == "simulate":
         cell = _arg(d, ["H=4,keep=0.5"], ["H=abc", "nope=1", ""], "cell")
-        _kw(d, kw, "seeds", ["0", "0,1"], ["a", "-1"])
-        _kw(d, kw, "jobs", [1], [0, -1])
+        _kw(d, kw, "seeds", ["0", "0,1"], ["a", "-1", "0,1,", "0,,1"])
+        _kw(d, kw, "jobs", [1, _np_int(1)], [0, -1, 2.0, True, "1", 10**5])
+        _kw(d, kw, "progress", [False], ["yes", 1])
+        _kw(d, kw, "scheduler", [None], [2, "local:0", "local:100000", "bogus://x", ""])
         return ApiCase(call, (_arg(d, ["quadratic"], ["nope", 5, ""], "spec"), "runs.csv"),
                        {"cell": cell, **kw})  # fmt: skip
     if call == "add_form":
@@ -1632,7 +1643,7 @@ def _call_job(case: ApiCase, args, kw, root: Path):
             return fr.score(*args, root / "l.jsonl", **kw)
         return fr.verify_ledger(root / "l.jsonl", **kw)
     if case.call == "simulate":
-        return fr.simulate(*args, **kw, quiet=True, progress=False)
+        return fr.simulate(*args, **{"progress": False, **kw}, quiet=True)
     if case.call == "add_form":
         return fr.add_form(*args, **kw)
     fr.add_form("mine = L0 + a*omega**c")

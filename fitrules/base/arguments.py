@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,20 @@ def count(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
         top = f" to {high:,}" if high is not None else " or more"
         raise FitrulesError(f"{name} {n:,}: must be from {low:,}{top}")
     return n
+
+
+def integer(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
+    """``value`` as an int in ``[low, high]``: an integer (numpy ones too), not a float,
+    however whole, nor a bool; for counts of processes, where ``2.0`` is a mistake.
+
+    Raises
+    ------
+    FitrulesError
+        For a bool, a float, text or a value out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise FitrulesError(f"{name} {_shown(value)}: must be an integer")
+    return count(value, name, low, high)
 
 
 def seed(value: Any, name: str = "seed") -> int:
@@ -145,13 +160,15 @@ def seed_list(text: str, name: str) -> list[int]:
     Raises
     ------
     FitrulesError
-        For text that is not whole numbers separated by commas, no seed, a seed out of
-        range or one given twice.
+        For text that is not whole numbers (ASCII digits) separated by commas, an empty item
+        (``0,1,``), no seed, a seed out of range or one given twice.
     """
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise FitrulesError(f"{name} {text!r}: expected integers separated by commas") from None
+    items = [s.strip() for s in text.split(",")] if text.strip() else []
+    if any(not s for s in items):  # a trailing comma, or two in a row: a seed left out?
+        raise FitrulesError(f"{name} {text!r}: an empty seed between commas; e.g. 0,1,2")
+    if not all(re.fullmatch(r"[+-]?[0-9]+", s) for s in items):  # int() reads "１" too
+        raise FitrulesError(f"{name} {text!r}: expected integers separated by commas")
+    seeds = [int(s) for s in items]
     if not seeds:
         raise FitrulesError(f"{name} {text!r}: no seed given")
     from fitrules.base.limits import check_seed

@@ -53,6 +53,10 @@ MAX_SEED = 2**63 - 1  # seeds are non-negative 64-bit integers
 # simulate
 MAX_SIM_RUNS = 100_000  # runs of one spec (factor levels x seeds)
 MAX_SIM_JOBS = 256  # worker processes
+# one run's estimated time on one core (a quadratic run is estimated from the coordinate
+# updates it draws, fitrules.sim.quadratic.QuadConfig.seconds): the committed grids' runs take
+# seconds; a run of hours is a typo in rounds, dim or M, refused before it starts
+MAX_SIM_RUN_SECONDS = 60 * 60
 SIM_INT_LIMITS = {  # largest value of each integer setting of a run
     "M": 1_024,
     "H": 1_000_000,

@@ -200,10 +200,14 @@ class Command:
         return out
 
     def check(self, values: Mapping[str, Any]) -> None:
-        """Check every option given in ``values`` that has a check, in declaration order."""
+        """Check every option given in ``values`` that has a check, in declaration order.
+
+        A check names the option by its flag (``--jobs``), as every error does; the Python
+        functions' :func:`~fitrules.base.errors.api_terms` says ``jobs`` instead."""
         for o in self.options:
             if o.check is not None and o.name in values:
-                o.check(values[o.name], o.name)
+                flag = o.option_string
+                o.check(values[o.name], flag if flag and flag.startswith("--") else o.name)
 
 
 def add_command(sub, decl: Command, parents: list, func: Any, **parser: Any):

@@ -186,6 +186,23 @@ def exchange(a: Path, b: Path) -> None:
         os.rename(aside, a)
 
 
+def link_refusal(path: Path, option: str, what: str = "") -> str | None:
+    """Why an output at ``path`` is refused when it is a symbolic link (None when it is
+    not): written through, the link would replace the file it points to. ``what`` names the
+    path when it is not the option's own (``its manifest PATH``)."""
+    if not path.is_symlink():
+        return None
+    try:
+        target = _show(Path(os.readlink(path)))
+    except OSError:
+        target = "a path that cannot be read"
+    return (
+        f"{option} {what or _show(path)}: is a symbolic link (to {target}); fitrules writes "
+        "no output through a link, which would replace the file it points to: give another "
+        "path or remove the link"
+    )
+
+
 def follow_link(path: Path | str, option: str) -> Path:
     """``path``, or the file it links to when it is a symbolic link (a chain is followed to
     its end): a file written through a link lands where the link points, and the link stays.
@@ -387,14 +404,12 @@ class StagedFile:
         if not str(path).strip():
             raise ReportError(f"{option} {str(path)!r}: empty path; give a file name")
         self.path, self.option = Path(path), option
-        if Path(path).is_symlink() and not update:
+        if not update:
             # an output replaces what is at its path: through a link that is another file
             # (perhaps outside the folder the user meant), so a link is refused, and kept
-            raise ReportError(
-                f"{option} {_show(Path(path))}: is a symbolic link (to "
-                f"{_show(Path(os.readlink(path)))}); fitrules writes no output through a link, "
-                "which would replace the file it points to: give another path or remove the link"
-            )
+            refusal = link_refusal(Path(path), option)
+            if refusal is not None:
+                raise ReportError(refusal)
         # a file updated in place (a ledger, forms.toml) is followed, so that the file it
         # points to is replaced and the link stays
         path = follow_link(path, option)

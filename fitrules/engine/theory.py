@@ -37,6 +37,9 @@ import numpy as np
 from fitrules.base.errors import TheoryError
 
 MASKS = ("independent", "shared")
+# the harness's names (fitrules.sim.quadratic); the theory covers rand-k or none with the mean
+COMPRESSORS = ("none", "randk", "topk")
+AGGREGATORS = ("mean", "median", "trimmed")
 
 
 def curvatures(spectrum: str, dim: int, curvature: float, condition: float) -> np.ndarray:
@@ -140,13 +143,14 @@ def _modes(s: np.ndarray, p: dict):
 
 
 def _modes_unchecked(s: np.ndarray, p: dict):
-    a = 1.0 - p["lr"] * s
+    lr = np.float64(p["lr"])  # numpy's overflow is inf under errstate; a Python float's raises
+    a = 1.0 - lr * s
     with np.errstate(over="ignore", invalid="ignore"):
         aH = a ** p["H"]
         a2 = a * a
         geo = np.where(np.abs(1 - a2) > 1e-12, (1 - a2 ** p["H"]) / (1 - a2), float(p["H"]))
     r = 1.0 - aH
-    q = p["lr"] ** 2 * p["noise"] * geo
+    q = lr**2 * p["noise"] * geo
     M, omega, eta, mu = p["M"], p["omega"], p["eta"], p["mu"]
     kappa = omega / M if p["masks"] == "independent" else omega
     sigma2 = (1 + omega) * q / M
@@ -436,6 +440,7 @@ def loss_curve(
         for t in range(rounds):
             m = np.einsum("nij,nj->ni", L, m) + add
             out[t] = weight @ m[:, 0]
+    out[np.isnan(out)] = np.inf  # 0 * inf beyond double precision: a loss without bound
     return out
 
 
@@ -470,10 +475,12 @@ def local_sgd_variance(
         raise TheoryError(f"s={s!r}: takes one curvature")
     _, _, r, kappa, sigma2 = _modes(sv, p)
     eta = p["eta"]
-    denom = r[0] * (2 - eta * r[0] * (1 + kappa))
-    if not (r[0] > 0 and denom > 0):
+    with np.errstate(all="ignore"):  # beyond double precision: not stable, inf below
+        denom = r[0] * (2 - eta * r[0] * (1 + kappa))
+        value = eta * sigma2[0] / denom
+    if not (r[0] > 0 and denom > 0 and math.isfinite(denom) and math.isfinite(value)):
         return math.inf
-    return float(eta * sigma2[0] / denom)
+    return float(value)
 
 
 def stable_step(s: float, omega: float, M: int) -> float:
@@ -510,8 +517,8 @@ def exact_loss(run: Mapping, rounds: tuple[int, int] | None = None) -> float:
     Raises
     ------
     TheoryError
-        For a missing setting, or a run the theory does not cover (median or trimmed-mean
-        aggregation, top-k, attackers).
+        For a missing setting, a compressor or aggregator the harness does not know, or a
+        run the theory does not cover (median or trimmed-mean aggregation, top-k, attackers).
     """
     if not isinstance(run, Mapping):
         raise TheoryError(f"run={run!r}: expected a mapping of the run's settings")
@@ -529,6 +536,9 @@ def exact_loss(run: Mapping, rounds: tuple[int, int] | None = None) -> float:
             raise TheoryError(f"run: {key}={value!r} is not True or False")
         return out
 
+    for key, allowed in (("compressor", COMPRESSORS), ("aggregator", AGGREGATORS)):
+        if run[key] not in allowed:
+            raise TheoryError(f"{key}={run[key]!r} is unknown; allowed: {', '.join(allowed)}")
     if run["aggregator"] != "mean" or run["compressor"] == "topk" or num("attackers") > 0:
         raise TheoryError(
             f"aggregator={run['aggregator']!r}, compressor={run['compressor']!r}, "

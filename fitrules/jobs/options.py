@@ -23,6 +23,7 @@ from fitrules.base.limits import (
     GUARD_SPAN,
     HUBER_DELTA,
     LEVEL,
+    MAX_SIM_JOBS,
     OBJECTIVES,
     RANDOM_SPLITS,
     RANDOM_TRAIN_FRAC,
@@ -292,6 +293,20 @@ JSON = Option(
 def _true_false_or_none(value, name: str) -> None:
     if value is not None and not isinstance(value, bool):
         raise FitrulesError(f"{name} {value!r}: must be True, False or None")
+
+
+def _processes(value, name: str) -> None:
+    """None (the command's default) or a whole number of processes, 1 to MAX_SIM_JOBS."""
+    if value is not None:
+        arg.integer(value, name, 1, MAX_SIM_JOBS)
+
+
+def _scheduler(value, name: str) -> None:
+    """None, ``local:N`` or a scheduler's address, in a form Dask can dial."""
+    if arg.text(value, name, none=True) is not None:
+        from fitrules.sim.cluster import check_scheduler
+
+        check_scheduler(value)
 
 
 PROGRESS = Option(
@@ -666,6 +681,7 @@ SEARCH = Command(
             Option(
                 "jobs",
                 help="worker processes (default: the machine's cores; results do not depend on it)",
+                check=_processes,
                 cli=dict(type=int),
             ),
             Option(
@@ -673,6 +689,7 @@ SEARCH = Command(
                 help="run the fits as tasks on a Dask cluster instead of --jobs processes: a "
                 "scheduler address (tcp://host:8786) or local:N for N local processes (the same "
                 'result); needs pip install "fitrules[distributed]"',
+                check=_scheduler,
                 cli=dict(metavar="ADDRESS"),
             ),
             Option(
@@ -985,12 +1002,19 @@ SIMULATE = Command(
             help="results CSV to create or resume",
             cli=dict(type=Path, required=True),
         ),
-        Option("jobs", "1", help="worker processes (default %(default)s)", cli=dict(type=int)),
+        Option(
+            "jobs",
+            "1",
+            help="worker processes (default %(default)s)",
+            check=_processes,
+            cli=dict(type=int),
+        ),
         Option(
             "scheduler",
             help="run each run as a task on a Dask cluster instead: a scheduler address "
             "(tcp://host:8786) or local:N for N local processes; needs "
             'pip install "fitrules[distributed]"',
+            check=_scheduler,
             cli=dict(metavar="ADDRESS"),
         ),
         Option(
@@ -1001,10 +1025,11 @@ SIMULATE = Command(
         Option(
             "seeds",
             help="seeds for --cell, e.g. 0,1,2 (default: the spec's seeds, or 0)",
+            check=lambda v, n: arg.text(v, n, none=True),
         ),
         PROGRESS,
-        Option("quiet", False, flag=None),
-        Option("command", flag=None),
+        Option("quiet", False, flag=None, check=arg.flag),
+        Option("command", flag=None, check=lambda v, n: arg.text(v, n, none=True)),
     ),
     description="Run the numpy DiLoCo harness over a grid spec, appending "
     "each finished run to --out (resumable), and write a manifest beside it. When "

@@ -164,14 +164,17 @@ def quoted_arg(name: str) -> str:
     return shlex.quote(name)
 
 
-def metric_like(columns: Sequence[str], defaults: Sequence[str]) -> str | None:
-    """A column that is probably the metric under a tracker's name (``summary.loss``,
-    ``metrics.val_loss``, ``val/loss``)."""
-    for m in defaults:
-        for c in columns:
-            if c != m and last_part(c) == m:
-                return c
-    return None
+# a held-out split's name as a part of a tracker's metric name: val/loss, eval_loss, test.loss
+_HELD_OUT = re.compile(r"(?:^|[./_\-])(?:val|valid|validation|eval|test|dev)(?=$|[./_\-])", re.I)
+
+
+def metric_like(columns: Sequence[str], defaults: Sequence[str]) -> list[str]:
+    """The columns that are probably the metric under a tracker's name (``summary.loss``,
+    ``metrics.val_loss``, ``val/loss``), held-out ones first (``val/loss`` before
+    ``train/loss``: what a grid's metric should be, and what the docs name)."""
+    found = [c for m in defaults for c in columns if c != m and last_part(c) == m]
+    found = list(dict.fromkeys(found))
+    return sorted(found, key=lambda c: _HELD_OUT.search(c) is None)
 
 
 def wide_groups(columns: Sequence[str]) -> dict[str, list[str]]:

@@ -1027,8 +1027,9 @@ def _choose_metric(df: pd.DataFrame, metric: str | None, label: str) -> str:
         metric = next((m for m in METRIC_DEFAULTS if m in df.columns), None)
         if metric is None:
             like = formats.metric_like(list(df.columns), METRIC_DEFAULTS)
+            also = f" (so does {', '.join(map(repr, like[1:4]))})" if len(like) > 1 else ""
             choose = (
-                f"{like!r} looks like one: give --metric {formats.quoted_arg(like)}"
+                f"{like[0]!r} looks like one{also}: give --metric {formats.quoted_arg(like[0])}"
                 if like
                 else "choose one with --metric"
             )

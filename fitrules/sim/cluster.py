@@ -20,7 +20,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import re
 import signal
+import socket
 import threading
 import uuid
 import warnings
@@ -30,6 +32,7 @@ from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
 from fitrules.base.errors import SimError
+from fitrules.base.limits import MAX_SIM_JOBS
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
 from fitrules.sim.tasks import execute, one_blas_thread, run_key
@@ -56,30 +59,121 @@ def _distributed():
     return distributed
 
 
-def parse_scheduler(scheduler: str) -> int | str:
-    """The number of processes of ``local:N``, or the address of a running scheduler.
+SCHEMES = ("tcp", "tls", "ws", "wss", "inproc", "ucx")
+"""The address schemes of Dask's comm backends (``distributed.comm.registry``)."""
+
+DEFAULT_PORT = 8786
+"""The port of an address that names none (Dask's scheduler port)."""
+
+PROBE_TIMEOUT = 5
+"""Seconds a TCP connection to a scheduler's host and port may take before it is refused:
+Dask would retry for :data:`CONNECT_TIMEOUT` s before saying nothing answers."""
+
+LOCAL_WORKER_BYTES = 100 * 2**20
+"""Memory of one worker process of a local cluster besides its runs (the interpreter, numpy,
+pandas, Dask, the corpus), measured by benchmarks/bench_cluster_memory.py: on a 2-core AMD
+EPYC VM a worker's RSS is about 130 MiB, of which about 80 MiB are its own (USS), the rest the
+shared libraries every process maps; elsewhere 18 processes held 1,291 MiB of RSS at
+local:16, about 75 MiB each. 100 MiB keeps the estimate within 1.5x of both sums. The memory
+check of ``local:N`` counts N of them, besides the runs they hold."""
+
+# HOST[:PORT] or [IPV6][:PORT]
+_HOST_PORT = re.compile(
+    r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^\s:/\[\]]+))(?::(?P<port>[0-9]+))?$"
+)
+
+
+def check_scheduler(scheduler: str) -> int | str:
+    """The number of processes of ``local:N``, or the address of a running scheduler; the
+    form only: Dask is not imported.
 
     Raises
     ------
     SimError
-        If ``local:N`` has no whole N >= 1, the text is empty, or Dask is not installed.
+        If ``local:N`` has no whole N from 1 to :data:`~fitrules.base.limits.MAX_SIM_JOBS`,
+        the text is empty, or an address is not ``[SCHEME://]HOST[:PORT]`` with a scheme of
+        :data:`SCHEMES`.
     """
+    if not isinstance(scheduler, str):
+        raise SimError(f"--scheduler {scheduler!r}: must be text or None")
     if scheduler.startswith("local:"):
         n = scheduler.removeprefix("local:")
-        if not n.isdigit() or int(n) < 1:
+        if not (n.isascii() and n.isdigit()) or int(n) < 1:
             raise SimError(
                 f"--scheduler {scheduler!r}: local:N needs a whole number of processes "
                 "N >= 1, e.g. local:2"
             )
-        target: int | str = int(n)
-    elif not scheduler.strip():
+        if int(n) > MAX_SIM_JOBS:
+            raise SimError(
+                f"--scheduler {scheduler!r}: local:N starts N worker processes, N from 1 to "
+                f"{MAX_SIM_JOBS:,} (as --jobs)"
+            )
+        return int(n)
+    if not scheduler.strip():
         raise SimError(
             "--scheduler '': expected a scheduler address such as tcp://host:8786, or local:N"
         )
-    else:
-        target = scheduler
+    if _host_port(scheduler) is None:
+        raise SimError(
+            f"--scheduler {scheduler!r}: expected local:N (N from 1 to {MAX_SIM_JOBS:,}) or a "
+            f"scheduler address such as tcp://host:8786 (schemes: {', '.join(SCHEMES)})"
+        )
+    return scheduler
+
+
+def _host_port(address: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of an address of a known scheme (port None where the scheme
+    names no TCP port: inproc, ucx), or None for an address Dask cannot dial."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in SCHEMES or not rest.isascii() or not rest.strip():
+        return None
+    if scheme in ("inproc", "ucx"):
+        return scheme, rest, None
+    m = _HOST_PORT.match(rest.rstrip("/"))
+    if m is None:
+        return None
+    port = int(m["port"]) if m["port"] is not None else DEFAULT_PORT
+    if not 1 <= port <= 65535:
+        return None
+    return scheme, m["v6"] or m["host"], port
+
+
+def parse_scheduler(scheduler: str) -> int | str:
+    """:func:`check_scheduler`, and Dask installed.
+
+    Raises
+    ------
+    SimError
+        As :func:`check_scheduler`, or if Dask is not installed.
+    """
+    target = check_scheduler(scheduler)
     _distributed()
     return target
+
+
+def _probe(scheduler: str, address: str) -> None:
+    """Refuse an address of a TCP scheme at which nothing accepts a connection within
+    :data:`PROBE_TIMEOUT` seconds (a closed port answers at once; Dask would retry for
+    :data:`CONNECT_TIMEOUT` s)."""
+    found = _host_port(address)
+    if found is None or found[2] is None:
+        return
+    _, host, port = found
+    try:
+        socket.create_connection((host, port), timeout=PROBE_TIMEOUT).close()
+    except TimeoutError:
+        raise SimError(
+            f"--scheduler {scheduler}: cannot connect: nothing answered at {host}:{port} "
+            f"within {PROBE_TIMEOUT} s; is the scheduler running (dask scheduler)?"
+        ) from None
+    except OSError as err:
+        why = err.strerror or " ".join(str(err).split()) or type(err).__name__
+        raise SimError(
+            f"--scheduler {scheduler}: cannot connect: nothing answers at {host}:{port} "
+            f"({why}); is the scheduler running (dask scheduler)?"
+        ) from None
 
 
 def local_cluster(n_workers: int):
@@ -143,6 +237,7 @@ def connect(scheduler: str) -> Iterator[Client]:
             address = cluster.scheduler_address
         else:
             address = target
+            _probe(scheduler, address)
         try:
             client = stack.enter_context(distributed.Client(address, timeout=CONNECT_TIMEOUT))
         except (OSError, TimeoutError) as err:

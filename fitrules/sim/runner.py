@@ -35,6 +35,7 @@ import pandas as pd
 from fitrules import __version__
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SIM_JOBS, check_count, check_memory
+from fitrules.base.outputs import link_refusal
 from fitrules.base.util import atomic_write_text, progress
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
@@ -94,14 +95,23 @@ def check_out(out: Path, jobs: int = 1) -> None:
     Raises
     ------
     SimError
-        For an empty path, a directory or device at ``--out`` or at its manifest path, a
-        parent that is not a writable directory, or ``--jobs`` outside 1 to
+        For an empty path, a directory, device or symbolic link at ``--out`` or at its
+        manifest path, a parent that is not a writable directory, or ``--jobs`` outside 1 to
         :data:`~fitrules.base.limits.MAX_SIM_JOBS`.
     """
     check_count(jobs, "--jobs", 1, MAX_SIM_JOBS)
     out = Path(out)
     if not str(out).strip() or out.name in ("", ".", ".."):
         raise SimError(f"--out {str(out)!r}: give a CSV file name")
+    # the runs are appended to --out, and the table and manifest rewritten at the end: a link
+    # is refused now, as every output refuses one, not after the runs went through it
+    for path, what in (
+        (out, ""),
+        (manifest_path(out), f"{out}: its manifest {manifest_path(out)}"),
+    ):
+        refusal = link_refusal(path, "--out", what)
+        if refusal is not None:
+            raise SimError(refusal)
     for path in (out, manifest_path(out)):
         if path.is_dir():
             raise SimError(f"--out {out}: {path} is a directory; give a CSV file name")
@@ -386,28 +396,48 @@ def simulate(
             f"--jobs {jobs} with --scheduler {scheduler}: give one of them; on a cluster "
             "the workers' threads decide how many runs go at once"
         )
+    target = None
     if scheduler is not None:
         from fitrules.sim import cluster
 
-        cluster.parse_scheduler(scheduler)
+        target = cluster.parse_scheduler(scheduler)
     corpus = load_corpus()
     done = _existing(out, spec)
     todo = [cfg for cfg in spec.runs if run_key(cfg) not in done]
     if not todo and _finished(out, spec):
         return pd.read_csv(out)
     if todo:
-        at_once = 1 if scheduler is not None else min(jobs, len(todo))
-        check_memory(
-            at_once * max(cfg.memory(corpus.vocab_size) for cfg in todo),
-            f"{at_once} simulation process(es) at once",
-            "use fewer --jobs or a smaller model",
-        )
+        check_memory(*_memory_estimate(todo, jobs, target, corpus.vocab_size))
     t0 = time.perf_counter()
     where = _run_todo(out, spec, done, todo, jobs, scheduler, show_progress, on_run, log)
     table = pd.DataFrame([done[run_key(cfg)] for cfg in spec.runs])
     atomic_write_text(out, table.to_csv(index=False))
     _write_manifest(out, spec, command, corpus.sha256, table, len(todo), where, t0)
     return table
+
+
+def _memory_estimate(
+    todo: list[RunConfig], jobs: int, target: int | str | None, vocab: int
+) -> tuple[float, str, str]:
+    """Bytes the runs need here at once, what they are and what to reduce (for
+    :func:`~fitrules.base.limits.check_memory`): ``jobs`` processes' runs; under ``local:N``
+    N worker processes, each :data:`~fitrules.sim.cluster.LOCAL_WORKER_BYTES` before it runs
+    anything, holding up to N runs; a remote cluster's runs are counted as one process."""
+    run_bytes = max(cfg.memory(vocab) for cfg in todo)
+    if isinstance(target, int):
+        from fitrules.sim.cluster import LOCAL_WORKER_BYTES
+
+        return (
+            target * LOCAL_WORKER_BYTES + min(target, len(todo)) * run_bytes,
+            f"a local cluster of {target} worker process(es)",
+            "use a smaller local:N or a smaller model",
+        )
+    at_once = 1 if target is not None else min(jobs, len(todo))
+    return (
+        at_once * run_bytes,
+        f"{at_once} simulation process(es) at once",
+        "use fewer --jobs or a smaller model",
+    )
 
 
 def _run_todo(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,8 @@ def parse_cell(
         seen.add(key)
         kind = str(known[key])
         try:
+            if kind in ("int", "float") and not raw.isascii():
+                raise ValueError  # Python's int() and float() read fullwidth digits too
             if kind == "bool":
                 if raw.lower() not in ("true", "false"):
                     raise ValueError
@@ -267,6 +270,23 @@ def parse_cell(
     if not seen:
         raise SimError(f"{source} {cell!r}: names no setting; give NAME=VALUE pairs, e.g. H=8")
     return values
+
+
+def _seed_items(seeds: str) -> list[int]:
+    """``--seeds 0,1,2`` as integers; an empty item (``0,1,2,``) or a digit that is not ASCII
+    (``１``) is refused, not skipped or read. An empty text gives no seed (refused by the
+    caller with the other seed lists)."""
+    if not seeds.strip():
+        return []
+    items = [s.strip() for s in seeds.split(",")]
+    if any(not s for s in items):
+        raise SimError(
+            f"--seeds {seeds!r}: an empty seed between commas; give integers separated by "
+            "commas, e.g. 0,1,2"
+        )
+    if not all(re.fullmatch(r"[+-]?[0-9]+", s) for s in items):
+        raise SimError(f"--seeds {seeds!r}: expected integers (0-9) separated by commas")
+    return [int(s) for s in items]
 
 
 def cell_spec(cell: str, base: GridSpec | None = None, seeds: str | None = None) -> GridSpec:
@@ -283,11 +303,7 @@ def cell_spec(cell: str, base: GridSpec | None = None, seeds: str | None = None)
         base_values = {k: getattr(first, k) for k in known if k not in ("seed", "model")}
         seed_list = sorted({r.seed for r in base.runs})
     if seeds is not None:
-        try:
-            parsed = [int(s) for s in seeds.split(",") if s.strip()]
-        except ValueError:
-            raise SimError(f"--seeds {seeds!r}: expected integers separated by commas") from None
-        seed_list = _seeds(parsed, f"--seeds {seeds!r}")
+        seed_list = _seeds(_seed_items(seeds), f"--seeds {seeds!r}")
         if len(seed_list) > MAX_SIM_RUNS:
             raise SimError(f"--seeds: more than {MAX_SIM_RUNS:,} seeds")
     only_model = cls is QuadConfig and not cell.replace(",", "").strip()

@@ -138,8 +138,21 @@ def test_api_refuses_bad_input_with_clear_errors(df):
         (lambda: fr.simulate("main", "x.csv", cell=""), "cell ''"),
         (lambda: fr.simulate("main", None), "needs"),
         (lambda: fr.remove_form(5), "name 5"),
+        # hostile review: a raw AttributeError, and values accepted as if right
+        (lambda: fr.simulate(cell="H=1", out="x.csv", scheduler=2),
+         r"^scheduler 2: must be text or None"),
+        (lambda: fr.simulate(cell="H=1", out="x.csv", jobs=2.0), r"^jobs 2\.0: must be an integer"),
+        (lambda: fr.simulate(cell="H=1", out="x.csv", progress="yes"),
+         r"^progress 'yes': must be True, False or None"),
+        (lambda: fr.simulate(cell="H=1", out="x.csv", scheduler="local:1000"),
+         r"^scheduler 'local:1000': .*from 1 to 256"),
+        (lambda: fr.simulate(cell="H=1", out="x.csv", scheduler="bogus://x"),
+         r"^scheduler 'bogus://x': .*local:N .*tcp://host:8786"),
+        (lambda: fr.search(scheduler="local:1000", **SEARCH), r"^scheduler 'local:1000'"),
+        (lambda: fr.search(scheduler=2, **SEARCH), r"^scheduler 2: must be text or None"),
+        (lambda: fr.search(jobs=2.0, **SEARCH), r"^jobs 2\.0: must be an integer"),
     ],
-)
+)  # fmt: skip
 def test_bad_arguments_are_refused_in_one_line(call, match, tmp_path, monkeypatch):
     """(Moved from tests/test_api_commands.py.)"""
     monkeypatch.chdir(tmp_path)
@@ -201,3 +214,22 @@ def test_api_errors_are_documented_exceptions(call, error):
     with pytest.raises(error) as info:
         call()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("0,1,", "an empty seed between commas"),
+        ("0,,1", "an empty seed between commas"),
+        ("\uff11", "expected integers separated by commas"),
+        ("+-1", "expected integers separated by commas"),
+    ],
+)
+def test_seed_lists_refuse_empty_items_and_digits_that_are_not_ascii(text, match):
+    """--tune-seeds, like simulate's --seeds (hostile review), refuses '0,1,' instead of
+    dropping the empty item, and a fullwidth digit that int() would read."""
+    from fitrules.base import arguments as arg
+
+    with pytest.raises(FitrulesError, match=match):
+        arg.seed_list(text, "--tune-seeds")
+    assert arg.seed_list(" 0 , 1 ", "--tune-seeds") == [0, 1]

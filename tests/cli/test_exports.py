@@ -55,6 +55,18 @@ def test_wandb_export_one_option_per_quirk(tmp_path, capsys):
     assert "looks like a factor" not in out
 
 
+def test_a_wandb_export_with_train_and_val_loss_is_told_val_loss(tmp_path, capsys):
+    """A W&B export logs train/loss beside val/loss: read without --metric it was refused with
+    'train/loss looks like one' (hostile review); the held-out metric is named, as the docs
+    (docs/input-formats.md) give it, and the other one after it."""
+    path = tmp_path / "wandb.csv"
+    df = wandb_runs().drop_duplicates()
+    df.insert(df.columns.get_loc("val/loss"), "train/loss", df["val/loss"])
+    df.to_csv(path, index=False)
+    named = r"'val/loss' looks like one \(so does 'train/loss'\): give --metric val/loss;"
+    refused(["compare", "--data", path], capsys, tmp_path, named)
+
+
 def test_dotted_name_without_backticks_is_told_to_use_them(tmp_path, capsys):
     """(Moved from tests/test_exports.py.)"""
     path = tmp_path / "wandb.csv"

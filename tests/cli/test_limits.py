@@ -168,3 +168,68 @@ def test_bootstrap_memory_is_checked_before_resampling(tmp_path, capsys):
     )  # fmt: skip
     with pytest.raises(LimitError, match="lower resamples"):
         fr.fit(str(path), "composition", intervals=True, resamples=100_000)
+
+
+def test_simulate_local_cluster_is_capped_as_jobs_are(tmp_path, capsys):
+    """local:N had no upper bound (hostile review): refused at once, naming the limit of --jobs,
+    before any cluster starts."""
+    _quick(
+        ["simulate", "--cell", "H=1", "--scheduler", "local:100000", "--out", tmp_path / "o.csv"],
+        capsys,
+        tmp_path,
+        r"--scheduler 'local:100000': local:N starts N worker processes, N from 1 to 256",
+    )
+    _quick(
+        ["search", "--scheduler", "local:257", "--splits", "3", "--inner-splits", "2"],
+        capsys,
+        tmp_path,
+        r"--scheduler 'local:257': local:N starts N worker processes, N from 1 to 256",
+    )
+
+
+def test_simulate_memory_counts_the_local_cluster_s_workers(tmp_path, capsys, monkeypatch):
+    """The memory check counted one process under a scheduler (hostile review): local:N counts N
+    worker processes of LOCAL_WORKER_BYTES (100 MiB) each, refused before the cluster starts."""
+    pytest.importorskip("distributed")
+    from fitrules.base import limits
+
+    monkeypatch.setattr(limits, "MEMORY_CAP_BYTES", 200 * 2**20)
+    tiny = "H=1,steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
+    _quick(
+        ["simulate", "--cell", tiny, "--scheduler", "local:4", "--out", tmp_path / "o.csv"],
+        capsys,
+        tmp_path,
+        r"a local cluster of 4 worker process\(es\) would need about 0.39. GiB of memory, more "
+        r"than the 200 MiB allowed .*use a smaller local:N",
+    )
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        # 1e12 coordinate updates each: hours on one core, accepted before (hostile review)
+        "model=quadratic,dim=1000000,M=1,rounds=1000000,burn_in=0",
+        "model=quadratic,dim=100000,M=10,rounds=1000000,burn_in=0,inner=exact",
+        "model=quadratic,dim=10000,M=100,H=1000,rounds=1000,burn_in=0,inner=steps",
+    ],
+)
+def test_a_quadratic_run_estimated_past_the_time_limit_is_refused(tmp_path, capsys, cell):
+    """One quadratic run's time is estimated from the updates it draws, and a run estimated
+    past MAX_SIM_RUN_SECONDS (1 h) is refused at once, naming the estimate and the limit."""
+    _quick(
+        ["simulate", "--cell", cell, "--out", tmp_path / "o.csv"],
+        capsys,
+        tmp_path,
+        r"--cell: a quadratic run of .*1e\+12 coordinate updates would take about [\d.]+ h on "
+        r"one core, more than the 1 h one run may take \(MAX_SIM_RUN_SECONDS\); use fewer",
+    )
+
+
+def test_the_committed_quadratic_specs_are_far_within_the_time_limit():
+    """The limit is far above real use: the committed specs' runs are estimated in seconds."""
+    from fitrules.base.paths import data_dir
+    from fitrules.sim.spec import load_spec
+
+    for name in ("quadratic", "quadratic_attack"):
+        runs = load_spec(data_dir() / "specs" / f"{name}.toml").runs
+        assert max(r.seconds() for r in runs) < 10

@@ -30,6 +30,9 @@ def distributed():
     logger.setLevel(level)
 
 
+TINY = "steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
+
+
 def _write(path, text: str | bytes):
     if isinstance(text, bytes):
         path.write_bytes(text)
@@ -86,10 +89,16 @@ def test_specs_with_wrong_types(tmp_path, capsys, spec, match):
         (["--seeds", "0,0"], "lists a seed twice"),
         (["--seeds", ""], "seeds="),
         (["--seeds", "0", "--cell", "H=1,lr=nan"], "lr=nan: must be a finite number"),
+        # hostile review: a trailing comma and fullwidth digits were read as if right
+        (["--seeds", "0,1,2,", "--cell", TINY], r"--seeds '0,1,2,': an empty seed between"),
+        (["--seeds", "0,,1", "--cell", TINY], r"--seeds '0,,1': an empty seed between"),
+        (["--seeds", "\uff11", "--cell", TINY], r"expected integers \(0-9\) separated by commas"),
+        (["--cell", f"H=\uff11\uff16,{TINY}"], r"--cell: H='１６' is not a valid int"),
+        (["--cell", f"lr=\uff10.1,{TINY}"], r"--cell: lr='０.1' is not a valid float"),
     ],
 )
 def test_simulate_nonsense(tmp_path, capsys, extra, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """Refused in one line, nothing written."""
     argv = ["simulate", "--out", tmp_path / "o.csv", *extra]
     if "--cell" not in extra:
         argv += ["--cell", "H=1,steps=2"]
@@ -137,6 +146,27 @@ def test_simulate_out_that_is_not_a_file_name(tmp_path, capsys, monkeypatch):
     """(Moved from tests/test_hostile_input.py.)"""
     monkeypatch.chdir(tmp_path)
     refused(["simulate", "--cell", "H=1", "--out", ""], capsys, tmp_path, "give a CSV file name")
+
+
+@pytest.mark.parametrize(
+    "link, target, match",
+    [
+        ("s.csv", "../elsewhere.csv", r"--out out/s.csv: is a symbolic link \(to \.\./elsewhere"),
+        ("s.csv", "s-real.csv", r"--out out/s.csv: is a symbolic link"),
+        ("s.manifest.json", "../m.json", r"its manifest out/s.manifest.json: is a symbolic link"),
+    ],
+)
+def test_simulate_out_through_a_symbolic_link_is_refused_before_any_run(
+    tmp_path, capsys, monkeypatch, link, target, match
+):
+    """Through a dangling link every run was appended to the file outside, and only the final
+    rewrite refused the link, leaving that file (hostile review): now refused before any run,
+    as every other output is (fitrules.base.outputs.StagedFile), with nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / link).symlink_to(target)
+    refused(["simulate", "--cell", TINY, "--out", "out/s.csv"], capsys, tmp_path, match)
+    assert not (tmp_path / "elsewhere.csv").exists() and not (tmp_path / "m.json").exists()
 
 
 def test_the_cli_runs_a_committed_quadratic_spec_by_name(tmp_path, capsys):

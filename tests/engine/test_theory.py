@@ -142,6 +142,10 @@ def test_exact_loss_of_a_harness_config_sums_its_modes():
         ({"attackers": 2}, "exact only for the mean aggregator"),
         ({"keep": 0.0}, r"keep=0.0 is outside \(0, 1\]"),
         ({"spectrum": "flat"}, "spectrum='flat' is unknown"),
+        # a misspelt name was read as rand-k (hostile review)
+        ({"compressor": "Topk"}, "compressor='Topk' is unknown; allowed: none, randk, topk"),
+        ({"compressor": "rand-k"}, "compressor='rand-k' is unknown; allowed: none, randk, topk"),
+        ({"aggregator": "Mean"}, "aggregator='Mean' is unknown; allowed: mean, median, trimmed"),
     ],
 )
 def test_exact_loss_refuses_what_it_does_not_cover(change, match):
@@ -188,6 +192,31 @@ def test_bad_settings_are_one_line_errors(call, match):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: th.stationary_loss(1.0, lr=1e308),
+        lambda: th.stationary_loss(1.0, lr=1e200, noise=1e200),
+        lambda: float(th.stationary_variance(1.0, lr=1e308)[0]),
+        lambda: float(th.second_moment_radius(1.0, lr=1e308)[0]),
+        lambda: float(th.variance_gain(1.0, lr=1e308)[0]),
+        lambda: float(th.loss_curve(1.0, 3, lr=1e308)[-1]),
+        lambda: th.local_sgd_variance(1e308, 1.0, 1.0, 0.0, 1),
+        lambda: th.compressed_sync_variance(1e308, 1.0, 1.0, 0.0, 1),
+    ],
+)
+def test_a_step_beyond_double_precision_is_unstable_not_an_overflow(call):
+    """lr=1e308 raised a raw OverflowError (lr**2 in Python floats; hostile review): a step
+    that large is unstable, and the functions say so with inf, as their docstrings promise."""
+    assert call() == math.inf
+
+
+def test_mode_covariance_of_a_step_beyond_double_precision_is_refused():
+    """mode_covariance documents a TheoryError for an unstable mode, not an OverflowError."""
+    with pytest.raises(TheoryError, match="unstable"):
+        th.mode_covariance(1.0, lr=1e308)
+
+
 def test_theory_local_sgd_recovers_the_step_and_the_workers():
     """(Moved from tests/test_theory.py.)"""
     fitted = fr.fit(fr.load_grid(_exact_grid()), "theory_local_sgd")
@@ -212,6 +241,23 @@ def test_theory_workers_recovers_r():
     df = pd.concat(frames, ignore_index=True)
     fitted = fr.fit(fr.load_grid(df), "theory_workers")
     assert fitted.constants["r"] == pytest.approx(1 - 0.95**4, rel=1e-4)
+
+
+def test_theory_workers_on_one_M_and_one_outer_step_is_flagged_as_composition_on_one_H_is():
+    """A hostile review said theory_workers fitted with exit 0 where M and outer_lr never vary.
+    It is treated as any form reading a constant variable (composition at one H): fit names
+    both variables in its diagnostics, and compare sets every split aside as degenerate."""
+    g = fr.load_grid(_exact_grid(M=16, eta=1.0, H_levels=(4,)))
+    reasons = fr.fit(g, "theory_workers").reasons
+    assert "all training cells have M=16: its effect cannot be identified" in reasons
+    assert "all training cells have outer_lr=1: its effect cannot be identified" in reasons
+    one_h = fr.load_grid(_exact_grid(H_levels=(4,)))
+    h_reasons = fr.fit(one_h, "composition").reasons
+    assert "all training cells have H=4: b is not identifiable" in h_reasons
+    for grid, form in ((g, "theory_workers"), (one_h, "composition")):
+        s = fr.compare(grid, forms=[form, "omega_only"], splits=5, train_frac=0.8).summary
+        row = s.set_index("form").loc[form]
+        assert (row["splits_used"], row["degenerate_splits"]) == (0, 5)
 
 
 def test_theory_forms_are_built_in_but_not_defaults():

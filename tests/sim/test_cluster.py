@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import signal
+import time
 
 import numpy as np
 import pandas as pd
@@ -54,13 +55,39 @@ def keys_in(out):
         ("local:two", 1, "local:N needs a whole number"),
         ("", 1, "expected a scheduler address such as tcp://host:8786"),
         ("local:2", 2, "--jobs 2 with --scheduler local:2: give one of them"),
+        # hostile review: no upper bound, a fullwidth digit, a raw ValueError from Dask
+        ("local:257", 1, r"local:N .* N from 1 to 256 \(as --jobs\)"),
+        ("local:10000000", 1, r"local:N .* N from 1 to 256"),
+        ("local:\uff12", 1, "local:N needs a whole number"),
+        ("bogus://x", 1, r"'bogus://x': expected local:N .* or a scheduler address such as "
+         r"tcp://host:8786 \(schemes: tcp, tls, ws, wss, inproc, ucx\)"),
+        ("tcp://host:port", 1, r"'tcp://host:port': expected local:N"),
+        ("tcp://:8786", 1, r"'tcp://:8786': expected local:N"),
     ],
-)
+)  # fmt: skip
 def test_bad_scheduler_requests(tmp_path, scheduler, jobs, match):
-    """(Moved from tests/test_cluster.py.)"""
+    """Refused at once, before a cluster starts or anything is written."""
     with pytest.raises(SimError, match=match):
         simulate(SPEC, tmp_path / "s.csv", jobs=jobs, scheduler=scheduler, show_progress=False)
     assert not (tmp_path / "s.csv").exists()
+
+
+@pytest.mark.parametrize("scheduler", ["local:257", "local:\uff12", "bogus://x", "tcp://h:x"])
+def test_the_form_of_a_scheduler_is_checked_without_dask(scheduler):
+    """local:N is capped at the limit of --jobs, and an address must be one Dask can dial: the
+    review found local:N unbounded and 'bogus://x' a raw ValueError from the cluster library."""
+    with pytest.raises(SimError, match="--scheduler"):
+        cluster.parse_scheduler(scheduler)
+
+
+def test_an_unreachable_scheduler_is_refused_within_seconds(tmp_path, distributed):
+    """Nothing listens on port 1: refused after a quick probe, not after Dask's 30 s timeout
+    (hostile review)."""
+    t0 = time.perf_counter()
+    with pytest.raises(SimError, match=r"--scheduler tcp://127\.0\.0\.1:1: cannot connect"):
+        simulate(SPEC, tmp_path / "s.csv", scheduler="tcp://127.0.0.1:1", show_progress=False)
+    assert time.perf_counter() - t0 < cluster.PROBE_TIMEOUT + 3
+    assert not list(tmp_path.iterdir())
 
 
 def test_mismatched_workers_are_named():
