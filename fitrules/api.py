@@ -862,7 +862,7 @@ def fit(
     from fitrules.engine.intervals import robust_cells
     from fitrules.jobs.fit import FittedForm
 
-    _check_fit_arguments(objective, delta, intervals, bootstrap, predict, resamples, seed, level)
+    _check_fit_arguments(intervals, bootstrap, predict, resamples, seed)
     if not isinstance(form, Form | str):
         raise FormError(f"form {form!r}: give one form: a name, 'NAME = EXPR' or a fitrules.Form")
     g = as_grid(grid)
@@ -901,17 +901,14 @@ def fit(
     return fitted
 
 
-def _check_fit_arguments(objective, delta, intervals, bootstrap, predict, resamples, seed,
-                         level) -> None:  # fmt: skip
-    """The types and ranges of a fit's options, before the grid is read."""
-    arg.text(objective, "objective")
-    arg.real(delta, "delta", 0.0)
+def _check_fit_arguments(intervals, bootstrap, predict, resamples, seed) -> None:
+    """The types and ranges of a fit's undeclared options, before the grid is read (the
+    declared ones, objective, delta and level, are checked by ``FIT.check``)."""
     arg.flag(intervals, "intervals")
     arg.text(bootstrap, "bootstrap")
     if intervals or predict:
         arg.count(resamples, "resamples")
         arg.seed(seed)
-        arg.level(level)
 
 
 def _prediction_points(predict, f: Form, g: Grid) -> list:

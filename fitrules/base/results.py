@@ -8,6 +8,7 @@ A result says what it is in words (:meth:`Result.text`) and as data (:meth:`Resu
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from fitrules.base.util import Text, json_ready
@@ -21,8 +22,6 @@ def made_from(result, *sources):
     paths, or None; every job's result goes through here, and a test walks every result
     class to check that its writers refuse its inputs.
     """
-    import os
-
     paths = [Path(os.path.abspath(p)) for p in getattr(result, "inputs", ()) or ()]
     for src in sources:
         path = getattr(src, "path", src)

@@ -18,26 +18,13 @@ import fitrules as fr
 from conftest import composition_grid
 from fitrules.base.errors import FitrulesError
 from fitrules.jobs import options as declared
+from helpers import COMMAND_FUNCTIONS
 
 HOSTILE = (-1, 0, 1.5, 2.0, -0.0, 10**30, -(10**30), float("nan"), float("inf"), float("-inf"),
            True, False, None, "", " ", "x", "3", "１６", "yes", [], [1, 2], {}, (0.5,), b"1",
            object())  # fmt: skip
 
-FUNCTIONS = {
-    "compare": fr.compare,
-    "design": fr.design,
-    "search": fr.search,
-    "fit": fr.fit,
-    "validate": fr.validate,
-    "ci": fr.ci,
-    "predict": fr.predict,
-    "score": fr.score,
-    "ledger verify": fr.verify_ledger,
-    "forms add": fr.add_form,
-    "forms remove": fr.remove_form,
-    "simulate": fr.simulate,
-    "load_grid": fr.load_grid,
-}
+FUNCTIONS = COMMAND_FUNCTIONS
 
 
 def _valid_call(cmd: str, folder) -> dict:

@@ -18,24 +18,11 @@ import fitrules as fr
 from fitrules.base.options import Command, Option, add_command
 from fitrules.cli import build_parser
 from fitrules.jobs import options as declared
+from helpers import COMMAND_FUNCTIONS
 
 PACKAGE = Path(fr.__file__).parent
 
-FUNCTIONS = {
-    "compare": fr.compare,
-    "design": fr.design,
-    "search": fr.search,
-    "fit": fr.fit,
-    "validate": fr.validate,
-    "ci": fr.ci,
-    "predict": fr.predict,
-    "score": fr.score,
-    "ledger verify": fr.verify_ledger,
-    "forms add": fr.add_form,
-    "forms remove": fr.remove_form,
-    "simulate": fr.simulate,
-    "load_grid": fr.load_grid,
-}
+FUNCTIONS = COMMAND_FUNCTIONS
 # what a function takes that the command line reads from its data options instead
 GRID = {"grid"}
 WITH_FUNCTION = [d for d in declared.COMMANDS if d.cmd in FUNCTIONS] + [declared.LOAD_GRID]

@@ -9,13 +9,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import tomllib
 
 import pandas as pd
 import pytest
 
 from conftest import ROOT
+from helpers import slowed
 
 
 def test_concurrent_form_adds_lose_no_form(tmp_path, monkeypatch):
@@ -23,14 +23,7 @@ def test_concurrent_form_adds_lose_no_form(tmp_path, monkeypatch):
     (two concurrent `forms add` left one of them out, each saying it was added)."""
     from fitrules.model import forms
 
-    real = forms.load_forms_file
-
-    def slow(*a, **k):  # widen the window between reading forms.toml and writing it
-        out = real(*a, **k)
-        time.sleep(0.1)
-        return out
-
-    monkeypatch.setattr(forms, "load_forms_file", slow)
+    slowed(monkeypatch, forms, "load_forms_file", 0.1)
     errors = []
 
     def add(i):
@@ -55,14 +48,7 @@ def test_concurrent_form_removes_keep_the_others(tmp_path, monkeypatch):
 
     for i in range(4):
         forms.add_form_to_file(f"f{i}(H, omega)", f"L0 + a{i}*omega*(H/16)**b", tmp_path)
-    real = forms.load_forms_file
-
-    def slow(*a, **k):
-        out = real(*a, **k)
-        time.sleep(0.1)
-        return out
-
-    monkeypatch.setattr(forms, "load_forms_file", slow)
+    slowed(monkeypatch, forms, "load_forms_file", 0.1)
     threads = [threading.Thread(target=forms.remove_form_from_file, args=(f"f{i}", tmp_path))
                for i in (0, 2)]  # fmt: skip
     for t in threads:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pandas as pd
@@ -11,6 +10,7 @@ import pytest
 from scipy import stats
 
 from fitrules.jobs.ledger import compare_scored
+from helpers import slowed
 
 
 def _scores(values, seeds, pa, pb):
@@ -29,13 +29,7 @@ def test_concurrent_appends_take_distinct_ids(tmp_path, monkeypatch):
 
     path = tmp_path / "p.jsonl"
     real = lg.read_ledger
-
-    def slow_read(*a, **k):  # widen the window between reading the ledger and writing it
-        out = real(*a, **k)
-        time.sleep(0.05)
-        return out
-
-    monkeypatch.setattr(lg, "read_ledger", slow_read)
+    slowed(monkeypatch, lg, "read_ledger")  # between reading the ledger and writing it
     base = {
         "form": "f",
         "prediction": 2.0,
