@@ -120,9 +120,8 @@ def main() -> int:
     )
     print(
         "raw exceptions: {raw}; messages not one line: {lines}; bad arguments accepted: "
-        "{accepted}; results of the wrong type: {wrong}; warnings: {warning}".format(
-            **{k: counts[k] for k in API_FAILURES}
-        )
+        "{accepted}; results of the wrong type: {wrong}; warnings: {warning}; inputs changed: "
+        "{changed}".format(**{k: counts[k] for k in API_FAILURES})
     )
     print("cases per function: " + ", ".join(f"{k} {v:,}" for k, v in sorted(by_call.items())))
     return 0

@@ -9,9 +9,10 @@ in-process through fitrules.cli.main in a fresh working directory. Printed: the 
 cases tried, how many exited 0, 2 (refused) and 1 (compare --strict), and the failures by
 kind: tracebacks (an exception escaped main), exit 1 without --strict, refused inputs that
 left or changed a file, refusals that were not exactly one line, non-finite numbers in the
-output, anything else on stderr, warnings. Every failure count must be 0; the first few of
-each kind are written to --failures (JSON lines) with their command lines. Exits 0 either
-way: the counts are the result.
+output, anything else on stderr, warnings, a line that must be refused (a value its option's
+declaration refuses, ``declared_cases``) that ran, an input file changed. Every failure
+count must be 0; the first few of each kind are written to --failures (JSON lines) with
+their command lines. Exits 0 either way: the counts are the result.
 """
 
 from __future__ import annotations
@@ -37,7 +38,17 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 import fuzzing  # noqa: E402
 from fuzzing import cases, check  # noqa: E402
 
-FAILURE_KINDS = ("traceback", "exit1", "leftover", "lines", "nonfinite", "stderr", "warning")
+FAILURE_KINDS = (
+    "traceback",
+    "exit1",
+    "leftover",
+    "lines",
+    "nonfinite",
+    "stderr",
+    "warning",
+    "accepted",
+    "changed",
+)
 
 
 def _keep(path: Path | None, failure: dict) -> None:
@@ -75,7 +86,7 @@ def main() -> int:
         default=None,
         metavar="NAME",
         help="only this command's cases (compare, design, fit, validate, ci, ledger, forms, "
-        "simulate, search)",
+        "simulate, search, declared)",
     )
     args = ap.parse_args()
     strategy = cases() if args.command is None else getattr(fuzzing, f"{args.command}_cases")()
@@ -101,13 +112,15 @@ def main() -> int:
             raise KeyboardInterrupt
         outcome = check(case)
         counts[outcome.kind] += 1
+        counts["must_refuse"] += bool(case.must_refuse)
         by_command[case.command] += 1
         if outcome.failed and sum(k["kind"] == outcome.kind for k in kept) < 20:
             kept.append({"kind": outcome.kind, "argv": case.argv, "detail": outcome.detail})
             _keep(args.failures, kept[-1])
-        n = sum(counts.values())
+        n = sum(v for k, v in counts.items() if k != "must_refuse")
         if args.every and n % args.every == 0:
-            bad = sum(counts[k] for k in counts if k not in ("ok", "refused", "strict"))
+            passed = ("ok", "refused", "strict", "must_refuse")
+            bad = sum(counts[k] for k in counts if k not in passed)
             print(
                 f"  {n:,} cases, {bad} failures, {time.perf_counter() - t0:.0f} s",
                 file=sys.stderr,
@@ -115,6 +128,7 @@ def main() -> int:
             )
 
     stopped = _run_until_stopped(run)
+    must = counts.pop("must_refuse", 0)
     tried = sum(counts.values())
     failures = {k: counts[k] for k in FAILURE_KINDS}
     other = {k: v for k, v in counts.items() if k.startswith("exit") and k != "exit1"}
@@ -124,12 +138,14 @@ def main() -> int:
     )
     print(
         f"exit 0: {counts['ok']:,}; exit 2 (refused, one line, nothing written): "
-        f"{counts['refused']:,}; exit 1 with --strict: {counts['strict']:,}"
+        f"{counts['refused']:,}; exit 1 with --strict: {counts['strict']:,}; lines that had "
+        f"to be refused (an option's declaration refuses a value): {must:,}"
     )
     print(
         "tracebacks: {traceback}; exit 1 without --strict: {exit1}; leftover outputs on a "
         "refused input: {leftover}; refusals not one line: {lines}; non-finite output: "
-        "{nonfinite}; other stderr on exit 0: {stderr}; warnings: {warning}".format(**failures)
+        "{nonfinite}; other stderr on exit 0: {stderr}; warnings: {warning}; bad arguments "
+        "accepted: {accepted}; inputs changed: {changed}".format(**failures)
     )
     if other:
         print(f"other exit statuses: {other}")

@@ -64,6 +64,19 @@ class Case:
     dirs: list[str] = field(default_factory=list)
     links: dict[str, str] = field(default_factory=dict)  # symbolic link -> what it points to
     fifos: list[str] = field(default_factory=list)  # named pipes nobody writes to
+    must_refuse: str = ""  # why no correct command can run this line (else "")
+
+    @property
+    def inputs(self) -> list[str]:
+        """The files the command only reads: ``--data`` and ``--spec`` values and positional
+        arguments that name a file of the case."""
+        out = []
+        for a in self.argv:
+            name = a.split("=", 1)[1] if a.startswith(("--data=", "--spec=")) else a
+            if name in self.files and self.files[name] not in (FIFO,):
+                if not self.files[name].startswith(LINK):
+                    out.append(name)
+        return out
 
     @property
     def command(self) -> str:
@@ -73,7 +86,8 @@ class Case:
 @dataclass
 class Outcome:
     """``kind`` is ok, refused, strict or one of the failures: traceback, exit1, leftover,
-    lines, nonfinite, stderr, warning, exit<N>."""
+    lines, nonfinite, stderr, warning, accepted (a line that must be refused ran), changed
+    (an input file was changed), exit<N>."""
 
     kind: str
     code: int | None
@@ -104,6 +118,23 @@ def _links_changed(root: Path, case: Case) -> bool:
     return any(not (root / name).is_symlink() for name in case.links)
 
 
+PATH_FLAGS = ("--out", "--report", "--json", "--spec-out", "--forms-out", "--ledger", "--data")
+
+
+def _paths_masked(stdout: str, argv: list[str]) -> str:
+    """``stdout`` with the paths given on the line masked: a file named ``-inf`` is no
+    non-finite number ("forms written to -inf")."""
+    for a in argv:
+        flag, _, value = a.partition("=")
+        if flag in PATH_FLAGS and value not in ("", "-"):
+            stdout = stdout.replace(value, "PATH")
+    return stdout
+
+
+def _digests(root: Path, names: list[str]) -> dict[str, str]:
+    return {n: hashlib.sha256((root / n).read_bytes()).hexdigest() for n in names}
+
+
 def _strict_json(text: str) -> None:
     def refuse(name):
         raise ValueError(f"non-finite {name} in JSON output")
@@ -128,7 +159,7 @@ def check(case: Case) -> Outcome:
                 links[name] = data[len(LINK) :].decode()
             else:
                 (root / name).write_bytes(data)
-        case = Case(case.argv, case.files, case.dirs, links, fifos)
+        case = Case(case.argv, case.files, case.dirs, links, fifos, case.must_refuse)
         for name, target in case.links.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             os.symlink(target, root / name)
@@ -136,6 +167,7 @@ def check(case: Case) -> Outcome:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             os.mkfifo(root / name)
         before = _snapshot(root)
+        read_only = _digests(root, case.inputs)
         out, err = io.StringIO(), io.StringIO()
         os.chdir(root)
         try:
@@ -160,6 +192,10 @@ def check(case: Case) -> Outcome:
         if caught:
             w = caught[0]
             return Outcome("warning", code, f"{w.category.__name__}: {w.message} ({w.filename})")
+        now = _digests(root, [n for n in read_only if (root / n).is_file()])
+        if now != read_only:
+            changed = sorted(n for n in read_only if now.get(n) != read_only[n])
+            return Outcome("changed", code, f"inputs changed or removed: {changed}")
         if code == 2:
             if len(lines) != 1 or not ONE_LINE.match(lines[0]):
                 return Outcome("lines", code, stderr[-2000:])
@@ -173,6 +209,8 @@ def check(case: Case) -> Outcome:
             return Outcome("exit1", code, stderr[-2000:])
         if code != 0:
             return Outcome(f"exit{code}", code, stderr[-2000:])
+        if case.must_refuse:
+            return Outcome("accepted", code, case.must_refuse)
         # the one thing allowed on stderr at exit 0: simulate's progress lines, which it prints
         # when stderr is not a terminal so that a long grid is never silent in a log file
         noise = [
@@ -184,7 +222,7 @@ def check(case: Case) -> Outcome:
             return Outcome("stderr", code, stderr[-2000:])
         if _links_changed(root, case):
             return Outcome("leftover", code, f"a link was replaced: {sorted(case.links)}")
-        m = NONFINITE.search(stdout)
+        m = NONFINITE.search(_paths_masked(stdout, case.argv))
         if m:
             i = m.start()
             return Outcome("nonfinite", code, stdout[max(0, i - 300) : i + 100])
@@ -417,8 +455,17 @@ BAD_WHERES = [
 DERIVES = ["omega2 = 1/keep - 1", "v = keep * 2"]
 BAD_DERIVES = ["omega = 1/keep", "x", "y = H/0", "z = log(-H)", "w = 'a'"]
 JSON_TARGETS = ["out.json", "sub/dir/out.json", "-"]
-BAD_JSON = ["DIR", "/proc/fuzz.json", "g.csv", "", "R/x.json", "EXISTING",
-            "LINKED", "DANGLING", "PIPE"]  # a link to the data, a link to nothing, a FIFO
+BAD_JSON = [
+    "DIR",
+    "/proc/fuzz.json",
+    "g.csv",
+    "",
+    "R/x.json",
+    "EXISTING",
+    "LINKED",
+    "DANGLING",
+    "PIPE",
+]  # a link to the data, a link to nothing, a FIFO
 POINTS = ["H=8,keep=0.25", "H=2,omega=1", "H=4,keep=1", "H=16,keep=0.5", "H=1,keep=0.125"]
 BAD_POINTS = [
     "H=8",
@@ -456,8 +503,74 @@ def _form_options(d: Draw, weights: bool = True) -> list[str]:
     return args
 
 
+# tables as trackers export them (tests/exports.py), each with the options that read it
+# (the loader's refusals name them one at a time: a case takes all, some or wrong ones)
+EXPORTS = {
+    "wandb": ("wandb.csv", ["--drop-duplicates", "--metric=val/loss", "--rename=inner_steps=H",
+                            "--derive=omega = 1/`compression.keep` - 1"]),
+    "wandb_crashed": ("wandb.csv", ["--drop-duplicates", "--metric=val/loss",
+                                    "--rename=inner_steps=H",
+                                    "--derive=omega = 1/`compression.keep` - 1"]),
+    "mlflow": ("runs.csv", ["--metric=metrics.val_loss", "--seed-col=params.seed",
+                            "--rename=params.H=H", "--derive=omega = 1/`params.keep` - 1"]),
+    "mlflow_parquet": ("runs.parquet", ["--metric=metrics.val_loss", "--seed-col=params.seed",
+                                        "--rename=params.H=H",
+                                        "--derive=omega = 1/`params.keep` - 1"]),
+    "wide": ("wide.csv", ["--metric=loss_seed0", "--derive=omega = 1/keep - 1"]),
+    "jsonl": ("runs.jsonl", ["--metric=summary.loss", "--seed-col=config.seed",
+                             "--rename=config.H=H", "--derive=omega = 1/`config.keep` - 1"]),
+    "json": ("runs.json", ["--metric=summary.loss", "--seed-col=config.seed",
+                           "--rename=config.H=H", "--derive=omega = 1/`config.keep` - 1"]),
+    "flat": ("flat.csv", ["--seed-col=config.seed", "--derive=omega = 1/keep - 1"]),
+}  # fmt: skip
+BAD_EXPORT_OPTIONS = ["--metric=val_loss", "--metric=State", "--rename=inner_steps=omega",
+                      "--seed-col=Name", "--rename=params.H=params.keep", "--metric=params.H",
+                      "--derive=omega = 1/compression.keep - 1", "--where=State == 'crashed'",
+                      "--seed-col=summary.loss"]  # fmt: skip
+
+
+@functools.cache
+def export_bytes(kind: str) -> bytes:
+    """The bytes of one tracker export of the committed main grid (built once)."""
+    import exports
+
+    buf = io.BytesIO()
+    if kind in ("wandb", "wandb_crashed"):
+        exports.wandb_runs(crashed_loss=kind == "wandb_crashed").to_csv(buf, index=False)
+    elif kind == "mlflow":
+        exports.mlflow_runs().to_csv(buf, index=False)
+    elif kind == "mlflow_parquet":  # MLflow's params are text: text-typed numbers in Parquet
+        exports.mlflow_runs().to_parquet(buf)
+    elif kind == "wide":
+        exports.wide_table().to_csv(buf, index=False)
+    elif kind == "jsonl":
+        buf.write("".join(json.dumps(r) + "\n" for r in exports.json_runs()).encode())
+    elif kind == "json":
+        buf.write(json.dumps(exports.json_runs()).encode())
+    else:
+        flat = exports.flattened_json().rename(
+            columns={"config.H": "H", "config.keep": "keep", "summary.loss": "loss"}
+        )
+        flat.to_csv(buf, index=False)
+    return buf.getvalue()
+
+
+def _export(d: Draw) -> tuple[list[str], dict[str, bytes]]:
+    kind = d(st.sampled_from(sorted(EXPORTS)))
+    name, fixes = EXPORTS[kind]
+    if d.chance(2):
+        args = list(fixes)
+    else:
+        args = [f for f in fixes if d.chance(2)]
+    if d.hostile and d.chance(2):
+        args.append(d(st.sampled_from(BAD_EXPORT_OPTIONS)))
+    return [opt("--data", name), *args], {name: export_bytes(kind)}
+
+
 def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
     files: dict[str, bytes] = {}
+    if d.chance(12):  # a tracker's export (issue 43: no fuzzer had reached them)
+        return _export(d)
     if d.chance(10):
         args: list[str] = []  # the committed default grid
     elif d.chance(12):  # a shipped grid by name (or a name that is none)
@@ -1165,9 +1278,28 @@ def simulate_cases(draw) -> Case:
     return Case(argv, files, ["DIR"])
 
 
+@st.composite
+def declared_cases(draw) -> Case:
+    """A small valid command line with one option given a hostile text, judged by the
+    option's own declaration (type, choices, parse, check; ``tests/declared.py``): when the
+    declaration refuses the text the command must too, else the outcome is "accepted". So an
+    option is fuzzed the day it is declared."""
+    import declared
+
+    d = Draw(draw, hostile=True)
+    cmd = d(st.sampled_from(sorted(declared.CLI_BASE)))
+    option = d(st.sampled_from(declared.cli_options(cmd)))
+    text = d(st.sampled_from(declared.HOSTILE_TEXTS))
+    flag = opt(option.option_string, text)
+    argv = [*declared.CLI_BASE[cmd], flag, *([flag] if d.chance(6) else [])]  # maybe twice
+    grid = _frames()["df"].to_csv(index=False).encode()
+    return Case(argv, {"g.csv": grid}, must_refuse=declared.cli_refusal(option, text) or "")
+
+
 def cases():
     """Every kind of case."""
     return st.one_of(
+        declared_cases(),
         compare_cases(),
         design_cases(),
         fit_cases(),
@@ -1188,7 +1320,7 @@ def cases():
 # one line, or a result of the documented type whose JSON view holds only finite numbers;
 # never another exception, never a warning, and never a result when an argument drawn was
 # one that must be refused (then the outcome is "accepted").
-API_FAILURES = ("raw", "lines", "accepted", "wrong", "warning")
+API_FAILURES = ("raw", "lines", "accepted", "wrong", "warning", "changed")
 
 
 class Bad:
@@ -1274,6 +1406,14 @@ BAD_GRID_TOKENS = [
 ]
 
 
+_GRIDS_WRITTEN: set[Path] = set()  # the case folders where g.csv was written to be read
+
+
+def _write_grid(root: Path) -> None:
+    (root / "g.csv").write_text(_frames()["df"].to_csv(index=False))
+    _GRIDS_WRITTEN.add(root)
+
+
 def _materialise(value, root: Path):
     """Grid tokens to objects: a DataFrame, a Grid, a CSV path (written in ``root``)."""
     import fitrules as fr
@@ -1287,7 +1427,7 @@ def _materialise(value, root: Path):
     if value == "tuned_grid":
         return fr.load_grid(_frames()["df_tuned"])
     if value == "path":
-        (root / "g.csv").write_text(_frames()["df"].to_csv(index=False))
+        _write_grid(root)
         return str(root / "g.csv")
     return value
 
@@ -1355,10 +1495,14 @@ def api_cases(draw) -> ApiCase:
                 "simulate",
                 "add_form",
                 "remove_form",
+                "declared",
+                "declared",
             ]  # fmt: skip
         )
     )
     kw: dict = {}
+    if call == "declared":
+        return _declared_case(d)
     if call in NEW_JOBS:
         return _job_case(d, call)
     if call == "load_grid":
@@ -1629,6 +1773,42 @@ def _job_case(d: Draw, call: str) -> ApiCase:
     return ApiCase(call, (name,), kw)
 
 
+@functools.lru_cache(maxsize=1)
+def _declared_bad_values() -> list[tuple[str, str, list]]:
+    """``(command, option, values its declared check refuses)`` for every checked option."""
+    import declared
+
+    out = []
+    for cmd, option in declared.checked_options():
+        bad, _ = declared.refused_by_check(option)  # a bad check: test_declared_checks says
+        if bad:
+            out.append((cmd, option.name, bad))
+    return out
+
+
+def _declared_case(d: Draw) -> ApiCase:
+    """A small valid call of a command's function with one argument a value that its
+    option's declared check refuses (``tests/declared.py``): the function must refuse it."""
+    cmd, name, bad = d(st.sampled_from(_declared_bad_values()))
+    i = d(st.integers(0, len(bad) - 1))
+    return ApiCase("declared", (cmd, name, i), {name: Bad(bad[i], f"{cmd} {name}={bad[i]!r}")})
+
+
+def _call_declared(case: ApiCase, root: Path):
+    import declared
+
+    import fitrules as fr
+
+    cmd, name, _ = case.args
+    _write_grid(root)
+    if cmd in ("score", "ledger verify"):
+        fr.predict(**declared.valid_call("predict", root))
+    if cmd == "forms remove":
+        fr.add_form(**declared.valid_call("forms add", root))
+    call = {**declared.valid_call(cmd, root), name: case.kwargs[name].value}
+    return declared.COMMAND_FUNCTIONS[cmd](**call)
+
+
 def _call_job(case: ApiCase, args, kw, root: Path):
     import fitrules as fr
 
@@ -1656,6 +1836,8 @@ _FITTED: dict = {}
 def _call_api(case: ApiCase, root: Path):
     import fitrules as fr
 
+    if case.call == "declared":
+        return _call_declared(case, root)
     args = tuple(_materialise(a, root) for a in case.args)
     kw = {k: _plain_arg(v) for k, v in case.kwargs.items()}
     if case.call == "load_grid":
@@ -1745,11 +1927,24 @@ EXPECTED_TYPES = {
     "simulate": "DataFrame",
     "add_form": "Form",
     "remove_form": "PosixPath",
+    "declared": "",  # always a bad value: refused, or "accepted"
 }
 
 
 def _ignore(*args) -> None:
     """A callback that does nothing (on_plan, on_progress)."""
+
+
+def _input_changed(root: Path) -> bool:
+    """The grid a case wrote as ``g.csv`` for the call to read is no longer what was written
+    (every case that reads a path reads this one)."""
+    path = root / "g.csv"
+    if root not in _GRIDS_WRITTEN:
+        return False  # no path given
+    try:
+        return path.read_text() != _frames()["df"].to_csv(index=False)
+    except (OSError, UnicodeDecodeError):
+        return True
 
 
 def check_api(case: ApiCase) -> Outcome:
@@ -1759,6 +1954,7 @@ def check_api(case: ApiCase) -> Outcome:
     home = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="fitrules-api-fuzz-") as tmp:
         root = Path(tmp)
+        _GRIDS_WRITTEN.discard(root)
         os.chdir(root)
         out, err = io.StringIO(), io.StringIO()
         try:
@@ -1774,6 +1970,8 @@ def check_api(case: ApiCase) -> Outcome:
                     result = _call_api(case, root)
                     _json_view(result)
                 except FitrulesError as exc:
+                    if _input_changed(root):
+                        return Outcome("changed", None, f"g.csv changed; refused: {exc}")
                     text = str(exc)
                     if not text.strip() or "\n" in text.strip():
                         return Outcome("lines", None, text[-2000:])
@@ -1790,6 +1988,8 @@ def check_api(case: ApiCase) -> Outcome:
         if caught:
             w = caught[0]
             return Outcome("warning", None, f"{w.category.__name__}: {w.message} ({w.filename})")
+        if _input_changed(root):
+            return Outcome("changed", None, "g.csv, the grid read, changed or removed")
         if case.must_refuse:
             return Outcome("accepted", None, "; ".join(case.must_refuse))
         if type(result).__name__ != EXPECTED_TYPES[case.call]:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pandas as pd
 
-import fitrules as fr
 from fitrules.cli import main
 
 ONE_LINE = re.compile(r"^fitrules( [a-z]+)*: (error: .+|interrupted|terminated)$")
@@ -82,25 +81,6 @@ def png_ok(path) -> None:
     img = mpimg.imread(path)
     assert img.shape[0] > 200 and img.shape[1] > 200, path
     assert img[..., :3].std() > 0.02, f"{path} looks blank"
-
-
-# every command that is also a function of the package (tests/api/test_faces.py and the
-# bad values generated from the declarations, tests/api/test_declared_checks.py)
-COMMAND_FUNCTIONS = {
-    "compare": fr.compare,
-    "design": fr.design,
-    "search": fr.search,
-    "fit": fr.fit,
-    "validate": fr.validate,
-    "ci": fr.ci,
-    "predict": fr.predict,
-    "score": fr.score,
-    "ledger verify": fr.verify_ledger,
-    "forms add": fr.add_form,
-    "forms remove": fr.remove_form,
-    "simulate": fr.simulate,
-    "load_grid": fr.load_grid,
-}
 
 
 def slowed(monkeypatch, module, name: str, seconds: float = 0.05) -> None:

@@ -561,6 +561,12 @@ def _probe_values(form, X, probes, objective) -> np.ndarray:
     return out
 
 
+def _check_reachable(scheduler: str) -> None:
+    from fitrules.sim.cluster import check_reachable
+
+    check_reachable(scheduler)
+
+
 def _connect(scheduler: str):
     """A client of the Dask cluster ``scheduler`` (imported here: Dask is optional)."""
     from fitrules.sim.cluster import connect
@@ -903,6 +909,8 @@ def run_search(
         grammar, X, y, cells.table, counts, spec.outer, inner_splits, inner_train_frac,
         objective, options, guard, variables, screen,
     )  # fmt: skip
+    if scheduler:  # before the plan is shown: a refusal is then the only line
+        _check_reachable(scheduler)
     _check_search_plan(spec, plan, variables, jobs, yes, on_plan)
     masks = nested_masks(spec.outer, cells.table, inner_splits, inner_train_frac, seed)
     held, seed_note = _seed_holdout(grid, cells, masks, objective, seeds, seed)

@@ -153,6 +153,21 @@ def parse_scheduler(scheduler: str) -> int | str:
     return target
 
 
+def check_reachable(scheduler: str) -> None:
+    """:func:`parse_scheduler`, and a scheduler's address refused at once when nothing
+    answers there (``local:N`` starts its own: nothing to reach).
+
+    Raises
+    ------
+    SimError
+        As :func:`parse_scheduler`, or if nothing accepts a connection at the address within
+        :data:`PROBE_TIMEOUT` seconds.
+    """
+    target = parse_scheduler(scheduler)
+    if isinstance(target, str):
+        _probe(scheduler, target)
+
+
 def _probe(scheduler: str, address: str) -> None:
     """Refuse an address of a TCP scheme at which nothing accepts a connection within
     :data:`PROBE_TIMEOUT` seconds (a closed port answers at once; Dask would retry for

@@ -13,18 +13,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from declared import COMMAND_FUNCTIONS as FUNCTIONS
+from declared import checked_options, refused_by_check
+from declared import valid_call as _declared_call
 
 import fitrules as fr
 from conftest import composition_grid
 from fitrules.base.errors import FitrulesError
-from fitrules.jobs import options as declared
-from helpers import COMMAND_FUNCTIONS
-
-HOSTILE = (-1, 0, 1.5, 2.0, -0.0, 10**30, -(10**30), float("nan"), float("inf"), float("-inf"),
-           True, False, None, "", " ", "x", "3", "１６", "yes", [], [1, 2], {}, (0.5,), b"1",
-           object())  # fmt: skip
-
-FUNCTIONS = COMMAND_FUNCTIONS
 
 
 def _valid_call(cmd: str, folder) -> dict:
@@ -32,51 +27,18 @@ def _valid_call(cmd: str, folder) -> dict:
     table = folder / "g.csv"
     if not table.exists():
         composition_grid().to_csv(table, index=False)
-    g = str(table)
-    ledger = str(folder / "p.jsonl")
-    small = {"splits": 5}
-    return {
-        "compare": dict(grid=g, forms=["composition"], **small),
-        "design": dict(grid=g, forms=["composition", "additive"], budget=4, splits=10,
-                       resamples=20),
-        "search": dict(grid=g, terms=1, max_constants=3, splits=3, inner_splits=2,
-                       references=[], jobs=1),
-        "fit": dict(grid=g, form="composition"),
-        "validate": dict(grid=g),
-        "ci": dict(grid=g, baseline="H=1,keep=1", treatment="H=4,keep=1"),
-        "predict": dict(grid=g, form="composition", at="H=8,keep=0.25", ledger=ledger,
-                        resamples=20),
-        "score": dict(grid=g, ledger=ledger),
-        "ledger verify": dict(ledger=ledger),
-        "forms add": dict(line="mine(H, omega) = L0 + a*omega", folder=str(folder)),
-        "forms remove": dict(name="mine", folder=str(folder)),
-        "simulate": dict(cell="H=1,steps=8", out=str(folder / "o.csv")),
-        "load_grid": dict(source=g),
-    }[cmd]  # fmt: skip
+    return _declared_call(cmd, folder)
 
 
 def _refused_by_check(option) -> list:
     """The hostile values ``option.check`` refuses; a check that raises anything but a
     documented one-line FitrulesError fails the test here."""
-    bad = []
-    for value in HOSTILE:
-        try:
-            option.check(value, option.name)
-        except FitrulesError as err:
-            assert len(str(err).splitlines()) == 1, (option.name, value, str(err))
-            bad.append(value)
-        except Exception as err:  # noqa: BLE001 - the defect this test exists to find
-            pytest.fail(f"{option.name}: check({value!r}) raised {type(err).__name__}: {err}")
+    bad, problems = refused_by_check(option)
+    assert not problems, problems
     return bad
 
 
-CASES = [
-    (decl.cmd, o)
-    for decl in [*declared.COMMANDS, declared.LOAD_GRID]
-    if decl.cmd in FUNCTIONS
-    for o in decl.options
-    if o.check is not None and o.python
-]
+CASES = checked_options()
 
 
 def test_the_generated_cases_reach_every_command_with_declared_checks():

@@ -13,12 +13,12 @@ import re
 from pathlib import Path
 
 import pytest
+from declared import COMMAND_FUNCTIONS
 
 import fitrules as fr
 from fitrules.base.options import Command, Option, add_command
 from fitrules.cli import build_parser
 from fitrules.jobs import options as declared
-from helpers import COMMAND_FUNCTIONS
 
 PACKAGE = Path(fr.__file__).parent
 

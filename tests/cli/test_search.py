@@ -104,6 +104,17 @@ def test_a_reference_the_search_cannot_read_is_refused_before_the_plan(grid_csv,
              "--reference", "log_additive"], capsys, tmp_path, "reads \\['H'\\]")  # fmt: skip
 
 
+@pytest.mark.parametrize("scheduler", ["0.5,", "tcp://127.0.0.1:1"])
+def test_an_unreachable_scheduler_is_refused_before_the_plan(scheduler, grid_csv, tmp_path,
+                                                             capsys):  # fmt: skip
+    """Found by the CLI fuzzer's declared-value cases (issue 43): nothing answers at the
+    address, and the refusal came after the plan line, so it was two lines."""
+    pytest.importorskip("distributed")
+    refused(["search", "--data", grid_csv, "--terms", "1", "--max-constants", "3",
+             "--splits", "3", "--inner-splits", "2", "--reference", "none",
+             "--scheduler", scheduler], capsys, tmp_path, "cannot connect")  # fmt: skip
+
+
 def test_search_variable_with_one_value(tmp_path, capsys):
     """``search --variables width`` (one value) was refused as a duplicate seed.
 
