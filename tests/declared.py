@@ -94,7 +94,7 @@ def valid_call(cmd: str, folder: Path) -> dict:
                         resamples=20),
         "score": dict(grid=g, ledger=ledger),
         "ledger verify": dict(ledger=ledger),
-        "forms add": dict(line="mine(H, omega) = L0 + a*omega", folder=str(folder)),
+        "forms add": dict(line="mine(omega) = L0 + a*omega", folder=str(folder)),
         "forms remove": dict(name="mine", folder=str(folder)),
         "simulate": dict(cell="H=1,steps=8", out=str(folder / "o.csv")),
         "load_grid": dict(source=g),
@@ -141,9 +141,7 @@ def cli_refusal(option: Option, text: str) -> str | None:
     kind = option.cli.get("type")
     try:
         value = kind(text) if kind is not None else text
-    except (argparse.ArgumentTypeError, ValueError, TypeError, OverflowError):
-        return f"{option.option_string}={text!r}: its type refuses it"
-    except FitrulesError:
+    except (argparse.ArgumentTypeError, ValueError, TypeError, OverflowError, FitrulesError):
         return f"{option.option_string}={text!r}: its type refuses it"
     choices = option.cli.get("choices")
     if choices is not None and value not in choices:

@@ -73,9 +73,9 @@ class Case:
         out = []
         for a in self.argv:
             name = a.split("=", 1)[1] if a.startswith(("--data=", "--spec=")) else a
-            if name in self.files and self.files[name] not in (FIFO,):
-                if not self.files[name].startswith(LINK):
-                    out.append(name)
+            data = self.files.get(name)
+            if data is not None and data != FIFO and not data.startswith(LINK):
+                out.append(name)
         return out
 
     @property

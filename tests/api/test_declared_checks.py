@@ -67,3 +67,15 @@ def test_a_value_the_declared_check_refuses_is_refused_by_the_function(cmd, opti
         assert len(str(info.value).splitlines()) == 1, (option.name, shown, str(info.value))
         after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
         assert after == before, f"{cmd} {option.name}={shown}: refused but wrote files"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cmd", sorted(FUNCTIONS))
+def test_the_valid_calls_run(cmd, tmp_path):
+    """Each base call is valid, so that a refusal of a generated case is the option's (the
+    forms add line once declared a variable it did not read: every case was refused for it)."""
+    if cmd in ("score", "ledger verify"):
+        fr.predict(**_valid_call("predict", tmp_path))
+    if cmd == "forms remove":
+        fr.add_form(**_valid_call("forms add", tmp_path))
+    FUNCTIONS[cmd](**_valid_call(cmd, tmp_path))
