@@ -2,6 +2,7 @@
 
     python benchmarks/bench_cluster_memory.py                  # local:2 and local:8, smoke grid
     python benchmarks/bench_cluster_memory.py --workers 2,8,16 --spec data/specs/smoke.toml
+    python benchmarks/bench_cluster_memory.py --job search      # a search on the default grid
 
 ``fitrules simulate --scheduler local:N`` checks its memory before any run (see
 fitrules.sim.runner._memory_estimate): N worker processes of
@@ -16,6 +17,12 @@ lies between the two. Printed per N: the processes, the peaks of both sums, the 
 ratios (target: within 1.5x either way), and this process's own RSS growth (the scheduler and
 the nannies live here; the budget is measured with this process running, so the estimate
 leaves it out).
+
+``--job search`` does the same for ``fitrules search --scheduler local:N`` on the default
+grid (``fitrules.jobs.search.search_memory``): each worker's part of the estimate is
+LOCAL_WORKER_BYTES plus ``Plan.worker_memory`` (its copy of the candidates and masks, and its
+largest fit); the search's own part (``Plan.memory``) lives in this process and is left out of
+the ratios as the scheduler is.
 """
 
 from __future__ import annotations
@@ -90,11 +97,35 @@ def one(spec, n: int, tmp: Path) -> dict:
                 estimate=estimate, own=own, wall=time.perf_counter() - t0)  # fmt: skip
 
 
+def one_search(n: int, terms: int) -> dict:
+    import fitrules as fr
+    from fitrules.jobs.search import search_memory
+
+    plans = []
+    kwargs = dict(splits=5, inner_splits=4, terms=terms, seed=0, yes=True)
+    fr.search(on_plan=lambda plan, _s: plans.append(plan), **kwargs)
+    (plan,) = plans
+    total, _ = search_memory(plan, 1, f"local:{n}")
+    estimate = total - plan.memory
+    own0 = psutil.Process().memory_info().rss
+    t0 = time.perf_counter()
+    with Peak() as peak, local_cluster(n) as cluster:
+        fr.search(scheduler=cluster.scheduler_address, **kwargs)
+    own = psutil.Process().memory_info().rss - own0
+    return dict(n=n, processes=peak.processes, peak=peak.peak, uss=peak.peak_uss,
+                estimate=estimate, own=own, wall=time.perf_counter() - t0,
+                worker=plan.worker_memory, candidates=plan.n_candidates)  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", type=Path, default=ROOT / "data" / "specs" / "smoke.toml")
     parser.add_argument("--workers", default="2,8", help="comma-separated N (2,8)")
+    parser.add_argument("--job", choices=("simulate", "search"), default="simulate")
+    parser.add_argument("--terms", type=int, default=2, help="search --terms (2)")
     args = parser.parse_args()
+    if args.job == "search":
+        return main_search([int(x) for x in args.workers.split(",")], args.terms)
     spec = load_spec(args.spec)
     sizes = [int(x) for x in args.workers.split(",")]
     run_mib = max(r.memory(load_corpus().vocab_size) for r in spec.runs) / MIB
@@ -114,6 +145,22 @@ def main() -> int:
             row = f"{'local:' + str(n):>8}  {r['processes']:>9}  {r['peak'] / MIB:>12,.0f}  "
             row += f"{r['uss'] / MIB:>12,.0f}  {est / MIB:>12,.0f}  {r['peak'] / est:>12.2f}  "
             print(row + f"{r['uss'] / est:>12.2f}  {r['own'] / MIB:>17,.0f}  {r['wall']:>6.1f}")
+    return 0
+
+
+def main_search(sizes: list[int], terms: int) -> int:
+    print(f"search of the default grid, --splits 5 --inner-splits 4 --terms {terms}; "
+          f"LOCAL_WORKER_BYTES {LOCAL_WORKER_BYTES / MIB:.0f} MiB")  # fmt: skip
+    print(f"{'local:N':>8}  {'candidates':>10}  {'worker +MiB':>11}  {'processes':>9}  "
+          f"{'peak RSS MiB':>12}  {'peak USS MiB':>12}  {'estimate MiB':>12}  "
+          f"{'RSS/estimate':>12}  {'USS/estimate':>12}  {'wall s':>6}")  # fmt: skip
+    for n in sizes:
+        r = one_search(n, terms)
+        est = r["estimate"]
+        row = f"{'local:' + str(n):>8}  {r['candidates']:>10,}  {r['worker'] / MIB:>11.1f}  "
+        row += f"{r['processes']:>9}  {r['peak'] / MIB:>12,.0f}  {r['uss'] / MIB:>12,.0f}  "
+        print(row + f"{est / MIB:>12,.0f}  {r['peak'] / est:>12.2f}  {r['uss'] / est:>12.2f}  "
+              f"{r['wall']:>6.1f}")  # fmt: skip
     return 0
 
 

@@ -273,8 +273,11 @@ def main(argv=None) -> int:
     ap.add_argument("--starts", type=int, default=200, help="reference starts (default 200)")
     ap.add_argument("--data-dir", help="another folder to look for the grids' CSVs in")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--search", action="store_true",
-                    help="run the search on each grid with its split's protocol instead")
+    ap.add_argument(
+        "--search",
+        action="store_true",
+        help="run the search on each grid with its split's protocol instead",
+    )
     ap.add_argument("--jobs", type=int, default=2, help="search processes (default 2)")
     args = ap.parse_args(argv)
     catalogue = tomllib.loads(CATALOGUE.read_text())

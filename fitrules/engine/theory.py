@@ -133,6 +133,23 @@ def _settings(lr, noise, H, M, omega, outer_lr, outer_momentum, nesterov, masks)
     }
 
 
+UNRESOLVED_STEP = 1e-12
+"""A mode whose step ``lr * s * H`` is below this contracts by less than double precision
+resolves next to 1 each round: its stationary variance (about ``lr * noise**2 / 2``, finite)
+cannot be computed, and is refused rather than reported as unstable."""
+
+
+def _check_resolved(s_unstable: np.ndarray, p: dict) -> None:
+    step = p["lr"] * s_unstable * p["H"]
+    tiny = s_unstable[step < UNRESOLVED_STEP]
+    if tiny.size:
+        raise TheoryError(
+            f"lr={p['lr']!r} with curvature {float(tiny[0])!r} (H={p['H']}) is a step below "
+            f"{UNRESOLVED_STEP:g}, too small to resolve in double precision; rescale lr, s and "
+            "noise (the excess loss scales as lr * noise**2)"
+        )
+
+
 def _modes(s: np.ndarray, p: dict):
     """Per mode: the outer transition A (n, 2, 2), noise loading b (n, 2), r, kappa, sigma2.
 
@@ -327,6 +344,7 @@ def stationary_variance(
         ok = np.all(np.isfinite(L), axis=(1, 2))
         if ok.any():
             radius = np.max(np.abs(np.linalg.eigvals(L[ok])), axis=1)
+            _check_resolved(s[ok][radius >= 1], p)
             stable = np.flatnonzero(ok)[radius < 1]
             if stable.size:
                 lhs = np.eye(3)[None] - L[stable]

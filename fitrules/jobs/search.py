@@ -642,8 +642,10 @@ class Plan:
     n_cells : cells of the grid.
     by_nonlinear : fittable candidates by number of nonlinear constants.
     seconds : estimated time of the fits in one process (from pilot fits on a few masks).
-    memory : estimated bytes at the peak.
+    memory : estimated bytes at the peak in this process.
     min_train : the fewest cells a nested mask fits.
+    worker_memory : estimated bytes each worker process holds beside it (its copy of the
+        candidates and masks, and its largest fit); see :func:`search_memory`.
     """
 
     n_generated: int
@@ -657,6 +659,26 @@ class Plan:
     screen_keep: int = 0  # a staged search: survivors per outer split and constants
     screen_fits: int = 0  # fits of every candidate in the screen
     survivors_max: int = 0  # the most candidates the full nested fits can take
+    worker_memory: float = 0.0
+
+
+def search_memory(plan: Plan, jobs: int, scheduler: str | None = None) -> tuple[float, str]:
+    """Bytes a search takes on this machine at once, and on what: this process's
+    :attr:`Plan.memory`; with ``jobs`` above 1, that many forked pool processes each holding
+    :attr:`Plan.worker_memory`; under ``local:N``, N worker processes each of
+    :data:`~fitrules.sim.cluster.LOCAL_WORKER_BYTES` before any task, plus that; a remote
+    cluster's workers are not on this machine."""
+    if scheduler:
+        from fitrules.sim.cluster import LOCAL_WORKER_BYTES, check_scheduler
+
+        target = check_scheduler(scheduler)
+        if isinstance(target, int):
+            per = LOCAL_WORKER_BYTES + plan.worker_memory
+            return plan.memory + target * per, f"on a local cluster of {target} worker process(es)"
+        return plan.memory, "in this process (the cluster's workers are elsewhere)"
+    if jobs > 1:
+        return plan.memory + jobs * plan.worker_memory, f"on {jobs} processes"
+    return plan.memory, "in one process"
 
 
 # bytes of one made candidate (its Form, parsed structure and key), generously: tracemalloc
@@ -783,13 +805,17 @@ def plan_search(
         + n_fit * rows * 9.0  # each candidate's errors and flags
         + fitting
     )
+    # a worker's copy of the state (the candidates to fit, the masks) and its largest fit
+    worker = n_fit * CANDIDATE_BYTES + 2.0 * rows * n + fitting
     return Plan(
         n_generated, n_fit, rows, n, by_q, seconds, memory, min_train, keep,
-        n_screen + 3 if keep else 0, survivors_max,
+        n_screen + 3 if keep else 0, survivors_max, worker,
     )  # fmt: skip
 
 
-def check_plan(plan: Plan, jobs: int, yes: bool, shrink: dict[str, str]) -> None:
+def check_plan(
+    plan: Plan, jobs: int, yes: bool, shrink: dict[str, str], scheduler: str | None = None
+) -> None:
     """Refuse a search beyond the limits, naming what would shrink it: more candidates
     than :data:`~fitrules.base.limits.MAX_SEARCH_CANDIDATES`, more memory than the budget, or
     (unless ``yes``) an estimated time above
@@ -814,7 +840,11 @@ def check_plan(plan: Plan, jobs: int, yes: bool, shrink: dict[str, str]) -> None
             f"the grammar proposes {plan.n_generated:,} candidates, more than the "
             f"{MAX_SEARCH_CANDIDATES:,} a search makes; lower {grammar_hint}"
         )
-    check_memory(plan.memory, what, f"lower {hint}" if hint else "")
+    memory, where = search_memory(plan, jobs, scheduler)
+    reduce = [f"lower {hint}"] if hint else []
+    if memory > plan.memory:
+        reduce.append("use fewer --jobs or a smaller local:N")
+    check_memory(memory, f"{what} {where}", ", or ".join(reduce))
     wall = plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1)))
     if wall > SEARCH_TIME_BUDGET_SECONDS and not yes:
         p = "process" if jobs == 1 else "processes"
@@ -911,7 +941,7 @@ def run_search(
     )  # fmt: skip
     if scheduler:  # before the plan is shown: a refusal is then the only line
         _check_reachable(scheduler)
-    _check_search_plan(spec, plan, variables, jobs, yes, on_plan)
+    _check_search_plan(spec, plan, variables, jobs, yes, on_plan, scheduler)
     masks = nested_masks(spec.outer, cells.table, inner_splits, inner_train_frac, seed)
     held, seed_note = _seed_holdout(grid, cells, masks, objective, seeds, seed)
     proposed, fits_ok, too_big = _propose(grammar, X, variables, counts, masks.min_train)
@@ -1049,10 +1079,11 @@ def _check_search_plan(
     jobs: int,
     yes: bool,
     on_plan: Callable[[Plan, float | None], None] | None,
+    scheduler: str | None = None,
 ) -> None:
     """Refuse a search beyond the limits or with no candidate to fit; then show the plan."""
     shrink = _shrink_options(spec.grammar, spec.outer, spec.inner_splits, variables)
-    check_plan(plan, jobs, yes, shrink)
+    check_plan(plan, jobs, yes, shrink, scheduler)
     # what nested_masks and the candidates would refuse, refused before the plan is shown
     if not plan.n_generated:
         raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")

@@ -191,6 +191,16 @@ def _probe(scheduler: str, address: str) -> None:
         ) from None
 
 
+def _dial_address(address: str) -> str:
+    """``address`` as Dask dials it: a TCP address with its scheme and port written out (Dask
+    refuses a host with no port, ``2.0`` or ``host``, with a raw ``ValueError``)."""
+    found = _host_port(address)
+    if found is None or found[2] is None:
+        return address
+    scheme, host, port = found
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
 def local_cluster(n_workers: int):
     """A ``distributed.LocalCluster`` of ``n_workers`` processes of one thread each.
 
@@ -251,8 +261,8 @@ def connect(scheduler: str) -> Iterator[Client]:
             cluster = stack.enter_context(local_cluster(target))
             address = cluster.scheduler_address
         else:
-            address = target
-            _probe(scheduler, address)
+            _probe(scheduler, target)
+            address = _dial_address(target)
         try:
             client = stack.enter_context(distributed.Client(address, timeout=CONNECT_TIMEOUT))
         except (OSError, TimeoutError) as err:

@@ -116,7 +116,6 @@ def seed_effect_sentence(e: dict | None, unit: str = "") -> str | None:
     )
 
 
-
 def fmt_p(p: float | None) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "n/a"

@@ -187,6 +187,7 @@ def test_rel_ls_does_not_notice_the_scale(tmp_path, capsys, scale):
 
 def test_parquet_without_an_engine_is_one_line(tmp_path, capsys, monkeypatch):
     """(Moved from tests/test_hostile_input.py.)"""
+
     def no_engine(*a, **k):
         raise ImportError("Unable to find a usable engine;\ntried using: 'pyarrow'.\nmore\nlines")
 

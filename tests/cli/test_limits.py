@@ -204,6 +204,30 @@ def test_simulate_memory_counts_the_local_cluster_s_workers(tmp_path, capsys, mo
     )
 
 
+def test_search_memory_counts_its_worker_processes(tmp_path, capsys, monkeypatch):
+    """The search's memory check counted this process alone under --jobs and --scheduler: it
+    now counts each worker's copy of the state, and local:N's worker processes, refused before
+    any cluster starts (the same search in one process fits the budget)."""
+    pytest.importorskip("distributed")
+    from fitrules.base import limits
+
+    monkeypatch.setattr(limits, "MEMORY_CAP_BYTES", 200 * 2**20)
+    line = ["search", "--splits", "3", "--inner-splits", "2", "--terms", "1"]
+    _quick(
+        [*line, "--scheduler", "local:4"],
+        capsys,
+        tmp_path,
+        r"on a local cluster of 4 worker process\(es\) would need about 0.4\d* GiB of memory, "
+        r"more than the 200 MiB allowed.*use fewer --jobs or a smaller local:N",
+    )
+    from fitrules.jobs.search import Plan, search_memory
+
+    plan = Plan(1, 1, 10, 20, {}, memory=1e6, worker_memory=2e6)
+    assert search_memory(plan, 1) == (1e6, "in one process")
+    assert search_memory(plan, 3)[0] == 1e6 + 3 * 2e6
+    assert search_memory(plan, 1, "tcp://127.0.0.1:1")[0] == 1e6
+
+
 @pytest.mark.parametrize(
     "cell",
     [

@@ -217,6 +217,19 @@ def test_mode_covariance_of_a_step_beyond_double_precision_is_refused():
         th.mode_covariance(1.0, lr=1e308)
 
 
+@pytest.mark.parametrize("s, lr", [(5e-324, 1e-300), (1.0, 1e-300), (1e-20, 1e-3)])
+def test_a_step_too_small_to_resolve_is_refused_not_called_unstable(s, lr):
+    """A stable mode whose step lr*s is below double precision's resolution next to 1 was
+    returned as inf (unstable); its variance is finite but cannot be computed: refused."""
+    with pytest.raises(TheoryError, match="too small to resolve in double precision"):
+        th.stationary_loss(s, lr=lr)
+
+
+def test_a_small_resolvable_step_keeps_its_finite_loss():
+    """Just above the resolution the loss is about lr * noise**2 / 4 (one mode, s = 1)."""
+    assert th.stationary_loss(1.0, lr=1e-10) == pytest.approx(2.5e-11, rel=1e-6)
+
+
 def test_theory_local_sgd_recovers_the_step_and_the_workers():
     """(Moved from tests/test_theory.py.)"""
     fitted = fr.fit(fr.load_grid(_exact_grid()), "theory_local_sgd")

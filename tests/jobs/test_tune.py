@@ -128,6 +128,7 @@ def test_warnings_name_the_configuration_without_derived_columns():
 
 def test_two_factors_are_tuned_jointly_and_edges_named_per_factor():
     """(Moved from tests/test_tune.py.)"""
+
     def loss(h, lr, s, wd):
         return 2 + 0.05 * (np.log10(lr) + 3) ** 2 + (0.0 if wd == 0.1 else 0.02)
 

@@ -164,6 +164,7 @@ def test_missing_file(tmp_path):
 
 def test_nan_in_a_variable(tmp_path):
     """(Moved from tests/test_grids.py.)"""
+
     def mutate(df):
         df.loc[4, "H"] = np.nan
         return df

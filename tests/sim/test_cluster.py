@@ -90,6 +90,26 @@ def test_an_unreachable_scheduler_is_refused_within_seconds(tmp_path, distribute
     assert not list(tmp_path.iterdir())
 
 
+def test_an_address_with_no_port_reaches_dask_with_its_port(tmp_path, distributed, monkeypatch):
+    """'--scheduler 2.0' (the fuzzer: a host the probe reached) was a raw ValueError from Dask,
+    which dials no host without a port: it is now dialled as tcp://2.0:8786 and refused in one
+    line when nothing there is a scheduler."""
+    dialled = []
+
+    def client(address, timeout):
+        dialled.append(address)
+        raise OSError(f"Timed out trying to connect to {address}")
+
+    monkeypatch.setattr(cluster, "_probe", lambda scheduler, address: None)
+    monkeypatch.setattr(distributed, "Client", client)
+    with pytest.raises(SimError, match=r"^--scheduler 2\.0: cannot connect: Timed out") as info:
+        simulate(SPEC, tmp_path / "s.csv", scheduler="2.0", show_progress=False)
+    assert "\n" not in str(info.value)
+    assert dialled == ["tcp://2.0:8786"]
+    assert cluster._dial_address("[::1]") == "tcp://[::1]:8786"
+    assert cluster._dial_address("tls://h:9") == "tls://h:9"
+
+
 def test_mismatched_workers_are_named():
     """(Moved from tests/test_cluster.py.)"""
     ours = ("0.1.0", "a" * 64)
