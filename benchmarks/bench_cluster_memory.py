@@ -20,9 +20,9 @@ leaves it out).
 
 ``--job search`` does the same for ``fitrules search --scheduler local:N`` on the default
 grid (``fitrules.jobs.search.search_memory``): each worker's part of the estimate is
-LOCAL_WORKER_BYTES plus ``Plan.worker_memory`` (its copy of the candidates and masks, and its
-largest fit); the search's own part (``Plan.memory``) lives in this process and is left out of
-the ratios as the scheduler is.
+``fitrules.jobs.search.SEARCH_WORKER_BYTES`` plus ``Plan.worker_memory`` (its copy of the
+candidates and masks, and its largest fit); the search's own part (``Plan.memory``) lives in
+this process and is left out of the ratios as the scheduler is.
 """
 
 from __future__ import annotations
@@ -149,8 +149,10 @@ def main() -> int:
 
 
 def main_search(sizes: list[int], terms: int) -> int:
+    from fitrules.jobs.search import SEARCH_WORKER_BYTES
+
     print(f"search of the default grid, --splits 5 --inner-splits 4 --terms {terms}; "
-          f"LOCAL_WORKER_BYTES {LOCAL_WORKER_BYTES / MIB:.0f} MiB")  # fmt: skip
+          f"SEARCH_WORKER_BYTES {SEARCH_WORKER_BYTES / MIB:.0f} MiB")  # fmt: skip
     print(f"{'local:N':>8}  {'candidates':>10}  {'worker +MiB':>11}  {'processes':>9}  "
           f"{'peak RSS MiB':>12}  {'peak USS MiB':>12}  {'estimate MiB':>12}  "
           f"{'RSS/estimate':>12}  {'USS/estimate':>12}  {'wall s':>6}")  # fmt: skip

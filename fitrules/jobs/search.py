@@ -666,20 +666,27 @@ def search_memory(plan: Plan, jobs: int, scheduler: str | None = None) -> tuple[
     """Bytes a search takes on this machine at once, and on what: this process's
     :attr:`Plan.memory`; with ``jobs`` above 1, that many forked pool processes each holding
     :attr:`Plan.worker_memory`; under ``local:N``, N worker processes each of
-    :data:`~fitrules.sim.cluster.LOCAL_WORKER_BYTES` before any task, plus that; a remote
+    :data:`SEARCH_WORKER_BYTES` before any task, plus that; a remote
     cluster's workers are not on this machine."""
     if scheduler:
-        from fitrules.sim.cluster import LOCAL_WORKER_BYTES, check_scheduler
+        from fitrules.sim.cluster import check_scheduler
 
         target = check_scheduler(scheduler)
         if isinstance(target, int):
-            per = LOCAL_WORKER_BYTES + plan.worker_memory
+            per = SEARCH_WORKER_BYTES + plan.worker_memory
             return plan.memory + target * per, f"on a local cluster of {target} worker process(es)"
         return plan.memory, "in this process (the cluster's workers are elsewhere)"
     if jobs > 1:
         return plan.memory + jobs * plan.worker_memory, f"on {jobs} processes"
     return plan.memory, "in one process"
 
+
+SEARCH_WORKER_BYTES = 120 * 2**20
+"""Bytes of one local cluster worker process of a search before its tasks: a simulation's
+worker (:data:`~fitrules.sim.cluster.LOCAL_WORKER_BYTES`, 100 MiB) plus the fitting stack it
+imports. ``python benchmarks/bench_cluster_memory.py --job search`` (2-core AMD EPYC VM)
+measured about 165 MiB of RSS and 107 MiB of USS a worker at local:8 (RSS counts shared
+libraries once per process, USS not at all); 120 MiB is within 1.5x of both sums."""
 
 # bytes of one made candidate (its Form, parsed structure and key), generously: tracemalloc
 # on the default grammar over H and omega (1,380 forms) measured 4.2 kB each kept, 7.6 kB at

@@ -26,7 +26,8 @@ EXPECT = {
     "own-table": {
         "files": ["my_runs.csv", "reports/mine/report.md"],
         "printed": {
-            "validate my_runs.csv --metric val/loss --seed-col run_seed --rename inner_steps=H": "cells: 20",
+            "validate my_runs.csv --metric val/loss --seed-col run_seed "
+            "--rename inner_steps=H": "cells: 20",
         },
     },
     "add-a-form": {
@@ -51,7 +52,8 @@ EXPECT = {
     "design-and-ledger": {
         "files": ["reports/mine-design", "predictions.jsonl", "new.csv", "new.manifest.json"],
         "printed": {
-            "simulate main --cell H=8,keep=0.25,lr=3e-4 --seeds 0,1,2 --out new.csv": "new.csv: 3 runs",
+            "simulate main --cell H=8,keep=0.25,lr=3e-4 --seeds 0,1,2 "
+            "--out new.csv": "new.csv: 3 runs",
             # the numbers the page quotes
             "predict --form composition --at H=8,keep=0.25 --runs 3 --tolerance 1 --ledger "
             "predictions.jsonl": ["2.1679", "2.1293 to 2.1979"],
