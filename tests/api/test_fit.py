@@ -345,6 +345,7 @@ def test_a_prediction_outside_the_domain_is_refused():
     not (EXTERNAL / "chinchilla_epoch_svg_extracted.csv").exists(),
     reason="shared/external data not present",
 )
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_chinchilla_fit_has_jacobian_errors_like_lmfit_and_residuals_against_n_and_d(tmp_path):
     """(Moved from tests/test_rough_edges.py.)"""
     import fitrules as fr

@@ -14,7 +14,7 @@ def test_the_python_api_never_crashes():
     (Moved from tests/test_fuzz_cli.py.)"""
 
     @settings(
-        max_examples=120,
+        max_examples=50,  # the long run: benchmarks/fuzz_api.py
         derandomize=True,
         deadline=None,
         database=None,

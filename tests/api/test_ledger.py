@@ -12,6 +12,7 @@ from fitrules.base.errors import LedgerError
 from helpers import run
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_predict_then_score_and_verify_as_the_commands_do(tmp_path, capsys, monkeypatch):
     """(Moved from tests/test_api_commands.py.)"""
     monkeypatch.chdir(tmp_path)

@@ -20,6 +20,7 @@ def test_summary_on_every_result():
     assert p.summary() == str(p)
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_results_write_json_and_reports(df, tmp_path):
     """(Moved from tests/test_api.py.)"""
     g = fr.load_grid(df, where="lr == 3e-4", derive="omega = 1/keep - 1")

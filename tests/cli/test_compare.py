@@ -153,6 +153,7 @@ def test_forms_from_forms_toml_left_out_are_named(tmp_path, monkeypatch, capsys)
     assert not any("forms.toml defines" in w for w in c.warnings)
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_compare_progress_counts_splits_and_says_when_a_report_is_written(tmp_path, capsys):
     """The bar counted fits ("5632/120000" for 10,000 splits) with an ETA swinging from 0:27
     to 14:45; nothing showed while a report was written.
@@ -306,6 +307,7 @@ def test_several_protocols_are_reported_separately(synthetic_csv, tmp_path, caps
         assert png.stat().st_size > 10_000
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_against_shrinks_the_family(grid, capsys):
     """(Moved from tests/test_verdict_power.py.)"""
     code, out, err = run(

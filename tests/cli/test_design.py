@@ -210,6 +210,7 @@ def test_design_at_extreme_scales(tmp_path, capsys, scale, ok):
         refused(argv, capsys, tmp_path, "no measurable spread")
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_design_takes_signatures_objective_and_one_run_per_cell(chin_csv, tmp_path, capsys,
                                                                 monkeypatch):  # fmt: skip
     """(Moved from tests/test_vocabulary.py.)"""

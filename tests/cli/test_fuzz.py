@@ -8,13 +8,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 import fuzzing
 
 FAMILIES = {
-    "compare": (fuzzing.compare_cases(), 100),
+    "compare": (fuzzing.compare_cases(), 50),
     # design's cases fit every form on every candidate cell (a minute each on a loaded
     # machine since issue 27's global fits): few here, the long run in fuzz_cli.py
     "design": (fuzzing.design_cases(), 10),
     "fit": (fuzzing.fit_cases(), 40),
-    "validate": (fuzzing.validate_cases(), 80),
-    "ci": (fuzzing.ci_cases(), 80),
+    "validate": (fuzzing.validate_cases(), 40),
+    "ci": (fuzzing.ci_cases(), 40),
     "ledger": (fuzzing.ledger_cases(), 100),
     "forms": (fuzzing.forms_cases(), 60),
     "simulate": (fuzzing.simulate_cases(), 80),

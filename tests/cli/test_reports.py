@@ -74,6 +74,7 @@ def _summary_table(md: str) -> dict[str, list[str]]:
     return rows
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_vector_figures_beside_every_png(tmp_path, capsys):
     """(Moved from tests/test_figure_faults.py.)"""
     out = tmp_path / "r"

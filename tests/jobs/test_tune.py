@@ -70,6 +70,7 @@ BAD = {
 }
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_same_seed_selection_is_optimistic_and_tune_is_not():
     """(Moved from tests/test_tune.py.)"""
     # Every lr is equally good in truth: loss = 2 + H effect + N(0, 0.01), independent per run.
