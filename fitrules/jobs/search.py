@@ -1566,6 +1566,8 @@ def _assemble(
         "n_final": int(e.final.shape[1]),
         "best_budget": best_b,
         "front_testable": testable,
+        "front_at_ceiling": _front_at_ceiling(budget_df, budgets, testable),
+        "ceiling": _ceiling(grammar, budgets),
     }
     warnings = []
     if len(kept) and (picks_all == 0).all():
@@ -1587,6 +1589,31 @@ def _assemble(
         {c.form.name: c.form for c in kept},
         warnings=warnings,
     )
+
+
+def _front_at_ceiling(budget_df: pd.DataFrame, budgets: list[int], testable: bool) -> bool:
+    """Whether the front was still falling where the search stopped: its largest budget
+    joined the front by beating a smaller one, so nothing says a larger one would not."""
+    if not testable or len(budgets) < 2:
+        return False
+    on = budget_df["on_front"].to_numpy(bool)
+    return bool(on[-1] and on[:-1].any())
+
+
+def _ceiling(grammar, budgets: list[int]) -> dict:
+    """What stopped the budgets: the grammar's limits and the largest budget it reached.
+
+    Below ``max_constants`` the terms or the nonlinear constants ran out first, so those are
+    the limits to raise."""
+    top = int(budgets[-1]) if budgets else 0
+    limits = ["max_constants"] if top >= grammar.max_constants else ["terms", "max_nonlinear"]
+    return {
+        "largest_budget": top,
+        "max_constants": int(grammar.max_constants),
+        "terms": int(grammar.terms),
+        "max_nonlinear": int(grammar.max_nonlinear),
+        "raise": limits,
+    }
 
 
 def _pick_at_budget(

@@ -57,6 +57,17 @@ def _named(s) -> dict[str, str]:
     return {n: s.forms[n].expression for n in dict.fromkeys(names) if isinstance(n, str)}
 
 
+def _ceiling_sentence(c: dict) -> str:
+    """The front was still falling at the largest budget: say so, and what to raise."""
+    now = " or ".join(f"{name} (now {c[name]})" for name in c["raise"])
+    return (
+        f"The front was still falling at its largest budget, {c['largest_budget']} constants: "
+        "that budget beat the one before it by more than a standard error, so a form with more "
+        f"constants may predict better still. Raise {now} and search again; the plan line "
+        "gives the cost before anything runs."
+    )
+
+
 def _sentences(s) -> list[str]:
     b = s.best
     k = int(b["max_constants"])
@@ -104,6 +115,8 @@ def _sentences(s) -> list[str]:
                     else "; one outer split cannot say whether it is lower beyond chance."
                 )
             )
+    if s.settings.get("front_at_ceiling"):
+        out.append(_ceiling_sentence(s.settings["ceiling"]))
     if b["outer_splits"]:
         base = "; ".join(
             f"{r['form']} alone, no selection: {_ratio(r['outer_over_inner'])}"

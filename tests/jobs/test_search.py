@@ -256,3 +256,21 @@ def test_survivors_keep_the_best_of_each_number_of_constants_per_split():
     assert outer[1].all() and not outer[0].any()  # one kept per class: the better one
     assert outer[2].all() and not outer[3].any()  # a candidate that failed is never kept
     assert final.tolist() == [False, True, True, False]
+
+
+def test_a_front_still_falling_at_the_largest_budget_says_so_and_what_to_raise():
+    """Issue 41: a truth of 3 constants beyond the first searched at 3 constants at most: the
+    largest budget beats the one before, so the output says the front was still falling and
+    names the limit to raise; a truth the smaller budget already holds says nothing of it."""
+    truth = {"L0": 2.15, "a": 0.02, "b": 0.03}
+    runs = truth_runs("L0 + a*omega**0.7 + b*(H/16)**0.5", truth, seed=4)
+    s = fr.search(runs, **SMALL, references=[])
+    assert s.budgets["on_front"].tolist() == [True, True]
+    assert s.settings["front_at_ceiling"]
+    assert s.settings["ceiling"]["raise"] == ["max_constants"]
+    assert "still falling at its largest budget, 3 constants" in str(s)
+    assert "Raise max_constants (now 3)" in str(s)
+    null = truth_runs("L0 + a*omega + 0*log(H)", {"L0": 2.15, "a": 0.02}, seed=0)
+    t = fr.search(null, **SMALL, references=[])
+    assert not t.settings["front_at_ceiling"]
+    assert "still falling" not in str(t)
