@@ -59,6 +59,11 @@ staged), then the data-constrained grid's default 3-variable grammar staged (tim
 under 15 minutes on 2 cores) and the same search on a Dask LocalCluster (the same picks and
 outer errors).
 
+ceiling: issue 41's Chinchilla-shaped grid (8 N x 5 D, 0.2% noise, the top 3 levels of N held
+out) searched with the default grammar, with and without tied exponents; the pick against the
+true form refitted, and whether the output said the front was still falling at its largest
+budget. Target: within 1.5x.
+
 chinchilla: the real Chinchilla runs of ../shared/external (log_huber, over N and D, two
 power-law terms or logs); whether the search finds E + A/N**alpha + B/D**beta or a procedure
 with lower outer error than that law fitted without selection.
@@ -563,6 +568,65 @@ def section_extrapolation(grids: int, jobs: int, seed: int = 29) -> dict:
 
 
 # ------------------------------------------------------------------ staged, on a cluster
+CEILING_N = np.geomspace(1e7, 1e10, 8)  # issue 41's grid: 8 N x 5 D, the top 3 N held out
+CEILING_D = np.geomspace(1e9, 1e11, 5)
+
+
+def section_ceiling(grids: int, jobs: int, seed: int = 41) -> dict:
+    """Issue 41: the default grammar asked to extrapolate a Chinchilla-shaped grid.
+
+    Each grid: EXTRAP_TRUTH over 8 levels of N (1e7 to 1e10) x 5 of D (1e9 to 1e11), one run
+    a cell with 0.2% noise; ``search --split extrapolate:N:1e9`` with the default grammar
+    (4 constants at most), and with ``tie_exponents``. The pick and the true form (5
+    constants), each fitted on the cells below N = 1e9, are scored at the 3 levels above it
+    against the runs there; whether the output said the front was still falling at its
+    largest budget. Target (issue 41): the pick within 1.5x of the true form."""
+    truth = Form("truth", EXTRAP_TRUTH[0], ("N", "D")).bind(["N", "D"])
+    consts = EXTRAP_TRUTH[1]
+    Ng, Dg = np.meshgrid(CEILING_N, CEILING_D, indexing="ij")
+    X = {"N": Ng.ravel(), "D": Dg.ravel()}
+    mu = fr_predict(truth, X, consts)
+    seen = X["N"] < 1e9
+    Xs = {k: v[seen] for k, v in X.items()}
+    Xh = {k: v[~seen] for k, v in X.items()}
+    print(
+        f"## the default grammar at its ceiling: {grids} grids from {EXTRAP_TRUTH[0]} "
+        f"({consts}), 8 N x 5 D, 0.2% noise; search --split extrapolate:N:1e9 (default grammar, "
+        "with and without tie_exponents), scored at the 15 cells of N >= 1e9 against the runs "
+        "there; the true form refitted on the same cells beside it"
+    )
+    print("| grid | tied | pick | pick's error % | true form's % | ratio | still falling | s |")
+    print("|---:|---|---|---:|---:|---:|---|---:|")
+    from fitrules.engine.fit import fit as fit_cells
+
+    rng = np.random.default_rng(seed)
+    ratios: dict[bool, list[float]] = {False: [], True: []}
+    for g in range(grids):
+        y = mu * (1 + 0.002 * rng.standard_normal(len(mu)))
+        runs = pd.DataFrame({"N": X["N"], "D": X["D"], "loss": y})
+        ct = fit_cells(truth, Xs, y[seen]).constants
+        et = 100 * float(np.mean(np.abs(fr_predict(truth, Xh, ct) - y[~seen]) / y[~seen]))
+        for tied in ratios:
+            t0 = time.perf_counter()
+            grid = fr.load_grid(runs, metric="loss")
+            s = fr.search(grid, split="extrapolate:N:1e9", references=[], jobs=jobs, seed=g,
+                          tie_exponents=tied, yes=True)  # fmt: skip
+            pick = s.chosen.bind(["N", "D"])
+            cp = fit_cells(pick, Xs, y[seen]).constants
+            ep = 100 * float(np.mean(np.abs(fr_predict(pick, Xh, cp) - y[~seen]) / y[~seen]))
+            ratios[tied].append(ep / et)
+            print(f"| {g} | {'yes' if tied else 'no'} | `{pick.expression}` | {ep:.3f} | "
+                  f"{et:.3f} | {ep / et:.2f} | {'yes' if s.settings['front_at_ceiling'] else 'no'}"
+                  f" | {time.perf_counter() - t0:.0f} |", flush=True)  # fmt: skip
+    out = {}
+    for tied, r in ratios.items():
+        r = np.array(r)
+        out[tied] = int((r <= 1.5).sum())
+        print(f"- tie_exponents {tied}: the pick within 1.5x of the true form in {out[tied]} of "
+              f"{len(r)} grids (median ratio {np.median(r):.2f})")  # fmt: skip
+    return out
+
+
 def _find_external(name: str) -> Path | None:
     for d in (ROOT / "data" / "external", ROOT.parent / "shared" / "external"):
         if (d / name).exists():
@@ -664,6 +728,7 @@ def main() -> None:
             "outer-holdouts",
             "extrapolation",
             "staged",
+            "ceiling",
         ],  # fmt: skip
         default=None,
     )
@@ -698,6 +763,8 @@ def main() -> None:
         section_extrapolation(args.grids, args.jobs)
     if args.only in (None, "staged"):
         section_staged(args.jobs, not args.no_cluster, not args.no_screen_effect)
+    if args.only in (None, "ceiling"):
+        section_ceiling(min(args.grids, 5), args.jobs)
 
 
 if __name__ == "__main__":

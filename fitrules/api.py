@@ -1161,7 +1161,8 @@ def search(
     variables: Sequence[str] | str | None = None, terms: int | None = None,
     max_constants: int | None = None, max_nonlinear: int | None = None,
     interactions: int | None = None, factors: Sequence[str] | str | None = None,
-    levels: Sequence[str] | str | None = None, grammar: str | Path | Any | None = None,
+    levels: Sequence[str] | str | None = None, tie_exponents: bool | None = None,
+    grammar: str | Path | Any | None = None,
     # nested validation
     split: str = SEARCH.split, splits: int = SEARCH.splits, train_frac: float = SEARCH.train_frac,
     inner_splits: int = SEARCH.inner_splits, inner_train_frac: float = SEARCH.inner_train_frac,
@@ -1184,7 +1185,7 @@ def search(
     Parameters
     ----------
     grid : Grid, DataFrame or path (default: the committed main grid at inner lr 3e-4).
-    variables, terms, max_constants, max_nonlinear, interactions, factors, levels :
+    variables, terms, max_constants, max_nonlinear, interactions, factors, levels, tie_exponents :
         the grammar (see :mod:`fitrules.engine.grammar`); each replaces the value of ``grammar``.
     grammar : a :class:`fitrules.engine.grammar.Grammar`, or the path of a TOML file of its fields.
     split : the outer protocol: ``random`` (``splits`` splits fitting ``train_frac`` of the
@@ -1239,7 +1240,7 @@ def search(
 
     SEARCH.check(locals())  # the declared options' types and ranges, before any reading
     gram = _search_grammar(grammar, variables, terms, max_constants, max_nonlinear,
-                           interactions, factors, levels)  # fmt: skip
+                           interactions, factors, levels, tie_exponents)  # fmt: skip
     outer, inner, inner_fraction = _search_splits(split, splits, train_frac, seed, inner_splits,
                                                   inner_train_frac)  # fmt: skip
     obj, guard = _objective_and_guard(objective, delta, guard_span, guard_se, metric_range,
@@ -1257,7 +1258,7 @@ def search(
 
 
 def _search_grammar(grammar, variables, terms, max_constants, max_nonlinear, interactions,
-                    factors, levels):  # fmt: skip
+                    factors, levels, tie_exponents=None):  # fmt: skip
     """The grammar of a search: ``grammar`` (a Grammar, a TOML path or None) with each field
     given replacing its value."""
     from fitrules.engine.grammar import Grammar, load_grammar
@@ -1272,6 +1273,7 @@ def _search_grammar(grammar, variables, terms, max_constants, max_nonlinear, int
         interactions=None if interactions is None else arg.count(interactions, "interactions"),
         factors=_names(factors, "factors"),
         levels=_names(levels, "levels"),
+        tie_exponents=None if tie_exponents is None else arg.flag(tie_exponents, "tie_exponents"),
     )
     if grammar is None:
         return Grammar(**{k: v for k, v in given.items() if v is not None})

@@ -1099,6 +1099,8 @@ def search_cases(draw) -> Case:
     argv += d.maybe("--levels", ["H"], ["zz", "loss"], 6, 2)
     argv += d.maybe("--max-nonlinear", [0, 1], [-1, 9, "x"], 6, 2)
     argv += d.maybe("--interactions", [1, 2], [0, 9], 6, 2)
+    if d.chance(6):  # a flag: no bad value of its own (the declared cases draw those)
+        argv.append(d(st.sampled_from(["--tie-exponents", "--no-tie-exponents"])))
     argv += d.maybe("--split", ["random", "extrapolate:H", "leave-one-level-out:H"],
                     ["transfer", "bogus:x", "extrapolate:zz"], 4, 2)  # fmt: skip
     argv += d.maybe("--train-frac", ["0.8", "3/4"], BAD_FRACTIONS, 4, 2)
@@ -1683,6 +1685,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "jobs", [1], [0, 2.5, "2", True])
         _kw(d, kw, "max_nonlinear", [0, 1], [-1, 9, 1.5, "1"])
         _kw(d, kw, "interactions", [1, 2], [0, 9, "2"])
+        _kw(d, kw, "tie_exponents", [None, True, False], [1, "yes", 0.0])
         _kw(d, kw, "jobs", [1], [0, -1, 1.5, 2.0, "2", True])
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
         _kw(d, kw, "screen", ["auto", 0, 2, _np_int(1)], [-1, 2.5, "3", True, None])
@@ -1709,6 +1712,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "max_constants", [2, 12], [1, 13, None])
         _kw(d, kw, "max_nonlinear", [0, 3], [-1, 4])
         _kw(d, kw, "interactions", [1, 3], [0, 4])
+        _kw(d, kw, "tie_exponents", [False, True], [None, 1, "true"])
         return ApiCase(call, (), kw)
     if call == "write":  # a result's writers (issue 31, serious 4)
         # every result class's writers (issue 43: Tuning and Prediction wrote over their table)

@@ -26,6 +26,17 @@ column, the variants whose intercept is one constant per level (``L0[COL]``). A 
 have at most ``max_constants`` constants, ``max_nonlinear`` of them nonlinear (exponents and
 saturation scales, searched on a grid: their cost grows fast with their number).
 
+``tie_exponents`` adds, for each set of terms with two or more power factors, the variant
+whose power factors share one exponent::
+
+    L0 + a1*(N/1e9)**e1 + a2*(D/1e10)**e1   (4 constants, 1 exponent)
+
+Gadre et al. 2024 ("Language models scale reliably with over-training and on downstream
+tasks") write their law ``E + A*N**-b + B*D**-b`` so: one exponent for parameters and
+tokens, which costs a constant less than two and is what a compute-optimal ratio that does
+not drift with compute implies. The tied exponent ranges over the intersection of its
+factors' ranges.
+
 Before the nested fits, the search drops candidates the grid cannot tell apart: those with a
 constant that has no effect on the grid's cells (:func:`structural_rank_ok`), and those that
 are the same function on the grid's cells as a simpler candidate (the same fitted values on
@@ -67,6 +78,8 @@ class Grammar:
     interactions : largest number of variables in one product term.
     factors : the factor kinds used (see the module's table).
     levels : columns whose per-level intercept ``L0[COL]`` is also proposed.
+    tie_exponents : also propose each set of terms with two or more power factors with one
+        exponent shared by them all (see the module).
 
     Raises
     ------
@@ -81,6 +94,7 @@ class Grammar:
     interactions: int = 2
     factors: tuple[str, ...] = FACTOR_KINDS
     levels: tuple[str, ...] = ()
+    tie_exponents: bool = False
 
     def __post_init__(self) -> None:
         for name, lo, hi in (
@@ -111,6 +125,10 @@ class Grammar:
             )
         if self.variables is not None and not self.variables:
             raise FormError("grammar variables: name at least one column")
+        if not isinstance(self.tie_exponents, bool):
+            raise FormError(
+                f"grammar tie-exponents {_shown(self.tie_exponents)}: must be true or false"
+            )
 
     def describe(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -304,14 +322,18 @@ def generate(
     out: list[Candidate] = []
     for n in range(1, grammar.terms + 1):
         for combo in itertools.combinations(terms, n):
+            powers = sum(f.kind == "power" for t in combo for f in t)
             nonlinear = sum(f.nonlinear for t in combo for f in t)
-            if nonlinear > grammar.max_nonlinear:
-                continue
-            for intercept, k0 in intercepts:
-                n_const = k0 + n + nonlinear
-                if n_const > grammar.max_constants:
+            variants = [(nonlinear, False)]
+            if grammar.tie_exponents and powers >= 2:
+                variants.append((nonlinear - powers + 1, True))
+            for q, tied in variants:
+                if q > grammar.max_nonlinear:
                     continue
-                out.append(_candidate(combo, intercept, k0, n_const, nonlinear, by_name))
+                for intercept, k0 in intercepts:
+                    n_const = k0 + n + q
+                    if n_const <= grammar.max_constants:
+                        out.append(_candidate(combo, intercept, k0, n_const, q, by_name, tied))
     out.sort(key=lambda c: (c.n_constants, c.n_terms, c.key))
     return out
 
@@ -331,23 +353,29 @@ def count_candidates(
     infos = [VariableInfo.of(v, columns[v]) for v in columns]
     terms = _terms(grammar, infos)
     T, Q = grammar.terms, grammar.max_nonlinear
-    ways = [[0] * (Q + 1) for _ in range(T + 1)]  # ways[n][q]: sets of n terms, q nonlinear
-    ways[0][0] = 1
+    # ways[n][p][s]: sets of n terms with p power factors and s saturation scales; tied
+    # variants have many powers and one exponent, so p runs past Q
+    P = T * grammar.interactions
+    ways = np.zeros((T + 1, P + 1, Q + 1), dtype=object)
+    ways[0, 0, 0] = 1
     for term in terms:
-        c = sum(f.nonlinear for f in term)
+        p = sum(f.kind == "power" for f in term)
+        c = sum(f.kind == "saturating" for f in term)
         if c > Q:
             continue
         for n in range(T, 0, -1):
-            for q in range(Q, c - 1, -1):
-                ways[n][q] += ways[n - 1][q - c]
+            ways[n, p:, c:] += ways[n - 1, : P + 1 - p, : Q + 1 - c]
     k0s = [1] + [int((level_counts or {})[c]) for c in grammar.levels]
     out: dict[tuple[int, int], int] = {}
-    for n in range(1, T + 1):
-        for q in range(Q + 1):
+    for n, p, c in zip(*np.nonzero(ways), strict=True):
+        if n == 0:
+            continue
+        qs = [p + c] + ([c + 1] if grammar.tie_exponents and p >= 2 else [])
+        for q in qs:
             for k0 in k0s:
-                k = k0 + n + q
-                if ways[n][q] and k <= grammar.max_constants:
-                    out[(k, q)] = out.get((k, q), 0) + ways[n][q]
+                k = int(k0 + n + q)
+                if q <= Q and k <= grammar.max_constants:
+                    out[(k, int(q))] = out.get((k, int(q)), 0) + int(ways[n, p, c])
     return out
 
 
@@ -373,7 +401,7 @@ def pilot_candidate(
     return _candidate(tuple(chosen), "L0", 1, 1 + len(chosen) + n_nonlinear, n_nonlinear, by_name)
 
 
-def _candidate(combo, intercept, k0, n_const, nonlinear, infos) -> Candidate:
+def _candidate(combo, intercept, k0, n_const, nonlinear, infos, tied=False) -> Candidate:
     pieces, bounds, starts, variables = [intercept], {}, {}, []
     e = s = 0
     for j, term in enumerate(combo, 1):
@@ -383,18 +411,21 @@ def _candidate(combo, intercept, k0, n_const, nonlinear, infos) -> Candidate:
             variables.append(f.variable)
             constant = None
             if f.kind == "power":
-                e += 1
+                e = 1 if tied else e + 1
                 constant = f"e{e}"
             elif f.kind == "saturating":
                 s += 1
                 constant = f"s{s}"
             if constant:
                 lo, hi = f.bounds(info)
+                if constant in bounds:  # a tied exponent: the range its factors share
+                    lo, hi = max(lo, bounds[constant][0]), min(hi, bounds[constant][1])
                 bounds[constant] = (lo, hi)
                 starts[constant] = (lo, hi)
             factors.append(f.render(info, constant))
         pieces.append(f"a{j}*" + "*".join(factors))
     key = " + ".join([intercept.replace("L0", "const")] + sorted(_term_key(t) for t in combo))
+    key += " (tied exponents)" if tied else ""
     expression = " + ".join(pieces)
     form = Form(
         "candidate",  # named by its place in the canonical order (see named)

@@ -624,6 +624,14 @@ SEARCH = Command(
                 help="also propose one intercept per level of these columns (L0[COL])",
                 cli=dict(metavar="COLS"),
             ),
+            Option(
+                "tie_exponents",
+                help="also propose each set of terms with two or more power factors with one "
+                "exponent shared by them (Gadre et al. 2024's E + A*N**-b + B*D**-b; default: "
+                "the grammar file's value, else no)",
+                check=_true_false_or_none,
+                cli=dict(action=argparse.BooleanOptionalAction),
+            ),
         ),
         in_group(
             "nested validation",

@@ -236,3 +236,30 @@ def test_a_pick_the_guard_names_is_shown_with_its_warning(tmp_path, capsys):
     assert "named wild by the extrapolation guard" in line and "--at N=1e+13,D=1e+09" in line
     code, out, err = run(argv, capsys)  # no point beyond the grid: nothing to name
     assert code == 0, err and "warning: the pick" not in out
+
+
+def test_tie_exponents_reaches_the_grammar_from_the_line_and_from_a_file(grid_csv, tmp_path,
+                                                                           capsys):  # fmt: skip
+    """Issue 41: --tie-exponents adds the tied forms (free powers of H and omega, one term
+    each: L0 + a1*(H/8)**e1 + a2*omega**e1 beside the two untied forms); a grammar file's
+    tie_exponents is read, --no-tie-exponents overrides it, and a value that is not true or
+    false is refused in one line."""
+    import json
+
+    base = ["search", "--data", grid_csv, "--splits", "2", "--inner-splits", "2", "--jobs",
+            "1", "--reference", "none", "--json", "-", "--factors", "power", "--terms", "2",
+            "--interactions", "1"]  # fmt: skip
+    counts = {}
+    toml = tmp_path / "g.toml"
+    toml.write_text("tie_exponents = true\n")
+    for name, extra in [("plain", []), ("tied", ["--tie-exponents"]),
+                        ("file", ["--grammar", toml]),
+                        ("overridden", ["--grammar", toml, "--no-tie-exponents"])]:  # fmt: skip
+        code, out, err = run([*base, *extra], capsys)
+        assert code == 0, err
+        doc = json.loads(out)
+        counts[name] = (doc["n_proposed"], doc["settings"]["grammar"]["tie_exponents"])
+    assert counts == {"plain": (2, False), "tied": (3, True), "file": (3, True),
+                      "overridden": (2, False)}  # fmt: skip
+    toml.write_text('tie_exponents = "yes"\n')
+    refused([*base, "--grammar", toml], capsys, tmp_path, "tie-exponents 'yes': must be true")

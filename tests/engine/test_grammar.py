@@ -3,11 +3,15 @@ references, bad and oversized grammars, twins, structural rank."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from fitrules.base.errors import FormError
 from fitrules.engine.grammar import (
+    EXPONENT_RANGE,
+    ZERO_EXPONENT_RANGE,
     Grammar,
     VariableInfo,
     count_candidates,
@@ -135,7 +139,8 @@ def test_the_count_is_what_the_grammar_makes():
 
     (Moved from tests/test_search_limits.py.)"""
     X = {"H": np.array([1.0, 4, 16, 64] * 5), "omega": np.repeat([0.0, 1, 3, 7, 15], 4)}
-    for g in (Grammar(), Grammar(terms=3, max_constants=6), Grammar(max_nonlinear=3)):
+    tied = Grammar(terms=3, max_constants=6, max_nonlinear=3, tie_exponents=True)
+    for g in (Grammar(), Grammar(terms=3, max_constants=6), Grammar(max_nonlinear=3), tied):
         made = generate(g, X)
         counted = count_candidates(g, X)
         by = {}
@@ -171,3 +176,22 @@ def test_grammar_fields_of_the_wrong_kind(kwargs, match):
     (Moved from tests/test_search_limits.py.)"""
     with pytest.raises(FormError, match=match):
         Grammar(**kwargs)
+
+
+def test_tied_exponents_share_one_constant_over_the_ranges_both_allow():
+    """Issue 41: with tie_exponents, each set of terms with two or more power factors is also
+    proposed with one exponent (Gadre et al.'s E + A*N**-b + B*D**-b): one nonlinear constant,
+    a constant fewer than the untied form, bounded where every factor's range allows; without
+    it, no tied form."""
+    X = {"N": np.repeat([1e8, 1e9, 1e10], 3), "D": np.tile([1e9, 1e10, 1e11], 3),
+         "omega": np.tile([0.0, 1.0, 3.0], 3)}  # fmt: skip
+    g = Grammar(terms=2, max_constants=4, factors=("power",), interactions=1)
+    assert not [c for c in generate(g, X) if "tied" in c.key]
+    tied = {c.expression: c for c in generate(replace(g, tie_exponents=True), X)
+            if "tied" in c.key}  # fmt: skip
+    c = tied["L0 + a1*(N/1e9)**e1 + a2*(D/1e10)**e1"]
+    assert (c.n_constants, c.n_nonlinear) == (4, 1)
+    assert c.form.bounds == {"e1": EXPONENT_RANGE}
+    # omega has zeros: its exponents stay positive, so the tied one does too
+    assert tied["L0 + a1*(N/1e9)**e1 + a2*omega**e1"].form.bounds == {"e1": ZERO_EXPONENT_RANGE}
+    assert len(tied) == 3  # the pairs of the three variables' power factors

@@ -297,3 +297,13 @@ def test_the_variance_gain_divides_the_uncompressed_variance(momentum):
     limit = th.stable_step(1.0, 15.0, 16)
     assert th.variance_gain(1.0, lr=limit * 0.999, M=16, omega=15.0)[0] < 1
     assert th.variance_gain(1.0, lr=limit * 1.001, M=16, omega=15.0)[0] > 1
+
+
+def test_a_mode_on_the_stability_boundary_does_not_settle():
+    """Issue 43 (the API fuzzer's 10,000-case run): a mode whose second-moment map has an
+    eigenvalue of 1 that rounding put just inside was solved on a singular matrix
+    (LinAlgError); its variance does not settle, so the loss is inf, as beyond the boundary."""
+    from fitrules.engine.theory import stationary_loss
+
+    assert stationary_loss([1.0, 0.5], lr=3.0, outer_momentum=0.5, nesterov=False) == np.inf
+    assert np.isfinite(stationary_loss([1.0, 0.5], lr=0.3, outer_momentum=0.5, nesterov=False))
