@@ -764,7 +764,7 @@ def main() -> None:
     if args.only in (None, "staged"):
         section_staged(args.jobs, not args.no_cluster, not args.no_screen_effect)
     if args.only in (None, "ceiling"):
-        section_ceiling(min(args.grids, 5), args.jobs)
+        section_ceiling(args.grids, args.jobs)
 
 
 if __name__ == "__main__":

@@ -346,16 +346,28 @@ def stationary_variance(
             radius = np.max(np.abs(np.linalg.eigvals(L[ok])), axis=1)
             _check_resolved(s[ok][radius >= 1], p)
             stable = np.flatnonzero(ok)[radius < 1]
-            # a mode on the boundary (an eigenvalue of 1 that rounding put just inside) has
-            # I - L singular: its variance does not settle, as beyond it (the API fuzzer:
-            # stationary_loss([1, 0.5], lr=3, outer_momentum=0.5))
-            singular = np.abs(np.linalg.det(np.eye(3)[None] - L[stable])) <= 1e-12
-            stable = stable[~singular]
             if stable.size:
                 lhs = np.eye(3)[None] - L[stable]
                 rhs = (sigma2[stable][:, None] * bb[stable])[..., None]
-                out[stable] = np.linalg.solve(lhs, rhs)[:, 0, 0]
+                out[stable] = _solve_or_inf(lhs, rhs)
     return out
+
+
+def _solve_or_inf(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """The stationary variances ``(I - L) v = b`` of the stable modes; inf for a mode on the
+    boundary, whose eigenvalue of 1 rounding put just inside (I - L exactly singular: the
+    variance does not settle, as beyond it; the API fuzzer's
+    ``stationary_loss([1, 0.5], lr=3, outer_momentum=0.5)``)."""
+    try:
+        return np.linalg.solve(lhs, rhs)[:, 0, 0]
+    except np.linalg.LinAlgError:  # some mode singular: only those are inf
+        out = np.full(len(lhs), np.inf)
+        for i in range(len(lhs)):
+            try:
+                out[i] = np.linalg.solve(lhs[i], rhs[i])[0, 0]
+            except np.linalg.LinAlgError:
+                pass
+        return out
 
 
 def mode_covariance(

@@ -662,6 +662,15 @@ class Plan:
     worker_memory: float = 0.0
 
 
+SEARCH_WORKER_BYTES = 120 * 2**20
+"""Bytes of one local cluster worker process of a search before its tasks: a simulation's
+worker (:data:`~fitrules.sim.cluster.LOCAL_WORKER_BYTES`, 100 MiB) plus the fitting stack it
+imports. ``python benchmarks/bench_cluster_memory.py --job search`` (2-core AMD EPYC VM)
+measured the cluster's peak RSS at 1.40x and 1.32x this estimate at local:2 and local:8, and
+its USS (shared libraries not counted) at 0.92x and 0.85x; with 100 MiB the RSS ratios were
+1.61 and 1.55."""
+
+
 def search_memory(plan: Plan, jobs: int, scheduler: str | None = None) -> tuple[float, str]:
     """Bytes a search takes on this machine at once, and on what: this process's
     :attr:`Plan.memory`; with ``jobs`` above 1, that many forked pool processes each holding
@@ -680,13 +689,6 @@ def search_memory(plan: Plan, jobs: int, scheduler: str | None = None) -> tuple[
         return plan.memory + jobs * plan.worker_memory, f"on {jobs} processes"
     return plan.memory, "in one process"
 
-
-SEARCH_WORKER_BYTES = 120 * 2**20
-"""Bytes of one local cluster worker process of a search before its tasks: a simulation's
-worker (:data:`~fitrules.sim.cluster.LOCAL_WORKER_BYTES`, 100 MiB) plus the fitting stack it
-imports. ``python benchmarks/bench_cluster_memory.py --job search`` (2-core AMD EPYC VM)
-measured about 165 MiB of RSS and 107 MiB of USS a worker at local:8 (RSS counts shared
-libraries once per process, USS not at all); 120 MiB is within 1.5x of both sums."""
 
 # bytes of one made candidate (its Form, parsed structure and key), generously: tracemalloc
 # on the default grammar over H and omega (1,380 forms) measured 4.2 kB each kept, 7.6 kB at

@@ -307,3 +307,9 @@ def test_a_mode_on_the_stability_boundary_does_not_settle():
 
     assert stationary_loss([1.0, 0.5], lr=3.0, outer_momentum=0.5, nesterov=False) == np.inf
     assert np.isfinite(stationary_loss([1.0, 0.5], lr=0.3, outer_momentum=0.5, nesterov=False))
+    # a tiny step is near the boundary too but stable: its variance stays linear in lr
+    from fitrules.engine.theory import stationary_variance
+
+    kw = dict(outer_momentum=0.9, nesterov=True)
+    small, smaller = (stationary_variance(1.0, lr=lr, **kw)[0] for lr in (1e-9, 1e-12))
+    assert np.isclose(smaller / small, 1e-3, rtol=1e-3)
