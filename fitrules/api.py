@@ -1162,7 +1162,7 @@ def search(
     max_constants: int | None = None, max_nonlinear: int | None = None,
     interactions: int | None = None, factors: Sequence[str] | str | None = None,
     levels: Sequence[str] | str | None = None, tie_exponents: bool | None = None,
-    grammar: str | Path | Any | None = None,
+    first_constants: int | None = None, grammar: str | Path | Any | None = None,
     # nested validation
     split: str = SEARCH.split, splits: int = SEARCH.splits, train_frac: float = SEARCH.train_frac,
     inner_splits: int = SEARCH.inner_splits, inner_train_frac: float = SEARCH.inner_train_frac,
@@ -1187,6 +1187,9 @@ def search(
     grid : Grid, DataFrame or path (default: the committed main grid at inner lr 3e-4).
     variables, terms, max_constants, max_nonlinear, interactions, factors, levels, tie_exponents :
         the grammar (see :mod:`fitrules.engine.grammar`); each replaces the value of ``grammar``.
+    first_constants : the budget searched first (default 4); it grows one constant at a time
+        while the front still falls, to ``max_constants`` (default 7), and the output says
+        where it stopped and why (``settings["growth"]``).
     grammar : a :class:`fitrules.engine.grammar.Grammar`, or the path of a TOML file of its fields.
     split : the outer protocol: ``random`` (``splits`` splits fitting ``train_frac`` of the
         cells, seeded by ``seed``), ``extrapolate:COL[:VALUE]`` or ``leave-one-level-out:COL``.
@@ -1201,8 +1204,9 @@ def search(
     seeds : the outer error's protocol: ``cells-and-seeds`` (default: a third of the seed
         ids held out too, so that it is what new runs at new seed ids show) or ``cells``;
         see :func:`fitrules.jobs.search.run_search`.
-    on_plan, on_progress : called once with the plan and the seconds the fits should take;
-        called with the number of candidates finished (2 x candidates in all).
+    on_plan, on_progress : called with the plan and the seconds the fits should take (again
+        before each step of a growing budget, with that step's plan); called with the number
+        of candidates finished (2 x candidates in all).
     yes : run a search estimated to take longer than
         :data:`fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS` (else refused before any fit,
         naming what would shrink it); the candidate and memory limits hold either way.
@@ -1240,7 +1244,8 @@ def search(
 
     SEARCH.check(locals())  # the declared options' types and ranges, before any reading
     gram = _search_grammar(grammar, variables, terms, max_constants, max_nonlinear,
-                           interactions, factors, levels, tie_exponents)  # fmt: skip
+                           interactions, factors, levels, tie_exponents,
+                           first_constants)  # fmt: skip
     outer, inner, inner_fraction = _search_splits(split, splits, train_frac, seed, inner_splits,
                                                   inner_train_frac)  # fmt: skip
     obj, guard = _objective_and_guard(objective, delta, guard_span, guard_se, metric_range,
@@ -1258,7 +1263,7 @@ def search(
 
 
 def _search_grammar(grammar, variables, terms, max_constants, max_nonlinear, interactions,
-                    factors, levels, tie_exponents=None):  # fmt: skip
+                    factors, levels, tie_exponents=None, first_constants=None):  # fmt: skip
     """The grammar of a search: ``grammar`` (a Grammar, a TOML path or None) with each field
     given replacing its value."""
     from fitrules.engine.grammar import Grammar, load_grammar
@@ -1274,6 +1279,9 @@ def _search_grammar(grammar, variables, terms, max_constants, max_nonlinear, int
         factors=_names(factors, "factors"),
         levels=_names(levels, "levels"),
         tie_exponents=None if tie_exponents is None else arg.flag(tie_exponents, "tie_exponents"),
+        first_constants=None
+        if first_constants is None
+        else arg.count(first_constants, "first_constants"),
     )
     if grammar is None:
         return Grammar(**{k: v for k, v in given.items() if v is not None})

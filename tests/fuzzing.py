@@ -1070,12 +1070,13 @@ BAD_GRAMMARS = [b'terms = "x"\n', b"colour = 1\n", b"terms = [\n", b"terms = 0\n
                 b'variables = ["zz"]\nterms = 1\n',
                 b"variables = " + b"[" * 3000 + b"]" * 3000 + b"\n",  # nested 3,000 deep
                 b"terms = 1\nlevels = { H = 1 }\n",  # a table, not a list
-                b"terms = 6\nmax_constants = 12\nmax_nonlinear = 3\n"]  # fmt: skip
+                b"terms = 6\nmax_constants = 12\nmax_nonlinear = 3\nfirst_constants = 12\n",
+                b"first_constants = 1\n"]  # fmt: skip
 # searches past the limits (issue 31, serious 1): refused by the cost model before any fit
 # (each refused whatever the options before it: a case that ran would run for hours)
 BIG_SEARCHES = [
     ["--variables", "H,omega", "--factors", "power,linear,inverse,sqrt,log,saturating",
-     "--terms", "6", "--max-constants", "12", "--max-nonlinear", "3"],
+     "--terms", "6", "--max-constants", "12", "--max-nonlinear", "3", "--first-constants", "12"],
     ["--split", "random", "--splits", "100000", "--inner-splits", "100000", "--yes"],
     ["--inner-splits", "100001"],
 ]  # fmt: skip
@@ -1098,6 +1099,7 @@ def search_cases(draw) -> Case:
                     ["cubic", "", ","], 3, 2)  # fmt: skip
     argv += d.maybe("--levels", ["H"], ["zz", "loss"], 6, 2)
     argv += d.maybe("--max-nonlinear", [0, 1], [-1, 9, "x"], 6, 2)
+    argv += d.maybe("--first-constants", [2, 3], [0, 1, 13, "x"], 6, 2)
     argv += d.maybe("--interactions", [1, 2], [0, 9], 6, 2)
     if d.chance(6):  # a flag: no bad value of its own (the declared cases draw those)
         argv.append(d(st.sampled_from(["--tie-exponents", "--no-tie-exponents"])))
@@ -1686,6 +1688,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "max_nonlinear", [0, 1], [-1, 9, 1.5, "1"])
         _kw(d, kw, "interactions", [1, 2], [0, 9, "2"])
         _kw(d, kw, "tie_exponents", [None, True, False], [1, "yes", 0.0])
+        _kw(d, kw, "first_constants", [None, 2, 3], [1, 13, 2.5, "2", True])
         _kw(d, kw, "jobs", [1], [0, -1, 1.5, 2.0, "2", True])
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
         _kw(d, kw, "screen", ["auto", 0, 2, _np_int(1)], [-1, 2.5, "3", True, None])
@@ -1695,7 +1698,7 @@ def api_cases(draw) -> ApiCase:
         if d.hostile and d.chance(10):  # past the limits (issue 31): refused before any fit
             big = d(st.sampled_from([  # each refused whatever the other arguments
                 dict(terms=6, max_constants=12, max_nonlinear=3, variables=["H", "omega"],
-                     factors=None, grammar=None),
+                     factors=None, grammar=None, first_constants=12),
                 dict(split="random", splits=100_000, inner_splits=100_000, yes=True),
                 dict(inner_splits=100_001),
             ]))  # fmt: skip
@@ -1713,6 +1716,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "max_nonlinear", [0, 3], [-1, 4])
         _kw(d, kw, "interactions", [1, 3], [0, 4])
         _kw(d, kw, "tie_exponents", [False, True], [None, 1, "true"])
+        _kw(d, kw, "first_constants", [2, 12], [1, 13, None, 2.5])
         return ApiCase(call, (), kw)
     if call == "write":  # a result's writers (issue 31, serious 4)
         # every result class's writers (issue 43: Tuning and Prediction wrote over their table)

@@ -162,6 +162,9 @@ def search(args) -> int:
     def on_plan(plan, seconds) -> None:
         if not getattr(args, "quiet", False):
             print(plan_sentence(plan, seconds, jobs), file=sys.stderr)
+        if "bar" in state and state["bar"].total is not None:  # a growing budget's next step
+            state["bar"].total += 2 * plan.n_candidates
+            state["bar"].refresh()
         open_bar(2 * plan.n_candidates)  # api.search reports 2 x candidates in all
 
     def open_bar(total) -> None:  # after the plan's line: a bar drawn first leaves "0it"

@@ -26,6 +26,13 @@ column, the variants whose intercept is one constant per level (``L0[COL]``). A 
 have at most ``max_constants`` constants, ``max_nonlinear`` of them nonlinear (exponents and
 saturation scales, searched on a grid: their cost grows fast with their number).
 
+The budget grows while it pays: a search first proposes the forms of at most
+``first_constants`` constants, then those of one constant more at a time while the largest
+budget so far still beat the one before it by more than a standard error (the front was
+still falling there), up to ``max_constants`` (7 by default, with 3 nonlinear constants:
+the vocabulary law of Tao et al. 2024, ``E + A1*N_nv**-a1 + A2*N_v**-a2 + A3*D**-a3``, has
+7 and 3). With ``first_constants`` at ``max_constants`` every budget is searched at once.
+
 ``tie_exponents`` adds, for each set of terms with two or more power factors, the variant
 whose power factors share one exponent::
 
@@ -73,8 +80,11 @@ class Grammar:
     ----------
     variables : grid columns the forms may read (default: every varying numeric factor).
     terms : largest number of terms besides the intercept (``--terms``).
-    max_constants : largest number of constants of a form, intercept included.
+    max_constants : largest number of constants of a form, intercept included: the
+        ceiling the budget grows to (see the module).
     max_nonlinear : largest number of nonlinear constants (exponents, saturation scales).
+    first_constants : the budget searched first; more constants are proposed only while
+        they pay (see the module). At or above ``max_constants``: every budget at once.
     interactions : largest number of variables in one product term.
     factors : the factor kinds used (see the module's table).
     levels : columns whose per-level intercept ``L0[COL]`` is also proposed.
@@ -89,12 +99,13 @@ class Grammar:
 
     variables: tuple[str, ...] | None = None
     terms: int = 3
-    max_constants: int = 4
-    max_nonlinear: int = 2
+    max_constants: int = 7
+    max_nonlinear: int = 3
     interactions: int = 2
     factors: tuple[str, ...] = FACTOR_KINDS
     levels: tuple[str, ...] = ()
     tie_exponents: bool = False
+    first_constants: int = 4
 
     def __post_init__(self) -> None:
         for name, lo, hi in (
@@ -102,6 +113,7 @@ class Grammar:
             ("max_constants", 2, 12),
             ("max_nonlinear", 0, 3),
             ("interactions", 1, 3),
+            ("first_constants", 2, 12),
         ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
@@ -132,6 +144,16 @@ class Grammar:
 
     def describe(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def grows(self) -> bool:
+        """Whether a search may propose more constants than it starts with."""
+        return self.first_constants < self.max_constants
+
+    def first_step(self) -> Grammar:
+        """The grammar of a search's first budgets: at most ``first_constants`` constants."""
+        k = min(self.first_constants, self.max_constants)
+        return replace(self, max_constants=k, first_constants=k)
 
 
 def _shown(value) -> str:
@@ -309,11 +331,13 @@ def generate(
     grammar: Grammar,
     columns: Mapping[str, np.ndarray],
     level_counts: Mapping[str, int] | None = None,
+    only_constants: int | None = None,
 ) -> list[Candidate]:
     """Every candidate of ``grammar`` over the cells' variable values ``columns``.
 
-    ``level_counts`` gives the number of levels of each ``grammar.levels`` column. The
-    order is canonical: fewer constants first, then fewer terms, then the key.
+    ``level_counts`` gives the number of levels of each ``grammar.levels`` column;
+    ``only_constants``, those with exactly that many constants (a step of a growing budget).
+    The order is canonical: fewer constants first, then fewer terms, then the key.
     """
     infos = [VariableInfo.of(v, columns[v]) for v in columns]
     by_name = {i.name: i for i in infos}
@@ -332,7 +356,7 @@ def generate(
                     continue
                 for intercept, k0 in intercepts:
                     n_const = k0 + n + q
-                    if n_const <= grammar.max_constants:
+                    if n_const <= grammar.max_constants and only_constants in (None, n_const):
                         out.append(_candidate(combo, intercept, k0, n_const, q, by_name, tied))
     out.sort(key=lambda c: (c.n_constants, c.n_terms, c.key))
     return out
@@ -342,9 +366,11 @@ def count_candidates(
     grammar: Grammar,
     columns: Mapping[str, np.ndarray],
     level_counts: Mapping[str, int] | None = None,
+    only_constants: int | None = None,
 ) -> dict[tuple[int, int], int]:
-    """How many candidates :func:`generate` would return, by (constants, nonlinear
-    constants), counted without making any: the cost of a search is known before it starts.
+    """How many candidates :func:`generate` would return (with ``only_constants``, those
+    of that many constants), by (constants, nonlinear constants), counted without making
+    any: the cost of a search is known before it starts.
 
     The terms are listed (a few thousand at most); the sets of ``n`` distinct terms with ``q``
     nonlinear constants are counted by a product of generating polynomials, one factor
@@ -374,7 +400,7 @@ def count_candidates(
         for q in qs:
             for k0 in k0s:
                 k = int(k0 + n + q)
-                if q <= Q and k <= grammar.max_constants:
+                if q <= Q and k <= grammar.max_constants and only_constants in (None, k):
                     out[(k, int(q))] = out.get((k, int(q)), 0) + int(ways[n, p, c])
     return out
 
@@ -438,12 +464,16 @@ def _candidate(combo, intercept, k0, n_const, nonlinear, infos, tied=False) -> C
     return Candidate(key, form, n_const, nonlinear, len(combo))
 
 
-def named(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates with stable names ``s0001``, ``s0002``... in their canonical order."""
-    width = max(4, len(str(len(candidates))))
+def named(
+    candidates: Sequence[Candidate], start: int = 1, total: int | None = None
+) -> list[Candidate]:
+    """The candidates with stable names ``s0001``, ``s0002``... in their canonical order,
+    from ``start``; the digits fit ``total`` candidates (default: these), so a budget that
+    grows names its first forms as a search of every budget at once would."""
+    width = max(4, len(str(total if total is not None else start - 1 + len(candidates))))
     return [
         replace(c, form=replace(c.form, name=f"s{i:0{width}d}"))
-        for i, c in enumerate(candidates, 1)
+        for i, c in enumerate(candidates, start)
     ]
 
 

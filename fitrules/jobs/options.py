@@ -601,12 +601,19 @@ SEARCH = Command(
             ),
             Option(
                 "max_constants",
-                help="most constants of a form, intercept included (default 4)",
+                help="most constants of a form, intercept included: the ceiling the budget "
+                "grows to while each larger budget beats the one before (default 7)",
+                cli=dict(type=int, metavar="C"),
+            ),
+            Option(
+                "first_constants",
+                help="the budget searched first; one more constant at a time after it while "
+                "the front still falls (default 4; at --max-constants: every budget at once)",
                 cli=dict(type=int, metavar="C"),
             ),
             Option(
                 "max_nonlinear",
-                help="most exponents and saturation scales of a form (default 2)",
+                help="most exponents and saturation scales of a form (default 3)",
                 cli=dict(type=int, metavar="Q"),
             ),
             Option(

@@ -28,11 +28,12 @@ be picked there.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -637,7 +638,8 @@ class Plan:
     Attributes
     ----------
     n_generated : candidates the grammar proposes.
-    n_candidates : those with fewer constants than the fewest cells a nested mask fits.
+    n_candidates : those with fewer constants than the fewest cells a nested mask fits, and
+        the reference forms that compete beside them (:attr:`n_references`).
     fits_per_candidate : nested masks each candidate is fitted on.
     n_cells : cells of the grid.
     by_nonlinear : fittable candidates by number of nonlinear constants.
@@ -660,6 +662,11 @@ class Plan:
     screen_fits: int = 0  # fits of every candidate in the screen
     survivors_max: int = 0  # the most candidates the full nested fits can take
     worker_memory: float = 0.0
+    # a growing budget's further steps: (constants, candidates, estimated seconds in one
+    # process), each run only while the front still falls
+    growth: list[tuple[int, int, float]] = field(default_factory=list)
+    step: int | None = None  # a growing budget's step: the constants of its candidates
+    n_references: int = 0  # reference forms competing beside the grammar's (in n_candidates)
 
 
 SEARCH_WORKER_BYTES = 120 * 2**20
@@ -770,12 +777,15 @@ def plan_search(
     guard: GuardOptions,
     variables: Sequence[str],
     screen: int | str = 0,
+    only_constants: int | None = None,
 ) -> Plan:
     """The cost of a search from its grammar and options alone: candidates counted (not
     made), nested masks counted (not made), each kind of fit timed by pilots on a few masks.
     A staged search (``screen``, see :func:`screen_size`) is costed with every candidate on
     the screen's rows and, for the full nested fits, the most survivors there can be (the
     ``screen`` best of each number of constants in each outer split and the final choice).
+    ``only_constants``: the candidates of that many constants alone (a step of a growing
+    budget, :attr:`Grammar.first_constants`).
     """
     n = len(y)
     n_outer, min_train, inner_train = _shape(outer, table, inner_splits, inner_train_frac)
@@ -784,7 +794,7 @@ def plan_search(
     else:
         rows = n_outer + n_outer * inner_splits + 2 * inner_splits + 1
     cols = {v: cells_X[v] for v in variables}
-    counts = count_candidates(grammar, cols, level_counts)
+    counts = count_candidates(grammar, cols, level_counts, only_constants)
     n_generated = sum(counts.values())
     by_q: dict[int, int] = {}
     for (k, q), c in counts.items():
@@ -818,7 +828,7 @@ def plan_search(
     worker = n_fit * CANDIDATE_BYTES + 2.0 * rows * n + fitting
     return Plan(
         n_generated, n_fit, rows, n, by_q, seconds, memory, min_train, keep,
-        n_screen + 3 if keep else 0, survivors_max, worker,
+        n_screen + 3 if keep else 0, survivors_max, worker, step=only_constants,
     )  # fmt: skip
 
 
@@ -867,7 +877,7 @@ def check_plan(
 def _shrink_options(grammar: Grammar, outer, inner_splits: int, variables) -> dict[str, str]:
     """The options that make a search smaller, with their values now."""
     out = {}
-    for name in ("terms", "max_constants", "max_nonlinear", "interactions"):
+    for name in ("terms", "first_constants", "max_constants", "max_nonlinear", "interactions"):
         out[f"--{name.replace('_', '-')}"] = f"({getattr(grammar, name)})"
     if isinstance(outer, RandomSplit):
         out["--splits"] = f"({outer.n_splits:,})"
@@ -944,29 +954,180 @@ def run_search(
     )  # fmt: skip
     variables, cells, counts, refs = _checked_inputs(spec, at, references)
     X, y = cells.X, cells.y
+    cols = {v: X[v] for v in variables}
+    first = grammar.first_step()
     plan = plan_search(
-        grammar, X, y, cells.table, counts, spec.outer, inner_splits, inner_train_frac,
+        first, X, y, cells.table, counts, spec.outer, inner_splits, inner_train_frac,
         objective, options, guard, variables, screen,
     )  # fmt: skip
+    # each larger budget the search may grow to, costed now: the plan line covers them
+    steps = {
+        k: plan_search(
+            grammar, X, y, cells.table, counts, spec.outer, inner_splits, inner_train_frac,
+            objective, options, guard, variables, screen, only_constants=k,
+        )  # fmt: skip
+        for k in range(first.max_constants + 1, grammar.max_constants + 1)
+    }
+    plan.growth = [(k, p.n_generated, p.seconds) for k, p in steps.items()]
+    for f in refs:  # they compete as well
+        if len(f.constants) < plan.min_train:
+            q = len(f.structure.nonlinear)
+            plan.by_nonlinear[q] = plan.by_nonlinear.get(q, 0) + 1
+            plan.n_references, plan.n_candidates = plan.n_references + 1, plan.n_candidates + 1
     if scheduler:  # before the plan is shown: a refusal is then the only line
         _check_reachable(scheduler)
     _check_search_plan(spec, plan, variables, jobs, yes, on_plan, scheduler)
     masks = nested_masks(spec.outer, cells.table, inner_splits, inner_train_frac, seed)
     held, seed_note = _seed_holdout(grid, cells, masks, objective, seeds, seed)
-    proposed, fits_ok, too_big = _propose(grammar, X, variables, counts, masks.min_train)
+    # names sized for the ceiling: a budget that grows names its forms as one search would
+    total = sum(count_candidates(grammar, cols, counts).values())
+    proposed, fits_ok, too_big = _propose(first, X, variables, counts, masks.min_train, total)
+    # the references compete too: first, so a grammar form that is the same function is the
+    # one dropped, and the user's theory wins or loses by the same outer errors
+    fits_ok = _reference_candidates(refs, masks.min_train) + fits_ok
     state = _worker_state(spec, fits_ok, X, y, masks, held)
+    kept = _KeptPrints()
     with ExitStack() as stack:
         # the fits on a Dask cluster when asked: the same tasks, the same results
         client = stack.enter_context(_connect(scheduler)) if scheduler else None
-        fitted = _fit_candidates(fits_ok, too_big, state, screen, jobs, on_progress, client)
+        fitted = _fit_candidates(fits_ok, too_big, state, screen, jobs, on_progress, client, kept)
+        n_generated = len(proposed)
+        growth = [_step_row(first.max_constants, len(proposed), fitted)]
+        budget, stop = first.max_constants, None
+        while grammar.grows:
+            stop = _growth_stop(fitted, masks, rule, budget, grammar)
+            if stop is None:
+                k = budget + 1
+                stop = _step_refusal(steps[k], k, spec, variables, jobs, yes, scheduler)
+            if stop is not None:
+                break
+            if on_plan is not None:
+                on_plan(steps[k], steps[k].seconds / max(1, min(jobs, steps[k].n_candidates)))
+            new = named(generate(grammar, cols, counts, only_constants=k), n_generated + 1, total)
+            n_generated += len(new)
+            ok = [c for c in new if c.n_constants < masks.min_train]
+            big = [c for c in new if c.n_constants >= masks.min_train]
+            part = _fit_candidates(
+                ok, big, _worker_state(spec, ok, X, y, masks, held), screen, jobs,
+                on_progress, client, kept, allow_none=True,
+            )  # fmt: skip
+            fitted = _merged(fitted, part, masks.n_outer)
+            growth.append(_step_row(k, len(new), part))
+            budget = k
     ref_scores = [_score(f, state, stop=masks.inner.stop) for f in refs]
-    out = _assemble(grid, grammar, fitted, masks, refs, ref_scores, rule, len(proposed))
+    out = _assemble(grid, grammar, fitted, masks, refs, ref_scores, rule, n_generated)
+    out.settings["growth"] = (
+        dict(first_constants=first.max_constants, max_constants=grammar.max_constants,
+             reached=budget, steps=growth, stopped=stop)  # fmt: skip
+        if grammar.grows
+        else None
+    )
+    out.settings["ceiling"]["stopped"] = stop
     out.pick_guard = guard_pick(out, cells, masks, objective, guard, list(at))
     if out.pick_guard["named"]:
         out.warnings.append(pick_guard_warning(out.pick_guard))
     out.settings.update(_run_settings(spec, variables, cells, masks, at, fitted, seed_note))
     out.seconds = time.perf_counter() - t_start
     return out
+
+
+def _reference_candidates(refs: Sequence[Form], n_fit: int) -> list[Candidate]:
+    """The reference forms (``--reference``, ``--form``) as candidates of the first step,
+    those with fewer constants than the fewest cells a nested split fits; a name in the
+    grammar's pattern (``s0001``) is prefixed ``ref:`` so that it names one form."""
+    out = []
+    for f in refs:
+        k = len(f.constants)
+        if k < n_fit:
+            name = f"ref:{f.name}" if re.fullmatch(r"s\d{4,}", f.name) else f.name
+            form = replace(f, name=name) if name != f.name else f
+            out.append(Candidate(f"reference {f.name}", form, k, len(f.structure.nonlinear), 0))
+    return out
+
+
+def _step_row(k: int, proposed: int, part: _Fitted) -> dict:
+    return dict(max_constants=k, proposed=proposed, kept=len(part.kept))
+
+
+def _growth_stop(
+    fitted: _Fitted, masks: NestedMasks, rule: str, budget: int, grammar: Grammar
+) -> str | None:
+    """Why the budget stops growing at ``budget`` constants, or None to go on: it goes on
+    while its largest budget beat the one before it on the front by more than a standard
+    error over the outer splits (:func:`front_flags`; a first step of one budget has none to
+    beat), to ``grammar.max_constants``."""
+    ceiling = f"the ceiling, max_constants {grammar.max_constants}"
+    if masks.n_outer < 2:
+        if budget >= grammar.max_constants:
+            return ceiling
+        return (
+            f"with {masks.n_outer} outer split the front cannot be tested, so the budget stays "
+            f"at first_constants {budget} (raise it to search more constants)"
+        )
+    e = _Nested.of(fitted.kept, fitted.results, masks)
+    if not len(e.k) or int(e.k.max()) < budget:
+        return f"no candidate of {budget} constants was kept to fit"
+    budgets = sorted(set(e.k.tolist()))
+    outs = [_pick_at_budget(b, e, masks, rule, fitted)[1] for b in budgets]
+    otr, ote = masks.sizes(masks.outer)
+    on = front_flags(np.array(outs, float), otr, ote)
+    if on[-1] and (len(on) == 1 or any(on[:-1])):  # one budget: nothing yet to beat
+        return ceiling if budget >= grammar.max_constants else None
+    before = [b for b, f in zip(budgets[:-1], on[:-1], strict=True) if f]
+    than = f"{before[-1]} constants" if before else "a smaller budget"
+    return (
+        f"{budget} constants did not beat {than} by more than a standard error over the "
+        "outer splits"
+    )
+
+
+def _step_refusal(
+    plan: Plan, k: int, spec: _SearchSpec, variables, jobs: int, yes: bool, scheduler
+) -> str | None:
+    """Why the next budget, ``k`` constants, is not searched (None: it is): the grammar has
+    no such form, none fits on the fewest cells a nested mask fits, or it is beyond the
+    limits a search is held to (:func:`check_plan`)."""
+    g = spec.grammar
+    if not plan.n_generated:
+        return (
+            f"the grammar has no form of {k} constants (terms {g.terms}, max_nonlinear "
+            f"{g.max_nonlinear})"
+        )
+    if not plan.n_candidates:
+        return (
+            f"forms of {k} constants need more cells than the {plan.min_train} the smallest "
+            "nested split fits"
+        )
+    shrink = _shrink_options(g, spec.outer, spec.inner_splits, variables)
+    try:
+        check_plan(plan, jobs, yes, shrink, scheduler)
+    except LimitError as err:
+        return f"the next budget, {k} constants, is beyond the limits: {err}"
+    return None
+
+
+def _merged(a: _Fitted, b: _Fitted, n_outer: int) -> _Fitted:
+    """Two steps' candidates as one search's: a step searched in full lets every outer
+    split and the final choice pick its candidates."""
+    if a.allowed_outer is None and b.allowed_outer is None:
+        outer = final = None
+    else:
+        def rows(f: _Fitted):
+            if f.allowed_outer is not None:
+                return f.allowed_outer, f.allowed_final
+            return np.ones((len(f.kept), n_outer), bool), np.ones(len(f.kept), bool)
+
+        (oa, fa), (ob, fb) = rows(a), rows(b)
+        outer, final = np.concatenate([oa, ob]), np.concatenate([fa, fb])
+    note = None
+    if a.screen_note or b.screen_note:
+        notes = [n for n in (a.screen_note, b.screen_note) if n]
+        note = dict(notes[0])
+        note["screened"] = sum(n["screened"] for n in notes)
+        note["validated"] = sum(n["validated"] for n in notes)
+    return _Fitted(
+        a.kept + b.kept, a.results + b.results, a.dropped + b.dropped, outer, final, note
+    )
 
 
 @dataclass(frozen=True)
@@ -1107,11 +1268,16 @@ def _check_search_plan(
 
 
 def _propose(
-    grammar: Grammar, X: dict, variables: list[str], counts: dict[str, int], n_fit: int
+    grammar: Grammar,
+    X: dict,
+    variables: list[str],
+    counts: dict[str, int],
+    n_fit: int,
+    total: int | None = None,
 ) -> tuple[list[Candidate], list[Candidate], list[Candidate]]:
     """The grammar's candidates: all of them, those with fewer constants than the fewest
-    cells a nested mask fits, and the others."""
-    proposed = named(generate(grammar, {v: X[v] for v in variables}, counts))
+    cells a nested mask fits, and the others (named for ``total`` candidates)."""
+    proposed = named(generate(grammar, {v: X[v] for v in variables}, counts), total=total)
     if not proposed:
         raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
     fits_ok = [c for c in proposed if c.n_constants < n_fit]
@@ -1160,6 +1326,15 @@ class _Fitted:
     screen_note: dict | None = None
 
 
+class _KeptPrints:
+    """The fingerprints of the candidates kept so far and their names: the twins a new
+    candidate is checked against, across every step of a growing budget."""
+
+    def __init__(self) -> None:
+        self.twins = TwinIndex(DUPLICATE_RTOL)
+        self.names: list[str] = []
+
+
 def _fit_candidates(
     fits_ok: list[Candidate],
     too_big: list[Candidate],
@@ -1168,19 +1343,23 @@ def _fit_candidates(
     jobs: int,
     on_progress: Callable[[int], None] | None,
     client,
+    kept: _KeptPrints | None = None,
+    allow_none: bool = False,
 ) -> _Fitted:
-    """Drop the candidates that cannot be told apart, then score the others."""
+    """Drop the candidates that cannot be told apart (from each other and from those
+    ``kept`` before), then score the others; with ``allow_none``, a step whose candidates
+    are all dropped is empty rather than refused."""
     done = on_progress or (lambda k: None)
     forms = state["forms"]
     size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
     prints = _run(_chunks(range(len(forms)), size), _fingerprint_task, state, jobs, done, client)
-    dropped, keep_idx = _prune(prints, fits_ok, too_big, state)
+    dropped, keep_idx = _prune(prints, fits_ok, too_big, state, kept or _KeptPrints())
     todo = list(keep_idx)
     done(len(forms) - len(todo))
     scored, allowed_outer, allowed_final, screen_note = _score_candidates(
         todo, fits_ok, state, screen, size, jobs, done, client
     )
-    if not keep_idx:
+    if not keep_idx and not allow_none:
         counts = Counter(why.split(" as ")[0].split(" (")[0] for _, why in dropped)
         raise FitrulesError(
             "every proposed form was dropped before fitting ("
@@ -1198,17 +1377,20 @@ def _fit_candidates(
 
 
 def _prune(
-    prints: list, fits_ok: list[Candidate], too_big: list[Candidate], state: dict
+    prints: list,
+    fits_ok: list[Candidate],
+    too_big: list[Candidate],
+    state: dict,
+    kept: _KeptPrints,
 ) -> tuple[list[tuple[Candidate, str]], list[int]]:
     """The candidates dropped, with why (too many constants, a constant with no effect, the
-    same function as one kept), and the indices of those kept."""
+    same function as one kept), and the indices of those kept (added to ``kept``)."""
     n_fit = state["masks"].min_train
     dropped: list[tuple[Candidate, str]] = [
         (c, f"more constants than the fewest cells fitted ({n_fit})") for c in too_big
     ]
     keep_idx: list[int] = []
-    twins = TwinIndex(DUPLICATE_RTOL)
-    owners: list[int] = []
+    twins, owners = kept.twins, kept.names
     scale = np.maximum(np.abs(state["probes"]), 1e-300).ravel()
     for i, identifiable, values in prints:
         c = fits_ok[i]
@@ -1219,11 +1401,10 @@ def _prune(
             fp = values.ravel() / scale
             same = twins.twin(fp)
             if same is not None:
-                twin = fits_ok[owners[same]].form.name
-                dropped.append((c, f"the same function on these cells as {twin}"))
+                dropped.append((c, f"the same function on these cells as {owners[same]}"))
                 continue
             twins.add(fp)
-            owners.append(i)
+            owners.append(c.form.name)
         keep_idx.append(i)
     return dropped, keep_idx
 

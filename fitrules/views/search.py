@@ -57,8 +57,27 @@ def _named(s) -> dict[str, str]:
     return {n: s.forms[n].expression for n in dict.fromkeys(names) if isinstance(n, str)}
 
 
+def _growth_sentence(g: dict) -> str:
+    """How far a growing budget went, and why it stopped there."""
+    if g["reached"] > g["first_constants"]:
+        return (
+            f"The budget grew from {g['first_constants']} to {g['reached']} constants while each "
+            f"new budget beat the one before by more than a standard error; it stopped at "
+            f"{g['reached']}: {g['stopped']}."
+        )
+    return (
+        f"The budget stayed at {g['first_constants']} constants (it may grow to "
+        f"{g['max_constants']} while that pays): {g['stopped']}."
+    )
+
+
 def _ceiling_sentence(c: dict) -> str:
     """The front was still falling at the largest budget: say so, and what to raise."""
+    if c.get("stopped") and c["largest_budget"] < c["max_constants"]:
+        return (
+            f"The front was still falling at its largest budget, {c['largest_budget']} "
+            f"constants, where the budget stopped growing: {c['stopped']}."
+        )
     now = " or ".join(f"{name} (now {c[name]})" for name in c["raise"])
     return (
         f"The front was still falling at its largest budget, {c['largest_budget']} constants: "
@@ -115,6 +134,8 @@ def _sentences(s) -> list[str]:
                     else "; one outer split cannot say whether it is lower beyond chance."
                 )
             )
+    if s.settings.get("growth"):
+        out.append(_growth_sentence(s.settings["growth"]))
     if s.settings.get("front_at_ceiling"):
         out.append(_ceiling_sentence(s.settings["ceiling"]))
     if b["outer_splits"]:
@@ -501,8 +522,22 @@ def plan_sentence(plan, seconds: float | None, jobs: int) -> str:
             f"{plan.fits_per_candidate:,} for the best {plan.screen_keep} of each number "
             f"of constants in each outer split (at most {plan.survivors_max:,})"
         )
-    return (
-        f"fitrules search: {plan.n_generated:,} forms proposed, {plan.n_candidates:,} fittable "
-        f"on the fewest cells a split fits; {fits}; estimated {estimate_text(seconds)} on "
-        f"{jobs} process{'es' if jobs > 1 else ''}"
+    p = f"process{'es' if jobs > 1 else ''}"
+    head = "fitrules search" if plan.step is None else (
+        f"fitrules search, the front still falling: growing to {plan.step} constants"
     )
+    out = (
+        f"{head}: {plan.n_generated:,} forms proposed"
+        + (f" and {plan.n_references} reference(s)" if plan.n_references else "")
+        + f", {plan.n_candidates:,} fittable "
+        f"on the fewest cells a split fits; {fits}; estimated {estimate_text(seconds)} on "
+        f"{jobs} {p}"
+    )
+    if plan.growth:
+        more = sum(n for _, n, _ in plan.growth)
+        secs = sum(t for _, _, t in plan.growth) / max(1, jobs)
+        out += (
+            f"; while the front keeps falling, up to {plan.growth[-1][0]} constants: "
+            f"{more:,} more forms, about {estimate_text(secs)} more"
+        )
+    return out

@@ -34,7 +34,7 @@ def test_large_grammar_is_refused_before_any_candidate_is_made(grid_csv, tmp_pat
     (Moved from tests/test_search_limits.py.)"""
     line = refused(
         ["search", "--data", grid_csv, "--variables", "H,omega", "--terms", "6",
-         "--max-constants", "12", "--max-nonlinear", "3"],
+         "--max-constants", "12", "--max-nonlinear", "3", "--first-constants", "12"],
         capsys, tmp_path, rf"proposes 767,539 candidates, more than the {MAX_SEARCH_CANDIDATES:,}",
     )  # fmt: skip
     assert "--terms" in line and "--max-nonlinear" in line
@@ -134,7 +134,7 @@ def test_levels_with_more_levels_than_the_budget(tmp_path, capsys):
     path = tmp_path / "lev.csv"
     df.to_csv(path, index=False)
     refused(["search", "--data", path, "--variables", "H", "--levels", "G"], capsys, tmp_path,
-            "'G' has 500 levels.*--max-constants 4")  # fmt: skip
+            "'G' has 500 levels.*--max-constants 7")  # fmt: skip
 
 
 def test_cli_search_writes_report_and_forms(tmp_path, capsys):

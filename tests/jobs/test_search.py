@@ -274,3 +274,69 @@ def test_a_front_still_falling_at_the_largest_budget_says_so_and_what_to_raise()
     t = fr.search(null, **SMALL, references=[])
     assert not t.settings["front_at_ceiling"]
     assert "still falling" not in str(t)
+
+
+def test_the_budget_grows_while_the_front_falls_and_says_where_it_stopped():
+    """Issue 41: started at 2 constants, a truth of 3 makes the budget grow to 3, where the
+    ceiling stops it; the output says how far it grew, why it stopped, and that the front
+    was still falling there. A truth of 2 constants stops it at 3, which did not beat 2."""
+    truth = {"L0": 2.15, "a": 0.02, "b": 0.03}
+    runs = truth_runs("L0 + a*omega**0.7 + b*(H/16)**0.5", truth, seed=4)
+    s = fr.search(runs, **SMALL, first_constants=2, references=[])
+    g = s.settings["growth"]
+    assert (g["first_constants"], g["reached"]) == (2, 3)
+    assert [r["max_constants"] for r in g["steps"]] == [2, 3]
+    assert g["stopped"] == "the ceiling, max_constants 3"
+    assert "The budget grew from 2 to 3 constants" in str(s)
+    assert s.settings["front_at_ceiling"] and "Raise max_constants (now 3)" in str(s)
+    null = truth_runs("L0 + a*omega + 0*log(H)", {"L0": 2.15, "a": 0.02}, seed=0)
+    t = fr.search(null, **SMALL, first_constants=2, references=[])
+    assert t.settings["growth"]["reached"] == 3
+    assert t.settings["growth"]["stopped"].startswith("3 constants did not beat 2 constants")
+    assert not t.settings["front_at_ceiling"]
+
+
+def test_a_grown_budget_equals_every_budget_searched_at_once():
+    """The steps of a growing budget prune, name, screen and pick as one search of the
+    budgets it reached: the same candidates, errors, budgets and choice."""
+    runs = truth_runs("L0 + a*omega**0.7 + b*(H/16)**0.5", {"L0": 2.15, "a": 0.02, "b": 0.03}, 4)
+    for screen in (0, 3):
+        grown = fr.search(runs, **SMALL, first_constants=2, references=[], screen=screen)
+        once = fr.search(runs, **SMALL, first_constants=3, references=[], screen=screen)
+        assert grown.settings["growth"]["reached"] == 3 and once.settings["growth"] is None
+        pd.testing.assert_frame_equal(grown.candidates, once.candidates)
+        pd.testing.assert_frame_equal(grown.budgets, once.budgets)
+        pd.testing.assert_frame_equal(grown.dropped, once.dropped)
+        assert grown.chosen.expression == once.chosen.expression
+
+
+def test_a_next_budget_beyond_the_limits_stops_the_growth_and_says_which_limit():
+    """A step past the candidates a search makes is not run: the growth stops, naming it."""
+    from types import SimpleNamespace
+
+    from fitrules.base.limits import MAX_SEARCH_CANDIDATES
+    from fitrules.engine.grammar import Grammar
+    from fitrules.jobs.search import Plan, _step_refusal
+
+    spec = SimpleNamespace(grammar=Grammar(), outer=RandomSplit(4, 0.8, 0), inner_splits=3)
+    big = Plan(MAX_SEARCH_CANDIDATES + 1, 10, 20, 40, {1: 10}, min_train=20, step=6)
+    why = _step_refusal(big, 6, spec, ["H"], 1, False, None)
+    assert why.startswith("the next budget, 6 constants, is beyond the limits")
+    assert f"more than the {MAX_SEARCH_CANDIDATES:,}" in why
+    none = Plan(0, 0, 20, 40, {}, min_train=20, step=6)
+    assert "no form of 6 constants" in _step_refusal(none, 6, spec, ["H"], 1, False, None)
+    small = Plan(100, 100, 20, 40, {1: 100}, seconds=1.0, min_train=20, step=6)
+    assert _step_refusal(small, 6, spec, ["H"], 1, False, None) is None
+
+
+def test_a_reference_form_competes_with_the_grammar_and_can_win():
+    """Issue 41: a user's form the grammar cannot write, and the truth, is picked by the
+    same outer errors as the grammar's forms; without it a grammar form is."""
+    truth = Form("mine", "L0 + a/(1 + omega)", ("omega",))
+    runs = runs_from_form(truth, {"L0": 2.0, "a": 0.3}, {"H": H, "omega": OMEGA}, seeds=3,
+                          cv=0.002, seed=1)  # fmt: skip
+    s = fr.search(runs, **SMALL, references=[truth])
+    assert s.chosen.name == "mine" and "mine" in s.candidates["name"].tolist()
+    assert s.references["form"].tolist() == ["mine"]  # still reported without selection too
+    t = fr.search(runs, **SMALL, references=[])
+    assert t.chosen.name != "mine" and t.chosen.name.startswith("s")
