@@ -778,6 +778,7 @@ def plan_search(
     variables: Sequence[str],
     screen: int | str = 0,
     only_constants: int | None = None,
+    pilots: dict | None = None,
 ) -> Plan:
     """The cost of a search from its grammar and options alone: candidates counted (not
     made), nested masks counted (not made), each kind of fit timed by pilots on a few masks.
@@ -785,7 +786,8 @@ def plan_search(
     the screen's rows and, for the full nested fits, the most survivors there can be (the
     ``screen`` best of each number of constants in each outer split and the final choice).
     ``only_constants``: the candidates of that many constants alone (a step of a growing
-    budget, :attr:`Grammar.first_constants`).
+    budget, :attr:`Grammar.first_constants`). ``pilots``: the pilot timings by number of
+    nonlinear constants, filled and reused across the calls of one search.
     """
     n = len(y)
     n_outer, min_train, inner_train = _shape(outer, table, inner_splits, inner_train_frac)
@@ -807,16 +809,25 @@ def plan_search(
     n_screen = n_outer * min(SCREEN_SPLITS, inner_splits) + SCREEN_SPLITS if keep else 0
     full, screened, fitting = 0.0, 0.0, 0.0
     if n_generated <= MAX_SEARCH_CANDIDATES:  # beyond it the count alone refuses
+        pilots = {} if pilots is None else pilots
         for q, c in sorted(by_q.items()):
-            pilot = pilot_candidate(grammar, cols, q)
-            if pilot is None:
+            if q not in pilots:
+                pilot = pilot_candidate(grammar, cols, q)
+                if pilot is None:
+                    pilots[q] = None
+                else:
+                    form = pilot.form.bind(list(cols))
+                    pilots[q] = (
+                        *_pilot_seconds(form, cols, y, inner_train, objective, options, guard),
+                        fit_memory(form, n, rows, options, inner_train),
+                    )
+            if pilots[q] is None:
                 continue
-            form = pilot.form.bind(list(cols))
-            fixed, per = _pilot_seconds(form, cols, y, inner_train, objective, options, guard)
+            fixed, per, memory_q = pilots[q]
             # the nested fits, the two probe fits and the rank check (about one mask each)
             full += c * (fixed + per * (rows + 3))
             screened += c * (fixed + per * (n_screen + 3))
-            fitting = max(fitting, fit_memory(form, n, rows, options, inner_train))
+            fitting = max(fitting, memory_q)
     seconds = screened + full * survivors_max / max(n_fit, 1) if keep else full
     memory = (
         n_generated * CANDIDATE_BYTES  # the candidates made
@@ -955,16 +966,16 @@ def run_search(
     variables, cells, counts, refs = _checked_inputs(spec, at, references)
     X, y = cells.X, cells.y
     cols = {v: X[v] for v in variables}
-    first = grammar.first_step()
+    first, pilots = grammar.first_step(), {}
     plan = plan_search(
         first, X, y, cells.table, counts, spec.outer, inner_splits, inner_train_frac,
-        objective, options, guard, variables, screen,
+        objective, options, guard, variables, screen, pilots=pilots,
     )  # fmt: skip
     # each larger budget the search may grow to, costed now: the plan line covers them
     steps = {
         k: plan_search(
             grammar, X, y, cells.table, counts, spec.outer, inner_splits, inner_train_frac,
-            objective, options, guard, variables, screen, only_constants=k,
+            objective, options, guard, variables, screen, only_constants=k, pilots=pilots,
         )  # fmt: skip
         for k in range(first.max_constants + 1, grammar.max_constants + 1)
     }
