@@ -572,7 +572,7 @@ CEILING_N = np.geomspace(1e7, 1e10, 8)  # issue 41's grid: 8 N x 5 D, the top 3 
 CEILING_D = np.geomspace(1e9, 1e11, 5)
 
 
-def section_ceiling(grids: int, jobs: int, seed: int = 41) -> dict:
+def section_ceiling(grids: int, jobs: int, seed: int = 41, tie: str = "both") -> dict:
     """Issue 41: the default grammar asked to extrapolate a Chinchilla-shaped grid.
 
     Each grid: EXTRAP_TRUTH over 8 levels of N (1e7 to 1e10) x 5 of D (1e9 to 1e11), one run
@@ -602,7 +602,8 @@ def section_ceiling(grids: int, jobs: int, seed: int = 41) -> dict:
     from fitrules.engine.fit import fit as fit_cells
 
     rng = np.random.default_rng(seed)
-    ratios: dict[bool, list[float]] = {False: [], True: []}
+    ratios: dict[bool, list[float]] = {t: [] for t in {"no": [False], "yes": [True],
+                                                         "both": [False, True]}[tie]}
     for g in range(grids):
         y = mu * (1 + 0.002 * rng.standard_normal(len(mu)))
         runs = pd.DataFrame({"N": X["N"], "D": X["D"], "loss": y})
@@ -743,6 +744,8 @@ def main() -> None:
     ap.add_argument("--no-screen-effect", action="store_true",
                     help="staged: skip the default grid's full-against-staged run")  # fmt: skip
     ap.add_argument("--grids", type=int, default=10)
+    ap.add_argument("--tie", choices=["no", "yes", "both"], default="both",
+                    help="ceiling: the default grammar without tied exponents, with, or both")
     ap.add_argument("--sample", type=int, default=4, help="baseline forms per class")
     args = ap.parse_args()
     if args.only in (None, "speed"):
@@ -767,7 +770,7 @@ def main() -> None:
     if args.only in (None, "staged"):
         section_staged(args.jobs, not args.no_cluster, not args.no_screen_effect)
     if args.only in (None, "ceiling"):
-        section_ceiling(args.grids, args.jobs)
+        section_ceiling(args.grids, args.jobs, tie=args.tie)
 
 
 if __name__ == "__main__":

@@ -39,9 +39,11 @@ from fitrules.cli import main
 PROGRESS_LINE = re.compile(
     r"^\S.*: \d+ of \d+ runs done \(\d+ of this invocation diverged\), \d+ s$"
 )
-ESTIMATE_LINE = re.compile(  # search, before it starts
-    r"^fitrules search: [\d,]+ forms proposed, [\d,]+ fittable .*; "
-    r"estimated .+ on \d+ process(es)?$"
+ESTIMATE_LINE = re.compile(  # search, before it starts and before each step of its budget
+    r"^fitrules search(, the front still falling: growing to \d+ constants)?: "
+    r"[\d,]+ forms proposed( and \d+ reference\(s\))?, [\d,]+ fittable .*; "
+    r"estimated .+ on \d+ process(es)?"
+    r"(; while the front keeps falling, up to \d+ constants: [\d,]+ more forms, about .+ more)?$"
 )
 ONE_LINE = re.compile(r"^fitrules( [a-z]+)*: error: \S.*$")
 STRICT_LINE = re.compile(r"^fitrules compare: \d+ degenerate \(split, form\) pairs \(--strict\)$")

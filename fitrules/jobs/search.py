@@ -779,6 +779,7 @@ def plan_search(
     screen: int | str = 0,
     only_constants: int | None = None,
     pilots: dict | None = None,
+    before: int = 0,
 ) -> Plan:
     """The cost of a search from its grammar and options alone: candidates counted (not
     made), nested masks counted (not made), each kind of fit timed by pilots on a few masks.
@@ -787,7 +788,8 @@ def plan_search(
     ``screen`` best of each number of constants in each outer split and the final choice).
     ``only_constants``: the candidates of that many constants alone (a step of a growing
     budget, :attr:`Grammar.first_constants`). ``pilots``: the pilot timings by number of
-    nonlinear constants, filled and reused across the calls of one search.
+    nonlinear constants, filled and reused across the calls of one search. ``before``: the
+    candidates of the steps before this one, which ``screen="auto"`` counts too.
     """
     n = len(y)
     n_outer, min_train, inner_train = _shape(outer, table, inner_splits, inner_train_frac)
@@ -803,7 +805,7 @@ def plan_search(
         if k < min_train:
             by_q[q] = by_q.get(q, 0) + c
     n_fit = sum(by_q.values())
-    keep = screen_size(screen, n_fit)
+    keep = screen_size(screen, before + n_fit)
     classes = len({k for (k, q) in counts if k < min_train})
     survivors_max = min(n_fit, (n_outer + 1) * keep * classes) if keep else n_fit
     n_screen = n_outer * min(SCREEN_SPLITS, inner_splits) + SCREEN_SPLITS if keep else 0
@@ -966,19 +968,22 @@ def run_search(
     variables, cells, counts, refs = _checked_inputs(spec, at, references)
     X, y = cells.X, cells.y
     cols = {v: X[v] for v in variables}
-    first, pilots = grammar.first_step(), {}
+    first = grammar.first_step()
+    pilots: dict = {}  # the pilot fits' timings, shared by every step's plan
     plan = plan_search(
         first, X, y, cells.table, counts, spec.outer, inner_splits, inner_train_frac,
         objective, options, guard, variables, screen, pilots=pilots,
     )  # fmt: skip
     # each larger budget the search may grow to, costed now: the plan line covers them
-    steps = {
-        k: plan_search(
+    steps: dict[int, Plan] = {}
+    before = plan.n_candidates
+    for k in range(first.max_constants + 1, grammar.max_constants + 1):
+        steps[k] = plan_search(
             grammar, X, y, cells.table, counts, spec.outer, inner_splits, inner_train_frac,
             objective, options, guard, variables, screen, only_constants=k, pilots=pilots,
+            before=before,
         )  # fmt: skip
-        for k in range(first.max_constants + 1, grammar.max_constants + 1)
-    }
+        before += steps[k].n_candidates
     plan.growth = [(k, p.n_generated, p.seconds) for k, p in steps.items()]
     for f in refs:  # they compete as well
         if len(f.constants) < plan.min_train:
@@ -1020,7 +1025,7 @@ def run_search(
             big = [c for c in new if c.n_constants >= masks.min_train]
             part = _fit_candidates(
                 ok, big, _worker_state(spec, ok, X, y, masks, held), screen, jobs,
-                on_progress, client, kept, allow_none=True,
+                on_progress, client, kept, allow_none=True, before=len(fitted.kept),
             )  # fmt: skip
             fitted = _merged(fitted, part, masks.n_outer)
             growth.append(_step_row(k, len(new), part))
@@ -1078,7 +1083,8 @@ def _growth_stop(
     e = _Nested.of(fitted.kept, fitted.results, masks)
     if not len(e.k) or int(e.k.max()) < budget:
         return f"no candidate of {budget} constants was kept to fit"
-    budgets = sorted(set(e.k.tolist()))
+    # a reference of more constants than the step reached waits for its budget
+    budgets = sorted(b for b in set(e.k.tolist()) if b <= budget)
     outs = [_pick_at_budget(b, e, masks, rule, fitted)[1] for b in budgets]
     otr, ote = masks.sizes(masks.outer)
     on = front_flags(np.array(outs, float), otr, ote)
@@ -1356,10 +1362,12 @@ def _fit_candidates(
     client,
     kept: _KeptPrints | None = None,
     allow_none: bool = False,
+    before: int = 0,
 ) -> _Fitted:
     """Drop the candidates that cannot be told apart (from each other and from those
     ``kept`` before), then score the others; with ``allow_none``, a step whose candidates
-    are all dropped is empty rather than refused."""
+    are all dropped is empty rather than refused; ``before`` candidates of earlier steps count
+    towards ``screen="auto"``'s threshold (a step of a large search is staged too)."""
     done = on_progress or (lambda k: None)
     forms = state["forms"]
     size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
@@ -1368,7 +1376,7 @@ def _fit_candidates(
     todo = list(keep_idx)
     done(len(forms) - len(todo))
     scored, allowed_outer, allowed_final, screen_note = _score_candidates(
-        todo, fits_ok, state, screen, size, jobs, done, client
+        todo, fits_ok, state, screen, size, jobs, done, client, before
     )
     if not keep_idx and not allow_none:
         counts = Counter(why.split(" as ")[0].split(" (")[0] for _, why in dropped)
@@ -1429,11 +1437,12 @@ def _score_candidates(
     jobs: int,
     done: Callable[[int], None],
     client,
+    before: int = 0,
 ) -> tuple[dict[int, Scored], np.ndarray | None, np.ndarray | None, dict | None]:
     """Each candidate's nested errors: all in full or, staged, the screen's survivors in
     full; with the survivors of each outer split and the final choice, and a note."""
     scored: dict[int, Scored] = {}
-    keep_n = screen_size(screen, len(todo))
+    keep_n = screen_size(screen, before + len(todo))
     if not keep_n:
         for i, s in _run(_chunks(todo, size), _nested_task, state, jobs, done, client):
             scored[i] = s

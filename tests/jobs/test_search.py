@@ -296,6 +296,7 @@ def test_the_budget_grows_while_the_front_falls_and_says_where_it_stopped():
     assert not t.settings["front_at_ceiling"]
 
 
+@pytest.mark.slow  # four searches, 10 s of CPU: CI's slow step runs it
 def test_a_grown_budget_equals_every_budget_searched_at_once():
     """The steps of a growing budget prune, name, screen and pick as one search of the
     budgets it reached: the same candidates, errors, budgets and choice."""
@@ -340,3 +341,19 @@ def test_a_reference_form_competes_with_the_grammar_and_can_win():
     assert s.references["form"].tolist() == ["mine"]  # still reported without selection too
     t = fr.search(runs, **SMALL, references=[])
     assert t.chosen.name != "mine" and t.chosen.name.startswith("s")
+
+
+def test_a_step_of_a_large_search_is_staged_by_the_candidates_so_far(monkeypatch):
+    """``screen="auto"`` counts the earlier steps' candidates: a step small on its own is
+    staged once the search as a whole is past the threshold, as one search of every budget
+    would be."""
+    import fitrules.jobs.search as search_job
+
+    monkeypatch.setattr(search_job, "SCREEN_ABOVE", 36)  # first step 10, the next 34: 44 in all
+    runs = truth_runs("L0 + a*omega**0.7 + b*(H/16)**0.5", {"L0": 2.15, "a": 0.02, "b": 0.03}, 4)
+    plans = []
+    s = fr.search(runs, **SMALL, first_constants=2, on_plan=lambda p, sec: plans.append(p))
+    assert [p.step for p in plans] == [None, 3]
+    assert plans[0].screen_keep == 0 and plans[1].screen_keep == search_job.SCREEN_KEEP
+    assert s.settings["growth"]["reached"] == 3
+    assert s.settings["screen"]["screened"] == s.settings["growth"]["steps"][1]["kept"]
