@@ -216,12 +216,13 @@ def _heldout_fit(entry, form, train: pd.DataFrame, test: pd.DataFrame) -> np.nda
     return pred
 
 
-def search_entry(entry: dict, path: Path, jobs: int) -> dict | None:
+def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None) -> dict | None:
     """Issue 29: the search on a published grid's training runs with the split's protocol
     (``search`` in the catalogue), its pick and the published form each fitted on the
     training runs and scored on the held-out ones. On a grid fitted per group the search
     reads the largest group's training runs, and its pick is then fitted per group as the
-    published form is."""
+    published form is. ``grammar`` (options such as ``factors``) applies to every grid alike;
+    the entry's own grammar options come after it."""
     spec = entry.get("search")
     if not spec or not entry.get("test"):
         return None
@@ -238,7 +239,7 @@ def search_entry(entry: dict, path: Path, jobs: int) -> dict | None:
     t0 = time.perf_counter()
     s = fr.search(grid, variables=spec["variables"], split=spec.get("split", "random"),
                   objective=entry["objective"], references=[], jobs=jobs, yes=True,
-                  **spec.get("grammar", {}))  # fmt: skip
+                  **{**(grammar or {}), **spec.get("grammar", {})})  # fmt: skip
     seconds = time.perf_counter() - t0
     y = test[entry["metric"]].to_numpy(float)
     kind = entry.get("published_metric_name", "")
@@ -327,11 +328,13 @@ def _no_worse(kind: str, a: float, b: float) -> bool:
     return bool(a >= b - 0.005) if kind == "R2" else bool(a <= 1.1 * b)
 
 
-def main_search(names, catalogue, dirs, jobs: int) -> int:
+def main_search(names, catalogue, dirs, jobs: int, grammar: dict | None = None) -> int:
     rows = []
+    if grammar:
+        print(f"grammar options for every grid: {grammar}", flush=True)
     for name, entry, path in present(names, catalogue, dirs):
         try:
-            r = search_entry(entry, path, jobs)
+            r = search_entry(entry, path, jobs, grammar)
         except fr.FitrulesError as err:  # a refusal is a result: the search cannot ask this
             print(f"{name}: the search refused: {err}; the search did NOT match the published "
                   "form", flush=True)  # fmt: skip
@@ -386,6 +389,11 @@ def main(argv=None) -> int:
         help="run the search on each grid with its split's protocol instead",
     )
     ap.add_argument("--jobs", type=int, default=2, help="search processes (default 2)")
+    ap.add_argument(
+        "--factors",
+        help="with --search: the factor kinds of every grid's grammar (comma-separated, as "
+        "fitrules search --factors; default the search's)",
+    )
     args = ap.parse_args(argv)
     catalogue = tomllib.loads(CATALOGUE.read_text())
     dirs = ([Path(args.data_dir)] if args.data_dir else []) + [
@@ -394,7 +402,8 @@ def main(argv=None) -> int:
     ]
     names = args.only.split(",") if args.only else list(catalogue)
     if args.search:
-        return main_search(names, catalogue, dirs, args.jobs)
+        grammar = {"factors": tuple(args.factors.split(","))} if args.factors else None
+        return main_search(names, catalogue, dirs, args.jobs, grammar)
     rows = []
     for name, entry, path in present(names, catalogue, dirs):
         with np.errstate(all="ignore"):

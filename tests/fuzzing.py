@@ -1097,7 +1097,7 @@ def search_cases(draw) -> Case:
     argv.append(opt("--inner-splits", d.pick([2, 3], [0, 1, -1, "x"], 6)))
     argv.append(opt("--jobs", d.pick([1], [0, -1], 8)))
     argv += d.maybe("--variables", ["H,omega", "H", "omega"], ["zz", "", "H,zz", "loss"], 4, 2)
-    argv += d.maybe("--factors", ["power,linear", "log", "saturating,inverse"],
+    argv += d.maybe("--factors", ["power,linear", "log", "saturating,inverse", "hill", "hill,log"],
                     ["cubic", "", ","], 3, 2)  # fmt: skip
     argv += d.maybe("--levels", ["H"], ["zz", "loss"], 6, 2)
     argv += d.maybe("--max-nonlinear", [0, 1], [-1, 9, "x"], 6, 2)
@@ -1667,7 +1667,7 @@ def api_cases(draw) -> ApiCase:
             d, [2, 3, _np_int(3)], [0, 1, 99, 2.5, "3", True], "max_constants"
         )
         _kw(d, kw, "variables", [None, "H,omega", ["H"], ("omega",)], [5, [], ["zz"], "zz"])
-        _kw(d, kw, "factors", [None, "power,linear", ["log"]], [5, "cubic", [], [5]])
+        _kw(d, kw, "factors", [None, "power,linear", ["log"], "hill"], [5, "cubic", [], [5]])
         _kw(d, kw, "levels", [None, "H"], ["zz", 5])
         _kw(d, kw, "grammar", [None], [5, "missing.toml", [1]])
         _kw(d, kw, "split", ["random", "extrapolate:H"], ["transfer", 5, None, "bogus"])
@@ -1710,7 +1710,7 @@ def api_cases(draw) -> ApiCase:
     if call == "Grammar":
         _kw(d, kw, "variables", [None, ["H"], ("H", "omega"), ["H", "H"]],
             [5, "H", [], [5], {"H": 1}])  # fmt: skip
-        _kw(d, kw, "factors", [["log"], ("power", "log"), ["log"] * 1000],
+        _kw(d, kw, "factors", [["log"], ("power", "log"), ["log"] * 1000, ["hill", "log"]],
             [None, 5, "log", [], ["cubic"], {"log": 1}])  # fmt: skip
         _kw(d, kw, "levels", [(), ["H"]], [None, 5, {"H": 1}, [""]])
         _kw(d, kw, "terms", [1, 3], [0, 7, 1.5, "2", True])

@@ -19,6 +19,10 @@ inverse        ``(r/v)``                    (none: infinite at 0)
 sqrt           ``(v/r)**0.5``               ``v**0.5``
 log            ``log(v/r)``                 ``log(1 + v)``
 saturating     ``v/(v + s)``, s over the levels' range widened 10x (alone in its term)
+hill           ``1/(1 + (v/s)**h)``, s as     (none: no derivative in h at 0)
+               saturating's, h in [0.1, 3]
+               (alone in its term; only
+               when asked)
 =============  ===========================  ============================================
 
 A variable with negative values has only the linear factor. ``levels`` adds, for each named
@@ -32,6 +36,13 @@ budget so far still beat the one before it by more than a standard error (the fr
 still falling there), up to ``max_constants`` (7 by default, with 3 nonlinear constants:
 the vocabulary law of Tao et al. 2024, ``E + A1*N_nv**-a1 + A2*N_v**-a2 + A3*D**-a3``, has
 7 and 3). With ``first_constants`` at ``max_constants`` every budget is searched at once.
+
+A Hill term ``a/(1 + (v/s)**h)`` is a logistic curve in ``log v``, flat at both ends: Lin
+et al. 2024's rectified law of fine-tuning loss in data, ``B/(Dl + D**beta) + E``, is one
+(``a = B/Dl``, ``s = Dl**(1/beta)``, ``h = beta``), as is the form SLDBench's best agent
+found for that task, ``c + A/(1 + (D/D0)**b)``; it is the one-break case of Caballero et al.
+2022's broken neural scaling laws. Two nonlinear constants make it costly, so it is proposed
+only when ``factors`` names it.
 
 ``tie_exponents`` adds, for each set of terms with two or more power factors, the variant
 whose power factors share one exponent::
@@ -64,11 +75,15 @@ import numpy as np
 from fitrules.base.errors import FormError
 from fitrules.model.forms import Form
 
-FACTOR_KINDS = ("power", "linear", "inverse", "sqrt", "log", "saturating")
+FACTOR_KINDS = ("power", "linear", "inverse", "sqrt", "log", "saturating", "hill")
+# the kinds a grammar uses unless told: hill adds two nonlinear constants to every term it
+# is in, and is proposed only when asked until the published-grid benchmark shows it pays
+DEFAULT_FACTORS = ("power", "linear", "inverse", "sqrt", "log", "saturating")
 EXPONENT_RANGE = (-3.0, 3.0)  # free exponents of a positive variable
 ZERO_EXPONENT_RANGE = (0.1, 3.0)  # of a variable with zeros: 0**e must stay 0
 # a saturation scale ranges over the levels' range widened this much
 SATURATION_WIDEN = 10.0
+HILL_EXPONENT_RANGE = (0.1, 3.0)  # a Hill curve's steepness; the other sign is 1 - the curve
 DUPLICATE_RTOL = 1e-6  # fitted values this close (relative) on both probes: one function
 
 
@@ -102,7 +117,7 @@ class Grammar:
     max_constants: int = 7
     max_nonlinear: int = 3
     interactions: int = 2
-    factors: tuple[str, ...] = FACTOR_KINDS
+    factors: tuple[str, ...] = DEFAULT_FACTORS
     levels: tuple[str, ...] = ()
     tie_exponents: bool = False
     first_constants: int = 4
@@ -221,6 +236,8 @@ class VariableInfo:
             return not self.has_zero
         if kind == "saturating":
             return self.hi > 0
+        if kind == "hill":  # (0/s)**h has no derivative in h that is finite
+            return self.hi > 0 and not self.has_zero
         return True
 
 
@@ -262,7 +279,7 @@ class Factor:
     variable: str
     kind: str
 
-    def render(self, info: VariableInfo, constant: str | None) -> str:
+    def render(self, info: VariableInfo, constant: str | None, second: str | None = None) -> str:
         x, v = _scaled(info), _ident(info.name)
         if self.kind == "power":
             return f"{x}**{constant}"
@@ -278,11 +295,13 @@ class Factor:
             return f"log({x[1:-1] if x.startswith('(') and x.endswith(')') else x})"
         if self.kind == "saturating":
             return f"{v}/({v} + {constant})"
+        if self.kind == "hill":
+            return f"1/(1 + ({v}/{constant})**{second})"
         raise AssertionError(self.kind)
 
     @property
     def nonlinear(self) -> int:
-        return int(self.kind in ("power", "saturating"))
+        return {"power": 1, "saturating": 1, "hill": 2}.get(self.kind, 0)
 
     def bounds(self, info: VariableInfo) -> tuple[float, float]:
         if self.kind == "power":
@@ -291,6 +310,7 @@ class Factor:
 
 
 Term = tuple[Factor, ...]  # factors of distinct variables, in the variables' order
+_ALONE = ("saturating", "hill")  # kinds that are a term by themselves, never in a product
 
 
 @dataclass(frozen=True)
@@ -316,7 +336,7 @@ def _terms(grammar: Grammar, infos: Sequence[VariableInfo]) -> list[Term]:
     for r in range(2, grammar.interactions + 1):
         for group in itertools.combinations(infos, r):
             choices = [
-                [Factor(i.name, k) for k in grammar.factors if k != "saturating" and i.allows(k)]
+                [Factor(i.name, k) for k in grammar.factors if k not in _ALONE and i.allows(k)]
                 for i in group
             ]
             out += [tuple(p) for p in itertools.product(*choices)]
@@ -379,14 +399,15 @@ def count_candidates(
     infos = [VariableInfo.of(v, columns[v]) for v in columns]
     terms = _terms(grammar, infos)
     T, Q = grammar.terms, grammar.max_nonlinear
-    # ways[n][p][s]: sets of n terms with p power factors and s saturation scales; tied
+    # ways[n][p][s]: sets of n terms with p power factors and s other nonlinear constants
+    # (saturation scales, a Hill curve's scale and steepness); tied
     # variants have many powers and one exponent, so p runs past Q
     P = T * grammar.interactions
     ways = np.zeros((T + 1, P + 1, Q + 1), dtype=object)
     ways[0, 0, 0] = 1
     for term in terms:
         p = sum(f.kind == "power" for f in term)
-        c = sum(f.kind == "saturating" for f in term)
+        c = sum(f.nonlinear for f in term if f.kind != "power")
         if c > Q:
             continue
         for n in range(T, 0, -1):
@@ -439,9 +460,14 @@ def _candidate(combo, intercept, k0, n_const, nonlinear, infos, tied=False) -> C
             if f.kind == "power":
                 e = 1 if tied else e + 1
                 constant = f"e{e}"
-            elif f.kind == "saturating":
+            elif f.kind in _ALONE:
                 s += 1
                 constant = f"s{s}"
+            if f.kind == "hill":  # a scale (as a saturating factor's) and a steepness h
+                bounds[constant] = starts[constant] = f.bounds(info)
+                bounds[f"h{s}"] = starts[f"h{s}"] = HILL_EXPONENT_RANGE
+                factors.append(f.render(info, constant, f"h{s}"))
+                continue
             if constant:
                 lo, hi = f.bounds(info)
                 if constant in bounds:  # a tied exponent: the range its factors share
@@ -449,7 +475,9 @@ def _candidate(combo, intercept, k0, n_const, nonlinear, infos, tied=False) -> C
                 bounds[constant] = (lo, hi)
                 starts[constant] = (lo, hi)
             factors.append(f.render(info, constant))
-        pieces.append(f"a{j}*" + "*".join(factors))
+        body = "*".join(factors)
+        # a Hill term reads a1/(1 + ...), not a1*1/(1 + ...)
+        pieces.append(f"a{j}/" + body[2:] if body.startswith("1/") else f"a{j}*" + body)
     key = " + ".join([intercept.replace("L0", "const")] + sorted(_term_key(t) for t in combo))
     key += " (tied exponents)" if tied else ""
     expression = " + ".join(pieces)

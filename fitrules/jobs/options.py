@@ -623,7 +623,8 @@ SEARCH = Command(
             ),
             Option(
                 "factors",
-                help="factor kinds: power, linear, inverse, sqrt, log, saturating (default all)",
+                help="factor kinds: power, linear, inverse, sqrt, log, saturating, hill "
+                "(default all but hill)",
                 cli=dict(metavar="KINDS"),
             ),
             Option(

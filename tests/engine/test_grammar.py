@@ -11,6 +11,7 @@ import pytest
 from fitrules.base.errors import FormError
 from fitrules.engine.grammar import (
     EXPONENT_RANGE,
+    HILL_EXPONENT_RANGE,
     ZERO_EXPONENT_RANGE,
     Grammar,
     VariableInfo,
@@ -195,3 +196,42 @@ def test_tied_exponents_share_one_constant_over_the_ranges_both_allow():
     # omega has zeros: its exponents stay positive, so the tied one does too
     assert tied["L0 + a1*(N/1e9)**e1 + a2*omega**e1"].form.bounds == {"e1": ZERO_EXPONENT_RANGE}
     assert len(tied) == 3  # the pairs of the three variables' power factors
+
+
+def test_a_hill_term_is_a_scale_and_a_steepness_of_a_positive_variable_alone():
+    """Issue 41: ``hill`` proposes ``a/(1 + (v/s)**h)`` (Lin et al.'s rectified SFT law
+    ``B/(Dl + D**beta)`` rewritten; the Hill curve of SLDBench's best SFT law): two nonlinear
+    constants, the scale over the levels' range widened as a saturating factor's, alone in its
+    term, never of a variable with zeros, counted as it is made, and not proposed unless asked."""
+    X = {"N": np.repeat([1e8, 1e9, 1e10], 3), "omega": np.tile([0.0, 1.0, 3.0], 3)}
+    assert "hill" not in Grammar().factors
+    g = Grammar(terms=2, max_constants=6, factors=("hill", "power", "log"), tie_exponents=True)
+    made = generate(g, X)
+    hill = {c.expression: c for c in made if "hill" in c.key}
+    c = hill["L0 + a1/(1 + (N/s1)**h1)"]
+    assert (c.n_constants, c.n_nonlinear) == (4, 2)
+    assert c.form.bounds == {"s1": (1e7, 1e11), "h1": HILL_EXPONENT_RANGE}
+    assert not [k for k in (c.key for c in made) if "hill(omega)" in k or "*hill" in k]
+    # a power factor beside it keeps its own exponent when exponents are tied
+    assert "L0 + a1/(1 + (N/s1)**h1) + a2*omega**e1" in hill
+    by: dict = {}
+    for c in made:
+        by[(c.n_constants, c.n_nonlinear)] = by.get((c.n_constants, c.n_nonlinear), 0) + 1
+    assert by == count_candidates(g, X)
+
+
+def test_a_hill_candidate_recovers_the_curve_it_was_drawn_from():
+    """The grammar's Hill term, fitted by the plain route on a noise-free rectified curve
+    (11 levels of D, as the SFT grid's training runs), finds its scale and steepness."""
+    import pandas as pd
+
+    import fitrules as fr
+
+    D = 200.0 * 2.0 ** np.arange(11)
+    loss = 2.1 + 1.8 / (1 + (D / 3000.0) ** 0.6)
+    grid = fr.load_grid(pd.DataFrame({"D": D, "loss": loss}), metric="loss")
+    (c,) = [c for c in generate(Grammar(terms=1, factors=("hill",)), {"D": D})]
+    f = fr.fit(grid, c.form, objective="abs_ls")
+    assert f.constants["s1"] == pytest.approx(3000.0, rel=1e-3)
+    assert f.constants["h1"] == pytest.approx(0.6, rel=1e-3)
+    assert f.constants["L0"] == pytest.approx(2.1, rel=1e-4)
