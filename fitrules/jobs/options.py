@@ -210,7 +210,8 @@ GUARD = in_group(
         "guard_excursion",
         as_typed(GUARD_EXCURSION),
         help="name a fit whose predictions at the cells it did not fit lie on average more "
-        "than PCT%% of the training values' level outside their range (default %(default)s)",
+        "than PCT%% of the training values' level outside their range and their "
+        "straight-line trend (default %(default)s)",
         check=lambda v, n: arg.real(v, n, 0.0),
         cli=dict(type=float, metavar="PCT"),
     ),

@@ -250,7 +250,8 @@ def guard_line(settings: dict) -> str:
         f"guard: a fit is wild when its predictions over the grid's cells spread more than "
         f"{g.get('max_span', 20):g} times its training values, its predictions at the cells "
         f"not fitted lie on average more than {g.get('max_excursion', 10):g}% of the training "
-        "level outside the training values, or a delta-method standard error exceeds "
+        "level outside the training values and their straight-line trend, or a "
+        "delta-method standard error exceeds "
         f"{g.get('max_rel_se', 1):g} times its prediction{extra} (training fit and design "
         "only; wild fits stay in the numbers)"
     )
