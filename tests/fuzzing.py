@@ -1716,7 +1716,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "terms", [1, 3], [0, 7, 1.5, "2", True])
         _kw(d, kw, "max_constants", [2, 12], [1, 13, None])
         _kw(d, kw, "max_nonlinear", [0, 3], [-1, 4])
-        _kw(d, kw, "interactions", [1, 3], [0, 4])
+        _kw(d, kw, "interactions", [1, 3, None], [0, 4, "2", True])
         _kw(d, kw, "tie_exponents", [False, True], [None, 1, "true"])
         _kw(d, kw, "first_constants", [2, 12], [1, 13, None, 2.5])
         return ApiCase(call, (), kw)

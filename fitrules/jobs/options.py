@@ -619,7 +619,8 @@ SEARCH = Command(
             ),
             Option(
                 "interactions",
-                help="most variables in one product term (default 2)",
+                help="most variables in one product term (default 2 for a search of one or "
+                "two variables, 1 for three or more)",
                 cli=dict(type=int, metavar="V"),
             ),
             Option(

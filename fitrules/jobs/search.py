@@ -966,6 +966,8 @@ def run_search(
         inner_train_frac, seed, rule,
     )  # fmt: skip
     variables, cells, counts, refs = _checked_inputs(spec, at, references)
+    grammar = grammar.for_variables(len(variables))  # its default interactions resolved
+    spec = replace(spec, grammar=grammar)
     X, y = cells.X, cells.y
     cols = {v: X[v] for v in variables}
     first = grammar.first_step()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -201,7 +202,8 @@ def test_public_names_and_a_grammar_object():
     """(Moved from tests/test_search.py.)"""
     g = fr.Grammar(terms=1, max_constants=2, factors=("linear", "log"))
     s = fr.search(None, grammar=g, splits=3, inner_splits=2, references=[])
-    assert isinstance(s, fr.Search) and s.grammar == g
+    # the grammar searched: the one given, its default interactions resolved for 2 variables
+    assert isinstance(s, fr.Search) and s.grammar == replace(g, interactions=2)
     assert set(s.candidates["n_constants"]) == {2}
     # keyword options replace the object's fields
     t = fr.search(None, grammar=g, terms=2, max_constants=3, splits=3, inner_splits=2,

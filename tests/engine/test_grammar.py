@@ -235,3 +235,20 @@ def test_a_hill_candidate_recovers_the_curve_it_was_drawn_from():
     assert f.constants["s1"] == pytest.approx(3000.0, rel=1e-3)
     assert f.constants["h1"] == pytest.approx(0.6, rel=1e-3)
     assert f.constants["L0"] == pytest.approx(2.1, rel=1e-4)
+
+
+def test_interactions_default_to_products_of_two_for_two_variables_and_none_for_more():
+    """Issue 41: with three or more variables the default grammar proposes sums of
+    one-variable terms (product terms multiply the forms: the vocabulary grid's first budget
+    held 37,883 with them); an explicit value is kept whatever the variables."""
+    two = {"N": np.array([1e8, 1e9, 1e10]), "D": np.array([1e9, 1e10, 1e11])}
+    three = {**two, "U": np.array([1e9, 3e9, 1e10])}
+    g = Grammar(terms=2, max_constants=3, factors=("log",))
+    assert g.interactions is None
+    assert g.for_variables(2).interactions == 2 and g.for_variables(3).interactions == 1
+    assert "L0 + a1*log(N/1e9)*log(D/1e10)" in [c.expression for c in generate(g, two)]
+    assert not [c for c in generate(g, three) if ")*log(" in c.expression]
+    assert [c for c in generate(replace(g, interactions=2), three) if ")*log(" in c.expression]
+    for cols in (two, three):
+        assert sum(count_candidates(g, cols).values()) == len(generate(g, cols))
+    assert Grammar(interactions=3).for_variables(5).interactions == 3
