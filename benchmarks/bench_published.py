@@ -305,7 +305,10 @@ def peer_metrics(entry: dict, spec: dict, train: pd.DataFrame, test: pd.DataFram
         for seed in PEER_SEEDS:
             m = Operon(random_state=seed, **PYOPERON).fit(x32, y32)
             with np.errstate(all="ignore"):
-                values.append(metric_value(kind, m.predict(t32).astype(float), y))
+                v = metric_value(kind, m.predict(t32).astype(float), y)
+            # a seed whose model predicts a non-finite value counts as the worst, not as NaN
+            # (which made the median NaN)
+            values.append(v if np.isfinite(v) else (-np.inf if kind == "R2" else np.inf))
         out["pyoperon"] = float(np.median(values))
         out["pyoperon_s"] = (time.perf_counter() - t0) / len(PEER_SEEDS)
     try:
