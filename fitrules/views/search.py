@@ -87,6 +87,27 @@ def _ceiling_sentence(c: dict) -> str:
     )
 
 
+def _too_few_cells_sentence(s) -> str | None:
+    """Issue 41: when the nested splits fit so few cells that most of the grammar could not
+    be ranked, say that the pick's size was set by the grid, not chosen by outer error."""
+    d = s.dropped
+    if d is None or not len(d):
+        return None
+    reasons = d["reason"].astype(str)
+    big = reasons.str.startswith("more constants than the fewest cells fitted")
+    if not big.any():
+        return None
+    n_fit = reasons[big].iloc[0].rpartition("(")[2].rstrip(")")
+    return (
+        f"Only forms of fewer than {n_fit} constants could be ranked: the smallest nested "
+        f"split fits {n_fit} cells, and {int(big.sum()):,} of the {s.n_generated:,} proposed "
+        "forms have more constants than that (set aside unfitted). The pick's size is set by "
+        "how few cells the splits fit, not chosen by outer error; a grid with more levels "
+        "along the question's column, or a protocol whose splits fit more cells, can rank "
+        "the larger forms."
+    )
+
+
 def _sentences(s) -> list[str]:
     b = s.best
     k = int(b["max_constants"])
@@ -134,6 +155,9 @@ def _sentences(s) -> list[str]:
                     else "; one outer split cannot say whether it is lower beyond chance."
                 )
             )
+    small = _too_few_cells_sentence(s)
+    if small:
+        out.append(small)
     if s.settings.get("growth"):
         out.append(_growth_sentence(s.settings["growth"]))
     if s.settings.get("front_at_ceiling"):

@@ -382,3 +382,22 @@ def test_a_budget_without_a_final_choice_renders(grid_csv):
     s.to_json()
     s.forms_toml()
     s._repr_html_()
+
+
+def test_a_grid_too_small_to_rank_larger_forms_says_so():
+    """Issue 41, a protocol for small grids: the over-training grid's 5 training runs, asked
+    to extrapolate along N, leave nested splits of 3 cells, so only forms of 2 constants can
+    be ranked; the output says that the pick's size was set by the grid, not chosen."""
+    import pandas as pd
+
+    N = np.array([1.06e7, 1.06e7, 7.9e7, 1.54e8, 4.12e8])
+    M = np.array([20.0, 320.0, 20.0, 20.0, 20.0])
+    loss = 1.9 + 80 * N**-0.25 + 60 * (M * N) ** -0.25
+    grid = fr.load_grid(pd.DataFrame({"N": N, "M": M, "loss": loss}), metric="loss")
+    s = fr.search(grid, split="extrapolate:N", references=[], jobs=1, terms=2)
+    text = s.text()
+    assert "Only forms of fewer than 3 constants could be ranked" in text, text
+    assert set(s.candidates["n_constants"]) == {2}
+    # a grid whose splits fit enough cells says nothing of the kind
+    big = fr.search(None, terms=1, max_constants=3, splits=3, inner_splits=2, references=[])
+    assert "could be ranked" not in big.text()
