@@ -264,3 +264,50 @@ def _delta_rel_se(cf, X, y, masks, params, pred, G, objective: Objective) -> np.
     Gf = np.where(np.isfinite(G), G, 0.0)
     var = np.einsum("snp,spq,snq->sn", Gf, cov, Gf)
     return np.sqrt(np.maximum(var, 0.0)) / np.maximum(np.abs(pred), TINY)
+
+
+TURN_STEP = 0.5  # a move back of more than this many of the training levels' median steps
+
+
+def turns_back(
+    cf: CompiledForm,
+    X: dict[str, np.ndarray],
+    y: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    params: np.ndarray,
+    column: str,
+) -> np.ndarray:
+    """Per split, whether the fit turns back past its training levels along ``column``
+    (issue 41, shape sense): its training levels' mean values all move one way (3 levels
+    or more), and its predictions at the scored cells beyond the top training level move
+    back from its own prediction at that level, on average, by more than ``TURN_STEP``
+    times the median step between consecutive training levels' means.
+
+    Loss that falls with every doubling of data or parameters on the grid does not rise
+    beyond it on any law the field has published; a form that fits the training levels
+    with a curve that turns (``a*x + b*log(x)``) predicts that it does. Like the guard, this
+    reads the training values and the design only, never a held-out value. ``params``
+    (splits, constants); rows with a non-finite constant are not judged (they fail anyway)."""
+    z = np.asarray(X[column], float)
+    out = np.zeros(len(train), bool)
+    for s in range(len(train)):
+        t, h = train[s], test[s]
+        levels = np.unique(z[t])
+        if len(levels) < 3 or not np.isfinite(params[s]).all():
+            continue
+        means = np.array([y[t & (z == v)].mean() for v in levels])
+        steps = np.diff(means)
+        if not ((steps > 0).all() or (steps < 0).all()):
+            continue
+        beyond = h & (z > levels[-1])
+        if not beyond.any():
+            continue
+        at = {v: np.asarray(X[v])[beyond] for v in cf.form.bound_variables}
+        top = {**at, column: np.full(int(beyond.sum()), levels[-1])}
+        with np.errstate(all="ignore"):
+            moved = cf.predict(at, params[s][None, :])[0] - cf.predict(top, params[s][None, :])[0]
+        back = np.maximum(-np.sign(steps[0]) * moved, 0.0)
+        if np.isfinite(back).all():
+            out[s] = float(back.mean()) > TURN_STEP * float(np.median(np.abs(steps)))
+    return out

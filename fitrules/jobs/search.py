@@ -55,7 +55,7 @@ from fitrules.engine.grammar import (
     pilot_candidate,
     structural_rank_ok,
 )
-from fitrules.engine.guard import GuardOptions, check_fits
+from fitrules.engine.guard import TURN_STEP, GuardOptions, check_fits, turns_back
 from fitrules.jobs.options import RULES, SEARCH
 from fitrules.model.compiled import CompiledForm
 from fitrules.model.forms import Form
@@ -247,11 +247,14 @@ def score_form(
     guard: GuardOptions,
     rows: slice | np.ndarray | None = None,
     y_test: np.ndarray | None = None,
+    turn: str | None = None,
 ) -> Scored:
     """Fit ``form`` on every training mask (or ``rows`` of them) and score its test cells.
 
     ``y_test`` (cells,): the values the test cells are scored against (default ``y``, the
-    values fitted)."""
+    values fitted). ``turn``: the column a question extrapolates along; a fit that turns
+    back past its training levels there (:func:`fitrules.engine.guard.turns_back`) fails,
+    as a fit the guard names wild does."""
     t0 = time.perf_counter()
     train = masks.train if rows is None else masks.train[rows]
     test = masks.test if rows is None else masks.test[rows]
@@ -281,6 +284,8 @@ def score_form(
         & np.isfinite(err)
         & np.array([not r.degenerate and not g.wild for r, g in zip(fits, guarded, strict=True)])
     )
+    if turn is not None:
+        valid &= ~turns_back(cf, X, y, train, test, params, turn)
     return Scored(
         np.where(valid, err, np.nan), valid, time.perf_counter() - t0, np.where(valid, mse, np.nan)
     )
@@ -508,6 +513,7 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
     outer split reads as many runs per cell as the choice from all cells does."""
     masks = s["masks"]
     args = (s["objective"], s["options"], s["guard"])
+    turn = s.get("turn")
     held = s.get("seeds")
     n_all = len(masks.train)
     want = np.zeros(n_all, bool)
@@ -516,9 +522,9 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
         want &= only
     if held is None:
         if want.all():
-            return score_form(form, s["X"], s["y"], masks, *args)
+            return score_form(form, s["X"], s["y"], masks, *args, turn=turn)
         rows = np.flatnonzero(want)
-        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rows)
+        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rows, turn=turn)
         err, valid, mse = np.full(n_all, np.nan), np.zeros(n_all, bool), np.full(n_all, np.nan)
         err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
         return Scored(err, valid, sc.seconds, mse)
@@ -532,7 +538,8 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
         rows = rows[want[rows]]
         if not len(rows):
             continue
-        sc = score_form(form, s["X"], fold["y_fit"], masks, *args, rows=rows, y_test=fold["y_test"])
+        sc = score_form(form, s["X"], fold["y_fit"], masks, *args, rows=rows,
+                        y_test=fold["y_test"], turn=turn)  # fmt: skip
         err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
         seconds += sc.seconds
     on = np.isfinite(mse[:n_out])
@@ -543,7 +550,7 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
     # cell picked worse forms than the final choice does, and so quoted too high (issue 28)
     rest = np.flatnonzero(want[n_out:]) + n_out
     if len(rest):
-        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rest)
+        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rest, turn=turn)
         err[rest], valid[rest] = sc.error, sc.valid
         seconds += sc.seconds
     return Scored(err, valid, seconds, mse)
@@ -1329,6 +1336,8 @@ def _worker_state(
         probes=probes,
         seed=spec.seed,
         seeds=held,
+        # shape sense (issue 41): fits that turn back past the levels the question extrapolates
+        turn=spec.outer.column if isinstance(spec.outer, RollingOrigin | Extrapolate) else None,
     )
 
 
@@ -1492,6 +1501,12 @@ def _run_settings(
         objective=spec.objective.describe(),
         rule=spec.rule,
         guard=spec.guard.describe(),
+        # issue 41: fits that turn back past the levels an extrapolation asks about fail
+        shape_sense=(
+            {"column": outer.column, "turn_step": TURN_STEP}
+            if isinstance(outer, RollingOrigin | Extrapolate)
+            else None
+        ),
         variables=variables,
         left_out={} if spec.grammar.variables else dict(spec.grid.outcome_like),
         fit_options={

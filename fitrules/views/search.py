@@ -34,6 +34,20 @@ def _inner_text(s) -> str:
     )
 
 
+def _shape_text(s) -> str | None:
+    """The shape-sense rule of a question that extrapolates along a column (issue 41)."""
+    rule = s.settings.get("shape_sense")
+    if not rule:
+        return None
+    return (
+        f"shape sense: a fit whose predictions beyond its top training level of "
+        f"{rule['column']} move back, on average, by more than {rule['turn_step']:g} of the "
+        "median step between its "
+        f"training levels' means, when those all move one way, counts as failed, as a wild "
+        "fit does (training values and design only)"
+    )
+
+
 def _outer_text(s) -> str:
     o = s.settings.get("outer", {})
     if o.get("protocol") == "random":
@@ -248,6 +262,7 @@ def render_search(s) -> str:
         )
     lines += [
         f"protocol: {_outer_text(s)}; inside each, {_inner_text(s)} rank the candidates",
+        *([_shape_text(s)] if _shape_text(s) else []),
         "",
         "Outer error of the procedure at each budget (at most k constants):",
         f"{'k':>3} {'forms':>6} {'outer median':>13} {'p90':>9} {'inner median':>13} "
@@ -438,6 +453,7 @@ def search_markdown(s, command: str | None) -> str:
         + " |",
         f"| outer protocol | {_outer_text(s)} |",
         f"| inner protocol | {_inner_text(s)} |",
+        *([f"| shape sense | {_shape_text(s)} |"] if _shape_text(s) else []),
         f"| selection rule | {st.get('rule')} |",
         f"| objective | {st.get('objective')} |",
         f"| fitrules | {__version__} |",

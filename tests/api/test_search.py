@@ -398,6 +398,8 @@ def test_a_grid_too_small_to_rank_larger_forms_says_so():
     text = s.text()
     assert "Only forms of fewer than 3 constants could be ranked" in text, text
     assert set(s.candidates["n_constants"]) == {2}
-    # a grid whose splits fit enough cells says nothing of the kind
+    # an extrapolation states the shape-sense rule (fitrules.engine.guard.turns_back)
+    assert "shape sense: a fit whose predictions beyond its top training level of N" in text
+    # a grid whose splits fit enough cells, asked a random split, says neither
     big = fr.search(None, terms=1, max_constants=3, splits=3, inner_splits=2, references=[])
-    assert "could be ranked" not in big.text()
+    assert "could be ranked" not in big.text() and "shape sense" not in big.text()

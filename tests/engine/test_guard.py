@@ -67,3 +67,34 @@ def test_a_steady_trend_carried_past_the_training_levels_is_not_wild():
     steep = replace(fits[0], constants={**c, "h1": 3 * c["h1"]})
     (bad,) = guard.check_fits(f, cells.X, cells.y, masks[:1], [steep], Objective("abs_ls"))
     assert bad.wild and "cells not fitted lie" in "; ".join(bad.reasons), bad.reasons
+
+
+def test_a_fit_that_turns_back_past_its_training_levels_is_named():
+    """Issue 41, shape sense: loss falls at every training level of N; a curve that fits
+    them and rises beyond (``L0 + a*x + b*log(x)``) turns back, a power law does not; a
+    split whose training levels do not all move one way is not judged."""
+    from fitrules.engine.fit import fit_splits
+    from fitrules.engine.guard import turns_back
+    from fitrules.model.compiled import CompiledForm
+
+    N = 1e8 * 2.0 ** np.arange(8)
+    y = 1.8 + 2.0 * (N / 1e8) ** -0.3
+    X = {"N": N}
+    train = np.stack([N < N[5]] * 2)
+    test = ~train
+    verdicts = {}
+    for expr in ("L0 + a*(N/1e8) + b*log(N/1e8)", "L0 + a*(N/1e8)**e"):
+        f = fr.Form("f", expr, ("N",)).bind(["N"])
+        cf = CompiledForm(f)
+        fits = fit_splits(f, X, y, train)
+        params = np.array([[r.constants[c] for c in cf.s.constants] for r in fits])
+        verdicts[expr] = turns_back(cf, X, y, train, test, params, "N")
+    assert verdicts["L0 + a*(N/1e8) + b*log(N/1e8)"].all()
+    assert not verdicts["L0 + a*(N/1e8)**e"].any()
+    bumpy = y.copy()
+    bumpy[2] = bumpy[1] + 0.01  # the training levels no longer all fall
+    f = fr.Form("f", "L0 + a*(N/1e8) + b*log(N/1e8)", ("N",)).bind(["N"])
+    cf = CompiledForm(f)
+    params = np.array([[r.constants[c] for c in cf.s.constants]
+                       for r in fit_splits(f, X, bumpy, train)])  # fmt: skip
+    assert not turns_back(cf, X, bumpy, train, test, params, "N").any()
