@@ -229,15 +229,22 @@ def _trend(form, X: dict[str, np.ndarray], y: np.ndarray, masks: np.ndarray) -> 
         x = np.asarray(X[v], float)
         cols.append(np.log(x) if (x > 0).all() else x)
     Z = np.stack([np.ones(masks.shape[1]), *cols], axis=1)
-    Z = Z / np.maximum(np.abs(Z).max(axis=0), 1e-300)  # comparable columns for lstsq's rcond
-    out = np.full(masks.shape, np.nan)
-    for s, m in enumerate(masks):
-        with np.errstate(all="ignore"):
-            beta = np.linalg.lstsq(Z[m], y[m], rcond=1e-10)[0]
-            lo, hi = Z[m, 1:].min(axis=0), Z[m, 1:].max(axis=0)
-            near = ((Z[:, 1:] >= lo - (hi - lo)) & (Z[:, 1:] <= hi + (hi - lo))).all(axis=1)
-            out[s, near] = Z[near] @ beta
-    return np.where(np.isfinite(out), out, np.nan)
+    Z = Z / np.maximum(np.abs(Z).max(axis=0), 1e-300)  # comparable columns for the rcond
+    m = masks.astype(float)
+    with np.errstate(all="ignore"):
+        # every split's least squares at once (a search checks hundreds of thousands of
+        # fits): normal equations, solved by pseudo-inverse where the levels leave a column
+        # without effect (the minimum-norm solution, as lstsq gives)
+        A = np.einsum("sn,ni,nj->sij", m, Z, Z)
+        b = np.einsum("sn,ni->si", np.where(masks, y[None, :], 0.0), Z)
+        beta = np.einsum("sij,sj->si", np.linalg.pinv(A, rcond=1e-10, hermitian=True), b)
+        out = beta @ Z.T
+        Zm = np.where(masks[..., None], Z[None, :, 1:], np.nan)
+        lo, hi = np.nanmin(Zm, axis=1), np.nanmax(Zm, axis=1)  # (S, k): the training cells'
+        w = hi - lo
+        near = ((Z[None, :, 1:] >= (lo - w)[:, None, :])
+                & (Z[None, :, 1:] <= (hi + w)[:, None, :])).all(axis=2)  # fmt: skip
+    return np.where(near & np.isfinite(out), out, np.nan)
 
 
 def _delta_rel_se(cf, X, y, masks, params, pred, G, objective: Objective) -> np.ndarray:
