@@ -55,6 +55,8 @@ def published_rows() -> pd.DataFrame:
     import bench_published as bp
 
     from fitrules.engine.fit import Objective
+    from fitrules.engine.guard import turns_back
+    from fitrules.model.compiled import CompiledForm
     from fitrules.model.forms import Form
     from fitrules.model.splits import RollingOrigin
 
@@ -81,8 +83,17 @@ def published_rows() -> pd.DataFrame:
                 r = compare(grid, [form], RollingOrigin(column),
                             objective=Objective(opts["objective"]))  # fmt: skip
             res = r.results[r.results["form"] == form.name]
-            pairs = zip(res["heldout_error_pct"], res["wild"], strict=True)
-            rows += [dict(grid=name, group=g, error=e, wild=w) for e, w in pairs]
+            # shape sense (issue 41) on the same fits: a right law should not turn back
+            bound = form.bind(grid.columns, grid.runs)
+            cells = grid.cells(list(bound.bound_variables))
+            cf = CompiledForm(bound)
+            params = np.array([[c.get(k, np.nan) for k in cf.s.constants]
+                               for c in res["constants"]], float)  # fmt: skip
+            split = RollingOrigin(column)
+            turned = turns_back(cf, cells.X, cells.y, split.masks_for(cells.table),
+                                split.tests_for(cells.table), params, column)  # fmt: skip
+            cols = zip(res["heldout_error_pct"], res["wild"], turned, strict=True)
+            rows += [dict(grid=name, group=g, error=e, wild=w, turned=bool(t)) for e, w, t in cols]
     return pd.DataFrame(rows)
 
 
@@ -93,14 +104,16 @@ def main_published() -> None:
         return
     print("\npublished laws at rolling-origin cuts of their grids' extrapolation (the law is right"
           " there; runaway = held-out error > 10 x the grid's median):")  # fmt: skip
-    print("| grid | fits | named wild | runaways | missed | false alarms |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| grid | fits | named wild | runaways | missed | false alarms | turned back (shape "
+          "sense, a false alarm on a right law) |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, g in d.groupby("grid", sort=False):
         run = g["error"] > 10 * g["error"].median()
         fa = int((g["wild"] & ~run).sum())
         rate = fa / max(int((~run).sum()), 1)
         print(f"| {name} | {len(g)} | {int(g['wild'].sum())} | {int(run.sum())} | "
-              f"{int((run & ~g['wild']).sum())} | {fa} ({rate:.3f}) |")  # fmt: skip
+              f"{int((run & ~g['wild']).sum())} | {fa} ({rate:.3f}) | "
+              f"{int(g['turned'].sum())} |")  # fmt: skip
 
 
 def main(argv=None) -> int:

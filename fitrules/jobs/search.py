@@ -1337,7 +1337,7 @@ def _worker_state(
         seed=spec.seed,
         seeds=held,
         # shape sense (issue 41): fits that turn back past the levels the question extrapolates
-        turn=spec.outer.column if isinstance(spec.outer, RollingOrigin | Extrapolate) else None,
+        turn=_turn_column(spec.outer),
     )
 
 
@@ -1406,6 +1406,14 @@ def _fit_candidates(
     )
 
 
+TOO_BIG = "more constants than the fewest cells fitted"  # a dropped candidate's reason
+
+
+def _turn_column(outer) -> str | None:
+    """The column whose levels shape sense judges: the one an extrapolation asks about."""
+    return outer.column if isinstance(outer, RollingOrigin | Extrapolate) else None
+
+
 def _prune(
     prints: list,
     fits_ok: list[Candidate],
@@ -1417,7 +1425,7 @@ def _prune(
     same function as one kept), and the indices of those kept (added to ``kept``)."""
     n_fit = state["masks"].min_train
     dropped: list[tuple[Candidate, str]] = [
-        (c, f"more constants than the fewest cells fitted ({n_fit})") for c in too_big
+        (c, f"{TOO_BIG} ({n_fit})") for c in too_big
     ]
     keep_idx: list[int] = []
     twins, owners = kept.twins, kept.names
@@ -1503,9 +1511,7 @@ def _run_settings(
         guard=spec.guard.describe(),
         # issue 41: fits that turn back past the levels an extrapolation asks about fail
         shape_sense=(
-            {"column": outer.column, "turn_step": TURN_STEP}
-            if isinstance(outer, RollingOrigin | Extrapolate)
-            else None
+            {"column": _turn_column(outer), "turn_step": TURN_STEP} if _turn_column(outer) else None
         ),
         variables=variables,
         left_out={} if spec.grammar.variables else dict(spec.grid.outcome_like),
@@ -1781,6 +1787,8 @@ def _assemble(
         reasons[key] = reasons.get(key, 0) + 1
     settings: dict = {
         "grammar": grammar.describe(),
+        # issue 41: how many forms were too large for the fewest cells a nested split fits
+        "too_few_cells": {"min_train": masks.min_train, "set_aside": reasons.get(TOO_BIG, 0)},
         "n_outer": masks.n_outer,
         "n_inner": masks.n_inner,
         "n_final": int(e.final.shape[1]),

@@ -104,17 +104,13 @@ def _ceiling_sentence(c: dict) -> str:
 def _too_few_cells_sentence(s) -> str | None:
     """Issue 41: when the nested splits fit so few cells that most of the grammar could not
     be ranked, say that the pick's size was set by the grid, not chosen by outer error."""
-    d = s.dropped
-    if d is None or not len(d):
+    few = s.settings.get("too_few_cells") or {}
+    if not few.get("set_aside"):
         return None
-    reasons = d["reason"].astype(str)
-    big = reasons.str.startswith("more constants than the fewest cells fitted")
-    if not big.any():
-        return None
-    n_fit = reasons[big].iloc[0].rpartition("(")[2].rstrip(")")
+    n_fit = few["min_train"]
     return (
         f"Only forms of fewer than {n_fit} constants could be ranked: the smallest nested "
-        f"split fits {n_fit} cells, and {int(big.sum()):,} of the {s.n_generated:,} proposed "
+        f"split fits {n_fit} cells, and {few['set_aside']:,} of the {s.n_generated:,} proposed "
         "forms have more constants than that (set aside unfitted). The pick's size is set by "
         "how few cells the splits fit, not chosen by outer error; a grid with more levels "
         "along the question's column, or a protocol whose splits fit more cells, can rank "
@@ -260,9 +256,10 @@ def render_search(s) -> str:
             + ", ".join(f"{c} ({why})" for c, why in st["left_out"].items())
             + "; name one in --variables to search over it"
         )
+    shape = _shape_text(s)
     lines += [
         f"protocol: {_outer_text(s)}; inside each, {_inner_text(s)} rank the candidates",
-        *([_shape_text(s)] if _shape_text(s) else []),
+        *([shape] if shape else []),
         "",
         "Outer error of the procedure at each budget (at most k constants):",
         f"{'k':>3} {'forms':>6} {'outer median':>13} {'p90':>9} {'inner median':>13} "
@@ -453,7 +450,7 @@ def search_markdown(s, command: str | None) -> str:
         + " |",
         f"| outer protocol | {_outer_text(s)} |",
         f"| inner protocol | {_inner_text(s)} |",
-        *([f"| shape sense | {_shape_text(s)} |"] if _shape_text(s) else []),
+        *([f"| shape sense | {shape} |"] if (shape := _shape_text(s)) else []),
         f"| selection rule | {st.get('rule')} |",
         f"| objective | {st.get('objective')} |",
         f"| fitrules | {__version__} |",
