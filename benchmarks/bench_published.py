@@ -13,6 +13,7 @@ metric of fitrules' fit beside the reference's and the published one.
     python benchmarks/bench_published.py --only parscale_chen,vocab_tao --starts 50
     python benchmarks/bench_published.py --data-dir DIR  # grids kept in another folder
     python benchmarks/bench_published.py --search        # issue 29: the search on each grid
+    python benchmarks/bench_published.py --reach 4       # what the grammar holds (not a pick)
 
 ``--search``: on each grid with a held-out split and search settings in the catalogue
 (``search``: variables, the outer split asking the held-out split's question, grammar
@@ -26,6 +27,11 @@ positive variable), with their settings and seconds (``pip install -e ".[bench]"
 not installed is left out), SLDBench's best where the catalogue has it, and issue 41's bar:
 the pick at least the published law's (R2 no more than 0.005 below, an error no more than
 1.1x) and at least each peer's.
+
+``--reach K``: every form of the default grammar with at most K constants, fitted on the
+training runs and scored on the held-out runs: per budget the best held-out metric, where that
+form ranks by training error, and how many forms meet issue 41's bar. It tells a grammar that
+lacks a law from a selection that misses it, and chooses nothing.
 
 A grid's CSV is looked for in ``--data-dir``, ``data/external/`` and ``../shared/external/``;
 a grid found in none is skipped with one line (see data/external/README.md for where each
@@ -398,6 +404,74 @@ def main_search(names, catalogue, dirs, jobs: int, grammar: dict | None = None) 
     return 0
 
 
+def reach_entry(entry: dict, path: Path, max_constants: int) -> dict | None:
+    """What the default grammar holds for a grid's held-out question, not a selection: every
+    form of at most ``max_constants`` constants over the search's variables, fitted on the
+    training runs as the pick is (:func:`_heldout_fit`) and scored on the held-out runs. Per
+    budget, the best held-out metric and its form, how many forms are at least the published
+    law's (issue 41's bar), and where the best one ranks among its budget by training error
+    (1: the training fit alone would find it). Choosing by this held-out metric is what a
+    search must not do; it tells a grammar that lacks a law from a selection that misses it."""
+    from fitrules.engine.grammar import Grammar, generate
+
+    spec = entry.get("search")
+    if not spec or not entry.get("test") or spec.get("by"):
+        return None
+    table = _table(entry, path)
+    train, test = table.query(entry["train"]), table.query(entry["test"])
+    kind = entry.get("published_metric_name", "")
+    y, y_train = (f[entry["metric"]].to_numpy(float) for f in (test, train))
+    variables = tuple(spec["variables"])
+    grammar = Grammar(variables=variables, max_constants=max_constants)
+    forms = generate(grammar, {v: train[v].to_numpy(float) for v in variables})
+    with np.errstate(all="ignore"):
+        pub = metric_value(kind, _heldout_fit(entry, entry["form"], train, test), y)
+    better = (lambda a, b: a > b) if kind == "R2" else (lambda a, b: a < b)
+    rows = []
+    t0 = time.perf_counter()
+    for c in forms:
+        try:
+            with np.errstate(all="ignore"):
+                held = metric_value(kind, _heldout_fit(entry, c.form, train, test), y)
+                fitted = _heldout_fit(entry, c.form, train, train)
+            rss = float(np.sum((fitted - y_train) ** 2))
+        except fr.FitrulesError:
+            held, rss = np.nan, np.inf
+        worst = -np.inf if kind == "R2" else np.inf
+        rows.append((c.n_constants, held if np.isfinite(held) else worst, rss, c.expression))
+    out = {"grid": entry["name"], "published": pub, "metric": kind or "mean abs rel error %",
+           "forms": len(rows), "seconds": time.perf_counter() - t0, "budgets": []}  # fmt: skip
+    for k in sorted({r[0] for r in rows}):
+        at = [r for r in rows if r[0] <= k]
+        best = max(at, key=lambda r: r[1]) if kind == "R2" else min(at, key=lambda r: r[1])
+        own = [r for r in rows if r[0] == best[0]]
+        rank = 1 + sum(r[2] < best[2] for r in own)
+        out["budgets"].append({
+            "k": k, "forms": len(at), "best": best[1], "form": best[3], "rank": rank,
+            "of": len(own), "as_published": sum(_no_worse(kind, r[1], pub) for r in at),
+            "beats_published": sum(better(r[1], pub) for r in at),
+        })  # fmt: skip
+    return out
+
+
+def main_reach(names, catalogue, dirs, max_constants: int) -> int:
+    for name, entry, path in present(names, catalogue, dirs):
+        r = reach_entry(entry, path, max_constants)
+        if r is None:
+            print(f"skipping {name}: no held-out split, no search settings, or several targets")
+            continue
+        print(f"{name}: {r['forms']} forms of the default grammar fitted on the training runs in "
+              f"{r['seconds']:.0f} s; held-out {r['metric']} of the published law refitted "
+              f"{r['published']:.4f}", flush=True)  # fmt: skip
+        print("|  k | forms | best held-out | its form | its training-error rank in its "
+              "budget | forms at least the published law's (issue 41's bar) |")
+        print("|---:|---:|---:|---|---:|---:|")
+        for b in r["budgets"]:
+            print(f"| {b['k']} | {b['forms']} | {b['best']:.4f} | `{b['form']}` | "
+                  f"{b['rank']} of {b['of']} | {b['as_published']} |", flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma-separated grid names")
@@ -411,6 +485,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--jobs", type=int, default=2, help="search processes (default 2)")
     ap.add_argument(
+        "--reach",
+        type=int,
+        metavar="K",
+        help="instead: every default-grammar form of at most K constants fitted on the training "
+        "runs and scored on the held-out ones (what the grammar holds; not a selection)",
+    )
+    ap.add_argument(
         "--factors",
         help="with --search: the factor kinds of every grid's grammar (comma-separated, as "
         "fitrules search --factors; default the search's)",
@@ -422,6 +503,8 @@ def main(argv=None) -> int:
         ROOT.parent / "shared" / "external",
     ]
     names = args.only.split(",") if args.only else list(catalogue)
+    if args.reach is not None:
+        return main_reach(names, catalogue, dirs, args.reach)
     if args.search:
         grammar = {"factors": tuple(args.factors.split(","))} if args.factors else None
         return main_search(names, catalogue, dirs, args.jobs, grammar)
