@@ -661,7 +661,8 @@ def compare(
         Number of random splits (default, and for ``None``: 300), or a splitter object from
         :mod:`fitrules.model.splits`. Refused with a structured ``split``, which makes its own.
     split : ``random``, ``leave-one-level-out:COL``, ``extrapolate:COL``,
-        ``extrapolate:COL>=VALUE`` (or ``:VALUE``) or ``transfer`` (with ``test_grid``).
+        ``extrapolate:COL>=VALUE`` (or ``:VALUE``; several columns at once,
+        ``extrapolate:N:4.2e9,D:6e11``) or ``transfer`` (with ``test_grid``).
     train_frac, seed : fraction of cells fitted per random split; seed of the splits.
     objective, delta : ``rel_ls`` (default), ``log_huber`` (with Huber ``delta``), ``abs_ls``.
     keep_degenerate : keep flagged (split, form) pairs in summaries and verdicts.
@@ -1192,7 +1193,9 @@ def search(
         where it stopped and why (``settings["growth"]``).
     grammar : a :class:`fitrules.engine.grammar.Grammar`, or the path of a TOML file of its fields.
     split : the outer protocol: ``random`` (``splits`` splits fitting ``train_frac`` of the
-        cells, seeded by ``seed``), ``extrapolate:COL[:VALUE]`` or ``leave-one-level-out:COL``.
+        cells, seeded by ``seed``), ``extrapolate:COL[:VALUE]`` (several columns at once:
+        ``extrapolate:N:4.2e9,D:6e11``, fit below every cut, score at or above any) or
+        ``leave-one-level-out:COL``.
     inner_splits, inner_train_frac : the outer training set's random splits that rank forms.
     rule : ``one-se`` (default: the fewest constants within one s.e. of the best) or ``best``.
     references : forms fitted on the same outer splits without selection (default: the

@@ -709,8 +709,10 @@ def compare_cases(draw) -> Case:
     argv += _form_options(d)
     argv += d.maybe(
         "--split",
-        ["random", "leave-one-level-out:H", "extrapolate:H", "extrapolate:H>=4"],
-        ["extrapolate:H>=abc", "transfer", "bogus:x", "leave-one-level-out:zz"],
+        ["random", "leave-one-level-out:H", "extrapolate:H", "extrapolate:H>=4",
+         "extrapolate:H,omega"],
+        ["extrapolate:H>=abc", "transfer", "bogus:x", "leave-one-level-out:zz",
+         "extrapolate:H,H", "extrapolate:H,"],
         4,
         4,
     )
@@ -1105,8 +1107,10 @@ def search_cases(draw) -> Case:
     argv += d.maybe("--interactions", [1, 2], [0, 9], 6, 2)
     if d.chance(6):  # a flag: no bad value of its own (the declared cases draw those)
         argv.append(d(st.sampled_from(["--tie-exponents", "--no-tie-exponents"])))
-    argv += d.maybe("--split", ["random", "extrapolate:H", "leave-one-level-out:H"],
-                    ["transfer", "bogus:x", "extrapolate:zz"], 4, 2)  # fmt: skip
+    argv += d.maybe("--split", ["random", "extrapolate:H", "leave-one-level-out:H",
+                                "extrapolate:H,omega"],
+                    ["transfer", "bogus:x", "extrapolate:zz", "extrapolate:H,zz",
+                     "extrapolate:H:4,H"], 4, 2)  # fmt: skip
     argv += d.maybe("--train-frac", ["0.8", "3/4"], BAD_FRACTIONS, 4, 2)
     argv += d.maybe("--at", ["H=128,omega=3", "H=0.5,omega=0"],
                     ["H=128", "zz=1", "H=nan,omega=1", "H", ""], 5, 2)  # fmt: skip
@@ -1566,8 +1570,9 @@ def api_cases(draw) -> ApiCase:
             "forms",
         )
         kw["splits"] = _arg(d, [4, _np_int(4), 4.0], BAD_INTS + [10**9], "splits")
-        _kw(d, kw, "split", ["random", "leave-one-level-out:H", "extrapolate:H"],
-            ["bogus", 5, None])  # fmt: skip
+        _kw(d, kw, "split",
+            ["random", "leave-one-level-out:H", "extrapolate:H", "extrapolate:H,omega"],
+            ["bogus", 5, None, "extrapolate:H,H"])  # fmt: skip
         if kw.get("split", "random") != "random" and not isinstance(kw.get("split"), Bad):
             kw.pop("splits")
         _kw(d, kw, "train_frac", [1 / 3, 0.5], [0, 1, NAN, "a", None, -1])
@@ -1670,7 +1675,8 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "factors", [None, "power,linear", ["log"], "hill"], [5, "cubic", [], [5]])
         _kw(d, kw, "levels", [None, "H"], ["zz", 5])
         _kw(d, kw, "grammar", [None], [5, "missing.toml", [1]])
-        _kw(d, kw, "split", ["random", "extrapolate:H"], ["transfer", 5, None, "bogus"])
+        _kw(d, kw, "split", ["random", "extrapolate:H", "extrapolate:H,omega"],
+            ["transfer", 5, None, "bogus", "extrapolate:H,"])
         _kw(d, kw, "train_frac", [0.8, 0.75], [0, 1, NAN, "a", None])
         _kw(d, kw, "inner_train_frac", [0.75], [0, 1, NAN, "a"])
         _kw(d, kw, "seed", [0, _np_int(2)], BAD_SEEDS_API)

@@ -432,8 +432,9 @@ COMPARE = Command(
                 "random",
                 help="random (default), leave-one-level-out:COL, extrapolate:COL, "
                 "extrapolate:COL:VALUE (fit below VALUE, score from it on; or "
-                "'extrapolate:COL>=VALUE' in quotes), transfer (repeatable: one section per "
-                "protocol, never pooled)",
+                "'extrapolate:COL>=VALUE' in quotes), extrapolate:COL[:VALUE],COL2[:VALUE2] "
+                "(beyond the grid in several columns at once), transfer (repeatable: one "
+                "section per protocol, never pooled)",
                 check=arg.text,
                 cli=dict(action="append", metavar="PROTOCOL"),
                 cli_default=None,
@@ -648,8 +649,8 @@ SEARCH = Command(
             Option(
                 "split",
                 "random",
-                help="outer protocol: random (default), extrapolate:COL[:VALUE], "
-                "leave-one-level-out:COL",
+                help="outer protocol: random (default), extrapolate:COL[:VALUE] (several "
+                "columns at once: extrapolate:N:4.2e9,D:6e11), leave-one-level-out:COL",
                 cli=dict(metavar="PROTOCOL"),
             ),
             Option(

@@ -154,7 +154,7 @@ def question_protocol(outer):
     is asked at several cut points (:class:`fitrules.model.splits.RollingOrigin`), so that the
     front has a standard error; any other protocol as given."""
     if isinstance(outer, Extrapolate):
-        return RollingOrigin(outer.column, outer.threshold)
+        return RollingOrigin(outer.column, outer.threshold, also=outer.also)
     return outer
 
 
@@ -1410,7 +1410,8 @@ TOO_BIG = "more constants than the fewest cells fitted"  # a dropped candidate's
 
 
 def _turn_column(outer) -> str | None:
-    """The column whose levels shape sense judges: the one an extrapolation asks about."""
+    """The column whose levels shape sense judges: the one an extrapolation asks about (the
+    first named, when it asks about several)."""
     return outer.column if isinstance(outer, RollingOrigin | Extrapolate) else None
 
 
@@ -1523,18 +1524,24 @@ def _run_settings(
     )
 
 
+def _along(outer) -> str:
+    """The column (or columns, "N and D") a structured protocol asks about."""
+    columns = getattr(outer, "columns", (outer.column,))
+    return " and ".join(columns)
+
+
 def _inner_text(outer, n_inner: int, frac: float, inside: bool = True) -> str:
     """How the candidates are ranked inside each outer training set, in words."""
     if asks_levels(outer) and not inside:
         return (
             f"{n_inner} inner random splits fitting {frac:.3g} of its cells (an outer training "
-            f"set has too few levels of {outer.column} to ask the outer question inside it: "
+            f"set has too few levels of {_along(outer)} to ask the outer question inside it: "
             "the candidates are ranked by interpolation there)"
         )
     if isinstance(outer, RollingOrigin | Extrapolate):
         return (
             f"{n_inner} inner rolling origin{'s' if n_inner != 1 else ''} along "
-            f"{outer.column} (fit below one of the "
+            f"{_along(outer)} (fit below one of the "
             "training set's top levels, score the levels from it on, with the outer split's "
             "horizon)"
         )

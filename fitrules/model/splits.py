@@ -157,42 +157,69 @@ class LeaveOneLevelOut:
         }
 
 
+def _cut_text(column: str, threshold: float | None) -> str:
+    return column if threshold is None else f"{column}>={threshold:g}"
+
+
 @dataclass(frozen=True)
 class Extrapolate:
     """Fit on the cells below a level of ``column``, score the cells at or above it.
 
-    With no ``threshold`` the highest level is held out.
+    With no ``threshold`` the highest level is held out. ``also`` names more columns
+    extrapolated at once, each ``(column, threshold or None)``: the fit reads the cells below
+    every cut and the score the cells at or above any (a held-out split beyond the grid in
+    several variables, such as the data-constrained grid's ``N >= 4.2e9 or D >= 6e11``).
     """
 
     column: str
     threshold: float | None = None
+    also: tuple[tuple[str, float | None], ...] = ()
     name = "extrapolate"
 
+    @property
+    def cuts(self) -> tuple[tuple[str, float | None], ...]:
+        """Every extrapolated column with its threshold, the first one first."""
+        return ((self.column, self.threshold), *self.also)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.cuts)
+
+    def _cut_values(self, table) -> list[tuple[str, float, np.ndarray]]:
+        out = []
+        for col, threshold in self.cuts:
+            levels = _levels(table, col)
+            out.append((col, levels[-1] if threshold is None else threshold, levels))
+        return out
+
     def masks_for(self, table) -> np.ndarray:
-        levels = _levels(table, self.column)
-        cut = levels[-1] if self.threshold is None else self.threshold
-        values = table[self.column].to_numpy()
-        train = values < cut
+        cuts = self._cut_values(table)
+        train = np.ones(len(table), bool)
+        for col, cut, _ in cuts:
+            train &= table[col].to_numpy() < cut
         if train.all() or not train.any():
+            where = " and ".join(f"{col}>={cut:g}" for col, cut, _ in cuts)
+            levels = "; ".join(
+                f"levels of {col}: {', '.join(f'{v:g}' for v in lv)}" for col, _, lv in cuts
+            )
             raise SplitError(
-                f"extrapolate:{self.column}>={cut:g} leaves "
-                f"{'no held-out' if train.all() else 'no training'} cells "
-                f"(levels of {self.column}: {', '.join(f'{v:g}' for v in levels)})"
+                f"extrapolate:{where} leaves "
+                f"{'no held-out' if train.all() else 'no training'} cells ({levels})"
             )
         return train[None, :]
 
     def labels(self, table) -> list[str]:
-        levels = _levels(table, self.column)
-        cut = levels[-1] if self.threshold is None else self.threshold
-        return [f"fit {self.column} < {cut:g}, score {self.column} >= {cut:g}"]
+        cuts = self._cut_values(table)
+        fit = " and ".join(f"{col} < {cut:g}" for col, cut, _ in cuts)
+        score = " or ".join(f"{col} >= {cut:g}" for col, cut, _ in cuts)
+        return [f"fit {fit}, score {score}"]
 
     def n_train_min(self, table) -> int:
         return int(self.masks_for(table).sum())
 
     def describe(self) -> dict:
-        tail = "" if self.threshold is None else f">={self.threshold:g}"
         return {
-            "protocol": f"{self.name}:{self.column}{tail}",
+            "protocol": f"{self.name}:" + ",".join(_cut_text(c, t) for c, t in self.cuts),
             "n_splits": 1,
             "train_frac": None,
             "seed": None,
@@ -208,54 +235,81 @@ class RollingOrigin:
     level, score the next ``h`` levels, so that the question keeps its horizon. A cut is used
     only when at least ``min_levels`` levels lie below it, so that the fits inside each
     training set can extrapolate too; when none can be, the split asked for is the only one.
+    With ``also`` (more columns extrapolated at once, as :class:`Extrapolate`'s) every column's
+    cut steps down one level at a time together: the fit reads the cells below every cut, the
+    score the others within every column's horizon.
     """
 
     column: str
     threshold: float | None = None
     origins: int = 3
     min_levels: int = 3
+    also: tuple[tuple[str, float | None], ...] = ()
     name = "rolling-origin"
 
-    def _cuts(self, table) -> tuple[np.ndarray, list[int], int]:
-        """(levels, indices of the cut levels, highest first, horizon in levels)."""
-        Extrapolate(self.column, self.threshold).masks_for(table)  # refuses what it refuses
-        levels = _levels(table, self.column)
-        cut = levels[-1] if self.threshold is None else self.threshold
-        j0 = int(np.searchsorted(levels, cut, side="left"))
-        h = len(levels) - j0
-        cuts = [j for j in range(j0, j0 - self.origins, -1) if j >= self.min_levels]
-        return levels, cuts or [j0], h
+    @property
+    def cuts(self) -> tuple[tuple[str, float | None], ...]:
+        return ((self.column, self.threshold), *self.also)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.cuts)
+
+    def _steps(self, table) -> tuple[list[tuple[str, np.ndarray, int]], list[int]]:
+        """(each column's name, levels and horizon in levels; the steps down from the cut
+        asked for, 0 first, at which every column keeps ``min_levels`` below its cut)."""
+        Extrapolate(self.column, self.threshold, self.also).masks_for(table)  # its refusals
+        per = []
+        for col, threshold in self.cuts:
+            levels = _levels(table, col)
+            cut = levels[-1] if threshold is None else threshold
+            j0 = int(np.searchsorted(levels, cut, side="left"))
+            per.append((col, levels, len(levels) - j0))
+        steps = [
+            k for k in range(self.origins)
+            if all(len(lv) - h - k >= self.min_levels for _, lv, h in per)
+        ]  # fmt: skip
+        return per, steps or [0]
+
+    def _masks(self, table) -> tuple[np.ndarray, np.ndarray]:
+        per, steps = self._steps(table)
+        n = len(table)
+        train, test = np.ones((len(steps), n), bool), np.ones((len(steps), n), bool)
+        for col, levels, h in per:
+            values = table[col].to_numpy()
+            top = len(levels) - 1
+            for i, k in enumerate(steps):
+                j = len(levels) - h - k
+                train[i] &= values < levels[j]
+                test[i] &= values <= levels[min(j + h - 1, top)]
+        return train, test & ~train
 
     def masks_for(self, table) -> np.ndarray:
-        levels, cuts, _ = self._cuts(table)
-        values = table[self.column].to_numpy()
-        return np.stack([values < levels[j] for j in cuts])
+        return self._masks(table)[0]
 
     def tests_for(self, table) -> np.ndarray:
-        levels, cuts, h = self._cuts(table)
-        values = table[self.column].to_numpy()
-        top = len(levels) - 1
-        return np.stack(
-            [(values >= levels[j]) & (values <= levels[min(j + h - 1, top)]) for j in cuts]
-        )
+        return self._masks(table)[1]
 
     def labels(self, table) -> list[str]:
-        levels, cuts, h = self._cuts(table)
-        top = len(levels) - 1
+        per, steps = self._steps(table)
         out = []
-        for j in cuts:
-            hi = levels[min(j + h - 1, top)]
-            scored = f"{levels[j]:g}" if hi == levels[j] else f"{levels[j]:g} to {hi:g}"
-            out.append(f"fit {self.column} < {levels[j]:g}, score {self.column} {scored}")
+        for k in steps:
+            fit, score = [], []
+            for col, levels, h in per:
+                j = len(levels) - h - k
+                hi = levels[min(j + h - 1, len(levels) - 1)]
+                fit.append(f"{col} < {levels[j]:g}")
+                score.append(f"{col} {levels[j]:g}" if hi == levels[j]
+                             else f"{col} {levels[j]:g} to {hi:g}")  # fmt: skip
+            out.append(f"fit {' and '.join(fit)}, score {' or '.join(score)}")
         return out
 
     def n_train_min(self, table) -> int:
         return int(self.masks_for(table).sum(axis=1).min())
 
     def describe(self) -> dict:
-        tail = "" if self.threshold is None else f">={self.threshold:g}"
         return {
-            "protocol": f"extrapolate:{self.column}{tail}",
+            "protocol": "extrapolate:" + ",".join(_cut_text(c, t) for c, t in self.cuts),
             "rolling_origin": True,
             "n_splits": None,
             "train_frac": None,
@@ -267,28 +321,40 @@ def inner_masks(outer, table, within: np.ndarray, count: int, seed: int):
     """(train, test) masks, (k, n), of the splits that rank candidates inside the training
     cells ``within`` of a structured outer protocol, asking its question: rolling origins
     along the column for an extrapolation (cut at each of the top levels of ``within``, the
-    same horizon, each fit reading at least half its levels), each level left out in turn for
-    leave-one-level-out (in an order drawn from ``seed``). At most ``count``; fewer when
-    ``within`` has too few levels (none when it has fewer than 3 for an extrapolation, 2 for
-    leave-one-level-out)."""
-    values = table[outer.column].to_numpy()
-    levels = np.sort(np.unique(values[within]))
-    n = len(values)
+    same horizon, each fit reading at least half its levels; every extrapolated column's cut
+    stepping down together), each level left out in turn for leave-one-level-out (in an order
+    drawn from ``seed``). At most ``count``; fewer when ``within`` has too few levels (none
+    when it has fewer than 3 for an extrapolation, 2 for leave-one-level-out)."""
+    n = len(table)
     train, test = [], []
     if isinstance(outer, RollingOrigin | Extrapolate):
-        full = _levels(table, outer.column)
         if isinstance(outer, RollingOrigin):
-            h = outer._cuts(table)[2]
+            horizons = [h for _, _, h in outer._steps(table)[0]]
         else:
-            cut = full[-1] if outer.threshold is None else outer.threshold
-            h = int(len(full) - np.searchsorted(full, cut, side="left"))
+            horizons = []
+            for col, threshold in outer.cuts:
+                full = _levels(table, col)
+                cut = full[-1] if threshold is None else threshold
+                horizons.append(int(len(full) - np.searchsorted(full, cut, side="left")))
+        per = []
+        for (col, _), h in zip(outer.cuts, horizons, strict=True):
+            values = table[col].to_numpy()
+            per.append((values, np.sort(np.unique(values[within])), h))
         # each cut fits at least half the levels (and 2): lower cuts fit too few cells for
         # the candidates, and ask about a grid the user does not have
-        for m in range(len(levels) - 1, max(2, (len(levels) + 1) // 2) - 1, -1):
-            hi = levels[min(m + h - 1, len(levels) - 1)]
-            train.append(within & (values < levels[m]))
-            test.append(within & (values >= levels[m]) & (values <= hi))
+        step = 0
+        while all(len(lv) - 1 - step >= max(2, (len(lv) + 1) // 2) for _, lv, _ in per):
+            fit, scored = within.copy(), within.copy()
+            for values, levels, h in per:
+                m = len(levels) - 1 - step
+                fit &= values < levels[m]
+                scored &= values <= levels[min(m + h - 1, len(levels) - 1)]
+            train.append(fit)
+            test.append(scored & ~fit)
+            step += 1
     else:  # leave one level out
+        values = table[outer.column].to_numpy()
+        levels = np.sort(np.unique(values[within]))
         order = np.random.default_rng([seed, 29]).permutation(len(levels))
         if len(levels) >= 2:
             for i in order:
@@ -328,6 +394,22 @@ class Transfer:
         }
 
 
+def _parse_cut(text: str, part: str) -> tuple[str, float | None]:
+    """One ``COL``, ``COL:VALUE`` or ``COL>=VALUE`` of an extrapolation."""
+    # COL>=VALUE, or COL:VALUE, which needs no quotes in a shell (an unquoted > redirects)
+    col, sep, value = part.partition(">=")
+    if not sep:
+        col, sep, value = part.partition(":")
+    if not col.strip():
+        raise SplitError(f"--split {text!r}: a column name is missing")
+    if not sep:
+        return col.strip(), None
+    try:
+        return col.strip(), float(value)
+    except ValueError:
+        raise SplitError(f"--split {text!r}: {value!r} is not a number") from None
+
+
 def parse_protocol(
     text: str,
     n_splits: int = RANDOM_SPLITS,
@@ -336,7 +418,9 @@ def parse_protocol(
     transfer_labels: tuple[str, str] | None = None,
 ):
     """``random``, ``leave-one-level-out:COL``, ``extrapolate:COL[:VALUE]`` (also
-    ``extrapolate:COL>=VALUE``: fit below VALUE, score from it on) or ``transfer``."""
+    ``extrapolate:COL>=VALUE``: fit below VALUE, score from it on; several columns at once,
+    ``extrapolate:N:4.2e9,D:6e11``: fit below every cut, score at or above any) or
+    ``transfer``."""
     kind, _, arg = (text or "").partition(":")
     kind = kind.strip()
     if kind == "random" and not arg:
@@ -344,23 +428,19 @@ def parse_protocol(
     if kind == "leave-one-level-out" and arg.strip():
         return LeaveOneLevelOut(arg.strip())
     if kind == "extrapolate" and arg.strip():
-        # COL>=VALUE, or COL:VALUE, which needs no quotes in a shell (an unquoted > redirects)
-        col, sep, value = arg.partition(">=")
-        if not sep:
-            col, sep, value = arg.partition(":")
-        if sep:
-            try:
-                return Extrapolate(col.strip(), float(value))
-            except ValueError:
-                raise SplitError(f"--split {text!r}: {value!r} is not a number") from None
-        return Extrapolate(col.strip())
+        cuts = [_parse_cut(text, part) for part in arg.split(",")]
+        if len({c for c, _ in cuts}) < len(cuts):
+            raise SplitError(f"--split {text!r}: a column is named twice")
+        (col, threshold), *also = cuts
+        return Extrapolate(col, threshold, tuple(also))
     if kind == "transfer" and not arg:
         if transfer_labels is None:
             raise SplitError("--split transfer needs --fit-data A and --test-data B")
         return Transfer(*transfer_labels)
     raise SplitError(
         f"--split {text!r} is unknown; allowed: random, leave-one-level-out:COL, "
-        "extrapolate:COL, extrapolate:COL:VALUE (or 'extrapolate:COL>=VALUE', quoted), transfer"
+        "extrapolate:COL, extrapolate:COL:VALUE (or 'extrapolate:COL>=VALUE', quoted), "
+        "extrapolate:COL,COL2[:VALUE2] (beyond the grid in several columns at once), transfer"
     )
 
 

@@ -176,3 +176,58 @@ def test_protocol_on_unknown_column_or_impossible_cut(grid):
         LeaveOneLevelOut("width").masks_for(table)
     with pytest.raises(SplitError, match="no training"):
         Extrapolate("H", 1).masks_for(table)
+
+
+def _square(levels=(1, 2, 4, 8, 16, 32)) -> pd.DataFrame:
+    return pd.DataFrame([(a, b) for a in levels for b in levels], columns=["N", "D"])
+
+
+def test_an_extrapolation_in_several_columns_fits_below_every_cut_and_scores_beyond_any():
+    from fitrules.model.splits import Extrapolate, parse_protocol
+
+    t = _square()
+    split = parse_protocol("extrapolate:N:16,D>=32")
+    assert split == Extrapolate("N", 16.0, (("D", 32.0),))
+    assert split.columns == ("N", "D")
+    (train,) = split.masks_for(t)
+    assert (train == ((t.N < 16) & (t.D < 32)).to_numpy()).all()  # 4 x 5 cells fitted
+    assert train.sum() == 20
+    assert split.labels(t) == ["fit N < 16 and D < 32, score N >= 16 or D >= 32"]
+    assert split.describe()["protocol"] == "extrapolate:N>=16,D>=32"
+    assert parse_protocol("extrapolate:N,D").masks_for(t).sum() == 25  # the top level of each
+    with pytest.raises(SplitError, match="named twice"):
+        parse_protocol("extrapolate:N,N:4")
+    with pytest.raises(SplitError, match="column name is missing"):
+        parse_protocol("extrapolate:N,")
+    with pytest.raises(SplitError, match="'x' is not a number"):
+        parse_protocol("extrapolate:N,D:x")
+    with pytest.raises(SplitError, match="leaves no training cells"):
+        parse_protocol("extrapolate:N,D:1").masks_for(t)
+
+
+def test_a_rolling_origin_in_several_columns_steps_every_cut_down_together():
+    t = _square()
+    both = RollingOrigin("N", also=(("D", None),))
+    assert both.labels(t) == ["fit N < 32 and D < 32, score N 32 or D 32",
+                              "fit N < 16 and D < 16, score N 16 or D 16",
+                              "fit N < 8 and D < 8, score N 8 or D 8"]  # fmt: skip
+    tr, te = both.masks_for(t), both.tests_for(t)
+    assert (tr.sum(axis=1) == [25, 16, 9]).all()
+    # scored: the L-shaped band of one level beyond, within the horizon of each column
+    assert (te.sum(axis=1) == [11, 9, 7]).all() and not (tr & te).any()
+    # one column's rolling origin is the same as before the columns became a tuple
+    one = RollingOrigin("N")
+    assert (one.masks_for(t) == np.stack([(t.N < v).to_numpy() for v in (32, 16, 8)])).all()
+
+
+def test_the_inner_splits_of_several_columns_ask_the_same_question_inside():
+    from fitrules.model.splits import inner_masks
+
+    t = _square()
+    outer = RollingOrigin("N", also=(("D", None),))
+    within = outer.masks_for(t)[0]  # N < 32 and D < 32: 5 levels of each
+    train, test = inner_masks(outer, t, within, 10, 0)
+    # cuts at the top two of 5 levels (each fit reads at least half the levels, and 2)
+    assert train.shape[0] == 2 and (train.sum(axis=1) == [16, 9]).all()
+    assert (test.sum(axis=1) == [9, 7]).all()
+    assert not (train & ~within).any() and not (test & ~within).any()
