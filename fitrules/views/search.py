@@ -220,6 +220,7 @@ def _budget_values(s) -> list[dict[str, str]]:
                 "most": f"{r['most_picked']}",
                 "share": f"{r['most_picked_share']:.0%}",
                 "final": s.forms[name].expression if isinstance(name, str) else "none",
+                "final_name": name if isinstance(name, str) else "",
             }
         )
     return out
@@ -263,11 +264,15 @@ def render_search(s) -> str:
         "",
         "Outer error of the procedure at each budget (at most k constants):",
         f"{'k':>3} {'forms':>6} {'outer median':>13} {'p90':>9} {'inner median':>13} "
-        f"{'optimism':>9} {'front':>6}  picked from all cells (most picked, share)",
+        f"{'optimism':>9} {'front':>6}  picked from all cells; most picked in the outer "
+        "splits (share)",
     ]
     lines += [
         f"{v['k']:>3} {v['n']:>6} {v['median']:>13} {v['p90']:>9} {v['inner']:>13} "
-        f"{v['optimism']:>9} {v['front']:>6}  {v['final']} ({v['most']}, {v['share']})"
+        f"{v['optimism']:>9} {v['front']:>6}  {v['final']}"
+        + (f" ({v['final_name']})" if v["final_name"] else "")
+        # the outer splits' favourite is often another form: named as such, not as the pick's
+        + f"; {'the same' if v['most'] == v['final_name'] else v['most']} ({v['share']})"
         for v in _budget_values(s)
     ]
     lines += ["forms named in the table:"]

@@ -416,3 +416,16 @@ def test_a_search_asks_an_extrapolation_in_several_columns_inside_as_outside():
     assert s.settings["n_outer"] == 1  # 4 levels of D: one cut keeps 3 below it
     assert "asked at 1 cut point" in str(s)
     assert set(s.chosen.variables) == {"N", "D"}  # asked beyond in both, it reads both
+
+
+def test_the_budget_table_names_the_pick_and_the_outer_splits_favourite_apart():
+    """Seen on the vocabulary grid: the row showed the pick from all cells beside another
+    form's name and share, read as the pick's own."""
+    s = fr.search(fr.load_grid(nd_runs(), metric="loss"), references=[], **LOG_ONLY)
+    text = str(s)
+    assert "picked from all cells; most picked in the outer splits (share)" in text
+    for r in s.budgets.to_dict("records"):
+        final, most = r["final_choice"], r["most_picked"]
+        shown = "the same" if most == final else most
+        assert (f"{s.forms[final].expression} ({final}); {shown} "
+                f"({r['most_picked_share']:.0%})") in text  # fmt: skip
