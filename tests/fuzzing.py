@@ -712,7 +712,7 @@ def compare_cases(draw) -> Case:
         ["random", "leave-one-level-out:H", "extrapolate:H", "extrapolate:H>=4",
          "extrapolate:H,omega"],
         ["extrapolate:H>=abc", "transfer", "bogus:x", "leave-one-level-out:zz",
-         "extrapolate:H,H", "extrapolate:H,"],
+         "extrapolate:H,H", "extrapolate:H,", "extrapolate:H:1e9,omega"],
         4,
         4,
     )

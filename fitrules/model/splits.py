@@ -157,6 +157,12 @@ class LeaveOneLevelOut:
         }
 
 
+def _check_cuts(cuts) -> None:
+    columns = [c for c, _ in cuts]
+    if len(set(columns)) < len(columns):
+        raise SplitError(f"extrapolate:{','.join(columns)}: a column is named twice")
+
+
 def _cut_text(column: str, threshold: float | None) -> str:
     return column if threshold is None else f"{column}>={threshold:g}"
 
@@ -176,6 +182,9 @@ class Extrapolate:
     also: tuple[tuple[str, float | None], ...] = ()
     name = "extrapolate"
 
+    def __post_init__(self) -> None:
+        _check_cuts(self.cuts)
+
     @property
     def cuts(self) -> tuple[tuple[str, float | None], ...]:
         """Every extrapolated column with its threshold, the first one first."""
@@ -194,11 +203,17 @@ class Extrapolate:
 
     def masks_for(self, table) -> np.ndarray:
         cuts = self._cut_values(table)
+        where = ",".join(f"{col}>={cut:g}" for col, cut, _ in cuts)
         train = np.ones(len(table), bool)
-        for col, cut, _ in cuts:
-            train &= table[col].to_numpy() < cut
+        for col, cut, levels in cuts:
+            below = table[col].to_numpy() < cut
+            if len(cuts) > 1 and below.all():  # one column's cut above its levels asks nothing
+                raise SplitError(
+                    f"extrapolate:{where}: {col}>={cut:g} holds out no level of {col} "
+                    f"(levels: {', '.join(f'{v:g}' for v in levels)})"
+                )
+            train &= below
         if train.all() or not train.any():
-            where = " and ".join(f"{col}>={cut:g}" for col, cut, _ in cuts)
             levels = "; ".join(
                 f"levels of {col}: {', '.join(f'{v:g}' for v in lv)}" for col, _, lv in cuts
             )
@@ -247,6 +262,9 @@ class RollingOrigin:
     also: tuple[tuple[str, float | None], ...] = ()
     name = "rolling-origin"
 
+    def __post_init__(self) -> None:
+        _check_cuts(self.cuts)
+
     @property
     def cuts(self) -> tuple[tuple[str, float | None], ...]:
         return ((self.column, self.threshold), *self.also)
@@ -269,20 +287,25 @@ class RollingOrigin:
             k for k in range(self.origins)
             if all(len(lv) - h - k >= self.min_levels for _, lv, h in per)
         ]  # fmt: skip
+        if len(per) > 1:  # on a partly filled design a lower step may fit or score no cell
+            steps = [k for k in steps if all(m.any() for m in self._step_masks(table, per, k))]
         return per, steps or [0]
+
+    @staticmethod
+    def _step_masks(table, per, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(fitted, scored) cells of the step ``k`` levels below the cut asked for."""
+        train, test = np.ones(len(table), bool), np.ones(len(table), bool)
+        for col, levels, h in per:
+            values = table[col].to_numpy()
+            j = len(levels) - h - k
+            train &= values < levels[j]
+            test &= values <= levels[min(j + h - 1, len(levels) - 1)]
+        return train, test & ~train
 
     def _masks(self, table) -> tuple[np.ndarray, np.ndarray]:
         per, steps = self._steps(table)
-        n = len(table)
-        train, test = np.ones((len(steps), n), bool), np.ones((len(steps), n), bool)
-        for col, levels, h in per:
-            values = table[col].to_numpy()
-            top = len(levels) - 1
-            for i, k in enumerate(steps):
-                j = len(levels) - h - k
-                train[i] &= values < levels[j]
-                test[i] &= values <= levels[min(j + h - 1, top)]
-        return train, test & ~train
+        pairs = [self._step_masks(table, per, k) for k in steps]
+        return np.stack([a for a, _ in pairs]), np.stack([b for _, b in pairs])
 
     def masks_for(self, table) -> np.ndarray:
         return self._masks(table)[0]
@@ -349,8 +372,9 @@ def inner_masks(outer, table, within: np.ndarray, count: int, seed: int):
                 m = len(levels) - 1 - step
                 fit &= values < levels[m]
                 scored &= values <= levels[min(m + h - 1, len(levels) - 1)]
-            train.append(fit)
-            test.append(scored & ~fit)
+            if fit.any() and (scored & ~fit).any():  # a partly filled design may leave none
+                train.append(fit)
+                test.append(scored & ~fit)
             step += 1
     else:  # leave one level out
         values = table[outer.column].to_numpy()

@@ -231,3 +231,24 @@ def test_the_inner_splits_of_several_columns_ask_the_same_question_inside():
     assert train.shape[0] == 2 and (train.sum(axis=1) == [16, 9]).all()
     assert (test.sum(axis=1) == [9, 7]).all()
     assert not (train & ~within).any() and not (test & ~within).any()
+
+
+def test_several_columns_refuse_a_cut_that_asks_nothing_and_drop_steps_that_score_nothing():
+    """Found in review: a cut above one column's levels crashed the rolling origin
+    (IndexError), and on a partly filled design a lower step scored no cell (a 0% split)."""
+    from fitrules.model.splits import Extrapolate, inner_masks, parse_protocol
+
+    with pytest.raises(SplitError, match="N>=64 holds out no level of N"):
+        parse_protocol("extrapolate:N:64,D").masks_for(_square())
+    with pytest.raises(SplitError, match="named twice"):
+        Extrapolate("N", None, (("N", 4.0),))
+    with pytest.raises(SplitError, match="named twice"):
+        RollingOrigin("D", also=(("D", None),))
+    cells = [(a, b) for a in (1, 2, 3) for b in (1, 2, 3)] + [(4, 5), (5, 4), (5, 5)]
+    t = pd.DataFrame(cells, columns=["N", "D"])
+    both = RollingOrigin("N", also=(("D", None),))
+    tr, te = both.masks_for(t), both.tests_for(t)
+    assert tr.shape[0] == 1 and tr.sum() == 9 and te.sum() == 3  # the empty step left out
+    assert len(both.labels(t)) == 1
+    fit, scored = inner_masks(both, t, np.ones(len(t), bool), 10, 0)
+    assert fit.any(axis=1).all() and scored.any(axis=1).all()
