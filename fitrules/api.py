@@ -978,11 +978,20 @@ def _fit_data(g: Grid, f: Form, cells) -> dict:
 def _misfit_parts(g, f, cells, result, obj, level, w):
     """The leave-one-cell-out misfit of the fit, the effect the grid's seed ids share
     across cells (which the fit absorbed) and the fit's response to it."""
-    from fitrules.engine.intervals import heldout_fit, offset_response, seed_noise, seed_offset
+    from fitrules.engine.intervals import (
+        NO_SHARED_IDS,
+        heldout_fit,
+        no_offset_reason,
+        offset_response,
+        seed_noise,
+        seed_offset,
+    )
 
     noise = seed_noise(g, f.bound_variables, obj)
     offset = seed_offset(g, cells, obj, noise)
-    heldout = heldout_fit(f, cells, result.constants, noise, obj, level, offset=offset)
+    note = NO_SHARED_IDS if offset is not None else no_offset_reason(g, cells)
+    heldout = heldout_fit(f, cells, result.constants, noise, obj, level, offset=offset,
+                          offset_note=note)  # fmt: skip
     heldout.check()
     response = None
     if offset is not None:

@@ -1048,6 +1048,32 @@ def seed_offset(
     )  # fmt: skip
 
 
+NO_SHARED_IDS = "no seed id is shared across cells"
+
+
+def no_offset_reason(grid: Grid, cells: Cells) -> str:
+    """Why :func:`seed_offset` found no effect shared across ``cells``, in words: no seed
+    column, one seed id in every cell (its effect is then the intercept's, and no interval
+    allows for it), or no id in two cells (fresh ids per cell: nothing is shared)."""
+    if grid.seed is None or grid.seed not in grid.runs.columns:
+        return (
+            "the table names no seed column, so runs that share a seed id cannot be told "
+            "apart (name it with --seed-col COL, seed_col= in Python, if there is one)"
+        )
+    keys = list(cells.variables)
+    runs = grid.runs[[*keys, grid.seed, grid.metric]].dropna(subset=[grid.metric])
+    runs = runs.merge(cells.table[keys], on=keys, how="inner")
+    ids = runs[grid.seed].astype(str).unique()
+    if len(ids) == 1 and len(cells) > 1:
+        return (f"every run has seed id {ids[0]}: one id in every cell, so its shared effect "
+                "cannot be told from the intercept and no interval here allows for it; runs "
+                "at other seed ids would measure it")  # fmt: skip
+    cells_per_id = runs.drop_duplicates([*keys, grid.seed]).groupby(grid.seed).size()
+    if len(cells_per_id) and int(cells_per_id.max()) < 2:
+        return NO_SHARED_IDS
+    return "the seed ids' shared effect could not be estimated from these runs"
+
+
 def offset_response(
     form: Form,
     X: dict[str, np.ndarray],
@@ -1197,6 +1223,8 @@ class HeldOut:
     robust: bool = False
     offset: SeedOffset | None = None
     response: np.ndarray | None = None
+    # why there is no offset (no_offset_reason), when there is none
+    offset_note: str = NO_SHARED_IDS
 
     @property
     def ok(self) -> np.ndarray:
@@ -1558,8 +1586,10 @@ class HeldOut:
                 f"{len(self.offset.seeds)} ids, t quantile on {self.offset.df} degrees of "
                 "freedom)"
                 if self.offset is not None
-                else "; no seed id is shared across cells, so the mean over new seed ids and "
-                "at the grid's seed ids coincide"
+                else f"; {NO_SHARED_IDS}, so the mean over new seed ids and at the grid's "
+                "seed ids coincide"
+                if self.offset_note == NO_SHARED_IDS
+                else f"; {self.offset_note}"
             )
         )
 
@@ -1587,6 +1617,7 @@ def heldout_fit(
     level: float = LEVEL,
     options: FitOptions | None = None,
     offset: SeedOffset | None = None,
+    offset_note: str = NO_SHARED_IDS,
 ) -> HeldOut:
     """Refit ``form`` once per cell with that cell left out, and keep the held-out residuals.
 
@@ -1598,6 +1629,7 @@ def heldout_fit(
     level : level of the intervals.
     offset : the grid's seed offset (:func:`seed_offset`; None: no seed id shared across
         cells, and the intervals for a mean over new seed ids add nothing for it).
+    offset_note : with no offset, why (:func:`no_offset_reason`), for the text.
 
     Returns
     -------
@@ -1642,7 +1674,7 @@ def heldout_fit(
         response = offset_response(form, X, y, constants, obj, offset.shares, offset.relative)
     return HeldOut(
         form, dict(constants), X, y, n_runs, draws, resid, noise, relative, float(level), robust,
-        offset, response,
+        offset, response, offset_note,
     )  # fmt: skip
 
 

@@ -743,7 +743,7 @@ def _notes(summary: pd.DataFrame, reasons: dict, n_splits: int, bound: list[Form
 
 def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | None, str]:
     """The seed folds of the cells-and-seeds protocol (None for cells), and its name."""
-    from fitrules.engine.intervals import seed_offset
+    from fitrules.engine.intervals import NO_SHARED_IDS, no_offset_reason, seed_offset
     from fitrules.model.splits import SeedHoldout, seed_folds
 
     if seeds not in SEED_PROTOCOLS:
@@ -753,7 +753,9 @@ def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | 
         return None, cells_name
     off = seed_offset(grid, cells)
     if off is None:
-        return None, cells_name + " (no seed id is shared across cells: nothing to hold out)"
+        why = no_offset_reason(grid, cells)
+        tail = ": nothing to hold out" if why == NO_SHARED_IDS else ""
+        return None, f"{cells_name} ({why}{tail})"
     held = seed_folds(grid, cells, off, SeedHoldout(seed=getattr(splitter, "seed", 0)))
     if held is None:
         return None, cells_name + " (seed ids could not be held out: a cell lacks runs at them)"

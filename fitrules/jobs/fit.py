@@ -211,12 +211,15 @@ class FittedForm(Result):
     @property
     def intervals_covers(self) -> str:
         """Which value :attr:`intervals` covers."""
-        return (
-            "each constant's value over new seed ids"
-            if self.seed_offset is not None
-            else "each constant's value (no seed id shared across cells: new seed ids and "
-            "the grid's give the same interval)"
-        )
+        from fitrules.engine.intervals import NO_SHARED_IDS
+
+        note = self.heldout.offset_note if self.heldout is not None else NO_SHARED_IDS
+        if self.seed_offset is not None:
+            return "each constant's value over new seed ids"
+        if note == NO_SHARED_IDS:
+            return ("each constant's value (no seed id shared across cells: new seed ids and "
+                    "the grid's give the same interval)")  # fmt: skip
+        return f"each constant's value at the grid's seed ids ({note})"
 
     @property
     def table(self) -> pd.DataFrame:

@@ -1609,7 +1609,7 @@ def _seed_holdout(grid, cells, masks, objective, seeds: str, seed: int):
     """The cells-and-seeds protocol's values for the nested rows, and a note naming the
     protocol the outer error used (see :func:`run_search`)."""
     from fitrules.base.limits import SEED_PROTOCOLS
-    from fitrules.engine.intervals import seed_offset
+    from fitrules.engine.intervals import NO_SHARED_IDS, no_offset_reason, seed_offset
     from fitrules.model.splits import seed_folds
 
     if seeds not in SEED_PROTOCOLS:
@@ -1622,7 +1622,9 @@ def _seed_holdout(grid, cells, masks, objective, seeds: str, seed: int):
         return None, cells_note
     off = seed_offset(grid, cells, objective)
     if off is None:
-        return None, cells_note + "; no seed id is shared across cells, so nothing is missed"
+        why = no_offset_reason(grid, cells)
+        return None, f"{cells_note}; {why}" + (", so nothing is missed" if why == NO_SHARED_IDS
+                                               else "")  # fmt: skip
     held = seed_folds(grid, cells, off, SeedHoldout(seed=_sub_seed(seed, _SEEDS)))
     if held is None:
         return None, cells_note + "; seed ids could not be held out (a cell lacks runs at them)"

@@ -361,3 +361,32 @@ def test_chinchilla_fit_has_jacobian_errors_like_lmfit_and_residuals_against_n_a
     assert all(hi > lo for lo, hi in f.intervals.values())
     names = {p.name for p in f.report(tmp_path / "rep").iterdir()}
     assert {"residuals_vs_N.png", "residuals_vs_D.png"} <= names
+
+
+def test_one_seed_id_in_every_cell_is_said_so_not_called_unshared():
+    """Issue 42: with one seed id in every cell (a sweep run with one seed) the output said
+    "no seed id is shared across cells", the opposite of the truth."""
+    g = fr.load_grid(composition_grid(seeds=1))
+    f = fr.fit(g, "composition", intervals=True)
+    text = str(f) + f.heldout.describe()
+    assert "every run has seed id 0: one id in every cell" in text
+    assert "cannot be told from the intercept" in text
+    assert "no seed id shared across cells" not in text
+    assert "no seed id is shared across cells" not in text
+    c = fr.compare(g, forms=["composition"], splits=5, seeds="cells-and-seeds")
+    assert "every run has seed id 0" in c.settings["descriptive_protocol"]["held_out"]
+    s = fr.search(g, references=[], terms=1, max_constants=3, splits=3, inner_splits=2)
+    assert "every run has seed id 0" in s.settings["outer_error"]
+
+
+def test_a_table_without_a_seed_column_is_said_so():
+    """Issue 42: with no seed column at all the same "no seed id is shared" was printed."""
+    g = fr.load_grid(composition_grid(seeds=1).drop(columns=["seed"]))
+    f = fr.fit(g, "composition", intervals=True)
+    text = str(f) + f.heldout.describe()
+    assert "the table names no seed column" in text and "--seed-col COL" in text
+    assert "no seed id is shared across cells" not in text
+    # fresh ids per cell are what "not shared" means, and keep the old sentence
+    fresh = composition_grid(seeds=1).assign(seed=lambda t: range(len(t)))
+    h = fr.fit(fr.load_grid(fresh), "composition", intervals=True).heldout
+    assert "no seed id is shared across cells, so the mean over new seed ids" in h.describe()
