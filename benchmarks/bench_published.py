@@ -427,14 +427,15 @@ def reach_entry(entry: dict, path: Path, max_constants: int) -> dict | None:
     with np.errstate(all="ignore"):
         pub = metric_value(kind, _heldout_fit(entry, entry["form"], train, test), y)
     better = (lambda a, b: a > b) if kind == "R2" else (lambda a, b: a < b)
+    both = pd.concat([test, train])
     rows = []
     t0 = time.perf_counter()
     for c in forms:
         try:
-            with np.errstate(all="ignore"):
-                held = metric_value(kind, _heldout_fit(entry, c.form, train, test), y)
-                fitted = _heldout_fit(entry, c.form, train, train)
-            rss = float(np.sum((fitted - y_train) ** 2))
+            with np.errstate(all="ignore"):  # one fit, predicting held-out and training runs
+                pred = _heldout_fit(entry, c.form, train, both)
+                held = metric_value(kind, pred[: len(test)], y)
+            rss = float(np.sum((pred[len(test) :] - y_train) ** 2))
         except fr.FitrulesError:
             held, rss = np.nan, np.inf
         worst = -np.inf if kind == "R2" else np.inf

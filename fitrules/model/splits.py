@@ -157,18 +157,45 @@ class LeaveOneLevelOut:
         }
 
 
-def _check_cuts(cuts) -> None:
-    columns = [c for c, _ in cuts]
-    if len(set(columns)) < len(columns):
-        raise SplitError(f"extrapolate:{','.join(columns)}: a column is named twice")
-
-
 def _cut_text(column: str, threshold: float | None) -> str:
     return column if threshold is None else f"{column}>={threshold:g}"
 
 
+class _Cuts:
+    """The columns an extrapolation cuts (``column``, ``threshold`` and ``also``), shared by
+    :class:`Extrapolate` and :class:`RollingOrigin`."""
+
+    column: str
+    threshold: float | None
+    also: tuple[tuple[str, float | None], ...]
+
+    def __post_init__(self) -> None:
+        if len(set(self.columns)) < len(self.columns):
+            raise SplitError(f"extrapolate:{','.join(self.columns)}: a column is named twice")
+
+    @property
+    def cuts(self) -> tuple[tuple[str, float | None], ...]:
+        """Every extrapolated column with its threshold, the first one first."""
+        return ((self.column, self.threshold), *self.also)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.cuts)
+
+    def _per_column(self, table) -> list[tuple[str, float, np.ndarray, int]]:
+        """Each column's name, cut (its top level or threshold), levels and horizon (the
+        levels at or above the cut)."""
+        out = []
+        for col, threshold in self.cuts:
+            levels = _levels(table, col)
+            cut = levels[-1] if threshold is None else threshold
+            h = len(levels) - int(np.searchsorted(levels, cut, side="left"))
+            out.append((col, cut, levels, h))
+        return out
+
+
 @dataclass(frozen=True)
-class Extrapolate:
+class Extrapolate(_Cuts):
     """Fit on the cells below a level of ``column``, score the cells at or above it.
 
     With no ``threshold`` the highest level is held out. ``also`` names more columns
@@ -182,24 +209,8 @@ class Extrapolate:
     also: tuple[tuple[str, float | None], ...] = ()
     name = "extrapolate"
 
-    def __post_init__(self) -> None:
-        _check_cuts(self.cuts)
-
-    @property
-    def cuts(self) -> tuple[tuple[str, float | None], ...]:
-        """Every extrapolated column with its threshold, the first one first."""
-        return ((self.column, self.threshold), *self.also)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return tuple(c for c, _ in self.cuts)
-
     def _cut_values(self, table) -> list[tuple[str, float, np.ndarray]]:
-        out = []
-        for col, threshold in self.cuts:
-            levels = _levels(table, col)
-            out.append((col, levels[-1] if threshold is None else threshold, levels))
-        return out
+        return [(col, cut, levels) for col, cut, levels, _ in self._per_column(table)]
 
     def masks_for(self, table) -> np.ndarray:
         cuts = self._cut_values(table)
@@ -242,7 +253,7 @@ class Extrapolate:
 
 
 @dataclass(frozen=True)
-class RollingOrigin:
+class RollingOrigin(_Cuts):
     """Extrapolation along ``column`` asked at several cut points (a rolling origin).
 
     The split asked for (fit below the cut, the top level or ``threshold``, score the
@@ -262,27 +273,11 @@ class RollingOrigin:
     also: tuple[tuple[str, float | None], ...] = ()
     name = "rolling-origin"
 
-    def __post_init__(self) -> None:
-        _check_cuts(self.cuts)
-
-    @property
-    def cuts(self) -> tuple[tuple[str, float | None], ...]:
-        return ((self.column, self.threshold), *self.also)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return tuple(c for c, _ in self.cuts)
-
     def _steps(self, table) -> tuple[list[tuple[str, np.ndarray, int]], list[int]]:
         """(each column's name, levels and horizon in levels; the steps down from the cut
         asked for, 0 first, at which every column keeps ``min_levels`` below its cut)."""
         Extrapolate(self.column, self.threshold, self.also).masks_for(table)  # its refusals
-        per = []
-        for col, threshold in self.cuts:
-            levels = _levels(table, col)
-            cut = levels[-1] if threshold is None else threshold
-            j0 = int(np.searchsorted(levels, cut, side="left"))
-            per.append((col, levels, len(levels) - j0))
+        per = [(col, levels, h) for col, _, levels, h in self._per_column(table)]
         steps = [
             k for k in range(self.origins)
             if all(len(lv) - h - k >= self.min_levels for _, lv, h in per)
@@ -351,16 +346,10 @@ def inner_masks(outer, table, within: np.ndarray, count: int, seed: int):
     n = len(table)
     train, test = [], []
     if isinstance(outer, RollingOrigin | Extrapolate):
-        if isinstance(outer, RollingOrigin):
-            horizons = [h for _, _, h in outer._steps(table)[0]]
-        else:
-            horizons = []
-            for col, threshold in outer.cuts:
-                full = _levels(table, col)
-                cut = full[-1] if threshold is None else threshold
-                horizons.append(int(len(full) - np.searchsorted(full, cut, side="left")))
+        if isinstance(outer, RollingOrigin):  # refuses a cut that leaves no cell, as before
+            Extrapolate(outer.column, outer.threshold, outer.also).masks_for(table)
         per = []
-        for (col, _), h in zip(outer.cuts, horizons, strict=True):
+        for col, _, _, h in outer._per_column(table):
             values = table[col].to_numpy()
             per.append((values, np.sort(np.unique(values[within])), h))
         # each cut fits at least half the levels (and 2): lower cuts fit too few cells for
