@@ -357,9 +357,10 @@ def _solve_or_inf(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """The stationary variances ``(I - L) v = b`` of the stable modes; inf for a mode on the
     boundary, whose eigenvalue of 1 rounding put just inside (I - L exactly singular: the
     variance does not settle, as beyond it; the API fuzzer's
-    ``stationary_loss([1, 0.5], lr=3, outer_momentum=0.5)``)."""
+    ``stationary_loss([1, 0.5], lr=3, outer_momentum=0.5)``), or nearly singular, where
+    the solved variance comes out negative."""
     try:
-        return np.linalg.solve(lhs, rhs)[:, 0, 0]
+        out = np.linalg.solve(lhs, rhs)[:, 0, 0]
     except np.linalg.LinAlgError:  # some mode singular: only those are inf
         out = np.full(len(lhs), np.inf)
         for i in range(len(lhs)):
@@ -367,7 +368,10 @@ def _solve_or_inf(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
                 out[i] = np.linalg.solve(lhs[i], rhs[i])[0, 0]
             except np.linalg.LinAlgError:
                 pass
-        return out
+    # nearly singular without being exactly so (how close depends on the CPU's rounding),
+    # the solve returns a huge value of either sign: a variance is never negative, so a
+    # negative one is that boundary mode, whose variance does not settle
+    return np.where(out >= 0, out, np.inf)
 
 
 def mode_covariance(
