@@ -59,7 +59,7 @@ from fitrules.model.compiled import predict
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells, Grid
 from fitrules.model.splits import RandomSplit
-from fitrules.views.text import conclusion, verdict_of
+from fitrules.views.text import conclusion, rank_value, verdict_of
 
 # Train fraction of the verdict protocol. Random thirds describe what a third of the grid
 # predicts, but the corrected t test over them has almost no power on a 20-cell grid (its
@@ -942,8 +942,18 @@ def compare_memory(
     return fitting + rows
 
 
+COMMON_MIN = 30  # fewest splits valid for every form on which the ranking is made
+
+
 def _summarise(results: pd.DataFrame, forms: list[Form], keep_degenerate: bool):
     rows, reasons, wild = [], {}, {}
+    # the splits valid for every form: a median over each form's own valid splits favours a
+    # form that fails on the hard splits, so the ranking is made on these when there are
+    # enough of them (issue 42: composition over 279, composition_per_h over 186)
+    used_by = results.pivot(index="split", columns="form", values="used").astype(bool)
+    common = used_by.all(axis=1)
+    n_common = int(common.sum())
+    ranked_on = "common" if n_common >= COMMON_MIN or len(forms) == 1 else "own"
     for f in forms:
         df = results[results["form"] == f.name]
         used = df[df["used"]]
@@ -957,11 +967,16 @@ def _summarise(results: pd.DataFrame, forms: list[Form], keep_degenerate: bool):
             for s, g in zip(named["split"], named["guard_reasons"], strict=True)
         ]
         fl = used["noise_floor_pct"].dropna().to_numpy(float)
+        on_common = used[used["split"].map(common).fillna(False).astype(bool)]
+        ec = on_common["heldout_error_pct"].to_numpy(float)
         rows.append(
             {
                 "form": f.name,
                 "constants": len(f.constants),
                 "splits_used": int(len(e)),
+                "common_splits": n_common,
+                "common_median_pct": float(np.median(ec)) if len(ec) else np.nan,
+                "ranked_on": ranked_on,
                 "degenerate_splits": int(df["degenerate"].sum()),
                 "wild_splits": int(used["wild"].sum()),
                 **robust_summary(e),
@@ -1046,9 +1061,11 @@ def _paired(
 
 def ranked(summary: pd.DataFrame) -> pd.DataFrame:
     """The summary's rows ranked by median held-out error (the robust statistic every view
-    ranks by), forms without a valid split last; ties keep the forms' order."""
-    key = summary["median_pct"].astype(float).fillna(np.inf)
-    return summary.iloc[np.argsort(key.to_numpy(), kind="stable")].reset_index(drop=True)
+    ranks by) on the splits valid for every form, or on each form's own valid splits when
+    too few are common (:func:`fitrules.views.text.rank_value`); forms without a valid
+    split last; ties keep the forms' order."""
+    key = np.array([rank_value(r) for r in summary.to_dict("records")], float)
+    return summary.iloc[np.argsort(key, kind="stable")].reset_index(drop=True)
 
 
 TEST_KEYS = ("test", "t", "df", "p", "ratio", "ratio_ci", "diff_ci_pct")

@@ -18,6 +18,7 @@ from fitrules.views.text import (
     guard_line,
     paired_heading,
     protocol_line,
+    rank_value,
     table_notes,
     verdict_sentence,
 )
@@ -25,9 +26,9 @@ from fitrules.views.text import (
 
 def summary_header(basis: str = "valid") -> str:
     return (
-        f"| form | constants | {basis} splits | degenerate | wild | median % | trimmed mean % "
-        "| p90 % | worst split % | worst cell % | noise floor % |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        f"| form | constants | {basis} splits | degenerate | wild | common median % | median % "
+        "| trimmed mean % | p90 % | worst split % | worst cell % | noise floor % |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
 
 
@@ -54,7 +55,8 @@ def _num(x, f=".3f") -> str:
 def summary_rows(summary: list[dict]) -> list[str]:
     return [
         f"| {r['form']} | {r['constants']} | {r['splits_used']} | {r['degenerate_splits']} | "
-        f"{r['wild_splits']} | {_num(r['median_pct'])} | {_num(r['trimmed_mean_pct'])} | "
+        f"{r['wild_splits']} | {_num(r.get('common_median_pct'))} | {_num(r['median_pct'])} | "
+        f"{_num(r['trimmed_mean_pct'])} | "
         f"{_num(r['p90_pct'])} | {_num(r['worst_split_pct'], '.4g')} | "
         f"{_num(r['worst_cell_pct'], '.4g')} | {_num(r.get('noise_floor_pct'))} |"
         for r in summary
@@ -276,10 +278,18 @@ def _winner_paragraph(best: dict, doc: dict) -> str:
             within_floor.append(other)
     on = "valid" if basis == "valid" else "(all, degenerate kept)"
     # the verdicts themselves are in the Answer and once each in the paired table
-    text = (
-        f"**{name}** has the lowest median held-out error, {best['median_pct']:.3f}% over "
-        f"{best['splits_used']} {on} splits (90th percentile {best['p90_pct']:.3f}%). "
-    )
+    if best.get("ranked_on") == "common" and len(doc["summary"]) > 1:
+        text = (
+            f"**{name}** has the lowest median held-out error, {best['common_median_pct']:.3f}% "
+            f"over the {best['common_splits']} splits valid for every form "
+            f"({best['median_pct']:.3f}% over its own {best['splits_used']} {on} splits, 90th "
+            f"percentile {best['p90_pct']:.3f}%). "
+        )
+    else:
+        text = (
+            f"**{name}** has the lowest median held-out error, {best['median_pct']:.3f}% over "
+            f"{best['splits_used']} {on} splits (90th percentile {best['p90_pct']:.3f}%). "
+        )
     if within_floor:
         text += (
             f"Its median edge over {', '.join(within_floor)} is smaller than the noise floor "
@@ -309,10 +319,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     n_train = doc["results"][0]["n_train"] if doc["results"] else 0
     from fitrules.views.text import conclusion
 
-    ranked = sorted(
-        doc["summary"],
-        key=lambda r: math.inf if r["median_pct"] is None else r["median_pct"],
-    )
+    ranked = sorted(doc["summary"], key=rank_value)
     lines = [
         f"# fitrules comparison: {', '.join(f['name'] for f in doc['forms'])}",
         "",
@@ -323,7 +330,13 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         summary_header(s.get("splits_used", "valid")),
         *summary_rows(ranked),
         "",
-        "Forms ranked by median held-out error; what each column means is under Summary.",
+        "Forms ranked by median held-out error"
+        + (
+            " over the splits valid for every form (common median)"
+            if ranked and ranked[0].get("ranked_on") == "common"
+            else " over each form's own valid splits (too few are valid for every form)"
+        )
+        + "; what each column means is under Summary.",
         "",
         "## Data and protocol",
         "",
@@ -353,7 +366,9 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         "",
         "## Summary",
         "",
-        "The table under Answer: per-split held-out errors: median, 10% trimmed mean, 90th "
+        "The table under Answer: per-split held-out errors: the common median (over the "
+        "splits valid for every form, what the ranking uses when there are at least 30), "
+        "then over each form's own valid splits the median, 10% trimmed mean, 90th "
         "percentile and the worst split; worst cell is the largest error at a single "
         "held-out cell. The mean is left out of the table (results.json keeps it): one "
         "runaway split can own it.",
@@ -370,8 +385,8 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     ]
     lines += noise_sentences(doc["summary"]) + [""]
     best = min(
-        (r for r in doc["summary"] if r["median_pct"] is not None),
-        key=lambda r: r["median_pct"],
+        (r for r in doc["summary"] if math.isfinite(rank_value(r))),
+        key=rank_value,
         default=None,
     )
     if best:

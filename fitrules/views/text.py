@@ -31,6 +31,30 @@ def verdict_of(row: dict) -> str:
     return f"{row['a'] if a_better else row['b']} predicts better"
 
 
+def rank_value(row: dict) -> float:
+    """What a summary row is ranked by: its median held-out error on the splits valid for
+    every form (``ranked_on == "common"``), else on its own valid splits; inf for none."""
+    key = "common_median_pct" if row.get("ranked_on") == "common" else "median_pct"
+    v = row.get(key)
+    return math.inf if _missing(v) else float(v)
+
+
+def common_note(summary: list[dict]) -> str:
+    """What the two median columns are, and which one ranks the forms."""
+    if not summary:
+        return ""
+    n = summary[0].get("common_splits", 0)
+    if summary[0].get("ranked_on") == "common":
+        return (
+            f"common median = over the {n} splits valid for every form, which the ranking "
+            "uses; median = over each form's own valid splits"
+        )
+    return (
+        f"only {n} splits are valid for every form, so the ranking uses each form's median "
+        "over its own valid splits (a form set aside on hard splits looks better by it)"
+    )
+
+
 def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
     """The answer in at most three lines: which form predicts best, which rivals it beats
     with the corrected paired verdict, which it cannot be told from.
@@ -40,18 +64,29 @@ def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
     summary, paired : the records of :attr:`Comparison.summary` and :attr:`Comparison.paired`
         (``to_dict()["summary"]``, ``["paired"]``).
     """
-    rank = [r for r in summary if not _missing(r.get("median_pct"))]
-    rank.sort(key=lambda r: r["median_pct"])
+    rank = [r for r in summary if math.isfinite(rank_value(r))]
+    rank.sort(key=rank_value)
     if not rank:
         return ["No form has a valid split: nothing to rank (see the flagged pairs below)."]
     best = rank[0]
     name = best["form"]
-    first = (
-        f"{name} predicts the held-out cells best: median error {best['median_pct']:.3f}% "
-        f"over {best['splits_used']} splits"
-    )
-    if len(rank) > 1:
-        first += f" (next {rank[1]['form']}, {rank[1]['median_pct']:.3f}%)"
+    if len(rank) == 1 or best.get("ranked_on", "own") == "own":
+        first = (
+            f"{name} predicts the held-out cells best: median error {best['median_pct']:.3f}% "
+            f"over {best['splits_used']} splits"
+        )
+        if len(rank) > 1:
+            first += (
+                f" (next {rank[1]['form']}, {rank[1]['median_pct']:.3f}% over "
+                f"{rank[1]['splits_used']}; ranked on each form's own valid splits, since only "
+                f"{best.get('common_splits', 0)} are valid for every form)"
+            )
+    else:
+        first = (
+            f"{name} predicts the held-out cells best: median error "
+            f"{best['common_median_pct']:.3f}% over the {best['common_splits']} splits valid "
+            f"for every form (next {rank[1]['form']}, {rank[1]['common_median_pct']:.3f}%)"
+        )
     lines = [first + "."]
     beats, loses, same, untested = [], [], [], []
     for r in paired:
@@ -221,6 +256,7 @@ def summary_columns(basis: str = "valid") -> list[tuple[str, str, str]]:
         ("splits_used", basis, "d"),
         ("degenerate_splits", "degenerate", "d"),
         ("wild_splits", "wild", "d"),
+        ("common_median_pct", "common median %", ".3f"),
         ("median_pct", "median %", ".3f"),
         ("trimmed_mean_pct", "trimmed mean %", ".3f"),
         ("p90_pct", "p90 %", ".3f"),
@@ -383,7 +419,8 @@ def render_comparison(cmp) -> str:
         f"{protocol_line(s, n_train, cmp.data['cells'])}; objective {s['objective']}; "
         f"weights {s.get('weights', 'cells')}; "
         "held-out error = mean |relative error| over held-out cells, in %; noise floor = the "
-        "error of a predictor that knew each cell's true mean (from the seed spread)",
+        "error of a predictor that knew each cell's true mean (from the seed spread); "
+        + common_note(cmp.summary.to_dict("records")),
         guard_line(s),
     ]
     if s["protocol"] != "random":
@@ -546,6 +583,7 @@ def render_fitted(f) -> str:
     """A fitted form: data, constants with standard errors (and intervals), correlations,
     training error, diagnostics and predictions."""
     has_iv = f.bootstrap is not None
+    pct = f"{100 * f.bootstrap.level:g}" if has_iv else "95"
     lines = [
         data_line(f.data),
         f"form {f.form.name} = {f.form.expression}"
@@ -558,21 +596,26 @@ def render_fitted(f) -> str:
             else "condition number infinite (singular Jacobian)"
         ),
         "",
-        "constants (value, standard error" + (", interval" if has_iv else "") + "):",
+        (
+            f"constants (value, standard error se, {pct}% interval, which is not value ± se):"
+            if has_iv
+            else "constants (value and standard error se):"
+        ),
     ]
     w = max(len(c) for c in f.constants)
     iv = f.intervals or {}
     for c, v in f.constants.items():
         se = f.stderr[c]
+        # issue 42: "L0 = 2.148 ± 0.006 [2.116, 2.179]" read the standard error as the
+        # interval's half width; each number is named instead
         line = f"  {c.ljust(w)} = {v:.6g}"
-        if math.isfinite(se):
-            line += f"  ± {se:.3g}"
+        line += f"  se {se:.3g}" if math.isfinite(se) else "  se n/a"
         if c in iv:
             lo, hi = iv[c]
             # a constant the grid does not identify (an intercept per group beside a term
             # that is constant within each group) has no finite interval: said, not printed
             line += (
-                f"  [{lo:.6g}, {hi:.6g}]"
+                f"  {pct}% interval [{lo:.6g}, {hi:.6g}]"
                 if math.isfinite(lo) and math.isfinite(hi)
                 else "  interval unbounded (not identified by these cells)"
             )

@@ -13,6 +13,7 @@ from conftest import composition_grid
 from fitrules.cli import main
 from fitrules.model.forms import DEFAULT_FORMS
 from fitrules.model.grids import default_grid, load_grid
+from fitrules.views.text import rank_value
 from helpers import refused, run
 
 SPLITS = 30  # the default grid and forms; few splits, to stay fast
@@ -137,7 +138,7 @@ def test_the_first_twelve_lines_hold_the_ranked_table_and_the_conclusion(capsys)
     rows = [ln.split()[0] for ln in head[dashes + 1 :]]
     assert rows == c.ranking["form"].tolist()  # every form, ranked
     assert len(rows) == len(c.forms) == 6
-    medians = c.ranking["median_pct"].tolist()
+    medians = [rank_value(r) for r in c.ranking.to_dict("records")]
     assert medians == sorted(medians)
     assert head[0].startswith(f"{rows[0]} predicts the held-out cells best")
 

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+import fitrules as fr
 from conftest import DATA, composition_grid
 from fitrules.cli import main
 from fuzzing import NONFINITE
@@ -73,6 +74,27 @@ def test_fit_prints_constants(synthetic_csv, capsys):
     code, out, err = run(["fit", "--data", synthetic_csv, "--form", "composition"], capsys)
     assert code == 0, err
     assert "L0" in out and "diagnostics: none" in out
+
+
+def test_fit_names_the_standard_error_and_the_interval_apart(capsys):
+    """Issue 42, item 6: `L0 = 2.14773  ± 0.00602  [2.11608, 2.17937]` put a standard error
+    beside an interval 5.3 standard errors wide, read as its half width; each number is
+    now named, with the interval's level."""
+    argv = ["fit", "--form", "composition", "--intervals", "--resamples", "40"]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert "±" not in out.split("standard errors:")[0].split("constants (")[1].split("\n", 1)[1]
+    g = fr.load_example("main", where="lr == 3e-4")
+    f = fr.fit(g, "composition", intervals=True, resamples=40)
+    for c, v in f.constants.items():
+        lo, hi = f.intervals[c]
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(f"{c} "))
+        assert f"se {f.stderr[c]:.3g}" in line and f"95% interval [{lo:.6g}, {hi:.6g}]" in line
+    assert "95% interval, which is not value ± se" in out
+    code, out, err = run(["fit", "--form", "composition"], capsys)
+    assert "constants (value and standard error se):" in out and "interval" not in out.split(
+        "standard errors:"
+    )[0]
 
 
 @pytest.mark.parametrize(

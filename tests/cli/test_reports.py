@@ -55,6 +55,7 @@ def fresh_report(tmp_path_factory):
 
 
 SUMMARY_KEYS = (
+    "common_median_pct",
     "median_pct",
     "trimmed_mean_pct",
     "p90_pct",
@@ -69,7 +70,7 @@ def _summary_table(md: str) -> dict[str, list[str]]:
     section = md.split("## Answer")[1].split("##")[0]  # the ranked table leads the report
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == 11 and cells[0] not in ("form",) and not cells[0].startswith("-"):
+        if len(cells) == 12 and cells[0] not in ("form",) and not cells[0].startswith("-"):
             rows[cells[0]] = cells
     return rows
 
