@@ -60,6 +60,13 @@
    scored again with this tree's intervals for the mean of a cell's new runs, beside the
    intervals the ledgers recorded.
 
+8. **Designs and points beyond the others** (``--only designs``, issue 42): one level
+   beyond in keep on the default design and on a 6x5 grid with 2 seed ids, an 8 H x 3 keep
+   grid with one seed id in every cell (and L0's interval there), a 3-variable grid
+   (H x keep x width) one level beyond in each variable, and a scattered design of 60 runs
+   at distinct N and D with no repeats (inside and at twice the largest N); each under the
+   right form and a wrong one.
+
 Every coverage is printed with its number of draws. Everything is seeded.
 """
 
@@ -85,6 +92,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fitrules import api  # noqa: E402
+from fitrules.base import errors as fr_errors  # noqa: E402
 from fitrules.base.limits import DEFAULT_BOOTSTRAP  # noqa: E402
 from fitrules.engine.fit import Objective, fit  # noqa: E402
 from fitrules.engine.intervals import (  # noqa: E402
@@ -739,6 +747,192 @@ def section_robust(seed: int, design_splits: int, design_resamples: int, grids: 
             print(f"| {k} | {label} | {_seed_count_summary(clean_all, other, limit)} |")
 
 
+# ------------------------------------------------------------------ 8
+# Designs and points the sections above do not draw (issue 42): one level beyond in keep, a
+# three-variable grid beyond in each variable, one seed id in every cell, two seed ids, and a
+# scattered one-run design; each under the right form and a wrong one.
+HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+SCATTER_FORM = "chin = E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)"
+
+
+def _hoffmann(N, D, tied: bool = False):
+    c = HOFFMANN
+    beta = c["alpha"] if tied else c["beta"]
+    return c["E"] + c["A"] * N ** -c["alpha"] + c["B"] * D**-beta
+
+
+def _factorial_grid(rng, truth, levels: dict, seeds: int, shared: float, run: float):
+    """Every combination of ``levels`` (with keep beside omega), ``seeds`` seed ids shared by
+    every cell, each run's loss the truth times 1 + its id's effect + its own noise. Returns
+    the grid and the ids' effects."""
+    u = shared * rng.standard_normal(seeds)
+    names = list(levels)
+    mesh = np.meshgrid(*[np.asarray(levels[k], float) for k in names], indexing="ij")
+    X = {k: m.ravel() for k, m in zip(names, mesh, strict=True)}
+    mu = truth(X)
+    rows = []
+    for i in range(len(mu)):
+        for s in range(seeds):
+            row = {k: X[k][i] for k in names}
+            if "omega" in row:
+                row["keep"] = 1 / (1 + row["omega"])
+            row["seed"] = s
+            row["loss"] = mu[i] * (1 + u[s] + run * rng.standard_normal())
+            rows.append(row)
+    return load_grid("synthetic.csv", frame=pd.DataFrame(rows)), u
+
+
+def _two_var(c, power: float = 1.0):
+    def truth(X):
+        return c["L0"] + c["a"] * X["omega"] ** power * (X["H"] / 16) ** c["b"]
+
+    return truth
+
+
+def _three_var(c, power: float = 1.0):
+    def truth(X):
+        return (c["L0"] + 0.05 * ((X["W"] / 128) ** -0.5 - 1)
+                + c["a"] * X["omega"] ** power * (X["H"] / 16) ** c["b"])  # fmt: skip
+
+    return truth
+
+
+COMPOSITION_W = "comp_w = L0 + c*(W/128)**(-0.5) + a*omega*(H/16)**b"
+
+
+def _design_cases(c):
+    """name -> (grid maker, fitted form, {point label: (point, where)}, seed ids, noise)."""
+    H8, K3 = (1, 2, 4, 8, 16, 32, 64, 128), (0.0, 1.0, 3.0)
+    default = {"H": H_LEVELS, "omega": OMEGA_LEVELS}
+    inside = {"H=8, keep=1/4": ({"H": 8.0, "omega": 3.0}, "interior"),
+              "H=32, keep=2/3": ({"H": 32.0, "omega": 0.5}, "interior")}  # fmt: skip
+    keep_beyond = {"keep=1/32, H=16": ({"H": 16.0, "omega": 31.0}, "beyond in keep")}
+    cases = {}
+    for label, power in (("right form", 1.0), ("wrong form: truth omega**0.8", 0.8)):
+        t2, t3 = _two_var(c, power), _three_var(c, power)
+        cases[f"default design (20 cells x 3 ids), {label}"] = (
+            lambda rng, t=t2: _factorial_grid(rng, t, default, 3, *NOISE_MODELS["shared seeds"]),
+            "composition", {**inside, **keep_beyond}, t2)
+        cases[f"6x5 with 2 seed ids, {label}"] = (
+            lambda rng, t=t2: _factorial_grid(
+                rng, t, {"H": (1, 2, 4, 8, 16, 64), "omega": OMEGA_LEVELS}, 2,
+                *NOISE_MODELS["shared seeds"]),
+            "composition", {**inside, **keep_beyond}, t2)
+        cases[f"8 H x 3 keep, one seed id in every cell, {label}"] = (
+            lambda rng, t=t2: _factorial_grid(
+                rng, t, {"H": H8, "omega": K3}, 1, *NOISE_MODELS["shared seeds"]),
+            "composition",
+            {**inside, "keep=1/8, H=16": ({"H": 16.0, "omega": 7.0}, "beyond in keep")}, t2)
+        cases[f"3 variables H x keep x W (4x4x3, 2 ids), {label}"] = (
+            lambda rng, t=t3: _factorial_grid(
+                rng, t, {"H": H_LEVELS, "omega": (0.0, 1.0, 3.0, 7.0), "W": (64, 128, 256)}, 2,
+                *NOISE_MODELS["shared seeds"]),
+            COMPOSITION_W,
+            {"H=8, keep=1/4, W=96": ({"H": 8.0, "omega": 3.0, "W": 96.0}, "interior"),
+             "H=256, keep=1/4, W=128": ({"H": 256.0, "omega": 3.0, "W": 128.0}, "beyond in H"),
+             "H=16, keep=1/16, W=128": ({"H": 16.0, "omega": 15.0, "W": 128.0},
+                                         "beyond in keep"),
+             "H=16, keep=1/4, W=512": ({"H": 16.0, "omega": 3.0, "W": 512.0}, "beyond in W")},
+            t3)  # fmt: skip
+    return cases
+
+
+def _scatter_grid(rng, tied: bool, n: int = 60, noise: float = 0.005):
+    N = np.exp(rng.uniform(np.log(1e7), np.log(1e9), n))
+    D = np.exp(rng.uniform(np.log(1e9), np.log(1e11), n))
+    y = _hoffmann(N, D, tied) * (1 + noise * rng.standard_normal(n))
+    return load_grid("scattered.csv", frame=pd.DataFrame({"N": N, "D": D, "loss": y})), N
+
+
+def _row(hits: dict, key: str, interval, target: float, prediction: float, mu: float) -> None:
+    lo, hi = interval
+    hits.setdefault(key, []).append(
+        (lo <= target <= hi, 100 * (hi - lo) / mu, 100 * (prediction - target) / mu)
+    )
+
+
+def section_designs(grids: int, seed: int, resamples: int) -> dict:
+    """Coverage, median full width and rms error on designs and points the sections above
+    do not draw (issue 42), each under the right form and a wrong one; seed ids shared by
+    every cell under the shared-seeds noise model of 5."""
+    real = api.as_grid(None)
+    _, _, c = _truths(real)
+    print(
+        f"\n8. Designs and points beyond the benchmark's others (issue 42), {grids} grids per "
+        f"row, nominal 0.95, {resamples} resamples; factorial designs under the shared-seeds "
+        "noise model of 5 (seed effect 0.506%, per run 0.323%); the scattered design: 60 runs "
+        "of Hoffmann's law at log-uniform N in [1e7, 1e9] and D in [1e9, 1e11], 0.5% iid "
+        "noise, no seed column (wrong form: the truth's beta tied to its alpha, 0.34)"
+    )
+    print("| design, truth | point | target | coverage (draws) | median full width % | "
+          "rms error % | width / rms |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|")
+    out: dict = {}
+
+    def report(name, hits):
+        for (pt, key), v in hits.items():
+            cov = [x[0] for x in v]
+            width = float(np.median([x[1] for x in v]))
+            rms = float(np.sqrt(np.mean(np.square([x[2] for x in v]))))
+            out[(name, pt, key)] = {"coverage": float(np.mean(cov)), "draws": len(cov),
+                                    "width": width, "rms": rms}  # fmt: skip
+            print(f"| {name} | {pt} | {key} | {_rate(cov)} | {width:.3f} | {rms:.3f} | "
+                  f"{width / rms if rms else math.nan:.2f} |", flush=True)  # fmt: skip
+
+    for name, (make, form, points, truth) in _design_cases(c).items():
+        rng = np.random.default_rng([seed, len(name)])
+        hits: dict = {}
+        t0 = time.perf_counter()
+        fails = 0
+        for _ in range(grids):
+            g, u = make(rng)
+            try:
+                f = api.fit(g, form, predict=[p for p, _ in points.values()],
+                            resamples=resamples, seed=int(rng.integers(2**31)),
+                            intervals="one seed id" in name)  # fmt: skip
+            except fr_errors.FitrulesError:
+                fails += 1
+                continue
+            for (label, (p, where)), pr in zip(points.items(), f.predictions, strict=True):
+                mu = float(truth({k: np.array([v]) for k, v in p.items()})[0])
+                if pr.get("interval") is not None:
+                    _row(hits, (f"{where}: {label}", "configuration's mean over new seed ids"),
+                         pr["interval"], mu, pr["prediction"], mu)  # fmt: skip
+                _row(hits, (f"{where}: {label}", "mean at the grid's seed ids"),
+                     pr["interval_grid_seeds"], mu * (1 + u.mean()), pr["prediction"], mu)
+            if "one seed id" in name and f.intervals and "L0" in f.intervals:
+                # one id: the intervals cover the constants at the grid's seed id (the text
+                # says so); its effect multiplies the truth, so L0 there is L0 (1 + u)
+                lo, hi = f.intervals["L0"]
+                want = c["L0"] * (1 + u[0])
+                hits.setdefault(("constant", "L0 at the grid's seed id"), []).append(
+                    (lo <= want <= hi, 100 * (hi - lo) / want,
+                     100 * (f.constants["L0"] / want - 1))
+                )  # fmt: skip
+        report(name, hits)
+        print(f"<!-- {name}: {grids} grids, {fails} refused, "
+              f"{time.perf_counter() - t0:.0f} s -->", flush=True)  # fmt: skip
+    for label, tied in (("right form", False), ("wrong form: beta tied to alpha", True)):
+        name = f"scattered one-run design (60 runs), {label}"
+        rng = np.random.default_rng([seed, 60, int(tied)])
+        hits = {}
+        t0 = time.perf_counter()
+        for _ in range(grids):
+            g, N = _scatter_grid(rng, tied)
+            pts = {"interior: N=1e8, D=1e10": {"N": 1e8, "D": 1e10},
+                   "interior: N=3e7, D=3e9": {"N": 3e7, "D": 3e9},
+                   "beyond: N = 2 x the largest, D=1e10": {"N": 2 * N.max(), "D": 1e10}}
+            f = api.fit(g, SCATTER_FORM, predict=list(pts.values()), resamples=resamples,
+                        seed=int(rng.integers(2**31)))  # fmt: skip
+            for (lab, p), pr in zip(pts.items(), f.predictions, strict=True):
+                mu = float(_hoffmann(p["N"], p["D"], tied))
+                _row(hits, (lab, "configuration's mean"), pr["interval"], mu, pr["prediction"],
+                     mu)
+        report(name, hits)
+        print(f"<!-- {name}: {grids} grids, {time.perf_counter() - t0:.0f} s -->", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--grids", type=int, default=200, help="synthetic grids per truth (200)")
@@ -751,7 +945,8 @@ def main() -> None:
     )
     ap.add_argument(
         "--only",
-        choices=["synthetic", "constants", "harness", "robust", "seeds", "wrong-forms", "loops"],
+        choices=["synthetic", "constants", "harness", "robust", "seeds", "wrong-forms", "loops",
+                 "designs"],  # fmt: skip
         default=None,
     )
     ap.add_argument(
@@ -776,6 +971,8 @@ def main() -> None:
         section_wrong_forms(args.grids, args.seed)
     if args.only in (None, "loops"):
         section_loops()
+    if args.only in (None, "designs"):
+        section_designs(args.grids, args.seed, args.resamples)
     print(f"\n<!-- total {time.perf_counter() - t0:.0f} s -->")
 
 

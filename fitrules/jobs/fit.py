@@ -23,7 +23,6 @@ from fitrules.base.util import json_ready
 from fitrules.engine.fit import FitResult, Objective
 from fitrules.engine.intervals import (
     COVERS_GRID_SEEDS,
-    COVERS_NEW_SEEDS,
     BootstrapFit,
     HeldOut,
     JacobianUncertainty,
@@ -329,7 +328,7 @@ class FittedForm(Result):
         if self.heldout is not None:
             h = self.heldout.predict_at(at, runs)
             out["interval"] = h["interval"]
-            out["interval_kind"] = f"held-out misfit: {COVERS_NEW_SEEDS}"
+            out["interval_kind"] = f"held-out misfit: {h['covers']}"
             out["interval_grid_seeds"] = h["interval_grid_seeds"]
             out["interval_grid_seeds_kind"] = f"held-out misfit: {COVERS_GRID_SEEDS}"
             out["level"] = self.heldout.level
@@ -342,6 +341,7 @@ class FittedForm(Result):
                     f"held-out misfit: {h['covers_runs_grid_seeds']}"
                 )
             out["seed_offset_sd"] = h["seed_offset_sd"]
+            out["few_seed_ids"] = h["few_seed_ids"]
             out["misfit_lean"] = h["misfit_lean"]
             out["misfit_sd"] = h["misfit_sd"]
             out["misfit_sd_pooled"] = h["misfit_sd_pooled"]

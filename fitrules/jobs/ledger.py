@@ -668,6 +668,10 @@ def prediction_record(fitted, grid: Grid, *, objective: str, level: float, resam
         interval, kind = pred["interval_runs"], pred["interval_runs_kind"]
     else:
         interval, kind = pred["interval"], pred["interval_kind"]
+    if interval is None:  # one seed id in every cell: new runs' interval is not covered
+        raise LedgerError(
+            f"no interval for new runs to be scored against: {kind.split(': ', 1)[-1]}"
+        )
     form = fitted.form
     return {
         "form": form.name,

@@ -552,6 +552,9 @@ def prediction_line(p: dict) -> str:
             f"; {pct}% interval for the configuration's mean over new seed ids "
             f"{_span(p['interval'])}"
         )
+    elif "not covered" in (p.get("interval_kind") or ""):
+        why = p["interval_kind"].split("not covered: ", 1)[1].split(";")[0]
+        line += f"; no interval for the configuration's mean over new seed ids: {why}"
     lean, iv = p.get("misfit_lean"), p.get("interval")
     if lean and iv is not None and abs(lean) > 0.25 * (iv[1] - iv[0]) and p["prediction"]:
         # an interval visibly off-centre says why
@@ -565,10 +568,19 @@ def prediction_line(p: dict) -> str:
             f"{100 * abs(lean / p['prediction']):.2g}% {'above' if lean > 0 else 'below'} the form"
         )
     if p.get("interval_grid_seeds") is not None and p["interval_grid_seeds"] != p.get("interval"):
-        line += f"; at the grid's seed ids {_span(p['interval_grid_seeds'])}"
+        line += f"; {pct}% interval at the grid's seed ids {_span(p['interval_grid_seeds'])}"
     if p.get("interval_runs") is not None:
         line += (
             f"; for the mean of {p['runs']} new runs at fresh seed ids {_span(p['interval_runs'])}"
+        )
+    few = p.get("few_seed_ids")
+    if few and few["share_of_width"] >= 0.5:
+        line += (
+            f"; with {few['seed_ids']} seed ids the seed offset's term (t quantile "
+            f"{few['quantile']:.3g}) is {100 * few['share_of_width']:.0f}% of this interval's "
+            f"squared width: one more seed id would make that term about "
+            f"{few['term_narrower']:.2g}x narrower and the interval about "
+            f"{few['interval_narrower']:.2g}x"
         )
     if p.get("constants_interval") is not None:
         line += f"; constants' uncertainty only {_span(p['constants_interval'])}"

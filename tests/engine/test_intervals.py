@@ -341,3 +341,86 @@ def test_prediction_at_a_cell_not_in_the_grid(grid):
     c = b.fit.constants
     assert p["prediction"] == pytest.approx(c["L0"] + c["a"] * 3 * 0.5 ** c["b"])
     assert p["interval"][0] < p["prediction"] < p["interval"][1]
+
+
+def _scattered(n: int = 60, noise: float = 0.005, rng_seed: int = 0):
+    """One run at each of ``n`` distinct (N, D) of Hoffmann's law (no repeats, no seeds)."""
+    rng = np.random.default_rng(rng_seed)
+    N = np.exp(rng.uniform(np.log(1e7), np.log(1e9), n))
+    D = np.exp(rng.uniform(np.log(1e9), np.log(1e11), n))
+    loss = (1.69 + 406.4 * N**-0.34 + 410.7 * D**-0.28) * (1 + noise * rng.standard_normal(n))
+    return fr.load_grid(pd.DataFrame({"N": N, "D": D, "loss": loss}))
+
+
+SCATTER_FORM = "chin = E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)"
+
+
+def test_one_level_beyond_counts_one_step_in_every_variable_and_design():
+    """Issue 42, item 1: positions counted ranks of distinct values and extended the end
+    step linearly, so H=256 after 64 lay 4 steps beyond, keep=1/32 after 1/16 two, and on a
+    scattered design twice the largest N a median 22 steps beyond (once 26,723). Now a
+    factorial variable's level beyond is one step on the log scale, and a scattered one
+    counts steps of its range over the levels a factorial design of as many cells has."""
+    f = fr.fit(fr.load_grid(composition_grid()), "composition", predict=["H=8,keep=0.25"],
+               resamples=20)  # fmt: skip
+    h = f.heldout
+    at = h._design_position({"H": np.array([64.0, 256.0, 16.0]),
+                             "omega": np.array([15.0, 15.0, 31.0])})  # fmt: skip
+    assert at[1, 0] - at[0, 0] == pytest.approx(1.0)  # H: 64 -> 256
+    assert at[2, 1] - at[0, 1] == pytest.approx(1.0)  # omega: 15 -> 31 (keep 1/16 -> 1/32)
+    beyond = []
+    for seed in range(5):
+        g = _scattered(rng_seed=seed)
+        s = fr.fit(g, SCATTER_FORM, predict=["N=1e8,D=1e10"], resamples=20).heldout
+        top = float(g.runs["N"].max())
+        pos = s._design_position({"N": np.array([top, 2 * top]), "D": np.array([1e10, 1e10])})
+        beyond.append(pos[1, 0] - pos[0, 0])
+    # 8 levels a side for 60 cells in 2 variables: log 2 over a seventh of the log range of
+    # N (about log 100), about one step
+    assert 0.8 < min(beyond) and max(beyond) < 1.5, beyond
+
+
+def test_without_repeats_the_run_noise_is_read_from_the_residuals_roughness():
+    """Issue 42, item 2: with one run at each of 60 (N, D) the 0.5% run noise was read as
+    misfit (misfit sd about 0.47% where the truth has none) and the interval for a
+    configuration's mean was 20 times its rms error. The noise is now read from the
+    residuals' local roughness, the misfit is what is left, and the text says which."""
+    noise, misfit, widths = [], [], []
+    for seed in range(6):
+        f = fr.fit(_scattered(rng_seed=seed), SCATTER_FORM, predict=["N=1e8,D=1e10"],
+                   resamples=20)  # fmt: skip
+        h = f.heldout
+        noise.append(math.sqrt(h.roughness_var))
+        misfit.append(math.sqrt(h.components["misfit_var"]))
+        lo, hi = f.predictions[0]["interval"]
+        widths.append((hi - lo) / f.predictions[0]["prediction"])
+    assert 0.004 < float(np.median(noise)) < 0.006, noise
+    assert float(np.median(misfit)) < 0.0015, misfit
+    assert float(np.median(widths)) < 0.012, widths  # 2.8% before
+    assert "read from the residuals' local roughness" in h.describe()
+    # repeats say the noise: no roughness estimate
+    g = fr.load_grid(composition_grid())
+    assert math.isnan(fr.fit(g, "composition", intervals=True, resamples=20).heldout.roughness_var)
+
+
+def test_beyond_an_edge_the_interval_adds_its_one_step_extrapolation_misfit():
+    """Issue 42: one level beyond in keep under a wrong form (truth omega**0.8, composition
+    fitted) the interval at the grid's seed ids covered 0.58 of the time. Each edge's cells
+    are predicted by the form fitted without them; that miss, per step, grows with the
+    steps beyond (squared), and is zero inside the cells."""
+    truth = {"L0": 2.0, "a": 0.01, "b": 0.5}
+    t = composition_grid(noise=0.001)
+    t["loss"] = truth["L0"] + truth["a"] * t["omega"] ** 0.8 * (t["H"] / 16) ** truth["b"]
+    t["loss"] *= 1 + 0.001 * np.random.default_rng(0).standard_normal(len(t))
+    f = fr.fit(fr.load_grid(t), "composition", predict=["H=16,keep=0.03125"], resamples=20)
+    h = f.heldout
+    X = {"H": np.array([8.0, 16.0, 16.0, 16.0]), "omega": np.array([3.0, 15.0, 31.0, 63.0])}
+    e = h.edge_var(X)
+    assert e[0] == 0 and e[1] == 0 and e[2] > 0
+    assert e[3] == pytest.approx(4 * e[2])  # two steps beyond: four times one step's
+    right = composition_grid(noise=0.001)
+    r = fr.fit(fr.load_grid(right), "composition", predict=["H=16,keep=0.03125"], resamples=20)
+    assert r.heldout.edge_var(X)[2] < 0.2 * e[2]  # the right form extrapolates its edge
+    mu = truth["L0"] + truth["a"] * 31**0.8 * 1.0
+    lo, hi = f.predictions[0]["interval_grid_seeds"]
+    assert lo <= mu <= hi
