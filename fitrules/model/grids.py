@@ -221,6 +221,9 @@ class Grid:
     row_numbers: np.ndarray | None = field(default=None, compare=False, repr=False)
     # exact copies of other rows dropped (drop_duplicates=True)
     duplicates_dropped: int = 0
+    # columns that held numbers as text (a Parquet file or an MLflow frame with parameters
+    # stored as strings), read as numbers
+    numbers_from_text: tuple[str, ...] = ()
 
     def line_of(self, i: int) -> str:
         """Where run ``i`` (a position in ``runs``) is in the file, for messages."""
@@ -299,6 +302,8 @@ class Grid:
         over the cells of ``variables``."""
         cols = self.run_columns(variables)
         dropped = {"duplicates_dropped": self.duplicates_dropped} if self.duplicates_dropped else {}
+        if self.numbers_from_text:
+            dropped["numbers_from_text"] = list(self.numbers_from_text)
         return dropped | {
             "filtered_out": int(self.filtered_out),
             "seed_column": self.seed,
@@ -852,6 +857,40 @@ def _plain_dtypes(df: pd.DataFrame, label: str) -> pd.DataFrame:
     return df.copy()
 
 
+def _numbers_from_text(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """Text columns whose every value parses as a number, read as numbers, and their names.
+
+    A CSV is parsed into numbers by pandas; a Parquet file, a JSON export or a DataFrame
+    (``mlflow.search_runs()`` stores parameters as text) may hold ``'20000000'`` where a
+    number is meant, and a form could not read it (issue 44). Empty text counts as missing;
+    a column with any value that is not a number (``'sync'``, ``'1e-3x'``) stays text, and a
+    column of booleans stays as it is."""
+    converted = {}
+    for c in df.columns:
+        col = df[c]
+        if col.dtype.kind != "O" and not isinstance(col.dtype, pd.StringDtype):
+            continue
+        vals = col.dropna()
+        if not len(vals) or not vals.map(lambda v: isinstance(v, str)).all():
+            continue
+        text = vals.str.strip()
+        text = text[text != ""]
+        if not len(text):
+            continue
+        try:
+            pd.to_numeric(text, errors="raise")
+        except (ValueError, TypeError):
+            continue
+        stripped = col.map(lambda v: v.strip() if isinstance(v, str) else v)
+        converted[c] = pd.to_numeric(stripped.replace("", np.nan), errors="coerce")
+    if not converted:
+        return df, ()
+    out = df.copy()
+    for c, v in converted.items():
+        out[c] = v
+    return out, tuple(converted)
+
+
 def _csv_lines(path: Path, n_rows: int) -> np.ndarray | None:
     """The line of the file each row starts on, counting blank lines (which pandas skips)
     and newlines inside quoted fields; None when the file does not parse the same way."""
@@ -1297,6 +1336,7 @@ def _build_grid(
 ) -> Grid:
     """The phases of ``load_grid`` once its arguments are checked: read, derive, check, filter."""
     df = _read_table(path, frame, label)
+    df, from_text = _numbers_from_text(df)
     rows_read, columns_read = len(df), list(df.columns)
     from fitrules.model import formats
 
@@ -1344,4 +1384,5 @@ def _build_grid(
         var_units,
         row_numbers,
         duplicates_dropped,
+        from_text,
     )

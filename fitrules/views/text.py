@@ -298,6 +298,9 @@ def table_notes(data: dict) -> list[str]:
     from fitrules.model.grids import pooled_note
 
     out = []
+    if data.get("numbers_from_text"):
+        cols = ", ".join(data["numbers_from_text"])
+        out.append(f"read as numbers: {cols} (numbers stored as text in the table)")
     if data.get("duplicates_dropped"):
         n = data["duplicates_dropped"]
         out.append(

@@ -3,7 +3,11 @@ examples, outcome columns left out."""
 
 from __future__ import annotations
 
+import importlib.util
+
+import pandas as pd
 import pytest
+from conftest import DATA
 from exports import wandb_runs
 from tables import two_losses
 
@@ -92,3 +96,46 @@ def test_search_leaves_the_second_loss_out_by_default_and_says_so():
         fr.load_grid(df, metric="loss"), variables=["N", "loss_indist"], references=[], **SMALL
     )
     assert named.settings["variables"] == ["N", "loss_indist"] and not named.settings["left_out"]
+
+
+def _text_typed(dtype: str = "object"):
+    """The committed default grid with its conditions and seeds stored as text, as a Parquet
+    file or ``mlflow.search_runs()`` under pandas 3 holds them."""
+    t = pd.read_csv(DATA / "main.csv").query("lr == 3e-4").reset_index(drop=True)
+    cols = ["H", "keep", "omega", "seed"]
+    return t, t.astype({c: str for c in cols}).astype({c: dtype for c in cols})
+
+
+@pytest.mark.parametrize("dtype", ["object", "string"])
+def test_numbers_stored_as_text_are_read_as_numbers_and_said(dtype, tmp_path):
+    """Issue 44, item 4: a table whose parameters are text ('20000000') was accepted by
+    load_grid and refused by compare ("column 'H' ... is not numeric"); the same table as
+    CSV ran. Now every reader takes a column whose every value is a number written as text
+    as numbers, says so in one line, and gives the CSV's result."""
+    t, text = _text_typed(dtype)
+    csv = tmp_path / "g.csv"
+    t.to_csv(csv, index=False)
+    want = fr.compare(csv, forms=["composition", "additive"], splits=12)
+    sources = [text]
+    if importlib.util.find_spec("pyarrow") is not None:
+        text.to_parquet(tmp_path / "g.parquet")
+        sources.append(tmp_path / "g.parquet")
+    for source in sources:
+        g = fr.load_grid(source)
+        assert set(g.numbers_from_text) == {"H", "keep", "omega", "seed"}
+        c = fr.compare(g, forms=["composition", "additive"], splits=12)
+        assert c.conclusion == want.conclusion
+        (line,) = [ln for ln in str(c).splitlines() if ln.startswith("read as numbers: ")]
+        assert all(col in line for col in ("H", "keep", "omega", "seed"))
+        assert "read as numbers" in str(fr.fit(g, "composition"))
+
+
+def test_a_text_column_with_one_word_stays_text():
+    """A column with any value that is not a number is left as text: a form reading it is
+    refused as before, naming the column."""
+    t, text = _text_typed()
+    text.loc[3, "H"] = "sixteen"
+    g = fr.load_grid(text)
+    assert "H" not in g.numbers_from_text and "keep" in g.numbers_from_text
+    with pytest.raises(GridError, match="column 'H' is read by a form but is not numeric"):
+        fr.compare(g, forms=["composition"], splits=5)
