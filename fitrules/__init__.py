@@ -34,6 +34,7 @@ except _metadata.PackageNotFoundError:  # running from a checkout without instal
 _PUBLIC = {
     "compare": "fitrules.api",
     "fit": "fitrules.api",
+    "load_fit": "fitrules.api",
     "tune": "fitrules.api",
     "design": "fitrules.api",
     "search": "fitrules.api",

@@ -898,8 +898,153 @@ def fit(
             g, f, cells, result, obj, level, w
         )
     fitted.predictions = [fitted.predict(p, runs) for p in points]
+    fitted.call = _fit_call(g, objective, delta, weights, tune, tune_seeds, with_intervals,
+                            bootstrap, resamples, seed, level)  # fmt: skip
     made_from(fitted, g)
     return fitted
+
+
+def _fit_call(g, objective, delta, weights, tune, tune_seeds, intervals, bootstrap, resamples,
+              seed, level) -> dict:  # fmt: skip
+    """What :func:`load_fit` needs to make a fit again: how its grid was read (the form's
+    own setup, fixed values, bounds and groups, is in the form's record) and the fit's
+    arguments."""
+    return {
+        "grid": {"where": list(g.where), "derive": list(g.derive), "metric": g.metric,
+                 "seed_col": g.seed, "unit": g.unit,
+                 "path": None if g.source is None else str(g.source)},
+        "objective": objective, "delta": delta, "weights": weights,
+        "tune": tune if tune is None or isinstance(tune, str) else list(tune),
+        "tune_seeds": tune_seeds if tune_seeds is None or isinstance(tune_seeds, str)
+        else list(tune_seeds),
+        "intervals": bool(intervals), "bootstrap": bootstrap, "resamples": resamples,
+        "seed": seed, "level": level,
+    }  # fmt: skip
+
+
+SAVED_FIT_RTOL = 1e-6  # a refit's constants within this of the saved ones are the same fit
+
+
+def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
+    """A fit saved by :meth:`FittedForm.to_json`, made again from its data.
+
+    The saved file records the form (with its fixed values, bounds and groups), the fit's
+    arguments and the data's sha256. The data is read again (from the recorded path, or
+    ``data``) and must be the same bytes; the form is refitted with the recorded arguments,
+    and its constants must equal the saved ones, so predictions, standard errors and
+    intervals are those of the saved fit.
+
+    Parameters
+    ----------
+    source : str or Path
+        The JSON file ``to_json(path)`` wrote, or its text.
+    data : Grid, DataFrame or path, optional
+        The table the fit was made from, when it is not at the recorded path (a fit of a
+        DataFrame, or a file moved); read with the recorded ``where``, ``derive``, metric
+        and seed column unless it is a Grid.
+
+    Returns
+    -------
+    FittedForm
+
+    Raises
+    ------
+    FitrulesError
+        For a file that is not a saved fit, data that is not what the fit was made from
+        (its sha256 differs), or a refit whose constants differ from the saved ones.
+
+    Examples
+    --------
+    >>> f = fr.fit(g, "composition")  # doctest: +SKIP
+    >>> f.to_json("fit.json")  # doctest: +SKIP
+    >>> fr.load_fit("fit.json").predict(H=8, keep=0.25)  # doctest: +SKIP
+    """
+    from fitrules import __version__
+    from fitrules.model.grids import IN_MEMORY
+
+    doc, label = _saved_fit(source)
+    call, saved = doc["call"], doc["data"]
+    read = call["grid"]
+    if data is None:
+        if saved.get("path") in (None, IN_MEMORY):
+            raise FitrulesError(
+                f"{label}: the fit was made from a table in memory; give it again with data="
+            )
+        # as given then (relative to that working directory), else where it was then
+        data = saved["path"]
+        if not Path(data).is_file() and read.get("path") and Path(read["path"]).is_file():
+            data = read["path"]
+    if isinstance(data, Grid):
+        g = data
+    else:
+        g = load_grid(data, metric=read["metric"], where=tuple(read["where"]),
+                      derive=tuple(read["derive"]), seed_col=read["seed_col"],
+                      unit=read["unit"])  # fmt: skip
+    if g.sha256 != saved.get("sha256"):
+        raise FitrulesError(
+            f"{g.label}: not the data {label} was fitted on (sha256 "
+            f"{str(saved.get('sha256'))[:12]} saved, {str(g.sha256)[:12]} now); refit it "
+            "with fitrules.fit, or give the data it was made from with data="
+        )
+    spec = doc["form"]
+    form = Form(spec["name"], spec["expression"], tuple(spec["variables"]))
+    refit = fit(g, form, objective=call["objective"], delta=call["delta"],
+                weights=call["weights"], fix=spec.get("fixed"),
+                bounds={k: tuple(v) for k, v in spec.get("bounds", {}).items()} or None,
+                by=spec.get("by"), shared=spec.get("shared"), tune=call["tune"],
+                tune_seeds=call["tune_seeds"], intervals=call["intervals"],
+                bootstrap=call["bootstrap"], resamples=call["resamples"], seed=call["seed"],
+                level=call["level"])  # fmt: skip
+    for name, value in doc["constants"].items():
+        now = refit.constants.get(name)
+        if now is None or value is None or not math.isclose(now, value, rel_tol=SAVED_FIT_RTOL,
+                                                            abs_tol=1e-300):  # fmt: skip
+            raise FitrulesError(
+                f"{label}: the refit's {name} = {now!r} is not the saved {value!r} (saved by "
+                f"fitrules {doc.get('fitrules_version')}, this is {__version__})"
+            )
+    # the saved values themselves (a refit may differ in the last digits, e.g. with the
+    # number of threads), so that the loaded fit predicts exactly what the saved one did
+    exact = call.get("constants_exact") or {}
+    saved_values = {
+        k: float.fromhex(exact[k]) if k in exact else float(doc["constants"][k])
+        for k in refit.result.constants
+    }
+    refit.result = dataclasses.replace(refit.result, constants=saved_values)
+    refit.predictions = [refit.predict(p["point"], p.get("runs")) for p in refit.predictions]
+    return refit
+
+
+def _saved_fit(source) -> tuple[dict, str]:
+    """The saved fit's record and a label for messages; refused in one line when ``source``
+    is not a file or text that ``FittedForm.to_json`` wrote."""
+    import json
+
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        label, text = "the saved fit", source
+    elif isinstance(source, str | Path):
+        path = Path(source)
+        label = str(source)
+        if not path.is_file():
+            raise FitrulesError(f"{label}: no such file (give the path to_json wrote)")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise FitrulesError(f"{label}: cannot be read ({err})") from None
+    else:
+        raise FitrulesError(f"source {source!r}: give the path of a saved fit or its JSON text")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise FitrulesError(f"{label}: not JSON ({err.msg}, line {err.lineno})") from None
+    need = ("form", "constants", "data", "call")
+    if not isinstance(doc, dict) or any(k not in doc for k in need):
+        missing = [k for k in need if not isinstance(doc, dict) or k not in doc]
+        raise FitrulesError(
+            f"{label}: not a fit saved by FittedForm.to_json (no {', '.join(missing)}); "
+            "a fit saved before fitrules recorded its arguments must be refitted"
+        )
+    return doc, label
 
 
 def _check_fit_arguments(intervals, bootstrap, predict, resamples, seed) -> None:

@@ -1488,6 +1488,7 @@ def api_cases(draw) -> ApiCase:
                 "compare",
                 "fit",
                 "fit",
+                "load_fit",
                 "predict",
                 "ci",
                 "tune",
@@ -1529,6 +1530,13 @@ def api_cases(draw) -> ApiCase:
             ["H", 5, "nope=x", {"H": 5}, ["H=a", "H=b"]], 6)  # fmt: skip
         _kw(d, kw, "drop_duplicates", [False, True], ["yes", 1.5, None], 6)
         return ApiCase(call, args, kw)
+    if call == "load_fit":  # issue 44: a saved fit, or what is not one
+        source = _arg(d, ["saved", "saved_text"],
+                      ["nope.json", 5, None, "{}", "{not json", "compare_json", "changed"],
+                      "source")  # fmt: skip
+        if d.chance(3):
+            kw["data"] = _arg(d, [None, "path"], [5, "nope.csv"], "data")
+        return ApiCase(call, (source,), kw)
     if call == "stationary_loss":  # fitrules.engine.theory (issue 33)
         args = (_arg(d, [1.0, [1.0, 0.5], (0.25, 2)], [0, -1.0, "a", [], NAN, None, [[1.0]],
                                                      1j, [1.0, -1.0], True], "s"),)  # fmt: skip
@@ -1858,6 +1866,11 @@ def _call_api(case: ApiCase, root: Path):
     kw = {k: _plain_arg(v) for k, v in case.kwargs.items()}
     if case.call == "load_grid":
         return fr.load_grid(*args, **kw)
+    if case.call == "load_fit":
+        source = _saved_fit(case.args[0], root)
+        if "data" in kw:
+            kw["data"] = _materialise(kw["data"], root)
+        return fr.load_fit(source, **kw)
     if case.call in NEW_JOBS:
         return _call_job(case, args, kw, root)
     if case.call in ("stationary_loss", "exact_loss"):
@@ -1905,6 +1918,32 @@ def _call_api(case: ApiCase, root: Path):
     return form.bind(["H", "omega", "keep", "seed", "loss"])
 
 
+def _saved_fit(token, root: Path):
+    """A saved fit of the CSV grid in ``root`` (``saved``: its path, ``saved_text``: its
+    JSON), one of another result, one whose data changed since, or the token itself."""
+    import fitrules as fr
+
+    token = token.value if isinstance(token, Bad) else token
+    if token in ("saved", "saved_text", "changed"):
+        _write_grid(root)
+        table = root / ("g.csv" if token != "changed" else "h.csv")
+        if token == "changed":  # a copy, so that the grid the checker watches stays
+            table.write_bytes((root / "g.csv").read_bytes())
+        f = fr.fit(str(table), "composition")
+        text = f.to_json(root / "fit.json")
+        if token == "changed":
+            with open(table, "a") as fh:  # other bytes: another sha256
+                fh.write("\n")
+        return text if token == "saved_text" else str(root / "fit.json")
+    if token == "compare_json":
+        _write_grid(root)
+        (root / "c.json").write_text(
+            fr.compare(str(root / "g.csv"), forms="composition", splits=3).to_json()
+        )
+        return str(root / "c.json")
+    return token
+
+
 def _plain_arg(v):
     return v.value if isinstance(v, Bad) else v
 
@@ -1926,6 +1965,7 @@ EXPECTED_TYPES = {
     "load_grid": "Grid",
     "compare": "Comparison",
     "fit": "FittedForm",
+    "load_fit": "FittedForm",
     "predict": "Prediction",
     "ci": "PairedIntervals",
     "tune": "Tuning",

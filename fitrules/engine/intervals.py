@@ -1295,8 +1295,9 @@ class HeldOut:
         """One run's noise variance read from the full fit's residuals where no cell has two
         runs (NaN where one has: the repeats say it): each residual's miss from its
         neighbours' weighted mean (the cell itself left out), squared and divided by its
-        expectation under pure noise, ``1 + sum w**2 / (sum w)**2``, averaged and scaled by
-        ``n / (n - p)`` for the constants the fit spent. A misfit that varies smoothly
+        expectation under pure noise, ``1 + sum w**2 / (sum w)**2``, averaged (the
+        fitted curve barely lowers it: the neighbour difference is nearly orthogonal to it,
+        so no ``n / (n - p)`` factor, which overcorrected by 9% to 58% on 60 to 5 cells). A misfit that varies smoothly
         between neighbours cancels in the difference; one that changes from cell to cell
         is read as noise, which is the assumption the text states. Issue 42: without it, 60
         runs at distinct N and D read their 0.5% noise as misfit, and the interval for a
@@ -1309,10 +1310,7 @@ class HeldOut:
         with np.errstate(all="ignore"):
             d2 = (r - W @ r / w) ** 2 / (1 + (W**2).sum(axis=1) / w**2)
         d2 = d2[np.isfinite(d2)]
-        n, p = len(r), len(self.form.constants)
-        if not len(d2) or n <= p:
-            return math.nan
-        return float(np.mean(d2) * n / (n - p))
+        return float(np.mean(d2)) if len(d2) else math.nan
 
     def _run_var(self, value: np.ndarray) -> np.ndarray:
         """Variance of one run beyond the seed effect its id shares (residuals' scale)."""
@@ -1369,6 +1367,12 @@ class HeldOut:
             if len(levels) < 2:
                 cols.append(np.zeros_like(u))
                 continue
+            if shift is not None and (x + shift <= 0).any():
+                # below the log scale's domain (0 of a positive variable): its distance below
+                # the smallest value in units of the first step, on the values themselves
+                raw = np.exp(levels[:2]) - shift
+                lin = levels[0] + (x - raw[0]) / (raw[1] - raw[0]) * (levels[1] - levels[0])
+                u = np.where(x + shift > 0, u, lin)
             if step is not None:
                 cols.append((u - levels[0]) / step)
                 continue
@@ -1447,20 +1451,24 @@ class HeldOut:
     def _edge_step_var(self) -> dict:
         """Per variable and edge, the misfit variance one step of extrapolation adds: the
         mean square of the edge cells' residuals when the form is fitted without them, less
-        their own seed noise (never below 0). A wrong form shows here how fast its misfit
+        their own seed noise and the refit's own prediction variance there (never below 0). A wrong form shows here how fast its misfit
         grows past the cells it was fitted on, which the residuals at the cells cannot."""
         out = {}
         own = self._own_var()
         for v, (low, high) in self.edges.items():
             pair = []
-            for e, idx in (low, high):
+            for e, idx, se2 in (low, high):
                 ok = np.isfinite(e)
                 pair.append(
-                    max(float(np.mean(e[ok] ** 2) - np.mean(own[idx][ok])), 0.0)
+                    max(float(np.mean(e[ok] ** 2 - own[idx][ok] - se2[ok])), 0.0)
                     if ok.sum() else math.nan
                 )  # fmt: skip
             out[v] = tuple(pair)
-        return out
+        # an edge that could not be refitted borrows the largest other edge's (none: 0)
+        finite = [x for pair in out.values() for x in pair if math.isfinite(x)]
+        fill = max(finite, default=0.0)
+        return {v: tuple(x if math.isfinite(x) else fill for x in pair)
+                for v, pair in out.items()}  # fmt: skip
 
     def edge_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
         """Variance added at each point beyond the fitted cells: for each variable, the
@@ -1480,8 +1488,7 @@ class HeldOut:
             for d, var in ((below, v_lo), (above, v_hi)):
                 hit = d > 0
                 if hit.any():
-                    # an edge whose refit failed bounds nothing: the point gets no interval
-                    total[hit] += d[hit] ** 2 * (var if math.isfinite(var) else math.inf)
+                    total[hit] += d[hit] ** 2 * var
         return total
 
     def misfit_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
@@ -1631,7 +1638,7 @@ class HeldOut:
         def interval(parts: list[tuple[float, float]]) -> list[float]:
             return _leaning(value, low, high, _half(parts, self.level), scale)
 
-        one_id = self.offset is None and self.offset_note.startswith(ONE_ID)
+        one_id = self.one_id
         out: dict = {
             "prediction": value,
             # issue 42: with one seed id in every cell the interval over new ids covered a
@@ -1676,6 +1683,11 @@ class HeldOut:
             out["seed_sd_runs"] = math.sqrt(seed_var) * scale
         return out
 
+    @property
+    def one_id(self) -> bool:
+        """One seed id in every cell: no interval covers new seed ids (see predict_at)."""
+        return self.offset is None and self.offset_note.startswith(ONE_ID)
+
     def _few_ids(self, var_mean: float, df: int, off: float) -> dict | None:
         """With fewer than ``FEW_IDS`` seed ids, whether the seed offset's term is most of the
         interval's width, and what one more id would do to it (issue 42: with 2 ids that term
@@ -1706,7 +1718,9 @@ class HeldOut:
         self, X: dict[str, np.ndarray], grid_seeds: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
         """The interval for the configuration's mean over new seed ids (``grid_seeds``: at
-        the grid's seed ids) at many points at once (for figures)."""
+        the grid's seed ids) at many points at once (for figures). With one seed id in
+        every cell the two are the same (:attr:`one_id`: none covers new ids), which a
+        figure's caption says."""
 
         self.check()
         value = predict(self.form, X, self.constants)
@@ -1865,14 +1879,19 @@ def _edge_residuals(form: Form, X, y, obj, options, relative: bool) -> dict:
     the high edge)}, NaN residuals where the refit failed. The edge is the extreme level
     (a factorial variable) or the cells within one design step of the extreme (a scattered
     one, the steps of :meth:`HeldOut._design_position`); an edge whose removal leaves fewer
-    cells than the form's constants plus 2 is not refitted (NaN)."""
+    cells than the form's constants plus 1 is not refitted (NaN), nor is a variable that
+    indexes per-level or per-group constants. Each edge also carries the refit's own
+    prediction variance at its cells (delta method), which :meth:`HeldOut.fit_var`
+    already counts."""
     n, p = len(y), len(form.constants)
     d = max(sum(len(np.unique(X[v])) > 1 for v in form.bound_variables), 1)
     masks, where = [], []
+    # a variable indexing per-level or per-group constants has no fit without its edge level
+    grouped = {*(form.levels or {}), *((form.by,) if form.by is not None else ())}
     for v in form.bound_variables:
         x = np.asarray(X[v], float)
         shift, levels, step = _axis(x, n, d)
-        if len(levels) < 3:
+        if len(levels) < 3 or v in grouped:
             continue
         u = x if shift is None else np.log(x + shift)
         if step is None:
@@ -1888,16 +1907,24 @@ def _edge_residuals(form: Form, X, y, obj, options, relative: bool) -> dict:
     fits = fit_splits(form, X, y, np.array(masks), obj, options)
     cf = CompiledForm(form)
     for (v, side, idx), r, m in zip(where, fits, masks, strict=True):
-        e = np.full(len(idx), np.nan)
-        if int(m.sum()) >= p + 2 and np.isfinite(r.objective):
+        e, se2 = np.full(len(idx), np.nan), np.zeros(len(idx))
+        if int(m.sum()) >= p + 1 and np.isfinite(r.objective):
             theta = np.array([r.constants[c] for c in form.constants], float)
             Xi = {k: X[k][idx] for k in form.bound_variables}
             with np.errstate(all="ignore"):
                 f = cf.predict(Xi, theta[None, :])[0]
-                e = (y[idx] - f) / (np.abs(f) if relative else 1.0)
+                scale = np.abs(f) if relative else 1.0
+                e = (y[idx] - f) / scale
             e = np.where(np.isfinite(e), e, np.nan)
+            # the refit's own error at the edge, which fit_var already carries: taken off
+            u = jacobian_uncertainty(form, {k: a[m] for k, a in X.items()}, y[m], r.constants,
+                                     obj)  # fmt: skip
+            if u.ok:
+                with np.errstate(all="ignore"):
+                    se = u.prediction_se(form, Xi, r.constants) / scale
+                se2 = np.where(np.isfinite(se), se**2, 0.0)
         pair = out.setdefault(v, [None, None])
-        pair[side] = (e, idx)
+        pair[side] = (e, idx, se2)
     return {v: tuple(pair) for v, pair in out.items()}
 
 

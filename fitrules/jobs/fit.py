@@ -137,6 +137,9 @@ class FittedForm(Result):
     weights: str = WEIGHTS[0]
     seed_offset: SeedOffset | None = None
     offset_response: np.ndarray | None = None
+    # the arguments of the fit that made it (fitrules.api.fit), which to_json records so
+    # that fitrules.api.load_fit can make it again from its data
+    call: dict | None = None
 
     @property
     def cell_weights(self) -> np.ndarray | None:
@@ -391,6 +394,8 @@ class FittedForm(Result):
             "reasons": self.reasons,
             "uncertainty": self.uncertainty.to_dict(),
         }
+        if self.call is not None:
+            out["call"] = {**self.call, "constants_exact": _exact_constants(self.constants)}
         if cells:
             out["cells"] = self.residuals.to_dict("records")
         if self.bootstrap is not None:
@@ -474,3 +479,10 @@ class FittedForm(Result):
             raise FormError(
                 f"form {self.form.name!r} reads {', '.join(self.form.bound_variables)}, not {x!r}"
             )
+
+
+def _exact_constants(constants: dict) -> dict:
+    """Each constant as the hexadecimal text of its double (the JSON view rounds numbers to
+    12 digits), so that a loaded fit (fitrules.api.load_fit) predicts exactly what the saved
+    one did."""
+    return {k: float(v).hex() for k, v in constants.items() if np.isfinite(v)}

@@ -8,6 +8,7 @@ metric over the runs (seeds) in it, with the seed count and standard error kept.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -224,6 +225,8 @@ class Grid:
     # columns that held numbers as text (a Parquet file or an MLflow frame with parameters
     # stored as strings), read as numbers
     numbers_from_text: tuple[str, ...] = ()
+    # the file read, absolute (``path`` is its label for messages), None for a DataFrame
+    source: Path | None = field(default=None, compare=False, repr=False)
 
     def line_of(self, i: int) -> str:
         """Where run ``i`` (a position in ``runs``) is in the file, for messages."""
@@ -1385,4 +1388,5 @@ def _build_grid(
         row_numbers,
         duplicates_dropped,
         from_text,
+        source=None if path is None else Path(os.path.abspath(path)),
     )

@@ -434,3 +434,57 @@ def test_one_seed_id_gives_no_interval_over_new_seed_ids(tmp_path):
         fr.predict(g, "composition", "H=8,keep=0.25", ledger=tmp_path / "l.jsonl",
                    resamples=20)  # fmt: skip
     assert not (tmp_path / "l.jsonl").exists()
+
+
+@pytest.mark.parametrize("name", sorted(fr.BUILTIN_FORMS))
+def test_a_saved_fit_loads_and_predicts_identically(name, tmp_path):
+    """Issue 44, item 2: to_json() wrote a fit and nothing read it. fr.load_fit reads the
+    file (or its text), checks the data is the same, refits with the recorded arguments and
+    predicts identically, for every built-in form."""
+    g = fr.load_example("quadratic" if name.startswith("theory") else "main",
+                        **({} if name.startswith("theory") else {"where": "lr == 3e-4"}))
+    try:
+        f = fr.fit(g, name)
+    except FitrulesError:
+        pytest.skip(f"{name} does not fit this grid")
+    path = tmp_path / "fit.json"
+    f.to_json(path)
+    for h in (fr.load_fit(path), fr.load_fit(path.read_text())):
+        assert h.constants == f.constants
+        point = {v: float(x[0]) for v, x in f.cells.X.items() if v in f.form.bound_variables}
+        assert h.predict(point)["prediction"] == f.predict(point)["prediction"]
+
+
+def test_a_saved_fit_with_intervals_gives_the_same_intervals(tmp_path):
+    """The bootstrap's kind, resamples, seed and level are recorded: the loaded fit's
+    intervals and prediction intervals are the saved fit's."""
+    g = fr.load_example("main", where="lr == 3e-4")
+    f = fr.fit(g, "composition", intervals=True, resamples=30, seed=7)
+    h = fr.load_fit(f.to_json(tmp_path / "f.json") and tmp_path / "f.json")
+    assert h.intervals == f.intervals
+    assert h.predict(H=8, keep=0.25, runs=3) == f.predict(H=8, keep=0.25, runs=3)
+
+
+def test_a_saved_fit_refuses_changed_data_in_one_line(tmp_path):
+    """Data that is not the bytes the fit was made from is refused with one line naming the
+    file; a fit of a DataFrame needs data=; a file that is not a saved fit is refused."""
+    t = composition_grid()
+    csv = tmp_path / "g.csv"
+    t.to_csv(csv, index=False)
+    f = fr.fit(csv, "composition")
+    f.to_json(tmp_path / "f.json")
+    t.loc[0, "loss"] += 0.01
+    t.to_csv(csv, index=False)
+    with pytest.raises(FitrulesError) as err:
+        fr.load_fit(tmp_path / "f.json")
+    msg = str(err.value)
+    assert "\n" not in msg and "g.csv: not the data" in msg and "sha256" in msg
+    mem = fr.fit(composition_grid(), "composition")
+    with pytest.raises(FitrulesError, match="a table in memory; give it again with data="):
+        fr.load_fit(mem.to_json())
+    assert fr.load_fit(mem.to_json(), data=composition_grid()).constants == mem.constants
+    (tmp_path / "c.json").write_text(fr.compare(splits=3, forms=["composition"]).to_json())
+    with pytest.raises(FitrulesError, match="not a fit saved by FittedForm.to_json"):
+        fr.load_fit(tmp_path / "c.json")
+    with pytest.raises(FitrulesError, match="no such file"):
+        fr.load_fit(tmp_path / "none.json")

@@ -395,7 +395,7 @@ def test_without_repeats_the_run_noise_is_read_from_the_residuals_roughness():
         lo, hi = f.predictions[0]["interval"]
         widths.append((hi - lo) / f.predictions[0]["prediction"])
     assert 0.004 < float(np.median(noise)) < 0.006, noise
-    assert float(np.median(misfit)) < 0.0015, misfit
+    assert float(np.median(misfit)) < 0.0025, misfit  # half the noise sd; 0.47% before
     assert float(np.median(widths)) < 0.012, widths  # 2.8% before
     assert "read from the residuals' local roughness" in h.describe()
     # repeats say the noise: no roughness estimate
