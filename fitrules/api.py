@@ -1333,7 +1333,7 @@ def search(
     # how it runs
     jobs: int | None = SEARCH.jobs, scheduler: str | None = None, screen: int | str = SEARCH.screen,
     yes: bool = False, on_plan: Callable | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    on_progress: Callable[[int], None] | None = None, progress: bool | None = None,
 ):  # fmt: skip
     """Propose forms from a grammar and choose among them by nested validation.
 
@@ -1363,7 +1363,11 @@ def search(
         see :func:`fitrules.jobs.search.run_search`.
     on_plan, on_progress : called with the plan and the seconds the fits should take (again
         before each step of a growing budget, with that step's plan); called with the number
-        of candidates finished (2 x candidates in all).
+        of candidates finished (2 x candidates in all: each is screened for twins, then
+        scored); with ``on_progress`` no bar is drawn.
+    progress : a progress bar counting candidates (tqdm's widget in a notebook, where it is
+        the default; ``True`` elsewhere draws a text bar on stderr, ``False`` none); a
+        growing budget's steps add to its total as they are planned.
     yes : run a search estimated to take longer than
         :data:`fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS` (else refused before any fit,
         naming what would shrink it); the candidate and memory limits hold either way.
@@ -1409,14 +1413,56 @@ def search(
                                       guard_excursion)  # fmt: skip
     jobs = search_jobs(jobs, scheduler)
     g, _ = _tuned(as_grid(grid), tune, tune_seeds)
-    result = run_search(g, gram, outer, inner_splits=inner, inner_train_frac=inner_fraction,
-                        seed=seed, objective=obj, rule=rule, guard=guard,
-                        references=_search_references(references, gram, g),
-                        jobs=jobs, on_plan=on_plan, on_progress=on_progress,
-                        seeds=arg.text(seeds, "seeds"), yes=yes, at=_search_points(at),
-                        screen=_screen(screen), scheduler=_scheduler(scheduler, jobs))  # fmt: skip
+    from fitrules.base.util import in_notebook
+
+    shown = on_progress is None and (progress or (progress is None and in_notebook()))
+    with search_progress(bool(shown), on_plan, on_progress) as (plan, step):
+        result = run_search(g, gram, outer, inner_splits=inner, inner_train_frac=inner_fraction,
+                            seed=seed, objective=obj, rule=rule, guard=guard,
+                            references=_search_references(references, gram, g),
+                            jobs=jobs, on_plan=plan, on_progress=step,
+                            seeds=arg.text(seeds, "seeds"), yes=yes, at=_search_points(at),
+                            screen=_screen(screen),
+                            scheduler=_scheduler(scheduler, jobs))  # fmt: skip
     made_from(result, g, Path(grammar) if isinstance(grammar, str | Path) else None)
     return result
+
+
+@contextlib.contextmanager
+def search_progress(shown: bool, on_plan: Callable | None, on_progress: Callable | None):
+    """The callbacks a search reports to: the caller's, and a bar counting candidates when
+    ``shown`` (opened at the first plan, its total grown by each later step's). The search
+    reports each candidate twice (screened for twins, then scored), so the bar counts
+    halves; its ETA is the mean rate since the start."""
+    from fitrules.base.util import progress
+
+    if not shown:
+        yield on_plan, on_progress
+        return
+    state: dict = {}
+    with contextlib.ExitStack() as bars:
+
+        def open_bar(total) -> None:  # after the plan's line: a bar drawn first leaves "0it"
+            if "bar" not in state:
+                state["bar"] = bars.enter_context(
+                    progress(total, desc="searching", enabled=True, unit="candidate")
+                )
+
+        def plan(p, seconds) -> None:
+            if on_plan is not None:
+                on_plan(p, seconds)
+            if "bar" in state and state["bar"].total is not None:  # a growing budget's step
+                state["bar"].total += p.n_candidates
+                state["bar"].refresh()
+            open_bar(float(p.n_candidates))
+
+        def step(k: int) -> None:
+            open_bar(None)
+            state["bar"].update(k / 2)
+            if on_progress is not None:
+                on_progress(k)
+
+        yield plan, step
 
 
 def _search_grammar(grammar, variables, terms, max_constants, max_nonlinear, interactions,

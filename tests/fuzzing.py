@@ -1699,6 +1699,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "metric_range", [None, (0, 1e9)], [(3, 1), "0,3", (0,), 5])
         _kw(d, kw, "on_plan", [None, _ignore], ["x", 5])
         _kw(d, kw, "on_progress", [None, _ignore], [5, "x"])
+        _kw(d, kw, "progress", [None, False], ["yes", 2, 0.5], 6)
         _kw(d, kw, "yes", [False, True], BAD_BOOLS)
         _kw(d, kw, "jobs", [1], [0, 2.5, "2", True])
         _kw(d, kw, "max_nonlinear", [0, 1], [-1, 9, 1.5, "1"])

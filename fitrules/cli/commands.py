@@ -5,7 +5,6 @@ its grid, calls one function of :mod:`fitrules.api` with the options its declara
 from __future__ import annotations
 
 import sys
-from contextlib import ExitStack
 
 from fitrules import api
 from fitrules.base.errors import FitrulesError
@@ -148,36 +147,21 @@ def _references(args) -> list | None:
 
 
 def search(args) -> int:
-    from fitrules.base.util import progress
     from fitrules.views.search import plan_sentence
 
     refs = _references(args)
     options = declared.SEARCH.from_args(args, references=refs)
+    options.pop("progress", None)
     jobs = api.search_jobs(args.jobs, args.scheduler)
     take_outputs(args)
     grid = load(args)
-    shown = progress_enabled(args)
-    state: dict = {}
 
     def on_plan(plan, seconds) -> None:
         if not getattr(args, "quiet", False):
             print(plan_sentence(plan, seconds, jobs), file=sys.stderr)
-        if "bar" in state and state["bar"].total is not None:  # a growing budget's next step
-            state["bar"].total += 2 * plan.n_candidates
-            state["bar"].refresh()
-        open_bar(2 * plan.n_candidates)  # api.search reports 2 x candidates in all
 
-    def open_bar(total) -> None:  # after the plan's line: a bar drawn first leaves "0it"
-        if "bar" not in state:
-            state["bar"] = bars.enter_context(progress(total, desc="searching", enabled=shown))
-
-    def on_progress(k: int) -> None:
-        open_bar(None)
-        state["bar"].update(k)
-
-    with ExitStack() as bars:
-        result = api.search(grid, **options | dict(jobs=jobs, on_plan=on_plan,
-                                                   on_progress=on_progress))  # fmt: skip
+    with api.search_progress(bool(progress_enabled(args)), on_plan, None) as (plan, step):
+        result = api.search(grid, **options | dict(jobs=jobs, on_plan=plan, on_progress=step))
     text = str(result)
     if args.forms_out is not None:
         args.forms_file.commit(result.forms_toml())

@@ -748,7 +748,7 @@ SEARCH = Command(
             cli=dict(type=Path, metavar="PATH"),
         ),
         JSON,
-        PROGRESS.but(python=False),
+        PROGRESS,
         REPORT,
         Option("seeds", SEED_PROTOCOLS[1], flag=None),
         Option("on_plan", flag=None, check=arg.callback),

@@ -429,3 +429,21 @@ def test_the_budget_table_names_the_pick_and_the_outer_splits_favourite_apart():
         shown = "the same" if most == final else most
         assert (f"{s.forms[final].expression} ({final}); {shown} "
                 f"({r['most_picked_share']:.0%})") in text  # fmt: skip
+
+
+def test_search_draws_a_progress_bar_counting_candidates_when_asked(capsys):
+    """Issue 44, item 6: fr.search had no progress= (fr.compare had): a four-minute search
+    showed nothing in a notebook. progress=True draws a bar in candidates on stderr (the
+    default in a notebook), progress=False or the caller's on_progress draws none."""
+    g = fr.load_example("main", where="lr == 3e-4")
+    small = dict(terms=1, max_constants=3, splits=3, inner_splits=2, references=[], jobs=1)
+    fr.search(g, **small, progress=True)
+    err = capsys.readouterr().err
+    assert "searching:" in err and " candidates [" in err
+    fr.search(g, **small, progress=False)
+    assert capsys.readouterr().err == ""
+    seen: list[int] = []
+    fr.search(g, **small, progress=True, on_progress=seen.append)
+    assert capsys.readouterr().err == "" and sum(seen) > 0
+    with pytest.raises(fr.FitrulesError, match="progress"):
+        fr.search(g, **small, progress="yes")
