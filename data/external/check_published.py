@@ -81,6 +81,13 @@ STARTS = {
         "rn": (0.1, 1000, "log"),
         "rd": (0.1, 1000, "log"),
     },
+    "chinchilla_epoch": {  # ranges about Epoch's published fit, wide on each side
+        "E": (0.5, 3.0, "lin"),
+        "A": (10, 1e5, "log"),
+        "alpha": (0.05, 1.0, "lin"),
+        "B": (10, 1e6, "log"),
+        "beta": (0.05, 1.0, "lin"),
+    },
 }
 POLISH = 5  # starts polished to convergence after the short runs
 # Grids whose outcome column stacks several outcomes: R^2 per value of this column, averaged.
@@ -109,9 +116,15 @@ def load(entry):
             df = pd.read_csv(path)
             for line in entry.get("derive", []):
                 name, expr = (s.strip() for s in line.split("=", 1))
-                df[name] = evaluate(
-                    compile(expr, "<derive>", "eval"), {c: df[c].to_numpy() for c in df}
-                )
+                # a column whose name is not an identifier is quoted in backticks (as pandas
+                # and fitrules --derive quote it); Python's compile rejects them, so each
+                # becomes a plain name here
+                quoted = dict.fromkeys(re.findall(r"`([^`]+)`", expr))
+                env = {c: df[c].to_numpy() for c in df}
+                for i, col in enumerate(quoted):
+                    expr = expr.replace(f"`{col}`", f"_col{i}")
+                    env[f"_col{i}"] = df[col].to_numpy()
+                df[name] = evaluate(compile(expr, "<derive>", "eval"), env)
             return df
     return None
 
@@ -220,7 +233,10 @@ def run_entry(entry, n_starts, rng):
         )
         return
     variables, constants, code = parse_form(entry["form"])
-    train, test = df.query(entry["train"]), df.query(entry["test"])
+    train = df.query(entry["train"])
+    # an entry without a held-out split (Epoch's Chinchilla point fit) is checked on its
+    # training runs alone
+    test = df.query(entry["test"]) if "test" in entry else df.iloc[:0]
     lo, hi = parse_bounds(entry, constants)
     group = entry.get("group")
     keys = sorted(train[group].unique()) if group else [None]
@@ -299,6 +315,15 @@ def run_entry(entry, n_starts, rng):
         )
     else:
         print(f"  train SSE {total:.6g}")
+    pc = entry.get("published_constants")
+    if not len(test):
+        print("  test: none (the entry names no held-out split)")
+        if pc and all(c in pc for c in constants):
+            Xr = {v: train[v].to_numpy(float) for v in variables}
+            fit_pub = evaluate(code, {**Xr, **{c: pc[c] for c in constants}})
+            print(f"  with the published constants: train SSE "
+                  f"{float(np.sum((fit_pub - train[metric]) ** 2)):.6g}")  # fmt: skip
+        return
     ours = score(entry, test, pred)
     pub = entry.get("published_metric_value")
     if len(test) <= 4:
@@ -313,7 +338,6 @@ def run_entry(entry, n_starts, rng):
         f"  test {entry.get('published_metric_name', 'R2')}: refit {ours:.4f}; published {pub} "
         f"({entry.get('published_metric_source', '')})"
     )
-    pc = entry.get("published_constants")
     if pc and all(c in pc for c in constants):
         Xt = {v: test[v].to_numpy(float) for v in variables}
         p = evaluate(code, {**Xt, **{c: pc[c] for c in constants}})
