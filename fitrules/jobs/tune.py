@@ -17,6 +17,7 @@ tuned grid unchanged.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
@@ -226,7 +227,7 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
         choices=pd.DataFrame(out.choices),
         curves=pd.DataFrame(out.curves),
         flattery=pd.DataFrame(out.flattery),
-        warnings=out.warnings,
+        warnings=_collapse_edges(out.warnings, d.n_cfg),
         factors=tuned,
         configuration=configuration,
         scheme=scheme,
@@ -686,6 +687,41 @@ def _edge_warnings(
         which = "largest" if edge == "highest" else "smallest"
         only = f" ({', '.join(map(_fold_words, folds))})" if len(folds) < len(rows) else ""
         out.append(f"best {f} is the {which} tried ({_fmt(v)}){at}{only}: widen the sweep")
+    return out
+
+
+EDGE_LINES = 3  # more "widen the sweep" lines than this for one factor's edge become one
+
+
+def _collapse_edges(warnings: list[str], n_cfg: int) -> list[str]:
+    """The edge warnings of a factor's edge, one line for all configurations when there are
+    more than ``EDGE_LINES`` (issue 44: a 2-level sweep, where every choice is an edge,
+    printed 20 'widen the sweep' lines); the other warnings as they are, in order."""
+    pattern = re.compile(r"best (.+?) is the (largest|smallest) tried \((.+?)\)(.*): widen the sweep$")
+    groups: dict[tuple, list[str]] = {}
+    for w in warnings:
+        m = pattern.match(w)
+        if m:
+            groups.setdefault((m.group(1), m.group(2)), []).append((m.group(3), m.group(4)))
+    out, done = [], set()
+    for w in warnings:
+        m = pattern.match(w)
+        if not m or len(groups[(m.group(1), m.group(2))]) <= EDGE_LINES:
+            out.append(w)
+            continue
+        key = (m.group(1), m.group(2))
+        if key in done:
+            continue
+        done.add(key)
+        where = [x.strip().removeprefix("at ") for _, x in groups[key]]
+        levels = ", ".join(dict.fromkeys(v for v, _ in groups[key]))
+        shown = "; ".join(where[:EDGE_LINES]) + (
+            f"; and {len(where) - EDGE_LINES} more" if len(where) > EDGE_LINES else ""
+        )
+        out.append(
+            f"best {key[0]} is the {key[1]} tried ({levels}) in {len(where)} choices over the "
+            f"{n_cfg} configurations ({shown}): widen the sweep"
+        )
     return out
 
 

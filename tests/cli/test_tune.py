@@ -36,7 +36,8 @@ def test_compare_with_tune_reports_choices_and_edges(lr_grid, tmp_path, capsys):
     )
     assert code == 0, err
     assert text.startswith("tuning: lr tuned per configuration")
-    assert "best lr is the largest tried (0.01) at H=64" in text and "widen the sweep" in text
+    (line,) = [ln for ln in text.splitlines() if "best lr is the largest tried (0.01)" in ln]
+    assert "H=64" in line and "widen the sweep" in line
     doc = json.loads(out.read_text())
     assert doc["tuning"]["scheme"] == "cross-fit" and doc["tuning"]["choices_at_edge"] >= 5
     assert {r["chosen_lr"] for r in doc["tuning"]["choices"] if r["H"] == 4} == {0.001}
