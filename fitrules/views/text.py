@@ -39,6 +39,36 @@ def rank_value(row: dict) -> float:
     return math.inf if _missing(v) else float(v)
 
 
+RUNAWAY = 10  # a worst split this many times the median is explained under the table
+
+
+def worst_notes(rows: list[dict], results: pd.DataFrame) -> list[str]:
+    """A line under the table for a ranked form whose worst split is many times its median
+    (issue 44: "worst split 209.5%, worst cell 1512%" beside the winner, explained 40 lines
+    later): which split it is, whether the guard names its fit wild, and that the ranking
+    reads medians."""
+    out = []
+    for r in rows:
+        med, worst = r.get("median_pct"), r.get("worst_split_pct")
+        if _missing(med) or _missing(worst) or not med > 0 or worst < RUNAWAY * med:
+            continue
+        mine = results[(results["form"] == r["form"]) & results["used"].astype(bool)]
+        if not len(mine):
+            continue
+        top = mine.loc[mine["heldout_error_pct"].astype(float).idxmax()]
+        why = (
+            "a fit the guard names wild (listed below, with the summaries without such fits)"
+            if bool(top.get("wild"))
+            else "a fit the guard did not name: it extrapolates badly to the cells it holds out"
+        )
+        out.append(
+            f"note: {r['form']}'s worst split ({worst:.4g}%, {top['split_label']}) is {why}; "
+            f"its worst cell is {r.get('worst_cell_pct', float('nan')):.4g}%; the ranking "
+            "reads medians, which a runaway split does not move"
+        )
+    return out
+
+
 def common_note(summary: list[dict]) -> str:
     """What the two median columns are, and which one ranks the forms."""
     if not summary:
@@ -415,6 +445,7 @@ def render_comparison(cmp) -> str:
     n_train = int(cmp.results["n_train"].min()) if len(cmp.results) else 0
     # the answer first: the conclusion, then the forms ranked by median held-out error
     lines = [*cmp.conclusion, "", table(cmp.ranking, summary_columns(basis))]
+    lines += worst_notes(cmp.ranking.to_dict("records")[:1], cmp.results)
     lines += [f"warning: {w}" for w in getattr(cmp, "warnings", [])]
     lines += [
         "",

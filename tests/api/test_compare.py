@@ -160,3 +160,20 @@ def test_too_few_common_splits_rank_on_each_forms_own_and_say_so():
     n = int(c.summary["common_splits"].iloc[0])
     assert f"ranked on each form's own valid splits, since only {n} are valid" in c.conclusion[0]
     assert f"only {n} splits are valid for every form" in str(c)
+
+
+def test_a_runaway_worst_split_of_the_winner_is_explained_under_the_table():
+    """Issue 44, item 7: the winner's row showed "worst split 930.1%, worst cell 6625%"
+    with no word until 40 lines later; a line under the table now names the split, whether
+    the guard names its fit wild, and that the ranking reads medians."""
+    c = fr.compare(splits=300, forms=["composition", "log_additive"])
+    best = c.ranking.iloc[0]
+    assert best["worst_split_pct"] > 10 * best["median_pct"]
+    lines = str(c).splitlines()
+    dashes = next(i for i, ln in enumerate(lines) if ln.startswith("-----"))
+    note = lines[dashes + 3]
+    mine = c.results[(c.results["form"] == best["form"]) & c.results["used"]]
+    top = mine.loc[mine["heldout_error_pct"].idxmax()]
+    assert note.startswith(f"note: {best['form']}'s worst split ({best['worst_split_pct']:.4g}%, ")
+    assert top["split_label"] in note
+    assert ("the guard names wild" in note) == bool(top["wild"])
