@@ -582,7 +582,9 @@ def residual_map(cells, form, constants, x: str, y: str, lim: float | None = Non
         for j in range(grid.shape[1]):
             v = grid.iat[i, j]
             if np.isfinite(v):
-                ax.text(j, i, f"{v:+.1f}", ha="center", va="center", fontsize=8,
+                # a residual that rounds to zero shows as 0.0, not -0.0 (issue 44)
+                ax.text(j, i, "0.0" if round(v, 1) == 0 else f"{v:+.1f}", ha="center",
+                        va="center", fontsize=8,
                         color="white" if abs(v) > 0.6 * lim else "black")  # fmt: skip
     ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [f"{r:g}" for r in grid.index])

@@ -480,3 +480,12 @@ def test_chosen_levels_map(h_keep_tuning):
     assert sum("B->A:" in x for x in texts) == int((~t.flattery["folds_agree"]).sum())
     with pytest.raises(GridError, match=r"x='lr' is not a configuration factor"):
         chosen_levels_map(t, x="lr", y="keep")
+
+
+def test_a_residual_that_rounds_to_zero_is_labelled_without_a_sign():
+    """Issue 44, item 7: the residual map printed "-0.0" for a residual of -0.04%."""
+    f = api.fit(composition_grid(noise=0.0), "composition")
+    ax = figures.residual_map(f.cells, f.form, f.constants, "H", "omega")
+    texts = [t.get_text() for t in ax.texts]
+    assert texts and "-0.0" not in texts and "+0.0" not in texts and "0.0" in texts
+    plt.close(ax.figure)
