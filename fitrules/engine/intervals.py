@@ -1907,8 +1907,8 @@ def _edge_residuals(form: Form, X, y, obj, options, relative: bool) -> dict:
     """Per variable with three or more levels, each edge's cells predicted by the form
     fitted without them: {variable: ((residuals, cell indices) at the low edge, the same at
     the high edge)}, NaN residuals where the refit failed. The edge is the extreme level
-    (a factorial variable) or the cells within one design step of the extreme (a scattered
-    one, the steps of :meth:`HeldOut._design_position`); an edge whose removal leaves fewer
+    (a factorial variable) or the as many most extreme cells as a factorial design's level
+    would hold (a scattered one); an edge whose removal leaves fewer
     cells than the form's constants plus 1 is not refitted (NaN), nor is a variable that
     indexes per-level or per-group constants. Each edge also carries the refit's own
     prediction variance at its cells (delta method), which :meth:`HeldOut.fit_var`
@@ -1927,7 +1927,15 @@ def _edge_residuals(form: Form, X, y, obj, options, relative: bool) -> dict:
         if step is None:
             band = (u <= levels[0], u >= levels[-1])
         else:
-            band = (u <= levels[0] + step, u >= levels[-1] - step)
+            # as many cells as a factorial design's level holds (n over the levels per
+            # variable): a band one step wide held a single run of Epoch's Chinchilla table at
+            # its largest D, whose t quantile on 0 degrees of freedom made a 4x extrapolation's
+            # interval -1.06 to 4.85 nats
+            k = min(max(int(math.ceil(n / max(int(round(n ** (1 / d))), 2))), 2), n - p - 1)
+            order = np.argsort(u, kind="stable")
+            low, high = np.zeros(n, bool), np.zeros(n, bool)
+            low[order[:k]], high[order[-k:]] = True, True
+            band = (low, high)
         for side, held in enumerate(band):
             where.append((v, side, np.flatnonzero(held)))
             masks.append(~held)

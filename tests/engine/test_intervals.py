@@ -375,6 +375,9 @@ def test_one_level_beyond_counts_one_step_in_every_variable_and_design():
         top = float(g.runs["N"].max())
         pos = s._design_position({"N": np.array([top, 2 * top]), "D": np.array([1e10, 1e10])})
         beyond.append(pos[1, 0] - pos[0, 0])
+        # each edge of a scattered variable holds as many runs as a factorial level would
+        # (60 over 8 a side): one step wide it held a single run at Chinchilla's largest D
+        assert [len(side[0]) for side in s.edges["N"]] == [8, 8]
     # 8 levels a side for 60 cells in 2 variables: log 2 over a seventh of the log range of
     # N (about log 100), about one step
     assert 0.8 < min(beyond) and max(beyond) < 1.5, beyond
