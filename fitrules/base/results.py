@@ -24,7 +24,10 @@ def made_from(result, *sources):
     """
     paths = [Path(os.path.abspath(p)) for p in getattr(result, "inputs", ()) or ()]
     for src in sources:
-        path = getattr(src, "path", src)
+        # a grid's ``source`` is the file read; its ``path`` is a label for messages, only the
+        # file's name when it lies outside the working directory (a result written over its
+        # own table there was not refused)
+        path = getattr(src, "source", None) or getattr(src, "path", src)
         # absolute now: a relative path would name another file once the working directory
         # changes (a notebook's os.chdir), and the refusal would silently stop applying
         if path is not None and str(path).strip():

@@ -182,3 +182,22 @@ def test_a_new_file_is_still_written(made, tmp_path):
         out = tmp_path / f"{case.replace(' ', '_')}.json"
         result.to_json(str(out))
         assert out.read_text().startswith("{"), case
+
+
+def test_a_result_refuses_its_own_table_outside_the_working_directory(tmp_path):
+    """A grid read from outside the working directory is labelled by its file name alone;
+    made_from recorded that label made absolute (the working directory's g.csv), so
+    ``f.to_json(table)`` overwrote the table it was fitted on. It records the file read."""
+    from conftest import composition_grid
+
+    import fitrules as fr
+    from fitrules.base.errors import FitrulesError
+
+    csv = tmp_path / "g.csv"
+    composition_grid().to_csv(csv, index=False)
+    before = csv.read_bytes()
+    f = fr.fit(str(csv), "composition")
+    assert csv.resolve() in [p.resolve() for p in f.inputs]
+    with pytest.raises(FitrulesError):
+        f.to_json(csv)
+    assert csv.read_bytes() == before
