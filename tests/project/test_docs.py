@@ -56,7 +56,7 @@ EXPECT = {
             "--out new.csv": "new.csv: 3 runs",
             # the numbers the page quotes
             "predict --form composition --at H=8,keep=0.25 --runs 3 --tolerance 1 --ledger "
-            "predictions.jsonl": ["2.1679", "2.1293 to 2.1979"],
+            "predictions.jsonl": ["2.1679", "2.1296 to 2.1998"],
             "score --ledger predictions.jsonl --data new.csv": ["2.1679", "2.1562", "+0.544"],
             "ledger verify --ledger predictions.jsonl": "chain intact",
         },
