@@ -21,7 +21,7 @@ import numbers
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pandas as pd
 
@@ -34,6 +34,9 @@ from fitrules.model import grids as _grids
 from fitrules.model.forms import Form
 from fitrules.model.grids import Grid
 from fitrules.model.grids import load_grid as _load_grid
+
+if TYPE_CHECKING:  # the result types, for annotations only
+    from fitrules.jobs.fit import FittedForm
 
 # fr.load_grid: the loader, its errors in the words of its parameters
 load_grid = api_terms(_grids.load_grid)

@@ -1297,11 +1297,11 @@ class HeldOut:
         neighbours' weighted mean (the cell itself left out), squared and divided by its
         expectation under pure noise, ``1 + sum w**2 / (sum w)**2``, averaged (the
         fitted curve barely lowers it: the neighbour difference is nearly orthogonal to it,
-        so no ``n / (n - p)`` factor, which overcorrected by 9% to 58% on 60 to 5 cells). A misfit that varies smoothly
-        between neighbours cancels in the difference; one that changes from cell to cell
-        is read as noise, which is the assumption the text states. Issue 42: without it, 60
-        runs at distinct N and D read their 0.5% noise as misfit, and the interval for a
-        configuration's mean was 20 times its rms error."""
+        so no ``n / (n - p)`` factor, which overcorrected by 9% to 58% on 60 to 5 cells).
+        A misfit that varies smoothly between neighbours cancels in the difference; one
+        that changes from cell to cell is read as noise, which is the assumption the text
+        states. Issue 42: without it, 60 runs at distinct N and D read their 0.5% noise as
+        misfit, and the interval for a configuration's mean was 20 times its rms error."""
         if self.noise.known:
             return math.nan
         r = self._fit_residuals
@@ -1336,8 +1336,8 @@ class HeldOut:
         """Per variable, how a value becomes a position in design steps (see
         :meth:`_design_position`): ``(shift, levels, step)`` with positions read on
         ``log(x + shift)`` (``shift`` None: on ``x`` itself), ``levels`` the fitted cells'
-        distinct values on that scale and ``step`` None for a factorial variable (its levels
-        repeat: positions count levels) or the width of one step for a scattered one."""
+        distinct values on that scale and ``step`` None for a factorial variable (positions
+        count levels) or the width of one step for a scattered one (see :func:`_axis`)."""
         ok = self.ok
         n = int(ok.sum())
         cols = {v: np.asarray(self.X[v], float)[ok] for v in self.form.bound_variables}
@@ -1451,8 +1451,9 @@ class HeldOut:
     def _edge_step_var(self) -> dict:
         """Per variable and edge, the misfit variance one step of extrapolation adds: the
         mean square of the edge cells' residuals when the form is fitted without them, less
-        their own seed noise and the refit's own prediction variance there (never below 0). A wrong form shows here how fast its misfit
-        grows past the cells it was fitted on, which the residuals at the cells cannot."""
+        their own seed noise and the seed-noise share of the refit's own prediction variance
+        there (never below 0). A wrong form shows here how fast its misfit grows past the
+        cells it was fitted on, which the residuals at the cells cannot."""
         out = {}
         own = self._own_var()
         for v, (low, high) in self.edges.items():
@@ -1668,9 +1669,7 @@ class HeldOut:
             "prediction": value,
             # issue 42: with one seed id in every cell the interval over new ids covered a
             # configuration's mean 0.55 of the time (8 H x 3 keep, 100 grids): no number
-            "interval": None if one_id else interval(
-                [(base, df), (edge, df_edge), (off, df_off)]
-            ),
+            "interval": None if one_id else interval([(base, df), (edge, df_edge), (off, df_off)]),
             "covers": NOT_COVERED_ONE_ID if one_id else COVERS_NEW_SEEDS,
             "interval_grid_seeds": interval([(base, df), (edge, df_edge)]),
             "covers_grid_seeds": COVERS_GRID_SEEDS,

@@ -697,7 +697,9 @@ def _collapse_edges(warnings: list[str], n_cfg: int) -> list[str]:
     """The edge warnings of a factor's edge, one line for all configurations when there are
     more than ``EDGE_LINES`` (issue 44: a 2-level sweep, where every choice is an edge,
     printed 20 'widen the sweep' lines); the other warnings as they are, in order."""
-    pattern = re.compile(r"best (.+?) is the (largest|smallest) tried \((.+?)\)(.*): widen the sweep$")
+    pattern = re.compile(
+        r"best (.+?) is the (largest|smallest) tried \((.+?)\)(.*): widen the sweep$"
+    )
     groups: dict[tuple, list[str]] = {}
     for w in warnings:
         m = pattern.match(w)

@@ -26,8 +26,8 @@ def comparison_html(cmp) -> str:
 
     basis = cmp.settings.get("splits_used", "valid")
     cols = ["form", "constants", "splits_used", "degenerate_splits", "wild_splits",
-            "common_median_pct", "median_pct", "trimmed_mean_pct", "p90_pct", "worst_split_pct", "worst_cell_pct",
-            "noise_floor_pct"]  # fmt: skip
+            "common_median_pct", "median_pct", "trimmed_mean_pct", "p90_pct",
+            "worst_split_pct", "worst_cell_pct", "noise_floor_pct"]  # fmt: skip
     parts = [
         f"<b>fitrules comparison</b> ({html.escape(cmp.settings['protocol'])} splits)",
         "<p class='fitrules-conclusion'>" + "<br>".join(html.escape(x) for x in cmp.conclusion)

@@ -254,8 +254,9 @@ def _fit_figures(cells, forms, full_fits, unit, fig, bands=None) -> None:
                 + (
                     ", shaded: the prediction interval for the configuration's mean at the "
                     "grid's one seed id (one seed id in every cell: none covers new seed ids)."
-                    if getattr(getattr((bands or {}).get(f.name), "__self__", None), "one_id",
-                               False)  # fmt: skip
+                    if getattr(
+                        getattr((bands or {}).get(f.name), "__self__", None), "one_id", False
+                    )  # fmt: skip
                     else ", shaded: the prediction interval for the configuration's mean over "
                     "new seed ids (misfit and the grid's seed offset included)."
                     if (bands or {}).get(f.name)

@@ -441,8 +441,10 @@ def test_a_saved_fit_loads_and_predicts_identically(name, tmp_path):
     """Issue 44, item 2: to_json() wrote a fit and nothing read it. fr.load_fit reads the
     file (or its text), checks the data is the same, refits with the recorded arguments and
     predicts identically, for every built-in form."""
-    g = fr.load_example("quadratic" if name.startswith("theory") else "main",
-                        **({} if name.startswith("theory") else {"where": "lr == 3e-4"}))
+    g = fr.load_example(
+        "quadratic" if name.startswith("theory") else "main",
+        **({} if name.startswith("theory") else {"where": "lr == 3e-4"}),
+    )
     try:
         f = fr.fit(g, name)
     except FitrulesError:

@@ -7,11 +7,11 @@ import importlib.util
 
 import pandas as pd
 import pytest
-from conftest import DATA
 from exports import wandb_runs
 from tables import two_losses
 
 import fitrules as fr
+from conftest import DATA
 from fitrules.base.errors import GridError
 from helpers import run
 

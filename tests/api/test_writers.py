@@ -188,9 +188,8 @@ def test_a_result_refuses_its_own_table_outside_the_working_directory(tmp_path):
     """A grid read from outside the working directory is labelled by its file name alone;
     made_from recorded that label made absolute (the working directory's g.csv), so
     ``f.to_json(table)`` overwrote the table it was fitted on. It records the file read."""
-    from conftest import composition_grid
-
     import fitrules as fr
+    from conftest import composition_grid
     from fitrules.base.errors import FitrulesError
 
     csv = tmp_path / "g.csv"

@@ -86,15 +86,16 @@ def test_fit_names_the_standard_error_and_the_interval_apart(capsys):
     assert "±" not in out.split("standard errors:")[0].split("constants (")[1].split("\n", 1)[1]
     g = fr.load_example("main", where="lr == 3e-4")
     f = fr.fit(g, "composition", intervals=True, resamples=40)
-    for c, v in f.constants.items():
+    for c in f.constants:
         lo, hi = f.intervals[c]
         line = next(ln for ln in out.splitlines() if ln.strip().startswith(f"{c} "))
         assert f"se {f.stderr[c]:.3g}" in line and f"95% interval [{lo:.6g}, {hi:.6g}]" in line
     assert "95% interval, which is not value ± se" in out
     code, out, err = run(["fit", "--form", "composition"], capsys)
-    assert "constants (value and standard error se):" in out and "interval" not in out.split(
-        "standard errors:"
-    )[0]
+    assert (
+        "constants (value and standard error se):" in out
+        and "interval" not in out.split("standard errors:")[0]
+    )
 
 
 @pytest.mark.parametrize(
