@@ -291,7 +291,8 @@ def predict(
     g = as_grid(grid)
     # the ledger is appended to: never the table the prediction is fitted on (a JSON-lines
     # table would take the record as a run)
-    check_distinct([("--ledger", ledger_path)], [Path(g.path)] if g.path is not None else [])
+    table = g.input_file
+    check_distinct([("--ledger", ledger_path)], [Path(table)] if table is not None else [])
     check_ledger_target(ledger_path)  # a tampered or unwritable ledger is refused now
     form = resolve_form(form) if isinstance(form, str) else form
     g, _ = _tuned(g, tune, tune_seeds)

@@ -820,7 +820,7 @@ def score(ledger: Path, grid: Grid, head: str | None = None) -> Scores:
 
 def _scored(ledger: Path, grid: Grid, records: list[dict]) -> Scores:
     table = score_ledger(ledger, grid, records=records)
-    inputs = [Path(ledger), *([Path(grid.path)] if grid.path is not None else [])]
+    inputs = [Path(ledger), *([Path(grid.input_file)] if grid.input_file is not None else [])]
     return Scores(table, interval_coverage(table), compare_scored(table),
                   score_data(grid, records), inputs)  # fmt: skip
 

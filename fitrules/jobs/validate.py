@@ -49,5 +49,5 @@ def validate(grid: Grid, tuning=None) -> Validation:
     and summarise it, with the per-seed effect shared across its cells."""
     grid.check_seeds()  # what compare refuses, validate refuses
     facts = grid.summary() | {"seed_effect": grid_seed_effect(grid)}
-    inputs = [Path(grid.path)] if grid.path is not None else []
+    inputs = [Path(grid.input_file)] if grid.input_file is not None else []
     return Validation(grid, facts, tuning, inputs)

@@ -228,6 +228,12 @@ class Grid:
     # the file read, absolute (``path`` is its label for messages), None for a DataFrame
     source: Path | None = field(default=None, compare=False, repr=False)
 
+    @property
+    def input_file(self) -> Path | None:
+        """The file the runs were read from, to be protected from writers: ``source``, or
+        ``path`` for a grid made without it (None for a DataFrame)."""
+        return self.source if self.source is not None else self.path
+
     def line_of(self, i: int) -> str:
         """Where run ``i`` (a position in ``runs``) is in the file, for messages."""
         rows = self.row_numbers

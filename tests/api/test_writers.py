@@ -200,3 +200,22 @@ def test_a_result_refuses_its_own_table_outside_the_working_directory(tmp_path):
     with pytest.raises(FitrulesError):
         f.to_json(csv)
     assert csv.read_bytes() == before
+
+
+def test_a_ledger_is_never_the_table_it_predicts_from_outside_the_working_directory(tmp_path):
+    """fr.predict compared the ledger with the grid's display label, only the file's name for
+    a table outside the working directory, so a JSON-lines table given as its own ledger was
+    refused only later, as "line 1 is not a prediction record". The file read is compared
+    now, and the refusal says what is wrong."""
+    import json
+
+    import fitrules as fr
+    from conftest import composition_grid
+    from fitrules.base.errors import FitrulesError
+
+    table = tmp_path / "runs.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in composition_grid().to_dict("records")))
+    before = table.read_bytes()
+    with pytest.raises(FitrulesError, match="is an input of this command"):
+        fr.predict(str(table), "composition", "H=8,keep=0.25", ledger=table, resamples=20)
+    assert table.read_bytes() == before
