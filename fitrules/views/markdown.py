@@ -8,6 +8,8 @@ import math
 import re
 from pathlib import Path
 
+import pandas as pd
+
 from fitrules import __version__
 from fitrules.base.util import json_ready
 from fitrules.views import figures
@@ -21,6 +23,7 @@ from fitrules.views.text import (
     rank_value,
     table_notes,
     verdict_sentence,
+    worst_notes,
 )
 
 
@@ -335,6 +338,11 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         summary_header(s.get("splits_used", "valid")),
         *summary_rows(ranked),
         "",
+        *[
+            f"{note}\n"
+            for note in worst_notes(ranked[:1], pd.DataFrame(doc["results"]))
+            if doc["results"]
+        ],
         "Forms ranked by median held-out error"
         + (
             " over the splits valid for every form (common median)"
