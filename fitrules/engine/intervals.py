@@ -1479,42 +1479,33 @@ class HeldOut:
         return {v: tuple(x if math.isfinite(x) else fill for x in pair)
                 for v, pair in out.items()}  # fmt: skip
 
-    def edge_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
-        """Variance added at each point beyond the fitted cells: for each variable, the
-        steps beyond its edge (:meth:`_design_position`) squared times that edge's one-step
-        extrapolation variance (:attr:`_edge_step_var`), summed over the variables. Issue
-        42: one level beyond in keep under a wrong form, the intervals at the grid's seed
-        ids covered 0.58 to 0.72 of the time without it."""
+    def edge_terms(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Variance added at each point beyond the fitted cells, and its degrees of freedom.
+
+        For each variable, the steps beyond its edge (:meth:`_design_position`) squared times
+        that edge's one-step extrapolation variance (:attr:`_edge_step_var`), summed over
+        the variables (issue 42: one level beyond in keep under a wrong form, the intervals
+        at the grid's seed ids covered 0.58 to 0.72 of the time without it). The degrees of
+        freedom are the fewest cells of an edge the point lies beyond, less one (at least 1;
+        0 where it lies beyond none): the variance is read from those few cells, not from
+        all n - p residuals."""
         pos = self._design_position(X)
         cells = self._cell_positions
         lo, hi = cells.min(axis=0), cells.max(axis=0)
-        total = np.zeros(len(pos))
+        total, df = np.zeros(len(pos)), np.full(len(pos), np.inf)
         for j, v in enumerate(self.form.bound_variables):
             if v not in self._edge_step_var:
                 continue
-            v_lo, v_hi = self._edge_step_var[v]
-            below, above = np.maximum(lo[j] - pos[:, j], 0), np.maximum(pos[:, j] - hi[j], 0)
-            for d, var in ((below, v_lo), (above, v_hi)):
+            steps = (np.maximum(lo[j] - pos[:, j], 0), np.maximum(pos[:, j] - hi[j], 0))
+            for side, (d, var) in enumerate(zip(steps, self._edge_step_var[v], strict=True)):
                 hit = d > 0
-                if hit.any():
-                    total[hit] += d[hit] ** 2 * var
-        return total
+                total[hit] += d[hit] ** 2 * var
+                df[hit] = np.minimum(df[hit], max(len(self.edges[v][side][0]) - 1, 1))
+        return total, np.where(np.isfinite(df), df, 0.0)
 
-    def edge_df(self, X: dict[str, np.ndarray]) -> np.ndarray:
-        """Degrees of freedom of :meth:`edge_var` at each point: the fewest cells of an edge
-        the point lies beyond, less one (at least 1; 0 where it lies beyond none). The
-        variance is read from that edge's few cells, not from all n - p residuals."""
-        pos = self._design_position(X)
-        cells = self._cell_positions
-        lo, hi = cells.min(axis=0), cells.max(axis=0)
-        df = np.full(len(pos), np.inf)
-        for j, v in enumerate(self.form.bound_variables):
-            if v not in self.edges:
-                continue
-            for side, beyond in enumerate((pos[:, j] < lo[j], pos[:, j] > hi[j])):
-                n_edge = len(self.edges[v][side][0])
-                df[beyond] = np.minimum(df[beyond], max(n_edge - 1, 1))
-        return np.where(np.isfinite(df), df, 0.0)
+    def edge_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
+        """The variance part of :meth:`edge_terms`."""
+        return self.edge_terms(X)[0]
 
     def misfit_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
         """The local misfit the lean leaves unexplained, at each point: each cell's residual
@@ -1650,7 +1641,8 @@ class HeldOut:
         lean = low if abs(low) > abs(high) else high
         misfit = float(self.misfit_var(X)[0])
         # the unexplained misfit, the lean's own noise and the constants' uncertainty there
-        edge, df_edge = float(self.edge_var(X)[0]), int(self.edge_df(X)[0])
+        edge, df_edge = (float(t[0]) for t in self.edge_terms(X))
+        df_edge = int(df_edge)
         base = misfit + lean_var + float(self.fit_var(X)[0])
         var_mean = base + edge
         q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
@@ -1754,7 +1746,7 @@ class HeldOut:
         value = predict(self.form, X, self.constants)
         low, high, lean_var = self.lean(X)
         var = self.misfit_var(X) + lean_var + self.fit_var(X)
-        edge, df_edge = self.edge_var(X), self.edge_df(X)
+        edge, df_edge = self.edge_terms(X)
         off = self.offset_var(X) if not grid_seeds and self.offset is not None else 0 * var
         df_off = self.offset.df if self.offset is not None else 1
         half = np.array(

@@ -17,7 +17,6 @@ tuned grid unchanged.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
@@ -227,7 +226,7 @@ def tune(grid: Grid, factors: Sequence[str] | str, tune_seeds: Sequence | None =
         choices=pd.DataFrame(out.choices),
         curves=pd.DataFrame(out.curves),
         flattery=pd.DataFrame(out.flattery),
-        warnings=_collapse_edges(out.warnings, d.n_cfg),
+        warnings=_warning_lines(out.warnings, d.n_cfg),
         factors=tuned,
         configuration=configuration,
         scheme=scheme,
@@ -260,7 +259,7 @@ class _Tally:
     choices: list[dict] = field(default_factory=list)
     curves: list[dict] = field(default_factory=list)
     flattery: list[dict] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list = field(default_factory=list)  # text, or _EdgeChoice until the end
     out_rows: list[int] = field(default_factory=list)
     out_excluded: list[int] = field(default_factory=list)
 
@@ -670,10 +669,28 @@ def _edges(
     return out
 
 
+@dataclass(frozen=True)
+class _EdgeChoice:
+    """A configuration's choice at an edge of a factor's sweep, kept as data until every
+    configuration is tuned (:func:`_warning_lines` words it, alone or with the others)."""
+
+    factor: str
+    which: str  # "largest" or "smallest"
+    level: Any
+    at: str  # " at H=16, keep=0.25", as the configuration's other warnings name it
+    only: str  # " (fold A->B)" when not every fold chose it, else ""
+
+    def line(self) -> str:
+        return (
+            f"best {self.factor} is the {self.which} tried ({_fmt(self.level)}){self.at}"
+            f"{self.only}: widen the sweep"
+        )
+
+
 def _edge_warnings(
     rows: list[dict], tuned: tuple[str, ...], numeric: dict[str, bool], tried: dict, at: str
-) -> list[str]:
-    """One line per (factor, edge, level) over a configuration's folds."""
+) -> list[_EdgeChoice]:
+    """One per (factor, edge, level) over a configuration's folds."""
     seen: dict[tuple, list[str]] = {}
     for r in rows:
         if not math.isfinite(r["criterion"]):
@@ -686,43 +703,40 @@ def _edge_warnings(
     for (f, edge, v), folds in seen.items():
         which = "largest" if edge == "highest" else "smallest"
         only = f" ({', '.join(map(_fold_words, folds))})" if len(folds) < len(rows) else ""
-        out.append(f"best {f} is the {which} tried ({_fmt(v)}){at}{only}: widen the sweep")
+        out.append(_EdgeChoice(f, which, v, at, only))
     return out
 
 
 EDGE_LINES = 3  # more "widen the sweep" lines than this for one factor's edge become one
 
 
-def _collapse_edges(warnings: list[str], n_cfg: int) -> list[str]:
-    """The edge warnings of a factor's edge, one line for all configurations when there are
-    more than ``EDGE_LINES`` (issue 44: a 2-level sweep, where every choice is an edge,
-    printed 20 'widen the sweep' lines); the other warnings as they are, in order."""
-    pattern = re.compile(
-        r"best (.+?) is the (largest|smallest) tried \((.+?)\)(.*): widen the sweep$"
-    )
-    groups: dict[tuple, list[str]] = {}
+def _warning_lines(warnings: list, n_cfg: int) -> list[str]:
+    """The warnings in words, in order; the edge choices of one factor's edge as one line
+    for all configurations when there are more than ``EDGE_LINES`` (issue 44: a 2-level
+    sweep, where every choice is an edge, printed 20 'widen the sweep' lines)."""
+    groups: dict[tuple, list[_EdgeChoice]] = {}
     for w in warnings:
-        m = pattern.match(w)
-        if m:
-            groups.setdefault((m.group(1), m.group(2)), []).append((m.group(3), m.group(4)))
+        if isinstance(w, _EdgeChoice):
+            groups.setdefault((w.factor, w.which), []).append(w)
     out, done = [], set()
     for w in warnings:
-        m = pattern.match(w)
-        if not m or len(groups[(m.group(1), m.group(2))]) <= EDGE_LINES:
+        if not isinstance(w, _EdgeChoice):
             out.append(w)
             continue
-        key = (m.group(1), m.group(2))
+        key = (w.factor, w.which)
+        group = groups[key]
+        if len(group) <= EDGE_LINES:
+            out.append(w.line())
+            continue
         if key in done:
             continue
         done.add(key)
-        where = [x.strip().removeprefix("at ") for _, x in groups[key]]
-        levels = ", ".join(dict.fromkeys(v for v, _ in groups[key]))
-        shown = "; ".join(where[:EDGE_LINES]) + (
-            f"; and {len(where) - EDGE_LINES} more" if len(where) > EDGE_LINES else ""
-        )
+        where = [f"{e.at.strip().removeprefix('at ')}{e.only}" for e in group]
+        levels = ", ".join(dict.fromkeys(_fmt(e.level) for e in group))
+        shown = "; ".join(where[:EDGE_LINES]) + f"; and {len(where) - EDGE_LINES} more"
         out.append(
-            f"best {key[0]} is the {key[1]} tried ({levels}) in {len(where)} choices over the "
-            f"{n_cfg} configurations ({shown}): widen the sweep"
+            f"best {w.factor} is the {w.which} tried ({levels}) in {len(group)} choices over "
+            f"the {n_cfg} configurations ({shown}): widen the sweep"
         )
     return out
 
