@@ -99,10 +99,23 @@ def _box(entry: dict, constants) -> dict:
     return box
 
 
-def metric_value(kind: str, pred: np.ndarray, y: np.ndarray) -> float:
+def metric_value(kind: str, pred: np.ndarray, y: np.ndarray, by: np.ndarray | None = None) -> float:
+    """The held-out metric as the source defines it: R2 (1 - MSE/Var over the rows, or with
+    ``by`` the mean of that over each value of ``by``, as the catalogue's
+    ``published_metric_by`` says) or the mean absolute relative error in percent."""
     if kind == "R2":
+        if by is not None:
+            by = np.asarray(by)
+            return float(np.mean([metric_value(kind, pred[by == v], y[by == v])
+                                  for v in sorted(set(by.tolist()))]))  # fmt: skip
         return float(1 - ((pred - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
     return float(np.mean(100 * np.abs(pred - y) / np.abs(y)))
+
+
+def metric_by(entry: dict, test: pd.DataFrame) -> np.ndarray | None:
+    """The column the published metric is averaged over (``published_metric_by``), per row."""
+    col = entry.get("published_metric_by")
+    return None if not col else test[col].to_numpy()
 
 
 def run_entry(entry: dict, path: Path, starts: int, seed: int) -> dict:
@@ -117,7 +130,7 @@ def run_entry(entry: dict, path: Path, starts: int, seed: int) -> dict:
     variables = head[head.index("(") + 1 : head.index(")")].replace(" ", "").split(",")
     t_fr = t_ref = 0.0
     obj_fr = obj_ref = 0.0
-    test_rows, pred_fr, pred_ref = [], [], []
+    test_rows, pred_fr, pred_ref, test_by = [], [], [], []
     reasons: list[str] = []
     skipped: set[str] = set()
     nonlinear = plain_fit_options(entry, entry["form"]).get("bounds") or {}
@@ -151,6 +164,7 @@ def run_entry(entry: dict, path: Path, starts: int, seed: int) -> dict:
             model = _compile(expr.strip(), variables, constants)
             Xt = {v: test[v].to_numpy(float) for v in variables}
             test_rows.append(test[entry["metric"]].to_numpy(float))
+            test_by.append(metric_by(entry, test))
             pred_fr.append(model([f.constants[c] for c in constants], Xt))
             pred_ref.append(model([ref.constants.get(c, np.nan) for c in constants], Xt))
     out = {
@@ -169,8 +183,9 @@ def run_entry(entry: dict, path: Path, starts: int, seed: int) -> dict:
     }
     if test_rows:
         y = np.concatenate(test_rows)
-        out["fitrules_heldout"] = metric_value(out["metric"], np.concatenate(pred_fr), y)
-        out["reference_heldout"] = metric_value(out["metric"], np.concatenate(pred_ref), y)
+        by = None if test_by[0] is None else np.concatenate(test_by)
+        out["fitrules_heldout"] = metric_value(out["metric"], np.concatenate(pred_fr), y, by)
+        out["reference_heldout"] = metric_value(out["metric"], np.concatenate(pred_ref), y, by)
     if entry.get("published_constants") and groups == [None]:
         pub = entry["published_constants"]
         out["constants"] = ", ".join(f"{c} {f.constants[c]:.4g} ({pub[c]:.4g})" for c in pub
@@ -229,8 +244,8 @@ def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None
     reads the largest group's training runs, and its pick is then fitted per group as the
     published form is. A grid of several targets (``by``: the domain mixture's five domain
     losses, one law each) is searched once per target, on that target's largest group, and
-    each pick is fitted and scored on its target's groups; the metric pools every held-out
-    row, as the published law's does. ``grammar`` (options such as ``factors``) applies to
+    each pick is fitted and scored on its target's groups; the metric is the published one
+    (for the domain mixture the mean of R2 over the five domains, ``published_metric_by``). ``grammar`` (options such as ``factors``) applies to
     every grid alike; the entry's own grammar options come after it."""
     spec = entry.get("search")
     if not spec or not entry.get("test"):
@@ -264,8 +279,9 @@ def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None
             pick_pred[at] = _heldout_fit(entry, s.chosen, tr, test[at])
     kind = entry.get("published_metric_name", "")
     with np.errstate(all="ignore"):
-        pick = metric_value(kind, pick_pred, y)
-        pub = metric_value(kind, _heldout_fit(entry, entry["form"], train, test), y)
+        pick = metric_value(kind, pick_pred, y, metric_by(entry, test))
+        pub = metric_value(kind, _heldout_fit(entry, entry["form"], train, test), y,
+                           metric_by(entry, test))  # fmt: skip
     # an error metric compared as a ratio; R2 as the ratio of what it leaves unexplained
     ratio = (1 - pick) / (1 - pub) if kind == "R2" else pick / pub
     peers = peer_metrics(entry, spec, train, test)
@@ -326,7 +342,7 @@ def peer_metrics(entry: dict, spec: dict, train: pd.DataFrame, test: pd.DataFram
         for seed in PEER_SEEDS:
             m = Operon(random_state=seed, **PYOPERON).fit(x32, y32)
             with np.errstate(all="ignore"):
-                v = metric_value(kind, m.predict(t32).astype(float), y)
+                v = metric_value(kind, m.predict(t32).astype(float), y, metric_by(entry, test))
             # a seed whose model predicts a non-finite value counts as the worst, not as NaN
             # (which made the median NaN)
             values.append(v if np.isfinite(v) else (-np.inf if kind == "R2" else np.inf))
@@ -340,7 +356,7 @@ def peer_metrics(entry: dict, spec: dict, train: pd.DataFrame, test: pd.DataFram
         t0 = time.perf_counter()
         m = GP(random_state=0, **GPLEARN).fit(Xtr, ytr)
         with np.errstate(all="ignore"):
-            out["gplearn"] = float(metric_value(kind, m.predict(Xte), y))
+            out["gplearn"] = float(metric_value(kind, m.predict(Xte), y, metric_by(entry, test)))
         out["gplearn_s"] = time.perf_counter() - t0
     return out
 
@@ -425,7 +441,8 @@ def reach_entry(entry: dict, path: Path, max_constants: int) -> dict | None:
     grammar = Grammar(variables=variables, max_constants=max_constants)
     forms = generate(grammar, {v: train[v].to_numpy(float) for v in variables})
     with np.errstate(all="ignore"):
-        pub = metric_value(kind, _heldout_fit(entry, entry["form"], train, test), y)
+        pub = metric_value(kind, _heldout_fit(entry, entry["form"], train, test), y,
+                           metric_by(entry, test))  # fmt: skip
     better = (lambda a, b: a > b) if kind == "R2" else (lambda a, b: a < b)
     both = pd.concat([test, train])
     rows = []
@@ -434,7 +451,7 @@ def reach_entry(entry: dict, path: Path, max_constants: int) -> dict | None:
         try:
             with np.errstate(all="ignore"):  # one fit, predicting held-out and training runs
                 pred = _heldout_fit(entry, c.form, train, both)
-                held = metric_value(kind, pred[: len(test)], y)
+                held = metric_value(kind, pred[: len(test)], y, metric_by(entry, test))
             rss = float(np.sum((pred[len(test) :] - y_train) ** 2))
         except fr.FitrulesError:
             held, rss = np.nan, np.inf

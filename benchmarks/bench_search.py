@@ -8,7 +8,8 @@
     python benchmarks/bench_search.py --only chinchilla  # the real runs (skipped if absent)
     python benchmarks/bench_search.py --only extrapolation  # issue 29: asked to extrapolate
     python benchmarks/bench_search.py --only staged  # issue 29: staged, and on a cluster
-    python benchmarks/bench_search.py --only outer-seeds --outer-default-only  # issue 28
+    python benchmarks/bench_search.py --only outer-seeds --outer-default-only  # issues 28, 42
+    python benchmarks/bench_search.py --only outer-seeds --outer-default-only --outer-weights equal
     python benchmarks/bench_search.py --only outer-holdouts --outer-grids 200  # issue 28
 
 speed: `fitrules search` with its defaults on the default grid (every form of the default
@@ -389,13 +390,33 @@ def _fresh_configurations(rng, truth, consts):
     return newX, mu * (1 + noise).mean(axis=1)
 
 
+def _mean_ratio(actual, quoted, rng, resamples: int = 2000) -> tuple[float, float, float]:
+    """Mean actual over mean quoted, and its 95% percentile bootstrap interval over grids."""
+    a, q = np.asarray(actual, float), np.asarray(quoted, float)
+    idx = rng.integers(0, len(a), (resamples, len(a)))
+    boot = a[idx].mean(axis=1) / q[idx].mean(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return float(a.mean() / q.mean()), float(lo), float(hi)
+
+
 def section_outer_seeds(
-    grids: int, jobs: int, seed: int = 28, protocols: tuple[str, ...] = ("cells-and-seeds", "cells")
+    grids: int,
+    jobs: int,
+    seed: int = 28,
+    protocols: tuple[str, ...] = ("cells-and-seeds", "cells"),
+    weights: tuple[str, ...] = ("box",),
 ) -> dict:
     """The search's quoted outer error against its pick's error at 60 fresh configurations,
     each measured on 3 new runs at fresh seed ids, under shared-seed noise; the outer error
     by cells and seed ids (the default) and by cells alone (the old protocol), on the same
-    grids (``protocols``: the ones run, the default alone to save time)."""
+    grids (``protocols``: the ones run, the default alone to save time), its held-out cells
+    weighted by their share of the grid's box (the default) or each once (``weights``).
+
+    Issue 42's target is the mean actual over the mean quoted (between 0.9 and 1.1, with its
+    bootstrap interval over grids): one grid's actual error is right-skewed and set by its
+    own seed offset, so the median of per-grid ratios is below 1 even for a quote equal to
+    the expected error. Printed for the quote the search prints (the median over outer
+    splits) and for the trimmed mean over outer splits."""
     from fitrules.engine.fit import fit as fit_cells
 
     print(
@@ -405,21 +426,27 @@ def section_outer_seeds(
         "choice) fitted on all cells, scored at 60 configurations (H log-uniform in 1..64, "
         "keep log-uniform in 1/16..1) against the mean of 3 new runs at fresh seed ids"
     )
-    print("| truth | outer protocol | grids | median actual / quoted | quartiles | above 1 |")
-    print("|---|---|---:|---:|---|---:|")
+    print("| truth | outer protocol | held-out weights | grids | median actual / quoted | "
+          "quartiles | above 1 | mean actual / mean quoted (95% bootstrap) | the same, "
+          "quote = trimmed mean over outer splits | actual inside the printed band |")  # fmt: skip
+    print("|---|---|---|---:|---:|---|---:|---|---|---:|")
     out = {}
+    boot_rng = np.random.default_rng(seed)
     for tname, (expr, consts) in OUTER_TRUTHS.items():
         rng = np.random.default_rng([seed, len(tname)])
-        ratios: dict[str, list[float]] = {p: [] for p in protocols}
+        keys = [(p, w) for p in protocols for w in weights]
+        ratios: dict[tuple, list[float]] = {k: [] for k in keys}
+        pairs: dict[tuple, list[tuple[float, float, float]]] = {k: [] for k in keys}
+        inside: dict[tuple, list[bool]] = {k: [] for k in keys}
         t0 = time.perf_counter()
         for g in range(grids):
             runs, truth = _shared_runs(rng, expr, consts)
             newX, new = _fresh_configurations(rng, truth, consts)
             grid = fr.load_grid(runs)
             cells = grid.cells(["H", "omega"], True)
-            for protocol in ratios:
+            for protocol, kind in ratios:
                 s = fr.search(runs, **OUTER_SEARCH, references=[], jobs=jobs, seeds=protocol,
-                              seed=g)  # fmt: skip
+                              seed=g, heldout_weights=kind)  # fmt: skip
                 pick = s.chosen
                 best = s.best
                 if pick is None or best is None:
@@ -427,17 +454,37 @@ def section_outer_seeds(
                 f = pick.bind(grid.columns, grid.runs)
                 c = fit_cells(f, cells.X, cells.y).constants
                 actual = 100 * float(np.mean(np.abs(fr_predict(f, newX, c) - new) / new))
-                ratios[protocol].append(actual / float(best["outer_median_pct"]))
-        for protocol, r in ratios.items():
+                ratios[(protocol, kind)].append(actual / float(best["outer_median_pct"]))
+                # the band the search prints: the middle 80% of the outer splits' errors
+                at = s.choices.loc[s.choices["budget"] == best["max_constants"], "outer_pct"]
+                lo_b, hi_b = np.nanpercentile(at.to_numpy(float), [10, 90])
+                inside[(protocol, kind)].append(bool(lo_b <= actual <= hi_b))
+                pairs[(protocol, kind)].append(
+                    (actual, float(best["outer_median_pct"]),
+                     float(best["outer_trimmed_mean_pct"]))
+                )  # fmt: skip
+        for (protocol, kind), r in ratios.items():
             r = np.array(r)
             q1, med, q3 = np.percentile(r, [25, 50, 75]) if len(r) else (np.nan,) * 3
-            out[(tname, protocol)] = {"median": float(med), "grids": len(r)}
-            print(f"| {tname} | {protocol} | {len(r)} | {med:.2f} | {q1:.2f} to {q3:.2f} | "
-                  f"{int((r > 1).sum())} |", flush=True)  # fmt: skip
+            a, qm, qt = (np.array(x) for x in zip(*pairs[(protocol, kind)], strict=True))
+            m, lo, hi = _mean_ratio(a, qm, boot_rng)
+            mt, lot, hit = _mean_ratio(a, qt, boot_rng)
+            out[(tname, protocol, kind)] = {"median": float(med), "grids": len(r), "mean": m,
+                                            "lo": lo, "hi": hi, "mean_trimmed": mt}  # fmt: skip
+            print(f"| {tname} | {protocol} | {kind} | {len(r)} | {med:.2f} | {q1:.2f} to "
+                  f"{q3:.2f} | {int((r > 1).sum())} | {m:.2f} ({lo:.2f} to {hi:.2f}) | "
+                  f"{mt:.2f} ({lot:.2f} to {hit:.2f}) | "
+                  f"{np.mean(inside[(protocol, kind)]):.2f} |", flush=True)  # fmt: skip
         print(f"<!-- {tname}: {time.perf_counter() - t0:.0f} s -->", flush=True)
-    ok = all(0.8 <= v["median"] <= 1.25 for (t, p), v in out.items() if p == "cells-and-seeds")
-    print(f"target: median ratio between 0.8 and 1.25 for the default protocol, both truths: "
-          f"{'met' if ok else 'NOT met'}", flush=True)  # fmt: skip
+    ok = all(
+        0.9 <= v["mean"] <= 1.1
+        for (t, p, w), v in out.items()
+        if p == "cells-and-seeds" and w == "box"
+    )
+    if any(w == "box" and p == "cells-and-seeds" for (t, p, w) in out):
+        print(f"target (issue 42): mean actual / mean quoted between 0.9 and 1.1 for the default "
+              f"protocol and weights, both truths: {'met' if ok else 'NOT met'}",
+              flush=True)  # fmt: skip
     return out
 
 
@@ -739,6 +786,8 @@ def main() -> None:
     ap.add_argument("--outer-grids", type=int, default=30, help="grids per truth, outer-seeds")
     ap.add_argument("--outer-default-only", action="store_true",
                     help="outer-seeds: run the default cells-and-seeds protocol alone")  # fmt: skip
+    ap.add_argument("--outer-weights", default="box",
+                    help="outer-seeds: held-out weights run, comma-separated (box, equal)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--no-cluster", action="store_true", help="staged: skip the Dask run")
     ap.add_argument("--no-screen-effect", action="store_true",
@@ -762,7 +811,8 @@ def main() -> None:
         protocols = (
             ("cells-and-seeds",) if args.outer_default_only else ("cells-and-seeds", "cells")
         )
-        section_outer_seeds(args.outer_grids, args.jobs, protocols=protocols)
+        weights = tuple(w.strip() for w in args.outer_weights.split(",") if w.strip())
+        section_outer_seeds(args.outer_grids, args.jobs, protocols=protocols, weights=weights)
     if args.only in (None, "outer-holdouts"):
         section_outer_holdouts(args.outer_grids)
     if args.only in (None, "extrapolation"):

@@ -639,6 +639,7 @@ def compare(
     # the splits
     split: str = COMPARE.split, train_frac: float = COMPARE.train_frac, seed: int = COMPARE.seed,
     seeds: str = COMPARE.seeds, test_grid: GridLike | None = None,
+    heldout_weights: str = COMPARE.heldout_weights,
     # the fit
     objective: str = COMPARE.objective, delta: float = COMPARE.delta,
     weights: str = COMPARE.weights, fix: Fix = None, bounds: Bounds = None, by: str | None = None,
@@ -690,6 +691,11 @@ def compare(
     seeds : the descriptive splits' held-out protocol: ``"cells"`` (default) or
         ``"cells-and-seeds"`` (seed ids held out too: the error new runs at new seed ids
         show; the verdicts stay on cells); see :func:`fitrules.jobs.compare.compare`.
+    heldout_weights : ``"box"`` (default: each held-out cell counts by its share of the
+        grid's box, half on an edge of a variable and a quarter at a corner, so that a split's
+        error estimates the mean error over configurations spread across the grid's range) or
+        ``"equal"`` (each held-out cell once); see
+        :func:`fitrules.engine.metrics.box_weights`.
 
     Returns
     -------
@@ -723,7 +729,8 @@ def compare(
         cmp = compare_splits(g, chosen, splitter, obj, keep_degenerate,
                              on_progress=step, test_grid=test, guard=guard, level=level,
                              pairs=family, verdict_train_frac=verdict_train_frac,
-                             weights=weights, seeds=arg.text(seeds, "seeds"))  # fmt: skip
+                             weights=weights, seeds=arg.text(seeds, "seeds"),
+                             heldout_weights=heldout_weights)  # fmt: skip
     cmp.tuning = tuning
     made_from(cmp, g, test)
     cmp.warnings.extend(_left_out([f.name for f in chosen]))
@@ -1326,6 +1333,7 @@ def search(
     split: str = SEARCH.split, splits: int = SEARCH.splits, train_frac: float = SEARCH.train_frac,
     inner_splits: int = SEARCH.inner_splits, inner_train_frac: float = SEARCH.inner_train_frac,
     seed: int = SEARCH.seed, rule: str = SEARCH.rule, seeds: str = SEARCH.seeds,
+    heldout_weights: str = SEARCH.heldout_weights,
     references: FormLike | Sequence[FormLike] | None = None,
     at: str | dict | Sequence[str | dict] | None = None,
     # the fit and the guard
@@ -1365,6 +1373,9 @@ def search(
     seeds : the outer error's protocol: ``cells-and-seeds`` (default: a third of the seed
         ids held out too, so that it is what new runs at new seed ids show) or ``cells``;
         see :func:`fitrules.jobs.search.run_search`.
+    heldout_weights : ``"box"`` (default) or ``"equal"``: how a split's held-out cells count
+        in its error, as for :func:`compare`; the outer error is then an estimate of the
+        pick's mean error over configurations spread across the grid's range.
     on_plan, on_progress : called with the plan and the seconds the fits should take (again
         before each step of a growing budget, with that step's plan); called with the number
         of candidates finished (2 x candidates in all: each is screened for twins, then
@@ -1426,7 +1437,7 @@ def search(
                             references=_search_references(references, gram, g),
                             jobs=jobs, on_plan=plan, on_progress=step,
                             seeds=arg.text(seeds, "seeds"), yes=yes, at=_search_points(at),
-                            screen=_screen(screen),
+                            screen=_screen(screen), heldout_weights=heldout_weights,
                             scheduler=_scheduler(scheduler, jobs))  # fmt: skip
     made_from(result, g, Path(grammar) if isinstance(grammar, str | Path) else None)
     return result

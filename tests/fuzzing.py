@@ -722,6 +722,7 @@ def compare_cases(draw) -> Case:
     argv += d.maybe("--guard-excursion", ["10", "2.5"], ["0", "-1", "nan", "inf"], 8, 2)
     argv += d.maybe("--verdict-train-frac", ["0.9", "0.5", "3/4"], BAD_FRACTIONS, 6, 2)
     argv += d.maybe("--seeds", ["cells", "cells-and-seeds"], ["seeds", ""], 6, 2)
+    argv += d.maybe("--heldout-weights", ["box", "equal"], ["trapezoid", ""], 6, 2)
     if d.chance(6):
         argv.append(opt("--against", d.pick(["composition", "log_additive"], ["bogus", ""], 3)))
     if d.chance(6):
@@ -1120,6 +1121,7 @@ def search_cases(draw) -> Case:
     argv += d.maybe("--inner-train-frac", ["0.75", "2/3"], BAD_FRACTIONS, 4, 2)
     argv += d.maybe("--seed", [0, 5], BAD_SEEDS, 6, 2)
     argv += d.maybe("--rule", ["one-se", "best"], ["worst", ""], 4, 2)
+    argv += d.maybe("--heldout-weights", ["box", "equal"], ["trapezoid", ""], 6, 2)
     argv += d.maybe("--reference", ["composition", "none", "log_additive"],
                     ["bogus", "", ","], 4, 2)  # fmt: skip
     argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], ["l1"], 4, 6)
@@ -1593,6 +1595,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "metric_range", [None, (0, 10)], [(3, 1), "0,3", (0,), (NAN, 1), 5])
         _kw(d, kw, "level", [0.95, 0.9], BAD_LEVELS_API)
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
+        _kw(d, kw, "heldout_weights", ["box", "equal"], ["trapezoid", 5, None])
         _kw(d, kw, "progress", [None, False, True], ["yes", 2, 0.5], 6)
         return ApiCase(call, args, kw)
     if call in ("fit", "predict"):
@@ -1708,6 +1711,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "first_constants", [None, 2, 3], [1, 13, 2.5, "2", True])
         _kw(d, kw, "jobs", [1], [0, -1, 1.5, 2.0, "2", True])
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
+        _kw(d, kw, "heldout_weights", ["box", "equal"], ["trapezoid", 5, None])
         _kw(d, kw, "screen", ["auto", 0, 2, _np_int(1)], [-1, 2.5, "3", True, None])
         _kw(d, kw, "scheduler", [None], ["local:0", 5, "", "local:x", "local:100000", "bogus://x"])
         _kw(d, kw, "at", [None, "H=128,omega=3", [{"H": 0.5, "omega": 0.0}]],

@@ -32,6 +32,9 @@ OBJECTIVES = ("rel_ls", "log_huber", "abs_ls")  # training objectives; the first
 HUBER_DELTA = 1e-3  # of log_huber
 WEIGHTS = ("cells", "runs", "inverse-variance")  # how cells count; the first is the default
 SEED_PROTOCOLS = ("cells", "cells-and-seeds")  # what a held-out error holds out
+# how a split's held-out cells count in its error: by their share of the grid's box (the
+# trapezoid rule: half on an edge of each variable, a quarter at a corner), or each once
+HELDOUT_WEIGHTS = ("box", "equal")
 RANDOM_SPLITS = 300  # random splits compare makes when none is given
 RANDOM_TRAIN_FRAC = Fraction(1, 3)  # of the cells, fitted in each of them
 VERDICT_TRAIN_FRAC = 0.9  # of the cells, fitted in each of the paired verdicts' splits

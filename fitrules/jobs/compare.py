@@ -25,6 +25,7 @@ import pandas as pd
 from fitrules import __version__
 from fitrules.base.errors import FormError, SplitError
 from fitrules.base.limits import (
+    HELDOUT_WEIGHTS,
     LEVEL,
     OBJECTIVES,
     SEED_PROTOCOLS,
@@ -46,7 +47,7 @@ from fitrules.engine.fit import (
 )
 from fitrules.engine.guard import GuardOptions, check_fits
 from fitrules.engine.intervals import JacobianUncertainty, jacobian_uncertainty
-from fitrules.engine.metrics import heldout_errors, robust_summary
+from fitrules.engine.metrics import box_weights, heldout_errors, robust_summary, weighted_mean
 from fitrules.engine.stats import (
     c4,
     cells_verdict,
@@ -298,7 +299,9 @@ def _reason_key(reason: str) -> str:
     return reason.split(" (")[0]
 
 
-def noise_floor(cells: Cells, masks: np.ndarray) -> tuple[list[float | None], int]:
+def noise_floor(
+    cells: Cells, masks: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[list[float | None], int]:
     """Per split, the held-out error of a predictor that knew every cell's true mean.
 
     Such a predictor still misses each cell's seed mean by its sampling error, whose
@@ -306,7 +309,8 @@ def noise_floor(cells: Cells, masks: np.ndarray) -> tuple[list[float | None], in
     ``s / c4(n)``: the sample standard deviation of n seeds is biased low (E[s] = 0.886 sigma
     at n = 3), ``c4`` removes that bias for normal seed noise. The floor is the mean over the
     held-out cells, relative to the cell value, in percent. Cells with one seed have no
-    estimate and are left out (and counted).
+    estimate and are left out (and counted). ``weights``: each cell's weight in the mean, as
+    in the held-out error (:func:`fitrules.engine.metrics.box_weights`).
     """
     t = cells.table
     n = t["n_seeds"].to_numpy(float)
@@ -316,7 +320,11 @@ def noise_floor(cells: Cells, masks: np.ndarray) -> tuple[list[float | None], in
     out: list[float | None] = []
     for mask in masks:
         test = ~mask & known
-        out.append(float(100 * rel[test].mean()) if test.any() else None)
+        out.append(
+            100 * weighted_mean(rel[test], None if weights is None else weights[test])
+            if test.any()
+            else None
+        )
     return out, int((~known).sum())
 
 
@@ -343,6 +351,7 @@ def compare(
     verdict_train_frac: float = VERDICT_TRAIN_FRAC,
     weights: str = WEIGHTS[0],
     seeds: str = SEED_PROTOCOLS[0],
+    heldout_weights: str = HELDOUT_WEIGHTS[0],
 ) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
@@ -374,6 +383,9 @@ def compare(
         (seed ids held out too, in folds, split s holding out fold s mod folds, when seed
         ids are shared across cells: the held-out error is then put on the scale of the mean
         of new runs at fresh seed ids; see :class:`fitrules.model.splits.SeedHoldout`).
+    heldout_weights : ``box`` (default: each held-out cell by its share of the grid's box,
+        :func:`fitrules.engine.metrics.box_weights`) or ``equal``: how a split's held-out
+        cells count in its error, its noise floor and the verdicts.
 
     Raises
     ------
@@ -391,13 +403,14 @@ def compare(
     random = isinstance(splitter, RandomSplit)
     vsplit = verdict_splitter(splitter, n, verdict_train_frac) if random else None
     _check_compare_memory(bound, n, masks, vsplit, options, objective)
-    floor, no_noise = noise_floor(cells, masks)
+    hw = _heldout_weights(cells, heldout_weights)
+    floor, no_noise = noise_floor(cells, masks, hw)
     held, seeds_note = (
         (None, "cells") if test_grid is not None else _held_seeds(grid, cells, seeds, splitter)
     )
     # the weights ride with the cells into every fit (fit.WEIGHT_KEY)
     X = cells.X if w is None else {**cells.X, WEIGHT_KEY: w}
-    fitting = _Fitting(X, cells.y, objective, options, guard, on_progress, keep_degenerate)
+    fitting = _Fitting(X, cells.y, objective, options, guard, on_progress, keep_degenerate, hw)
     results, full, unc, at_cell = _score_forms(bound, cells, masks, labels, floor, held, fitting)
     loo = _leaves_one_out(splitter, vsplit, n)
     verdict = _verdict_results(results, bound, vsplit, loo, n, fitting)
@@ -405,7 +418,18 @@ def compare(
     cell_errors = _cell_table(cells, at_cell)
     paired = _paired(results, verdict, wanted, random, level, cell_errors, loo)
     settings = _settings(
-        fitting, splitter, vsplit, verdict, n, loo, seeds_note, weights, level, wanted, pairs
+        fitting,
+        splitter,
+        vsplit,
+        verdict,
+        n,
+        loo,
+        seeds_note,
+        weights,
+        level,
+        wanted,
+        pairs,
+        heldout_weights,
     )
     return Comparison(
         results,
@@ -425,6 +449,17 @@ def compare(
         verdict_results=verdict,
         seed_effect=grid_seed_effect(grid, variables) if test_grid is None else None,
     )
+
+
+def _heldout_weights(cells: Cells, kind: str) -> np.ndarray:
+    """Each cell's weight in a held-out error; under transfer, the box is the scored grid's."""
+    X = {v: np.asarray(a) for v, a in cells.X.items() if v != WEIGHT_KEY}
+    if "_source" not in cells.table:
+        return box_weights(X, kind)
+    scored = (cells.table["_source"] == "test").to_numpy()
+    w = np.ones(len(cells))
+    w[scored] = box_weights({v: a[scored] for v, a in X.items()}, kind)
+    return w
 
 
 def _bind_and_cells(
@@ -514,6 +549,7 @@ class _Fitting:
     guard: GuardOptions
     on_progress: Callable[[int], None] | None
     keep_degenerate: bool
+    heldout: np.ndarray | None = None  # each cell's weight in a held-out error (box_weights)
 
 
 def _score_forms(
@@ -593,7 +629,8 @@ def _split_row(f, s, label, floor, mask, r, g, y_s, held, at_cell, fitting: _Fit
     unfitted = _unfitted_levels(f, X, mask, test)
     if unfitted.any():  # a level with no training cell has no fitted constant
         pred = np.where(unfitted, np.nan, pred)
-    errs = heldout_errors(y_s[test], pred) if np.isfinite(pred).all() else None
+    hw = None if fitting.heldout is None else fitting.heldout[test]
+    errs = heldout_errors(y_s[test], pred, hw) if np.isfinite(pred).all() else None
     if errs is None or not all(np.isfinite(v) for v in errs.values()):
         # a prediction that is not finite, or so large that its error overflows
         if not unfitted.any():  # else the split already names the unfitted level
@@ -620,8 +657,8 @@ def _split_row(f, s, label, floor, mask, r, g, y_s, held, at_cell, fitting: _Fit
         "excursion_pct": g.excursion_pct,
         "guard_reasons": list(g.reasons),
         "constants": r.constants,
-        **({} if held is None else {"_mse": float(np.mean(
-            ((pred - y_s[test]) / y_s[test]) ** 2)) if errs["rmse"] == errs["rmse"]
+        **({} if held is None else {"_mse": weighted_mean(
+            ((pred - y_s[test]) / y_s[test]) ** 2, hw) if errs["rmse"] == errs["rmse"]
             else np.nan}),
     }  # fmt: skip
 
@@ -649,7 +686,15 @@ def _verdict_results(
     return pd.concat(
         [
             _verdict_rows(
-                f, X, y, vmasks, objective, options, fitting.on_progress, fitting.keep_degenerate
+                f,
+                X,
+                y,
+                vmasks,
+                objective,
+                options,
+                fitting.on_progress,
+                fitting.keep_degenerate,
+                fitting.heldout,
             )
             for f in bound
         ],
@@ -698,6 +743,7 @@ def _settings(
     level: float,
     wanted: list[tuple[str, str]],
     pairs: Sequence[tuple[str, str]] | None,
+    heldout_weights: str = HELDOUT_WEIGHTS[0],
 ) -> dict:
     """How the comparison was made: protocols, objective, guard, test and family of pairs."""
     random = isinstance(splitter, RandomSplit)
@@ -705,6 +751,7 @@ def _settings(
         **splitter.describe(),
         "objective": fitting.objective.describe(),
         "weights": weights,
+        "heldout_weights": heldout_weights,
         "keep_degenerate": bool(fitting.keep_degenerate),
         "splits_used": "all" if fitting.keep_degenerate else "valid",
         "guard": fitting.guard.describe(),
@@ -860,8 +907,9 @@ def parse_pairs(text: str | None, against: str | None, names: Sequence[str]):
 VERDICT_COLUMNS = ["split", "form", "heldout_error_pct", "n_train", "n_test", "used", "reasons"]
 
 
-def _verdict_rows(f, X, y, masks, objective, options, on_progress, keep_degenerate):
-    """Held-out errors of one form on the verdict protocol's splits."""
+def _verdict_rows(f, X, y, masks, objective, options, on_progress, keep_degenerate, heldout=None):
+    """Held-out errors of one form on the verdict protocol's splits (cells weighted by
+    ``heldout``, as the descriptive splits' are)."""
     fits = fit_splits(f, X, y, masks, objective, options, on_progress)
     rows = []
     for s, (mask, r) in enumerate(zip(masks, fits, strict=True)):
@@ -872,7 +920,8 @@ def _verdict_rows(f, X, y, masks, objective, options, on_progress, keep_degenera
         if np.isfinite(r.objective) and not unfitted.any():
             pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
             if np.isfinite(pred).all():
-                err = heldout_errors(y[test], pred)["heldout_error_pct"]
+                hw = None if heldout is None else heldout[test]
+                err = heldout_errors(y[test], pred, hw)["heldout_error_pct"]
         if not np.isfinite(err):
             # a level with no training cell has no fitted constant: the split names it
             reasons.append(

@@ -21,6 +21,7 @@ from fitrules.base.limits import (
     GUARD_EXCURSION,
     GUARD_SE,
     GUARD_SPAN,
+    HELDOUT_WEIGHTS,
     HUBER_DELTA,
     LEVEL,
     MAX_SIM_JOBS,
@@ -244,6 +245,14 @@ def _screen(text: str) -> int | str:
         ) from None
 
 
+HELDOUT_WEIGHTS_OPTION = Option(
+    "heldout_weights",
+    HELDOUT_WEIGHTS[0],
+    help="how a split's held-out cells count in its error: box (default: by their share of "
+    "the grid's box, half on an edge of a variable, a quarter at a corner, so that the error "
+    "is what new configurations spread over the grid's range would show) or equal (each once)",
+    cli=dict(choices=list(HELDOUT_WEIGHTS)),
+)
 LEVEL_OPTION = Option(
     "level",
     as_typed(LEVEL),
@@ -447,6 +456,7 @@ COMPARE = Command(
                 "so that the error is what new runs at new seed ids show)",
                 cli=dict(choices=list(SEED_PROTOCOLS)),
             ),
+            HELDOUT_WEIGHTS_OPTION,
             Option(
                 "fit_data",
                 python=False,
@@ -739,7 +749,7 @@ SEARCH = Command(
                 cli=dict(action="store_true"),
             ),
         ),
-        in_group("fitting", OBJECTIVE),
+        in_group("fitting", OBJECTIVE, HELDOUT_WEIGHTS_OPTION),
         GUARD,
         Option(
             "forms_out",

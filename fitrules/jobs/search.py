@@ -56,6 +56,7 @@ from fitrules.engine.grammar import (
     structural_rank_ok,
 )
 from fitrules.engine.guard import TURN_STEP, GuardOptions, check_fits, turns_back
+from fitrules.engine.metrics import box_weights
 from fitrules.jobs.options import RULES, SEARCH
 from fitrules.model.compiled import CompiledForm
 from fitrules.model.forms import Form
@@ -248,13 +249,15 @@ def score_form(
     rows: slice | np.ndarray | None = None,
     y_test: np.ndarray | None = None,
     turn: str | None = None,
+    weights: np.ndarray | None = None,
 ) -> Scored:
     """Fit ``form`` on every training mask (or ``rows`` of them) and score its test cells.
 
     ``y_test`` (cells,): the values the test cells are scored against (default ``y``, the
     values fitted). ``turn``: the column a question extrapolates along; a fit that turns
     back past its training levels there (:func:`fitrules.engine.guard.turns_back`) fails,
-    as a fit the guard names wild does."""
+    as a fit the guard names wild does. ``weights`` (cells,): each held-out cell's weight in
+    a split's error (:func:`fitrules.engine.metrics.box_weights`; default each once)."""
     t0 = time.perf_counter()
     train = masks.train if rows is None else masks.train[rows]
     test = masks.test if rows is None else masks.test[rows]
@@ -276,9 +279,10 @@ def score_form(
     with np.errstate(all="ignore"):
         pred = cf.predict(X, np.where(ok[:, None], params, 0.0))
         rel = np.abs(pred - target) / np.abs(target)
-        held = np.maximum(test.sum(axis=1), 1)
-        err = 100 * np.where(test, rel, 0.0).sum(axis=1) / held
-        mse = np.where(test, rel**2, 0.0).sum(axis=1) / held
+        w = np.where(test, 1.0 if weights is None else weights, 0.0)
+        held = np.maximum(w.sum(axis=1), 1e-300)
+        err = 100 * np.where(test, w * rel, 0.0).sum(axis=1) / held
+        mse = np.where(test, w * rel**2, 0.0).sum(axis=1) / held
     valid = (
         ok
         & np.isfinite(err)
@@ -515,6 +519,7 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
     args = (s["objective"], s["options"], s["guard"])
     turn = s.get("turn")
     held = s.get("seeds")
+    kw = dict(turn=turn, weights=s.get("heldout"))
     n_all = len(masks.train)
     want = np.zeros(n_all, bool)
     want[: n_all if stop is None else stop] = True
@@ -522,9 +527,9 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
         want &= only
     if held is None:
         if want.all():
-            return score_form(form, s["X"], s["y"], masks, *args, turn=turn)
+            return score_form(form, s["X"], s["y"], masks, *args, **kw)
         rows = np.flatnonzero(want)
-        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rows, turn=turn)
+        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rows, **kw)
         err, valid, mse = np.full(n_all, np.nan), np.zeros(n_all, bool), np.full(n_all, np.nan)
         err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
         return Scored(err, valid, sc.seconds, mse)
@@ -539,7 +544,7 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
         if not len(rows):
             continue
         sc = score_form(form, s["X"], fold["y_fit"], masks, *args, rows=rows,
-                        y_test=fold["y_test"], turn=turn)  # fmt: skip
+                        y_test=fold["y_test"], **kw)  # fmt: skip
         err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
         seconds += sc.seconds
     on = np.isfinite(mse[:n_out])
@@ -550,7 +555,7 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
     # cell picked worse forms than the final choice does, and so quoted too high (issue 28)
     rest = np.flatnonzero(want[n_out:]) + n_out
     if len(rest):
-        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rest, turn=turn)
+        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rest, **kw)
         err[rest], valid[rest] = sc.error, sc.valid
         seconds += sc.seconds
     return Scored(err, valid, seconds, mse)
@@ -928,8 +933,14 @@ def run_search(
     at: Sequence[dict[str, float]] = (),
     screen: int | str = SEARCH.screen,
     scheduler: str | None = None,
+    heldout_weights: str = SEARCH.heldout_weights,
 ) -> Search:
     """Nested validation of every candidate of ``grammar`` on ``grid``; see the module.
+
+    ``heldout_weights``: how a split's held-out cells count in its error, outer and inner
+    alike: ``box`` (default, by their share of the grid's box: the outer error then estimates
+    the error over configurations spread across the grid's range) or ``equal``
+    (:func:`fitrules.engine.metrics.box_weights`).
 
     ``screen``: a staged search keeps, after a screen on the first
     :data:`SCREEN_SPLITS` inner splits of each outer split (and of the final choice), the
@@ -974,9 +985,10 @@ def run_search(
     )  # fmt: skip
     variables, cells, counts, refs = _checked_inputs(spec, at, references)
     grammar = grammar.for_variables(len(variables))  # its default interactions resolved
-    spec = replace(spec, grammar=grammar)
     X, y = cells.X, cells.y
     cols = {v: X[v] for v in variables}
+    spec = replace(spec, grammar=grammar, heldout=box_weights(cols, heldout_weights),
+                   heldout_weights=heldout_weights)  # fmt: skip
     first = grammar.first_step()
     pilots: dict = {}  # the pilot fits' timings, shared by every step's plan
     plan = plan_search(
@@ -1170,6 +1182,8 @@ class _SearchSpec:
     inner_train_frac: float
     seed: int
     rule: str
+    heldout: np.ndarray | None = None  # each cell's weight in a held-out error
+    heldout_weights: str = SEARCH.heldout_weights
 
 
 def _checked_inputs(
@@ -1336,6 +1350,7 @@ def _worker_state(
         probes=probes,
         seed=spec.seed,
         seeds=held,
+        heldout=spec.heldout,
         # shape sense (issue 41): fits that turn back past the levels the question extrapolates
         turn=_turn_column(spec.outer),
     )
@@ -1503,6 +1518,7 @@ def _run_settings(
         screen=fitted.screen_note,
         outer=outer.describe(),
         outer_error=seed_note,
+        heldout_weights=spec.heldout_weights,
         inner_protocol=_inner_text(outer, masks.n_inner, spec.inner_train_frac, inside),
         inner_splits=spec.inner_splits,
         inner_train_frac=spec.inner_train_frac,

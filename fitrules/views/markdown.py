@@ -18,6 +18,7 @@ from fitrules.views.text import (
     data_line,
     fmt_p,
     guard_line,
+    heldout_definition,
     paired_heading,
     protocol_line,
     rank_value,
@@ -358,6 +359,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         f"(excluded: {', '.join(f'{v} {k}' for k, v in data['excluded'].items()) or 'none'}) |",
         *[f"| table | {n} |" for n in table_notes(data)],
         f"| protocol | {protocol_line(s, n_train, data['cells'])} |",
+        f"| held-out error | {heldout_definition(s.get('heldout_weights'))} |",
         f"| objective | {s['objective']} |",
         f"| degenerate pairs | {'kept' if s['keep_degenerate'] else 'set aside'} |",
         f"| command | {code(command)} |",
@@ -832,10 +834,11 @@ def protocols_report(cmps, payloads, target: Path, command: str, force: bool = F
             f"Command: {code(command)}; fitrules {__version__}; objective "
             f"{first['settings']['objective']}.",
             "",
-            "Each section is one split protocol. The held-out error of a split is the mean "
-            "absolute relative error over its held-out cells, in percent; the noise floor is the "
-            "error a predictor would show if it knew every held-out cell's true mean (from the "
-            "seed spread). Numbers of different protocols are never pooled.",
+            "Each section is one split protocol. The held-out error of a split is the "
+            + heldout_definition(first["settings"].get("heldout_weights"), "its held-out cells")
+            + "; the noise floor is the error a predictor would show if it knew every held-out "
+            "cell's true mean (from the seed spread). Numbers of different protocols are never "
+            "pooled.",
             "",
         ]
         for i, (cmp, doc) in enumerate(zip(cmps, payloads, strict=True)):

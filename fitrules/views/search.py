@@ -13,6 +13,7 @@ from fitrules import __version__
 from fitrules.base.util import json_ready
 from fitrules.views import figures
 from fitrules.views.directory import write_report_dir
+from fitrules.views.text import heldout_definition
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -118,6 +119,31 @@ def _too_few_cells_sentence(s) -> str | None:
     )
 
 
+BAND_MIN_SPLITS = 5  # fewest outer errors whose middle 80% is quoted as a band
+
+
+def _expected_error_sentence(s, k: int) -> str | None:
+    """The outer error read as what it estimates (issue 42): with box-weighted held-out cells,
+    the error to expect at new configurations spread across the grid's range; the band is
+    the middle 80% of the outer splits' errors at the budget, what one new batch of
+    configurations may show (its coverage over grids: benchmarks/bench_search.py)."""
+    if s.settings.get("heldout_weights") != "box" or s.choices is None or not len(s.choices):
+        return None
+    e = s.choices.loc[s.choices["budget"] == k, "outer_pct"].to_numpy(float)
+    e = e[np.isfinite(e)]
+    if len(e) < BAND_MIN_SPLITS:
+        return None
+    lo, mid, hi = np.percentile(e, [10, 50, 90])
+    fresh = str(s.settings.get("outer_error", "")).startswith("cells and seeds")
+    return (
+        "Read as an expected error: new configurations spread across the grid's range"
+        + (", run at new seed ids," if fresh else "")
+        + f" should miss by about {_pct(mid)} on average (held-out cells weighted by their "
+        f"share of the grid's box); one new batch may show {_pct(lo)} to {_pct(hi)} (the middle "
+        f"80% of the {len(e)} outer splits)."
+    )
+
+
 def _sentences(s) -> list[str]:
     b = s.best
     k = int(b["max_constants"])
@@ -190,6 +216,9 @@ def _sentences(s) -> list[str]:
             + ". The budget was put on the front by these outer errors, so this median is "
             "itself slightly optimistic."
         )
+        band = _expected_error_sentence(s, k)
+        if band:
+            out.append(band)
     else:
         out.append("No outer split could pick a form: the procedure has no outer error here.")
     for r in s.references.to_dict("records"):
@@ -462,7 +491,9 @@ def search_markdown(s, command: str | None) -> str:
         "",
         "## The procedure at each budget",
         "",
-        "Outer error: the held-out error (mean relative error over the outer held-out cells, %) "
+        "Outer error: the held-out error ("
+        + heldout_definition(st.get("heldout_weights"), "the outer held-out cells")
+        + ") "
         "of whatever the inner step picked, per outer split. Inner: the median inner error the "
         "winner was picked by. Optimism: outer median / inner median.",
         "",

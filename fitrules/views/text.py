@@ -69,6 +69,16 @@ def worst_notes(rows: list[dict], results: pd.DataFrame) -> list[str]:
     return out
 
 
+def heldout_definition(kind: str | None, where: str = "held-out cells") -> str:
+    """What a split's held-out error is, under the settings' ``heldout_weights``."""
+    if kind == "box":
+        return (
+            f"mean |relative error| over {where}, each weighted by its share of the grid's box "
+            "(half on an edge of a variable, a quarter at a corner), in %"
+        )
+    return f"mean |relative error| over {where}, in %"
+
+
 def common_note(summary: list[dict]) -> str:
     """What the two median columns are, and which one ranks the forms."""
     if not summary:
@@ -452,7 +462,7 @@ def render_comparison(cmp) -> str:
         data_line(cmp.data),
         f"{protocol_line(s, n_train, cmp.data['cells'])}; objective {s['objective']}; "
         f"weights {s.get('weights', 'cells')}; "
-        "held-out error = mean |relative error| over held-out cells, in %; noise floor = the "
+        f"held-out error = {heldout_definition(s.get('heldout_weights'))}; noise floor = the "
         "error of a predictor that knew each cell's true mean (from the seed spread); "
         + common_note(cmp.summary.to_dict("records")),
         guard_line(s),

@@ -44,17 +44,25 @@ def test_true_rule_beats_a_wrong_one_on_held_out_cells(synthetic_csv):
     assert abs(full["b"] - TRUTH["b"]) < 0.05
 
 
-def test_heldout_error_is_recomputable_from_constants(synthetic_csv):
-    """(Moved from tests/test_compare.py.)"""
+@pytest.mark.parametrize("kind", ["box", "equal"])
+def test_heldout_error_is_recomputable_from_constants(synthetic_csv, kind):
+    """A split's held-out error is the mean |relative error| of its held-out cells, each
+    weighted by its share of the grid's box (half on an edge of H or omega, a quarter at a
+    corner) or each once, recomputed here from the split's constants alone."""
     grid = load_grid(synthetic_csv)
-    cmp = compare(grid, [BUILTIN_FORMS["composition"]], RandomSplit(5, 1 / 3, seed=0))
+    cmp = compare(
+        grid, [BUILTIN_FORMS["composition"]], RandomSplit(5, 1 / 3, seed=0), heldout_weights=kind
+    )
     masks = RandomSplit(5, 1 / 3, seed=0).masks(len(cmp.cells))
     t = cmp.cells.table
+    edge = lambda v: np.where((v == v.min()) | (v == v.max()), 0.5, 1.0)  # noqa: E731
+    w = edge(t.H.to_numpy()) * edge(t.omega.to_numpy()) if kind == "box" else np.ones(len(t))
     for _, row in cmp.results.iterrows():
         c = row["constants"]
-        test = t[~masks[row["split"]]]
-        pred = c["L0"] + c["a"] * test.omega * (test.H / 16) ** c["b"]
-        want = 100 * np.mean(np.abs(pred - test.value) / test.value)
+        test = ~masks[row["split"]]
+        pred = c["L0"] + c["a"] * t.omega[test] * (t.H[test] / 16) ** c["b"]
+        rel = np.abs(pred - t.value[test]) / t.value[test]
+        want = 100 * np.sum(w[test] * rel) / np.sum(w[test])
         assert abs(row["heldout_error_pct"] - want) < 1e-9
 
 

@@ -11,6 +11,7 @@ import fitrules as fr
 from fitrules.base.errors import FitrulesError
 from fitrules.engine.fit import Objective
 from fitrules.engine.guard import GuardOptions
+from fitrules.engine.metrics import box_weights
 from fitrules.engine.truth import runs_from_form
 from fitrules.jobs.search import SEARCH_FIT_OPTIONS, front_flags, nested_masks, score_form, select
 from fitrules.model.forms import Form
@@ -83,22 +84,24 @@ def test_front_needs_more_than_one_standard_error():
     assert front_flags(np.vstack([np.full(20, np.nan), base]), 16, 4) == [False, True]
 
 
-def test_the_outer_error_is_the_picks_own_error():
+@pytest.mark.parametrize("kind", ["box", "equal"])
+def test_the_outer_error_is_the_picks_own_error(kind):
     """Each outer split's outer error is that of the form picked there, fitted on the outer
-    training cells alone (checked against an independent fit).
-
-    (Moved from tests/test_search.py.)"""
+    training cells alone, its held-out cells weighted by their share of the grid's box (or
+    each once): checked against an independent fit."""
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
-    s = fr.search(runs, **SMALL, references=[], seeds="cells")
+    s = fr.search(runs, **SMALL, references=[], seeds="cells", heldout_weights=kind)
     assert s.settings["outer_error"].startswith("cells:")
+    assert s.settings["heldout_weights"] == kind
     grid = fr.load_grid(runs)
     cells = grid.cells(["H", "omega"], True)
     masks = nested_masks(RandomSplit(6, 0.8, 0), cells.table, 5, 0.75, 0)
     top = s.budgets["max_constants"].max()
     picks = s.choices[s.choices["budget"] == top].reset_index(drop=True)
+    w = box_weights({"H": cells.X["H"], "omega": cells.X["omega"]}, kind)
     outer = {
         name: score_form(f.bind(grid.columns, grid.runs), cells.X, cells.y, masks, Objective(),
-                         SEARCH_FIT_OPTIONS, GuardOptions(), rows=masks.outer).error
+                         SEARCH_FIT_OPTIONS, GuardOptions(), rows=masks.outer, weights=w).error
         for name, f in s.forms.items()
     }  # fmt: skip
     for o in range(6):
@@ -164,7 +167,8 @@ def test_the_outer_error_holds_out_seed_ids_by_default():
     top = s.budgets["max_constants"].max()
     picks = s.choices[s.choices["budget"] == top].reset_index(drop=True)
     state = dict(X=cells.X, y=cells.y, masks=masks, objective=Objective(),
-                 options=SEARCH_FIT_OPTIONS, guard=GuardOptions(), seeds=held)  # fmt: skip
+                 options=SEARCH_FIT_OPTIONS, guard=GuardOptions(), seeds=held,
+                 heldout=box_weights({v: cells.X[v] for v in ("H", "omega")}))  # fmt: skip
     for o in range(6):
         f = s.forms[picks.loc[o, "form"]].bind(grid.columns, grid.runs)
         mine = _score(f, state, stop=masks.inner.stop).error[o]
@@ -176,6 +180,8 @@ def test_the_outer_error_holds_out_seed_ids_by_default():
         assert raw != pytest.approx(mine, rel=1e-6)
     with pytest.raises(FitrulesError, match="seeds .bogus. is unknown"):
         fr.search(runs, **SMALL, references=[], seeds="bogus")
+    with pytest.raises(FitrulesError, match="heldout_weights 'corners' is unknown"):
+        fr.search(runs, **SMALL, references=[], heldout_weights="corners")
 
 
 def test_cells_and_seeds_inner_splits_read_every_run_of_the_training_cells():

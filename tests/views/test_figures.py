@@ -20,6 +20,7 @@ from fitrules.model.forms import Form
 from fitrules.model.grids import Grid, load_grid
 from fitrules.views import figures
 from fitrules.views.design import design_figure
+from fitrules.views.text import fmt_p
 from fitrules.views.tuning import chosen_levels_map, lr_curves
 
 
@@ -155,7 +156,7 @@ def test_the_paired_title_leads_with_the_verdict(cmp):
     assert "corrected t p = " in flat and "Holm" in flat
     assert "lower in" not in first and "descriptive only: composition lower in" in title
     verdict = cmp.paired.iloc[0]
-    assert f"p = {verdict['p']:.2g}"[:8] in title.replace("\n", " ")
+    assert f"p = {fmt_p(verdict['p'])}" in title.replace("\n", " ")
 
 
 def test_legends_sit_in_free_space(cmp, design):
