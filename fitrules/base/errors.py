@@ -18,7 +18,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class FitrulesError(Exception):
-    """Base class of every error that reports bad input rather than a bug."""
+    """Base class of every error that reports bad input rather than a bug.
+
+    ``fixes``: the command-line options that would take this refusal away, each a
+    ``(flag, value)`` pair (value None for a switch), when the refusal knows them; the
+    command line then tries them in turn so that one message lists every option a table
+    needs (:func:`fitrules.cli.io.load`)."""
+
+    fixes: tuple[tuple[str, str | None], ...] = ()
+
+
+def with_fixes(err: FitrulesError, *fixes: tuple[str, str | None]) -> FitrulesError:
+    """``err`` with the options that would take it away (see :class:`FitrulesError`)."""
+    err.fixes = tuple(fixes)
+    return err
 
 
 class GridError(FitrulesError, ValueError):

@@ -88,7 +88,7 @@ def compare(args) -> int:
     protocols = args.split or ["random"]
     _check_protocols(args, protocols, forms)
     take_outputs(args)
-    grid = load(args)
+    grid = load(args, forms=forms)
     n = args.splits if args.splits is not None else declared.RANDOM_SPLITS
     # random splits are fitted twice: the descriptive splits and the verdict's (unless the
     # descriptive train fraction is already the verdict's); structured protocols' split
@@ -187,7 +187,8 @@ def fit(args) -> int:
             parse_point(text)
     api.check_runs(args.runs)
     take_outputs(args)
-    fitted = api.fit(load(args), **declared.FIT.from_args(args, form=form))
+    grid = load(args, forms=[form] if hasattr(form, "bind") else ())
+    fitted = api.fit(grid, **declared.FIT.from_args(args, form=form))
     if args.report is not None:  # only once everything above has succeeded
         write_report(args, fitted.report, args.report, args.force, command_text(), args.cells)
     emit(args, str(fitted), lambda: fitted.to_dict(args.cells))

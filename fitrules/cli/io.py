@@ -3,6 +3,7 @@ before any work, and printing or writing what it returns."""
 
 from __future__ import annotations
 
+import copy
 import shlex
 import sys
 from pathlib import Path
@@ -29,8 +30,50 @@ def tune_seeds(args) -> list[int] | None:
     return tune_seed_list(getattr(args, "tune_seeds", None))
 
 
-def load(args, path: Path | None = None):
-    """The grid the data options describe (the default grid without --data)."""
+def load(args, path: Path | None = None, forms=()):
+    """The grid the data options describe (the default grid without --data), with ``forms``
+    bound to it as a check.
+
+    A refusal that knows the option which takes it away (a tracker's export: a run exported
+    twice, the metric under another name, a variable under another name) is tried again with
+    that option, and again, so that one message lists every option the table needs at once
+    (issue 44: a W&B export took five commands, one refusal at a time). Nothing runs on the
+    table until the user gives them."""
+    try:
+        return _load_bound(args, path, forms)
+    except FitrulesError as err:
+        if not err.fixes:
+            raise
+        fixes, reasons, trial = [], [], copy.copy(args)
+        last: FitrulesError | None = err
+        for _ in range(MAX_FIXES):
+            if last is None or not last.fixes or any(f in fixes for f in last.fixes):
+                break
+            fixes += last.fixes
+            reasons.append(_reason(str(last)))
+            for flag, value in last.fixes:
+                _apply_fix(trial, flag, value)
+            try:
+                _load_bound(trial, path, forms)
+                last = None
+            except FitrulesError as again:
+                last = again
+        if len(fixes) < 2:
+            raise
+        also = "" if last is None else f"; then: {_reason(str(last))}"
+        label = f"{Path(path or args.data).name}: " if (path or args.data) else ""
+        raise type(err)(
+            f"{label}{len(fixes)} options are needed for this table: run again adding "
+            + " ".join(flag if value is None else f"{flag} {shlex.quote(value)}"
+                       for flag, value in fixes)
+            + f" (because: {'; '.join(reasons)}){also}"
+        ) from err  # fmt: skip
+
+
+MAX_FIXES = 8  # refusals with a known fix tried in turn before the message is written
+
+
+def _load_bound(args, path: Path | None, forms):
     from fitrules.model.examples import resolve_data
     from fitrules.model.grids import default_grid, load_grid
 
@@ -39,7 +82,26 @@ def load(args, path: Path | None = None):
         path, where = default_grid(args.where)
     else:
         path, where = resolve_data(path), args.where or []
-    return load_grid(**LOAD_GRID.from_args(args, source=path, where=where))
+    grid = load_grid(**LOAD_GRID.from_args(args, source=path, where=where))
+    for f in forms:
+        f.bind(grid.columns, grid.runs)
+    return grid
+
+
+def _reason(text: str) -> str:
+    """A refusal without its list of columns (the combined message lists the options)."""
+    return text.split("; columns: ")[0]
+
+
+def _apply_fix(args, flag: str, value: str | None) -> None:
+    """Set one option on a copy of the parsed arguments, as if it had been given."""
+    name = flag.lstrip("-").replace("-", "_")
+    if value is None:
+        setattr(args, name, True)
+    elif name in ("rename", "derive", "where"):
+        setattr(args, name, [*(getattr(args, name, None) or []), value])
+    else:
+        setattr(args, name, value)
 
 
 def with_tuning(tuning, text: str, payload: dict) -> tuple[str, dict]:

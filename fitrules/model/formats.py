@@ -74,6 +74,16 @@ def rename_hint(name: str, columns: Sequence[str]) -> str:
     return ""
 
 
+def rename_fix(name: str, columns: Sequence[str]) -> tuple[str, str] | None:
+    """The option :func:`rename_hint` suggests, as ``(flag, value)``; None without one."""
+    if name == "omega":
+        keep = "keep" if "keep" in columns else column_like("keep", columns)
+        if keep is not None:
+            return ("--derive", f"omega = 1/{quoted(keep)} - 1")
+    like = column_like(name, columns)
+    return None if like is None else ("--rename", f"{like}={name}")
+
+
 def backtick_hint(text: str, columns: Sequence[str]) -> str:
     """When ``text`` (an expression) holds a column whose name is not an identifier without
     backticks (``compression.keep``, ``val/loss``), the spelling that reads it."""

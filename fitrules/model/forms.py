@@ -25,7 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fitrules.base.errors import FormError, LimitError
+from fitrules.base.errors import FormError, LimitError, with_fixes
 from fitrules.base.limits import MAX_CONSTANTS, MAX_NONLINEAR
 from fitrules.base.paths import FORMS_FILE
 from fitrules.model import expr as ex
@@ -342,12 +342,17 @@ class Form:
         if self.variables is not None:
             lacking = [v for v in self.variables if v not in columns]
             if lacking:
-                from fitrules.model.formats import rename_hint
+                from fitrules.model.formats import rename_fix, rename_hint
 
-                hint = _close(lacking[0], columns) or rename_hint(lacking[0], columns)
-                raise FormError(
-                    f"form {self.name!r} reads variable {lacking[0]!r}, which the "
-                    f"grid lacks{hint}; columns: {', '.join(columns)}"
+                close = _close(lacking[0], columns)
+                hint = close or rename_hint(lacking[0], columns)
+                fix = None if close else rename_fix(lacking[0], columns)
+                raise with_fixes(
+                    FormError(
+                        f"form {self.name!r} reads variable {lacking[0]!r}, which the "
+                        f"grid lacks{hint}; columns: {', '.join(columns)}"
+                    ),
+                    *([fix] if fix else []),
                 )
             self._check_structure()
             return self._with_ranges(data)
@@ -362,9 +367,23 @@ class Form:
                         f"{self.name}(H, omega) = ..."
                     )
         if not variables:
-            raise FormError(
-                f"form {self.name!r} reads no column of the grid "
-                f"({self.expression!r}); columns: {', '.join(columns)}"
+            from fitrules.model.formats import quoted_arg, rename_fix
+
+            # a name a column is probably under another name (params.N for N): say which
+            fixes = [f for f in (rename_fix(n, columns) for n in self.names) if f]
+            hint = (
+                " (its variables may be under other names: add "
+                + " ".join(f"{flag} {quoted_arg(value)}" for flag, value in fixes)
+                + ")"
+                if fixes
+                else ""
+            )
+            raise with_fixes(
+                FormError(
+                    f"form {self.name!r} reads no column of the grid "
+                    f"({self.expression!r}){hint}; columns: {', '.join(columns)}"
+                ),
+                *fixes,
             )
         bound = replace(self, variables=variables)
         bound._check_structure()

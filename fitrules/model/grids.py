@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fitrules.base import arguments
-from fitrules.base.errors import ExpressionError, FitrulesError, GridError
+from fitrules.base.errors import ExpressionError, FitrulesError, GridError, with_fixes
 from fitrules.base.limits import MAX_ABS_VALUE
 from fitrules.base.util import sha256_file
 from fitrules.model import expr as ex
@@ -941,10 +941,13 @@ def _exact_copies(
     i = int(np.flatnonzero(copies.to_numpy())[0])
     same = (df.iloc[:i] == df.iloc[i]) | (df.iloc[:i].isna() & df.iloc[[i]].isna().to_numpy())
     j = int(np.flatnonzero(same.all(axis=1).to_numpy())[0])
-    raise GridError(
-        f"{label}: line {_line(df.index[i])} repeats line {_line(df.index[j])} in every column "
-        f"({n} row{'s are exact copies' if n > 1 else ' is an exact copy'} of others: a run "
-        "exported twice?); drop exact copies with --drop-duplicates"
+    raise with_fixes(
+        GridError(
+            f"{label}: line {_line(df.index[i])} repeats line {_line(df.index[j])} in every "
+            f"column ({n} row{'s are exact copies' if n > 1 else ' is an exact copy'} of "
+            "others: a run exported twice?); drop exact copies with --drop-duplicates"
+        ),
+        ("--drop-duplicates", None),
     )
 
 
@@ -1081,9 +1084,12 @@ def _choose_metric(df: pd.DataFrame, metric: str | None, label: str) -> str:
                 if like
                 else "choose one with --metric"
             )
-            raise GridError(
-                f"{label}: no metric column (looked for {', '.join(METRIC_DEFAULTS)}); "
-                f"{choose}; columns: {', '.join(df.columns)}"
+            raise with_fixes(
+                GridError(
+                    f"{label}: no metric column (looked for {', '.join(METRIC_DEFAULTS)}); "
+                    f"{choose}; columns: {', '.join(df.columns)}"
+                ),
+                *([("--metric", like[0])] if like else []),
             )
     elif metric not in df.columns:
         raise GridError(

@@ -3,6 +3,9 @@ documented option per quirk, or are refused with the fix named."""
 
 from __future__ import annotations
 
+import shlex
+
+import numpy as np
 import pandas as pd
 import pytest
 from exports import flattened_json, mlflow_runs, wandb_runs, wide_table, write_jsonl
@@ -28,31 +31,57 @@ def _chain(capsys, tmp_path, path, steps, command="compare"):
     return out
 
 
-def test_wandb_export_one_option_per_quirk(tmp_path, capsys):
-    """The W&B runs export: metric ``val/loss``, ``inner_steps`` for H, the dotted
-    ``compression.keep``, one run exported twice, two crashed runs with an empty loss.
-
-    (Moved from tests/test_exports.py.)"""
+def test_a_wandb_export_runs_in_two_commands(tmp_path, capsys):
+    """The W&B runs export (metric ``val/loss``, ``inner_steps`` for H, the dotted
+    ``compression.keep``, one run exported twice, two crashed runs with an empty loss) took
+    five commands, one refusal at a time (issue 44): the first refusal now lists every
+    option the table needs, in one line, and the command with them runs."""
     path = tmp_path / "wandb.csv"
     wandb_runs().to_csv(path, index=False)
-    out = _chain(
-        capsys,
-        tmp_path,
-        path,
-        [
-            (r"line 24 repeats line 8 in every column.*--drop-duplicates", ["--drop-duplicates"]),
-            (r"'val/loss' looks like one: give --metric val/loss", ["--metric", "val/loss"]),
-            (r"--rename inner_steps=H", ["--rename", "inner_steps=H"]),
-            (
-                r"--derive 'omega = 1/`compression.keep` - 1'",
-                ["--derive", "omega = 1/`compression.keep` - 1"],
-            ),
-        ],  # fmt: skip
-    )
+    args = ["compare", "--data", path, *FAST]
+    line = refused(args, capsys, tmp_path, match="wandb.csv: 4 options are needed")
+    assert "\n" not in line.strip() and "Traceback" not in line
+    fixes = ("--drop-duplicates --metric val/loss --rename inner_steps=H "
+             "--derive 'omega = 1/`compression.keep` - 1'")  # fmt: skip
+    assert f"run again adding {fixes} (because: " in line
+    for why in ("line 24 repeats line 8", "'val/loss' looks like one", "variable 'H'",
+                "variable 'omega'"):  # fmt: skip
+        assert why in line
+    code, out, err = run([*args, *shlex.split(fixes)], capsys)
+    assert code == 0, err
     assert "58 runs in 20 cells; excluded: 2 State crashed" in out
     assert "dropped 1 exact copy of other rows (--drop-duplicates)" in out
     # run metadata (names, times, runtimes) is neither a factor nor pooled
     assert "looks like a factor" not in out
+
+
+def test_one_refusal_with_a_known_fix_keeps_its_own_message(tmp_path, capsys):
+    """A table that needs one option is refused as before, with that option named once."""
+    path = tmp_path / "wandb.csv"
+    df = wandb_runs().drop_duplicates().rename(columns={"inner_steps": "H"})
+    df["keep"] = df.pop("compression.keep")
+    df.assign(omega=1 / df["keep"] - 1).to_csv(path, index=False)
+    line = refused(["compare", "--data", path, *FAST], capsys, tmp_path,
+                   r"'val/loss' looks like one: give --metric val/loss")  # fmt: skip
+    assert "options are needed" not in line
+
+
+def test_a_form_reading_no_column_names_the_renames_its_variables_need(tmp_path, capsys):
+    """An MLflow-style table with ``params.N`` and ``params.D`` and a Chinchilla ``--form``
+    was told "reads no column of the grid" with no hint (issue 44): the renames are named,
+    and the command with them runs."""
+    rng = np.random.default_rng(0)
+    N, D = np.meshgrid([1e7, 3e7, 1e8, 3e8], [1e9, 3e9, 1e10, 3e10])
+    loss = 1.7 + 400 * N.ravel() ** -0.34 + 410 * D.ravel() ** -0.28
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"params.N": N.ravel(), "params.D": D.ravel(),
+                  "loss": loss * (1 + 0.002 * rng.standard_normal(16))}).to_csv(path, index=False)
+    form = "chin = E + A*N**(-alpha) + B*D**(-beta)"
+    args = ["fit", "--data", path, "--form", form]
+    line = refused(args, capsys, tmp_path, "reads no column of the grid")
+    assert "add --rename params.N=N --rename params.D=D" in line
+    code, out, err = run([*args, "--rename", "params.N=N", "--rename", "params.D=D"], capsys)
+    assert code == 0, err
 
 
 def test_a_wandb_export_with_train_and_val_loss_is_told_val_loss(tmp_path, capsys):
