@@ -7,7 +7,11 @@ They are written for any grid, not only the DiLoCo one:
   times), so one runaway split does not squash every other point into a corner. Points
   beyond the range are drawn on its edge with an open marker and counted in the legend or a
   note, with the largest value; curves that continue beyond the edge end in an arrow.
-- **Titles that fit**: wrapped to the width of the axes.
+- **Titles of one line** (at most ``TITLE_MAX`` characters); what does not fit, such as a
+  paired verdict, is a caption under the axes, and what the marks mean is in the legend.
+- **Log axes for scale variables**: a positive variable whose levels are evenly spaced on a
+  log scale (N, D, H, lr) or span more than ``LOG_SPAN`` times, ticked at its levels and
+  written 2e7, 1.6e8 (legends "N = 2e7").
 - **Labels true to the data**: the metric's unit only when it is known (``--unit`` or a
   table written by ``fitrules simulate``); "mean ± s.e. over seeds" only when some cell has
   repeated runs; "hatched: degenerate" only when a bar is.
