@@ -1501,6 +1501,7 @@ def api_cases(draw) -> ApiCase:
                 "exact_loss",
                 "Grammar",
                 "write",
+                "plot",
                 "validate",
                 "record",
                 "score",
@@ -1739,6 +1740,16 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "tie_exponents", [False, True], [None, 1, "true"])
         _kw(d, kw, "first_constants", [2, 12], [1, 13, None, 2.5])
         return ApiCase(call, (), kw)
+    if call == "plot":  # a result's figures, with labels and units (issue 44)
+        args = ("path", d(st.sampled_from(["fit", "compare"])))
+        methods = ["plot_fit", "plot_residuals", "plot_curves"]
+        methods += ["plot_heldout", "plot_paired"] if args[1] == "compare" else []
+        kw["method"] = d(st.sampled_from(methods))
+        labels = [None, "loss=validation loss", {"H": "sync interval"}, "zz=not a column"]
+        units = [None, "loss=nats", {"H": "steps", "omega": "ratio"}]
+        _kw(d, kw, "labels", labels, ["loss", 5, {"H": 5}, "=x", ["H=a"]], 2)
+        _kw(d, kw, "units", units, ["H", 5.0, {"": "x"}, "H="], 2)
+        return ApiCase(call, args, kw)
     if call == "write":  # a result's writers (issue 31, serious 4)
         # every result class's writers (issue 43: Tuning and Prediction wrote over their table)
         args = ("path", d(st.sampled_from(["fit", "compare", "prediction", "validate"])))
@@ -1899,6 +1910,24 @@ def _call_api(case: ApiCase, root: Path):
         return fr.search(*args, **kw)
     if case.call == "Grammar":
         return fr.Grammar(**kw)
+    if case.call == "plot":
+        import matplotlib.pyplot as plt
+
+        grid, kind = args
+        kw = dict(kw)
+        method = kw.pop("method")
+        if kind == "fit":
+            result, first = fr.fit(grid, "composition"), ()
+        else:
+            result = fr.compare(grid, forms="composition,additive", splits=4)
+            first = {"plot_heldout": (), "plot_paired": ("composition", "additive")}.get(
+                method, ("composition",)
+            )
+        try:
+            getattr(result, method)(*first, **kw)
+        finally:
+            plt.close("all")
+        return "plotted"
     if case.call == "write":
         grid, kind = args
         result = {
@@ -1981,6 +2010,7 @@ EXPECTED_TYPES = {
     "exact_loss": "float",
     "Grammar": "Grammar",
     "write": "str",
+    "plot": "str",
     "validate": "Validation",
     "record": "LedgerEntry",
     "score": "Scores",

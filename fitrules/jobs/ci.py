@@ -58,11 +58,15 @@ class PairedIntervals(Result):
 
         return intervals_html(self)
 
-    def plot(self, i: int = 0, ax=None):
-        """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes)."""
+    def plot(self, i: int = 0, ax=None, labels=None, units=None):
+        """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes).
+
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
         from fitrules.views import figures
 
-        return figures.paired_differences(self.results[i], ax)
+        with figures.axis_labels(labels, units):
+            return figures.paired_differences(self.results[i], ax)
 
     def report(self, target, force: bool = False, command: str = "", figure_format=None):
         """Write a report directory: report.md, one figure per treatment, results.json;

@@ -248,30 +248,47 @@ class Comparison(Views):
         raise FormError(f"no form {name!r} in this comparison; forms: "
                         + ", ".join(f.name for f in self.forms))  # fmt: skip
 
-    def plot_heldout(self, ax=None):
+    def plot_heldout(self, ax=None, labels=None, units=None):
         """Empirical CDF of every form's held-out error; returns the matplotlib Axes."""
         from fitrules.views import figures
 
-        return figures.heldout_ecdf(self, ax)
+        with figures.axis_labels(labels, units):
+            return figures.heldout_ecdf(self, ax)
 
-    def plot_paired(self, a: str, b: str, ax=None):
-        """a's held-out error against b's, one point per split valid for both."""
+    def plot_paired(self, a: str, b: str, ax=None, labels=None, units=None):
+        """a's held-out error against b's, one point per split valid for both; the paired
+        verdict under the axes."""
         from fitrules.views import figures
 
         self.form(a), self.form(b)
-        return figures.paired_scatter(self, a, b, ax)
+        with figures.axis_labels(labels, units):
+            return figures.paired_scatter(self, a, b, ax)
 
-    def plot_fit(self, form: str, ax=None):
-        """``form`` fitted on all cells: observed against predicted."""
+    def plot_fit(self, form: str, ax=None, labels=None, units=None):
+        """``form`` fitted on all cells: observed against predicted.
+
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
         from fitrules.views import figures
 
         f = self.form(form)
-        return figures.observed_vs_predicted(
-            self.cells, f, self.full_fits[form].constants, self.unit, ax
-        )
+        with figures.axis_labels(labels, units):
+            return figures.observed_vs_predicted(
+                self.cells, f, self.full_fits[form].constants, self.unit, ax
+            )
 
-    def plot_residuals(self, x: str | None = None, forms: Sequence[str] | None = None, ax=None):
-        """Every form's (or ``forms``') full-grid residuals against the variable ``x``."""
+    def plot_residuals(
+        self,
+        x: str | None = None,
+        forms: Sequence[str] | None = None,
+        ax=None,
+        labels=None,
+        units=None,
+    ):
+        """Every form's (or ``forms``') full-grid residuals against the variable ``x``.
+
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
         from fitrules.views import figures
 
         x = x or self.cells.variables[0]
@@ -280,18 +297,25 @@ class Comparison(Views):
                             + ", ".join(self.cells.variables))  # fmt: skip
         chosen = [self.form(n) for n in forms] if forms else self.forms
         fits = [(f, self.full_fits[f.name].constants) for f in chosen]
-        return figures.residuals_vs(self.cells, fits, x, ax)
+        with figures.axis_labels(labels, units):
+            return figures.residuals_vs(self.cells, fits, x, ax)
 
-    def plot_curves(self, form: str, x: str | None = None, ax=None):
+    def plot_curves(self, form: str, x: str | None = None, ax=None, labels=None, units=None):
         """The data and ``form`` fitted on all cells, against ``x`` (default: its first
-        variable)."""
+        variable).
+
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
         from fitrules.views import figures
 
         f = self.form(form)
         x = x or f.bound_variables[0]
         if x not in f.bound_variables:
             raise FormError(f"form {form!r} reads {', '.join(f.bound_variables)}, not {x!r}")
-        return figures.curves_vs(self.cells, f, self.full_fits[form].constants, x, self.unit, ax)
+        with figures.axis_labels(labels, units):
+            return figures.curves_vs(
+                self.cells, f, self.full_fits[form].constants, x, self.unit, ax
+            )
 
 
 def _reason_key(reason: str) -> str:

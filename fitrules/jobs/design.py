@@ -112,12 +112,17 @@ class Design(Result):
 
         return design_html(self)
 
-    def plot(self, ax=None):
+    def plot(self, ax=None, labels=None, units=None):
         """The candidate plane: cells run, candidates by score, the batch chosen; returns the
-        matplotlib Axes."""
-        from fitrules.views.design import design_figure
+        matplotlib Axes.
 
-        return design_figure(self, ax=ax)
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        from fitrules.views.design import design_figure
+        from fitrules.views.figures import axis_labels
+
+        with axis_labels(labels, units):
+            return design_figure(self, ax=ax)
 
     def to_dict(self) -> dict:
         return json_ready(

@@ -448,29 +448,43 @@ class FittedForm(Result):
                 return fit_report(self, Path(target), command, force, cells)
 
     # ------------------------------------------------------------ figures
-    def plot_fit(self, ax=None):
-        """Observed against predicted at every cell; returns the matplotlib Axes."""
+    def plot_fit(self, ax=None, labels=None, units=None):
+        """Observed against predicted at every cell; returns the matplotlib Axes.
+
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
         from fitrules.views import figures
 
-        return figures.observed_vs_predicted(self.cells, self.form, self.constants, self.unit, ax)
+        with figures.axis_labels(labels, units):
+            return figures.observed_vs_predicted(
+                self.cells, self.form, self.constants, self.unit, ax
+            )
 
-    def plot_residuals(self, x: str | None = None, ax=None):
-        """Relative residuals against the variable ``x`` (default: the form's first)."""
+    def plot_residuals(self, x: str | None = None, ax=None, labels=None, units=None):
+        """Relative residuals against the variable ``x`` (default: the form's first).
+
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
         from fitrules.views import figures
 
         x = x or self.form.bound_variables[0]
         self._check_variable(x)
-        return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
+        with figures.axis_labels(labels, units):
+            return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
 
-    def plot_curves(self, x: str | None = None, ax=None):
+    def plot_curves(self, x: str | None = None, ax=None, labels=None, units=None):
         """Data and the fitted form against ``x`` (default: the form's first variable), with
-        the prediction interval (misfit included) shaded when intervals were asked for."""
+        the prediction interval (misfit included) shaded when intervals were asked for.
+
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
         from fitrules.views import figures
 
         x = x or self.form.bound_variables[0]
         self._check_variable(x)
         band = self.heldout.band if self.heldout is not None else None
-        return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax, band)
+        with figures.axis_labels(labels, units):
+            return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax, band)
 
     def _check_variable(self, x: str) -> None:
         from fitrules.base.errors import FormError

@@ -426,10 +426,16 @@ class Search(Result):
 
         return search_html(self)
 
-    def plot_front(self, ax=None):
+    def plot_front(self, ax=None, labels=None, units=None):
+        """Outer held-out error against the number of constants: the search at each budget,
+        its front, every candidate and the references; returns the matplotlib Axes.
+        ``labels`` and ``units`` are taken as by the other results' ``plot_*`` (this figure's
+        axes name no column)."""
+        from fitrules.views.figures import axis_labels
         from fitrules.views.search import plot_front
 
-        return plot_front(self, ax)
+        with axis_labels(labels, units):
+            return plot_front(self, ax)
 
     def report(self, path: str | Path, command: str | None = None, force: bool = False) -> Path:
         from fitrules.base.errors import report_parameter

@@ -115,18 +115,28 @@ class Tuning(Result):
 
         return tuning_html(self)
 
-    def plot_curves(self, ax=None, by: str | None = None):
+    def plot_curves(self, ax=None, by: str | None = None, labels=None, units=None):
         """The metric against each tuned level per configuration, winners marked; returns the
-        matplotlib Axes."""
+        matplotlib Axes.
+
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        from fitrules.views.figures import axis_labels
         from fitrules.views.tuning import lr_curves
 
-        return lr_curves(self, ax=ax, by=by)
+        with axis_labels(labels, units):
+            return lr_curves(self, ax=ax, by=by)
 
-    def plot_chosen(self, x: str, y: str, ax=None):
-        """The level chosen at each configuration over two factors; returns the Axes."""
+    def plot_chosen(self, x: str, y: str, ax=None, labels=None, units=None):
+        """The level chosen at each configuration over two factors; returns the Axes.
+
+        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
+        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        from fitrules.views.figures import axis_labels
         from fitrules.views.tuning import chosen_levels_map
 
-        return chosen_levels_map(self, x, y, ax=ax)
+        with axis_labels(labels, units):
+            return chosen_levels_map(self, x, y, ax=ax)
 
     def describe(self) -> dict:
         """A JSON-ready summary: scheme, seeds, factors, levels, counts and warnings.

@@ -7,7 +7,11 @@ They are written for any grid, not only the DiLoCo one:
   times), so one runaway split does not squash every other point into a corner. Points
   beyond the range are drawn on its edge with an open marker and counted in the legend or a
   note, with the largest value; curves that continue beyond the edge end in an arrow.
-- **Titles that fit**: wrapped to the width of the axes.
+- **Titles of one line** (at most ``TITLE_MAX`` characters); what does not fit, such as a
+  paired verdict, is a caption under the axes, and what the marks mean is in the legend.
+- **Log axes for scale variables**: a positive variable whose levels are evenly spaced on a
+  log scale (N, D, H, lr) or span more than ``LOG_SPAN`` times, ticked at its levels and
+  written 2e7, 1.6e8 (legends "N = 2e7").
 - **Labels true to the data**: the metric's unit only when it is known (``--unit`` or a
   table written by ``fitrules simulate``); "mean ± s.e. over seeds" only when some cell has
   repeated runs; "hatched: degenerate" only when a bar is.
@@ -39,7 +43,7 @@ def _legend(ax, **kwargs) -> None:
     """A legend when something is labelled (a form with no usable split draws nothing),
     placed in the axes' free space: where asked (or "best") if no data lie under it, else
     outside the axes on the right."""
-    if not ax.get_legend_handles_labels()[0]:
+    if not (kwargs.get("handles") or ax.get_legend_handles_labels()[0]):
         return
     if "bbox_to_anchor" in kwargs:  # asked for outside the axes
         ax.legend(**kwargs)
@@ -53,14 +57,12 @@ def _legend(ax, **kwargs) -> None:
             ax.figure.draw_without_rendering()
             label = ax.xaxis.label.get_window_extent()
             below = ax.transAxes.inverted().transform((0, label.y0))[1] - 0.03
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, min(below, -0.16)),
-                      borderaxespad=0, **kwargs)  # fmt: skip
+            legend = ax.legend(loc="upper center", bbox_to_anchor=(0.5, min(below, -0.16)),
+                               borderaxespad=0, **kwargs)  # fmt: skip
+            for note in captions(ax):  # a caption goes under the legend, not through it
+                note.xycoords = legend
         else:
             ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, **kwargs)
-        title = getattr(ax, "_fitrules_title", None)
-        if title is not None:  # the axes narrowed to make room: wrap the title again
-            ax.figure.draw_without_rendering()
-            _title(ax, *title)
 
 
 def data_points(ax, step: float = 3.0) -> np.ndarray:
@@ -118,13 +120,34 @@ def _ax(ax, size=(7.0, 4.5)):
     return ax
 
 
+TITLE_MAX = 60  # characters: a title is one line; what else there is to say goes below
+
+
 def _title(ax, text: str, fontsize: float = 10.0) -> None:
-    """A title wrapped to the width of the axes' figure, so that it is never clipped."""
-    ax._fitrules_title = (text, fontsize)  # for a re-wrap once the layout changes
+    """A one-line title (its first line, cut at ``TITLE_MAX`` characters); the other lines
+    of ``text`` go under the axes as a caption."""
+    head, _, rest = text.partition("\n")
+    if len(head) > TITLE_MAX:
+        head = head[: TITLE_MAX - 1].rstrip() + "…"
+    ax.set_title(head, fontsize=fontsize)
+    if rest.strip():
+        caption(ax, rest)
+
+
+def caption(ax, text: str, fontsize: float = 8.0) -> None:
+    """``text`` under the axes, below the x label, wrapped to the axes' width: a figure's
+    long statements (a verdict, what the marks mean) kept off the title and off the data."""
     width_in = ax.figure.get_size_inches()[0] * ax.get_position().width
-    chars = max(20, int(width_in * 72 / (0.6 * fontsize)))
-    lines = [textwrap.fill(part, chars) for part in text.split("\n")]
-    ax.set_title("\n".join(lines), fontsize=fontsize)
+    chars = max(30, int(width_in * 72 / (0.55 * fontsize)))
+    lines = [textwrap.fill(part, chars) for part in text.strip().split("\n")]
+    note = ax.annotate("\n".join(lines), xy=(0.5, 0), xycoords=ax.xaxis.label, xytext=(0, -4),
+                       textcoords="offset points", ha="center", va="top", fontsize=fontsize,
+                       annotation_clip=False, color="0.25")  # fmt: skip
+    note._fitrules_caption = True
+
+
+def captions(ax) -> list:
+    return [t for t in ax.texts if getattr(t, "_fitrules_caption", False)]
 
 
 def _unit_of(cells, name: str) -> str | None:
@@ -132,65 +155,90 @@ def _unit_of(cells, name: str) -> str | None:
 
 
 _labels: ContextVar[dict | None] = ContextVar("fitrules_axis_labels", default=None)
+_units: ContextVar[dict | None] = ContextVar("fitrules_axis_units", default=None)
 
 
-def parse_labels(labels: str | dict | None) -> dict[str, str]:
-    """``"val/loss=validation loss,H=sync interval"`` (or a dict) as ``{column: label}``.
+def parse_labels(labels: str | dict | None, what: str = "labels") -> dict[str, str]:
+    """``"val/loss=validation loss,H=sync interval"`` (or a dict) as ``{column: label}``;
+    ``what="units"`` for ``"N=parameters,D=tokens"``.
 
     Raises
     ------
     ReportError
-        For a pair without ``=`` or with an empty side.
+        For a pair without ``=`` or with an empty side, or a value that is neither text
+        nor a dict of text.
     """
     from fitrules.base.errors import ReportError
 
+    word = "label" if what == "labels" else "unit"
+    example = "'val/loss=validation loss'" if what == "labels" else "'N=parameters,D=tokens'"
     if labels is None:
         return {}
     if isinstance(labels, dict):
         if not all(isinstance(k, str) and isinstance(v, str) and k and v
                    for k, v in labels.items()):  # fmt: skip
-            raise ReportError(f"labels {labels!r}: expected a dict of column -> label (text)")
+            raise ReportError(f"{what} {labels!r}: expected a dict of column -> {word} (text)")
         return dict(labels)
     if not isinstance(labels, str):
-        raise ReportError(f"labels {labels!r}: expected 'COLUMN=LABEL,...' or a dict")
+        raise ReportError(f"{what} {labels!r}: expected 'COLUMN={word.upper()},...' or a dict")
     out = {}
     for part in filter(None, (p.strip() for p in labels.split(","))):
         name, sep, label = part.partition("=")
         if not sep or not name.strip() or not label.strip():
             raise ReportError(
-                f"--labels {labels!r}: expected COLUMN=LABEL pairs, e.g. 'val/loss=validation loss'"
+                f"--{what} {labels!r}: expected COLUMN={word.upper()} pairs, e.g. {example}"
             )
         out[name.strip().strip("`")] = label.strip()
     return out
 
 
 @contextmanager
-def axis_labels(labels: str | dict | None):
+def axis_labels(labels: str | dict | None, units: str | dict | None = None):
     """Within the block, axes name the columns of ``labels`` by their label
-    (``{"val/loss": "validation loss"}``); ``None`` keeps the labels in force."""
-    if labels is None:
-        yield
-        return
-    token = _labels.set(parse_labels(labels))
+    (``{"val/loss": "validation loss"}``) and give the columns of ``units`` that unit
+    (``{"N": "parameters"}``, over a unit the table knows); ``None`` keeps those in force."""
+    tokens = []
+    if labels is not None:
+        tokens.append((_labels, _labels.set(parse_labels(labels))))
+    if units is not None:
+        tokens.append((_units, _units.set(parse_labels(units, "units"))))
     try:
         yield
     finally:
-        _labels.reset(token)
+        for var, token in reversed(tokens):
+            var.reset(token)
+
+
+def shown_name(name: str) -> str:
+    """The column's label (:func:`axis_labels`), or its name."""
+    return (_labels.get() or {}).get(name, name)
 
 
 def unit_label(name: str, unit: str | None) -> str:
     """``"loss (nats)"``, or ``"loss"`` when the unit is not known; a column given a label
-    (:func:`axis_labels`, ``--labels``) is named by it."""
-    shown = (_labels.get() or {}).get(name, name)
+    or a unit (:func:`axis_labels`, ``--labels``) is named by them."""
+    unit = (_units.get() or {}).get(name, unit)
+    shown = shown_name(name)
     return f"{shown} ({unit})" if unit else shown
 
 
 MAX_LEVEL_TICKS = 12  # a variable with at most this many levels is ticked at each level
 
 
+def level_text(v: float) -> str:
+    """A level as people write it: ``64``, ``0.25``, ``2e7``, ``1.5e9``, ``3e-4`` (no
+    ``e+07``)."""
+    v = float(v)
+    if v == 0 or not np.isfinite(v) or 1e-3 <= abs(v) < 1e4:
+        return f"{v:.4g}"
+    mantissa, exponent = f"{v:.2e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
 def level_ticks(ax, values: np.ndarray, axis: str = "x") -> None:
-    """Tick a log axis at the grid's levels (1, 4, 16, 64), labelled plainly, rather than
-    at powers of ten: a reader looks for the settings that were run."""
+    """Tick a log axis at the grid's levels (1, 4, 16, 64; 2e7, 6e7), labelled plainly,
+    rather than at powers of ten: a reader looks for the settings that were run."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     v = np.unique(np.asarray(values, float))
@@ -199,8 +247,27 @@ def level_ticks(ax, values: np.ndarray, axis: str = "x") -> None:
         return
     target = ax.xaxis if axis == "x" else ax.yaxis
     target.set_major_locator(FixedLocator(v))
-    target.set_major_formatter(FuncFormatter(lambda t, _: f"{t:g}"))
+    target.set_major_formatter(FuncFormatter(lambda t, _: level_text(t)))
     target.set_minor_locator(NullLocator())
+
+
+def scale_log(values) -> bool:
+    """A log axis for a positive scale variable: one spanning more than ``LOG_SPAN`` times,
+    or whose levels (at least 4 times apart) are closer to evenly spaced in log than in
+    linear terms (N = 2e7, 6e7, 2e8; H = 1, 4, 16), as a grid over a scale is laid out."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if not len(v) or v.min() <= 0:
+        return False
+    if _use_log(v):
+        return True
+    levels = np.unique(v)
+    if len(levels) < 2 or levels[-1] / levels[0] < 4:
+        return False
+    if len(levels) == 2:
+        return True
+    lin, log = np.diff(levels), np.diff(np.log(levels))
+    return bool(np.std(log) / np.mean(log) < np.std(lin) / np.mean(lin))
 
 
 def _use_log(v: np.ndarray) -> bool:
@@ -302,6 +369,10 @@ def _fmt(v) -> str:
     return f"{v:.3g}" if isinstance(v, float | np.floating) else str(v)
 
 
+def _level(v) -> str:
+    return level_text(v) if isinstance(v, int | float | np.integer | np.floating) else str(v)
+
+
 # One sign convention in every figure, table and JSON: observed minus predicted, in percent
 # of the observed value (a cell above the fit is positive), said on every axis.
 RESIDUAL_LABEL = "observed - predicted (% of observed)"
@@ -367,13 +438,9 @@ def heldout_ecdf(cmp, ax=None):
     ax.set_xlim(lo, hi)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("held-out error (mean |relative error| over held-out cells, %)")
-    ax.set_ylabel("fraction of splits at or below")
-    basis = "valid splits" if not cmp.settings["keep_degenerate"] else "all splits"
-    _title(
-        ax,
-        f"Held-out error over {cmp.settings['n_splits']} {cmp.settings['protocol']} "
-        f"splits ({basis})",
-    )
+    basis = "valid splits" if not cmp.settings["keep_degenerate"] else "splits"
+    ax.set_ylabel(f"fraction of {basis} at or below")
+    _title(ax, f"Held-out error over {cmp.settings['n_splits']} {cmp.settings['protocol']} splits")
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8, loc="lower right")
     return ax
@@ -412,7 +479,8 @@ def paired_scatter(cmp, a: str, b: str, ax=None):
         xc, xo = clip_to(x, lo, hi)
         yc, yo = clip_to(y, lo, hi)
         off = xo | yo
-        ax.scatter(xc[~off], yc[~off], s=12, alpha=0.6, color="C0", label=f"splits (n={len(both)})")
+        ax.scatter(xc[~off], yc[~off], s=12, alpha=0.6, color="C0",
+                   label=f"splits (n={len(both)}; {a} lower in {wins})")  # fmt: skip
         if off.any():
             largest = float(np.max(np.concatenate([x[off], y[off]])))
             ax.scatter(xc[off], yc[off], s=30, edgecolors="C3", **EDGE, label=_off_note(
@@ -420,10 +488,11 @@ def paired_scatter(cmp, a: str, b: str, ax=None):
         _identity_square(ax, lo, hi, log, "equal error")
     ax.set_xlabel(f"{a}: held-out error (%)")
     ax.set_ylabel(f"{b}: held-out error (%)")
+    # the verdict is a paragraph: under the figure, the title stays one line
     _title(
         ax,
-        f"{_verdict_head(cmp, a, b)}\n"
-        f"descriptive only: {a} lower in {wins} of {len(both)} splits (above the diagonal)",
+        f"{a} against {b}: held-out error per split\n{_verdict_head(cmp, a, b)}\n"
+        f"Descriptive only: {a} lower in {wins} of {len(both)} splits (above the diagonal).",
     )
     _legend(ax, fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
@@ -465,9 +534,15 @@ def errors_by_split(cmp, ax=None):
     v = v[np.isfinite(v) & (v > 0)]
     if len(v) and v.max() > LOG_SPAN * v.min():
         ax.set_yscale("log")
-    note = " (hatched: degenerate)" if any_hatched else ""
-    _title(ax, f"Held-out error per split: {cmp.settings['protocol']}{note}")
-    _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    handles, texts = ax.get_legend_handles_labels()
+    if any_hatched:  # said by the legend, not the title
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(facecolor="none", edgecolor="0.3", hatch="//"))
+        texts.append("degenerate")
+    _title(ax, f"Held-out error per split: {cmp.settings['protocol']}")
+    _legend(ax, handles=handles, labels=texts, fontsize=8, loc="upper left",
+            bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # fmt: skip
     ax.grid(alpha=0.3, axis="y")
     return ax
 
@@ -504,7 +579,7 @@ def observed_vs_predicted(cells, form, constants, unit: str | None = None, ax=No
     _identity_square(ax, lo, hi, log, "observed = predicted")
     ax.set_xlabel(f"predicted {unit_label(cells.metric, unit)}")
     ax.set_ylabel(f"observed {unit_label(cells.metric, unit)}")
-    _title(ax, f"{form.name} fitted on all {len(t)} cells: observed against predicted")
+    _title(ax, f"{form.name} fitted on all {len(t)} cells")
     _legend(ax, fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     if panel is not None:
@@ -586,8 +661,8 @@ def residual_map(cells, form, constants, x: str, y: str, lim: float | None = Non
                 ax.text(j, i, "0.0" if round(v, 1) == 0 else f"{v:+.1f}", ha="center",
                         va="center", fontsize=8,
                         color="white" if abs(v) > 0.6 * lim else "black")  # fmt: skip
-    ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns])
-    ax.set_yticks(range(grid.shape[0]), [f"{r:g}" for r in grid.index])
+    ax.set_xticks(range(grid.shape[1]), [level_text(c) for c in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [level_text(r) for r in grid.index])
     ax.set_xlabel(unit_label(x, _unit_of(cells, x)))
     ax.set_ylabel(unit_label(y, _unit_of(cells, y)))
     _title(ax, f"{form.name}: observed - predicted, % of observed")
@@ -603,7 +678,7 @@ def _dodge(xs: np.ndarray, i: int, n: int) -> np.ndarray:
     """``xs`` shifted sideways for the ``i``-th of ``n`` series: all series at a level stay
     within ``DODGE / 2`` of the smallest gap between levels (in log space on a log axis), so
     the levels never interleave and no point moves past a neighbouring level."""
-    log = _use_log(xs)
+    log = scale_log(xs)
     t = np.log10(xs) if log else xs
     levels = np.unique(t)
     if len(levels) < 2:
@@ -645,14 +720,14 @@ def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
         ax.text(0.01, 0.01, _off_note(n_off, worst, "residual") + " %", fontsize=8,
                 transform=ax.transAxes, va="bottom")  # fmt: skip
     ax.axhline(0, color="k", lw=1)
-    if _use_log(xs):
+    if scale_log(xs):
         ax.set_xscale("log")
         level_ticks(ax, xs)
     ax.set_ylim(lo, hi)
     ax.set_xlabel(unit_label(x, _unit_of(cells, x)))
     ax.set_ylabel(RESIDUAL_LABEL)
-    names = ", ".join(f.name for f, _ in fits)
-    _title(ax, f"Residuals of the full-grid fit against {x}: {names}")
+    # the forms are in the legend, the variable on the x axis
+    _title(ax, f"Residuals of the fit{'s' if len(fits) > 1 else ''} on all cells")
     _legend(ax, fontsize=8, loc="upper right", ncol=2 if len(fits) > 3 else 1)
     ax.grid(alpha=0.3)
     return ax
@@ -666,10 +741,11 @@ def _groups(t: pd.DataFrame, by: list[str]) -> tuple[pd.Series, dict]:
     keys = []
     for v in by:
         col = t[v]
+        name = shown_name(v)
         if col.nunique() <= MAX_GROUPS:
-            keys.append(col.map(lambda a, v=v: f"{v}={_fmt(a)}"))
+            keys.append(col.map(lambda a, name=name: f"{name} = {_level(a)}"))
         else:
-            log = _use_log(col.to_numpy(float))
+            log = scale_log(col.to_numpy(float))
             vals = np.log10(col) if log else col
             bins = pd.qcut(vals, min(4, MAX_GROUPS), duplicates="drop")
             edges = bins.map(
@@ -677,7 +753,7 @@ def _groups(t: pd.DataFrame, by: list[str]) -> tuple[pd.Series, dict]:
             )
             keys.append(
                 pd.Series(
-                    [f"{v} {lo:.3g} to {hi:.3g}" for lo, hi in edges],
+                    [f"{name} {level_text(lo)} to {level_text(hi)}" for lo, hi in edges],
                     index=t.index,
                 )
             )
@@ -699,7 +775,7 @@ def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None, 
     others = [v for v in form.bound_variables if v != x]
     key, at = _groups(t, others)
     xs = t[x].to_numpy(float)
-    log_x = _use_log(xs)
+    log_x = scale_log(xs)
     y = t["value"].to_numpy(float)
     lo, hi, log_y = data_range(y)
     sem = _sem(cells)
@@ -755,15 +831,23 @@ def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None, 
     ax.set_xlabel(unit_label(x, _unit_of(cells, x)))
     what = "mean ± s.e. over seeds" if _has_repeats(cells) else "one run per cell"
     ax.set_ylabel(f"{unit_label(cells.metric, unit)}; {what}")
-    lines = (
-        f"one line per group of {', '.join(others)}, drawn at its median"
-        if any(t[v].nunique() > MAX_GROUPS for v in others)
-        else (f"one line per level of {', '.join(others)}" if others else "one line")
-    )
-    shaded = "; shaded: prediction interval, misfit included" if band is not None else ""
-    _title(ax, f"{form.name} fitted on all cells against {x} ({lines}); points: data{shaded}")
-    if others:
-        _legend(ax, fontsize=8, ncol=2 if len(order) > 4 else 1)
+    names = ", ".join(shown_name(v) for v in others)
+    binned = any(t[v].nunique() > MAX_GROUPS for v in others)
+    # what the marks mean goes in the legend (its title and two keys), not the title
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    keys = [Line2D([], [], color="0.3", marker="o", ls="none", ms=4, label="data"),
+            Line2D([], [], color="0.3", lw=1.2, label="fit on all cells")]  # fmt: skip
+    if band is not None:
+        keys.append(Patch(facecolor="0.3", alpha=0.2, edgecolor="0.3", ls="--",
+                          label="prediction interval (misfit included)"))  # fmt: skip
+    handles, texts = ax.get_legend_handles_labels()
+    title = f"groups of {names}, lines at the median" if binned else (names or None)
+    _title(ax, f"{form.name} fitted on all cells")
+    _legend(ax, handles=handles + keys, labels=texts + [k.get_label() for k in keys],
+            title=title, title_fontsize=8, fontsize=8,
+            ncol=2 if len(order) > 4 else 1)  # fmt: skip
     ax.grid(alpha=0.3)
     return ax
 

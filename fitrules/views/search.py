@@ -459,7 +459,8 @@ def plot_front(s, ax=None):
     ax.set_xticks(sorted(set(int(v) for v in b["max_constants"])))
     ax.set_xlabel("constants (at most k, for the search)")
     ax.set_ylabel("outer held-out error, median over outer splits (%)")
-    figures._title(ax, f"search on {s.grid_label}: outer error against constants")
+    # the grid's label (often a path) is in the report and the text, not the title
+    figures._title(ax, "Search: outer held-out error against constants")
     figures._legend(ax, fontsize=7)
     return ax
 

@@ -78,6 +78,25 @@ EXPECT = {
 
 PAGE = ROOT / "docs" / "input-formats.md"
 
+FIGURES = DOCS / "figures"
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _figures_script():
+    """docs/figures/make_figures.py as a module (it is not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_figures", FIGURES / "make_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _png_size(path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
 FAST = ["--splits", "4", "--forms", "composition,omega_only"]
@@ -105,6 +124,41 @@ def test_every_page_runs_something():
     }  # fmt: skip
     for page in PAGES:
         assert examples(page), page  # and shell_commands accounted for every sh line
+
+
+def test_every_page_shows_the_figures_it_makes():
+    """The quick start and every tutorial show, in order, the PNGs the figures script draws
+    from their calls (only the cluster page, which writes a table, has none); each is
+    committed, small, and shown by its page."""
+    script = _figures_script()
+    pages = {p.relative_to(DOCS).with_suffix("").as_posix(): p for p in PAGES}
+    assert set(script.FIGURES) == set(pages)
+    shown_anywhere = set()
+    for name, page in pages.items():
+        images = [(page.parent / m).resolve() for m in IMAGE.findall(page.read_text())]
+        assert [i.name for i in images] == script.FIGURES[name], name
+        assert bool(images) == (name != "tutorials/cluster"), name
+        for image in images:
+            assert image.parent == FIGURES and image.exists(), (name, image.name)
+            assert image.stat().st_size < 100_000, image.name  # a modest dpi
+            width, height = _png_size(image)
+            assert width <= 800 and height <= 800, (image.name, width, height)
+        shown_anywhere |= {i.name for i in images}
+    assert {p.name for p in FIGURES.glob("*.png")} == shown_anywhere
+
+
+# slow (about 4 minutes, most of it the default search): run by `pytest -m slow` in CI
+@pytest.mark.slow
+def test_the_figures_script_still_draws_every_figure(tmp_path):
+    """docs/figures/make_figures.py runs and draws every committed figure, at the committed
+    size in pixels (what is drawn differs between machines in anti-aliasing only)."""
+    res = subprocess.run([sys.executable, FIGURES / "make_figures.py", tmp_path],
+                         capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    made = {p.name for p in tmp_path.glob("*.png")}
+    assert made == {p.name for p in FIGURES.glob("*.png")}
+    for name in made:
+        assert _png_size(tmp_path / name) == _png_size(FIGURES / name), name
 
 
 def test_only_the_cluster_across_machines_is_not_run():
