@@ -134,6 +134,9 @@ def _title(ax, text: str, fontsize: float = 10.0) -> None:
         caption(ax, rest)
 
 
+one_line_title = _title  # for the other views' figures
+
+
 def caption(ax, text: str, fontsize: float = 8.0) -> None:
     """``text`` under the axes, below the x label, wrapped to the axes' width: a figure's
     long statements (a verdict, what the marks mean) kept off the title and off the data."""

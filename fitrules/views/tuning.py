@@ -147,8 +147,8 @@ def _draw_curves(ax, groups: list, keys: list[str], x: str, position: dict) -> N
 
 
 def _label_curves(ax, tuning: Tuning, x: str, by: str | None) -> None:
-    """The axes' labels, with units, and the title."""
-    from fitrules.views.figures import unit_label
+    """The axes' labels, with units, and the title (one line; the rest a caption)."""
+    from fitrules.views.figures import one_line_title, unit_label
 
     config = list(tuning.configuration)
     metric = tuning.grid.metric + (f" ({tuning.grid.unit})" if tuning.grid.unit else "")
@@ -156,11 +156,11 @@ def _label_curves(ax, tuning: Tuning, x: str, by: str | None) -> None:
     shown = unit_label(metric, None)
     ax.set_ylabel(f"{shown} (mean ± s.e. over all seeds)" if by is None else f"{shown} (mean)")
     over = "" if by is None else f", averaged over {', '.join(c for c in config if c != by)}"
-    ax.set_title(
+    one_line_title(
+        ax,
         f"{metric} against {x} per configuration{over}\n"
         f"rings: level chosen ({tuning.scheme})"
         + ("; x: some runs diverged" if (tuning.curves["n_diverged"] > 0).any() else ""),
-        fontsize=10,
     )
 
 
@@ -228,14 +228,12 @@ def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
     _mark_choices(ax, f, first, second, xs, ys, codes, len(levels))
     ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
     ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
-    from fitrules.views.figures import unit_label
+    from fitrules.views.figures import one_line_title, unit_label
 
     ax.set_xlabel(unit_label(x, None))
     ax.set_ylabel(unit_label(y, None))
     fold = f"fold {FOLD_AB}" if shown == FOLD_AB else "tune seeds"
-    ax.set_title(
-        f"{f} chosen per configuration ({fold})\nred outline: at the edge of the sweep", fontsize=10
-    )
+    one_line_title(ax, f"{f} chosen per configuration ({fold})\nred outline: at the edge of the sweep")
     bar = ax.figure.colorbar(im, ax=ax, ticks=range(len(levels)))
     bar.ax.set_yticklabels([_fmt(v) for v in levels])
     bar.set_label(f"chosen {f}")

@@ -470,6 +470,8 @@ def test_lr_curves(h_keep_tuning):
     assert ax.get_xscale() == "log"
     assert len(ax.containers) == 8  # one error-bar line per configuration
     assert "lr" in ax.get_title() and ax.get_xlabel() == "lr"
+    assert "\n" not in ax.get_title()  # one line; the rings' key is the caption
+    assert "rings: level chosen" in figures.captions(ax)[0].get_text()
     ax = lr_curves(t, by="H")
     assert len(ax.containers) == 4
     with pytest.raises(GridError, match=r"by='width' is not a configuration factor; allowed: H"):
@@ -482,7 +484,8 @@ def test_chosen_levels_map(h_keep_tuning):
     ax = chosen_levels_map(t, x="H", y="keep")
     ab = t.choices[t.choices["fold"] == "A->B"]
     assert len(ax.patches) == int(ab["at_edge"].sum()) >= 2  # H=64 at both keeps
-    texts = [x.get_text() for x in ax.texts]
+    assert "\n" not in ax.get_title()
+    texts = [x.get_text() for x in ax.texts if x not in figures.captions(ax)]
     assert len(texts) == 8
     assert sum("B->A:" in x for x in texts) == int((~t.flattery["folds_agree"]).sum())
     with pytest.raises(GridError, match=r"x='lr' is not a configuration factor"):
