@@ -6,7 +6,7 @@ training compute of a language model, ``6*N*D``). For a budget C the allocation 
 
 - **Closed form**, when the fitted form is ``E + A*x**-alpha + B*y**-beta`` (recognised from
   its terms, however it is spelt): ``x* = G * (C/k)**a`` with ``a = beta/(q*alpha + p*beta)``
-  and ``G = (alpha*A*q / (beta*B*p))**(1/(q*alpha + p*beta))``; for ``6*N*D`` these are the
+  and ``G = (alpha*A*q / (beta*B*p))**(q/(q*alpha + p*beta))``; for ``6*N*D`` these are the
   exponents of Hoffmann et al. 2022 (a = beta/(alpha+beta)).
 - **Numerically** otherwise: along the constraint, on a log scale, a scan of
   :data:`SCAN_POINTS` points over the grid's range widened :data:`WINDOW` times each side,
@@ -226,7 +226,7 @@ class Allocator:
             return Optimum(nan, nan.copy(), nan.copy(), [why] * n)
         s = c.q * alpha + c.p * beta
         # alpha*A*x**-alpha = (beta*p/q)*B*y**-beta on the constraint
-        G = (alpha * A * c.q / (beta * B * c.p)) ** (1 / s)
+        G = (alpha * A * c.q / (beta * B * c.p)) ** (c.q / s)
         with np.errstate(all="ignore"):
             x = G * (budgets / c.k) ** (beta / s)
             y = c.y_at(budgets, x)
