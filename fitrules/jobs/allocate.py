@@ -230,9 +230,11 @@ def run(fitted, cost_text: str, budgets, intervals: str, level: float) -> Alloca
             f"form {form.name!r}: {falls}, so no budget has a trade-off to optimise; allocate "
             f"needs a loss that falls in both {cost.x} and {cost.y}"
         )
-    ref = float(np.exp(np.log(budgets).mean()))
-    rows, exps = summary_values(alloc, constants, budgets, ref)
     opt = alloc.optimum(constants, budgets)
+    # the exponents at the budgets' geometric middle, among those with an optimum
+    valid = budgets[np.isfinite(opt.x)]
+    ref = float(np.exp(np.log(valid if len(valid) else budgets).mean()))
+    rows, exps = summary_values(alloc, constants, budgets, ref)
     method = "closed form" if alloc.closed_form(constants) is not None else "numerical"
     b = len(budgets)
     lo_hi = np.full((b, 4, 2), np.nan)

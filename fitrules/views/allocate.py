@@ -21,7 +21,8 @@ def _exp_line(a) -> str:
     for v in (x, y):
         e = a.exponents[v]
         iv = _iv(e["low"], e["high"])
-        parts.append(f"{v}* ~ C^{e['value']:.4f}" + (f" ({pct}% {iv})" if iv else ""))
+        value = f"{e['value']:.4f}" if np.isfinite(e["value"]) else "n/a (no optimum)"
+        parts.append(f"{v}* ~ C^{value}" + (f" ({pct}% {iv})" if iv else ""))
     where = "" if a.method == "closed form" else f" (local, at C = {a.reference_budget:.3g})"
     return "exponents: " + ", ".join(parts) + where
 
@@ -127,7 +128,8 @@ def frontier(a, ax=None):
     ax.set_yscale("log")
     ax.set_xlabel(f"budget C = {a.cost.text}")
     ax.set_ylabel("optimal value")
-    ex = ", ".join(f"{v}* ~ C^{a.exponents[v]['value']:.3f}" for v in a.variables)
+    ex = ", ".join(f"{v}* ~ C^{a.exponents[v]['value']:.3f}" for v in a.variables
+                   if np.isfinite(a.exponents[v]["value"]))  # fmt: skip
     ax.set_title(f"loss-optimal frontier of {a.fit.form.name}: {ex}", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     return ax

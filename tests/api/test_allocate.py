@@ -141,3 +141,18 @@ def test_bootstrap_intervals_of_a_fit_without_a_bootstrap_are_refused(runs):
     with pytest.raises(FitrulesError, match="needs a fit with a bootstrap"):
         fr.allocate(None, f, intervals="bootstrap")
 
+
+
+def test_a_budget_without_an_optimum_is_said_so_and_the_others_stand(runs):
+    """A budget beyond the numerical search's reach has a row saying why, nothing printed as
+    nan, and the exponents are taken at the budgets that have an optimum."""
+    from fuzzing import NONFINITE
+
+    a = fr.allocate(runs, "m(N, D) = E + A/N**alpha + B/D**beta + c*N/D", budgets=[1e19, 1e60],
+                    bounds=["alpha=0.05..1", "beta=0.05..1"])  # fmt: skip
+    assert a.table["reason"].iloc[0] == "" and "no N and D within" in a.table["reason"].iloc[1]
+    assert a.reference_budget == 1e19
+    assert 0.3 < a.exponents["N"]["value"] < 0.7
+    text = str(a)
+    assert NONFINITE.search(text) is None, text
+    assert "1 budget(s) have no optimum" in text
