@@ -34,6 +34,7 @@ except _metadata.PackageNotFoundError:  # running from a checkout without instal
 _PUBLIC = {
     "compare": "fitrules.api",
     "fit": "fitrules.api",
+    "allocate": "fitrules.api",
     "load_fit": "fitrules.api",
     "tune": "fitrules.api",
     "design": "fitrules.api",
@@ -59,6 +60,7 @@ _PUBLIC = {
     "FittedForm": "fitrules.jobs.fit",
     "Prediction": "fitrules.jobs.fit",
     "PairedIntervals": "fitrules.jobs.ci",
+    "Allocation": "fitrules.jobs.allocate",
     "Tuning": "fitrules.jobs.tune",
     "Search": "fitrules.jobs.search",
     "Grammar": "fitrules.engine.grammar",

@@ -29,13 +29,24 @@ from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError, FormError, GridError, SplitError, api_terms
 from fitrules.base.limits import MAX_SIM_JOBS, MAX_SPLITS
 from fitrules.base.results import made_from
-from fitrules.jobs.options import CI, COMPARE, DESIGN, FIT, PREDICT, RANDOM_SPLITS, SEARCH, SIMULATE
+from fitrules.jobs.options import (
+    ALLOCATE,
+    CI,
+    COMPARE,
+    DESIGN,
+    FIT,
+    PREDICT,
+    RANDOM_SPLITS,
+    SEARCH,
+    SIMULATE,
+)
 from fitrules.model import grids as _grids
 from fitrules.model.forms import Form
 from fitrules.model.grids import Grid
 from fitrules.model.grids import load_grid as _load_grid
 
 if TYPE_CHECKING:  # the result types, for annotations only
+    from fitrules.jobs.allocate import Allocation
     from fitrules.jobs.fit import FittedForm
 
 # fr.load_grid: the loader, its errors in the words of its parameters
@@ -1155,6 +1166,81 @@ def _misfit_parts(g, f, cells, result, obj, level, w):
             f, cells.X, cells.y, result.constants, obj, offset.shares, offset.relative, w
         )
     return heldout, offset, response
+
+
+@api_terms
+def allocate(
+    grid: GridLike | None, form: FormLike | FittedForm, *,
+    cost: str = ALLOCATE.cost, budgets: str | float | Sequence[float] = ALLOCATE.budgets,
+    intervals: str = ALLOCATE.intervals,
+    objective: str = ALLOCATE.objective, delta: float = ALLOCATE.delta,
+    weights: str = ALLOCATE.weights, fix: Fix = None, bounds: Bounds = None,
+    resamples: int = ALLOCATE.resamples, level: float = ALLOCATE.level,
+    seed: int = ALLOCATE.seed, bootstrap: str = ALLOCATE.bootstrap,
+) -> Allocation:  # fmt: skip
+    """The loss-optimal split of each budget between the two variables a cost names.
+
+    Fits ``form`` (or takes a fit), then, for each budget C, finds the values of the cost's
+    two variables that spend C with the lowest fitted loss: in closed form when the fit is
+    ``E + A*x**-alpha + B*y**-beta``, numerically along the cost otherwise (see
+    :mod:`fitrules.engine.allocation`).
+
+    Parameters
+    ----------
+    grid : Grid, DataFrame or path (``None``: the default grid, or with a fitted ``form``).
+    form : a name, ``"NAME = EXPR"``, a :class:`Form`, or a :class:`FittedForm` (then
+        ``grid`` is None and the fitting options are not used).
+    cost : str
+        The cost of a run, a product of powers of two of the form's variables
+        (``"6*N*D"``, the training compute of a language model).
+    budgets : str, float or sequence of float
+        Budgets of the cost: a number, a list, ``"1e20,1e21"`` or a log-spaced range
+        ``"LOW:HIGH:COUNT"``.
+    intervals : str
+        ``"covariance"`` (the delta method on the fit's Jacobian covariance),
+        ``"bootstrap"`` (percentiles over the fit's bootstrap refits: ``resamples``,
+        ``seed``, ``bootstrap``) or ``"none"``. Both carry the constants' uncertainty only.
+    objective, delta, weights, fix, bounds : the fit's, as for :func:`fit`.
+    resamples, level, seed, bootstrap : the intervals' level, and the bootstrap's settings.
+
+    Returns
+    -------
+    Allocation
+        ``.table`` (one row per budget), ``.exponents``, ``.plot_frontier()``, ``.to_json()``.
+
+    Raises
+    ------
+    FitrulesError
+        For a budget that is not positive, a cost that names a variable the form does not
+        read or is not a product of powers, or a fitted loss that does not fall in both
+        variables.
+
+    Examples
+    --------
+    >>> law = "chin(N, D) = E + A/N**alpha + B/D**beta"
+    >>> a = fr.allocate(g, law, budgets="1e20:1e24:5")  # doctest: +SKIP
+    >>> a.exponents["N"]["value"], a.table[["budget", "N", "D"]]  # doctest: +SKIP
+    """
+    ALLOCATE.check(locals())
+    from fitrules.jobs.allocate import parse_budgets, run
+    from fitrules.jobs.fit import FittedForm
+
+    parse_budgets(budgets)  # before any fit
+    if isinstance(form, FittedForm):
+        if grid is not None:
+            raise FitrulesError("give the grid or a fitted form, not both (grid=None with a fit)")
+        if intervals == "bootstrap" and form.bootstrap is None:
+            raise FitrulesError(
+                "intervals 'bootstrap' needs a fit with a bootstrap: fit with intervals=True, "
+                "or use intervals='covariance'"
+            )
+        fitted = form
+    else:
+        fitted = fit(grid, form, objective=objective, delta=delta, weights=weights, fix=fix,
+                     bounds=bounds, intervals=intervals == "bootstrap", resamples=resamples,
+                     seed=seed, level=level, bootstrap=bootstrap)  # fmt: skip
+    result = run(fitted, cost, budgets, intervals, level)
+    return made_from(result, *getattr(fitted, "inputs", ()))
 
 
 @api_terms

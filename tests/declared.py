@@ -34,6 +34,7 @@ COMMAND_FUNCTIONS = {
     "design": fr.design,
     "search": fr.search,
     "fit": fr.fit,
+    "allocate": fr.allocate,
     "validate": fr.validate,
     "ci": fr.ci,
     "predict": fr.predict,
@@ -44,6 +45,22 @@ COMMAND_FUNCTIONS = {
     "simulate": fr.simulate,
     "load_grid": fr.load_grid,
 }
+
+
+ALLOCATE_LAW = "chin(N, D) = E + A/N**alpha + B/D**beta"
+
+
+def allocate_runs():
+    """A small grid of a Chinchilla-shaped law in N and D (one run a cell, 0.5% noise), which
+    ``allocate`` can split budgets of 6*N*D on."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n, d = np.meshgrid(np.geomspace(5e7, 5e9, 5), np.geomspace(1e9, 1e11, 5))
+    loss = 1.69 + 406.4 / n**0.34 + 410.7 / d**0.28
+    return pd.DataFrame({"N": n.ravel(), "D": d.ravel(),
+                         "loss": loss.ravel() * np.exp(0.005 * rng.standard_normal(n.size))})
 
 
 def checked_options(commands=None) -> list[tuple[str, Option]]:
@@ -88,6 +105,7 @@ def valid_call(cmd: str, folder: Path) -> dict:
         "search": dict(grid=g, terms=1, max_constants=3, splits=3, inner_splits=2,
                        references=[], jobs=1),
         "fit": dict(grid=g, form="composition"),
+        "allocate": dict(grid=allocate_runs(), form=ALLOCATE_LAW, budgets="1e20"),
         "validate": dict(grid=g),
         "ci": dict(grid=g, baseline="H=1,keep=1", treatment="H=4,keep=1"),
         "predict": dict(grid=g, form="composition", at="H=8,keep=0.25", ledger=ledger,
@@ -109,6 +127,7 @@ CLI_BASE = {
     "search": ["search", "--data=g.csv", "--terms=1", "--max-constants=3", "--splits=3",
                "--inner-splits=2", "--reference=none", "--jobs=1"],
     "fit": ["fit", "--data=g.csv", "--form=composition"],
+    "allocate": ["allocate", "--data=n.csv", f"--form={ALLOCATE_LAW}", "--budgets=1e20"],
     "validate": ["validate", "--data=g.csv"],
     "ci": ["ci", "--data=g.csv", "--baseline=H=1,keep=1", "--treatment=H=4,keep=1"],
     "predict": ["predict", "--data=g.csv", "--form=composition", "--at=H=8,keep=0.25",

@@ -778,6 +778,65 @@ def fit_cases(draw) -> Case:
     return Case(argv + out, files, dirs)
 
 
+ALLOCATE_FORMS = ["chin(N, D) = E + A/N**alpha + B/D**beta",
+                  "p(N, D) = A*N**-alpha + E + B*D**-beta", "q(N, D) = A/N**alpha + B/D**beta",
+                  "m(N, D) = E + A/N**alpha + B/D**beta + c*N/D"]  # fmt: skip
+BAD_ALLOCATE_FORMS = ["up(N, D) = E + exp(a)*N**0.1 + B/D**beta", "composition", "bogus",
+                      "w(N, D, Q) = E + A/N**alpha + B/D**beta + Q",
+                      "z(N) = E + A/N**alpha"]  # fmt: skip
+COSTS = ["6*N*D", "N*D", "D*N*6", "N**2*D", "6*N*D/1e3"]
+BAD_COSTS = ["N+D", "6*N*T", "N", "-6*N*D", "N/D", "", "6*N*D*(1+N)", "6*N*D)", "nan*N*D", "0*N*D"]
+BUDGETS = ["1e18:1e24:7", "1e20", "1e19,1e21", "1e30", "1e10:1e12:2"]
+BAD_BUDGETS = ["-1", "0", "1e24:1e18:3", "1:2:1", "1:2:1001", "x", "nan", "inf", "1e20,,1e21",
+               "", ":", "1e400", "1:2:x"]  # fmt: skip
+
+
+@st.composite
+def allocate_runs_bytes(draw, hostile: bool = False) -> bytes:
+    """A grid in N and D of a Chinchilla-shaped law with seeded noise; when hostile, with
+    cells cut, values spoiled, or one variable constant."""
+    import numpy as np
+
+    d = Draw(draw, hostile)
+    seed = d(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    k = d(st.sampled_from([5, 4, 6, 3, 2]))  # 2 x 2 cells: too few for 5 constants
+    n, dd = np.meshgrid(np.geomspace(5e7, 5e9, k), np.geomspace(1e9, 1e11, k))
+    n, dd = n.ravel(), dd.ravel()
+    if d.hostile and d.chance(6):
+        dd = np.full_like(dd, 1e10)
+    loss = (1.69 + 406.4 / n**0.34 + 410.7 / dd**0.28) * np.exp(0.01 * rng.standard_normal(n.size))
+    rows = [f"{float(a)!r},{float(b)!r},{float(c)!r}"
+            for a, b, c in zip(n, dd, loss, strict=True)]  # fmt: skip
+    if d.hostile and d.chance(3):
+        i = d(st.integers(0, len(rows) - 1))
+        rows[i] = ",".join(d(st.sampled_from(HOSTILE_VALUES)) if d.chance(2) else v
+                           for v in rows[i].split(","))  # fmt: skip
+    return ("N,D,loss\n" + "\n".join(rows) + "\n").encode()
+
+
+@st.composite
+def allocate_cases(draw) -> Case:
+    d = Draw(draw)
+    files = {"n.csv": d(allocate_runs_bytes(d.hostile))}
+    out, dirs, more = _outputs(d, report=False)
+    files.update(more)
+    form = d.pick(ALLOCATE_FORMS, BAD_ALLOCATE_FORMS, 4)
+    argv = ["allocate", "--data=n.csv", opt("--form", form)]
+    argv += d.maybe("--cost", COSTS, BAD_COSTS, 3, 2)
+    argv += d.maybe("--budgets", BUDGETS, BAD_BUDGETS, 2, 2)
+    argv += d.maybe("--objective", ["rel_ls", "log_huber"], (), 4)
+    argv += d.maybe("--fix", ["alpha=0.34"], ["zz=1", "alpha", "alpha=x"], 8, 2)
+    argv += d.maybe("--bound", ["alpha=0.05..1"], ["alpha=1..0", "q=1..2"], 8, 2)
+    kind = d.pick(["covariance", "bootstrap", "none"], ["jackknife", ""], 4)
+    argv.append(opt("--intervals", kind))
+    argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
+    if kind == "bootstrap":
+        argv.append(opt("--resamples", d.pick([20, 25], [5, 0, 10**9], 6)))
+        argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
+    return Case(argv + out, files, dirs)
+
+
 @st.composite
 def validate_cases(draw) -> Case:
     d = Draw(draw)
@@ -1304,8 +1363,10 @@ def declared_cases(draw) -> Case:
     text = d(st.sampled_from(declared.HOSTILE_TEXTS))
     flag = opt(option.option_string, text)
     argv = [*declared.CLI_BASE[cmd], flag, *([flag] if d.chance(6) else [])]  # maybe twice
-    grid = _frames()["df"].to_csv(index=False).encode()
-    return Case(argv, {"g.csv": grid}, must_refuse=declared.cli_refusal(option, text) or "")
+    files = {"g.csv": _frames()["df"].to_csv(index=False).encode()}
+    if cmd == "allocate":
+        files["n.csv"] = declared.allocate_runs().to_csv(index=False).encode()
+    return Case(argv, files, must_refuse=declared.cli_refusal(option, text) or "")
 
 
 def cases():
@@ -1315,6 +1376,7 @@ def cases():
         compare_cases(),
         design_cases(),
         fit_cases(),
+        allocate_cases(),
         design_cases(),
         validate_cases(),
         ci_cases(),
@@ -1490,6 +1552,7 @@ def api_cases(draw) -> ApiCase:
                 "compare",
                 "fit",
                 "fit",
+                "allocate",
                 "load_fit",
                 "predict",
                 "ci",
@@ -1599,6 +1662,14 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "heldout_weights", ["box", "equal"], ["trapezoid", 5, None])
         _kw(d, kw, "progress", [None, False, True], ["yes", 2, 0.5], 6)
         return ApiCase(call, args, kw)
+    if call == "allocate":
+        form = _arg(d, ALLOCATE_FORMS, [5, None, "bogus", *BAD_ALLOCATE_FORMS[:1]], "form")
+        _kw(d, kw, "cost", ["6*N*D", "N*D"], [5, None, "N+D", "6*N*T"])
+        _kw(d, kw, "budgets", ["1e20", [1e19, 1e21], 1e20, "1e18:1e24:3", _np_int(10**18)],
+            [-1, 0, NAN, "x", [], [1e20, -1], True, "1:2:1", None, {}], 3)  # fmt: skip
+        _kw(d, kw, "intervals", ["covariance", "none"], ["x", 5, None])
+        _kw(d, kw, "level", [0.9, 0.95], BAD_LEVELS_API)
+        return ApiCase(call, (form,), kw)
     if call in ("fit", "predict"):
         args = (_grid_arg(d, call == "fit"),)
         form = _arg(
@@ -1752,7 +1823,8 @@ def api_cases(draw) -> ApiCase:
         return ApiCase(call, args, kw)
     if call == "write":  # a result's writers (issue 31, serious 4)
         # every result class's writers (issue 43: Tuning and Prediction wrote over their table)
-        args = ("path", d(st.sampled_from(["fit", "compare", "prediction", "validate"])))
+        args = ("path", d(st.sampled_from(["fit", "compare", "prediction", "validate",
+                                           "allocate"])))  # fmt: skip
         kinds = ["to_json", "report"] if args[1] in ("fit", "compare") else ["to_json"]
         kw["method"] = d(st.sampled_from(kinds))
         good = ["out.json"] if kw["method"] == "to_json" else ["R"]
@@ -1895,6 +1967,10 @@ def _call_api(case: ApiCase, root: Path):
         return getattr(theory, case.call)(*args, **kw)
     if case.call == "compare":
         return fr.compare(*args, **kw)
+    if case.call == "allocate":
+        import declared
+
+        return fr.allocate(declared.allocate_runs(), *args, **kw)
     if case.call == "fit":
         return fr.fit(*args, **kw)
     if case.call == "predict":
@@ -1935,6 +2011,11 @@ def _call_api(case: ApiCase, root: Path):
             "compare": lambda: fr.compare(grid, forms="composition", splits=4),
             "prediction": lambda: fr.fit(grid, "composition").predict(H=8, keep=0.25),
             "validate": lambda: fr.validate(grid),
+            # the grid read with N and D derived so that the loss falls in both
+            "allocate": lambda: fr.allocate(
+                fr.load_grid(grid, derive=["N = 1/H", "D = keep"]),
+                "chin(N, D) = E + A/N**alpha + B/D**beta", cost="N*D", budgets="0.1",
+            ),
         }[kind]()
         target = kw["target"]
         if target == "link":
@@ -1999,6 +2080,7 @@ EXPECTED_TYPES = {
     "load_grid": "Grid",
     "compare": "Comparison",
     "fit": "FittedForm",
+    "allocate": "Allocation",
     "load_fit": "FittedForm",
     "predict": "Prediction",
     "ci": "PairedIntervals",

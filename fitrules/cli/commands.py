@@ -195,6 +195,26 @@ def fit(args) -> int:
     return 0
 
 
+def allocate(args) -> int:
+    from fitrules.engine.fit import Objective
+    from fitrules.jobs.allocate import parse_budgets
+    from fitrules.model.forms import parse_bounds, parse_fix, resolve_form
+
+    Objective(args.objective, args.delta)  # checks the objective's options
+    parse_fix(args.fix)
+    parse_bounds(args.bounds)
+    form = resolve_form(args.form)
+    parse_budgets(args.budgets, "--budgets")
+    if args.intervals == "bootstrap":
+        from fitrules.engine.intervals import check_bootstrap_options
+
+        check_bootstrap_options(args.resamples, args.seed, args.level)
+    take_outputs(args)
+    result = api.allocate(load(args), **declared.ALLOCATE.from_args(args, form=form))
+    emit(args, result.text(), result.to_dict)
+    return 0
+
+
 def forms_list(args) -> int:
     from fitrules.model.forms import available_forms
     from fitrules.views.text import render_forms
@@ -365,6 +385,7 @@ HANDLERS = {
     "design": design,
     "search": search,
     "fit": fit,
+    "allocate": allocate,
     "validate": validate,
     "ci": ci,
     "predict": predict,

@@ -821,6 +821,73 @@ FIT = Command(
     ),
 )
 
+
+def _budgets(value, name: str) -> None:
+    from fitrules.jobs.allocate import check_budgets  # numpy: not for --help
+
+    check_budgets(value, name)
+
+
+def _allocate_intervals(value, name: str) -> None:
+    from fitrules.jobs.allocate import check_intervals
+
+    check_intervals(value, name)
+
+
+ALLOCATE = Command(
+    "allocate",
+    "the loss-optimal split of a budget between two variables (N and D for 6*N*D)",
+    options(
+        DATA,
+        ONE_FORM,
+        in_group(
+            "allocation",
+            Option(
+                "cost",
+                "6*N*D",
+                help="the cost of a run, a product of powers of two of the form's variables "
+                "(default %(default)s: training compute)",
+                check=lambda v, n: arg.text(v, n),
+                cli=dict(metavar="EXPR"),
+            ),
+            Option(
+                "budgets",
+                "1e18:1e24:7",
+                help="budgets of the cost: a number, a comma-separated list, or LOW:HIGH:COUNT "
+                "log-spaced (default %(default)s)",
+                check=_budgets,
+                cli=dict(metavar="C"),
+            ),
+            Option(
+                "intervals",
+                "covariance",
+                help="how the fit's uncertainty reaches the optimum: covariance (default: "
+                "delta method on the Jacobian covariance), bootstrap (the fit's bootstrap "
+                "refits, --resamples), none",
+                check=_allocate_intervals,
+                cli=dict(choices=["covariance", "bootstrap", "none"]),
+            ),
+        ),
+        in_group(
+            "fitting",
+            OBJECTIVE,
+            tuple(o for o in FITTING if o.name in ("weights", "fix", "bounds")),
+        ),
+        in_group("intervals", BOOTSTRAP),
+        JSON,
+    ),
+    description="Fit a form in two variables whose product a cost names (a law "
+    "E + A/N**alpha + B/D**beta and the compute 6*N*D), then give for each budget the "
+    "values of the two that reach the lowest fitted loss, with intervals from the fit's "
+    "uncertainty, the exponents of the frontier (N* ~ C^a), and where the optimum leaves "
+    "the grid's range. Closed form for E + A*N**-alpha + B*D**-beta; a bounded numerical "
+    "search along the cost otherwise.",
+    examples=(
+        "fitrules allocate --data runs.csv --form 'chin(N, D) = E + A/N**alpha + B/D**beta' "
+        "--objective log_huber --budgets 1e20:1e24:5",
+    ),
+)
+
 VALIDATE = Command(
     "validate",
     "check a results grid and summarise it",
@@ -1075,6 +1142,7 @@ COMMANDS = (
     DESIGN,
     SEARCH,
     FIT,
+    ALLOCATE,
     VALIDATE,
     CI,
     PREDICT,

@@ -58,6 +58,12 @@ def _tuned(path: Path) -> None:
     pd.concat([a, b], ignore_index=True).to_csv(path, index=False)
 
 
+def _chinchilla(path: Path) -> None:
+    from declared import allocate_runs
+
+    allocate_runs().to_csv(path, index=False)
+
+
 def _ledger(folder: Path, table: Path) -> Path:
     ledger = folder / "p.jsonl"
     fr.predict(str(table), "composition", "H=8,keep=0.25", ledger=str(ledger), resamples=20)
@@ -77,6 +83,8 @@ CASES = {
                                                     resamples=1000)),
     "Tuning": (_tuned, lambda t, d: fr.tune(str(t), "lr")),
     "Validation": (_plain, lambda t, d: fr.validate(str(t))),
+    "Allocation": (_chinchilla, lambda t, d: fr.allocate(
+        str(t), "chin(N, D) = E + A/N**alpha + B/D**beta", budgets="1e20")),
     "Design": (_plain, lambda t, d: fr.design(str(t), forms=["composition", "additive"],
                                                         budget=4, splits=10, resamples=20)),
     "Search": (_plain, lambda t, d: fr.search(str(t), terms=1, max_constants=3,

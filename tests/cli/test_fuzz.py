@@ -13,6 +13,7 @@ FAMILIES = {
     # machine since issue 27's global fits): few here, the long run in fuzz_cli.py
     "design": (fuzzing.design_cases(), 10),
     "fit": (fuzzing.fit_cases(), 40),
+    "allocate": (fuzzing.allocate_cases(), 40),
     "validate": (fuzzing.validate_cases(), 40),
     "ci": (fuzzing.ci_cases(), 40),
     "ledger": (fuzzing.ledger_cases(), 100),

@@ -42,6 +42,8 @@ EXPECT = {
                 "prediction intervals",
             ],
             "fit --form composition --predict H=8,keep=0.25 --runs 3": "for the mean of 3 new runs",
+            "allocate --data chin_runs.csv --form 'chin(N, D) = E + A/N**alpha + B/D**beta' "
+            "--budgets 1e19:1e23:5": ["exponents: N* ~ C^", "optimum in closed form", "1e+23"],
         },
     },
     "paired-ci": {

@@ -1,0 +1,293 @@
+"""The compute-optimal allocation of a fitted form, as a result: what ``fr.allocate`` returns.
+
+For each budget, the pair of the cost's two variables that spends it with the lowest fitted
+loss (:mod:`fitrules.engine.allocation`), with intervals propagated from the fit's constants,
+the exponents of the frontier (x* ~ C^a, y* ~ C^b), and where the optimum leaves the grid's
+range (extrapolation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from fitrules.base.errors import FitrulesError
+from fitrules.base.results import Result
+from fitrules.base.util import json_ready
+
+INTERVALS = ("covariance", "bootstrap", "none")
+MAX_BUDGETS = 1000
+INTERVAL_KINDS = {
+    "covariance": "delta method on the fit's Jacobian covariance (normal on the log of each "
+    "optimum): the constants' uncertainty only, as if the form were exact",
+    "bootstrap": "percentiles over the fit's bootstrap refits: the constants' uncertainty "
+    "only, as if the form were exact",
+    "none": "no intervals",
+}
+
+
+def parse_budgets(value, name: str = "budgets") -> np.ndarray:
+    """Budgets as given: a number, a list of numbers, ``"1e20,1e21"`` or a log-spaced range
+    ``"LOW:HIGH:COUNT"`` (``"1e18:1e24:7"``).
+
+    Raises
+    ------
+    FitrulesError
+        For a budget that is not a positive finite number, a range whose ends are not in
+        order or whose count is not a whole number from 2 to :data:`MAX_BUDGETS`.
+    """
+    allowed = ("a positive number, a comma-separated list, or a range LOW:HIGH:COUNT such as "
+               "1e18:1e24:7")  # fmt: skip
+    if isinstance(value, str):
+        text = value.strip()
+        if text.count(":") == 2:
+            lo_t, hi_t, n_t = (s.strip() for s in text.split(":"))
+            lo, hi = (_budget(t, name, value, allowed) for t in (lo_t, hi_t))
+            try:
+                count = int(n_t)
+            except ValueError:
+                count = 0
+            if not 2 <= count <= MAX_BUDGETS:
+                raise FitrulesError(
+                    f"{name} {value!r}: the count of a range LOW:HIGH:COUNT must be a whole "
+                    f"number from 2 to {MAX_BUDGETS}"
+                )
+            if not hi > lo:
+                raise FitrulesError(f"{name} {value!r}: a range LOW:HIGH:COUNT needs LOW < HIGH")
+            return np.geomspace(lo, hi, count)
+        items = [s.strip() for s in text.split(",")] if text else []
+    elif isinstance(value, bool):
+        raise FitrulesError(f"{name} {value!r}: give {allowed}")
+    elif isinstance(value, int | float | np.integer | np.floating):
+        items = [value]
+    elif isinstance(value, list | tuple | np.ndarray):
+        items = list(value)
+    else:
+        raise FitrulesError(f"{name} {value!r}: give {allowed}")
+    if not items:
+        raise FitrulesError(f"{name} {value!r}: no budget; give {allowed}")
+    if len(items) > MAX_BUDGETS:
+        raise FitrulesError(f"{name}: {len(items)} budgets; at most {MAX_BUDGETS}")
+    out = np.array([_budget(t, name, value, allowed) for t in items])
+    return np.unique(out)
+
+
+def _budget(item, name: str, value, allowed: str) -> float:
+    if isinstance(item, bool) or not isinstance(item, str | int | float | np.integer | np.floating):
+        raise FitrulesError(f"{name} {value!r}: {item!r} is not a number; give {allowed}")
+    try:
+        v = float(item)
+    except (ValueError, OverflowError):
+        raise FitrulesError(f"{name} {value!r}: {item!r} is not a number; give {allowed}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise FitrulesError(
+            f"{name} {value!r}: each budget must be a positive finite number, not {item!r}"
+        )
+    return v
+
+
+def check_budgets(value, name: str) -> None:
+    """The declared check of ``budgets``."""
+    parse_budgets(value, name)
+
+
+def check_intervals(value, name: str) -> None:
+    if not isinstance(value, str) or value not in INTERVALS:
+        raise FitrulesError(f"{name} {value!r} is unknown; allowed: {', '.join(INTERVALS)}")
+
+
+@dataclass
+class Allocation(Result):
+    """The loss-optimal split of each budget between the two variables a cost names.
+
+    Attributes
+    ----------
+    fit : the :class:`~fitrules.jobs.fit.FittedForm` it was computed from.
+    cost : the cost (:class:`fitrules.engine.allocation.Cost`): ``k * x**p * y**q``.
+    table : one row per budget: the budget, each variable's optimum with its interval
+        (``N``, ``N_low``, ``N_high``, ...), the ratio y/x, the fitted loss there, and how far
+        the optimum lies outside the grid's range (``extrapolation``, empty inside it).
+    exponents : per variable, the exponent of its optimum against the budget (x* ~ C^a) at
+        ``reference_budget``, with its interval; constant for the closed form.
+    method : ``"closed form"`` (``E + A*x**-alpha + B*y**-beta``) or ``"numerical"``.
+    intervals : ``"covariance"``, ``"bootstrap"`` or ``"none"``; ``interval_kind`` says
+        what the intervals carry; ``failed_draws`` bootstrap refits that gave no optimum.
+    grid_range : per variable, the (lowest, highest) value in the fitted cells.
+    """
+
+    fit: object
+    cost: object
+    table: pd.DataFrame
+    exponents: dict
+    method: str
+    intervals: str
+    level: float
+    reference_budget: float
+    grid_range: dict
+    failed_draws: int = 0
+    draws: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def interval_kind(self) -> str:
+        return INTERVAL_KINDS[self.intervals]
+
+    @property
+    def variables(self) -> tuple[str, str]:
+        return (self.cost.x, self.cost.y)
+
+    def at(self, budget: float) -> dict:
+        """The row of ``budget`` (one of the budgets), as a dict."""
+        hit = np.isclose(self.table["budget"].to_numpy(), float(budget), rtol=1e-12, atol=0)
+        if not hit.any():
+            raise FitrulesError(
+                f"budget {budget!r} is not one of this allocation's budgets "
+                f"({', '.join(f'{b:g}' for b in self.table['budget'])})"
+            )
+        return self.table[hit].iloc[0].to_dict()
+
+    def to_dict(self) -> dict:
+        f = self.fit
+        return json_ready(
+            {
+                "form": f.form.to_dict(),
+                "data": f.data,
+                "objective": f.objective.describe(),
+                "constants": f.constants,
+                "cost": self.cost.to_dict(),
+                "method": self.method,
+                "intervals": {
+                    "method": self.intervals,
+                    "kind": self.interval_kind,
+                    "level": self.level,
+                    "draws": self.draws,
+                    "failed_draws": self.failed_draws,
+                },  # fmt: skip
+                "exponents": self.exponents,
+                "reference_budget": self.reference_budget,
+                "grid_range": {k: list(v) for k, v in self.grid_range.items()},
+                "allocation": self.table.to_dict("records"),
+                "notes": self.notes,
+            }
+        )
+
+    def text(self) -> str:
+        from fitrules.views.allocate import render_allocation
+
+        return render_allocation(self)
+
+    def html(self) -> str:
+        from fitrules.views.allocate import allocation_html
+
+        return allocation_html(self)
+
+    def __repr__(self) -> str:
+        x, y = self.variables
+        a = self.exponents[x]["value"]
+        return (f"Allocation({self.fit.form.name}, cost {self.cost.text}: {x}* ~ C^{a:.4g}, "
+                f"{len(self.table)} budgets)")  # fmt: skip
+
+    def plot_frontier(self, ax=None):
+        """The loss-optimal frontier: each variable's optimum against the budget (log axes),
+        its interval shaded, extrapolation beyond the grid's range dashed; returns the Axes."""
+        from fitrules.views.allocate import frontier
+
+        return frontier(self, ax)
+
+
+def run(fitted, cost_text: str, budgets, intervals: str, level: float) -> Allocation:
+    """The allocation of ``fitted`` (a FittedForm; with a bootstrap when ``intervals`` is
+    ``"bootstrap"``) along ``cost_text`` at ``budgets``."""
+    from fitrules.engine.allocation import (
+        Allocator,
+        delta_intervals,
+        draw_intervals,
+        parse_cost,
+        summary_values,
+    )
+
+    form = fitted.form
+    cost = parse_cost(cost_text, form.bound_variables, form.name)
+    budgets = parse_budgets(budgets)
+    X = fitted.cells.X
+    xs, ys = np.asarray(X[cost.x], float), np.asarray(X[cost.y], float)
+    for name, v in ((cost.x, xs), (cost.y, ys)):
+        if not (v > 0).all():
+            raise FitrulesError(
+                f"cost {cost.text!r}: {name} must be positive in every cell to be allocated "
+                f"(its smallest is {v.min():g})"
+            )
+    grid_range = {cost.x: (float(xs.min()), float(xs.max())),
+                  cost.y: (float(ys.min()), float(ys.max()))}  # fmt: skip
+    alloc = Allocator(form, cost, (grid_range[cost.x], grid_range[cost.y]))
+    constants = fitted.constants
+    falls = alloc.falls(constants, xs, ys)
+    if falls:
+        raise FitrulesError(
+            f"form {form.name!r}: {falls}, so no budget has a trade-off to optimise; allocate "
+            f"needs a loss that falls in both {cost.x} and {cost.y}"
+        )
+    opt = alloc.optimum(constants, budgets)
+    # the exponents at the budgets' geometric middle, among those with an optimum
+    valid = budgets[np.isfinite(opt.x)]
+    ref = float(np.exp(np.log(valid if len(valid) else budgets).mean()))
+    rows, exps = summary_values(alloc, constants, budgets, ref)
+    method = "closed form" if alloc.closed_form(constants) is not None else "numerical"
+    b = len(budgets)
+    lo_hi = np.full((b, 4, 2), np.nan)
+    e_lo_hi = np.full((2, 2), np.nan)
+    failed = draws = 0
+    if intervals == "covariance":
+        unc = fitted.uncertainty
+        names = list(unc.constants) if hasattr(unc, "constants") else list(form.constants)
+        cov = np.asarray(unc.covariance, float)
+        se_r, se_e, z = delta_intervals(alloc, constants, names, cov, budgets, ref, level)
+        lo_hi = np.stack([rows - z * se_r, rows + z * se_r], axis=-1)
+        e_lo_hi = np.stack([exps - z * se_e, exps + z * se_e], axis=-1)
+    elif intervals == "bootstrap":
+        boot = fitted.bootstrap
+        draws = len(boot.draws)
+        lo_hi, e_lo_hi, failed = draw_intervals(
+            alloc, constants, list(form.constants), boot.draws, budgets, ref, level
+        )
+    x, y = cost.x, cost.y
+    table = pd.DataFrame({"budget": budgets})
+    for k, (name, log) in enumerate(((x, True), (y, True), ("ratio", True), ("loss", False))):
+        centre = [opt.x, opt.y, opt.y / opt.x, opt.loss][k]
+        lo, hi = lo_hi[:, k, 0], lo_hi[:, k, 1]
+        table[name] = centre
+        table[f"{name}_low"] = np.exp(lo) if log else lo
+        table[f"{name}_high"] = np.exp(hi) if log else hi
+    table["extrapolation"] = [_outside(grid_range, {x: opt.x[i], y: opt.y[i]}) for i in range(b)]
+    table["reason"] = opt.reason
+    exponents = {
+        v: {"value": float(exps[i]), "low": float(e_lo_hi[i, 0]), "high": float(e_lo_hi[i, 1])}
+        for i, v in enumerate((x, y))
+    }
+    notes = []
+    if any(opt.reason):
+        notes.append(f"{sum(bool(r) for r in opt.reason)} budget(s) have no optimum: "
+                     f"{next(r for r in opt.reason if r)}")  # fmt: skip
+    if failed:
+        notes.append(f"{failed} of {draws} bootstrap refits gave no allocation and are left "
+                     "out of the intervals")  # fmt: skip
+    return Allocation(fitted, cost, table, exponents, method, intervals, level, ref, grid_range,
+                      failed, draws, notes)  # fmt: skip
+
+
+def _outside(grid_range: dict, point: dict) -> str:
+    """How far each variable lies outside the grid's range: ``"N 4.2x above"``; empty
+    inside it."""
+    out = []
+    for name, v in point.items():
+        lo, hi = grid_range[name]
+        if not np.isfinite(v):
+            continue
+        if v > hi * (1 + 1e-9):
+            out.append(f"{name} {v / hi:.3g}x above")
+        elif v < lo * (1 - 1e-9):
+            out.append(f"{name} {lo / v:.3g}x below")
+    return ", ".join(out)
