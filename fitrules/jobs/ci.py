@@ -59,14 +59,44 @@ class PairedIntervals(Result):
         return intervals_html(self)
 
     def plot(self, i: int = 0, ax=None):
-        """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes)."""
+        """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes).
+
+        Parameters
+        ----------
+        i : int, optional
+            The position of the treatment in ``results`` (default 0).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         return figures.paired_differences(self.results[i], ax)
 
     def report(self, target, force: bool = False, command: str = "", figure_format=None):
         """Write a report directory: report.md, one figure per treatment, results.json;
-        figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files."""
+        figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files.
+
+        Parameters
+        ----------
+        target : str or path
+            The report directory to write; it must not exist unless ``force``.
+        force : bool, optional
+            Replace an existing directory (swapped in one step once the new one is written).
+        command : str, optional
+            The command that made the result, written into the report.
+        figure_format : str or sequence of str, optional
+            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
+
+        Returns
+        -------
+        pathlib.Path
+            The report directory written.
+        """
         from pathlib import Path
 
         from fitrules.base.errors import report_parameter

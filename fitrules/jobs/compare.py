@@ -227,7 +227,27 @@ class Comparison(Views):
     ) -> Path:
         """Write a report directory (report.md, figures, results.json, splits.csv); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them;
-        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``)."""
+        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``).
+
+        Parameters
+        ----------
+        target : str or path
+            The report directory to write; it must not exist unless ``force``.
+        force : bool, optional
+            Replace an existing directory (swapped in one step once the new one is written).
+        command : str, optional
+            The command that made the result, written into the report.
+        figure_format : str or sequence of str, optional
+            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
+        labels : str or dict, optional
+            Names of columns on the axes, ``{"val/loss": "validation loss"}`` or
+            ``"val/loss=validation loss"``.
+
+        Returns
+        -------
+        pathlib.Path
+            The report directory written.
+        """
         from fitrules.base.errors import report_parameter
         from fitrules.base.outputs import check_result_output, inputs_of
         from fitrules.views.figures import axis_labels, figure_formats
@@ -241,7 +261,23 @@ class Comparison(Views):
                 )
 
     def form(self, name: str) -> Form:
-        """The (bound) form called ``name``."""
+        """The (bound) form called ``name``.
+
+        Parameters
+        ----------
+        name : str
+            The name of a form of this comparison.
+
+        Returns
+        -------
+        Form
+            The form, bound to the grid's columns.
+
+        Raises
+        ------
+        FormError
+            For a name that is not one of the comparison's forms.
+        """
         for f in self.forms:
             if f.name == name:
                 return f
@@ -249,20 +285,59 @@ class Comparison(Views):
                         + ", ".join(f.name for f in self.forms))  # fmt: skip
 
     def plot_heldout(self, ax=None):
-        """Empirical CDF of every form's held-out error; returns the matplotlib Axes."""
+        """Empirical CDF of every form's held-out error; returns the matplotlib Axes.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         return figures.heldout_ecdf(self, ax)
 
     def plot_paired(self, a: str, b: str, ax=None):
-        """a's held-out error against b's, one point per split valid for both."""
+        """a's held-out error against b's, one point per split valid for both.
+
+        Parameters
+        ----------
+        a : str
+            The form on the horizontal axis.
+        b : str
+            The form on the vertical axis.
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         self.form(a), self.form(b)
         return figures.paired_scatter(self, a, b, ax)
 
     def plot_fit(self, form: str, ax=None):
-        """``form`` fitted on all cells: observed against predicted."""
+        """``form`` fitted on all cells: observed against predicted.
+
+        Parameters
+        ----------
+        form : str
+            The name of the form.
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         f = self.form(form)
@@ -271,7 +346,22 @@ class Comparison(Views):
         )
 
     def plot_residuals(self, x: str | None = None, forms: Sequence[str] | None = None, ax=None):
-        """Every form's (or ``forms``') full-grid residuals against the variable ``x``."""
+        """Every form's (or ``forms``') full-grid residuals against the variable ``x``.
+
+        Parameters
+        ----------
+        x : str, optional
+            A variable of the forms (default: the first).
+        forms : sequence of str, optional
+            The forms drawn (default: every form).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         x = x or self.cells.variables[0]
@@ -284,7 +374,22 @@ class Comparison(Views):
 
     def plot_curves(self, form: str, x: str | None = None, ax=None):
         """The data and ``form`` fitted on all cells, against ``x`` (default: its first
-        variable)."""
+        variable).
+
+        Parameters
+        ----------
+        form : str
+            The name of the form.
+        x : str, optional
+            A variable of the form (default: its first).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         f = self.form(form)

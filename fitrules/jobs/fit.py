@@ -79,7 +79,18 @@ class Prediction(dict):
 
     def to_json(self, path: str | Path | None = None) -> str:
         """The JSON text of :meth:`to_dict`; written to ``path`` too when given (atomically,
-        never over one of the files the fit was made from)."""
+        never over one of the files the fit was made from).
+
+        Parameters
+        ----------
+        path : str or path, optional
+            The file to write as well.
+
+        Returns
+        -------
+        str
+            The JSON text.
+        """
         from fitrules.base.outputs import inputs_of
         from fitrules.base.util import atomic_write_text
 
@@ -264,11 +275,15 @@ class FittedForm(Result):
 
         Parameters
         ----------
-        point : ``"H=8,keep=0.25"`` or a dict; or give the values as keywords.
-            Variables the point does not name come from the grid's ``derive`` expressions
-            (and ``omega`` from ``keep``).
-        runs : k: also give the interval for the mean of k new runs at the point (the
+        point : str or dict, optional
+            ``"H=8,keep=0.25"`` or a dict; or give the values as keywords. Variables the point
+            does not name come from the grid's ``derive`` expressions (and ``omega`` from
+            ``keep``).
+        runs : int, optional
+            k: also give the interval for the mean of k new runs at the point (the
             configuration's mean plus the seed noise of k runs).
+        **values : float
+            The point's values as keywords, e.g. ``H=8, keep=0.25``.
 
         Returns
         -------
@@ -375,7 +390,18 @@ class FittedForm(Result):
 
     def to_dict(self, cells: bool = True) -> dict:
         """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out
-        the per-cell table (observed values, predictions, residuals)."""
+        the per-cell table (observed values, predictions, residuals).
+
+        Parameters
+        ----------
+        cells : bool, optional
+            Include the per-cell table (default True).
+
+        Returns
+        -------
+        dict
+            The fit, JSON-ready.
+        """
         out = {
             "fitrules_version": __version__,
             "data": self.data,
@@ -436,7 +462,29 @@ class FittedForm(Result):
         """Write a report directory: report.md, figures and results.json (with the per-cell
         table unless ``cells=False``, e.g. for data that may not be redistributed); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too;
-        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``)."""
+        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``).
+
+        Parameters
+        ----------
+        target : str or path
+            The report directory to write; it must not exist unless ``force``.
+        force : bool, optional
+            Replace an existing directory (swapped in one step once the new one is written).
+        command : str, optional
+            The command that made the result, written into the report.
+        cells : bool, optional
+            Include the per-cell table in results.json (default True).
+        figure_format : str or sequence of str, optional
+            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
+        labels : str or dict, optional
+            Names of columns on the axes, ``{"val/loss": "validation loss"}`` or
+            ``"val/loss=validation loss"``.
+
+        Returns
+        -------
+        pathlib.Path
+            The report directory written.
+        """
         from fitrules.base.errors import report_parameter
         from fitrules.base.outputs import check_result_output, inputs_of
         from fitrules.views.figures import axis_labels, figure_formats
@@ -449,13 +497,37 @@ class FittedForm(Result):
 
     # ------------------------------------------------------------ figures
     def plot_fit(self, ax=None):
-        """Observed against predicted at every cell; returns the matplotlib Axes."""
+        """Observed against predicted at every cell; returns the matplotlib Axes.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         return figures.observed_vs_predicted(self.cells, self.form, self.constants, self.unit, ax)
 
     def plot_residuals(self, x: str | None = None, ax=None):
-        """Relative residuals against the variable ``x`` (default: the form's first)."""
+        """Relative residuals against the variable ``x`` (default: the form's first).
+
+        Parameters
+        ----------
+        x : str, optional
+            A variable of the form (default: its first).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         x = x or self.form.bound_variables[0]
@@ -464,7 +536,20 @@ class FittedForm(Result):
 
     def plot_curves(self, x: str | None = None, ax=None):
         """Data and the fitted form against ``x`` (default: the form's first variable), with
-        the prediction interval (misfit included) shaded when intervals were asked for."""
+        the prediction interval (misfit included) shaded when intervals were asked for.
+
+        Parameters
+        ----------
+        x : str, optional
+            A variable of the form (default: its first).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         x = x or self.form.bound_variables[0]

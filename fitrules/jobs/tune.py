@@ -117,13 +117,41 @@ class Tuning(Result):
 
     def plot_curves(self, ax=None, by: str | None = None):
         """The metric against each tuned level per configuration, winners marked; returns the
-        matplotlib Axes."""
+        matplotlib Axes.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        by : str, optional
+            A configuration factor: one line per level of it, averaging over the others.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views.tuning import lr_curves
 
         return lr_curves(self, ax=ax, by=by)
 
     def plot_chosen(self, x: str, y: str, ax=None):
-        """The level chosen at each configuration over two factors; returns the Axes."""
+        """The level chosen at each configuration over two factors; returns the Axes.
+
+        Parameters
+        ----------
+        x : str
+            The factor on the horizontal axis.
+        y : str
+            The factor on the vertical axis.
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views.tuning import chosen_levels_map
 
         return chosen_levels_map(self, x, y, ax=ax)
