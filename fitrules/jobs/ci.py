@@ -18,9 +18,14 @@ class PairedIntervals(Result):
 
     Attributes
     ----------
-    results : one :class:`PairedCI` per treatment.
-    data : where the runs came from; settings : level, resamples, seed, baseline.
-    tuning : the :class:`fitrules.jobs.tune.Tuning` applied first, if any.
+    results : list of PairedCI
+        One :class:`fitrules.engine.stats.PairedCI` per treatment.
+    data : dict
+        Where the runs came from.
+    settings : dict
+        Level, resamples, seed, baseline.
+    tuning : Tuning or None
+        The :class:`fitrules.Tuning` applied first, if any.
     """
 
     results: list[PairedCI]

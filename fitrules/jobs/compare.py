@@ -96,19 +96,51 @@ class Comparison(Views):
 
     Attributes
     ----------
-    results : one row per (split, form): held-out errors, constants, condition number,
-        training cells, degenerate reasons and the guard's verdict.
-    summary : one row per form: split counts, robust percentiles of held-out error, with
-        and without the fits the guard names. Called, ``c.summary()`` is the whole
-        comparison in words (what ``print(c)`` and the command line print).
-    paired : one row per pair of forms: descriptive counts, the test, Holm-adjusted p and
-        the ``verdict`` in words ("composition predicts better", "not distinguishable",
-        "no test").
-    conclusion : the answer in at most three lines; ranking : the summary ranked by
-        median held-out error.
-    cell_errors : one row per (cell, form): mean held-out error over the splits that held
-        the cell out, so a reader can see which cells decide a verdict.
-    full_fits : each form fitted on every cell.
+    results : DataFrame
+        One row per (split, form): held-out errors, constants, condition number, training
+        cells, degenerate reasons and the guard's verdict.
+    summary : DataFrame
+        One row per form: split counts, robust percentiles of held-out error, with and without
+        the fits the guard names. Called, ``c.summary()`` is the whole comparison in words
+        (what ``print(c)`` and the command line print).
+    paired : DataFrame
+        One row per pair of forms: descriptive counts, the test, Holm-adjusted p and the
+        ``verdict`` in words ("composition predicts better", "not distinguishable", "no
+        test").
+    forms : list of Form
+        The forms compared, bound to the grid's columns.
+    cells : Cells
+        The grid's cells the forms were fitted on.
+    full_fits : dict of str to FitResult
+        Each form fitted on every cell.
+    data : dict
+        Where the cells came from (path, sha256, filters, counts).
+    settings : dict
+        The comparison's settings (splits, seed, objective, guard, ...).
+    reasons : dict of str to dict
+        Per form, why splits were flagged degenerate, with counts.
+    cell_errors : DataFrame or None
+        One row per (cell, form): mean held-out error over the splits that held the cell
+        out, so a reader can see which cells decide a verdict.
+    wild : dict of str to list of str
+        Per form, the splits whose fit the wild-extrapolation guard named, and why.
+    warnings : list of str
+        One-line warnings about the comparison.
+    unit : str or None
+        The metric's unit, if known.
+    tuning : Tuning or None
+        The :class:`fitrules.Tuning` the grid came from, if it was tuned.
+    full_uncertainty : dict of str to JacobianUncertainty
+        Per form, the standard errors of its full fit's constants.
+    verdict_results : DataFrame or None
+        The rows the paired tests are made on, one per (split, form): ``results`` unless
+        the verdict protocol has splits of its own.
+    seed_effect : dict or None
+        A per-seed effect shared across cells, if measurable.
+    conclusion : list of str
+        The answer in at most three lines.
+    ranking : DataFrame
+        The summary ranked by median held-out error.
     """
 
     results: pd.DataFrame

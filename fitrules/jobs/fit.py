@@ -42,10 +42,21 @@ class Prediction(dict):
     (keys as documented there), that renders itself like every result: ``str()`` and
     :meth:`summary` in words, ``_repr_html_`` in a notebook, :meth:`to_json`.
 
+    Parameters
+    ----------
+    values : dict
+        The prediction's keys and values (see :meth:`FittedForm.predict`).
+    form : str, optional
+        The name of the form that predicts.
+    inputs : sequence of path, optional
+        The files the fit was made from.
+
     Attributes
     ----------
-    form : the name of the form that predicts.
-    inputs : the files the fit was made from, which :meth:`to_json` refuses to replace.
+    form : str
+        The name of the form that predicts.
+    inputs : list of path
+        The files the fit was made from, which :meth:`to_json` refuses to replace.
     """
 
     def __init__(self, values: dict, form: str = "", inputs=()) -> None:
@@ -106,23 +117,43 @@ class FittedForm(Result):
 
     Attributes
     ----------
-    form : the form, bound to the grid's columns.
-    result : the fit (constants, training objective, condition number, diagnostics).
-    cells : the cells it was fitted on.
-    objective : the training objective.
-    uncertainty : standard errors and correlations of the constants from the Jacobian.
-    bootstrap : bootstrap refits, when intervals were asked for (``None`` otherwise).
-    heldout : leave-one-cell-out refits that give prediction intervals their misfit term,
-        when intervals or predictions were asked for (``None`` otherwise).
-    seed_offset : the effect the grid's seed ids share across its cells, which the fit's
-        level constants absorb (:class:`fitrules.engine.intervals.SeedOffset`; ``None`` when no
-        seed id is shared across cells or no intervals were asked for); offset_response :
-        (p, seeds) each constant's response to each seed id's effect.
-    predictions : predictions asked for when fitting (see :meth:`predict`).
-    data : where the cells came from (path, sha256, filters, counts).
-    unit : the metric's unit, if known.
-    harness : whether the grid was written by ``fitrules simulate`` (its domain checks, e.g.
+    form : Form
+        The form, bound to the grid's columns.
+    result : FitResult
+        The fit (constants, training objective, condition number, diagnostics).
+    cells : Cells
+        The cells it was fitted on.
+    objective : Objective
+        The training objective.
+    uncertainty : JacobianUncertainty
+        Standard errors and correlations of the constants from the Jacobian.
+    data : dict
+        Where the cells came from (path, sha256, filters, counts).
+    unit : str or None
+        The metric's unit, if known.
+    bootstrap : BootstrapFit or None
+        Bootstrap refits, when intervals were asked for.
+    predictions : list of dict
+        Predictions asked for when fitting (see :meth:`predict`).
+    derive : tuple of str
+        The grid's derived columns, which prediction points are completed with.
+    harness : bool
+        Whether the grid was written by ``fitrules simulate`` (its domain checks, e.g.
         H >= 1, then apply to prediction points).
+    heldout : HeldOut or None
+        Leave-one-cell-out refits that give prediction intervals their misfit term, when
+        intervals or predictions were asked for.
+    weights : str
+        How each cell counted in the fit (``"cells"``, ``"runs"`` or ``"inverse-variance"``).
+    seed_offset : SeedOffset or None
+        The effect the grid's seed ids share across its cells, which the fit's level
+        constants absorb (:class:`fitrules.engine.intervals.SeedOffset`; None when no seed id
+        is shared across cells or no intervals were asked for).
+    offset_response : ndarray or None
+        (p, seeds): each constant's response to each seed id's effect.
+    call : dict or None
+        The arguments of the fit that made it, which ``to_json`` records so that
+        :func:`fitrules.load_fit` can make it again from its data.
 
     Examples
     --------
