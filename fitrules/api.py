@@ -114,9 +114,13 @@ def tune(grid: GridLike | None, factors: Sequence[str] | str, tune_seeds: Sequen
 
     Parameters
     ----------
-    grid : a Grid, a DataFrame or a path (None: the default grid), as :func:`load_grid` reads.
-    factors : the column(s) to tune, e.g. ``["lr"]``.
-    tune_seeds : the seeds to choose on; default None (cross-fit).
+    grid : Grid, DataFrame, path or None
+        The results table, as :func:`load_grid` reads it; None is the default grid (the
+        committed main grid at inner learning rate 3e-4).
+    factors : str or sequence of str
+        The column or columns to tune, e.g. ``["lr"]``.
+    tune_seeds : sequence of int, optional
+        The seeds to choose on; None (default) cross-fits.
 
     Returns
     -------
@@ -162,9 +166,13 @@ def validate(
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path, optional
-        The results table; None is the default grid.
-    tune, tune_seeds : tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
+    grid : Grid, DataFrame, path or None, optional
+        The results table, as :func:`load_grid` reads it; None is the default grid (the
+        committed main grid at inner learning rate 3e-4).
+    tune : str or sequence of str, optional
+        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
+    tune_seeds : sequence of int or str, optional
+        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
 
     Returns
     -------
@@ -252,17 +260,50 @@ def predict(
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path, or None (the default grid).
-    form : a form's name, a ``"NAME = EXPR"`` line or a :class:`Form`.
-    at : the configuration predicted, ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
-    ledger : the ledger file (created if absent).
-    runs : the number of new runs whose mean will be measured (default: the
-        configuration's mean).
-    tolerance : the relative error (percent) the prediction commits to, if any.
-    objective, delta, bootstrap, resamples, seed, level, fix, bounds, by, shared, weights :
-        as for :func:`fit`.
-    tune, tune_seeds : tune these factors first (see :func:`tune`).
-    command : what made the record, kept in it (default ``"fr.predict"``).
+    grid : Grid, DataFrame, path or None
+        The results table, as :func:`load_grid` reads it; None is the default grid (the
+        committed main grid at inner learning rate 3e-4).
+    form : str or Form
+        A form's name, a ``"NAME = EXPR"`` line or a :class:`Form`.
+    at : str or dict of str to float
+        The configuration predicted, ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
+    ledger : str or path
+        The ledger file (created if absent).
+    runs : int, optional
+        The number of new runs whose mean will be measured (default: the configuration's
+        mean).
+    tolerance : float, optional
+        The relative error (percent) the prediction commits to, if any.
+    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
+        The training objective: relative least squares (default), Huber on the log, or
+        absolute least squares.
+    delta : float, optional
+        The Huber threshold of ``log_huber`` (default 1e-3).
+    weights : {"cells", "runs", "inverse-variance"}, optional
+        How each cell counts in the fit: once (default), by its runs, or by one over its
+        squared standard error.
+    fix : dict of str to float or sequence of str, optional
+        Constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
+    bounds : dict of str to (float, float) or sequence of str, optional
+        Bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or ``["Nc=1e10..1e16"]``.
+    by : str, optional
+        Fit one form per level of this column, jointly.
+    shared : sequence of str or str, optional
+        The constants common to all groups of ``by`` (names, or ``"b,c"``).
+    bootstrap : {"studentized", "auto", "seeds", "residuals"}, optional
+        The bootstrap of the intervals (default ``"studentized"``).
+    resamples : int, optional
+        Bootstrap resamples (default 200).
+    seed : int, optional
+        Seed of the bootstrap (default 0).
+    level : float, optional
+        Level of the intervals (default 0.95).
+    tune : str or sequence of str, optional
+        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
+    tune_seeds : sequence of int or str, optional
+        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    command : str, optional
+        What made the record, kept in it (default ``"fr.predict"``).
 
     Returns
     -------
@@ -335,11 +376,17 @@ def score(
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path: the results table holding the new runs.
-    ledger : the ledger written by :func:`predict`.
-    head : the head printed when the last prediction was written (``N:HASH``, or the
-        hash alone): a ledger that lost or rewrote a record up to it is refused.
-    tune, tune_seeds : tune these factors first (see :func:`tune`).
+    grid : Grid, DataFrame or path
+        The results table holding the new runs.
+    ledger : str or path
+        The ledger written by :func:`predict`.
+    head : str, optional
+        The head printed when the last prediction was written (``N:HASH``, or the hash alone):
+        a ledger that lost or rewrote a record up to it is refused.
+    tune : str or sequence of str, optional
+        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
+    tune_seeds : sequence of int or str, optional
+        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
 
     Returns
     -------
@@ -372,9 +419,11 @@ def verify_ledger(ledger: str | Path, head: str | None = None):
 
     Parameters
     ----------
-    ledger : the ledger written by :func:`predict`.
-    head : the head kept elsewhere (``N:HASH``, or the hash alone); without it a removed
-        last record or a rewritten chain cannot be detected.
+    ledger : str or path
+        The ledger written by :func:`predict`.
+    head : str, optional
+        The head kept elsewhere (``N:HASH``, or the hash alone); without it a removed last
+        record or a rewritten chain cannot be detected.
 
     Returns
     -------
@@ -418,16 +467,26 @@ def simulate(
 
     Parameters
     ----------
-    spec : a spec file, or a committed spec's name (``"main"``); with ``cell``, the spec
-        whose fixed settings the cell starts from.
-    out : the results CSV to create or resume.
-    cell : one configuration instead of the whole spec, e.g. ``"H=4,keep=0.5"``.
-    seeds : seeds for ``cell``, e.g. ``"0,1,2"`` (default: the spec's, or 0).
-    jobs : worker processes; scheduler : a Dask scheduler's address instead of processes
-        (needs the ``distributed`` extra).
-    progress : show a progress bar (default: in a notebook or a terminal).
-    quiet : no line on stderr per finished run.
-    command : what made the table, kept in its manifest.
+    spec : str or path, optional
+        A spec file, or a committed spec's name (``"main"``); with ``cell``, the spec whose
+        fixed settings the cell starts from.
+    out : str or path
+        The results CSV to create or resume (required).
+    cell : str, optional
+        One configuration instead of the whole spec, e.g. ``"H=4,keep=0.5"``.
+    seeds : str, optional
+        Seeds for ``cell``, e.g. ``"0,1,2"`` (default: the spec's, or 0).
+    jobs : int, optional
+        Worker processes (default 1).
+    scheduler : str, optional
+        A Dask scheduler's address to run on instead of processes (needs the ``distributed``
+        extra).
+    progress : bool, optional
+        Show a progress bar (default: in a notebook or a terminal).
+    quiet : bool, optional
+        No line on stderr per finished run.
+    command : str, optional
+        What made the table, kept in its manifest.
 
     Returns
     -------
@@ -484,11 +543,13 @@ def add_form(line: str, grid: GridLike | None = None, folder: str | Path | None 
 
     Parameters
     ----------
-    line : ``"NAME = EXPR"`` or ``"NAME(VARS) = EXPR"``, e.g.
-        ``"mine = L0 + a*omega**c"``.
-    grid : a grid to resolve the variables against (a name close to a column, "omgea", is
+    line : str
+        ``"NAME = EXPR"`` or ``"NAME(VARS) = EXPR"``, e.g. ``"mine = L0 + a*omega**c"``.
+    grid : Grid, DataFrame or path, optional
+        A grid to resolve the variables against (a name close to a column, "omgea", is
         refused); default: the default grid when the line names no variables.
-    folder : the folder whose ``forms.toml`` holds the forms (default: the working one).
+    folder : str or path, optional
+        The folder whose ``forms.toml`` holds the forms (default: the working one).
 
     Returns
     -------
@@ -521,6 +582,18 @@ def add_form(line: str, grid: GridLike | None = None, folder: str | Path | None 
 def remove_form(name: str, folder: str | Path | None = None) -> Path:
     """Remove a form from ``forms.toml`` (of the working directory, or ``folder``): what
     ``fitrules forms remove`` does. Returns the file's path.
+
+    Parameters
+    ----------
+    name : str
+        The name of the form to remove.
+    folder : str or path, optional
+        The folder whose ``forms.toml`` holds the forms (default: the working one).
+
+    Returns
+    -------
+    Path
+        The ``forms.toml`` file the form was removed from.
 
     Raises
     ------
@@ -670,43 +743,82 @@ def compare(
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path (default: the committed main grid at inner lr 3e-4).
-    forms : names, ``"NAME = EXPR"`` lines or :class:`Form` objects (default: the built-in
+    grid : Grid, DataFrame, path or None, optional
+        The results table, as :func:`load_grid` reads it; None is the default grid (the
+        committed main grid at inner learning rate 3e-4).
+    forms : str, Form or sequence of str or Form, optional
+        Names, ``"NAME = EXPR"`` lines or :class:`Form` objects (default: the built-in
         forms).
     splits : int or splitter, optional
         Number of random splits (default, and for ``None``: 300), or a splitter object from
         :mod:`fitrules.model.splits`. Refused with a structured ``split``, which makes its own.
-    split : ``random``, ``leave-one-level-out:COL``, ``extrapolate:COL``,
+    split : str, optional
+        ``random`` (default), ``leave-one-level-out:COL``, ``extrapolate:COL``,
         ``extrapolate:COL>=VALUE`` (or ``:VALUE``; several columns at once,
         ``extrapolate:N:4.2e9,D:6e11``) or ``transfer`` (with ``test_grid``).
-    train_frac, seed : fraction of cells fitted per random split; seed of the splits.
-    objective, delta : ``rel_ls`` (default), ``log_huber`` (with Huber ``delta``), ``abs_ls``.
-    keep_degenerate : keep flagged (split, form) pairs in summaries and verdicts.
-    guard_span, guard_se, guard_excursion, metric_range : thresholds of the wild-extrapolation
-        guard (see :mod:`fitrules.engine.guard`).
-    test_grid : for ``split="transfer"``: the grid scored (``grid`` is fitted).
-    tune, tune_seeds : tune these factors first (see :func:`fitrules.jobs.tune.tune`).
-    level : level of the paired intervals.
-    against : test this form against each other form only (Holm over those pairs).
-    pairs : the pairs tested, as ``[("a", "b"), ...]`` or ``"a:b,a:c"`` (default: every
-        pair). Holm's adjustment runs over the pairs tested; the text says how many.
-    verdict_train_frac : with random splits, the paired tests are made on as many random
-        splits (same seed) fitting this fraction of the cells (default 0.9), where the
-        corrected t test has power; summaries and counts of splits won describe the
-        ``train_frac`` splits. See the docs page docs/explanation/verdicts.md.
-    on_progress : called with the number of fits finished (one per split, form and
-        protocol), for a progress bar of your own; none is then drawn.
-    progress : a progress bar counting splits, with a steady ETA: tqdm's widget in a
-        notebook, a text bar on stderr elsewhere. Default (None): shown in a notebook only.
-    fix, bounds, by, shared, weights : see :func:`fit`.
-    seeds : the descriptive splits' held-out protocol: ``"cells"`` (default) or
+    train_frac : float, optional
+        Fraction of cells fitted per random split (default 1/3).
+    seed : int, optional
+        Seed of the splits (default 0).
+    seeds : {"cells", "cells-and-seeds"}, optional
+        The descriptive splits' held-out protocol: ``"cells"`` (default) or
         ``"cells-and-seeds"`` (seed ids held out too: the error new runs at new seed ids
         show; the verdicts stay on cells); see :func:`fitrules.jobs.compare.compare`.
-    heldout_weights : ``"box"`` (default: each held-out cell counts by its share of the
-        grid's box, half on an edge of a variable and a quarter at a corner, so that a split's
-        error estimates the mean error over configurations spread across the grid's range) or
-        ``"equal"`` (each held-out cell once); see
-        :func:`fitrules.engine.metrics.box_weights`.
+    test_grid : Grid, DataFrame or path, optional
+        For ``split="transfer"``: the grid scored (``grid`` is fitted).
+    heldout_weights : {"box", "equal"}, optional
+        ``"box"`` (default: each held-out cell counts by its share of the grid's box, half on
+        an edge of a variable and a quarter at a corner, so that a split's error estimates the
+        mean error over configurations spread across the grid's range) or ``"equal"`` (each
+        held-out cell once); see :func:`fitrules.engine.metrics.box_weights`.
+    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
+        The training objective: relative least squares (default), Huber on the log, or
+        absolute least squares.
+    delta : float, optional
+        The Huber threshold of ``log_huber`` (default 1e-3).
+    weights : {"cells", "runs", "inverse-variance"}, optional
+        How each cell counts in the fit: once (default), by its runs, or by one over its
+        squared standard error. See :func:`fit`.
+    fix : dict of str to float or sequence of str, optional
+        Constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
+    bounds : dict of str to (float, float) or sequence of str, optional
+        Bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or ``["Nc=1e10..1e16"]``.
+    by : str, optional
+        Fit one form per level of this column, jointly.
+    shared : sequence of str or str, optional
+        The constants common to all groups of ``by`` (names, or ``"b,c"``); see :func:`fit`.
+    tune : str or sequence of str, optional
+        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
+    tune_seeds : sequence of int or str, optional
+        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    guard_span : float, optional
+        Threshold of the wild-extrapolation guard (see :mod:`fitrules.engine.guard`).
+    guard_se : float, optional
+        Threshold of the wild-extrapolation guard.
+    guard_excursion : float, optional
+        Threshold of the wild-extrapolation guard.
+    metric_range : (float, float), optional
+        The plausible range of the metric, for the wild-extrapolation guard.
+    keep_degenerate : bool, optional
+        Keep flagged (split, form) pairs in summaries and verdicts.
+    level : float, optional
+        Level of the paired intervals (default 0.95).
+    against : str, optional
+        Test this form against each other form only (Holm over those pairs).
+    pairs : sequence of (str, str) or str, optional
+        The pairs tested, as ``[("a", "b"), ...]`` or ``"a:b,a:c"`` (default: every pair).
+        Holm's adjustment runs over the pairs tested; the text says how many.
+    verdict_train_frac : float, optional
+        With random splits, the paired tests are made on as many random splits (same seed)
+        fitting this fraction of the cells (default 0.9), where the corrected t test has power;
+        summaries and counts of splits won describe the ``train_frac`` splits. See the docs
+        page docs/explanation/verdicts.md.
+    on_progress : callable, optional
+        Called with the number of fits finished (one per split, form and protocol), for a
+        progress bar of your own; none is then drawn.
+    progress : bool, optional
+        A progress bar counting splits, with a steady ETA: tqdm's widget in a notebook, a text
+        bar on stderr elsewhere. Default (None): shown in a notebook only.
 
     Returns
     -------
@@ -844,30 +956,54 @@ def fit(
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path (``None``: the default grid).
-    form : a name, ``"NAME = EXPR"`` or a :class:`Form`.
-    objective, delta : the training objective.
-    intervals : also refit on bootstrap replicates for intervals of the constants, and
-        once per cell with that cell left out for prediction intervals that carry the
-        form's misfit (implied by ``predict``).
-    predict : points to predict, e.g. ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
-    runs : k: the predictions also give the interval for the mean of k new runs.
-    bootstrap : ``"studentized"`` (default: residual replicates, symmetric bootstrap-t
-        intervals from each refit's Jacobian standard errors), ``"auto"`` (the percentile
-        intervals of the residuals when any cell has a single run, else of the seeds),
-        ``"seeds"`` or ``"residuals"``; see :mod:`fitrules.engine.intervals`.
-    resamples, seed, level : of the bootstrap.
-    tune, tune_seeds : tune these factors first.
-    fix : constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
-    bounds : bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or
-        ``["Nc=1e10..1e16"]`` (a wide positive range is searched on a log scale).
-    by : fit one form per level of this column, jointly: the ``shared`` constants (default:
-        the nonlinear ones, e.g. exponents) are common to all groups, the others are one
-        per group (``a[M=2]``).
-    shared : the constants common to all groups (names, or ``"b,c"``).
-    weights : ``"cells"`` (default: each cell once), ``"runs"`` (each cell by its runs) or
+    grid : Grid, DataFrame, path or None
+        The results table, as :func:`load_grid` reads it; None is the default grid (the
+        committed main grid at inner learning rate 3e-4).
+    form : str or Form
+        A name, ``"NAME = EXPR"`` or a :class:`Form`.
+    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
+        The training objective: relative least squares (default), Huber on the log, or
+        absolute least squares.
+    delta : float, optional
+        The Huber threshold of ``log_huber`` (default 1e-3).
+    weights : {"cells", "runs", "inverse-variance"}, optional
+        ``"cells"`` (default: each cell once), ``"runs"`` (each cell by its runs) or
         ``"inverse-variance"`` (by one over its squared standard error); see
         :func:`fitrules.engine.fit.cell_weights`.
+    fix : dict of str to float or sequence of str, optional
+        Constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
+    bounds : dict of str to (float, float) or sequence of str, optional
+        Bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or ``["Nc=1e10..1e16"]`` (a
+        wide positive range is searched on a log scale).
+    by : str, optional
+        Fit one form per level of this column, jointly: the ``shared`` constants (default: the
+        nonlinear ones, e.g. exponents) are common to all groups, the others are one per group
+        (``a[M=2]``).
+    shared : sequence of str or str, optional
+        The constants common to all groups (names, or ``"b,c"``).
+    tune : str or sequence of str, optional
+        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
+    tune_seeds : sequence of int or str, optional
+        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    intervals : bool, optional
+        Also refit on bootstrap replicates for intervals of the constants, and once per cell
+        with that cell left out for prediction intervals that carry the form's misfit (implied
+        by ``predict``).
+    predict : str, dict or sequence of str or dict, optional
+        Points to predict, e.g. ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
+    runs : int, optional
+        k: the predictions also give the interval for the mean of k new runs.
+    bootstrap : {"studentized", "auto", "seeds", "residuals"}, optional
+        ``"studentized"`` (default: residual replicates, symmetric bootstrap-t intervals from
+        each refit's Jacobian standard errors), ``"auto"`` (the percentile intervals of the
+        residuals when any cell has a single run, else of the seeds), ``"seeds"`` or
+        ``"residuals"``; see :mod:`fitrules.engine.intervals`.
+    resamples : int, optional
+        Bootstrap resamples (default 200).
+    seed : int, optional
+        Seed of the bootstrap (default 0).
+    level : float, optional
+        Level of the intervals (default 0.95).
 
     Returns
     -------
@@ -968,6 +1104,7 @@ def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
     Returns
     -------
     FittedForm
+        The saved fit, refitted on its data.
 
     Raises
     ------
@@ -1263,12 +1400,25 @@ def ci(
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path, optional.
-    baseline : a selection, e.g. ``"algo=sync"``.
-    treatment : one selection or several, e.g. ``"algo=diloco,H=16"``.
-    sweep : compare every level of this column against the baseline.
-    tune, tune_seeds : tune these factors per arm first, e.g. ``tune="lr"``.
-    level, resamples, seed : interval level; bootstrap resamples and seed.
+    grid : Grid, DataFrame, path or None, optional
+        The results table, as :func:`load_grid` reads it; None is the default grid (the
+        committed main grid at inner learning rate 3e-4).
+    baseline : str, optional
+        A selection, e.g. ``"algo=sync"``.
+    treatment : str or sequence of str, optional
+        One selection or several, e.g. ``"algo=diloco,H=16"``.
+    sweep : str, optional
+        Compare every level of this column against the baseline.
+    tune : str or sequence of str, optional
+        Tune these factors per arm first (see :func:`tune`), e.g. ``tune="lr"``.
+    tune_seeds : sequence of int or str, optional
+        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    level : float, optional
+        Level of the intervals (default 0.95).
+    resamples : int, optional
+        Bootstrap resamples (default 10,000).
+    seed : int, optional
+        Seed of the bootstrap (default 0).
 
     Returns
     -------
@@ -1346,21 +1496,51 @@ def design(
 
     Parameters
     ----------
-    grid : a Grid, DataFrame or path (default: the committed default grid).
-    forms : two or more rival forms (names, ``"NAME = EXPR"`` or :class:`Form`), or one
-        form with ``target=``.
-    budget : runs to spend.
-    tune, tune_seeds : reduce the grid by tuning first (see :func:`fitrules.jobs.tune.tune`);
-        the batch then runs at every tuned level.
-    candidates : the cells to consider, e.g. ``"H=2,8,32;keep=1/32"`` (default: the grid's
-        levels and geometric midpoints, minus the cells already run).
-    target : with one form: the cell whose prediction the batch should pin down.
-    seeds, max_seeds : seeds per chosen cell, at least and at most.
-    power, alpha : the power and two-sided level for the seeds a cell needs.
-    splits, resamples : random-split refits and seed-bootstrap refits.
-    seed : seed of the splits and the bootstrap.
-    objective, delta : the training objective, as for :func:`fit`.
-    fix, bounds, by, shared : applied to every form, as for :func:`fit`.
+    grid : Grid, DataFrame, path or None, optional
+        The results table, as :func:`load_grid` reads it; None is the default grid (the
+        committed main grid at inner learning rate 3e-4).
+    forms : str, Form or sequence of str or Form, optional
+        Two or more rival forms (names, ``"NAME = EXPR"`` or :class:`Form`), or one form with
+        ``target=``.
+    budget : int, optional
+        Runs to spend (default 24).
+    tune : str or sequence of str, optional
+        Reduce the grid by tuning these factors first (see :func:`tune`); the batch then runs
+        at every tuned level.
+    tune_seeds : sequence of int or str, optional
+        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    candidates : str, optional
+        The cells to consider, e.g. ``"H=2,8,32;keep=1/32"`` (default: the grid's levels and
+        geometric midpoints, minus the cells already run).
+    target : str, optional
+        With one form: the cell whose prediction the batch should pin down.
+    seeds : int, optional
+        Seeds per chosen cell, at least (default 3).
+    max_seeds : int, optional
+        Seeds per chosen cell, at most (default 12).
+    power : float, optional
+        The power for the seeds a cell needs (default 0.8).
+    alpha : float, optional
+        The two-sided level for the seeds a cell needs (default 0.05).
+    splits : int, optional
+        Random-split refits (default 100).
+    resamples : int, optional
+        Seed-bootstrap refits (default 100).
+    seed : int, optional
+        Seed of the splits and the bootstrap (default 0).
+    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
+        The training objective: relative least squares (default), Huber on the log, or
+        absolute least squares.
+    delta : float, optional
+        The Huber threshold of ``log_huber`` (default 1e-3).
+    fix : dict of str to float or sequence of str, optional
+        Constants held at a value, applied to every form, as for :func:`fit`.
+    bounds : dict of str to (float, float) or sequence of str, optional
+        Bounds of nonlinear constants, applied to every form, as for :func:`fit`.
+    by : str, optional
+        Fit each form per level of this column, jointly, as for :func:`fit`.
+    shared : sequence of str or str, optional
+        The constants common to all groups of ``by``, as for :func:`fit`.
 
     Returns
     -------
@@ -1437,50 +1617,116 @@ def search(
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path (default: the committed main grid at inner lr 3e-4).
-    variables, terms, max_constants, max_nonlinear, interactions, factors, levels, tie_exponents :
-        the grammar (see :mod:`fitrules.engine.grammar`); each replaces the value of ``grammar``.
-    first_constants : the budget searched first (default 4); it grows one constant at a time
-        while the front still falls, to ``max_constants`` (default 7), and the output says
-        where it stopped and why (``settings["growth"]``).
-    grammar : a :class:`fitrules.engine.grammar.Grammar`, or the path of a TOML file of its fields.
-    split : the outer protocol: ``random`` (``splits`` splits fitting ``train_frac`` of the
-        cells, seeded by ``seed``), ``extrapolate:COL[:VALUE]`` (several columns at once:
+    grid : Grid, DataFrame, path or None, optional
+        The results table, as :func:`load_grid` reads it; None is the default grid (the
+        committed main grid at inner learning rate 3e-4).
+    variables : sequence of str or str, optional
+        Grid columns the forms may read (default: every varying numeric factor).
+        The grammar (see :mod:`fitrules.engine.grammar`); replaces the value of ``grammar``.
+    terms : int, optional
+        Largest number of terms besides the intercept (default 3).
+        The grammar (see :mod:`fitrules.engine.grammar`); replaces the value of ``grammar``.
+    max_constants : int, optional
+        Largest number of constants of a form, intercept included (default 7): the ceiling the
+        budget grows to.
+        The grammar (see :mod:`fitrules.engine.grammar`); replaces the value of ``grammar``.
+    max_nonlinear : int, optional
+        Largest number of nonlinear constants (default 3).
+        The grammar (see :mod:`fitrules.engine.grammar`); replaces the value of ``grammar``.
+    interactions : int, optional
+        Largest number of variables in one product term (default: 2 for one or two variables,
+        else 1).
+        The grammar (see :mod:`fitrules.engine.grammar`); replaces the value of ``grammar``.
+    factors : sequence of str or str, optional
+        The factor kinds used (see the module's table).
+        The grammar (see :mod:`fitrules.engine.grammar`); replaces the value of ``grammar``.
+    levels : sequence of str or str, optional
+        Columns whose per-level intercept ``L0[COL]`` is also proposed.
+        The grammar (see :mod:`fitrules.engine.grammar`); replaces the value of ``grammar``.
+    tie_exponents : bool, optional
+        Also propose each set of terms with one exponent shared by its power factors.
+        The grammar (see :mod:`fitrules.engine.grammar`); replaces the value of ``grammar``.
+    first_constants : int, optional
+        The budget searched first (default 4); it grows one constant at a time while the front
+        still falls, to ``max_constants`` (default 7), and the output says where it stopped
+        and why (``settings["growth"]``).
+    grammar : Grammar, str or path, optional
+        A :class:`fitrules.engine.grammar.Grammar`, or the path of a TOML file of its fields.
+    split : str, optional
+        The outer protocol: ``random`` (default: ``splits`` splits fitting ``train_frac`` of
+        the cells, seeded by ``seed``), ``extrapolate:COL[:VALUE]`` (several columns at once:
         ``extrapolate:N:4.2e9,D:6e11``, fit below every cut, score at or above any) or
         ``leave-one-level-out:COL``.
-    inner_splits, inner_train_frac : the outer training set's random splits that rank forms.
-    rule : ``one-se`` (default: the fewest constants within one s.e. of the best) or ``best``.
-    references : forms fitted on the same outer splits without selection (default: the
-        built-in ones whose variables the grid has; ``[]``: none).
-    objective, delta, guard_* , metric_range : as for :func:`compare`.
-    tune, tune_seeds : tune these factors first (see :func:`fitrules.jobs.tune.tune`).
-    jobs : worker processes (default: the machine's cores, at most 8; 1 with a
-        ``scheduler``); results do not depend on it.
-    seeds : the outer error's protocol: ``cells-and-seeds`` (default: a third of the seed
-        ids held out too, so that it is what new runs at new seed ids show) or ``cells``;
-        see :func:`fitrules.jobs.search.run_search`.
-    heldout_weights : ``"box"`` (default) or ``"equal"``: how a split's held-out cells count
-        in its error, as for :func:`compare`; the outer error is then an estimate of the
-        pick's mean error over configurations spread across the grid's range.
-    on_plan, on_progress : called with the plan and the seconds the fits should take (again
-        before each step of a growing budget, with that step's plan); called with the number
-        of candidates finished (2 x candidates in all: each is screened for twins, then
-        scored); with ``on_progress`` no bar is drawn.
-    progress : a progress bar counting candidates (tqdm's widget in a notebook, where it is
-        the default; ``True`` elsewhere draws a text bar on stderr, ``False`` none); a
-        growing budget's steps add to its total as they are planned.
-    yes : run a search estimated to take longer than
+    splits : int, optional
+        Number of outer random splits (default 20).
+    train_frac : float, optional
+        Fraction of cells fitted per outer random split (default 0.8).
+    inner_splits : int, optional
+        The outer training set's random splits that rank forms (default 10).
+    inner_train_frac : float, optional
+        Fraction of the outer training cells fitted per inner split (default 0.75).
+    seed : int, optional
+        Seed of the outer and inner splits (default 0).
+    rule : {"one-se", "best"}, optional
+        ``one-se`` (default: the fewest constants within one s.e. of the best) or ``best``.
+    seeds : {"cells-and-seeds", "cells"}, optional
+        The outer error's protocol: ``cells-and-seeds`` (default: a third of the seed ids held
+        out too, so that it is what new runs at new seed ids show) or ``cells``; see
+        :func:`fitrules.jobs.search.run_search`.
+    heldout_weights : {"box", "equal"}, optional
+        ``"box"`` (default) or ``"equal"``: how a split's held-out cells count in its error, as
+        for :func:`compare`; the outer error is then an estimate of the pick's mean error over
+        configurations spread across the grid's range.
+    references : str, Form or sequence of str or Form, optional
+        Forms fitted on the same outer splits without selection (default: the built-in ones
+        whose variables the grid has; ``[]``: none).
+    at : str, dict or sequence of str or dict, optional
+        Points where the pick will be used (``"N=1e10,D=2e11"``, a dict, or a list): the pick's
+        fit on all cells goes through the wild-extrapolation guard there, and a pick the guard
+        names is shown with its warning.
+    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
+        The training objective: relative least squares (default), Huber on the log, or
+        absolute least squares.
+    delta : float, optional
+        The Huber threshold of ``log_huber`` (default 1e-3).
+    guard_span : float, optional
+        Threshold of the wild-extrapolation guard (see :mod:`fitrules.engine.guard`).
+    guard_se : float, optional
+        Threshold of the wild-extrapolation guard.
+    guard_excursion : float, optional
+        Threshold of the wild-extrapolation guard.
+    metric_range : (float, float), optional
+        The plausible range of the metric, for the wild-extrapolation guard.
+    tune : str or sequence of str, optional
+        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
+    tune_seeds : sequence of int or str, optional
+        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    jobs : int, optional
+        Worker processes (default: the machine's cores, at most 8; 1 with a ``scheduler``);
+        results do not depend on it.
+    scheduler : str, optional
+        Run the fits on a Dask cluster (the same result): a scheduler address
+        (``tcp://host:8786``) or ``local:N`` (N local processes); needs
+        ``fitrules[distributed]``.
+    screen : int or "auto", optional
+        A staged search: every candidate is screened on 2 inner splits of each outer split, and
+        the ``screen`` best of each number of constants get the full nested fits; 0: every
+        candidate in full; ``"auto"`` (default): 25 above 2,000 candidates, else 0 (see
+        :func:`fitrules.jobs.search.survivors`).
+    yes : bool, optional
+        Run a search estimated to take longer than
         :data:`fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS` (else refused before any fit,
         naming what would shrink it); the candidate and memory limits hold either way.
-    screen : a staged search: every candidate is screened on 2 inner splits of each outer
-        split, and the ``screen`` best of each number of constants get the full nested fits;
-        0: every candidate in full; ``"auto"`` (default): 25 above 2,000 candidates, else 0
-        (see :func:`fitrules.jobs.search.survivors`).
-    scheduler : run the fits on a Dask cluster (the same result): a scheduler address
-        (``tcp://host:8786``) or ``local:N`` (N local processes); needs ``fitrules[distributed]``.
-    at : points where the pick will be used (``"N=1e10,D=2e11"``, a dict, or a list): the
-        pick's fit on all cells goes through the wild-extrapolation guard there, and a pick
-        the guard names is shown with its warning.
+    on_plan : callable, optional
+        Called with the plan and the seconds the fits should take (again before each step of a
+        growing budget, with that step's plan).
+    on_progress : callable, optional
+        Called with the number of candidates finished (2 x candidates in all: each is screened
+        for twins, then scored); with it no bar is drawn.
+    progress : bool, optional
+        A progress bar counting candidates (tqdm's widget in a notebook, where it is the
+        default; ``True`` elsewhere draws a text bar on stderr, ``False`` none); a growing
+        budget's steps add to its total as they are planned.
 
     Returns
     -------

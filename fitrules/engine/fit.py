@@ -44,6 +44,18 @@ class Objective:
     ``rel_ls``: sum of squared relative residuals (pred - y) / y (default; matches the
     relative held-out error). ``log_huber``: sum of Huber(log pred - log y, delta), the
     Chinchilla convention (a sum, not a mean). ``abs_ls``: sum of squared residuals.
+
+    Parameters
+    ----------
+    kind : {"rel_ls", "log_huber", "abs_ls"}, optional
+        The objective (default ``"rel_ls"``).
+    delta : float, optional
+        The Huber threshold of ``log_huber`` (default 1e-3).
+
+    Raises
+    ------
+    FitrulesError
+        For an unknown kind, or a delta that is not finite and > 0.
     """
 
     kind: str = OBJECTIVES[0]

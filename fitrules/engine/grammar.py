@@ -93,20 +93,29 @@ class Grammar:
 
     Parameters
     ----------
-    variables : grid columns the forms may read (default: every varying numeric factor).
-    terms : largest number of terms besides the intercept (``--terms``).
-    max_constants : largest number of constants of a form, intercept included: the
-        ceiling the budget grows to (see the module).
-    max_nonlinear : largest number of nonlinear constants (exponents, saturation scales).
-    first_constants : the budget searched first; more constants are proposed only while
-        they pay (see the module). At or above ``max_constants``: every budget at once.
-    interactions : largest number of variables in one product term. None (the default):
-        2 when the search reads one or two variables, 1 (additive forms) when it reads
-        three or more (see :meth:`for_variables`).
-    factors : the factor kinds used (see the module's table).
-    levels : columns whose per-level intercept ``L0[COL]`` is also proposed.
-    tie_exponents : also propose each set of terms with two or more power factors with one
-        exponent shared by them all (see the module).
+    variables : sequence of str, optional
+        Grid columns the forms may read (default: every varying numeric factor).
+    terms : int, optional
+        Largest number of terms besides the intercept (``--terms``, default 3).
+    max_constants : int, optional
+        Largest number of constants of a form, intercept included (default 7): the ceiling
+        the budget grows to (see the module).
+    max_nonlinear : int, optional
+        Largest number of nonlinear constants (exponents, saturation scales; default 3).
+    interactions : int, optional
+        Largest number of variables in one product term. None (the default): 2 when the search
+        reads one or two variables, 1 (additive forms) when it reads three or more (see
+        :meth:`for_variables`).
+    factors : sequence of str, optional
+        The factor kinds used (see the module's table; default all six).
+    levels : sequence of str, optional
+        Columns whose per-level intercept ``L0[COL]`` is also proposed.
+    tie_exponents : bool, optional
+        Also propose each set of terms with two or more power factors with one exponent shared
+        by them all (see the module).
+    first_constants : int, optional
+        The budget searched first (default 4); more constants are proposed only while they pay
+        (see the module). At or above ``max_constants``: every budget at once.
 
     Raises
     ------
@@ -180,7 +189,18 @@ class Grammar:
         laws of three or more variables the benchmark holds (Tao et al.'s vocabulary law,
         Muennighoff et al.'s data-constrained law, Ye et al.'s domain mixture) are sums of
         one-variable terms; those of two are not always (Clark et al.'s MoE law has
-        ``log(N)*log(E)``)."""
+        ``log(N)*log(E)``).
+
+        Parameters
+        ----------
+        n : int
+            The number of variables the search reads.
+
+        Returns
+        -------
+        Grammar
+            This grammar, with ``interactions`` set.
+        """
         if self.interactions is not None:
             return self
         return replace(self, interactions=2 if n <= 2 else 1)

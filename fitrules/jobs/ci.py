@@ -18,9 +18,14 @@ class PairedIntervals(Result):
 
     Attributes
     ----------
-    results : one :class:`PairedCI` per treatment.
-    data : where the runs came from; settings : level, resamples, seed, baseline.
-    tuning : the :class:`fitrules.jobs.tune.Tuning` applied first, if any.
+    results : list of PairedCI
+        One :class:`fitrules.engine.stats.PairedCI` per treatment.
+    data : dict
+        Where the runs came from.
+    settings : dict
+        Level, resamples, seed, baseline.
+    tuning : Tuning or None
+        The :class:`fitrules.Tuning` applied first, if any.
     """
 
     results: list[PairedCI]
@@ -61,8 +66,23 @@ class PairedIntervals(Result):
     def plot(self, i: int = 0, ax=None, labels=None, units=None):
         """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes).
 
-        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
-        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        Parameters
+        ----------
+        i : int, optional
+            The position of the treatment in ``results`` (default 0).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         with figures.axis_labels(labels, units):
@@ -70,7 +90,24 @@ class PairedIntervals(Result):
 
     def report(self, target, force: bool = False, command: str = "", figure_format=None):
         """Write a report directory: report.md, one figure per treatment, results.json;
-        figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files."""
+        figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files.
+
+        Parameters
+        ----------
+        target : str or path
+            The report directory to write; it must not exist unless ``force``.
+        force : bool, optional
+            Replace an existing directory (swapped in one step once the new one is written).
+        command : str, optional
+            The command that made the result, written into the report.
+        figure_format : str or sequence of str, optional
+            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
+
+        Returns
+        -------
+        pathlib.Path
+            The report directory written.
+        """
         from pathlib import Path
 
         from fitrules.base.errors import report_parameter

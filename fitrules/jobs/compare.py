@@ -96,19 +96,51 @@ class Comparison(Views):
 
     Attributes
     ----------
-    results : one row per (split, form): held-out errors, constants, condition number,
-        training cells, degenerate reasons and the guard's verdict.
-    summary : one row per form: split counts, robust percentiles of held-out error, with
-        and without the fits the guard names. Called, ``c.summary()`` is the whole
-        comparison in words (what ``print(c)`` and the command line print).
-    paired : one row per pair of forms: descriptive counts, the test, Holm-adjusted p and
-        the ``verdict`` in words ("composition predicts better", "not distinguishable",
-        "no test").
-    conclusion : the answer in at most three lines; ranking : the summary ranked by
-        median held-out error.
-    cell_errors : one row per (cell, form): mean held-out error over the splits that held
-        the cell out, so a reader can see which cells decide a verdict.
-    full_fits : each form fitted on every cell.
+    results : DataFrame
+        One row per (split, form): held-out errors, constants, condition number, training
+        cells, degenerate reasons and the guard's verdict.
+    summary : DataFrame
+        One row per form: split counts, robust percentiles of held-out error, with and without
+        the fits the guard names. Called, ``c.summary()`` is the whole comparison in words
+        (what ``print(c)`` and the command line print).
+    paired : DataFrame
+        One row per pair of forms: descriptive counts, the test, Holm-adjusted p and the
+        ``verdict`` in words ("composition predicts better", "not distinguishable", "no
+        test").
+    forms : list of Form
+        The forms compared, bound to the grid's columns.
+    cells : Cells
+        The grid's cells the forms were fitted on.
+    full_fits : dict of str to FitResult
+        Each form fitted on every cell.
+    data : dict
+        Where the cells came from (path, sha256, filters, counts).
+    settings : dict
+        The comparison's settings (splits, seed, objective, guard, ...).
+    reasons : dict of str to dict
+        Per form, why splits were flagged degenerate, with counts.
+    cell_errors : DataFrame or None
+        One row per (cell, form): mean held-out error over the splits that held the cell
+        out, so a reader can see which cells decide a verdict.
+    wild : dict of str to list of str
+        Per form, the splits whose fit the wild-extrapolation guard named, and why.
+    warnings : list of str
+        One-line warnings about the comparison.
+    unit : str or None
+        The metric's unit, if known.
+    tuning : Tuning or None
+        The :class:`fitrules.Tuning` the grid came from, if it was tuned.
+    full_uncertainty : dict of str to JacobianUncertainty
+        Per form, the standard errors of its full fit's constants.
+    verdict_results : DataFrame or None
+        The rows the paired tests are made on, one per (split, form): ``results`` unless
+        the verdict protocol has splits of its own.
+    seed_effect : dict or None
+        A per-seed effect shared across cells, if measurable.
+    conclusion : list of str
+        The answer in at most three lines.
+    ranking : DataFrame
+        The summary ranked by median held-out error.
     """
 
     results: pd.DataFrame
@@ -227,7 +259,27 @@ class Comparison(Views):
     ) -> Path:
         """Write a report directory (report.md, figures, results.json, splits.csv); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them;
-        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``)."""
+        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``).
+
+        Parameters
+        ----------
+        target : str or path
+            The report directory to write; it must not exist unless ``force``.
+        force : bool, optional
+            Replace an existing directory (swapped in one step once the new one is written).
+        command : str, optional
+            The command that made the result, written into the report.
+        figure_format : str or sequence of str, optional
+            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
+        labels : str or dict, optional
+            Names of columns on the axes, ``{"val/loss": "validation loss"}`` or
+            ``"val/loss=validation loss"``.
+
+        Returns
+        -------
+        pathlib.Path
+            The report directory written.
+        """
         from fitrules.base.errors import report_parameter
         from fitrules.base.outputs import check_result_output, inputs_of
         from fitrules.views.figures import axis_labels, figure_formats
@@ -241,7 +293,23 @@ class Comparison(Views):
                 )
 
     def form(self, name: str) -> Form:
-        """The (bound) form called ``name``."""
+        """The (bound) form called ``name``.
+
+        Parameters
+        ----------
+        name : str
+            The name of a form of this comparison.
+
+        Returns
+        -------
+        Form
+            The form, bound to the grid's columns.
+
+        Raises
+        ------
+        FormError
+            For a name that is not one of the comparison's forms.
+        """
         for f in self.forms:
             if f.name == name:
                 return f
@@ -249,15 +317,50 @@ class Comparison(Views):
                         + ", ".join(f.name for f in self.forms))  # fmt: skip
 
     def plot_heldout(self, ax=None, labels=None, units=None):
-        """Empirical CDF of every form's held-out error; returns the matplotlib Axes."""
+        """Empirical CDF of every form's held-out error; returns the matplotlib Axes.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         with figures.axis_labels(labels, units):
             return figures.heldout_ecdf(self, ax)
 
     def plot_paired(self, a: str, b: str, ax=None, labels=None, units=None):
-        """a's held-out error against b's, one point per split valid for both; the paired
-        verdict under the axes."""
+        """a's held-out error against b's, one point per split valid for both.
+
+        Parameters
+        ----------
+        a : str
+            The form on the horizontal axis.
+        b : str
+            The form on the vertical axis.
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         self.form(a), self.form(b)
@@ -267,8 +370,23 @@ class Comparison(Views):
     def plot_fit(self, form: str, ax=None, labels=None, units=None):
         """``form`` fitted on all cells: observed against predicted.
 
-        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
-        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        Parameters
+        ----------
+        form : str
+            The name of the form.
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         f = self.form(form)
@@ -287,8 +405,25 @@ class Comparison(Views):
     ):
         """Every form's (or ``forms``') full-grid residuals against the variable ``x``.
 
-        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
-        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        Parameters
+        ----------
+        x : str, optional
+            A variable of the forms (default: the first).
+        forms : sequence of str, optional
+            The forms drawn (default: every form).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         x = x or self.cells.variables[0]
@@ -304,8 +439,25 @@ class Comparison(Views):
         """The data and ``form`` fitted on all cells, against ``x`` (default: its first
         variable).
 
-        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
-        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        Parameters
+        ----------
+        form : str
+            The name of the form.
+        x : str, optional
+            A variable of the form (default: its first).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         f = self.form(form)

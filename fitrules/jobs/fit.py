@@ -42,10 +42,21 @@ class Prediction(dict):
     (keys as documented there), that renders itself like every result: ``str()`` and
     :meth:`summary` in words, ``_repr_html_`` in a notebook, :meth:`to_json`.
 
+    Parameters
+    ----------
+    values : dict
+        The prediction's keys and values (see :meth:`FittedForm.predict`).
+    form : str, optional
+        The name of the form that predicts.
+    inputs : sequence of path, optional
+        The files the fit was made from.
+
     Attributes
     ----------
-    form : the name of the form that predicts.
-    inputs : the files the fit was made from, which :meth:`to_json` refuses to replace.
+    form : str
+        The name of the form that predicts.
+    inputs : list of path
+        The files the fit was made from, which :meth:`to_json` refuses to replace.
     """
 
     def __init__(self, values: dict, form: str = "", inputs=()) -> None:
@@ -79,7 +90,18 @@ class Prediction(dict):
 
     def to_json(self, path: str | Path | None = None) -> str:
         """The JSON text of :meth:`to_dict`; written to ``path`` too when given (atomically,
-        never over one of the files the fit was made from)."""
+        never over one of the files the fit was made from).
+
+        Parameters
+        ----------
+        path : str or path, optional
+            The file to write as well.
+
+        Returns
+        -------
+        str
+            The JSON text.
+        """
         from fitrules.base.outputs import inputs_of
         from fitrules.base.util import atomic_write_text
 
@@ -95,23 +117,43 @@ class FittedForm(Result):
 
     Attributes
     ----------
-    form : the form, bound to the grid's columns.
-    result : the fit (constants, training objective, condition number, diagnostics).
-    cells : the cells it was fitted on.
-    objective : the training objective.
-    uncertainty : standard errors and correlations of the constants from the Jacobian.
-    bootstrap : bootstrap refits, when intervals were asked for (``None`` otherwise).
-    heldout : leave-one-cell-out refits that give prediction intervals their misfit term,
-        when intervals or predictions were asked for (``None`` otherwise).
-    seed_offset : the effect the grid's seed ids share across its cells, which the fit's
-        level constants absorb (:class:`fitrules.engine.intervals.SeedOffset`; ``None`` when no
-        seed id is shared across cells or no intervals were asked for); offset_response :
-        (p, seeds) each constant's response to each seed id's effect.
-    predictions : predictions asked for when fitting (see :meth:`predict`).
-    data : where the cells came from (path, sha256, filters, counts).
-    unit : the metric's unit, if known.
-    harness : whether the grid was written by ``fitrules simulate`` (its domain checks, e.g.
+    form : Form
+        The form, bound to the grid's columns.
+    result : FitResult
+        The fit (constants, training objective, condition number, diagnostics).
+    cells : Cells
+        The cells it was fitted on.
+    objective : Objective
+        The training objective.
+    uncertainty : JacobianUncertainty
+        Standard errors and correlations of the constants from the Jacobian.
+    data : dict
+        Where the cells came from (path, sha256, filters, counts).
+    unit : str or None
+        The metric's unit, if known.
+    bootstrap : BootstrapFit or None
+        Bootstrap refits, when intervals were asked for.
+    predictions : list of dict
+        Predictions asked for when fitting (see :meth:`predict`).
+    derive : tuple of str
+        The grid's derived columns, which prediction points are completed with.
+    harness : bool
+        Whether the grid was written by ``fitrules simulate`` (its domain checks, e.g.
         H >= 1, then apply to prediction points).
+    heldout : HeldOut or None
+        Leave-one-cell-out refits that give prediction intervals their misfit term, when
+        intervals or predictions were asked for.
+    weights : str
+        How each cell counted in the fit (``"cells"``, ``"runs"`` or ``"inverse-variance"``).
+    seed_offset : SeedOffset or None
+        The effect the grid's seed ids share across its cells, which the fit's level
+        constants absorb (:class:`fitrules.engine.intervals.SeedOffset`; None when no seed id
+        is shared across cells or no intervals were asked for).
+    offset_response : ndarray or None
+        (p, seeds): each constant's response to each seed id's effect.
+    call : dict or None
+        The arguments of the fit that made it, which ``to_json`` records so that
+        :func:`fitrules.load_fit` can make it again from its data.
 
     Examples
     --------
@@ -264,11 +306,15 @@ class FittedForm(Result):
 
         Parameters
         ----------
-        point : ``"H=8,keep=0.25"`` or a dict; or give the values as keywords.
-            Variables the point does not name come from the grid's ``derive`` expressions
-            (and ``omega`` from ``keep``).
-        runs : k: also give the interval for the mean of k new runs at the point (the
+        point : str or dict, optional
+            ``"H=8,keep=0.25"`` or a dict; or give the values as keywords. Variables the point
+            does not name come from the grid's ``derive`` expressions (and ``omega`` from
+            ``keep``).
+        runs : int, optional
+            k: also give the interval for the mean of k new runs at the point (the
             configuration's mean plus the seed noise of k runs).
+        **values : float
+            The point's values as keywords, e.g. ``H=8, keep=0.25``.
 
         Returns
         -------
@@ -375,7 +421,18 @@ class FittedForm(Result):
 
     def to_dict(self, cells: bool = True) -> dict:
         """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out
-        the per-cell table (observed values, predictions, residuals)."""
+        the per-cell table (observed values, predictions, residuals).
+
+        Parameters
+        ----------
+        cells : bool, optional
+            Include the per-cell table (default True).
+
+        Returns
+        -------
+        dict
+            The fit, JSON-ready.
+        """
         out = {
             "fitrules_version": __version__,
             "data": self.data,
@@ -436,7 +493,29 @@ class FittedForm(Result):
         """Write a report directory: report.md, figures and results.json (with the per-cell
         table unless ``cells=False``, e.g. for data that may not be redistributed); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files too;
-        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``)."""
+        ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``).
+
+        Parameters
+        ----------
+        target : str or path
+            The report directory to write; it must not exist unless ``force``.
+        force : bool, optional
+            Replace an existing directory (swapped in one step once the new one is written).
+        command : str, optional
+            The command that made the result, written into the report.
+        cells : bool, optional
+            Include the per-cell table in results.json (default True).
+        figure_format : str or sequence of str, optional
+            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
+        labels : str or dict, optional
+            Names of columns on the axes, ``{"val/loss": "validation loss"}`` or
+            ``"val/loss=validation loss"``.
+
+        Returns
+        -------
+        pathlib.Path
+            The report directory written.
+        """
         from fitrules.base.errors import report_parameter
         from fitrules.base.outputs import check_result_output, inputs_of
         from fitrules.views.figures import axis_labels, figure_formats
@@ -451,8 +530,21 @@ class FittedForm(Result):
     def plot_fit(self, ax=None, labels=None, units=None):
         """Observed against predicted at every cell; returns the matplotlib Axes.
 
-        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
-        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         with figures.axis_labels(labels, units):
@@ -463,8 +555,23 @@ class FittedForm(Result):
     def plot_residuals(self, x: str | None = None, ax=None, labels=None, units=None):
         """Relative residuals against the variable ``x`` (default: the form's first).
 
-        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
-        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        Parameters
+        ----------
+        x : str, optional
+            A variable of the form (default: its first).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         x = x or self.form.bound_variables[0]
@@ -476,8 +583,23 @@ class FittedForm(Result):
         """Data and the fitted form against ``x`` (default: the form's first variable), with
         the prediction interval (misfit included) shaded when intervals were asked for.
 
-        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
-        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        Parameters
+        ----------
+        x : str, optional
+            A variable of the form (default: its first).
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views import figures
 
         x = x or self.form.bound_variables[0]

@@ -338,19 +338,41 @@ class Search(Result):
 
     Attributes
     ----------
-    candidates : one row per fitted candidate: name, expression, constants, how often the
+    grid_label : str
+        Where the grid came from, for messages.
+    grammar : Grammar
+        The grammar the candidates were proposed from.
+    settings : dict
+        The search's settings (splits, seeds, rule, budgets grown, ...).
+    candidates : DataFrame
+        One row per fitted candidate: name, expression, constants, how often the
         unrestricted procedure picked it across outer splits and its median outer error in
         those splits, and its own median outer error over all outer splits (descriptive:
         never a selection criterion).
-    budgets : one row per budget (at most k constants): the procedure's outer error (median,
+    budgets : DataFrame
+        One row per budget (at most k constants): the procedure's outer error (median,
         trimmed mean, p90 over outer splits), the winners' median inner error, the optimism
         (outer / inner), the most-picked form and its share, the form picked from all cells,
         and whether the budget is on the Pareto front.
-    choices : one row per (budget, outer split): the form picked, its inner and outer error.
-    references : one row per reference form: its outer error on the same outer splits and how
-        often the unrestricted procedure's pick beat it.
-    pruned : why candidates were dropped before the nested fits, with counts.
-    dropped : one row per dropped candidate: name, expression, reason.
+    choices : DataFrame
+        One row per (budget, outer split): the form picked, its inner and outer error.
+    references : DataFrame
+        One row per reference form: its outer error on the same outer splits and how often
+        the unrestricted procedure's pick beat it.
+    pruned : dict of str to int
+        Why candidates were dropped before the nested fits, with counts.
+    dropped : DataFrame
+        One row per dropped candidate: name, expression, reason.
+    n_generated : int
+        Candidates the grammar proposed.
+    forms : dict of str to Form
+        The forms of the candidates kept for the nested fits, by name.
+    seconds : float
+        Wall time of the search.
+    warnings : list of str
+        One-line warnings about the search.
+    pick_guard : dict
+        The wild-extrapolation guard's verdict on the pick at the points of ``at``.
     """
 
     grid_label: str

@@ -58,33 +58,47 @@ class Tuning(Result):
 
     Attributes
     ----------
-    runs : the grid's runs reduced to one row per (configuration, evaluated seed): the run of
+    runs : DataFrame
+        The grid's runs reduced to one row per (configuration, evaluated seed): the run of
         that seed at the level chosen without it. Each tuned column ``f`` is replaced by
         ``tuned_f`` (the chosen level); the other columns are kept.
-    grid : a :class:`TunedGrid` holding ``runs`` (its ``excluded`` are the evaluated seeds'
+    grid : TunedGrid
+        A :class:`TunedGrid` holding ``runs`` (its ``excluded`` are the evaluated seeds'
         runs at the chosen level that diverged), for the rest of fitrules.
-    choices : one row per (configuration, fold): the configuration's factor values, ``fold``
+    choices : DataFrame
+        One row per (configuration, fold): the configuration's factor values, ``fold``
         (``"A->B"``, ``"B->A"`` or ``"tune seeds"``), ``choosing_seeds``,
         ``evaluated_seeds``, ``chosen_<f>`` per tuned factor, ``criterion`` (the winning
         mean over the choosing seeds), ``tried_<f>`` (levels tried in the configuration),
         ``at_edge`` and ``edge`` (``"lowest"``, ``"highest"``, ``"only level"``, or for
         several factors e.g. ``"lr highest"``), ``n_evaluated`` (runs output) and
         ``n_left_out`` (evaluated seeds whose run at the chosen level is missing or diverged).
-    curves : one row per (configuration, level): ``mean``, ``sem`` and ``n_runs`` over the
+    curves : DataFrame
+        One row per (configuration, level): ``mean``, ``sem`` and ``n_runs`` over the
         kept runs of all seeds, ``n_diverged`` (runs set aside as diverged or non-finite),
         the selection criterion of each fold (``criterion_A`` and ``criterion_B`` for
         cross-fitting, ``criterion_tune`` for tune seeds; +inf when the level diverged on a
         choosing seed) and ``chosen_by`` (the folds that chose the level, comma-separated).
-    flattery : one row per configuration: ``honest`` (mean of the output runs),
+    flattery : DataFrame
+        One row per configuration: ``honest`` (mean of the output runs),
         ``n_honest``, ``same_seeds`` (minimum over levels of the mean over all seeds, i.e.
         choosing and measuring on the same seeds), ``optimism = honest - same_seeds``,
         ``same_seeds_<f>`` (the level that choice picks), ``chosen_<f>`` (a tuple, the level
         each fold chose) and ``folds_agree``.
-    warnings : one-line strings: winners at the edge of the sweep (not said of a fold in
+    warnings : list of str
+        One-line strings: winners at the edge of the sweep (not said of a fold in
         which every level diverged, whose choice is the default smallest level; that fold
         gets its own line), runs left out, configurations with one level.
-    factors : the tuned factors; configuration : the factors that define a configuration.
-    scheme : ``"cross-fit"`` or ``"tune seeds"``; tune_seeds : the tuning seeds, if given.
+    factors : tuple of str
+        The tuned factors.
+    configuration : tuple of str
+        The factors that define a configuration.
+    scheme : {"cross-fit", "tune seeds"}
+        How the levels were chosen.
+    tune_seeds : tuple or None
+        The tuning seeds, if given.
+    seeds : tuple
+        Every seed of the grid.
     """
 
     runs: pd.DataFrame
@@ -119,8 +133,23 @@ class Tuning(Result):
         """The metric against each tuned level per configuration, winners marked; returns the
         matplotlib Axes.
 
-        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
-        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        by : str, optional
+            A configuration factor: one line per level of it, averaging over the others.
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views.figures import axis_labels
         from fitrules.views.tuning import lr_curves
 
@@ -130,8 +159,25 @@ class Tuning(Result):
     def plot_chosen(self, x: str, y: str, ax=None, labels=None, units=None):
         """The level chosen at each configuration over two factors; returns the Axes.
 
-        ``labels`` (``{"N": "parameters"}`` or ``"N=parameters,D=tokens"``) names columns on the
-        axes; ``units`` gives columns a unit (``{"loss": "nats"}``)."""
+        Parameters
+        ----------
+        x : str
+            The factor on the horizontal axis.
+        y : str
+            The factor on the vertical axis.
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views.figures import axis_labels
         from fitrules.views.tuning import chosen_levels_map
 

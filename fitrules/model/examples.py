@@ -39,12 +39,14 @@ def example_path(name: str, kind: str = "grid") -> Path:
     ----------
     name : str
         A name from :func:`list_examples`, e.g. ``"main"``.
-    kind : {"grid", "spec", "manifest"}
-        The results table (CSV), the simulate spec (TOML) or the manifest beside the table.
+    kind : {"grid", "spec", "manifest"}, optional
+        The results table (CSV, the default), the simulate spec (TOML) or the manifest beside
+        the table.
 
     Returns
     -------
     pathlib.Path
+        The file's path.
 
     Raises
     ------
@@ -79,13 +81,14 @@ def load_example(name: str, **load: Any):
     ----------
     name : str
         A name from :func:`list_examples`, e.g. ``"main"``.
-    **load
+    **load : str or sequence of str
         Passed to :func:`fitrules.load_grid`: ``where``, ``derive``, ``metric``, ``unit``,
         ``seed_col``.
 
     Returns
     -------
     Grid
+        The shipped grid, checked.
 
     Raises
     ------

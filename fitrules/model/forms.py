@@ -47,13 +47,36 @@ class Form:
 
     Parameters
     ----------
-    name : identifier used in tables and on the command line.
-    expression : arithmetic over variables and constants (``+ - * / **``, ``log``, ``exp``,
+    name : str
+        Identifier used in tables and on the command line.
+    expression : str
+        Arithmetic over variables and constants (``+ - * / **``, ``log``, ``exp``,
         ``sqrt``).
-    variables : the names that are grid columns; ``None`` resolves them against the grid.
-    bounds : per constant, (low, high); nonlinear constants default to (-10, 10).
-    start : per nonlinear constant, the range searched by the starting grid (default (-3, 3)).
-    description : one sentence for ``fitrules forms show``.
+    variables : sequence of str, optional
+        The names that are grid columns; ``None`` resolves them against the grid.
+    bounds : dict of str to (float, float), optional
+        Per constant, (low, high); nonlinear constants default to (-10, 10).
+    start : dict of str to (float, float), optional
+        Per nonlinear constant, the range searched by the starting grid (default (-3, 3)).
+    description : str, optional
+        One sentence for ``fitrules forms show``.
+    source : str, optional
+        Where the form was defined, for messages (default ``"command line"``).
+    fixed : dict of str to float, optional
+        Constants held at a value instead of fitted.
+    by : str, optional
+        Fit one form per level of this column, jointly (see :func:`fitrules.fit`).
+    shared : sequence of str, optional
+        With ``by``, the constants common to all groups (default: the nonlinear ones).
+    levels : dict of str to tuple of float, optional
+        Per column of a per-level constant ``c[COL]`` or of ``by``, its levels; set by
+        :meth:`bind` from the grid's runs.
+    origin : str, optional
+        Where the form came from when a tool proposed it (``fitrules search``).
+    ranges : dict of str to DefaultRange, optional
+        Default ranges of the constants that scale or shift a variable, read from the grid's
+        values when the form is bound (see :mod:`fitrules.model.ranges`); ``bounds`` replace
+        them.
 
     Examples
     --------
@@ -317,9 +340,16 @@ class Form:
 
         Parameters
         ----------
-        columns : the grid's columns.
-        data : the grid's runs; needed when the form has per-level constants ``c[COL]`` or
-            groups (``by``): one constant per level of ``COL`` found in ``data``.
+        columns : iterable of str
+            The grid's columns.
+        data : DataFrame, optional
+            The grid's runs; needed when the form has per-level constants ``c[COL]`` or groups
+            (``by``): one constant per level of ``COL`` found in ``data``.
+
+        Returns
+        -------
+        Form
+            A copy whose variables are bound to ``columns``.
 
         Raises
         ------
@@ -1004,7 +1034,18 @@ def load_forms_file(path: Path) -> dict[str, Form]:
 
 
 def available_forms(cwd: Path | None = None) -> dict[str, Form]:
-    """Built-in forms plus those in ``forms.toml`` of ``cwd`` (the working directory)."""
+    """Built-in forms plus those in ``forms.toml`` of ``cwd`` (the working directory).
+
+    Parameters
+    ----------
+    cwd : path, optional
+        The folder whose ``forms.toml`` is read (default: the working directory).
+
+    Returns
+    -------
+    dict of str to Form
+        Every form by name.
+    """
     forms = dict(BUILTIN_FORMS)
     path = Path(cwd or ".") / FORMS_FILE
     if path.exists() or path.is_symlink():

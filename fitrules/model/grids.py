@@ -194,10 +194,43 @@ class Grid:
 
     Attributes
     ----------
-    runs : the rows kept (metric finite, not diverged), with derived columns added.
-    excluded : rows set aside, with a ``reason`` column.
-    metric : the metric column; seed : the seed column, if any.
-    path, sha256 : where the table came from.
+    runs : DataFrame
+        The rows kept (metric finite, not diverged), with derived columns added.
+    excluded : DataFrame
+        Rows set aside, with a ``reason`` column.
+    metric : str
+        The metric column.
+    seed : str or None
+        The seed column, if any.
+    path : path or None
+        Where the table came from, as given (its label in messages); None for a DataFrame.
+    sha256 : str or None
+        The SHA-256 of the file read.
+    where : tuple of str
+        The row filters applied.
+    derive : tuple of str
+        The derived columns' definitions (``"omega = 1/keep - 1"``).
+    rows_read : int
+        Rows in the table before any filter.
+    filtered_out : int
+        Rows the ``where`` filters removed.
+    name : str
+        The file's stem (``"main"``), or ``"DataFrame"``.
+    unit : str or None
+        The metric's unit, if known.
+    harness : bool
+        Written by ``fitrules simulate`` (a manifest beside the table says so): the harness's
+        column meanings and domain checks apply.
+    units : dict
+        The unit of each column that has one (``{"N": "parameters"}``), for axis labels.
+    row_numbers : ndarray or None
+        The 0-based row of the file each run came from (for messages); None if unknown.
+    duplicates_dropped : int
+        Exact copies of other rows dropped.
+    numbers_from_text : tuple of str
+        Columns that held numbers as text, read as numbers.
+    source : path or None
+        The file read, absolute; None for a DataFrame.
     """
 
     runs: pd.DataFrame
@@ -235,7 +268,18 @@ class Grid:
         return self.source if self.source is not None else self.path
 
     def line_of(self, i: int) -> str:
-        """Where run ``i`` (a position in ``runs``) is in the file, for messages."""
+        """Where run ``i`` (a position in ``runs``) is in the file, for messages.
+
+        Parameters
+        ----------
+        i : int
+            A position in ``runs``.
+
+        Returns
+        -------
+        str
+            ``"line N"`` of the file, or ``"run N"`` when the lines are not known.
+        """
         rows = self.row_numbers
         if rows is not None and len(rows) == len(self.runs):
             return f"line {_line(rows[i])}"
@@ -294,6 +338,11 @@ class Grid:
     def run_columns(self, variables: Sequence[str]) -> dict:
         """What happens to the columns no form reads that vary within a cell of ``variables``.
 
+        Parameters
+        ----------
+        variables : sequence of str
+            The columns the forms read, which define the cells.
+
         Returns
         -------
         dict
@@ -308,7 +357,19 @@ class Grid:
     def handling(self, variables: Sequence[str]) -> dict:
         """How the table was taken, for the data block of every result: rows filtered out by
         ``where``, the seed column, per-run columns ignored and factor-like columns pooled
-        over the cells of ``variables``."""
+        over the cells of ``variables``.
+
+        Parameters
+        ----------
+        variables : sequence of str
+            The columns the forms read, which define the cells.
+
+        Returns
+        -------
+        dict
+            ``filtered_out``, ``seed_column``, ``ignored_columns`` and ``pooled`` (and
+            ``duplicates_dropped`` or ``numbers_from_text`` when the table had them).
+        """
         cols = self.run_columns(variables)
         dropped = {"duplicates_dropped": self.duplicates_dropped} if self.duplicates_dropped else {}
         if self.numbers_from_text:
@@ -387,8 +448,16 @@ class Grid:
 
         Parameters
         ----------
-        variables : the columns the forms read.
-        positive : require every run's metric to be > 0 (relative and log objectives).
+        variables : sequence of str
+            The columns the forms read.
+        positive : bool, optional
+            Require every run's metric to be > 0 (relative and log objectives).
+
+        Returns
+        -------
+        Cells
+            One row per cell: the variables, the mean metric, the seed count and the standard
+            error.
 
         Raises
         ------
