@@ -1324,21 +1324,39 @@ def allocate(
 
     Parameters
     ----------
-    grid : Grid, DataFrame or path (``None``: the default grid, or with a fitted ``form``).
-    form : a name, ``"NAME = EXPR"``, a :class:`Form`, or a :class:`FittedForm` (then
-        ``grid`` is None and the fitting options are not used).
+    grid : Grid, DataFrame, path or None
+        The results table (``None``: the default grid, or with a fitted ``form``).
+    form : str, Form or FittedForm
+        A name, ``"NAME = EXPR"``, a :class:`Form`, or a :class:`FittedForm` (then ``grid``
+        is None and the fitting options are not used).
     cost : str
         The cost of a run, a product of powers of two of the form's variables
         (``"6*N*D"``, the training compute of a language model).
     budgets : str, float or sequence of float
         Budgets of the cost: a number, a list, ``"1e20,1e21"`` or a log-spaced range
         ``"LOW:HIGH:COUNT"``.
-    intervals : str
+    intervals : {"covariance", "bootstrap", "none"}
         ``"covariance"`` (the delta method on the fit's Jacobian covariance),
         ``"bootstrap"`` (percentiles over the fit's bootstrap refits: ``resamples``,
         ``seed``, ``bootstrap``) or ``"none"``. Both carry the constants' uncertainty only.
-    objective, delta, weights, fix, bounds : the fit's, as for :func:`fit`.
-    resamples, level, seed, bootstrap : the intervals' level, and the bootstrap's settings.
+    objective : str
+        The training objective, as for :func:`fit`.
+    delta : float
+        The Huber delta of ``log_huber``, as for :func:`fit`.
+    weights : str
+        How each cell counts in the fit, as for :func:`fit`.
+    fix : dict or sequence of str, optional
+        Constants held at a value, as for :func:`fit`.
+    bounds : dict or sequence of str, optional
+        Bounds of nonlinear constants, as for :func:`fit`.
+    resamples : int
+        Bootstrap refits (with ``intervals="bootstrap"``).
+    level : float
+        The intervals' level.
+    seed : int
+        The bootstrap's seed.
+    bootstrap : str
+        The bootstrap's kind, as for :func:`fit`.
 
     Returns
     -------

@@ -1812,9 +1812,10 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "first_constants", [2, 12], [1, 13, None, 2.5])
         return ApiCase(call, (), kw)
     if call == "plot":  # a result's figures, with labels and units (issue 44)
-        args = ("path", d(st.sampled_from(["fit", "compare"])))
+        args = ("path", d(st.sampled_from(["fit", "compare", "allocate"])))
         methods = ["plot_fit", "plot_residuals", "plot_curves"]
         methods += ["plot_heldout", "plot_paired"] if args[1] == "compare" else []
+        methods = ["plot_frontier"] if args[1] == "allocate" else methods
         kw["method"] = d(st.sampled_from(methods))
         labels = [None, "loss=validation loss", {"H": "sync interval"}, "zz=not a column"]
         units = [None, "loss=nats", {"H": "steps", "omega": "ratio"}]
@@ -1994,6 +1995,11 @@ def _call_api(case: ApiCase, root: Path):
         method = kw.pop("method")
         if kind == "fit":
             result, first = fr.fit(grid, "composition"), ()
+        elif kind == "allocate":
+            result, first = fr.allocate(
+                fr.load_grid(grid, derive=["N = 1/H", "D = keep"]),
+                "chin(N, D) = E + A/N**alpha + B/D**beta", cost="N*D", budgets="0.1",
+            ), ()  # fmt: skip
         else:
             result = fr.compare(grid, forms="composition,additive", splits=4)
             first = {"plot_heldout": (), "plot_paired": ("composition", "additive")}.get(

@@ -105,17 +105,33 @@ class Allocation(Result):
 
     Attributes
     ----------
-    fit : the :class:`~fitrules.jobs.fit.FittedForm` it was computed from.
-    cost : the cost (:class:`fitrules.engine.allocation.Cost`): ``k * x**p * y**q``.
-    table : one row per budget: the budget, each variable's optimum with its interval
-        (``N``, ``N_low``, ``N_high``, ...), the ratio y/x, the fitted loss there, and how far
-        the optimum lies outside the grid's range (``extrapolation``, empty inside it).
-    exponents : per variable, the exponent of its optimum against the budget (x* ~ C^a) at
+    fit : FittedForm
+        The :class:`~fitrules.jobs.fit.FittedForm` it was computed from.
+    cost : Cost
+        The cost (:class:`fitrules.engine.allocation.Cost`): ``k * x**p * y**q``.
+    table : DataFrame
+        One row per budget: the budget, each variable's optimum with its interval (``N``,
+        ``N_low``, ``N_high``, ...), the ratio y/x, the fitted loss there, and how far the
+        optimum lies outside the grid's range (``extrapolation``, empty inside it).
+    exponents : dict
+        Per variable, the exponent of its optimum against the budget (x* ~ C^a) at
         ``reference_budget``, with its interval; constant for the closed form.
-    method : ``"closed form"`` (``E + A*x**-alpha + B*y**-beta``) or ``"numerical"``.
-    intervals : ``"covariance"``, ``"bootstrap"`` or ``"none"``; ``interval_kind`` says
-        what the intervals carry; ``failed_draws`` bootstrap refits that gave no optimum.
-    grid_range : per variable, the (lowest, highest) value in the fitted cells.
+    method : {"closed form", "numerical"}
+        ``"closed form"`` (``E + A*x**-alpha + B*y**-beta``) or ``"numerical"``.
+    intervals : {"covariance", "bootstrap", "none"}
+        How the intervals were made; ``interval_kind`` says what they carry.
+    level : float
+        The intervals' level.
+    reference_budget : float
+        The budget at which the exponents are read.
+    grid_range : dict
+        Per variable, the (lowest, highest) value in the fitted cells.
+    failed_draws : int
+        Bootstrap refits that gave no optimum.
+    draws : int
+        Bootstrap refits used.
+    notes : list of str
+        What the table's reader should know (extrapolation, budgets without an optimum).
     """
 
     fit: object
@@ -140,7 +156,23 @@ class Allocation(Result):
         return (self.cost.x, self.cost.y)
 
     def at(self, budget: float) -> dict:
-        """The row of ``budget`` (one of the budgets), as a dict."""
+        """The row of ``budget`` (one of the budgets), as a dict.
+
+        Parameters
+        ----------
+        budget : float
+            One of the allocation's budgets.
+
+        Returns
+        -------
+        dict
+            The table's row at that budget.
+
+        Raises
+        ------
+        FitrulesError
+            For a budget that is not one of the allocation's.
+        """
         hit = np.isclose(self.table["budget"].to_numpy(), float(budget), rtol=1e-12, atol=0)
         if not hit.any():
             raise FitrulesError(
@@ -190,12 +222,30 @@ class Allocation(Result):
         return (f"Allocation({self.fit.form.name}, cost {self.cost.text}: {x}* ~ C^{a:.4g}, "
                 f"{len(self.table)} budgets)")  # fmt: skip
 
-    def plot_frontier(self, ax=None):
+    def plot_frontier(self, ax=None, labels=None, units=None):
         """The loss-optimal frontier: each variable's optimum against the budget (log axes),
-        its interval shaded, extrapolation beyond the grid's range dashed; returns the Axes."""
-        from fitrules.views.allocate import frontier
+        its interval shaded, extrapolation beyond the grid's range dashed.
 
-        return frontier(self, ax)
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Names for columns on the axes, ``{"N": "parameters"}`` or
+            ``"N=parameters,D=tokens"``.
+        units : dict or str, optional
+            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
+        from fitrules.views.allocate import frontier
+        from fitrules.views.figures import axis_labels
+
+        with axis_labels(labels, units):
+            return frontier(self, ax)
 
 
 def run(fitted, cost_text: str, budgets, intervals: str, level: float) -> Allocation:

@@ -450,9 +450,22 @@ class Search(Result):
 
     def plot_front(self, ax=None, labels=None, units=None):
         """Outer held-out error against the number of constants: the search at each budget,
-        its front, every candidate and the references; returns the matplotlib Axes.
-        ``labels`` and ``units`` are taken as by the other results' ``plot_*`` (this figure's
-        axes name no column)."""
+        its front, every candidate and the references.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Taken as by the other results' ``plot_*`` (this figure's axes name no column).
+        units : dict or str, optional
+            Taken as by the other results' ``plot_*``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
         from fitrules.views.figures import axis_labels
         from fitrules.views.search import plot_front
 
