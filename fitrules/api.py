@@ -1149,15 +1149,16 @@ def _constraints_of(constraints, f: Form, intervals, points):
 
     cons = parse_constraints(constraints, f.constants, f.name)
     if cons and intervals not in (False, "profile"):
+        shown = "bootstrap" if intervals is True else intervals
         raise FitrulesError(
-            f"intervals {intervals!r} with constraints: the bootstrap's refits do not keep "
-            "constraints; use intervals='profile' (--intervals profile)"
+            f"--intervals {shown} with --constraint: the bootstrap's refits do not keep "
+            "constraints; use --intervals profile"
         )
     if cons and points:
         raise FitrulesError(
-            "predict with constraints: the leave-one-cell-out refits of prediction intervals "
-            "do not keep constraints; fit with constraints, then call .predict() for the "
-            "value and its standard error"
+            "--predict with --constraint: the leave-one-cell-out refits of prediction "
+            "intervals do not keep constraints; fit with them, then predict from the fit for "
+            "the value and its standard error"
         )
     return cons
 
