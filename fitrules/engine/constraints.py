@@ -95,14 +95,13 @@ def parse_constraints(items: str | Sequence[str] | None, constants: Sequence[str
     """
     if items is None:
         return Constraints(tuple(constants), ())
-    if isinstance(items, str):
-        texts = [t for t in (s.strip() for s in items.split(";")) if t]
-    elif isinstance(items, Sequence) and all(isinstance(t, str) for t in items):
-        texts = [t for s in items for t in (u.strip() for u in s.split(";")) if t]
-    else:
-        raise FormError(
-            f"constraints {items!r}: give a text such as 'b > a' or a list of them"
-        )
+    given = [items] if isinstance(items, str) else items
+    if not (isinstance(given, Sequence) and all(isinstance(t, str) for t in given)):
+        raise FormError(f"constraints {items!r}: give a text such as 'b > a' or a list of them")
+    for t in given:
+        if not t.strip(" ;"):
+            raise FormError(f"--constraint {t!r}: empty; give one such as 'b > a'")
+    texts = [t for s in given for t in (u.strip() for u in s.split(";")) if t]
     if len(texts) > MAX_CONSTRAINTS:
         raise FormError(f"constraints: {len(texts)} given; at most {MAX_CONSTRAINTS}")
     out = tuple(_parse_one(t, tuple(constants), form) for t in texts)

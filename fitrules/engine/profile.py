@@ -35,6 +35,7 @@ refit each point under them too, and stop where the constraints allow no further
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -183,12 +184,15 @@ class _Problem:
         huber = self.obj.kind == "log_huber"
         bounded = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
         try:
-            res = least_squares(
-                fun, x0, jac=jac, bounds=(lo, hi) if bounded else (-np.inf, np.inf),
-                method="trf" if bounded or huber else "lm", x_scale="jac",
-                loss="huber" if huber else "linear", f_scale=self.obj.delta if huber else 1.0,
-                ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=400,
-            )  # fmt: skip
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a failed refit is reported, not warned of
+                res = least_squares(
+                    fun, x0, jac=jac, bounds=(lo, hi) if bounded else (-np.inf, np.inf),
+                    method="trf" if bounded or huber else "lm", x_scale="jac",
+                    loss="huber" if huber else "linear",
+                    f_scale=self.obj.delta if huber else 1.0,
+                    ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=400,
+                )  # fmt: skip
         except (ValueError, np.linalg.LinAlgError):
             return put(x0), math.inf, False
         t = put(res.x)
@@ -227,7 +231,8 @@ class _Problem:
             cons.append({"type": "ineq", "fun": lambda u: G @ (u * sc) - h,
                          "jac": lambda u: G * sc})  # fmt: skip
         lo, hi = self.lower / sc, self.upper / sc
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             res = minimize(f, theta / sc, jac=grad, method="SLSQP", constraints=cons,
                            bounds=Bounds(lo, hi), options={"ftol": 1e-15, "maxiter": 1000})  # fmt: skip
         t = res.x * sc
