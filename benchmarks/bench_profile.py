@@ -118,9 +118,10 @@ def run(name: str, law: dict, grids: int, level: float, seed: int) -> None:
         pf = np.isfinite(p[:, 1])
         wf = np.isfinite(w[:, 1])
         mark = " *" if c in law["show"] else ""
+        pw = p[pf, 1].mean() if pf.any() else math.nan
         print(f"{c:>9} {law['truth'][c]:>7g} | {w[:, 0].mean():>10.3f} "
               f"{w[wf, 1].mean():>10.4g} | {p[:, 0].mean():>13.3f} "
-              f"{p[pf, 1].mean() if pf.any() else math.nan:>10.4g} {int((~pf).sum()):>5}{mark}")  # fmt: skip
+              f"{pw:>10.4g} {int((~pf).sum()):>5}{mark}")  # fmt: skip
 
 
 def main() -> None:

@@ -234,7 +234,8 @@ class _Problem:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = minimize(f, theta / sc, jac=grad, method="SLSQP", constraints=cons,
-                           bounds=Bounds(lo, hi), options={"ftol": 1e-15, "maxiter": 1000})  # fmt: skip
+                           bounds=Bounds(lo, hi),
+                           options={"ftol": 1e-15, "maxiter": 1000})  # fmt: skip
         t = res.x * sc
         for j, v in fixed.items():
             t[j] = v
@@ -353,7 +354,10 @@ def constrained_uncertainty(
 def _threshold(problem: _Problem, theta: np.ndarray, q: float, dof: int, level: float):
     t = _t_quantile(level, dof)
     if problem.obj.kind != "log_huber":
-        return t * t * q / dof, f"s^2 t^2 = s^2 F(1, {dof}), t the two-sided {level:g} quantile of t on {dof} dof"
+        return (
+            t * t * q / dof,
+            f"s^2 t^2 = s^2 F(1, {dof}), t the two-sided {level:g} quantile of t on {dof} dof",
+        )
     r = problem.residuals(theta)
     d = problem.obj.delta
     psi = np.clip(r, -d, d)
@@ -484,8 +488,8 @@ def _walk(problem: _Problem, theta: np.ndarray, j: int, side: float, h: float, e
             except (_NoFit, ValueError):
                 return v, f"{where} end at the last refit ({name} = {v:.6g})"
         if at_edge:
-            bound = "its bound" if edge in (problem.lower[j], problem.upper[j]) else (
-                "the constraints' limit")
+            bounded = edge in (problem.lower[j], problem.upper[j])
+            bound = "its bound" if bounded else "the constraints' limit"
             return v, f"{where} side reaches {bound} ({name} = {v:.6g}) before the threshold"
         prev_v, prev_t = v, warm["t"].copy()
     return side * math.inf, (
