@@ -550,9 +550,9 @@ def _offset_note(f) -> str:
         return ""
     moved = [c for c, v in f.seed_offset_sd.items() if v > 0 and math.isfinite(v)]
     unit, scale = spread_unit(off.relative)
+    whose = "profile intervals" if f.profile is not None else "bootstrap's"
     return (
-        f": the {'profile intervals' if f.profile is not None else "bootstrap's"}, widened in "
-        f"quadrature by the grid's seed offset (one seed id's "
+        f": the {whose}, widened in quadrature by the grid's seed offset (one seed id's "
         f"shared effect {scale * math.sqrt(off.shared_var):.3g}{unit} over {len(off.seeds)} "
         f"ids, t quantile on {off.df} degrees of freedom), which moves "
         + (", ".join(moved) if moved else "no constant")
