@@ -537,7 +537,8 @@ def uncertainty_lines(f) -> list[str]:
         theta = [f.constants[c] for c in f.constraints.constants]
         active = f.constraints.active(theta)
         lines.append(
-            "constraints: " + "; ".join(c.text for c in f.constraints.items)
+            "constraints: "
+            + "; ".join(c.text for c in f.constraints.items)
             + (f" (active at the fit: {'; '.join(active)})" if active else " (none active)")
         )
     return lines
