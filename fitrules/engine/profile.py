@@ -10,10 +10,12 @@ risen from the fit's ``Q`` by the threshold
   estimated, calibrated by F on ``n - p`` degrees of freedom for small grids (Bates and
   Watts, Nonlinear Regression Analysis, 1988, section 6.1). For a model linear in its
   constants this is exactly the t interval ``value +- t se``;
-- ``log_huber``: ``t^2 mean(psi^2) / (2 m)`` with ``psi`` the log residuals clipped at
-  +-delta, ``mean`` over ``n - p`` degrees of freedom and ``m`` the share of residuals within
-  delta: the drop-in-dispersion test of an M-estimate (Ronchetti, 1982), which reduces to
-  the line above where no residual is clipped (``Q`` there is half a sum of squares).
+- ``log_huber``: ``t^2 m s^2 / 2`` with ``s^2`` Huber's sandwich factor (the standard
+  errors' scale, see :mod:`fitrules.engine.intervals`) and ``m`` the share of residuals
+  within delta: near the fit the objective rises as ``m/2`` times the squared Jacobian
+  distance, so this is the Wald interval's ``t se`` read off the objective instead (the
+  drop-in-dispersion test of an M-estimate, Ronchetti, 1982), which reduces to the line
+  above where no residual is clipped (``Q`` there is half a sum of squares).
 
 The interval need not be symmetric and follows the objective where the Jacobian's quadratic
 picture (the Wald interval ``value +- t se``) is poor: exponents, and floors near the data.
@@ -358,13 +360,24 @@ def _threshold(problem: _Problem, theta: np.ndarray, q: float, dof: int, level: 
             t * t * q / dof,
             f"s^2 t^2 = s^2 F(1, {dof}), t the two-sided {level:g} quantile of t on {dof} dof",
         )
+    from fitrules.engine.intervals import _huber_scale2
+
     r = problem.residuals(theta)
-    d = problem.obj.delta
-    psi = np.clip(r, -d, d)
-    m = float((np.abs(r) <= d).mean()) or 1.0
+    n, d = len(r), problem.obj.delta
+    s2 = _huber_scale2(r, d, n, n - dof)  # the sandwich factor of the standard errors
+    inside = np.abs(r) <= d
+    if inside.sum() >= 10:
+        m = float(inside.mean())
+    else:  # too few inside to count: a normal bulk, as the sandwich factor takes it
+        from scipy import stats
+
+        sigma = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        m = float(2 * stats.norm.cdf(d / sigma) - 1) if sigma > 0 else 1.0
+    m = m if m > 0 else 1.0
     return (
-        0.5 * t * t * float((psi**2).sum()) / dof / m,
-        f"t^2 sum(psi^2) / (2 (n - p) m), t on {dof} dof, m = {m:.3g} the share within delta",
+        0.5 * t * t * m * s2,
+        f"t^2 m s^2 / 2, s^2 Huber's sandwich factor of the standard errors, m = {m:.3g} the "
+        f"share of residuals within delta, t on {dof} dof",
     )
 
 
