@@ -948,9 +948,10 @@ def fit(
     shared: Sequence[str] | str | None = None,
     tune: str | Sequence[str] | None = None, tune_seeds: Sequence[int] | str | None = None,
     # intervals and predictions
-    intervals: bool = False, predict: str | dict | Sequence[str | dict] = (),
+    intervals: bool | str = False, predict: str | dict | Sequence[str | dict] = (),
     runs: int | None = None, bootstrap: str = FIT.bootstrap, resamples: int = FIT.resamples,
     seed: int = FIT.seed, level: float = FIT.level,
+    constraints: str | Sequence[str] | None = None,
 ):  # fmt: skip
     """Fit one form on every cell of a grid, with standard errors and optional intervals.
 
@@ -985,10 +986,19 @@ def fit(
         Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
     tune_seeds : sequence of int or str, optional
         The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
-    intervals : bool, optional
-        Also refit on bootstrap replicates for intervals of the constants, and once per cell
-        with that cell left out for prediction intervals that carry the form's misfit (implied
-        by ``predict``).
+    intervals : bool or {"bootstrap", "profile"}, optional
+        ``True`` or ``"bootstrap"``: also refit on bootstrap replicates for intervals of the
+        constants, and once per cell with that cell left out for prediction intervals that
+        carry the form's misfit (implied by ``predict``); ``"profile"``: profile-likelihood
+        intervals of the constants instead of the bootstrap's (each constant held on a path of
+        values, the others refitted; see :mod:`fitrules.engine.profile`), with the same
+        prediction intervals.
+    constraints : str or sequence of str, optional
+        Linear constraints between constants, ``"b > a"``, ``"a + b = 1"``, ``"c >= 0.5*b"``
+        (a text, texts, or several in one text separated by ``;``), enforced by the optimiser
+        (see :mod:`fitrules.engine.constraints`); with them, intervals are ``"profile"`` only
+        and ``predict`` is refused (the bootstrap's and the prediction intervals' refits do not
+        keep constraints).
     predict : str, dict or sequence of str or dict, optional
         Points to predict, e.g. ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
     runs : int, optional
@@ -1021,7 +1031,7 @@ def fit(
     from fitrules.engine.intervals import robust_cells
     from fitrules.jobs.fit import FittedForm
 
-    _check_fit_arguments(intervals, bootstrap, predict, resamples, seed)
+    _check_fit_arguments(intervals, bootstrap, predict, resamples, seed, constraints)
     if not isinstance(form, Form | str):
         raise FormError(f"form {form!r}: give one form: a name, 'NAME = EXPR' or a fitrules.Form")
     g = as_grid(grid)
@@ -1042,28 +1052,41 @@ def fit(
     points = _prediction_points(predict, f, g)
     if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
         raise FitrulesError(f"runs {runs!r}: the number of new runs must be a whole number >= 1")
+    cons = _constraints_of(constraints, f, intervals, points)
     with_intervals = bool(intervals or points)
+    profile = intervals == "profile"
     if with_intervals:
         resamples, seed, level = arg.count(resamples, "resamples"), arg.seed(seed), arg.level(level)
-    result, boot = _fit_or_bootstrap(g, f, obj, cells, w, with_intervals, resamples, seed, level,
-                                     bootstrap, weights)  # fmt: skip
-    unc = _jacobian_of(f, cells, w, result, obj)
+    result, boot = _fit_or_bootstrap(g, f, obj, cells, w, with_intervals and not profile,
+                                     resamples, seed, level, bootstrap, weights)  # fmt: skip
+    if cons:
+        from fitrules.engine.profile import constrained_fit
+
+        result = constrained_fit(f, cells.X, cells.y, result, cons, obj, w)
+    unc = _jacobian_of(f, cells, w, result, obj, cons)
     fitted = FittedForm(f, result, cells, obj, unc, _fit_data(g, f, cells), g.unit, boot,
                         derive=tuple(g.derive), weights=weights, harness=g.harness)  # fmt: skip
     fitted.heldout = fitted.seed_offset = fitted.offset_response = None
-    if with_intervals:
+    fitted.constraints = cons or None
+    if with_intervals and not cons:
         fitted.heldout, fitted.seed_offset, fitted.offset_response = _misfit_parts(
             g, f, cells, result, obj, level, w
         )
+    if profile:
+        from fitrules.engine.profile import profile_intervals
+
+        fitted.profile = profile_intervals(f, cells.X, cells.y, result.constants, obj, level, w,
+                                           cons or None)  # fmt: skip
     fitted.predictions = [fitted.predict(p, runs) for p in points]
-    fitted.call = _fit_call(g, objective, delta, weights, tune, tune_seeds, with_intervals,
-                            bootstrap, resamples, seed, level)  # fmt: skip
+    fitted.call = _fit_call(g, objective, delta, weights, tune, tune_seeds,
+                            "profile" if profile else with_intervals, bootstrap, resamples, seed,
+                            level, [c.text for c in cons.items] if cons else None)  # fmt: skip
     made_from(fitted, g)
     return fitted
 
 
 def _fit_call(g, objective, delta, weights, tune, tune_seeds, intervals, bootstrap, resamples,
-              seed, level) -> dict:  # fmt: skip
+              seed, level, constraints=None) -> dict:  # fmt: skip
     """What :func:`load_fit` needs to make a fit again: how its grid was read (the form's
     own setup, fixed values, bounds and groups, is in the form's record) and the fit's
     arguments."""
@@ -1075,8 +1098,9 @@ def _fit_call(g, objective, delta, weights, tune, tune_seeds, intervals, bootstr
         "tune": tune if tune is None or isinstance(tune, str) else list(tune),
         "tune_seeds": tune_seeds if tune_seeds is None or isinstance(tune_seeds, str)
         else list(tune_seeds),
-        "intervals": bool(intervals), "bootstrap": bootstrap, "resamples": resamples,
-        "seed": seed, "level": level,
+        "intervals": intervals if intervals == "profile" else bool(intervals),
+        "bootstrap": bootstrap, "resamples": resamples, "seed": seed, "level": level,
+        "constraints": constraints,
     }  # fmt: skip
 
 
@@ -1153,7 +1177,7 @@ def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
                 by=spec.get("by"), shared=spec.get("shared"), tune=call["tune"],
                 tune_seeds=call["tune_seeds"], intervals=call["intervals"],
                 bootstrap=call["bootstrap"], resamples=call["resamples"], seed=call["seed"],
-                level=call["level"])  # fmt: skip
+                level=call["level"], constraints=call.get("constraints"))  # fmt: skip
     for name, value in doc["constants"].items():
         now = refit.constants.get(name)
         if now is None or value is None or not math.isclose(now, value, rel_tol=SAVED_FIT_RTOL,
@@ -1206,11 +1230,17 @@ def _saved_fit(source) -> tuple[dict, str]:
     return doc, label
 
 
-def _check_fit_arguments(intervals, bootstrap, predict, resamples, seed) -> None:
+def _check_fit_arguments(intervals, bootstrap, predict, resamples, seed, constraints) -> None:
     """The types and ranges of a fit's undeclared options, before the grid is read (the
     declared ones, objective, delta and level, are checked by ``FIT.check``)."""
-    arg.flag(intervals, "intervals")
     arg.text(bootstrap, "bootstrap")
+    if constraints is not None and not (
+        isinstance(constraints, str)
+        or isinstance(constraints, Sequence) and all(isinstance(c, str) for c in constraints)
+    ):
+        raise FitrulesError(
+            f"constraints {constraints!r}: give a text such as 'b > a' or a list of them"
+        )
     if intervals or predict:
         arg.count(resamples, "resamples")
         arg.seed(seed)
@@ -1255,12 +1285,38 @@ def _fit_or_bootstrap(g, f, obj, cells, w, with_intervals, resamples, seed, leve
     return result, boot
 
 
-def _jacobian_of(f, cells, w, result, obj):
+def _jacobian_of(f, cells, w, result, obj, constraints=None):
     from fitrules.engine.fit import WEIGHT_KEY
     from fitrules.engine.intervals import jacobian_uncertainty
 
+    if constraints:
+        from fitrules.engine.profile import constrained_uncertainty
+
+        return constrained_uncertainty(f, cells.X, cells.y, result.constants, obj, w,
+                                       constraints)  # fmt: skip
     X = cells.X if w is None else {**cells.X, WEIGHT_KEY: w}
     return jacobian_uncertainty(f, X, cells.y, result.constants, obj)
+
+
+def _constraints_of(constraints, f: Form, intervals, points):
+    """The fit's constraints parsed against the bound form's free constants; refused with
+    the bootstrap or predictions, whose refits do not keep them."""
+    from fitrules.engine.constraints import parse_constraints
+
+    cons = parse_constraints(constraints, f.constants, f.name)
+    if cons and intervals not in (False, "profile"):
+        shown = "bootstrap" if intervals is True else intervals
+        raise FitrulesError(
+            f"--intervals {shown} with --constraint: the bootstrap's refits do not keep "
+            "constraints; use --intervals profile"
+        )
+    if cons and points:
+        raise FitrulesError(
+            "--predict with --constraint: the leave-one-cell-out refits of prediction "
+            "intervals do not keep constraints; fit with them, then predict from the fit for "
+            "the value and its standard error"
+        )
+    return cons
 
 
 def _fit_data(g: Grid, f: Form, cells) -> dict:

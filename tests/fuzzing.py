@@ -753,6 +753,12 @@ def compare_cases(draw) -> Case:
 BAD_RUNS = [0, -1, 10**5, "2.5", "nan"]
 
 
+# issue 44: linear constraints between constants (the forms fitted have L0, a, b)
+CONSTRAINTS = ["b > 0", "b <= 0.3", "L0 >= 2", "a + b = 1", "L0 >= 100*a", "b < 0.5*L0"]
+BAD_CONSTRAINTS = ["b > zz", "a*b > 1", "log(b) = 0", "b", "a > b > 0", "1 > 0", "b > nan",
+                   "__import__('os') = 1", "b >= 1e999", "", "H > 1"]
+
+
 @st.composite
 def fit_cases(draw) -> Case:
     d = Draw(draw)
@@ -766,10 +772,14 @@ def fit_cases(draw) -> Case:
     argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], (), 4)
     argv += _form_options(d)
     if d.chance(3):
-        argv.append("--intervals")
+        # issue 44: --intervals [bootstrap|profile]; a bare flag is the bootstrap
+        argv += d.pick([["--intervals"], ["--intervals", "profile"], ["--intervals=bootstrap"]],
+                       [["--intervals=wald"], ["--intervals="]], 6)  # fmt: skip
+    for _ in range(d(st.integers(0, 2))):
+        argv.append(opt("--constraint", d.pick(CONSTRAINTS, BAD_CONSTRAINTS, 3)))
     for _ in range(d(st.integers(0, 2))):
         argv.append(opt("--predict", d.pick(POINTS, BAD_POINTS, 2)))
-    if any(a == "--intervals" or a.startswith("--predict") for a in argv):
+    if any(a.startswith("--intervals") or a.startswith("--predict") for a in argv):
         argv.append(opt("--resamples", d.pick([20, 25], [5, 0, 10**9], 6)))
         argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
         argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
@@ -1697,7 +1707,9 @@ def api_cases(draw) -> ApiCase:
             )
             return ApiCase(call, args, {"point": point})
         _kw(d, kw, "objective", ["rel_ls", "abs_ls"], ["x", 5])
-        _kw(d, kw, "intervals", [True, False], BAD_BOOLS, 4)
+        _kw(d, kw, "intervals", [True, False, "profile", "bootstrap"], [*BAD_BOOLS, "wald"], 4)
+        _kw(d, kw, "constraints", [None, *CONSTRAINTS, CONSTRAINTS[:2], "b > 0; L0 >= 2"],
+            [5, [5], *BAD_CONSTRAINTS], 4)  # fmt: skip
         _kw(d, kw, "predict", [(), "H=8,keep=0.25", {"H": 8, "keep": 0.25}, ["H=8,keep=0.25"]],
             ["H=abc", {"H": "a"}, 5, {"H": NAN, "keep": 0.5}, [5]], 4)  # fmt: skip
         _kw(d, kw, "fix", [None, {"L0": 2.0}, ["L0=2"]],
@@ -1709,7 +1721,7 @@ def api_cases(draw) -> ApiCase:
             kw["by"] = _arg(d, ["H"], [5, "zz"], "by")
             _kw(d, kw, "shared", [None, "b", ["b"]], [5, [5], "zz"], 2)
         _kw(d, kw, "weights", ["cells", "runs"], ["x", 5, None], 4)
-        if kw.get("intervals") is True or kw.get("predict"):
+        if kw.get("intervals") in (True, "bootstrap", "profile") or kw.get("predict"):
             kw["resamples"] = _arg(d, [20, _np_int(20)], [5, -1, 20.5, "20", 10**9], "resamples")
             _kw(d, kw, "bootstrap", list(BOOTSTRAP_KINDS), ["x", 5])
             _kw(d, kw, "seed", [0, _np_int(2)], BAD_SEEDS_API)

@@ -96,6 +96,7 @@ _PARAMETERS = {
     "design-splits": "splits",
     "figure-format": "figure_format",
     "bound": "bounds",
+    "constraint": "constraints",
 }
 _OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
 

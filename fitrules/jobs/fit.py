@@ -20,6 +20,7 @@ from fitrules.base.errors import FitrulesError, api_terms
 from fitrules.base.limits import WEIGHTS
 from fitrules.base.results import Result
 from fitrules.base.util import json_ready
+from fitrules.engine.constraints import Constraints
 from fitrules.engine.fit import FitResult, Objective
 from fitrules.engine.intervals import (
     COVERS_GRID_SEEDS,
@@ -30,6 +31,7 @@ from fitrules.engine.intervals import (
     format_point,
     resolve_point,
 )
+from fitrules.engine.profile import ProfileFit
 from fitrules.model.compiled import predict
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
@@ -182,6 +184,15 @@ class FittedForm(Result):
     # the arguments of the fit that made it (fitrules.api.fit), which to_json records so
     # that fitrules.api.load_fit can make it again from its data
     call: dict | None = None
+    # intervals="profile": profile-likelihood intervals instead of the bootstrap's
+    profile: ProfileFit | None = None
+    constraints: Constraints | None = None
+
+    @property
+    def interval_method(self) -> ProfileFit | BootstrapFit | None:
+        """What gives the constants' intervals (its ``level``, ``interval_kind`` and
+        ``describe()``): the profile when asked for, else the bootstrap, else None."""
+        return self.profile if self.profile is not None else self.bootstrap
 
     @property
     def cell_weights(self) -> np.ndarray | None:
@@ -235,7 +246,7 @@ class FittedForm(Result):
         base = self.intervals_grid_seeds
         if base is None or self.seed_offset is None:
             return base
-        q = self.seed_offset.quantile(self.bootstrap.level)
+        q = self.seed_offset.quantile(self.interval_method.level)
         sd = self.seed_offset_sd
         out = {}
         for c, (lo, hi) in base.items():
@@ -248,8 +259,11 @@ class FittedForm(Result):
 
     @property
     def intervals_grid_seeds(self) -> dict[str, tuple[float, float]] | None:
-        """Bootstrap interval of each constant as the grid's own seed ids give it (no seed
-        offset: what a refit on new runs at the same seed ids would scatter about)."""
+        """Interval of each constant (profile or bootstrap) as the grid's own seed ids give
+        it (no seed offset: what a refit on new runs at the same seed ids would scatter
+        about)."""
+        if self.profile is not None:
+            return dict(self.profile.intervals)
         return self.bootstrap.constant_intervals() if self.bootstrap is not None else None
 
     @property
@@ -257,6 +271,9 @@ class FittedForm(Result):
         """Which value :attr:`intervals` covers."""
         from fitrules.engine.intervals import NO_SHARED_IDS
 
+        if self.constraints:
+            return ("each constant's value at the grid's seed ids (under constraints no seed "
+                    "offset shared across cells is estimated)")  # fmt: skip
         note = self.heldout.offset_note if self.heldout is not None else NO_SHARED_IDS
         if self.seed_offset is not None:
             return "each constant's value over new seed ids"
@@ -475,6 +492,19 @@ class FittedForm(Result):
                 "seed_offset": None if self.seed_offset is None else self.seed_offset.to_dict(),
                 "constants": {k: list(v) for k, v in (self.intervals or {}).items()},
             }
+        if self.profile is not None:
+            out["profile"] = {**self.profile.to_dict(),
+                              "covers": "each constant's value at the grid's seed ids"}
+            out["constant_intervals"] = {
+                "kind": self.profile.interval_kind,
+                "covers": self.intervals_covers,
+                "seed_offset_sd": self.seed_offset_sd,
+                "seed_offset": None if self.seed_offset is None else self.seed_offset.to_dict(),
+                "constants": {k: list(v) for k, v in (self.intervals or {}).items()},
+            }
+        if self.constraints:
+            theta = np.array([self.constants[c] for c in self.constraints.constants])
+            out["constraints"] = self.constraints.to_dict(theta)
         if self.heldout is not None:
             out["prediction_intervals"] = self.heldout.to_dict()
         if self.predictions:

@@ -227,6 +227,19 @@ GUARD = in_group(
 )
 
 
+INTERVAL_METHODS = ("bootstrap", "profile")
+
+
+def _interval_method(value, name: str) -> None:
+    """``intervals``: False or True (the bootstrap), or a method's name."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return
+    if not (isinstance(value, str) and value in INTERVAL_METHODS):
+        raise FitrulesError(
+            f"{name} {value!r}: give True or False, or one of {', '.join(INTERVAL_METHODS)}"
+        )
+
+
 def _metric_range(text: str | None):
     from fitrules.engine.guard import parse_metric_range  # numpy: not for --help
 
@@ -786,8 +799,12 @@ FIT = Command(
             Option(
                 "intervals",
                 False,
-                help="bootstrap intervals for the constants",
-                cli=dict(action="store_true"),
+                help="intervals for the constants: bootstrap (the default when no METHOD is "
+                "given) or profile (profile likelihood: each constant held on a path of "
+                "values, the others refitted)",
+                check=lambda v, n: _interval_method(v, n),
+                cli=dict(nargs="?", const="bootstrap", choices=list(INTERVAL_METHODS),
+                         metavar="METHOD"),
             ),
             Option(
                 "predict",
@@ -798,6 +815,17 @@ FIT = Command(
             ),
             RUNS,
             BOOTSTRAP,
+        ),
+        in_group(
+            "constraints",
+            Option(
+                "constraints",
+                flag="--constraint",
+                help="a linear constraint between constants, e.g. 'b > a', 'a + b = 1' or "
+                "'c >= 0.5*b' (repeatable); enforced by the optimiser, kept by --intervals "
+                "profile",
+                cli=dict(action="append", metavar="'b > a'"),
+            ),
         ),
         JSON,
         REPORT,

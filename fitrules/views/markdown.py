@@ -735,11 +735,13 @@ def _constants_md(f) -> list[str]:
     """The constants with standard errors (and bootstrap intervals), and their correlations."""
     from fitrules.views.text import uncertainty_lines
 
-    has_iv = f.bootstrap is not None
-    pct = round(100 * f.bootstrap.level) if f.bootstrap is not None else 95
+    m = f.interval_method
+    has_iv = m is not None
+    pct = round(100 * m.level) if m is not None else 95
+    kind = "bootstrap" if m is None or m is f.bootstrap else m.interval_kind
     lines = [
         "| constant | value | standard error (Jacobian) |"
-        + (f" {pct}% bootstrap interval |" if has_iv else ""),
+        + (f" {pct}% {kind} interval |" if has_iv else ""),
         "|---|---:|---:|" + ("---|" if has_iv else ""),
     ]
     for r in f.table.to_dict("records"):
@@ -766,8 +768,8 @@ def _constants_md(f) -> list[str]:
 
 def _predictions_md(f) -> list[str]:
     """The predictions asked for, with standard errors, intervals and how far outside."""
-    has_iv = f.bootstrap is not None
-    pct = round(100 * f.bootstrap.level) if f.bootstrap is not None else 95
+    has_iv = f.heldout is not None
+    pct = round(100 * f.heldout.level) if f.heldout is not None else 95
     lines = ["## Predictions", "",
              "| point | prediction | standard error |"
              + (f" {pct}% interval, the configuration's mean over new seed ids "

@@ -536,10 +536,21 @@ def uncertainty_lines(f) -> list[str]:
             )
     else:
         lines.append(f"standard errors: not available ({u.note})")
-    if f.bootstrap is not None:
-        pct = round(100 * f.bootstrap.level)
-        lines.append(f"intervals: {pct}% {f.bootstrap.interval_kind}, {f.bootstrap.describe()}")
+    m = f.interval_method
+    if m is not None:
+        pct = round(100 * m.level)
+        lines.append(f"intervals: {pct}% {m.interval_kind}, {m.describe()}")
         lines.append(f"the intervals cover {f.intervals_covers}" + _offset_note(f))
+        notes = getattr(m, "notes", None) or {}
+        lines += [f"{c}: {n}" for c, n in notes.items() if n]
+    if f.constraints:
+        theta = [f.constants[c] for c in f.constraints.constants]
+        active = f.constraints.active(theta)
+        lines.append(
+            "constraints: "
+            + "; ".join(c.text for c in f.constraints.items)
+            + (f" (active at the fit: {'; '.join(active)})" if active else " (none active)")
+        )
     return lines
 
 
@@ -550,8 +561,9 @@ def _offset_note(f) -> str:
         return ""
     moved = [c for c, v in f.seed_offset_sd.items() if v > 0 and math.isfinite(v)]
     unit, scale = spread_unit(off.relative)
+    whose = "profile intervals" if f.profile is not None else "bootstrap's"
     return (
-        f": the bootstrap's, widened in quadrature by the grid's seed offset (one seed id's "
+        f": the {whose}, widened in quadrature by the grid's seed offset (one seed id's "
         f"shared effect {scale * math.sqrt(off.shared_var):.3g}{unit} over {len(off.seeds)} "
         f"ids, t quantile on {off.df} degrees of freedom), which moves "
         + (", ".join(moved) if moved else "no constant")
@@ -638,8 +650,8 @@ def prediction_line(p: dict) -> str:
 def render_fitted(f) -> str:
     """A fitted form: data, constants with standard errors (and intervals), correlations,
     training error, diagnostics and predictions."""
-    has_iv = f.bootstrap is not None
-    pct = f"{100 * f.bootstrap.level:g}" if has_iv else "95"
+    has_iv = f.interval_method is not None
+    pct = f"{100 * f.interval_method.level:g}" if has_iv else "95"
     lines = [
         data_line(f.data),
         f"form {f.form.name} = {f.form.expression}"
