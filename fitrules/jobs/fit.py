@@ -156,6 +156,12 @@ class FittedForm(Result):
     call : dict or None
         The arguments of the fit that made it, which ``to_json`` records so that
         :func:`fitrules.load_fit` can make it again from its data.
+    profile : ProfileFit or None
+        With ``intervals="profile"``: the profile-likelihood intervals of the constants
+        (:class:`fitrules.engine.profile.ProfileFit`), in place of the bootstrap's.
+    constraints : Constraints or None
+        The linear constraints between constants the fit kept
+        (:class:`fitrules.engine.constraints.Constraints`), and which were active.
 
     Examples
     --------
