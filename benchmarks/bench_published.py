@@ -245,8 +245,9 @@ def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None
     published form is. A grid of several targets (``by``: the domain mixture's five domain
     losses, one law each) is searched once per target, on that target's largest group, and
     each pick is fitted and scored on its target's groups; the metric is the published one
-    (for the domain mixture the mean of R2 over the five domains, ``published_metric_by``). ``grammar`` (options such as ``factors``) applies to
-    every grid alike; the entry's own grammar options come after it."""
+    (for the domain mixture the mean of R2 over the five domains, ``published_metric_by``).
+    ``grammar`` (options such as ``factors``) applies to every grid alike; the entry's own
+    grammar options come after it."""
     spec = entry.get("search")
     if not spec or not entry.get("test"):
         return None

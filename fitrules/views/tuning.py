@@ -233,7 +233,9 @@ def chosen_levels_map(tuning: Tuning, x: str, y: str, ax=None):
     ax.set_xlabel(unit_label(x, None))
     ax.set_ylabel(unit_label(y, None))
     fold = f"fold {FOLD_AB}" if shown == FOLD_AB else "tune seeds"
-    one_line_title(ax, f"{f} chosen per configuration ({fold})\nred outline: at the edge of the sweep")
+    one_line_title(
+        ax, f"{f} chosen per configuration ({fold})\nred outline: at the edge of the sweep"
+    )
     bar = ax.figure.colorbar(im, ax=ax, ticks=range(len(levels)))
     bar.ax.set_yticklabels([_fmt(v) for v in levels])
     bar.set_label(f"chosen {f}")

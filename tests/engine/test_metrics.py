@@ -10,8 +10,8 @@ from fitrules.engine.metrics import box_weights, heldout_errors
 
 
 def _grid(h_levels, o_levels):
-    H, O = np.meshgrid(np.asarray(h_levels, float), np.asarray(o_levels, float), indexing="ij")
-    return {"H": H.ravel(), "omega": O.ravel()}
+    h, o = np.meshgrid(np.asarray(h_levels, float), np.asarray(o_levels, float), indexing="ij")
+    return {"H": h.ravel(), "omega": o.ravel()}
 
 
 def test_box_weights_halve_each_edge_and_quarter_the_corners():
@@ -41,7 +41,8 @@ def test_a_variable_with_one_value_or_no_numbers_weighs_every_cell_alike():
 
 def test_unknown_heldout_weights_are_refused_with_the_allowed_values():
     """A kind that is neither box nor equal is one line naming both."""
-    with pytest.raises(FitrulesError, match="--heldout-weights 'trapezoid' is unknown; allowed: box, equal"):
+    allowed = "--heldout-weights 'trapezoid' is unknown; allowed: box, equal"
+    with pytest.raises(FitrulesError, match=allowed):
         box_weights(_grid([1, 2], [0, 1]), "trapezoid")
 
 
