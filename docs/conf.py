@@ -50,7 +50,7 @@ numpydoc_xref_param_type = False
 # as Attributes, which tests/project/test_docstrings.py matches against the fields instead.
 numpydoc_validation_checks = {"PR01", "PR02"}
 numpydoc_validation_exclude = {
-    r"^fitrules\.(Grid|Comparison|FittedForm|PairedIntervals|Tuning|Search)$",
+    r"^fitrules\.(Grid|Comparison|FittedForm|PairedIntervals|Tuning|Search|Allocation)$",
 }
 
 html_theme = "pydata_sphinx_theme"

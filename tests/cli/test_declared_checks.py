@@ -9,11 +9,13 @@ small command line: the command must exit 2 with one line and leave every file a
 from __future__ import annotations
 
 import pytest
-from declared import CLI_BASE, HOSTILE_TEXTS, cli_options, cli_refusal
+from declared import CLI_BASE, HOSTILE_TEXTS, allocate_runs, cli_options, cli_refusal
 
 from fuzzing import Case, _frames, check
 
 GRID = _frames()["df"].to_csv(index=False).encode()
+# the files the base lines read: the DiLoCo grid, and allocate's Chinchilla-shaped runs
+FILES = {"g.csv": GRID, "n.csv": allocate_runs().to_csv(index=False).encode()}
 
 
 def _refused_texts(option, n: int = 2) -> list[str]:
@@ -38,7 +40,7 @@ def test_every_command_with_a_value_option_has_generated_cases():
 def test_a_text_the_declaration_refuses_is_refused_in_one_line(cmd, option):
     for text in _refused_texts(option):
         argv = [*CLI_BASE[cmd], f"{option.option_string}={text}"]
-        outcome = check(Case(argv, {"g.csv": GRID}, must_refuse=cli_refusal(option, text)))
+        outcome = check(Case(argv, dict(FILES), must_refuse=cli_refusal(option, text)))
         assert outcome.kind == "refused", (argv, outcome.kind, outcome.detail)
 
 
@@ -46,5 +48,5 @@ def test_a_text_the_declaration_refuses_is_refused_in_one_line(cmd, option):
 @pytest.mark.parametrize("cmd", sorted(CLI_BASE))
 def test_the_base_lines_run(cmd):
     """Each base line is valid, so that a refusal of a generated case is the option's."""
-    outcome = check(Case(list(CLI_BASE[cmd]), {"g.csv": GRID}))
+    outcome = check(Case(list(CLI_BASE[cmd]), dict(FILES)))
     assert outcome.kind == "ok", (cmd, outcome.detail)
