@@ -196,6 +196,26 @@ def validate(
     return made_from(run_validate(g, tuning), g)
 
 
+def _check_saved_fit_use(saved_fit, form, **fitting) -> None:
+    """A prediction from a saved fit takes its form and fit options from it: refuse a form
+    or a fitting option given beside it (it would be silently ignored), or neither."""
+    if saved_fit is None:
+        if form is None:
+            raise FitrulesError("give the form predicted with --form, or a saved fit with --fit")
+        return
+    if form is not None:
+        raise FitrulesError("--fit FILE gives the form and its fit: give --form or --fit, not both")
+    defaults = {"objective": PREDICT.objective, "delta": PREDICT.delta,
+                "weights": PREDICT.weights}  # fmt: skip
+    given = [k for k, v in fitting.items() if v != defaults.get(k) and v not in (None, (), [])]
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise FitrulesError(
+            f"--fit FILE gives the fit's options: {flags} would be ignored; leave them out, or "
+            "fit again with --form"
+        )
+
+
 def check_predict_options(
     at,
     *,
@@ -240,8 +260,9 @@ def check_runs(runs: int | None) -> None:
 
 @api_terms
 def predict(
-    grid: GridLike | None, form: FormLike, at: str | Mapping[str, float], *,
-    ledger: str | Path, runs: int | None = None, tolerance: float | None = None,
+    grid: GridLike | None, form: FormLike | None, at: str | Mapping[str, float], *,
+    ledger: str | Path, saved_fit: str | Path | None = None,
+    runs: int | None = None, tolerance: float | None = None,
     objective: str = PREDICT.objective, delta: float = PREDICT.delta,
     weights: str = PREDICT.weights, fix: Fix = None, bounds: Bounds = None,
     by: str | None = None, shared: Sequence[str] | str | None = None,
@@ -263,12 +284,17 @@ def predict(
     grid : Grid, DataFrame, path or None
         The results table, as :func:`load_grid` reads it; None is the default grid (the
         committed main grid at inner learning rate 3e-4).
-    form : str or Form
-        A form's name, a ``"NAME = EXPR"`` line or a :class:`Form`.
+    form : str, Form or None
+        A form's name, a ``"NAME = EXPR"`` line or a :class:`Form`; None with ``saved_fit``.
     at : str or dict of str to float
         The configuration predicted, ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
     ledger : str or path
         The ledger file (created if absent).
+    saved_fit : str or path, optional
+        A fit saved by :meth:`FittedForm.to_json` (``fitrules fit --json``): the prediction
+        is made with its form and fit options on the data it was made from (checked, as
+        :func:`load_fit` does; ``grid`` gives the data when it is not at the recorded path),
+        in place of ``form`` and the fitting options, which are then refused.
     runs : int, optional
         The number of new runs whose mean will be measured (default: the configuration's
         mean).
@@ -323,6 +349,9 @@ def predict(
     >>> e.record["interval"]  # doctest: +SKIP
     """
     PREDICT.check(locals())  # the declared options' types and ranges, first
+    _check_saved_fit_use(saved_fit, form, objective=objective, delta=delta, weights=weights,
+                         fix=fix, bounds=bounds, by=by, shared=shared, tune=tune,
+                         tune_seeds=tune_seeds)  # fmt: skip
     from fitrules.base.outputs import check_distinct
     from fitrules.jobs.ledger import (
         LedgerEntry,
@@ -340,17 +369,28 @@ def predict(
                           resamples=resamples, seed=seed, level=level, fix=fix, bounds=bounds,
                           by=by, shared=shared)  # fmt: skip
     ledger_path = arg.path(ledger, "ledger")
+    saved = None
+    if saved_fit is not None:  # the saved fit's data, form and arguments (data checked)
+        saved = _saved_call(arg.path(saved_fit, "saved_fit"), grid)
+        grid = saved[2]
     g = as_grid(grid)
     # the ledger is appended to: never the table the prediction is fitted on (a JSON-lines
     # table would take the record as a run)
     table = g.input_file
     check_distinct([("--ledger", ledger_path)], [Path(table)] if table is not None else [])
     check_ledger_target(ledger_path)  # a tampered or unwritable ledger is refused now
-    form = resolve_form(form) if isinstance(form, str) else form
-    g, _ = _tuned(g, tune, tune_seeds)
-    fitted = fit(g, form, objective=objective, delta=delta, predict=[at], bootstrap=bootstrap,
-                 resamples=resamples, seed=seed, level=level, fix=fix, bounds=bounds, by=by,
-                 shared=shared, weights=weights, runs=runs)  # fmt: skip
+    if saved is not None:
+        doc, label, _, form, kw = saved
+        kw = {**kw, "intervals": False}  # the prediction's own interval is made below
+        fitted = _with_saved_values(doc, label, fit(g, form, predict=[at], runs=runs, **kw))
+        objective, level, resamples = kw["objective"], kw["level"], kw["resamples"]
+    else:
+        form = resolve_form(form) if isinstance(form, str) else form
+        g, _ = _tuned(g, tune, tune_seeds)
+        fitted = fit(g, form, objective=objective, delta=delta, predict=[at],
+                     bootstrap=bootstrap, resamples=resamples, seed=seed, level=level, fix=fix,
+                     bounds=bounds, by=by, shared=shared, weights=weights,
+                     runs=runs)  # fmt: skip
     record = prediction_record(fitted, g, objective=objective, level=level, resamples=resamples,
                                runs=runs, tolerance=tolerance,
                                command=command or "fr.predict")  # fmt: skip
@@ -1142,7 +1182,15 @@ def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
     >>> f.to_json("fit.json")  # doctest: +SKIP
     >>> fr.load_fit("fit.json").predict(H=8, keep=0.25)  # doctest: +SKIP
     """
-    from fitrules import __version__
+    doc, label, g, form, arguments = _saved_call(source, data)
+    refit = fit(g, form, **arguments)
+    return _with_saved_values(doc, label, refit)
+
+
+
+def _saved_call(source, data) -> tuple[dict, str, Grid, Form, dict]:
+    """A saved fit's record, a label for messages, its data read again (the same bytes, or
+    refused in one line), its form and the arguments of :func:`fit` that made it."""
     from fitrules.model.grids import IN_MEMORY
 
     doc, label = _saved_fit(source)
@@ -1171,13 +1219,22 @@ def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
         )
     spec = doc["form"]
     form = Form(spec["name"], spec["expression"], tuple(spec["variables"]))
-    refit = fit(g, form, objective=call["objective"], delta=call["delta"],
-                weights=call["weights"], fix=spec.get("fixed"),
-                bounds={k: tuple(v) for k, v in spec.get("bounds", {}).items()} or None,
-                by=spec.get("by"), shared=spec.get("shared"), tune=call["tune"],
-                tune_seeds=call["tune_seeds"], intervals=call["intervals"],
-                bootstrap=call["bootstrap"], resamples=call["resamples"], seed=call["seed"],
-                level=call["level"], constraints=call.get("constraints"))  # fmt: skip
+    arguments = dict(
+        objective=call["objective"], delta=call["delta"], weights=call["weights"],
+        fix=spec.get("fixed"),
+        bounds={k: tuple(v) for k, v in spec.get("bounds", {}).items()} or None,
+        by=spec.get("by"), shared=spec.get("shared"), tune=call["tune"],
+        tune_seeds=call["tune_seeds"], intervals=call["intervals"],
+        bootstrap=call["bootstrap"], resamples=call["resamples"], seed=call["seed"],
+        level=call["level"], constraints=call.get("constraints"),
+    )  # fmt: skip
+    return doc, label, g, form, arguments
+
+
+def _check_saved_constants(doc: dict, label: str, refit) -> None:
+    """Refuse a refit whose constants are not the saved ones."""
+    from fitrules import __version__
+
     for name, value in doc["constants"].items():
         now = refit.constants.get(name)
         if now is None or value is None or not math.isclose(now, value, rel_tol=SAVED_FIT_RTOL,
@@ -1186,9 +1243,14 @@ def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
                 f"{label}: the refit's {name} = {now!r} is not the saved {value!r} (saved by "
                 f"fitrules {doc.get('fitrules_version')}, this is {__version__})"
             )
-    # the saved values themselves (a refit may differ in the last digits, e.g. with the
-    # number of threads), so that the loaded fit predicts exactly what the saved one did
-    exact = call.get("constants_exact") or {}
+
+
+def _with_saved_values(doc: dict, label: str, refit):
+    """``refit`` checked against the saved constants and then given the saved values
+    themselves (a refit may differ in the last digits, e.g. with the number of threads), so
+    that it predicts exactly what the saved fit did; its predictions made again."""
+    _check_saved_constants(doc, label, refit)
+    exact = doc["call"].get("constants_exact") or {}
     saved_values = {
         k: float.fromhex(exact[k]) if k in exact else float(doc["constants"][k])
         for k in refit.result.constants

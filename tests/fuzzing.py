@@ -1029,24 +1029,44 @@ def ledger_cases(draw) -> Case:
             files["mine/link.jsonl"] = LINK + b"../shared/missing.jsonl"  # a new shared ledger
     elif d.hostile and d.chance(20):
         files["l.jsonl"] = FIFO
-    argv = [
-        "predict",
-        *data,
+    form = [
         opt(
             "--form",
             d.pick(
                 ["composition", "log_additive", "composition_per_h"], ["bogus", "omega_only"], 4
             ),
-        ),
+        )
+    ]
+    saved = d.chance(5)  # issue 44: predict with a saved fit (its data, form and options)
+    if saved:
+        good = saved_fit_bytes()
+        changed = good.replace(b'"sha256": "', b'"sha256": "0', 1)  # not the data's
+        files["fit.json"] = d.pick([good], [b"{}", b"not json", changed], 3)
+        form = [opt("--fit", d.pick(["fit.json"], ["none.json", "DIR", "l.jsonl"], 4))]
+        if d.chance(8):
+            form.append(opt("--form", "composition"))  # refused: one or the other
+        data = [] if d.chance(2) else data
+    argv = [
+        "predict",
+        *data,
+        *form,
         opt("--at", d.pick(POINTS, BAD_POINTS, 2)),
         opt("--ledger", ledger),
         opt("--resamples", d.pick([20], [5, 10**9], 6)),
     ]
     argv += d.maybe("--bootstrap", list(BOOTSTRAP_KINDS), ["bogus"], 4, 2)
     argv += d.maybe("--tolerance", ["1", "5"], ["0", "-1", "inf", "nan"], 3, 2)
-    argv += _form_options(d)
+    argv += _form_options(d) if not saved or d.chance(8) else []
     argv += d.maybe("--runs", [1, 3], BAD_RUNS, 3, 2)
     return Case(argv, files, ["DIR"])
+
+
+@functools.lru_cache(maxsize=1)
+def saved_fit_bytes() -> bytes:
+    """A fit of the committed main grid at lr 3e-4, as ``to_json`` writes it (made once)."""
+    import fitrules as fr
+
+    return fr.fit(fr.load_example("main", where="lr == 3e-4"), "composition").to_json().encode()
 
 
 @st.composite

@@ -88,6 +88,7 @@ _on_command_line: ContextVar[bool] = ContextVar("fitrules_command_line", default
 _PARAMETERS = {
     "data": "grid",
     "fit-data": "grid",
+    "fit": "saved_fit",
     "test-data": "test_grid",
     "form": "forms",
     "at": "predict",

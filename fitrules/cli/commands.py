@@ -346,10 +346,12 @@ def predict(args) -> int:
                "bounds", "by", "shared")  # fmt: skip
     api.check_predict_options(args.at, **{name: options[name] for name in checked})
     tune_seeds(args)
-    resolve_form(args.form)
+    if args.form is not None:
+        resolve_form(args.form)
     # the ledger (never the table itself, and not a tampered one) is checked by api.predict
-    # before any fit
-    entry = api.predict(load(args), **options)
+    # before any fit; a saved fit reads the data it recorded unless --data names it
+    grid = load(args) if args.saved_fit is None or args.data is not None else None
+    entry = api.predict(grid, **options)
     say(args, entry.sentence)
     for note in entry.notes:
         say(args, note)

@@ -987,7 +987,14 @@ PREDICT = Command(
     options(
         DATA,
         TUNING,
-        ONE_FORM,
+        ONE_FORM.but(cli=dict(metavar='NAME or "NAME = EXPR"')),
+        Option(
+            "saved_fit",
+            flag="--fit",
+            help="predict with a fit saved by fit --json or to_json (FILE): its form and fit "
+            "options, on the data it was made from (checked), in place of --form",
+            cli=dict(type=Path, metavar="FILE"),
+        ),
         Option(
             "at",
             help="the cell predicted",

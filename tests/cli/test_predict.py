@@ -133,3 +133,44 @@ def test_tampering_is_detected(tmp_path, capsys):
     ledger.write_text(lines[1] + "\n")  # the first record removed
     with pytest.raises(LedgerError, match="removed or reordered"):
         read_ledger(ledger)
+
+
+def test_a_prediction_from_a_saved_fit_is_the_fits_own(tmp_path, capsys):
+    """Issue 44, item 2: ``predict --fit FILE`` takes the form and its fit from a saved fit
+    (``fit --json``) and the data it was made from (checked): its record is the one
+    ``--form`` with the same data writes, and ``fr.predict(saved_fit=...)`` agrees."""
+    import fitrules as fr
+
+    fit_json = tmp_path / "fit.json"
+    smoke = str(DATA / "smoke.csv")
+    assert main(["fit", "--data", smoke, "--form", "composition", "--json", str(fit_json)]) == 0
+    at = "H=8,keep=0.25"
+    saved, direct = tmp_path / "saved.jsonl", tmp_path / "direct.jsonl"
+    assert main(["predict", "--fit", str(fit_json), "--at", at, "--ledger", str(saved)]) == 0
+    assert _predict(direct, at, resamples="200") == 0
+    a, b = read_ledger(saved)[0], read_ledger(direct)[0]
+    for key in ("form", "prediction", "interval", "constants"):
+        assert a[key] == b[key], key
+    api = fr.predict(None, None, at, ledger=tmp_path / "api.jsonl", saved_fit=fit_json)
+    assert api.record["interval"] == a["interval"]
+
+
+def test_a_saved_fit_beside_a_form_or_a_fitting_option_is_refused_in_one_line(tmp_path, capsys):
+    """With ``--fit`` the form and the fit's options are the saved fit's: a ``--form`` or a
+    fitting option beside it would be ignored, so it is refused; neither is refused too; a
+    saved fit of other data is refused, and nothing is written."""
+    fit_json = tmp_path / "fit.json"
+    smoke = str(DATA / "smoke.csv")
+    assert main(["fit", "--data", smoke, "--form", "composition", "--json", str(fit_json)]) == 0
+    ledger = tmp_path / "l.jsonl"
+    base = ["predict", "--at", "H=8,keep=0.25", "--ledger", str(ledger)]
+    refused([*base, "--fit", str(fit_json), "--form", "composition"], capsys, tmp_path,
+            "give --form or --fit, not both")  # fmt: skip
+    refused([*base, "--fit", str(fit_json), "--objective", "log_huber"], capsys, tmp_path,
+            "--objective would be ignored")  # fmt: skip
+    refused(base, capsys, tmp_path, "give the form predicted with --form, or a saved fit")
+    other = tmp_path / "other.csv"
+    pd.read_csv(smoke).assign(loss=lambda d: d["loss"] * 1.01).to_csv(other, index=False)
+    refused([*base, "--fit", str(fit_json), "--data", str(other)], capsys, tmp_path,
+            "not the data the saved fit was fitted on|not the data")  # fmt: skip
+    assert not ledger.exists()
