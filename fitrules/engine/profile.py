@@ -90,7 +90,7 @@ class ProfileFit:
 
     def describe(self) -> str:
         return (
-            f"{PROFILE_KIND}: each constant held on a path of values, the others refitted "
+            "each constant held on a path of values, the others refitted "
             f"({self.refits} refits); the interval is where the objective rises by "
             f"{self.threshold:.3g} ({self.calibration}); it assumes independent cell "
             "residuals with one variance (seed noise and misfit), as the standard errors do"
