@@ -1012,7 +1012,8 @@ def run_search(
     (:func:`check_plan`: a search estimated above the time budget runs only with ``yes``);
     ``on_plan(plan, seconds)`` is then called with the estimated seconds of the fits on
     ``jobs`` processes; ``on_progress(k)`` after each ``k`` candidates done (first while
-    pruning, then while fitting: ``2 x`` the candidates in all).
+    pruning, then while fitting: ``2 x`` the candidates in all; a staged search then reports
+    each survivor of its screen once more, as its full nested fits finish).
     """
     t_start = time.perf_counter()
     objective = objective or Objective()
@@ -1535,7 +1536,7 @@ def _score_candidates(
     errs = np.array([scored[i].error for i in todo])
     allowed_outer, allowed_final = survivors(errs, k_of, masks, SCREEN_SPLITS, keep_n)
     full = [todo[j] for j in np.flatnonzero(allowed_outer.any(axis=1) | allowed_final)]
-    for i, s in _run(_chunks(full, size), _nested_task, state, jobs, lambda k: None, client):
+    for i, s in _run(_chunks(full, size), _nested_task, state, jobs, done, client):
         scored[i] = s
     screen_note = {"keep": keep_n, "splits": SCREEN_SPLITS, "screened": len(todo),
                    "validated": len(full)}  # fmt: skip

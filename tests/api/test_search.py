@@ -439,7 +439,7 @@ def test_search_draws_a_progress_bar_counting_candidates_when_asked(capsys):
     small = dict(terms=1, max_constants=3, splits=3, inner_splits=2, references=[], jobs=1)
     fr.search(g, **small, progress=True)
     err = capsys.readouterr().err
-    assert "searching:" in err and " candidates [" in err
+    assert "searching:" in err and " fits [" in err
     fr.search(g, **small, progress=False)
     assert capsys.readouterr().err == ""
     seen: list[int] = []
@@ -447,3 +447,23 @@ def test_search_draws_a_progress_bar_counting_candidates_when_asked(capsys):
     assert capsys.readouterr().err == "" and sum(seen) > 0
     with pytest.raises(fr.FitrulesError, match="progress"):
         fr.search(g, **small, progress="yes")
+
+
+def test_a_staged_search_reports_its_survivors_and_its_bar_counts_fits_to_the_end(capsys):
+    """Issue 44, item 6: a staged search's survivors' full fits reported no progress, so a
+    bar in candidates reached its end early and its ETA said 35 s with 156 s to go. The
+    survivors are reported now, and the bar counts the plan's fits, each phase at its cost,
+    ending at its total."""
+    g = fr.load_example("main", where="lr == 3e-4")
+    small = dict(terms=1, max_constants=3, splits=3, inner_splits=2, references=[], jobs=1,
+                 screen=1)  # fmt: skip
+    seen: list[int] = []
+    plans: list = []
+    s = fr.search(g, **small, on_progress=seen.append, on_plan=lambda p, t: plans.append(p))
+    note = s.settings["screen"]
+    assert note and note["validated"] > 0
+    assert sum(seen) == 2 * plans[0].n_candidates + note["validated"]
+    fr.search(g, **small, progress=True)
+    err = capsys.readouterr().err
+    done, total = re.findall(r"(\d+)/(\d+) fits", err)[-1]
+    assert done == total and int(total) > 3 * plans[0].n_candidates
