@@ -629,7 +629,7 @@ def compare(
 
 def _heldout_weights(cells: Cells, kind: str) -> np.ndarray:
     """Each cell's weight in a held-out error; under transfer, the box is the scored grid's."""
-    X = {v: np.asarray(a) for v, a in cells.X.items() if v != WEIGHT_KEY}
+    X = {v: np.asarray(a) for v, a in cells.X.items()}
     if "_source" not in cells.table:
         return box_weights(X, kind)
     scored = (cells.table["_source"] == "test").to_numpy()
