@@ -36,7 +36,7 @@ def _runs(base=BASE, treat=TREAT, seeds=None):
     ],
 )
 def test_cli_bad_selection_exit_2(tmp_path, capsys, args, match):
-    """(Moved from tests/test_ci.py.)"""
+    """An unknown column, no runs or the same runs on both sides: exit 2, one line, no JSON."""
     path = tmp_path / "p.csv"
     _runs().to_csv(path, index=False)
     out = tmp_path / "o.json"
@@ -47,7 +47,7 @@ def test_cli_bad_selection_exit_2(tmp_path, capsys, args, match):
 
 
 def test_cli_no_common_seed_exit_2(tmp_path, capsys):
-    """(Moved from tests/test_ci.py.)"""
+    """Baseline and treatment runs that share no seed are refused in one line."""
     runs = _runs()
     runs.loc[runs.algo == "diloco", "seed"] += 100
     path = tmp_path / "p.csv"
@@ -60,7 +60,7 @@ def test_cli_no_common_seed_exit_2(tmp_path, capsys):
 
 
 def test_cli_report(tmp_path, capsys):
-    """(Moved from tests/test_ci.py.)"""
+    """ci prints the pair and writes its JSON and a report with a figure; a rerun needs --force."""
     path = tmp_path / "p.csv"
     _runs().to_csv(path, index=False)
     rep = tmp_path / "rep"
@@ -85,7 +85,7 @@ def test_cli_report(tmp_path, capsys):
 
 
 def test_ci_with_one_shared_seed_is_refused(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """Baseline and treatment sharing one seed are refused: a paired interval needs two."""
     df = composition_grid()
     path = tmp_path / "g.csv"
     df[df["seed"] == 0].to_csv(path, index=False)
@@ -98,7 +98,7 @@ def test_ci_with_one_shared_seed_is_refused(tmp_path, capsys):
 
 
 def test_ci_with_nearly_identical_differences_is_quiet(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """Differences equal but for their last bits give an interval with no warning and no nan."""
     import warnings
 
     rows = []
@@ -131,7 +131,7 @@ def test_ci_with_nearly_identical_differences_is_quiet(tmp_path, capsys):
 
 
 def test_the_seed_column_is_not_a_metric(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """ci --metric seed is refused in one line that names the seed column."""
     # found by the fuzzer: ci with --metric seed raised ValueError from pandas
     refused(["ci", "--data", grid_csv, "--metric", "seed", "--baseline", "H=4,keep=0.5",
              "--treatment-sweep", "keep", "--resamples", "1000"], capsys, tmp_path,
@@ -139,7 +139,7 @@ def test_the_seed_column_is_not_a_metric(grid_csv, tmp_path, capsys):
 
 
 def test_ci_against_a_baseline_that_averages_zero_is_one_line(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A baseline whose losses average 0 is refused in one line instead of being divided by."""
     # found by the long fuzz run (seed 2): float16 Parquet rounded the losses to 0 and ci
     # divided by the baseline's mean (ZeroDivisionError)
     composition_grid().assign(loss=0.0).to_csv(grid_csv, index=False)

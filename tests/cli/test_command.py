@@ -15,7 +15,7 @@ SPLITS = ["--splits", "5"]
 
 
 def test_python_dash_m_fitrules():
-    """(Moved from tests/test_api.py.)"""
+    """python -m fitrules --version runs and prints the program's name and version."""
     res = subprocess.run(
         [sys.executable, "-m", "fitrules", "--version"], capture_output=True, text=True
     )
@@ -23,7 +23,7 @@ def test_python_dash_m_fitrules():
 
 
 def test_argument_errors_exit_2_with_one_line(capsys):
-    """(Moved from tests/test_cli.py.)"""
+    """A value argparse cannot read (--splits many) exits 2 with argparse's one error line."""
     code, _, err = run(["compare", "--splits", "many"], capsys)
     assert code == 2
     assert err.strip().splitlines() == [
@@ -32,7 +32,7 @@ def test_argument_errors_exit_2_with_one_line(capsys):
 
 
 def test_default_grid_is_used_without_data(capsys):
-    """(Moved from tests/test_cli.py.)"""
+    """validate without --data reads the committed grid, data/main.csv."""
     code, out, err = run(["validate"], capsys)
     assert code == 0, err
     assert "data/main.csv" in out and np.isfinite(1.0)
@@ -47,11 +47,11 @@ def test_default_grid_is_used_without_data(capsys):
     ],
 )
 def test_negative_seeds(grid_csv, tmp_path, capsys, argv):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A negative --seed or --bootstrap-seed is refused in one line by compare, fit and ci."""
     refused([*argv, "--data", grid_csv], capsys, tmp_path, "seed must be an integer from 0")
 
 
 def test_quiet(synthetic_csv, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """compare --quiet succeeds and prints nothing on stdout or stderr."""
     code, out, err = run(["compare", "--data", synthetic_csv, "--splits", 5, "--quiet"], capsys)
     assert code == 0 and out == "" and err == ""

@@ -30,7 +30,7 @@ def grid():
 
 
 def test_compare_prints_summary_and_paired_verdicts(synthetic_csv, capsys):
-    """(Moved from tests/test_cli.py.)"""
+    """compare prints the ranked forms and paired verdicts by corrected resampled t with Holm."""
     code, out, err = run(
         [
             "compare",
@@ -49,7 +49,7 @@ def test_compare_prints_summary_and_paired_verdicts(synthetic_csv, capsys):
 
 
 def test_same_command_twice_gives_byte_identical_json(synthetic_csv, tmp_path, capsys):
-    """(Moved from tests/test_cli.py.)"""
+    """The same compare twice writes byte-identical JSON holding every documented key."""
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
     for p in paths:
         code, _, err = run(
@@ -80,7 +80,7 @@ def test_same_command_twice_gives_byte_identical_json(synthetic_csv, tmp_path, c
 
 
 def test_every_form_is_scored_on_the_same_splits(synthetic_csv, tmp_path, capsys):
-    """(Moved from tests/test_cli.py.)"""
+    """Every form is scored on the same splits; paired wins, losses and ties add up to n."""
     out = tmp_path / "r.json"
     run(
         [
@@ -105,7 +105,7 @@ def test_every_form_is_scored_on_the_same_splits(synthetic_csv, tmp_path, capsys
 
 
 def test_inline_form_and_keep_degenerate(synthetic_csv, capsys):
-    """(Moved from tests/test_cli.py.)"""
+    """An inline --form runs beside a named one with --keep-degenerate and is listed."""
     code, out, err = run(
         [
             "compare",
@@ -126,7 +126,7 @@ def test_inline_form_and_keep_degenerate(synthetic_csv, capsys):
 
 
 def test_the_first_twelve_lines_hold_the_ranked_table_and_the_conclusion(capsys):
-    """(Moved from tests/test_answer.py.)"""
+    """The first twelve lines hold the conclusion and every form ranked by median held-out error."""
     code, out, err = run(["compare", "--splits", SPLITS], capsys)
     assert code == 0, err
     c = fr.compare(splits=SPLITS)
@@ -144,7 +144,7 @@ def test_the_first_twelve_lines_hold_the_ranked_table_and_the_conclusion(capsys)
 
 
 def test_forms_from_forms_toml_left_out_are_named(tmp_path, monkeypatch, capsys):
-    """(Moved from tests/test_answer.py.)"""
+    """Forms in forms.toml that --forms leaves out are named in the output, not compared."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "forms.toml").write_text('mine = "L0 + a*omega"\n')
     code, out, err = run(["compare", "--splits", 4, "--forms", "composition,omega_only"], capsys)
@@ -189,7 +189,7 @@ def test_seeds_option_holds_out_seed_ids_and_says_so(capsys):
 
 
 def test_the_issue_command_runs_and_flags_unfitted_levels(capsys):
-    """(Moved from tests/test_expressive.py.)"""
+    """A form with a constant per level of H runs and says which levels no training cell fits."""
     from fitrules.cli import main
 
     code = main(["compare", "--form", COMP_H, "--forms", "composition,comp_h", "--splits", "30"])
@@ -200,7 +200,7 @@ def test_the_issue_command_runs_and_flags_unfitted_levels(capsys):
 
 
 def test_compare_with_a_name_that_is_no_column_is_answered(capsys, tmp_path):
-    """(Moved from tests/test_ranges_names.py.)"""
+    """A form naming a variable that is no column is answered with an exit code, no traceback."""
     code, out, err = run(["compare", "--rename", "omega=w", "--splits", "2",
                           "--form", "x = L0 + a*omega*(Hc/H)**b"], capsys)  # fmt: skip
     assert "Traceback" not in err
@@ -208,7 +208,7 @@ def test_compare_with_a_name_that_is_no_column_is_answered(capsys, tmp_path):
 
 
 def test_one_form_prints_no_empty_paired_section(synthetic_csv, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """compare of one form prints no paired section."""
     code, out, err = run(
         ["compare", "--data", synthetic_csv, "--splits", 10, "--forms", "composition"], capsys
     )
@@ -217,7 +217,7 @@ def test_one_form_prints_no_empty_paired_section(synthetic_csv, capsys):
 
 
 def test_splits_with_a_structured_protocol_is_refused(synthetic_csv, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """--splits with a structured --split protocol is refused: it applies to random splits only."""
     args = ["compare", "--data", synthetic_csv, "--split", "leave-one-level-out:H"]
     code, _, err = run([*args, "--splits", 50], capsys)
     assert code == 2 and "applies to random splits only" in err
@@ -225,7 +225,7 @@ def test_splits_with_a_structured_protocol_is_refused(synthetic_csv, capsys):
 
 
 def test_transfer_refuses_grids_of_different_metrics(tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """A transfer fitted on 'loss' and scored on 'val_loss' is refused in one line."""
     composition_grid().to_csv(tmp_path / "a.csv", index=False)
     composition_grid(rng_seed=1).rename(columns={"loss": "val_loss"}).to_csv(
         tmp_path / "b.csv", index=False
@@ -238,7 +238,7 @@ def test_transfer_refuses_grids_of_different_metrics(tmp_path, capsys):
 
 
 def test_transfer_fits_one_grid_and_scores_another(tmp_path, capsys):
-    """(Moved from tests/test_validation.py.)"""
+    """--split transfer fits one grid and scores the other: a 0.2 offset gives about 10% error."""
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     composition_grid(rng_seed=1).to_csv(a, index=False)
     composition_grid(rng_seed=2, truth={"L0": 2.0, "a": 0.012, "b": 0.5}).to_csv(b, index=False)
@@ -270,7 +270,7 @@ def test_transfer_fits_one_grid_and_scores_another(tmp_path, capsys):
 
 
 def test_several_protocols_are_reported_separately(synthetic_csv, tmp_path, capsys):
-    """(Moved from tests/test_validation.py.)"""
+    """Several --split protocols each get their own JSON entry and report sections."""
     out, rep = tmp_path / "p.json", tmp_path / "rep"
     assert (
         main(
@@ -310,7 +310,7 @@ def test_several_protocols_are_reported_separately(synthetic_csv, tmp_path, caps
 
 @pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_against_shrinks_the_family(grid, capsys):
-    """(Moved from tests/test_verdict_power.py.)"""
+    """--against compares one form with each other, so Holm corrects over 4 pairs, not 10."""
     code, out, err = run(
         ["compare", "--splits", "300", "--forms", ",".join(FIVE), "--against", "composition",
          "--json", "-", "-q"],
@@ -326,7 +326,7 @@ def test_against_shrinks_the_family(grid, capsys):
 
 
 def test_text_says_how_many_comparisons(capsys):
-    """(Moved from tests/test_verdict_power.py.)"""
+    """The text names the number of comparisons Holm covers and the cells fitted per protocol."""
     code, out, _ = run(
         ["compare", "--splits", "20", "--pairs", "composition:additive,omega_only:composition"],
         capsys,
@@ -347,7 +347,7 @@ def test_text_says_how_many_comparisons(capsys):
     ],
 )
 def test_bad_families_are_refused(args, match, tmp_path, capsys):
-    """(Moved from tests/test_verdict_power.py.)"""
+    """An unknown form in --pairs or --against, both at once, or a bad train fraction: refused."""
     refused(
         ["compare", "--splits", "10", *args, "--json", tmp_path / "o.json"],
         capsys,
@@ -357,7 +357,7 @@ def test_bad_families_are_refused(args, match, tmp_path, capsys):
 
 
 def test_keep_degenerate_labels_say_all(grid, capsys):
-    """(Moved from tests/test_verdicts.py.)"""
+    """With --keep-degenerate the table and pairs say "all" splits; without, "valid"."""
     code = main(
         ["compare", "--splits", "20", "--keep-degenerate", "--forms", "composition,additive"]
     )
@@ -373,7 +373,7 @@ def test_keep_degenerate_labels_say_all(grid, capsys):
 
 
 def test_forms_may_name_an_inline_form(capsys):
-    """(Moved from tests/test_vocabulary.py.)"""
+    """--forms may name an inline --form; the pairs follow the order --forms gives."""
     code, out, err = run(["compare", "--splits", 10, "--form", "x = L0 + a*omega*(H/16)**b",
                           "--forms", "composition,x"], capsys)  # fmt: skip
     assert code == 0, err

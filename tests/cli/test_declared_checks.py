@@ -38,6 +38,7 @@ def test_every_command_with_a_value_option_has_generated_cases():
 
 @pytest.mark.parametrize("cmd, option", CASES, ids=[f"{c}-{o.option_string}" for c, o in CASES])
 def test_a_text_the_declaration_refuses_is_refused_in_one_line(cmd, option):
+    """Texts an option's declaration refuses are refused in one line, every file unchanged."""
     for text in _refused_texts(option):
         argv = [*CLI_BASE[cmd], f"{option.option_string}={text}"]
         outcome = check(Case(argv, dict(FILES), must_refuse=cli_refusal(option, text)))
