@@ -30,7 +30,7 @@ def chin_csv(tmp_path):
 
 
 def test_cli_writes_the_loop_commands_and_a_runnable_spec(tmp_path, capsys):
-    """(Moved from tests/test_design.py.)"""
+    """design --report writes a spec of the chosen runs on fresh seeds and the loop's commands."""
     rep = tmp_path / "design"
     code = main(
         [
@@ -77,7 +77,7 @@ def test_cli_writes_the_loop_commands_and_a_runnable_spec(tmp_path, capsys):
     ],
 )
 def test_bad_design_input_one_line_exit_2(tmp_path, capsys, args, message):
-    """(Moved from tests/test_design.py.)"""
+    """One form, --target with two forms, too small a budget, bad candidates: one line, exit 2."""
     out = tmp_path / "d.json"
     code = main(["design", *args, "--json", str(out)])
     err = capsys.readouterr().err
@@ -86,7 +86,7 @@ def test_bad_design_input_one_line_exit_2(tmp_path, capsys, args, message):
 
 
 def test_design_on_a_tuned_grid_runs_every_level_and_scores_tuned(tmp_path, capsys):
-    """(Moved from tests/test_design.py.)"""
+    """On a tuned grid with --tune lr the spec runs every lr level and the score command tunes."""
     spec_out = tmp_path / "runs.toml"
     code = main(
         [
@@ -116,7 +116,7 @@ def test_design_on_a_tuned_grid_runs_every_level_and_scores_tuned(tmp_path, caps
 
 
 def test_design_ranks_whole_cells_only(tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """design proposes only whole-number H in cells the grid lacks, and the spec runs those H."""
     d = pd.read_csv(DATA / "main.csv")
     d = d[d["lr"] == 3e-4]
     d = d.assign(H=d["H"].map({1: 1, 4: 2, 16: 4, 64: 8}))
@@ -152,13 +152,13 @@ def test_design_ranks_whole_cells_only(tmp_path, capsys):
     ],
 )
 def test_design_refuses_candidates_it_cannot_run(tmp_path, capsys, cand, match):
-    """(Moved from tests/test_round_two.py.)"""
+    """Candidates no run can take (fractional, tiny, negative or huge H, omega < 0) are refused."""
     refused(["design", "--forms", "composition,additive", "--candidates", cand, *FAST_DESIGN],
             capsys, tmp_path, match)  # fmt: skip
 
 
 def test_spec_out_on_a_grid_the_harness_did_not_write_is_refused(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """--spec-out on a grid fitrules simulate did not write is refused, leaving no partial file."""
     refused(["design", "--data", grid_csv, "--forms", "composition,additive", "--spec-out",
              tmp_path / "s.toml", *FAST_DESIGN], capsys, tmp_path,
             "--spec-out .* not written by fitrules simulate")  # fmt: skip
@@ -166,7 +166,7 @@ def test_spec_out_on_a_grid_the_harness_did_not_write_is_refused(grid_csv, tmp_p
 
 
 def test_design_takes_forms_that_read_fewer_variables(tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """design takes a form that reads only omega beside one that reads H and omega."""
     code, out, err = run(["design", "--forms", "omega_only,composition", *FAST_DESIGN,
                           "--json", "-"], capsys)  # fmt: skip
     assert code == 0, err
@@ -174,26 +174,26 @@ def test_design_takes_forms_that_read_fewer_variables(tmp_path, capsys):
 
 
 def test_an_inline_form_must_be_named_in_forms(tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """An inline --form that --forms does not name is refused in one line."""
     refused(["design", "--forms", "composition,additive", "--form", "x = L0 + a*omega",
              *FAST_DESIGN], capsys, tmp_path, "'x' is not named in --forms")  # fmt: skip
 
 
 def test_design_target_errors_name_target(tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A --target naming an unknown variable is refused in one line quoting the --target."""
     refused(["design", "--forms", "composition", "--target", "H=256,bogus=3", *FAST_DESIGN],
             capsys, tmp_path, r"--target 'H=256,bogus=3'")  # fmt: skip
 
 
 def test_design_with_no_form_named_is_one_line(tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """design --forms '' is refused in one line asking to name the forms."""
     # found by the fuzzer: --forms '' took the built-in set, then raised ValueError
     refused(["design", "--forms", "", *FAST_DESIGN], capsys, tmp_path, "name the forms")
 
 
 @pytest.mark.parametrize("scale, ok", [(1e-300, False), (1e90, True)])
 def test_design_at_extreme_scales(tmp_path, capsys, scale, ok):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """design refuses losses at 1e-300 (no measurable spread) and runs cleanly at 1e90."""
     # found by the fuzzer: 'inf' separations (no measurable seed noise at 1e-300) and
     # overflow warnings (squares of 1e90)
     df = composition_grid().assign(loss=lambda d: d["loss"] * scale)
@@ -213,7 +213,7 @@ def test_design_at_extreme_scales(tmp_path, capsys, scale, ok):
 @pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_design_takes_signatures_objective_and_one_run_per_cell(chin_csv, tmp_path, capsys,
                                                                 monkeypatch):  # fmt: skip
-    """(Moved from tests/test_vocabulary.py.)"""
+    """design takes signatures and --objective on one run per cell; its predict lines keep them."""
     monkeypatch.chdir(tmp_path)
     forms = ["--form", "chin(N, D) = E + A/N**alpha + B/D**beta",
              "--form", "noE(N, D) = A/N**alpha + B/D**beta", "--forms", "chin,noE"]  # fmt: skip

@@ -97,7 +97,7 @@ def test_a_wandb_export_with_train_and_val_loss_is_told_val_loss(tmp_path, capsy
 
 
 def test_dotted_name_without_backticks_is_told_to_use_them(tmp_path, capsys):
-    """(Moved from tests/test_exports.py.)"""
+    """A column name with a dot or slash, bare in --derive or --where, is refused: use backticks."""
     path = tmp_path / "wandb.csv"
     wandb_runs().to_csv(path, index=False)
     base = ["compare", "--data", path, "--drop-duplicates", "--metric", "val/loss"]

@@ -16,7 +16,7 @@ from helpers import refused, run
 
 
 def test_unidentified_constants_and_their_prediction_print_no_inf(capsys):
-    """(Moved from tests/test_unbounded_intervals.py.)"""
+    """Constants the cells do not identify print their intervals as unbounded, never as inf."""
     code, out, err = run(["fit", "--form=free_omega", "--objective=log_huber", "--by=keep",
                           "--predict=H=1,keep=0.125", "--resamples=20"], capsys)  # fmt: skip
     assert code == 0, err
@@ -58,7 +58,7 @@ def test_fit_on_fewer_cells_than_constants_is_refused(tmp_path, capsys, rows):
 
 
 def test_seeds_bootstrap_on_one_run_cells_is_never_zero_width(one_run_csv, capsys):
-    """(Moved from tests/test_bootstrap_checks.py.)"""
+    """--bootstrap seeds on one run per cell resamples residuals; no interval is 0 wide."""
     code, out, err = run(
         ["fit", "--data", one_run_csv, "--form", "composition", "--intervals",
          "--bootstrap", "seeds"], capsys,
@@ -70,7 +70,7 @@ def test_seeds_bootstrap_on_one_run_cells_is_never_zero_width(one_run_csv, capsy
 
 
 def test_fit_prints_constants(synthetic_csv, capsys):
-    """(Moved from tests/test_cli.py.)"""
+    """fit prints the fitted constants and its diagnostics."""
     code, out, err = run(["fit", "--data", synthetic_csv, "--form", "composition"], capsys)
     assert code == 0, err
     assert "L0" in out and "diagnostics: none" in out
@@ -134,7 +134,7 @@ def test_fit_names_the_standard_error_and_the_interval_apart(capsys):
     ],
 )
 def test_bad_options_give_one_line(argv, match, capsys, tmp_path, monkeypatch):
-    """(Moved from tests/test_expressive.py.)"""
+    """Bad --shared, --fix, --bound, --by or weights, or a level with no constant: one line."""
     from fitrules.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -154,7 +154,7 @@ def test_bad_options_give_one_line(argv, match, capsys, tmp_path, monkeypatch):
     ],
 )
 def test_fit_with_a_bad_option_writes_no_report(grid_csv, tmp_path, capsys, extra, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """fit with a bad --predict, --level or --resamples is refused and writes no report."""
     refused(
         ["fit", "--data", grid_csv, "--form", "composition", "--report", tmp_path / "R", *extra],
         capsys,
@@ -174,7 +174,7 @@ def test_fit_with_a_bad_option_writes_no_report(grid_csv, tmp_path, capsys, extr
     ],
 )
 def test_prediction_points_are_checked(grid_csv, tmp_path, capsys, point, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A --predict point out of range, infinite, off the form or self-contradictory is refused."""
     refused(
         [
             "fit",
@@ -194,7 +194,7 @@ def test_prediction_points_are_checked(grid_csv, tmp_path, capsys, point, match)
 
 
 def test_a_consistent_keep_and_omega_are_accepted(grid_csv, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A --predict point giving both keep and the omega it implies is accepted and printed."""
     code, out, err = run(
         [
             "fit",
@@ -214,7 +214,7 @@ def test_a_consistent_keep_and_omega_are_accepted(grid_csv, capsys):
 
 
 def test_an_infinite_condition_number_is_said_in_words(grid_csv, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A singular Jacobian's condition number is printed in words, never as inf."""
     code, out, err = run(
         ["fit", "--data", grid_csv, "--where", "keep == 1", "--form", "composition"], capsys
     )
@@ -224,7 +224,7 @@ def test_an_infinite_condition_number_is_said_in_words(grid_csv, capsys):
 
 
 def test_json_names_each_interval_kind(synthetic_csv, capsys):
-    """(Moved from tests/test_intervals.py.)"""
+    """fit --json names the kind of each prediction interval and of the bootstrap."""
     code = main(["fit", "--data", str(synthetic_csv), "--form", "composition",
                  "--predict", "H=8,keep=0.25", "--runs", "4", "--resamples", "20",
                  "--json", "-"])  # fmt: skip
@@ -245,13 +245,13 @@ def test_json_names_each_interval_kind(synthetic_csv, capsys):
 
 
 def test_the_command_line_keeps_its_flags(capsys):
-    """(Moved from tests/test_notebook_api.py.)"""
+    """fit --predict without omega or keep is refused naming the --predict flag."""
     code, _, err = run(["fit", "--form", "composition", "--predict", "H=8"], capsys)
     assert code == 2 and "error: --predict 'H=8' does not give omega" in err
 
 
 def test_fit_says_which_data_and_filter_and_predict_prints_a_point(tmp_path, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """fit first names its data and filter; predict prints the point in words, not as a dict."""
     code, out, err = run(["fit", "--form", "composition"], capsys)
     assert code == 0 and out.startswith("data: data/main.csv") and "where lr == 3e-4" in out
     ledger = tmp_path / "p.jsonl"
@@ -263,7 +263,7 @@ def test_fit_says_which_data_and_filter_and_predict_prints_a_point(tmp_path, cap
 
 
 def test_a_grid_of_zeros_has_no_relative_training_error(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A fit to losses all 0 says the relative error is not defined instead of printing nan."""
     # found by the long fuzz run: float16 Parquet turned 1e-30 losses into 0; abs_ls fitted
     # them and printed 'mean nan%'
     composition_grid().assign(loss=0.0).to_csv(grid_csv, index=False)

@@ -33,7 +33,7 @@ def _property(case: fuzzing.Case) -> None:
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_the_command_line_never_crashes(family):
-    """(Moved from tests/test_fuzz_cli.py.)"""
+    """Generated hostile command lines of each command run or are refused cleanly, never crash."""
     strategy, examples = FAMILIES[family]
 
     @settings(
