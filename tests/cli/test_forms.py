@@ -22,7 +22,7 @@ def _write(path, text: str | bytes):
 
 
 def test_forms_commands(tmp_path, monkeypatch, capsys):
-    """(Moved from tests/test_cli.py.)"""
+    """forms add writes forms.toml; list shows it with the built-ins; show names the constants."""
     monkeypatch.chdir(tmp_path)
     code, out, _ = run(["forms", "add", "mine", "L0 + a*omega**c"], capsys)
     assert code == 0 and (tmp_path / "forms.toml").exists()
@@ -33,7 +33,7 @@ def test_forms_commands(tmp_path, monkeypatch, capsys):
 
 
 def test_a_form_may_not_read_the_metric(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A form that reads the metric column is refused by fit and by compare."""
     refused(
         ["fit", "--data", grid_csv, "--form", "x = L0 + a*loss"],
         capsys,
@@ -49,7 +49,7 @@ def test_a_form_may_not_read_the_metric(grid_csv, tmp_path, capsys):
 
 
 def test_metric_that_the_forms_read_is_refused(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A --metric that the form reads as a variable (H) is refused in one line."""
     refused(
         ["fit", "--data", grid_csv, "--form", "composition", "--metric", "H"],
         capsys,
@@ -60,7 +60,7 @@ def test_metric_that_the_forms_read_is_refused(grid_csv, tmp_path, capsys):
 
 @pytest.mark.parametrize("column", ["seed", "diverged"])
 def test_seed_and_outcome_columns_are_not_variables(grid_csv, tmp_path, capsys, column):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A form reading the seed column or an outcome column as a variable is refused."""
     refused(
         ["fit", "--data", grid_csv, "--form", f"x(H, {column}) = L0 + a*H + b*{column}"],
         capsys,
@@ -81,7 +81,7 @@ def test_seed_and_outcome_columns_are_not_variables(grid_csv, tmp_path, capsys, 
     ],
 )
 def test_expressions_that_used_to_crash(grid_csv, tmp_path, capsys, expression, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """Too long, too deep, constant-free or overflowing expressions are refused in one line."""
     refused(
         ["fit", "--data", grid_csv, "--where", "keep == 1", "--form", f"x = {expression}"],
         capsys,
@@ -101,7 +101,7 @@ def test_expressions_that_used_to_crash(grid_csv, tmp_path, capsys, expression, 
     ],
 )
 def test_forms_toml_with_wrong_types(grid_csv, tmp_path, capsys, monkeypatch, toml, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """forms.toml entries of the wrong type (variables, bounds, expr, start) are refused."""
     (tmp_path / "w").mkdir()
     _write(tmp_path / "w" / "forms.toml", toml)
     monkeypatch.chdir(tmp_path / "w")
@@ -109,7 +109,7 @@ def test_forms_toml_with_wrong_types(grid_csv, tmp_path, capsys, monkeypatch, to
 
 
 def test_start_outside_the_bounds_is_refused(grid_csv, tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A starting range outside a constant's bounds is refused, naming both ranges."""
     (tmp_path / "w").mkdir()
     _write(
         tmp_path / "w" / "forms.toml",
@@ -126,7 +126,7 @@ def test_start_outside_the_bounds_is_refused(grid_csv, tmp_path, capsys, monkeyp
 
 
 def test_bounds_on_a_linear_constant_are_refused(grid_csv, tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """Bounds on a constant that enters linearly are refused in one line."""
     (tmp_path / "w").mkdir()
     _write(
         tmp_path / "w" / "forms.toml",
@@ -143,7 +143,7 @@ def test_bounds_on_a_linear_constant_are_refused(grid_csv, tmp_path, capsys, mon
 
 
 def test_an_inline_form_may_not_shadow_a_builtin(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """An inline form named like a built-in form is refused by compare and fit."""
     for argv in (
         ["compare", *SPLITS, "--form", "composition = L0 + a*omega*H"],
         ["fit", "--form", "additive = L0 + a*omega*H"],
@@ -152,7 +152,7 @@ def test_an_inline_form_may_not_shadow_a_builtin(grid_csv, tmp_path, capsys):
 
 
 def test_variables_declared_in_backticks(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A form declaring a column with a space in backticks fits it and finds b = 0.5."""
     df = composition_grid().rename(columns={"H": "my H"})
     path = tmp_path / "g.csv"
     df.to_csv(path, index=False)
@@ -165,7 +165,7 @@ def test_variables_declared_in_backticks(tmp_path, capsys):
 
 
 def test_a_form_with_no_finite_prediction_is_refused(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A form that predicts no finite loss for any constants is refused in one line."""
     refused(
         ["fit", "--data", grid_csv, "--form", "x = L0 + a*omega*sqrt(-H)"],
         capsys,
@@ -175,7 +175,7 @@ def test_a_form_with_no_finite_prediction_is_refused(grid_csv, tmp_path, capsys)
 
 
 def test_forms_add_keeps_declared_variables_and_show_needs_no_grid(tmp_path, monkeypatch, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """forms add keeps a signature's variables, and show works though the grid lacks them."""
     monkeypatch.chdir(tmp_path)
     code, out, err = run(["forms", "add", "chin2(N, D)", "E + A/N**alpha + B/D**beta"], capsys)
     assert code == 0, err
@@ -188,7 +188,7 @@ def test_forms_add_keeps_declared_variables_and_show_needs_no_grid(tmp_path, mon
 
 
 def test_forms_add_refuses_a_misspelt_variable(tmp_path, monkeypatch, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """forms add of a misspelt variable is refused with a suggestion and writes no file."""
     monkeypatch.chdir(tmp_path)
     code, _, err = run(["forms", "add", "bad", "L0 + a*omgea"], capsys)
     assert code == 2 and "did you mean 'omega'" in err
@@ -196,7 +196,7 @@ def test_forms_add_refuses_a_misspelt_variable(tmp_path, monkeypatch, capsys):
 
 
 def test_forms_remove(tmp_path, monkeypatch, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """forms remove takes out the form named; an unknown or built-in form is refused."""
     monkeypatch.chdir(tmp_path)
     assert run(["forms", "add", "one", "L0 + a*omega"], capsys)[0] == 0
     assert run(["forms", "add", "two(H) = L0 + b*H", ""], capsys)[0] == 2  # bad name
@@ -218,7 +218,7 @@ def test_forms_remove(tmp_path, monkeypatch, capsys):
     ],
 )
 def test_a_form_may_not_read_the_metric_through_a_derivation(tmp_path, capsys, derive, form):
-    """(Moved from tests/test_round_two.py.)"""
+    """A form reading the metric, another loss or the seed through --derive is refused."""
     data = tmp_path / "g.csv"
     composition_grid().assign(train_loss=2.0).to_csv(data, index=False)
     argv = ["compare", "--data", data, "--splits", "5", "--derive", derive, "--form", form]
@@ -228,7 +228,7 @@ def test_a_form_may_not_read_the_metric_through_a_derivation(tmp_path, capsys, d
 
 
 def test_a_symlinked_forms_file_stays_a_link(tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_round_two.py.)"""
+    """forms add through a symlinked forms.toml writes the target and keeps the link."""
     monkeypatch.chdir(tmp_path)
     shared = tmp_path / "team.toml"
     shared.write_text('mine = "L0 + a*omega"\n')
@@ -240,7 +240,7 @@ def test_a_symlinked_forms_file_stays_a_link(tmp_path, capsys, monkeypatch):
 
 
 def test_declaring_no_variables_is_refused(tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A form in forms.toml declaring an empty variable list is refused by forms list and fit."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "forms.toml").write_text('x = { expr = "L0 + a*H", variables = [] }\n')
     refused(["forms", "list"], capsys, tmp_path, "declares no variables")
@@ -248,7 +248,7 @@ def test_declaring_no_variables_is_refused(tmp_path, capsys, monkeypatch):
 
 
 def test_the_readme_bounds_example_is_accepted(tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """The README's bounds example is accepted and forms show starts its grid over the bounds."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "forms.toml").write_text(
         '[mine]\nexpr = "L0 + a*omega**b"\nbounds = { b = [-2, 2] }\n'
@@ -259,7 +259,7 @@ def test_the_readme_bounds_example_is_accepted(tmp_path, capsys, monkeypatch):
 
 
 def test_a_start_outside_the_bounds_is_refused_by_list_and_show(tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A start outside a constant's bounds in forms.toml is refused by forms list and show."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "forms.toml").write_text(
         '[mine]\nexpr = "L0 + a*omega**b"\nbounds = { b = [0, 4] }\nstart = { b = [5, 6] }\n'

@@ -104,7 +104,7 @@ IGNORED = "ignored per-run columns (no form reads them; they label runs, not cel
 
 @pytest.mark.parametrize("make_args, message", BAD)
 def test_bad_input_one_line_exit_2_no_output(tmp_path, capsys, make_args, message):
-    """(Moved from tests/test_cli.py.)"""
+    """Bad tables, forms or options make compare exit 2 in one line, writing no JSON or partial."""
     out = tmp_path / "out.json"
     code, stdout, err = run(["compare", "--splits", 5, "--json", out, *make_args(tmp_path)], capsys)
     assert code == 2
@@ -117,7 +117,7 @@ def test_bad_input_one_line_exit_2_no_output(tmp_path, capsys, make_args, messag
 
 @pytest.mark.parametrize("old, new", [("seed", "loss"), ("keep", "H")])
 def test_duplicated_header_is_refused(grid_csv, tmp_path, capsys, old, new):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A header naming a column twice is refused by fit and validate, naming that column."""
     lines = grid_csv.read_text().splitlines()
     lines[0] = lines[0].replace(old, new)
     _write(grid_csv, "\n".join(lines) + "\n")
@@ -137,7 +137,7 @@ def test_duplicated_header_is_refused(grid_csv, tmp_path, capsys, old, new):
     ],
 )
 def test_impossible_values_in_a_grid(tmp_path, capsys, column, value, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """An inf condition, a huge variable, or a metric <= 0 or huge is refused naming its line."""
     df = composition_grid()
     df[column] = df[column].astype(float)
     df.loc[0, column] = value
@@ -186,7 +186,7 @@ def test_rel_ls_does_not_notice_the_scale(tmp_path, capsys, scale):
 
 
 def test_parquet_without_an_engine_is_one_line(tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """Parquet with no engine installed is refused in one line naming pyarrow."""
 
     def no_engine(*a, **k):
         raise ImportError("Unable to find a usable engine;\ntried using: 'pyarrow'.\nmore\nlines")
@@ -197,7 +197,7 @@ def test_parquet_without_an_engine_is_one_line(tmp_path, capsys, monkeypatch):
 
 
 def test_tokenizer_error_is_one_line(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A CSV line with too many fields is refused in one line saying how many."""
     path = _write(tmp_path / "t.csv", "a,b\n1,2\n1,2,3\n")
     refused(["validate", path], capsys, tmp_path, "Expected 2 fields in line 3, saw 3\\)$")
 
@@ -207,7 +207,7 @@ def test_tokenizer_error_is_one_line(tmp_path, capsys):
     [(3, "the grid has only 3 cells"), (6, r"--train-frac 0\.75 or more")],
 )
 def test_train_frac_advice_is_possible(tmp_path, capsys, cells, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A grid too small for the splits is refused with advice that can be followed."""
     rows = [{"H": 2**i, "omega": i % 3, "seed": 0, "loss": 2 + 0.01 * i} for i in range(cells)]
     path = tmp_path / "g.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
@@ -218,7 +218,7 @@ def test_train_frac_advice_is_possible(tmp_path, capsys, cells, match):
 
 
 def test_no_warning_reaches_stderr_for_extreme_values(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """Losses near 1e90 run compare with nothing on stderr and no file written."""
     df = composition_grid()
     df["loss"] = df["loss"] * 1e90
     path = tmp_path / "g.csv"
@@ -231,7 +231,7 @@ def test_no_warning_reaches_stderr_for_extreme_values(tmp_path, capsys):
 
 
 def test_an_integer_beyond_double_precision_in_a_grid(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """An integer beyond double precision is refused in a short line, its digits elided."""
     head = "H,keep,loss,spec,spec_sha256\n1,1,2,t,0\n"
     path = _write(tmp_path / "g.csv", head + "9" * 400 + ",1,2,t,0\n")
     (tmp_path / "g.manifest.json").write_text('{"spec_sha256": "0"}')  # a harness table
@@ -240,7 +240,7 @@ def test_an_integer_beyond_double_precision_in_a_grid(tmp_path, capsys):
 
 
 def test_a_derived_column_must_be_finite(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A --derive giving nan is refused in one line naming the line it fails on."""
     refused(
         ["validate", grid_csv, "--derive", "z = log(-H)"],
         capsys,
@@ -289,7 +289,7 @@ def test_micro_sign_column_is_read_as_typed(micro_csv, capsys):
 
 
 def test_greek_mu_against_a_micro_sign_column_names_both(micro_csv, tmp_path, capsys):
-    """(Moved from tests/test_names.py.)"""
+    """A form's Greek mu against a micro-sign column is refused, naming both code points."""
     line = refused(
         ["fit", "--data", micro_csv, "--form", f"m = L0 + a*omega*({MU}/16)**b"],
         capsys, tmp_path, "look alike",
@@ -298,7 +298,7 @@ def test_greek_mu_against_a_micro_sign_column_names_both(micro_csv, tmp_path, ca
 
 
 def test_a_parquet_index_is_a_column(tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """A Parquet file's named index is read as a column (here one that looks like a factor)."""
     pytest.importorskip("pyarrow")
     _two_lrs().set_index("lr").to_parquet(tmp_path / "g.parquet")
     code, out, err = run(["fit", "--data", tmp_path / "g.parquet", "--form", "composition"],
@@ -308,7 +308,7 @@ def test_a_parquet_index_is_a_column(tmp_path, capsys):
 
 
 def test_levels_that_differ_by_rounding_are_reported(tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """Levels of lr that differ only by rounding are refused in one line naming lr."""
     df = _two_lrs()
     df["lr"] = df["lr"] * (1 + 1e-9 * np.arange(len(df)))
     df.to_csv(tmp_path / "g.csv", index=False)
@@ -318,7 +318,7 @@ def test_levels_that_differ_by_rounding_are_reported(tmp_path, capsys):
 
 
 def test_parquet_float16_columns_are_read(tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """Parquet columns of float16 are read and fitted."""
     pytest.importorskip("pyarrow")
     df = composition_grid().astype({"H": "float16", "keep": "float16", "omega": "float16"})
     df.to_parquet(tmp_path / "g.parquet")
@@ -327,7 +327,7 @@ def test_parquet_float16_columns_are_read(tmp_path, capsys):
 
 
 def test_parquet_list_columns_are_refused(tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A Parquet column holding lists is refused in one line: one value per cell."""
     pytest.importorskip("pyarrow")
     composition_grid().assign(tags=[[1, 2]] * 60).to_parquet(tmp_path / "g.parquet")
     refused(["validate", tmp_path / "g.parquet"], capsys, tmp_path,
@@ -335,14 +335,14 @@ def test_parquet_list_columns_are_refused(tmp_path, capsys):
 
 
 def test_line_numbers_count_quoted_newlines_and_blank_lines(tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A refusal's line number counts quoted newlines and blank lines as the file's lines."""
     path = tmp_path / "q.csv"
     path.write_text('H,omega,seed,loss,note\n1,0,0,2.1,"a\nb"\n\n4,1,0,oops,c\n')
     refused(["validate", path], capsys, tmp_path, r"'oops' in line 5\)")
 
 
 def test_mixing_errors_name_a_bounded_number_of_levels(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A per-run label and a refusal over 60 levels of lr are each named in a bounded line."""
     df = composition_grid().assign(job_id=range(60))
     df["job_id"] = df["job_id"].astype(str)
     df.to_csv(grid_csv, index=False)
@@ -360,7 +360,7 @@ def test_mixing_errors_name_a_bounded_number_of_levels(grid_csv, tmp_path, capsy
 
 
 def test_a_wide_table_gives_no_pandas_warning(tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A table of 120 columns runs compare with --derive and no pandas warning."""
     df = composition_grid()
     extra = pd.DataFrame({f"x{i}": np.full(len(df), i) for i in range(115)})
     pd.concat([df, extra], axis=1).to_csv(tmp_path / "w.csv", index=False)
@@ -372,7 +372,7 @@ def test_a_wide_table_gives_no_pandas_warning(tmp_path, capsys):
 
 
 def test_a_table_whose_every_run_is_set_aside_is_one_line(tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A table whose every run has a non-finite metric is refused: no run left to use."""
     # found by the fuzzer: validate raised IndexError when no run was left
     path = tmp_path / "g.csv"
     path.write_text("H,omega,seed,loss\n1,0,0,inf\n2,1,0,nan\n")
@@ -380,7 +380,7 @@ def test_a_table_whose_every_run_is_set_aside_is_one_line(tmp_path, capsys):
 
 
 def test_an_infinite_condition_is_refused(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """An inf in a condition column is refused by validate, naming the column and line."""
     # found by the long fuzz run: validate printed a level 'inf'
     df = composition_grid().assign(lr=3e-4)
     df.loc[5, "lr"] = np.inf
@@ -389,7 +389,7 @@ def test_an_infinite_condition_is_refused(grid_csv, tmp_path, capsys):
 
 
 def test_every_command_runs_on_a_users_table(user_csv, tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_user_tables.py.)"""
+    """Every command runs on a user's table with --seed-col, naming the per-run columns ignored."""
     monkeypatch.chdir(tmp_path)
     data = ["--data", user_csv, "--seed-col", "run_seed"]
     ignored = IGNORED + "run_name, timestamp, path"
@@ -428,7 +428,7 @@ def test_every_command_runs_on_a_users_table(user_csv, tmp_path, capsys, monkeyp
 
 
 def test_a_factor_like_column_is_pooled_and_reported(tmp_path, capsys):
-    """(Moved from tests/test_user_tables.py.)"""
+    """A column varying within cells is pooled, reported, and its suggested filter works."""
     a, b = user_table(), user_table()
     a["opt name"], b["opt name"] = "adam", "lion"
     b["run_name"] = b["run_name"] + "-b"
@@ -454,7 +454,7 @@ def test_a_factor_like_column_is_pooled_and_reported(tmp_path, capsys):
 
 
 def test_rows_filtered_out_are_counted_in_text_and_json(user_csv, tmp_path, capsys):
-    """(Moved from tests/test_user_tables.py.)"""
+    """Rows that --where filters out are counted in the text and in the JSON."""
     j = tmp_path / "f.json"
     code, out, err = run(
         ["fit", "--data", user_csv, "--seed-col", "run_seed", "--where", "H > 1",

@@ -34,7 +34,7 @@ def _help(command: str) -> str:
 
 
 def test_every_command_shows_examples_that_parse():
-    """(Moved from tests/test_help.py.)"""
+    """Every command's help ends with examples, and each example parses as that command."""
     parser = build_parser()
     names = []
     for name, p in _parsers(parser):
@@ -52,7 +52,7 @@ def test_every_command_shows_examples_that_parse():
 
 
 def test_bare_fitrules_prints_the_help(capsys):
-    """(Moved from tests/test_help.py.)"""
+    """fitrules with no arguments prints the help with its examples and exits 0."""
     code, out, err = run([], capsys)
     assert code == 0 and err == ""
     assert out.startswith("usage: fitrules") and "compare" in out and "examples:" in out
@@ -71,7 +71,7 @@ def test_forms_add_help_shows_only_what_it_uses():
 
 
 def test_a_misspelt_form_name_gets_did_you_mean(tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_help.py.)"""
+    """A misspelt form name in --forms or --form is refused with a did-you-mean."""
     monkeypatch.chdir(tmp_path)
     refused(["compare", "--forms", "compositon,additive"], capsys, tmp_path,
             r"unknown form 'compositon' \(did you mean 'composition'\?\)")  # fmt: skip
@@ -80,7 +80,7 @@ def test_a_misspelt_form_name_gets_did_you_mean(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("where", ["--form", "fit"])
 def test_caret_is_diagnosed(where, tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_help.py.)"""
+    """A caret in a form is refused, saying ** is the power, in compare and fit."""
     monkeypatch.chdir(tmp_path)
     argv = (["compare", "--form", "p = L0 + a*H^b"] if where == "--form"
             else ["fit", "--form", "p = L0 + a*omega^c"])  # fmt: skip
@@ -88,13 +88,13 @@ def test_caret_is_diagnosed(where, tmp_path, capsys, monkeypatch):
 
 
 def test_form_option_help_says_what_it_does():
-    """(Moved from tests/test_rough_edges.py.)"""
+    """compare's --form help says the form runs alone unless --forms is given."""
     text = " ".join(_help("compare").split())
     assert "on its own when --forms is not given (the built-in set is then left out)" in text
 
 
 def test_every_option_of_every_command_has_help():
-    """(Moved from tests/test_rough_edges.py.)"""
+    """Every option of every command and subcommand has a help text."""
     missing = []
     for name, sub in _subparsers(build_parser()):
         for action in sub._actions:
@@ -106,7 +106,7 @@ def test_every_option_of_every_command_has_help():
 
 
 def test_ci_help_names_one_default_grid_and_tolerance_states_its_default():
-    """(Moved from tests/test_rough_edges.py.)"""
+    """ci's help names its one default grid; predict's help states --tolerance's default."""
     ci = " ".join(_help("ci").split())
     assert "paired_tuned.csv" in ci and "main grid" not in ci
     assert "default: none" in " ".join(_help("predict").split())

@@ -35,7 +35,7 @@ def _no_hang(argv, cwd, timeout=120) -> subprocess.CompletedProcess:
 
 
 def test_grammar_fifo_is_refused_unread(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_input_files.py.)"""
+    """A FIFO given as --grammar is refused unread: not a regular file."""
     os.mkfifo(tmp_path / "g.toml")
     refused(["search", "--data", grid_csv, "--grammar", tmp_path / "g.toml"],
             capsys, tmp_path, r"--grammar .*g\.toml: is not a regular file")  # fmt: skip
@@ -43,13 +43,13 @@ def test_grammar_fifo_is_refused_unread(grid_csv, tmp_path, capsys):
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
 def test_grammar_device_is_refused_unread(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_input_files.py.)"""
+    """A device (/dev/zero) given as --grammar is refused unread: not a regular file."""
     refused(["search", "--data", grid_csv, "--grammar", "/dev/zero"],
             capsys, tmp_path, r"--grammar /dev/zero: is not a regular file")  # fmt: skip
 
 
 def test_deeply_nested_grammar_is_refused(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_input_files.py.)"""
+    """A grammar nested 3,000 deep is refused in one line giving the limit of 64."""
     p = tmp_path / "g.toml"
     p.write_text("variables = " + "[" * 3000 + "]" * 3000 + "\n")
     refused(["search", "--data", grid_csv, "--grammar", p],
@@ -57,7 +57,7 @@ def test_deeply_nested_grammar_is_refused(grid_csv, tmp_path, capsys):
 
 
 def test_directories_where_files_are_expected(grid_csv, tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A directory given where a table, ledger, spec, output or forms.toml goes is refused."""
     d = tmp_path / "d"
     d.mkdir()
     refused(["validate", d], capsys, tmp_path, "is a directory")
@@ -84,7 +84,7 @@ def test_directories_where_files_are_expected(grid_csv, tmp_path, capsys, monkey
 
 
 def test_files_that_are_not_utf8(grid_csv, tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A ledger, spec or forms.toml that is not UTF-8 is refused in one line."""
     bad = _write(tmp_path / "bad.bin", b"\xff\xfe = 1\n")
     refused(["score", "--ledger", bad, "--data", grid_csv], capsys, tmp_path, "not UTF-8")
     refused(["simulate", bad, "--out", tmp_path / "x.csv"], capsys, tmp_path, "not UTF-8")
@@ -96,7 +96,7 @@ def test_files_that_are_not_utf8(grid_csv, tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("where", ["data", "ledger", "staging"])
 def test_a_named_pipe_never_blocks(tmp_path, grid_csv, where):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A FIFO as table or ledger is refused unread; one named like a staging file is left alone."""
     fifo = tmp_path / "p"
     if where == "staging":
         fifo = tmp_path / ".out.json.abcdefgh.partial"
