@@ -95,14 +95,14 @@ GOOD_RECORD = {
 
 
 def test_predict_prints_the_head_it_made(ledger, capsys):
-    """(Moved from tests/test_ledger_anchor.py.)"""
+    """predict prints the ledger's new head: the record number and the last record's sha256."""
     path, heads = ledger
     last = json.loads(path.read_text().splitlines()[-1])
     assert heads[-1] == f"2:{last['sha256']}"
 
 
 def test_removed_last_record_is_caught_only_with_the_head(ledger, tmp_path, capsys):
-    """(Moved from tests/test_ledger_anchor.py.)"""
+    """A ledger cut short verifies as a valid chain, but is refused against the earlier head."""
     path, heads = ledger
     path.write_text(path.read_text().splitlines()[0] + "\n")
     # without a head the shortened ledger is a valid chain: accepted, and said to be so
@@ -117,7 +117,7 @@ def test_removed_last_record_is_caught_only_with_the_head(ledger, tmp_path, caps
 
 
 def test_a_rewritten_chain_is_caught_with_the_head(ledger, tmp_path, capsys):
-    """(Moved from tests/test_ledger_anchor.py.)"""
+    """A rewritten and rehashed ledger still scores, but either recorded head refuses it."""
     path, heads = ledger
 
     def nudge(rec):
@@ -135,7 +135,7 @@ def test_a_rewritten_chain_is_caught_with_the_head(ledger, tmp_path, capsys):
 
 
 def test_an_old_head_still_verifies_after_later_appends(ledger, capsys):
-    """(Moved from tests/test_ledger_anchor.py.)"""
+    """An older head verifies after later appends and says which records came after it."""
     path, heads = ledger
     code, out, err = run(["ledger", "verify", "--ledger", path, "--head", heads[0]], capsys)
     assert code == 0, err
@@ -144,7 +144,7 @@ def test_an_old_head_still_verifies_after_later_appends(ledger, capsys):
 
 @pytest.mark.parametrize("head", ["abc", "1:xyz", "", "12345"])
 def test_malformed_heads(ledger, tmp_path, capsys, head):
-    """(Moved from tests/test_ledger_anchor.py.)"""
+    """A --head that is not a record number and hash is refused in one line naming --head."""
     path, _ = ledger
     refused(["ledger", "verify", "--ledger", path, "--head", head], capsys, tmp_path, "--head")
 
@@ -163,13 +163,13 @@ def test_malformed_heads(ledger, tmp_path, capsys, head):
     ],
 )
 def test_malformed_ledger_lines(grid_csv, tmp_path, capsys, record, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A ledger line with NaN, deep nesting, or a field missing or mistyped is refused by score."""
     ledger = _ledger_with(tmp_path, record)
     refused(["score", "--ledger", ledger, "--data", grid_csv], capsys, tmp_path, match)
 
 
 def test_the_good_record_of_these_cases_is_accepted(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """The well-formed record the malformed cases start from is scored."""
     ledger = _ledger_with(tmp_path, GOOD_RECORD)
     code, out, err = run(["score", "--ledger", ledger, "--data", grid_csv], capsys)
     assert code == 0, err
@@ -183,7 +183,7 @@ def test_the_good_record_of_these_cases_is_accepted(grid_csv, tmp_path, capsys):
     ],
 )
 def test_the_ledger_records_the_interval_and_its_kind(synthetic_csv, tmp_path, runs, kind, key):
-    """(Moved from tests/test_intervals.py.)"""
+    """The ledger records the interval (mean or --runs), its kind, and the constants-only one."""
     ledger = tmp_path / "l.jsonl"
     argv = ["predict", "--data", str(synthetic_csv), "--form", "composition",
             "--at", "H=8,keep=0.25", "--ledger", str(ledger), "--resamples", "20"]  # fmt: skip
@@ -200,7 +200,7 @@ def test_the_ledger_records_the_interval_and_its_kind(synthetic_csv, tmp_path, r
 
 
 def test_head_zero_says_record_numbers_start_at_one(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """--head 0:... is refused saying record numbers start at 1, not that records were removed."""
     ledger = tmp_path / "l.jsonl"
     argv = ["predict", "--data", grid_csv, "--form", "composition", "--at", "H=8,keep=0.25"]
     code, _, err = run([*argv, "--ledger", ledger, "--resamples", "20"], capsys)
@@ -212,7 +212,7 @@ def test_head_zero_says_record_numbers_start_at_one(grid_csv, tmp_path, capsys):
 
 @pytest.mark.parametrize("order", [["ledger", "-q", "verify"], ["ledger", "verify", "-q"]])
 def test_quiet_ledger_verify(tmp_path, capsys, order):
-    """(Moved from tests/test_vocabulary.py.)"""
+    """ledger verify -q prints nothing and exits 0 on an intact chain, wherever -q goes."""
     ledger = tmp_path / "l.jsonl"
     code, _, err = run(["predict", "--form", "composition", "--at", "H=8,keep=0.25",
                         "--ledger", ledger, "--resamples", 20], capsys)  # fmt: skip

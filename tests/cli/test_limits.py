@@ -26,7 +26,7 @@ def _quick(argv, capsys, tmp_path, match, seconds=5.0):
 
 
 def test_a_billion_splits(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_limits.py.)"""
+    """compare --splits 10**9 is refused at once, giving the range 1 to 100,000."""
     _quick(
         ["compare", "--data", grid_csv, "--splits", 10**9],
         capsys,
@@ -36,7 +36,7 @@ def test_a_billion_splits(grid_csv, tmp_path, capsys):
 
 
 def test_a_billion_ci_resamples(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_limits.py.)"""
+    """ci --resamples 10**9 is refused at once, giving the range 1,000 to 1,000,000."""
     _quick(
         [
             "ci",
@@ -56,7 +56,7 @@ def test_a_billion_ci_resamples(grid_csv, tmp_path, capsys):
 
 
 def test_a_billion_bootstrap_resamples(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_limits.py.)"""
+    """fit --intervals --resamples 10**9 is refused at once, giving the range 20 to 100,000."""
     _quick(
         ["fit", "--data", grid_csv, "--form", "composition", "--intervals", "--resamples", 10**9],
         capsys,
@@ -66,7 +66,7 @@ def test_a_billion_bootstrap_resamples(grid_csv, tmp_path, capsys):
 
 
 def test_fifteen_nonlinear_constants(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_limits.py.)"""
+    """A form with 15 nonlinear constants is refused at once: at most 8."""
     expr = "L0 + a*omega**c0" + "".join(f"*(H/16)**c{i}" for i in range(1, 15))
     _quick(
         ["fit", "--data", grid_csv, "--form", f"x = {expr}"],
@@ -112,12 +112,12 @@ def test_six_nonlinear_constants_are_searched_without_3_to_the_6(grid_csv, capsy
     ],
 )
 def test_simulate_sizes(tmp_path, capsys, cell, match):
-    """(Moved from tests/test_limits.py.)"""
+    """A simulate cell too wide, too long or needing too much memory is refused at once."""
     _quick(["simulate", "--cell", cell, "--out", tmp_path / "o.csv"], capsys, tmp_path, match)
 
 
 def test_simulate_jobs(tmp_path, capsys):
-    """(Moved from tests/test_limits.py.)"""
+    """simulate --jobs 100,000 is refused at once, giving the range 1 to 256."""
     _quick(
         ["simulate", "--cell", "H=1", "--jobs", 10**5, "--out", tmp_path / "o.csv"],
         capsys,
@@ -127,7 +127,7 @@ def test_simulate_jobs(tmp_path, capsys):
 
 
 def test_spec_run_count_is_checked_before_the_runs_are_made(tmp_path, capsys):
-    """(Moved from tests/test_limits.py.)"""
+    """A spec of a million runs is refused before the runs are made: more than 100,000."""
     levels = ", ".join(str(i) for i in range(1, 101))
     spec = tmp_path / "s.toml"
     spec.write_text(
@@ -139,7 +139,7 @@ def test_spec_run_count_is_checked_before_the_runs_are_made(tmp_path, capsys):
 
 
 def test_memory_estimate_is_checked_before_fitting(grid_csv, tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_limits.py.)"""
+    """A compare whose memory estimate passes the cap is refused before fitting."""
     from fitrules.base import limits
 
     monkeypatch.setattr(limits, "MEMORY_CAP_BYTES", 2**20)

@@ -64,7 +64,7 @@ def _predict(tmp_path, capsys, ledger, data, *extra):
 
 
 def test_a_directory_filled_during_the_run_is_kept(grid_csv, tmp_path, capsys, during_build):
-    """(Moved from tests/test_outputs.py.)"""
+    """A report directory the user fills during the run is kept as is; the run exits 2."""
     target = tmp_path / "R"
 
     def user_writes_notes():
@@ -81,7 +81,7 @@ def test_a_directory_filled_during_the_run_is_kept(grid_csv, tmp_path, capsys, d
 
 
 def test_a_directory_swapped_in_during_the_run_is_kept(grid_csv, tmp_path, capsys, during_build):
-    """(Moved from tests/test_outputs.py.)"""
+    """A report directory swapped in during the run is kept as is; the run exits 2."""
     target = tmp_path / "R"
 
     def user_replaces_it():
@@ -97,7 +97,7 @@ def test_a_directory_swapped_in_during_the_run_is_kept(grid_csv, tmp_path, capsy
 
 
 def test_a_second_run_is_refused_at_once(grid_csv, tmp_path, capsys, during_build):
-    """(Moved from tests/test_outputs.py.)"""
+    """A second run to the same --report during the first is refused; the first writes it."""
     from fitrules.cli import main
 
     target = tmp_path / "R"
@@ -148,7 +148,7 @@ def test_force_never_leaves_the_target_missing(
 
 
 def test_stale_partials_of_killed_runs_are_cleaned(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_outputs.py.)"""
+    """Partial files of killed runs are removed; one still locked by a live run is kept."""
     stale_dir = tmp_path / ".R.k1ll3d00.partial"
     stale_dir.mkdir()
     (stale_dir / "report.md").write_text("half")
@@ -180,7 +180,7 @@ def test_stale_partials_of_killed_runs_are_cleaned(grid_csv, tmp_path, capsys):
 
 
 def test_a_stale_old_directory_is_not_restored_into_a_fresh_target(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_outputs.py.)"""
+    """A stale .R.old is left alone, not moved into place as a fresh --report R."""
     # issue 20: a '.R.old' (left by fitrules before 0.2, or by anything else) used to be moved
     # into place at a fresh --report R, and the run refused; it is now left alone
     old = tmp_path / ".R.old"
@@ -194,7 +194,7 @@ def test_a_stale_old_directory_is_not_restored_into_a_fresh_target(grid_csv, tmp
 
 @pytest.mark.timing
 def test_sigterm_during_the_build_cleans_up(grid_csv, tmp_path, capsys, during_build):
-    """(Moved from tests/test_outputs.py.)"""
+    """SIGTERM during the report's build exits 143 in one line and leaves no file."""
 
     class Stop(BaseException):
         pass
@@ -216,7 +216,7 @@ def test_sigterm_during_the_build_cleans_up(grid_csv, tmp_path, capsys, during_b
 
 
 def test_a_failed_command_removes_the_directories_it_created(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_outputs.py.)"""
+    """A refused command removes the parent directories it created for its outputs."""
     before = snapshot(tmp_path)
     code, _, err = run(
         [
@@ -238,7 +238,7 @@ def test_a_failed_command_removes_the_directories_it_created(grid_csv, tmp_path,
 
 
 def test_json_inside_the_report_or_over_an_input_is_refused(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_outputs.py.)"""
+    """A --json inside --report, over an input, or a --report holding an input is refused."""
     from helpers import refused
 
     refused(
@@ -297,7 +297,7 @@ def test_report_placeholder_left_by_a_killed_run_is_taken(grid_csv, tmp_path, ca
 
 
 def test_report_placeholder_of_a_live_run_is_refused(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_audit_minor.py.)"""
+    """A --report placeholder held by a live run is refused as being written by it."""
     from fitrules.base.outputs import ReservedDir
 
     held = ReservedDir(tmp_path / "R", force=False)
@@ -309,7 +309,7 @@ def test_report_placeholder_of_a_live_run_is_refused(grid_csv, tmp_path, capsys)
 
 
 def test_unwritable_json_is_refused_before_the_report(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A --json where no file can be created is refused before the report is made."""
     refused(
         [
             "compare",
@@ -332,7 +332,7 @@ def test_unwritable_json_is_refused_before_the_report(grid_csv, tmp_path, capsys
 def test_json_write_failure_after_the_work_removes_the_new_report(
     grid_csv, tmp_path, capsys, monkeypatch
 ):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A disk full while writing --json is refused in one line and removes the new report."""
     from fitrules.base import outputs
 
     def full(fd, data):
@@ -358,7 +358,7 @@ def test_json_write_failure_after_the_work_removes_the_new_report(
 
 @pytest.mark.parametrize("path, match", [("", "empty path"), ("DIR", "is a directory")])
 def test_json_to_an_empty_path_or_a_directory(grid_csv, tmp_path, capsys, path, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A --json that is an empty path or a directory is refused in one line."""
     (tmp_path / "DIR").mkdir()
     target = str(tmp_path / path) if path else ""
     refused(["validate", grid_csv, "--json", target], capsys, tmp_path, match)
@@ -382,7 +382,7 @@ def test_cli_json_through_a_link_is_refused(table, tmp_path, capsys):
 
 
 def test_failed_report_leaves_nothing(tmp_path, monkeypatch, synthetic_csv):
-    """(Moved from tests/test_report.py.)"""
+    """A report whose figure fails to save leaves no report directory or other file."""
     from fitrules.views import figures
 
     def boom(*a, **k):
@@ -399,7 +399,7 @@ def test_failed_report_leaves_nothing(tmp_path, monkeypatch, synthetic_csv):
 # slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
 @pytest.mark.slow
 def test_existing_report_needs_force(tmp_path, synthetic_csv, capsys):
-    """(Moved from tests/test_report.py.)"""
+    """An existing report directory is refused unless --force, which replaces it."""
     target = tmp_path / "rep"
     target.mkdir()
     (target / "keep.txt").write_text("mine")
@@ -428,27 +428,27 @@ def test_existing_report_needs_force(tmp_path, synthetic_csv, capsys):
 
 
 def test_design_spec_out_may_not_replace_the_grid(main_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """design --spec-out naming the grid it reads is refused: it is an input."""
     argv = ["design", "--forms", "composition,additive", "--data", main_csv]
     argv += ["--where", "lr == 3e-4", "--spec-out", main_csv, *FAST_DESIGN]
     refused(argv, capsys, tmp_path, "--spec-out .*g.csv: is an input of this command")
 
 
 def test_spec_out_and_json_may_not_share_a_path(main_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """design --spec-out and --json naming one path are refused in one line."""
     argv = ["design", "--forms", "composition,additive", "--data", main_csv]
     argv += ["--where", "lr == 3e-4", "--spec-out", tmp_path / "x", "--json", tmp_path / "x"]
     refused([*argv, *FAST_DESIGN], capsys, tmp_path, "also the path of")
 
 
 def test_a_hard_link_to_the_grid_is_an_input(main_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """A --json that is a hard link to the grid is refused as an input."""
     os.link(main_csv, tmp_path / "hard.csv")
     refused(["validate", main_csv, "--json", tmp_path / "hard.csv"], capsys, tmp_path, "an input")
 
 
 def test_a_symlinked_ledger_is_extended_where_it_points(tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_round_two.py.)"""
+    """predict to a symlinked ledger appends to its target and keeps the link."""
     composition_grid().to_csv(tmp_path / "g.csv", index=False)
     shared = tmp_path / "shared" / "ledger.jsonl"
     shared.parent.mkdir()
@@ -467,7 +467,7 @@ def test_a_symlinked_ledger_is_extended_where_it_points(tmp_path, capsys, monkey
 
 
 def test_an_empty_json_path_beside_a_report_is_one_line(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """An empty --json= path, alone or beside --report, is refused in one line."""
     # found by the suite's fuzzer: --json= with --report raised AttributeError
     refused(["validate", grid_csv, "--json="], capsys, tmp_path, "empty path")
     refused(["ci", "--data", grid_csv, "--baseline", "H=4,keep=0.5", "--treatment",
@@ -476,7 +476,7 @@ def test_an_empty_json_path_beside_a_report_is_one_line(grid_csv, tmp_path, caps
 
 
 def test_outputs_are_undone_last_taken_first(grid_csv, tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A refusal after --json and --spec-out were taken removes both and the folders made."""
     # found by the long fuzz run: --json sub/dir/out.json then --spec-out sub/s.toml; the
     # refusal removed the first one's folders before the second's staging file, leaving sub/
     monkeypatch.chdir(tmp_path)

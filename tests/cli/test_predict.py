@@ -43,7 +43,7 @@ def _predict(ledger, at, *extra, data=DATA / "smoke.csv", resamples="40"):
     ],
 )
 def test_predict_at_impossible_points(grid_csv, tmp_path, capsys, extra, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """predict at H < 1 or with an infinite --tolerance is refused in one line."""
     refused(
         [
             "predict",
@@ -62,7 +62,7 @@ def test_predict_at_impossible_points(grid_csv, tmp_path, capsys, extra, match):
 
 
 def test_predict_into_a_place_where_no_ledger_can_be_made(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A --ledger where no file can be created is refused in one line."""
     refused(
         ["predict", "--data", grid_csv, "--form", "composition", "--at", "H=8,keep=0.25"]
         + ["--ledger", "/proc/fuzz.jsonl", "--resamples", "20"],
@@ -74,7 +74,7 @@ def test_predict_into_a_place_where_no_ledger_can_be_made(grid_csv, tmp_path, ca
 
 @pytest.mark.parametrize("runs", [0, -2, 1001])
 def test_bad_runs_are_refused_in_one_line(synthetic_csv, tmp_path, capsys, runs):
-    """(Moved from tests/test_intervals.py.)"""
+    """--runs of 0, negative or over 1000 is refused in one line and writes no ledger."""
     code = main(["predict", "--data", str(synthetic_csv), "--form", "composition",
                  "--at", "H=8,keep=0.25", "--ledger", str(tmp_path / "l.jsonl"),
                  f"--runs={runs}"])  # fmt: skip
@@ -84,7 +84,7 @@ def test_bad_runs_are_refused_in_one_line(synthetic_csv, tmp_path, capsys, runs)
 
 
 def test_a_refused_predict_leaves_a_shared_ledgers_folder_untouched(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A predict refused for its table leaves the folder of a symlinked ledger untouched."""
     # found by the fuzzer: the writability probe changed the time of the linked folder
     (tmp_path / "shared").mkdir()
     (tmp_path / "mine").mkdir()
@@ -96,7 +96,7 @@ def test_a_refused_predict_leaves_a_shared_ledgers_folder_untouched(grid_csv, tm
 
 
 def test_ledger_round_trip_with_the_harness(tmp_path, capsys):
-    """(Moved from tests/test_validation.py.)"""
+    """A prediction scores against simulated runs; a repeat is refused, a new cell appended."""
     ledger, new = tmp_path / "predictions.jsonl", tmp_path / "new.csv"
     assert _predict(ledger, "H=8,keep=0.25", "--tolerance", "5") == 0
     spec = str(DATA / "specs" / "smoke.toml")
@@ -118,7 +118,7 @@ def test_ledger_round_trip_with_the_harness(tmp_path, capsys):
 
 
 def test_tampering_is_detected(tmp_path, capsys):
-    """(Moved from tests/test_validation.py.)"""
+    """A changed record fails its sha256 and score exits 2; a removed first record is caught too."""
     ledger = tmp_path / "p.jsonl"
     for at in ("H=8,keep=0.25", "H=2,keep=0.5"):
         assert _predict(ledger, at, resamples="30") == 0
