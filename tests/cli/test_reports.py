@@ -77,7 +77,7 @@ def _summary_table(md: str) -> dict[str, list[str]]:
 
 @pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_vector_figures_beside_every_png(tmp_path, capsys):
-    """(Moved from tests/test_figure_faults.py.)"""
+    """--figure-format png,svg writes an undated SVG beside each PNG; tiff is refused."""
     out = tmp_path / "r"
     code, _, err = run(["compare", "--splits", 10, "--forms", "composition,additive",
                         "--report", out, "--figure-format", "png,svg", "-q"], capsys)  # fmt: skip
@@ -95,7 +95,7 @@ def test_vector_figures_beside_every_png(tmp_path, capsys):
 
 
 def test_a_report_where_two_forms_tie_in_every_split(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """Two forms that tie in every split get "no interval" for their ratio in the report."""
     code, out, err = run(
         [
             "compare",
@@ -120,7 +120,7 @@ def test_a_report_where_two_forms_tie_in_every_split(grid_csv, tmp_path, capsys)
 
 
 def test_a_report_with_no_usable_split_draws_no_empty_legend(grid_csv, tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A report with no usable split is written with no warning (no empty legend)."""
     import warnings
 
     with warnings.catch_warnings(record=True) as caught:
@@ -179,7 +179,7 @@ def test_a_report_whose_fit_on_all_cells_failed(grid_csv, tmp_path, capsys, monk
 
 
 def test_report_has_every_file_and_valid_figures(fresh_report):
-    """(Moved from tests/test_report.py.)"""
+    """A report has its tables and each figure per form and variable; every linked figure exists."""
     names = {p.name for p in fresh_report.iterdir()}
     assert {"report.md", "results.json", "splits.csv", "heldout_ecdf.png"} <= names
     for form in ("composition", "additive", "omega_only"):
@@ -200,7 +200,7 @@ def test_report_has_every_file_and_valid_figures(fresh_report):
 
 @pytest.mark.parametrize("report", ["fresh", "default", "wide"])
 def test_report_numbers_equal_the_json(report, fresh_report):
-    """(Moved from tests/test_report.py.)"""
+    """The numbers in report.md's tables equal those in its results.json, fresh or committed."""
     d = fresh_report if report == "fresh" else REPORTS / report
     doc = json.loads((d / "results.json").read_text())
     table = _summary_table((d / "report.md").read_text())
@@ -219,7 +219,7 @@ def test_report_numbers_equal_the_json(report, fresh_report):
 
 
 def test_reports_carry_no_date_and_survive_backticks_in_the_command(tmp_path, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """A report carries no date, and a command with backticks is fenced intact in its table."""
     csv = tmp_path / "g.csv"
     composition_grid().drop(columns="omega").rename(columns={"keep": "keep frac"}).to_csv(
         csv, index=False
@@ -236,7 +236,7 @@ def test_reports_carry_no_date_and_survive_backticks_in_the_command(tmp_path, ca
 
 
 def test_units_come_from_the_grid_or_unit_and_are_never_invented(tmp_path, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """Units come from the harness's table or --unit; a report on wall_s says s, never nats."""
     from fitrules.model.grids import load_grid
 
     assert load_grid(DATA / "smoke.csv").unit == "nats"  # written by fitrules simulate
@@ -262,7 +262,7 @@ def test_units_come_from_the_grid_or_unit_and_are_never_invented(tmp_path, capsy
 # slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
 @pytest.mark.slow
 def test_set_aside_section_covers_failed_fits(synthetic_csv, tmp_path, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """The report's section of splits set aside lists fits that did not converge."""
     rep = tmp_path / "rep"
     assert run(["compare", "--data", synthetic_csv, "--splits", 10, "--report", rep],
                capsys)[0] == 0  # fmt: skip

@@ -29,7 +29,7 @@ def _new_runs(rows) -> pd.DataFrame:
 
 
 def test_score_says_when_the_data_is_the_fitted_data(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """score on the data the prediction was fitted on says it is not a test, in text and JSON."""
     ledger = tmp_path / "l.jsonl"
     data = DATA / "smoke.csv"
     args = ["--data", data, "--form", "composition", "--ledger", ledger, "--resamples", "20"]
@@ -45,7 +45,7 @@ def test_score_says_when_the_data_is_the_fitted_data(tmp_path, capsys):
 
 
 def test_score_counts_the_intervals_that_covered_the_new_means(synthetic_csv, tmp_path, capsys):
-    """(Moved from tests/test_intervals.py.)"""
+    """score counts the recorded intervals that covered the new means, naming their kind."""
     ledger = tmp_path / "l.jsonl"
     for at in ("H=8,keep=0.25", "H=32,keep=0.5"):
         assert main(["predict", "--data", str(synthetic_csv), "--form", "composition",
@@ -67,7 +67,7 @@ def test_score_counts_the_intervals_that_covered_the_new_means(synthetic_csv, tm
 
 
 def test_score_does_not_pool_runs_of_another_setup(tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """score uses only new runs whose setup matches the fitted grid's (width, algo)."""
     grid = composition_grid().assign(width=256, algo="diloco")
     grid.to_csv(tmp_path / "g.csv", index=False)
     ledger = tmp_path / "l.jsonl"
@@ -88,7 +88,7 @@ def test_score_does_not_pool_runs_of_another_setup(tmp_path, capsys):
 
 
 def test_score_refuses_mixed_setups_an_old_record_did_not_name(tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """New runs mixing setups that the record does not name are refused, naming the column."""
     composition_grid().to_csv(tmp_path / "g.csv", index=False)
     ledger = tmp_path / "l.jsonl"
     _predict(tmp_path, capsys, ledger, tmp_path / "g.csv")
@@ -99,7 +99,7 @@ def test_score_refuses_mixed_setups_an_old_record_did_not_name(tmp_path, capsys)
 
 
 def test_score_does_not_score_another_metric(tmp_path, capsys):
-    """(Moved from tests/test_round_two.py.)"""
+    """New runs whose metric is not the predicted one are refused, with or without --metric."""
     composition_grid().to_csv(tmp_path / "g.csv", index=False)
     ledger = tmp_path / "l.jsonl"
     _predict(tmp_path, capsys, ledger, tmp_path / "g.csv")

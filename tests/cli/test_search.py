@@ -87,7 +87,7 @@ def test_inner_splits_beyond_the_limit_name_their_option(grid_csv, tmp_path, cap
 
 
 def test_small_search_still_runs(grid_csv, capsys):
-    """(Moved from tests/test_search_limits.py.)"""
+    """A small search within the limits runs and prints its estimate."""
     code, out, err = run(
         ["search", "--data", grid_csv, "--terms", "1", "--max-constants", "3", "--splits", "4",
          "--inner-splits", "3", "--jobs", "1", "--reference", "none"],
@@ -141,7 +141,7 @@ def test_levels_with_more_levels_than_the_budget(tmp_path, capsys):
 
 
 def test_cli_search_writes_report_and_forms(tmp_path, capsys):
-    """(Moved from tests/test_search.py.)"""
+    """search writes its report and the found forms, with their origin, to --forms-out."""
     out = tmp_path / "r"
     forms = tmp_path / "found.toml"
     code = main(
@@ -177,7 +177,7 @@ def test_cli_search_writes_report_and_forms(tmp_path, capsys):
 
 @pytest.mark.timing
 def test_cli_search_progress_bar_starts_after_the_plan_line(capsys):
-    """(Moved from tests/test_search.py.)"""
+    """search --progress shows its bar only after the plan line, with no stray empty bar."""
     # a bar opened before the plan was printed left a stray "searching: 0it" line above it
     code = main(["search", "--terms", "1", "--max-constants", "3", "--factors", "power",
                  "--splits", "2", "--inner-splits", "2", "--jobs", "1", "--progress"])  # fmt: skip
@@ -199,7 +199,7 @@ def test_cli_search_progress_bar_starts_after_the_plan_line(capsys):
     ],
 )
 def test_cli_bad_input_is_one_line_and_writes_nothing(argv, match, tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_search.py.)"""
+    """Bad terms, variables, factors, split or grammar: exit 2 in one line, nothing written."""
     monkeypatch.chdir(tmp_path)
     code = main(
         [

@@ -44,7 +44,7 @@ def _write(path, text: str | bytes):
 def test_without_dask_the_scheduler_is_one_line_with_the_install_command(
     tmp_path, capsys, monkeypatch
 ):
-    """(Moved from tests/test_cluster.py.)"""
+    """--scheduler without dask installed is refused in one line giving the pip install command."""
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
     out = tmp_path / "s.csv"
     spec = str(DATA / "specs" / "smoke.toml")
@@ -55,7 +55,7 @@ def test_without_dask_the_scheduler_is_one_line_with_the_install_command(
 
 
 def test_negative_simulate_seed_leaves_no_file(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """simulate --seeds -1 is refused in one line and writes no table."""
     refused(
         ["simulate", "--cell", "H=1,steps=2", "--seeds", "-1", "--out", tmp_path / "n.csv"],
         capsys,
@@ -78,7 +78,7 @@ def test_negative_simulate_seed_leaves_no_file(tmp_path, capsys):
     ],
 )
 def test_specs_with_wrong_types(tmp_path, capsys, spec, match):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A spec with tables, seeds or values of the wrong type or value is refused in one line."""
     path = _write(tmp_path / "s.toml", spec)
     refused(["simulate", path, "--out", tmp_path / "o.csv"], capsys, tmp_path, match)
 
@@ -106,7 +106,7 @@ def test_simulate_nonsense(tmp_path, capsys, extra, match):
 
 
 def test_simulate_empty_cell(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """simulate --cell ',,,' is refused: it names no setting."""
     refused(
         ["simulate", "--cell", ",,,", "--out", tmp_path / "o.csv"],
         capsys,
@@ -116,7 +116,7 @@ def test_simulate_empty_cell(tmp_path, capsys):
 
 
 def test_a_blank_file_left_by_the_old_empty_seeds_bug_does_not_poison_the_path(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A blank file at --out is taken over: the run writes a table of one row."""
     out = _write(tmp_path / "o.csv", "\n")
     tiny = "H=1,steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
     code, _, err = run(["simulate", "--cell", tiny, "--out", out], capsys)
@@ -125,7 +125,7 @@ def test_a_blank_file_left_by_the_old_empty_seeds_bug_does_not_poison_the_path(t
 
 
 def test_resume_after_a_cut_off_last_row(tmp_path, capsys):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """A rerun after a row cut off mid-write completes the table as a full run wrote it."""
     out = tmp_path / "o.csv"
     tiny = "H=1,steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
     argv = ["simulate", "--cell", tiny, "--seeds", "0,1,2", "--out", out]
@@ -143,7 +143,7 @@ def test_resume_after_a_cut_off_last_row(tmp_path, capsys):
 
 
 def test_simulate_out_that_is_not_a_file_name(tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_hostile_input.py.)"""
+    """simulate --out '' is refused, asking for a CSV file name."""
     monkeypatch.chdir(tmp_path)
     refused(["simulate", "--cell", "H=1", "--out", ""], capsys, tmp_path, "give a CSV file name")
 
@@ -170,7 +170,7 @@ def test_simulate_out_through_a_symbolic_link_is_refused_before_any_run(
 
 
 def test_the_cli_runs_a_committed_quadratic_spec_by_name(tmp_path, capsys):
-    """(Moved from tests/test_quadratic.py.)"""
+    """simulate quadratic runs the committed quadratic spec by name, one row per seed."""
     out = tmp_path / "q.csv"
     cell = "H=4,keep=0.25,rounds=100,burn_in=10,dim=100"
     assert main(["simulate", "quadratic", "--cell", cell, "--seeds", "0,1", "--out", str(out),
@@ -192,7 +192,7 @@ def test_simulate_leaves_a_finished_grid_untouched(tmp_path, capsys):
 
 
 def test_simulate_reports_progress_when_stderr_is_not_a_terminal(tmp_path, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """simulate prints its run count progress though stderr is not a terminal."""
     spec = DATA / "specs" / "smoke.toml"
     code, out, err = run(["simulate", spec, "--cell", "H=4,keep=0.5", "--out",
                           tmp_path / "x.csv"], capsys)  # fmt: skip
@@ -237,7 +237,7 @@ def test_ctrl_c_on_a_local_cluster_is_one_line(tmp_path):
 
 
 def test_bad_spec_on_cli_exits_2_and_writes_nothing(tmp_path, capsys):
-    """(Moved from tests/test_sim.py.)"""
+    """A spec with keep = -0.5 exits 2 in one line naming it and writes no table."""
     spec = tmp_path / "bad.toml"
     spec.write_text("[fixed]\nkeep = -0.5\n")
     out = tmp_path / "out.csv"

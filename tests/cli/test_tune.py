@@ -29,7 +29,7 @@ def lr_grid(tmp_path):
 
 
 def test_compare_with_tune_reports_choices_and_edges(lr_grid, tmp_path, capsys):
-    """(Moved from tests/test_tune_cli.py.)"""
+    """compare --tune lr names the choices at the sweep's edge and saves the choices in JSON."""
     out = tmp_path / "c.json"
     code, text, err = run(
         ["compare", "--data", lr_grid, "--tune", "lr", "--splits", 20, "--json", out], capsys
@@ -44,7 +44,7 @@ def test_compare_with_tune_reports_choices_and_edges(lr_grid, tmp_path, capsys):
 
 
 def test_fit_and_validate_take_tune(lr_grid, capsys):
-    """(Moved from tests/test_tune_cli.py.)"""
+    """fit and validate take --tune; validate names the seeds left for measuring."""
     code, text, err = run(
         ["fit", "--data", lr_grid, "--tune", "lr", "--form", "composition"], capsys
     )
@@ -64,7 +64,7 @@ def test_fit_and_validate_take_tune(lr_grid, capsys):
     ],
 )
 def test_bad_tuning_one_line_exit_2(lr_grid, tmp_path, capsys, args, message):
-    """(Moved from tests/test_tune_cli.py.)"""
+    """--tune-seeds without --tune, an unknown factor, bad or all seeds: one line, exit 2."""
     out = tmp_path / "x.json"
     code, _, err = run(["compare", "--data", lr_grid, "--splits", 5, "--json", out, *args], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
@@ -72,7 +72,7 @@ def test_bad_tuning_one_line_exit_2(lr_grid, tmp_path, capsys, args, message):
 
 
 def test_default_ci_tunes_each_arm_on_seeds_not_used_for_the_interval(tmp_path, capsys):
-    """(Moved from tests/test_tune_cli.py.)"""
+    """The default ci tunes lr per arm on seeds 0-2 and gives the t interval over seeds 3-13."""
     out = tmp_path / "ci.json"
     code, text, err = run(["ci", "--json", out], capsys)
     assert code == 0, err

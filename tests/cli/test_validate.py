@@ -15,7 +15,7 @@ from helpers import run
 
 
 def test_validate_names_a_missing_level(tmp_path, capsys):
-    """(Moved from tests/test_missing_levels.py.)"""
+    """validate lists a missing value of omega as a level "missing", never as nan."""
     rows = [{"H": h, "omega": o, "seed": s, "loss": 2 + 0.01 * h + 0.001 * s}
             for h in (1, 4) for o in (1.0, 3.0, np.nan) for s in (0, 1)]  # fmt: skip
     path = tmp_path / "g.csv"
@@ -27,14 +27,14 @@ def test_validate_names_a_missing_level(tmp_path, capsys):
 
 
 def test_validate_summary(synthetic_csv, capsys):
-    """(Moved from tests/test_cli.py.)"""
+    """validate prints the number of cells and each variable's levels."""
     code, out, _ = run(["validate", synthetic_csv], capsys)
     assert code == 0
     assert "cells: 20" in out and "H (4): 1, 4, 16, 64" in out
 
 
 def test_validate_says_what_it_left_out(tmp_path, capsys):
-    """(Moved from tests/test_outcome_columns.py.)"""
+    """validate names the other outcome columns it left out, such as one named like the metric."""
     path = tmp_path / "two.csv"
     two_losses().to_csv(path, index=False)
     code, out, err = run(["validate", path, "--metric", "loss"], capsys)
@@ -45,13 +45,13 @@ def test_validate_says_what_it_left_out(tmp_path, capsys):
 
 
 def test_validate_refuses_a_path_and_data_together(synthetic_csv, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """validate given both a path and --data is refused: give the grid once."""
     code, _, err = run(["validate", synthetic_csv, "--data", DATA / "main.csv"], capsys)
     assert code == 2 and "give the grid once" in err
 
 
 def test_validate_on_a_grid_of_one_run_per_cell(tmp_path, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """On one run per cell validate says no seed column, lists labels once, counts as compare."""
     csv = tmp_path / "chin.csv"
     chinchilla_like().to_csv(csv, index=False)
     derive = ["--derive", "N = `Model Size`", "--derive", "D = `Training FLOP`/(6*N)"]
