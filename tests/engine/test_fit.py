@@ -76,7 +76,7 @@ FORMS = [
 
 
 def test_known_rule_constants_are_recovered_within_noise(tmp_path):
-    """(Moved from tests/test_fit.py.)"""
+    """On a composition grid with 0.2% noise, L0, a and b come back within bands of the truth."""
     grid = _grid(tmp_path, noise=0.002)
     cells = grid.cells(["H", "omega"])
     r = fit(BUILTIN_FORMS["composition"].bind(grid.columns), cells.X, cells.y)
@@ -88,7 +88,7 @@ def test_known_rule_constants_are_recovered_within_noise(tmp_path):
 
 
 def test_noiseless_rule_is_recovered_exactly_by_every_objective(tmp_path):
-    """(Moved from tests/test_fit.py.)"""
+    """On a noise-free grid rel_ls, abs_ls and log_huber each recover every constant to 1e-6."""
     grid = _grid(tmp_path, noise=0.0)
     cells = grid.cells(["H", "omega"])
     form = BUILTIN_FORMS["composition"].bind(grid.columns)
@@ -99,7 +99,7 @@ def test_noiseless_rule_is_recovered_exactly_by_every_objective(tmp_path):
 
 
 def test_global_optimum_where_a_single_default_start_fails():
-    """(Moved from tests/test_fit.py.)"""
+    """A bump centred far from the default start is fitted exactly, where curve_fit stays stuck."""
     # A bump whose centre m is far from the default start m = 1: from p0 = ones, the
     # gradient in m is ~0 and curve_fit stays in a worse local optimum.
     x = np.linspace(0, 10, 41)
@@ -124,7 +124,7 @@ def test_global_optimum_where_a_single_default_start_fails():
 
 
 def test_log_huber_matches_a_direct_minimisation():
-    """(Moved from tests/test_fit.py.)"""
+    """The log_huber fit is at least as low as the best of 16 independent Nelder-Mead starts."""
     rng = np.random.default_rng(0)
     N = np.geomspace(1e7, 1e10, 8)
     D = np.geomspace(1e9, 1e12, 7)
@@ -158,7 +158,7 @@ def test_log_huber_matches_a_direct_minimisation():
 
 
 def test_well_posed_splits_are_not_flagged(tmp_path):
-    """(Moved from tests/test_fit.py.)"""
+    """A split with two or more levels of H and of nonzero omega gets no reasons."""
     grid = _grid(tmp_path, noise=0.001)
     cells = grid.cells(["H", "omega"])
     form = BUILTIN_FORMS["composition"].bind(grid.columns)
@@ -177,14 +177,14 @@ def test_well_posed_splits_are_not_flagged(tmp_path):
 
 
 def test_too_few_cells_is_a_reason():
-    """(Moved from tests/test_fit.py.)"""
+    """Three training cells for three constants are flagged with a reason saying so."""
     x = np.array([1.0, 2.0, 3.0])
     r = fit(Form("f", "L0 + a*x**b", ("x",)), {"x": x}, 1 + 0.1 * x**0.5)
     assert any("only 3 training cells for 3 constants" in s for s in r.reasons)
 
 
 def test_grid_search_options_do_not_change_a_well_posed_optimum(tmp_path):
-    """(Moved from tests/test_fit.py.)"""
+    """A finer start grid and more starts reach the same objective on a well-posed fit."""
     grid = _grid(tmp_path, noise=0.002)
     cells = grid.cells(["H", "omega"])
     form = BUILTIN_FORMS["additive"].bind(grid.columns)
@@ -199,9 +199,7 @@ def test_grid_search_options_do_not_change_a_well_posed_optimum(tmp_path):
 )
 def test_chinchilla_runs_reproduce_epochs_published_fit():
     """Epoch's replication on Hoffmann et al.'s runs, dropping the 5 highest losses:
-    E = 1.8172, A = 477.8, B = 2143.9, alpha = 0.3473, beta = 0.3672 (their notebook fit).
-
-    (Moved from tests/test_fit.py.)"""
+    E = 1.8172, A = 477.8, B = 2143.9, alpha = 0.3473, beta = 0.3672 (their notebook fit)."""
     import pandas as pd
 
     df = pd.read_csv(EXTERNAL / "chinchilla_epoch_svg_extracted.csv")
@@ -229,9 +227,7 @@ def test_chinchilla_runs_reproduce_epochs_published_fit():
 )
 def test_log_huber_converges_on_chinchilla_shaped_forms(expression):
     """Before the scaled, reweighted Levenberg-Marquardt most of these splits crawled and were
-    flagged 'optimiser did not converge' (the form without E: 283 of 300 on the real runs).
-
-    (Moved from tests/test_fit.py.)"""
+    flagged 'optimiser did not converge' (the form without E: 283 of 300 on the real runs)."""
     X, y = _chinchilla_shaped()
     masks = RandomSplit(40, 1 / 3, 0).masks(len(y))
     form = Form("chin", expression, ("N", "D"))
@@ -243,9 +239,7 @@ def test_log_huber_converges_on_chinchilla_shaped_forms(expression):
 def test_bounded_data_constrained_law_reaches_the_multistart_optimum():
     """Issue 27: with rn, rd in [0.1, 1000] the fit stopped at SSE 14.548 with rd at its
     bound 1000; an independent 200-start scipy least_squares reaches 10.4939 (rn 18.1,
-    rd 34.9).
-
-    (Moved from tests/test_fit_optimum.py.)"""
+    rd 34.9)."""
     f = _data_constrained(bounds={"rn": (0.1, 1000), "rd": (0.1, 1000)})
     assert f.result.objective <= 10.4939
     assert 0.1 < f.constants["rn"] < 1000 and 0.1 < f.constants["rd"] < 1000
@@ -255,9 +249,7 @@ def test_bounded_data_constrained_law_reaches_the_multistart_optimum():
 
 def test_free_data_constrained_law_is_flagged_for_its_undefined_term():
     """Issue 27: the free fit (SSE 8.9133, rd = -3.56) was called "well posed" although
-    exp(-RD/rd) overflows at the grid's largest RD.
-
-    (Moved from tests/test_fit_optimum.py.)"""
+    exp(-RD/rd) overflows at the grid's largest RD."""
     f = _data_constrained()
     assert f.result.objective <= 8.9133 + 1e-4
     assert f.constants["rd"] < 0
@@ -267,9 +259,7 @@ def test_free_data_constrained_law_is_flagged_for_its_undefined_term():
 
 def test_parscale_law_fits_as_written_without_bounds():
     """Issue 27: ParScale's A (about 1e8) sat inside a power and stopped at the default
-    bound 10 (R^2 0.40 where the authors reach 0.998).
-
-    (Moved from tests/test_fit_optimum.py.)"""
+    bound 10 (R^2 0.40 where the authors reach 0.998)."""
     df, truth = _parscale_table()
     form = "parscale(N, P) = E + (A/(N*(k*log(P) + 1)))**alpha"
     f = fr.fit(df, form, objective="abs_ls")
@@ -284,9 +274,7 @@ def test_parscale_law_fits_as_written_without_bounds():
 def test_a_constant_held_at_its_bound_lets_the_others_move():
     """The bounded steps hold a constant whose descent leaves the box and move the rest:
     composition with b capped below its optimum (0.54) reaches the best fit with b = 0.3,
-    the fit with b fixed at 0.3.
-
-    (Moved from tests/test_fit_optimum.py.)"""
+    the fit with b fixed at 0.3."""
     capped = fr.fit(None, "composition", bounds={"b": (0.0, 0.3)})
     fixed = fr.fit(None, "composition", fix={"b": 0.3})
     assert capped.constants["b"] == pytest.approx(0.3)
@@ -309,9 +297,7 @@ def test_fit_on_all_cells_is_never_worse_than_a_split_fit_there(form, seed, nois
     """Property (issue 27): in compare, the fit on all cells scores at most the best
     split fit evaluated on the same cells. The explicit example failed before the fit on
     all cells was polished from the splits' constants (SSE 5.24e-4 against a split's
-    5.15e-4): 1 of 40 such grids did.
-
-    (Moved from tests/test_fit_optimum.py.)"""
+    5.15e-4): 1 of 40 such grids did."""
     rng = np.random.default_rng(seed)
     h, keep = np.meshgrid([1.0, 4.0, 16.0, 64.0], [1.0, 0.5, 0.25, 0.125])
     h, keep = h.ravel(), keep.ravel()
@@ -338,9 +324,7 @@ def test_fit_on_all_cells_is_never_worse_than_a_split_fit_there(form, seed, nois
 
 
 def test_data_constrained_law_reaches_its_optimum_from_the_parsed_form():
-    """The same optimum through the fitting layer directly (no grid loading).
-
-    (Moved from tests/test_fit_optimum.py.)"""
+    """The same optimum through the fitting layer directly (no grid loading)."""
     if not DATA_CONSTRAINED.exists():
         pytest.skip("needs ../shared/external/data_constrained_muennighoff.csv")
     d = pd.read_csv(DATA_CONSTRAINED)
@@ -355,9 +339,7 @@ def test_data_constrained_law_reaches_its_optimum_from_the_parsed_form():
 
 
 def test_fit_memory_counts_the_diagnostics():
-    """The full SVD of the diagnostics took splits x n_train^2; the estimate must hold.
-
-    (Moved from tests/test_round_two.py.)"""
+    """The full SVD of the diagnostics took splits x n_train^2; the estimate must hold."""
     from fitrules.engine.fit import FitOptions, fit_memory, fit_splits
     from fitrules.model.forms import Form
 

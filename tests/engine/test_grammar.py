@@ -28,7 +28,7 @@ OMEGA = (0.0, 1.0, 3.0, 7.0, 15.0)
 
 
 def test_huge_grammar_file_is_refused(tmp_path):
-    """(Moved from tests/test_input_files.py.)"""
+    """A grammar file over 16 MiB is refused before it is read."""
     p = tmp_path / "g.toml"
     p.write_bytes(b"# " + b"x" * (17 * 2**20) + b"\n")
     with pytest.raises(FormError, match="more than the 16 MiB"):
@@ -36,7 +36,7 @@ def test_huge_grammar_file_is_refused(tmp_path):
 
 
 def test_grammar_counts_constants_and_orders_simplest_first():
-    """(Moved from tests/test_search.py.)"""
+    """Candidates come fewest constants first, count their own constants, and respect zeros."""
     cands = generate(
         Grammar(terms=2, max_constants=4), {"H": np.array(H, float), "omega": np.array(OMEGA)}
     )
@@ -55,7 +55,7 @@ def test_grammar_counts_constants_and_orders_simplest_first():
 
 
 def test_references_of_variables():
-    """(Moved from tests/test_search.py.)"""
+    """A variable's reference is a round number near its middle; negatives allow only linear."""
     assert VariableInfo.of("H", np.array(H, float)).reference == 8  # powers of 2
     assert VariableInfo.of("N", np.array([4e8, 1e9, 7e9])).reference == 1e9
     v = VariableInfo.of("x", np.array([-1.0, 2.0]))
@@ -75,13 +75,13 @@ def test_references_of_variables():
     ],
 )
 def test_bad_grammar_is_refused(kwargs, match):
-    """(Moved from tests/test_search.py.)"""
+    """A grammar with a bad number, kind or variable list is refused naming the field."""
     with pytest.raises(FormError, match=match):
         Grammar(**kwargs)
 
 
 def test_grammar_file(tmp_path):
-    """(Moved from tests/test_search.py.)"""
+    """A TOML grammar file is read; unknown keys, bad TOML and a missing file are refused."""
     p = tmp_path / "g.toml"
     p.write_text('terms = 2\nfactors = ["power", "log"]\n')
     g = load_grammar(p, max_constants=4)
@@ -97,7 +97,7 @@ def test_grammar_file(tmp_path):
 
 
 def test_structural_rank_finds_constants_without_effect():
-    """(Moved from tests/test_search.py.)"""
+    """A power of H on two levels fails the structural rank check; on four levels it passes."""
     rng = np.random.default_rng(0)
     two = {"H": np.array([1.0, 1.0, 4.0, 4.0])}
     f = Form("f", "L0 + a1*(H/2)**e1", ("H",), bounds={"e1": (-3, 3)}, start={"e1": (-3, 3)})
@@ -107,7 +107,7 @@ def test_structural_rank_finds_constants_without_effect():
 
 
 def test_twin_index_finds_the_same_first_twin_as_a_full_scan():
-    """(Moved from tests/test_search.py.)"""
+    """The twin index returns the same first twin within rtol as a scan of every kept print."""
     from fitrules.engine.grammar import TwinIndex
 
     rng = np.random.default_rng(3)
@@ -136,9 +136,7 @@ def test_twin_index_finds_the_same_first_twin_as_a_full_scan():
 
 
 def test_the_count_is_what_the_grammar_makes():
-    """The cost model counts candidates without making them; the count must be exact.
-
-    (Moved from tests/test_search_limits.py.)"""
+    """The cost model counts candidates without making them; the count must be exact."""
     X = {"H": np.array([1.0, 4, 16, 64] * 5), "omega": np.repeat([0.0, 1, 3, 7, 15], 4)}
     tied = Grammar(terms=3, max_constants=6, max_nonlinear=3, tie_exponents=True)
     for g in (Grammar(), Grammar(terms=3, max_constants=6), Grammar(max_nonlinear=3), tied):
@@ -152,9 +150,7 @@ def test_the_count_is_what_the_grammar_makes():
 
 def test_repeated_grammar_entries_are_collapsed(tmp_path):
     """Audit case: a factors list repeating one kind 100,000 times reached 8.25 GiB (issue 31,
-    serious 2): repeats are one entry.
-
-    (Moved from tests/test_search_limits.py.)"""
+    serious 2): repeats are one entry."""
     g = Grammar(factors=["power"] * 100_000, variables=["H", "H", "omega"])
     assert g.factors == ("power",) and g.variables == ("H", "omega")
     p = tmp_path / "g.toml"
@@ -172,9 +168,7 @@ def test_repeated_grammar_entries_are_collapsed(tmp_path):
 )
 def test_grammar_fields_of_the_wrong_kind(kwargs, match):
     """Audit cases: fr.Grammar(factors=None), fr.Grammar(variables=5) raised TypeError; a
-    grammar file's ``levels = { H = 1 }`` was read as ["H"] (issue 31).
-
-    (Moved from tests/test_search_limits.py.)"""
+    grammar file's ``levels = { H = 1 }`` was read as ["H"] (issue 31)."""
     with pytest.raises(FormError, match=match):
         Grammar(**kwargs)
 

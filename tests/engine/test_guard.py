@@ -9,7 +9,7 @@ from conftest import composition_grid
 
 
 def test_an_overflowing_standard_error_is_not_printed_as_inf(monkeypatch):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A guard reason for an overflowing standard error reads in words, never as inf."""
     # found by the long fuzz run (seed 2): the guard's reason read "standard error inf times"
     from fitrules.engine import guard
     from fitrules.engine.fit import Objective, fit_splits

@@ -73,9 +73,7 @@ def grid(synthetic_csv):
 def test_the_old_closed_loop_is_covered_by_the_misfit_intervals():
     """The cells `design --forms composition,additive,log_additive` chose on a3516a9, and what
     the harness then gave (3 or 6 fresh seeds a cell): the constants-only intervals of that
-    code covered 1 of 21 observed means; those with the form's misfit must cover 17 or more.
-
-    (Moved from tests/test_intervals.py.)"""
+    code covered 1 of 21 observed means; those with the form's misfit must cover 17 or more."""
     runs = pd.read_csv(LOOP_RUNS)
     obs = runs.groupby(["H", "keep"])["loss"].agg(["mean", "size"]).reset_index()
     assert len(obs) == 7
@@ -94,7 +92,7 @@ def test_the_old_closed_loop_is_covered_by_the_misfit_intervals():
 
 
 def test_the_misfit_term_measures_the_lack_of_fit_not_the_seed_noise():
-    """(Moved from tests/test_intervals.py.)"""
+    """The held-out misfit is a sine's rms lack of fit and widens the interval beyond the fit's."""
     line = Form("line", "a + b*x", ("x",))
     for misfit in (0.0, 0.01, 0.03):
         g = _line_with_misfit(misfit)
@@ -171,7 +169,7 @@ def test_the_right_form_leans_by_no_more_than_its_noise():
 
 
 def test_extrapolation_is_named_with_how_far():
-    """(Moved from tests/test_intervals.py.)"""
+    """A prediction beyond the grid names the variable and how many times beyond it lies."""
     g = fr.load_grid(composition_grid())
     f = fr.fit(g, "composition", predict=["H=8,keep=0.25", "H=256,keep=0.25"], resamples=20)
     inside, outside = f.predictions
@@ -181,7 +179,7 @@ def test_extrapolation_is_named_with_how_far():
 
 
 def test_too_few_cells_for_a_misfit_interval_is_refused():
-    """(Moved from tests/test_intervals.py.)"""
+    """A misfit interval on three cells is refused: leaving one out needs at least four."""
     rows = [{"x": x, "seed": s, "loss": 2 + 0.1 * x + 0.01 * s} for x in (1, 2, 3) for s in (0, 1)]
     g = fr.load_grid(pd.DataFrame(rows))
     with pytest.raises(FitrulesError, match="at least 4 cells to leave one out"):
@@ -189,7 +187,7 @@ def test_too_few_cells_for_a_misfit_interval_is_refused():
 
 
 def test_two_corrupted_runs_of_108_barely_move_the_log_huber_standard_errors():
-    """(Moved from tests/test_intervals.py.)"""
+    """Two corrupted runs of 108 move log_huber standard errors under 1.5x; the old ones 4x."""
     clean, clean_old, clean_noise = _robust(0)
     bad, bad_old, bad_noise = _robust(2)
     for c in clean:
@@ -201,7 +199,7 @@ def test_two_corrupted_runs_of_108_barely_move_the_log_huber_standard_errors():
 
 
 def test_the_sandwich_reduces_to_least_squares_when_delta_covers_every_residual():
-    """(Moved from tests/test_intervals.py.)"""
+    """With delta past every residual the sandwich variance is the least-squares one."""
     from fitrules.model.compiled import predict
 
     g = fr.load_grid(chinchilla_runs(0))
@@ -217,7 +215,7 @@ def test_the_sandwich_reduces_to_least_squares_when_delta_covers_every_residual(
 
 
 def test_heldout_refits_leave_out_whole_cells():
-    """(Moved from tests/test_intervals.py.)"""
+    """Each held-out refit leaves out one whole cell, so its residual there is not the fit's."""
     g = fr.load_grid(composition_grid())
     f = fr.BUILTIN_FORMS["composition"].bind(g.columns)
     cells = g.cells(f.bound_variables, positive=True)
@@ -231,7 +229,7 @@ def test_heldout_refits_leave_out_whole_cells():
 
 
 def test_log_huber_cells_are_the_huber_location_of_their_runs():
-    """(Moved from tests/test_intervals.py.)"""
+    """Under log_huber a cell is its runs' biweight location, so an outlying run is left out."""
     from fitrules.engine.intervals import biweight_location, robust_cells
 
     obj = Objective("log_huber", 1e-3)
@@ -256,7 +254,7 @@ def test_log_huber_cells_are_the_huber_location_of_their_runs():
 
 
 def test_the_studentized_interval_is_the_fit_plus_minus_q_standard_errors():
-    """(Moved from tests/test_intervals.py.)"""
+    """A studentized interval is the fit plus or minus the bootstrap-t quantile times its se."""
     from fitrules.engine.intervals import bootstrap_fit
 
     g = _line_grid()
@@ -282,7 +280,7 @@ def test_the_studentized_interval_is_the_fit_plus_minus_q_standard_errors():
 
 
 def test_the_studentized_bootstrap_falls_back_where_there_is_no_standard_error():
-    """(Moved from tests/test_intervals.py.)"""
+    """With no degree of freedom left the bootstrap falls back to seeds and says why."""
     from fitrules.engine.intervals import bootstrap_fit
 
     # three cells, three constants: no degree of freedom left for a standard error
@@ -296,9 +294,7 @@ def test_the_studentized_bootstrap_falls_back_where_there_is_no_standard_error()
 
 def test_no_interval_where_a_held_out_refit_predicts_no_finite_value():
     """Found by the fuzzer: additive's a*omega**c at omega=0 (keep=1) with one refit's c < 0
-    printed an interval 'nan to nan'; now a one-line refusal.
-
-    (Moved from tests/test_intervals.py.)"""
+    printed an interval 'nan to nan'; now a one-line refusal."""
     H = [2, 2, 2, 4, 4, 4, 64, 64, 64]
     keep = [0.25, 0.125, 0.5] * 3
     loss = [2.2114e-05, 2.2313e-05, 2.2048e-05, 2.2174e-05, 2.2403e-05, 2.2073e-05,
@@ -310,16 +306,14 @@ def test_no_interval_where_a_held_out_refit_predicts_no_finite_value():
 
 
 def test_bootstrap_memory_grows_with_resamples():
-    """(Moved from tests/test_bootstrap_checks.py.)"""
+    """The bootstrap memory estimate grows from under 1 GiB to over 8 GiB with the resamples."""
     a = bootstrap_memory(3, 5000, 5000, 200, "studentized", True)
     b = bootstrap_memory(3, 5000, 5000, 100_000, "studentized", True)
     assert a < 2**30 < 8 * 2**30 < b
 
 
 def test_bootstrap_intervals_cover_the_truth():
-    """95% intervals of b cover the true b in roughly 95% of seeded repetitions.
-
-    (Moved from tests/test_validation.py.)"""
+    """95% intervals of b cover the true b in roughly 95% of seeded repetitions."""
     truth = {"L0": 2.2, "a": 0.012, "b": 0.5}
     form = BUILTIN_FORMS["composition"]
     hits, reps = 0, 30
@@ -333,7 +327,7 @@ def test_bootstrap_intervals_cover_the_truth():
 
 
 def test_prediction_at_a_cell_not_in_the_grid(grid):
-    """(Moved from tests/test_validation.py.)"""
+    """A point given as H and keep predicts the form's value at its omega, inside its interval."""
     b = bootstrap_fit(grid, BUILTIN_FORMS["composition"], resamples=50)
     given, at = resolve_point("H=8,keep=0.25", b.form)
     assert given == {"H": 8.0, "keep": 0.25} and at == {"H": 8.0, "omega": 3.0}

@@ -43,7 +43,7 @@ def grid(rng, shared=0.00506, run=0.00323, fresh=False, groups=None, corrupt=Fal
 
 
 def test_the_interval_for_new_seed_ids_covers_the_configurations_mean():
-    """(Moved from tests/test_seed_offset.py.)"""
+    """With a shared seed effect the interval covers the mean over new seed ids in 85% of grids."""
     rng = np.random.default_rng(10)
     hits, old = [], []
     for _ in range(30):  # one point a grid: the offset is one draw per grid
@@ -57,7 +57,7 @@ def test_the_interval_for_new_seed_ids_covers_the_configurations_mean():
 
 
 def test_intervals_name_the_mean_they_cover():
-    """(Moved from tests/test_seed_offset.py.)"""
+    """Each interval names the mean it covers; the new-seed one contains the grid-seed one."""
     f = api.fit(grid(np.random.default_rng(1)), "composition", predict="H=8,keep=0.25", runs=3,
                 resamples=20)  # fmt: skip
     (p,) = f.predictions
@@ -73,7 +73,7 @@ def test_intervals_name_the_mean_they_cover():
 
 
 def test_fresh_seed_ids_per_cell_change_nothing():
-    """(Moved from tests/test_seed_offset.py.)"""
+    """With fresh seed ids in every cell there is no offset and both intervals are the same."""
     g = grid(np.random.default_rng(2), fresh=True)
     assert seed_offset(g, g.cells(("H", "omega"))) is None
     f = api.fit(g, "composition", predict="H=8,keep=0.25", intervals=True, resamples=20)
@@ -83,7 +83,7 @@ def test_fresh_seed_ids_per_cell_change_nothing():
 
 
 def test_the_offset_moves_level_constants_not_the_exponent():
-    """(Moved from tests/test_seed_offset.py.)"""
+    """The seed offset widens L0's interval by its share of the variance and leaves b alone."""
     f = api.fit(grid(np.random.default_rng(3)), "composition", intervals=True, resamples=20)
     sd = f.seed_offset_sd
     # a common relative shift scales L0 and a (they absorb it), not b
@@ -95,7 +95,7 @@ def test_the_offset_moves_level_constants_not_the_exponent():
 
 
 def test_grouped_intercepts_carry_the_offset():
-    """(Moved from tests/test_seed_offset.py.)"""
+    """Every group's intercept carries the seed offset's share of uncertainty."""
     g = grid(np.random.default_rng(4), groups=[1, 2])
     f = api.fit(g, "composition", by="M", intervals=True, resamples=20)
     for c in ("L0[M=1]", "L0[M=2]"):
@@ -103,7 +103,7 @@ def test_grouped_intercepts_carry_the_offset():
 
 
 def test_a_corrupted_run_is_not_a_seed_effect():
-    """(Moved from tests/test_seed_offset.py.)"""
+    """One run scaled by 1.3 barely raises the seed offset's variance over a clean grid's."""
     rng = np.random.default_rng(5)
     clean = grid(rng, shared=0.0, run=0.006)
     rng = np.random.default_rng(5)

@@ -48,7 +48,7 @@ def grid():
 
 
 def test_hand_checked_five_pairs():
-    """(Moved from tests/test_ci.py.)"""
+    """Five pairs give the hand-computed mean, sd, t interval and exact sign-flip p of 4/32."""
     (r,) = paired_ci(_runs(), "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
     # d = [-0.02, -0.03, +0.01, -0.05, -0.02]: mean -0.022, variance 0.00188/4
     assert r.n == 5
@@ -64,7 +64,7 @@ def test_hand_checked_five_pairs():
 
 
 def test_matches_scipy_and_statsmodels_on_fixed_data():
-    """(Moved from tests/test_ci.py.)"""
+    """On 11 pairs the t interval and the t, Wilcoxon and sign-flip p-values match scipy's."""
     rng = np.random.default_rng(7)
     base = 2.2 + 0.01 * rng.standard_normal(11)
     treat = base - 0.012 + 0.006 * rng.standard_normal(11)
@@ -95,7 +95,7 @@ def test_matches_scipy_and_statsmodels_on_fixed_data():
 
 
 def test_holm_over_several_treatments():
-    """(Moved from tests/test_ci.py.)"""
+    """Each treatment of a sweep gets the Holm-adjusted p statsmodels gives for the t p-values."""
     rows = []
     rng = np.random.default_rng(0)
     for s in range(8):
@@ -110,7 +110,7 @@ def test_holm_over_several_treatments():
 
 
 def test_unpaired_seeds_are_dropped_and_listed():
-    """(Moved from tests/test_ci.py.)"""
+    """A seed with no treatment run is dropped, listed, and warned of as leaving only 4 pairs."""
     runs = _runs(BASE, TREAT)
     runs = runs[~((runs.algo == "diloco") & (runs.seed == 4))]
     (r,) = paired_ci(runs, "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
@@ -119,7 +119,7 @@ def test_unpaired_seeds_are_dropped_and_listed():
 
 
 def test_signflip_exact_enumeration_small():
-    """(Moved from tests/test_ci.py.)"""
+    """Three differences give the exact sign-flip p over all 8 sign patterns."""
     p, exact = signflip_p(np.array([1.0, 2.0, 3.0]))
     assert exact and p == pytest.approx(2 / 8)
 
@@ -134,7 +134,7 @@ def test_signflip_exact_enumeration_small():
     ],
 )
 def test_bad_selections(baseline, treatment, match):
-    """(Moved from tests/test_ci.py.)"""
+    """An unknown column, a value with no runs, the baseline again or no '=' is refused in words."""
     with pytest.raises(SelectionError, match=match):
         paired_ci(
             _runs(),
@@ -146,7 +146,7 @@ def test_bad_selections(baseline, treatment, match):
 
 
 def test_no_common_seed_and_duplicate_seed():
-    """(Moved from tests/test_ci.py.)"""
+    """Groups that share no seed, or a seed with two runs in one group, are refused."""
     runs = _runs(BASE, TREAT)
     runs.loc[runs.algo == "diloco", "seed"] += 100
     with pytest.raises(SelectionError, match="share no seed"):
@@ -158,7 +158,7 @@ def test_no_common_seed_and_duplicate_seed():
 
 @pytest.mark.parametrize("n", [3, 11, 19])
 def test_no_bca_interval_below_the_minimum_number_of_pairs(n):
-    """(Moved from tests/test_ci.py.)"""
+    """Below the minimum pairs there is no BCa interval and a warning gives the count."""
     rng = np.random.default_rng(n)
     base = 2.2 + 0.01 * rng.standard_normal(n)
     (r,) = paired_ci(
@@ -174,7 +174,7 @@ def test_no_bca_interval_below_the_minimum_number_of_pairs(n):
 
 
 def test_bca_interval_matches_scipy_from_the_minimum_number_of_pairs():
-    """(Moved from tests/test_ci.py.)"""
+    """From the minimum number of pairs the BCa interval is scipy's bootstrap BCa interval."""
     rng = np.random.default_rng(5)
     n = BCA_MIN_PAIRS + 4
     base = 2.2 + 0.01 * rng.standard_normal(n)
@@ -203,7 +203,7 @@ def test_bca_interval_matches_scipy_from_the_minimum_number_of_pairs():
 
 
 def test_paired_verdict_counts_and_corrected_t():
-    """(Moved from tests/test_compare.py.)"""
+    """The paired verdict counts wins and ties and gives the corrected t test of the log ratios."""
     a = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     b = np.array([1.5, 2.5, 3.0, 3.0, 6.0])
     v = paired_verdict(a, b, n_train=7, n_test=13)
@@ -222,7 +222,7 @@ def test_paired_verdict_counts_and_corrected_t():
 
 
 def test_holm_matches_statsmodels():
-    """(Moved from tests/test_verdict_power.py.)"""
+    """Holm-adjusted p-values match statsmodels' and a missing p stays None."""
     from statsmodels.stats.multitest import multipletests
 
     ps = [0.01, 0.04, None, 0.03, 0.5, 0.004]
@@ -232,9 +232,7 @@ def test_holm_matches_statsmodels():
 
 
 def test_seed_effect_on_the_default_grid(grid, capsys):
-    """Seed-2 runs sit 0.0128 below their cell means in every cell: F(2, 38) = 49.
-
-    (Moved from tests/test_verdict_power.py.)"""
+    """Seed-2 runs sit 0.0128 below their cell means in every cell: F(2, 38) = 49."""
     e = grid_seed_effect(grid)
     assert e["df"] == [2, 38] and e["F"] == pytest.approx(49.1, abs=0.1)
     assert e["extreme_seed"] == "2" and e["extreme_offset"] == pytest.approx(-0.0128, abs=2e-4)
@@ -253,7 +251,7 @@ def test_seed_effect_on_the_default_grid(grid, capsys):
 
 
 def test_no_seed_effect_is_reported_where_there_is_none():
-    """(Moved from tests/test_verdict_power.py.)"""
+    """Seeds with no shared effect are not reported, and seeds never shared give no estimate."""
     rng = np.random.default_rng(0)
     df = pd.DataFrame(
         [{"x": x, "seed": s, "loss": 2 + 0.1 * x + 0.01 * rng.standard_normal()}
@@ -268,9 +266,7 @@ def test_no_seed_effect_is_reported_where_there_is_none():
 
 def test_contrast_on_the_mean_direction_is_a_t_test_over_seeds():
     """Balanced cells x shared seeds, equal weights: the grand mean's only honest unit is the
-    seed, so the test is the one-sample t test of the seed means (S - 1 df).
-
-    (Moved from tests/test_verdict_power.py.)"""
+    seed, so the test is the one-sample t test of the seed means (S - 1 df)."""
     rng = np.random.default_rng(1)
     C, S = 6, 4
     u = 0.01 * rng.standard_normal(S)
@@ -284,7 +280,7 @@ def test_contrast_on_the_mean_direction_is_a_t_test_over_seeds():
 
 
 def test_contrast_without_shared_seeds_uses_runs_within_cells():
-    """(Moved from tests/test_verdict_power.py.)"""
+    """Without shared seeds the contrast's se comes from the runs' spread within cells."""
     rng = np.random.default_rng(2)
     cell = np.repeat(np.arange(5), 3)
     y = 2 + 0.01 * rng.standard_normal(15)
@@ -299,9 +295,7 @@ def test_contrast_without_shared_seeds_uses_runs_within_cells():
 
 def test_seed_effect_is_not_estimated_where_its_dense_design_would_not_fit():
     """compare and validate call it on every grid: 6,000 cells x 3 seeds would build an
-    18,000 x 6,003 design and its SVD.
-
-    (Moved from tests/test_verdict_power.py.)"""
+    18,000 x 6,003 design and its SVD."""
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"x": np.repeat(np.arange(6000), 3), "seed": np.tile([0, 1, 2], 6000),
                        "loss": 2 + 0.01 * rng.standard_normal(18000)})  # fmt: skip
@@ -310,7 +304,7 @@ def test_seed_effect_is_not_estimated_where_its_dense_design_would_not_fit():
 
 
 def test_cells_verdict_says_when_it_cannot_test():
-    """(Moved from tests/test_verdicts.py.)"""
+    """Five cells are too few for a sign-flip test and say so; eight get its p-value."""
     from fitrules.engine.stats import cells_verdict, signflip_p
 
     few = cells_verdict(np.array([1.0, 2, 3, 4, 5]), np.array([2.0, 3, 4, 5, 6]))
@@ -324,9 +318,7 @@ def test_cells_verdict_says_when_it_cannot_test():
 def test_score_bounds_the_seed_part_on_its_own_degrees_of_freedom():
     """Issue 28: with 10 cells x 3 shared seed ids and offsets of mixed sign, Satterthwaite's
     pooled degrees of freedom gave false positives 0.071 (1,000 draws); Banerjee's bound
-    keeps each part's own. Seeded draws of that null.
-
-    (Moved from tests/test_verdicts.py.)"""
+    keeps each part's own. Seeded draws of that null."""
     from fitrules.engine.stats import _banerjee
     from fitrules.jobs.ledger import compare_scored
 

@@ -43,7 +43,7 @@ def _exact_grid(M=16, lr=0.05, eta=1.0, H_levels=(1, 2, 4, 8, 16, 32, 64), keeps
     ],  # fmt: skip
 )
 def test_h1_closed_form_is_the_fixed_point(lr, s, omega, N):
-    """(Moved from tests/test_theory.py.)"""
+    """At H=1 the stationary variance is the compressed-sync closed form by every route."""
     v = th.stationary_variance(s, lr=lr, noise=0.7, M=N, omega=omega)[0]
     assert v == pytest.approx(closed_form_h1(lr, s, 0.7, omega, N), rel=1e-10)
     assert th.compressed_sync_variance(lr, s, 0.7, omega, N) == pytest.approx(v, rel=1e-10)
@@ -56,7 +56,7 @@ def test_h1_closed_form_is_the_fixed_point(lr, s, omega, N):
 @pytest.mark.parametrize("eta", [1.0, 0.6])
 @pytest.mark.parametrize("masks", ["independent", "shared"])
 def test_no_momentum_closed_form_for_any_h_and_outer_step(H, eta, masks):
-    """(Moved from tests/test_theory.py.)"""
+    """Without momentum the variance matches local SGD's closed form and the Lyapunov solution."""
     v = th.stationary_variance(0.4, lr=0.1, noise=2.0, H=H, M=8, omega=3.0, outer_lr=eta,
                                masks=masks)[0]  # fmt: skip
     if masks == "independent":
@@ -69,7 +69,7 @@ def test_no_momentum_closed_form_for_any_h_and_outer_step(H, eta, masks):
 
 @pytest.mark.parametrize("nesterov", [True, False])
 def test_momentum_fixed_point_matches_the_lyapunov_route_and_iterating(nesterov):
-    """(Moved from tests/test_theory.py.)"""
+    """With outer momentum the fixed point equals the Lyapunov solution and the iterated loss."""
     kw = dict(lr=0.05, noise=1.0, H=4, M=8, omega=3.0, outer_lr=0.7, outer_momentum=0.6,
               nesterov=nesterov)  # fmt: skip
     v = th.stationary_variance(0.5, **kw)[0]
@@ -80,7 +80,7 @@ def test_momentum_fixed_point_matches_the_lyapunov_route_and_iterating(nesterov)
 
 
 def test_loss_curve_first_round_by_hand():
-    """(Moved from tests/test_theory.py.)"""
+    """The loss curve's first round equals the second moment worked out by hand."""
     # x0 = 2, no momentum, H = 1: E x1^2 = ((1-r)^2 + kappa r^2) x0^2 + sigma2
     lr, s, V, omega, M = 0.1, 1.0, 1.0, 3.0, 4
     r = lr * s
@@ -91,7 +91,7 @@ def test_loss_curve_first_round_by_hand():
 
 @pytest.mark.parametrize("M", [16, 64, 256])
 def test_stability_limit_on_both_sides(M):
-    """(Moved from tests/test_theory.py.)"""
+    """Just below the stable step the loss is finite; just above it is inf."""
     limit = th.stable_step(1.0, 99.0, M)
     assert limit == pytest.approx(2 / (1 + 99 / M))
     below = th.second_moment_radius(1.0, lr=limit * 0.999, M=M, omega=99.0)[0]
@@ -103,7 +103,7 @@ def test_stability_limit_on_both_sides(M):
 
 
 def test_more_workers_restore_the_step_but_not_the_floor():
-    """(Moved from tests/test_theory.py.)"""
+    """More workers raise the stable step, but at small steps the variance stays 1 + omega times."""
     steps = [th.stable_step(1.0, 99.0, M) for M in (16, 256)]
     assert steps[1] / steps[0] == pytest.approx((1 + 99 / 16) / (1 + 99 / 256))
     # at lr -> 0 the variance relative to uncompressed tends to (1 + omega), whatever M
@@ -115,7 +115,7 @@ def test_more_workers_restore_the_step_but_not_the_floor():
 
 
 def test_curvatures_are_the_harness_spectrum():
-    """(Moved from tests/test_theory.py.)"""
+    """The theory's curvatures equal the quadratic harness's for every spectrum."""
     for kind in ("constant", "linear", "geometric"):
         np.testing.assert_array_equal(
             th.curvatures(kind, 37, 2.0, 8.0), quadratic.curvatures(kind, 37, 2.0, 8.0)
@@ -123,7 +123,7 @@ def test_curvatures_are_the_harness_spectrum():
 
 
 def test_exact_loss_of_a_harness_config_sums_its_modes():
-    """(Moved from tests/test_theory.py.)"""
+    """A harness config's exact loss is half the curvature-weighted sum of its mode variances."""
     cfg = quadratic.QuadConfig(dim=50, spectrum="geometric", condition=10.0, M=4, H=2,
                                keep=0.5, lr=0.1)  # fmt: skip
     s = quadratic.curvatures("geometric", 50, 1.0, 10.0)
@@ -149,7 +149,7 @@ def test_exact_loss_of_a_harness_config_sums_its_modes():
     ],
 )
 def test_exact_loss_refuses_what_it_does_not_cover(change, match):
-    """(Moved from tests/test_theory.py.)"""
+    """A config with another aggregator, compressor, keep or spectrum is refused naming it."""
     row = {**asdict(quadratic.QuadConfig(dim=10)), **change}
     with pytest.raises(TheoryError, match=match):
         th.exact_loss(row)
@@ -186,7 +186,7 @@ def test_exact_loss_refuses_what_it_does_not_cover(change, match):
     ],
 )
 def test_bad_settings_are_one_line_errors(call, match):
-    """(Moved from tests/test_theory.py.)"""
+    """Each bad setting of the theory functions is a one-line TheoryError naming the value."""
     with pytest.raises(TheoryError, match=match) as info:
         call()
     assert "\n" not in str(info.value)
@@ -231,7 +231,7 @@ def test_a_small_resolvable_step_keeps_its_finite_loss():
 
 
 def test_theory_local_sgd_recovers_the_step_and_the_workers():
-    """(Moved from tests/test_theory.py.)"""
+    """theory_local_sgd fitted to exact losses recovers the step 0.05, the 16 workers and L0 0."""
     fitted = fr.fit(fr.load_grid(_exact_grid()), "theory_local_sgd")
     c = fitted.constants
     assert c["u"] == pytest.approx(0.05, rel=1e-4)
@@ -240,7 +240,7 @@ def test_theory_local_sgd_recovers_the_step_and_the_workers():
 
 
 def test_theory_floor_names_the_stability_limit():
-    """(Moved from tests/test_theory.py.)"""
+    """theory_floor fitted to exact losses puts omega_max at the stability limit."""
     M, lr, H = 16, 0.05, 16
     df = _exact_grid(M=M, lr=lr, H_levels=(H,), keeps=(1.0, 0.5, 0.25, 0.125, 0.0625, 0.05))
     fitted = fr.fit(fr.load_grid(df), "theory_floor")
@@ -249,7 +249,7 @@ def test_theory_floor_names_the_stability_limit():
 
 
 def test_theory_workers_recovers_r():
-    """(Moved from tests/test_theory.py.)"""
+    """theory_workers fitted over several M and outer steps recovers r = 1 - 0.95**4."""
     frames = [_exact_grid(M=M, eta=eta, H_levels=(4,)) for M in (4, 16, 64) for eta in (0.5, 1.0)]
     df = pd.concat(frames, ignore_index=True)
     fitted = fr.fit(fr.load_grid(df), "theory_workers")
@@ -274,7 +274,7 @@ def test_theory_workers_on_one_M_and_one_outer_step_is_flagged_as_composition_on
 
 
 def test_theory_forms_are_built_in_but_not_defaults():
-    """(Moved from tests/test_theory.py.)"""
+    """The three theory forms are built in, cite the theory module, and are not default forms."""
     from fitrules.model.forms import BUILTIN_FORMS, DEFAULT_FORMS
 
     for name in ("theory_floor", "theory_local_sgd", "theory_workers"):
@@ -284,9 +284,7 @@ def test_theory_forms_are_built_in_but_not_defaults():
 
 @pytest.mark.parametrize("momentum", [0.0, 0.5])
 def test_the_variance_gain_divides_the_uncompressed_variance(momentum):
-    """Stationary variance = (variance without the state-dependent term) / (1 - gain).
-
-    (Moved from tests/test_theory.py.)"""
+    """Stationary variance = (variance without the state-dependent term) / (1 - gain)."""
     kw = dict(lr=0.2, H=4, M=4, outer_momentum=momentum)
     v = th.stationary_variance(0.5, omega=3.0, **kw)[0]
     g = th.variance_gain(0.5, omega=3.0, **kw)[0]

@@ -28,7 +28,7 @@ def grid(synthetic_csv):
 
 
 def test_true_rule_beats_a_wrong_one_on_held_out_cells(synthetic_csv):
-    """(Moved from tests/test_compare.py.)"""
+    """The true rule beats omega_only on over 90% of splits, and its full fit recovers b."""
     grid = load_grid(synthetic_csv)
     cmp = compare(
         grid,
@@ -68,9 +68,7 @@ def test_heldout_error_is_recomputable_from_constants(synthetic_csv, kind):
 
 def test_compare_can_hold_out_seed_ids_and_names_both_protocols():
     """Issue 28: held out by cells alone, held-out error misses the grid's seed offset; the
-    cells-and-seeds option fits split s outside seed fold s mod 3 and scores the fold.
-
-    (Moved from tests/test_compare.py.)"""
+    cells-and-seeds option fits split s outside seed fold s mod 3 and scores the fold."""
     import pytest
 
     from fitrules.base.errors import SplitError
@@ -94,7 +92,7 @@ def test_compare_can_hold_out_seed_ids_and_names_both_protocols():
 
 
 def test_single_h_grid_flags_every_split_of_forms_with_an_h_exponent(tmp_path):
-    """(Moved from tests/test_fit.py.)"""
+    """On one level of H every split of a form with an H exponent names b; omega_only's are fine."""
     grid = _grid(tmp_path, h_levels=(16,))
     forms = [BUILTIN_FORMS["composition"], BUILTIN_FORMS["free_omega"], BUILTIN_FORMS["omega_only"]]
     cmp = compare(grid, forms, RandomSplit(40, 0.8, seed=0))
@@ -113,7 +111,7 @@ def test_single_h_grid_flags_every_split_of_forms_with_an_h_exponent(tmp_path):
 
 
 def test_compare_memory_counts_the_results_of_every_split():
-    """(Moved from tests/test_hostile_input.py.)"""
+    """The memory estimate grows by a result row and its cells for every added split."""
     from fitrules.jobs.compare import CELL_BYTES, ROW_BYTES, compare_memory
     from fitrules.model.forms import BUILTIN_FORMS
 
@@ -124,9 +122,7 @@ def test_compare_memory_counts_the_results_of_every_split():
 
 def test_held_out_errors_that_overflow_are_set_aside():
     """A prediction near the largest float has an error that overflows: the split is set
-    aside (not finite), so no ratio of 'nan' reaches the paired verdict.
-
-    (Moved from tests/test_hostile_input.py.)"""
+    aside (not finite), so no ratio of 'nan' reaches the paired verdict."""
     from fitrules.engine.stats import paired_verdict
     from fitrules.jobs.compare import heldout_errors
 
@@ -138,7 +134,7 @@ def test_held_out_errors_that_overflow_are_set_aside():
 
 
 def test_noise_floor_is_the_expected_sampling_error(grid):
-    """(Moved from tests/test_validation.py.)"""
+    """The noise floor is the mean expected |error| of a held-out cell mean from its seeds' sd."""
     cells = grid.cells(["H", "omega"])
     masks = np.zeros((1, len(cells)), bool)
     masks[0, :5] = True
@@ -153,9 +149,7 @@ def test_noise_floor_is_the_expected_sampling_error(grid):
 
 
 def test_noise_floor_is_unbiased_with_three_seeds():
-    """With 3 seeds the plain sample sd puts the floor about 11% low; the floor must not be.
-
-    (Moved from tests/test_validation.py.)"""
+    """With 3 seeds the plain sample sd puts the floor about 11% low; the floor must not be."""
     rng = np.random.default_rng(0)
     sigma, value, n_cells, n_seeds = 0.01, 2.0, 4000, 3
     runs = pd.DataFrame(
@@ -173,7 +167,7 @@ def test_noise_floor_is_unbiased_with_three_seeds():
 
 
 def test_compare_reports_protocol_and_floor(grid):
-    """(Moved from tests/test_validation.py.)"""
+    """Leave-one-level-out records its protocol, labels each H held out, and a positive floor."""
     forms = [BUILTIN_FORMS["composition"], BUILTIN_FORMS["omega_only"]]
     cmp = compare(grid, forms, LeaveOneLevelOut("H"))
     assert cmp.settings["protocol"] == "leave-one-level-out:H"

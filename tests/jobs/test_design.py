@@ -28,7 +28,7 @@ def _grid(seed=0):
 
 
 def test_top_designed_cell_lies_where_the_forms_disagree():
-    """(Moved from tests/test_design.py.)"""
+    """The first cell chosen lies where the two forms disagree; where they agree none separates."""
     d = design(
         _grid(),
         [FLAT, BUMP],
@@ -47,7 +47,7 @@ def test_top_designed_cell_lies_where_the_forms_disagree():
 
 
 def test_batch_respects_the_budget_and_chooses_each_cell_once():
-    """(Moved from tests/test_design.py.)"""
+    """A batch stays within the run budget, picks each cell once, and raises its score each step."""
     d = design(_grid(), [FLAT, BUMP], "x=1,2,3,4,5;z=1,2,3,4,5", budget=10, splits=30, resamples=30)
     assert d.chosen["runs"].sum() <= 10
     assert d.chosen["candidate"].is_unique
@@ -55,7 +55,7 @@ def test_batch_respects_the_budget_and_chooses_each_cell_once():
 
 
 def test_default_candidates_are_levels_and_midpoints_minus_the_grid():
-    """(Moved from tests/test_design.py.)"""
+    """Default candidates are the levels and midpoints not in the grid; named ones are parsed."""
     path, where = default_grid()
     cells = load_grid(path, where=where).cells(["H", "omega"])
     cand = candidate_cells(cells, ("H", "omega"))
@@ -68,7 +68,7 @@ def test_default_candidates_are_levels_and_midpoints_minus_the_grid():
 
 
 def test_one_form_with_a_target_pins_its_prediction_down():
-    """(Moved from tests/test_design.py.)"""
+    """For one form and a target, each chosen cell lowers the target's predicted sd."""
     path, where = default_grid()
     grid = load_grid(path, where=where)
     d = design(

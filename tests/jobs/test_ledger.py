@@ -24,7 +24,7 @@ def _scores(values, seeds, pa, pb):
 
 @pytest.mark.timing
 def test_concurrent_appends_take_distinct_ids(tmp_path, monkeypatch):
-    """(Moved from tests/test_ledger_anchor.py.)"""
+    """Six appends racing on one ledger all land, with ids 1 to 6."""
     from fitrules.jobs import ledger as lg
 
     path = tmp_path / "p.jsonl"
@@ -59,9 +59,7 @@ def test_concurrent_appends_take_distinct_ids(tmp_path, monkeypatch):
 def test_score_does_not_take_a_shared_seed_offset_for_evidence():
     """Three seed ids shared by 20 new cells, their effects averaging -0.0063: every cell mean
     moves toward the form below the truth. The old t test over runs (as independent) called
-    that a verdict; with the seeds as units, three seeds carry little evidence.
-
-    (Moved from tests/test_verdict_power.py.)"""
+    that a verdict; with the seeds as units, three seeds carry little evidence."""
     rng = np.random.default_rng(3)
     truth = 2.2 + 0.05 * rng.standard_normal(20)
     offset = np.array([-0.021, -0.004, 0.006])

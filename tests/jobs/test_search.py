@@ -34,7 +34,7 @@ def _table(levels=(1, 2, 4, 8, 16, 32), other=(0.0, 1.0)) -> pd.DataFrame:
 
 
 def test_one_se_rule_prefers_fewer_constants_within_noise():
-    """(Moved from tests/test_search.py.)"""
+    """The one-se rule picks the form with fewer constants when its error is within the noise."""
     rng = np.random.default_rng(1)
     base = 1 + 0.1 * rng.standard_normal(10)
     # 2 constants: 1% worse on average, with split-to-split scatter far larger than that
@@ -53,9 +53,7 @@ def test_one_se_rule_prefers_fewer_constants_within_noise():
 def test_one_se_uses_the_corrected_standard_error():
     """A cheaper form whose mean paired log difference to the best lies between the naive
     standard error (1/J) and the corrected one (1/J + n_test/n_train) is picked; one beyond
-    the corrected one is not.
-
-    (Moved from tests/test_search.py.)"""
+    the corrected one is not."""
     rng = np.random.default_rng(3)
     J = 10
     best = np.exp(rng.normal(0, 0.1, J))
@@ -73,7 +71,7 @@ def test_one_se_uses_the_corrected_standard_error():
 
 
 def test_front_needs_more_than_one_standard_error():
-    """(Moved from tests/test_search.py.)"""
+    """A form joins the front only when it beats fewer constants by over one standard error."""
     rng = np.random.default_rng(5)
     base = np.exp(rng.normal(0, 0.2, 20))
     clear = base * 0.5 * np.exp(rng.normal(0, 0.05, 20))
@@ -112,7 +110,7 @@ def test_the_outer_error_is_the_picks_own_error(kind):
 
 
 def test_nested_masks_stay_inside_outer_training_sets():
-    """(Moved from tests/test_search.py.)"""
+    """Inner splits exactly divide their outer training set, and the same seed repeats them."""
     table = pd.DataFrame({"x": np.arange(20.0)})
     m = nested_masks(RandomSplit(5, 0.8, 3), table, 4, 0.75, 3)
     outer = m.train[m.outer]
@@ -127,7 +125,7 @@ def test_nested_masks_stay_inside_outer_training_sets():
 
 
 def test_the_pick_never_reads_the_outer_held_out_values():
-    """(Moved from tests/test_search.py.)"""
+    """Changing the outer held-out values changes the outer error but not the pick."""
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
     s = fr.search(runs, **SMALL, references=[])
     outer = RandomSplit(6, 0.8, 0).masks(20)
@@ -150,9 +148,7 @@ def test_the_outer_error_holds_out_seed_ids_by_default():
     """Issue 28: the outer error held out cells only, so the grid's seed offset (which new
     runs at new seed ids show) was missing from it. By default outer split o now fits the
     runs outside seed fold o mod 3 and scores the fold's runs (checked against an
-    independent fit), rescaled by one factor for the mean of 3 new runs at fresh ids.
-
-    (Moved from tests/test_search.py.)"""
+    independent fit), rescaled by one factor for the mean of 3 new runs at fresh ids."""
     from fitrules.jobs.search import _score
 
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
@@ -212,7 +208,7 @@ def test_cells_and_seeds_inner_splits_read_every_run_of_the_training_cells():
 
 
 def test_inner_splits_extrapolate_inside_each_outer_training_set():
-    """(Moved from tests/test_search_question.py.)"""
+    """Under a rolling origin each inner split scores above its fit, inside its outer set."""
     t = _table()
     m = nested_masks(RollingOrigin("N"), t, inner_splits=10, inner_train_frac=0.75, seed=0)
     N = t["N"].to_numpy()
@@ -227,9 +223,7 @@ def test_inner_splits_extrapolate_inside_each_outer_training_set():
 
 def test_inner_extrapolation_cuts_fit_at_least_half_the_training_levels():
     """Found by bench_published --search: on sft_rectified_lin (one cell per level of D, 12
-    levels) the inner cuts reached down to a fit on 2 cells, and the search refused the grid.
-
-    (Moved from tests/test_search_question.py.)"""
+    levels) the inner cuts reached down to a fit on 2 cells, and the search refused the grid."""
     t = pd.DataFrame({"D": 2.0 ** np.arange(12)})
     m = nested_masks(RollingOrigin("D"), t, inner_splits=20, inner_train_frac=0.75, seed=0)
     inner, outer_of = m.train[m.inner], np.repeat(np.arange(m.n_outer), m.n_inner)
@@ -239,7 +233,7 @@ def test_inner_extrapolation_cuts_fit_at_least_half_the_training_levels():
 
 
 def test_leave_one_level_out_inside_each_training_set():
-    """(Moved from tests/test_search_question.py.)"""
+    """Under leave-one-level-out each inner split holds out one level absent from its training."""
     t = _table()
     m = nested_masks(LeaveOneLevelOut("N"), t, inner_splits=3, inner_train_frac=0.75, seed=0)
     N = t["N"].to_numpy()
@@ -249,7 +243,7 @@ def test_leave_one_level_out_inside_each_training_set():
 
 
 def test_survivors_keep_the_best_of_each_number_of_constants_per_split():
-    """(Moved from tests/test_search_question.py.)"""
+    """Survivors keep the best candidate of each constant count per split, never a failed one."""
     from fitrules.jobs.search import survivors
 
     m = nested_masks(RollingOrigin("N"), _table(), inner_splits=2, inner_train_frac=0.75, seed=0)

@@ -72,7 +72,7 @@ BAD = {
 
 @pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_same_seed_selection_is_optimistic_and_tune_is_not():
-    """(Moved from tests/test_tune.py.)"""
+    """The best lr scored on its own seeds is biased low; cross-fit and tune seeds are not."""
     # Every lr is equally good in truth: loss = 2 + H effect + N(0, 0.01), independent per run.
     # Choosing the best of 5 lrs and reporting its mean on the same 6 seeds is biased low by
     # about E[min of 5 standard normals] * 0.01/sqrt(6) = -1.16 * 0.0041 = -0.0047 nats.
@@ -102,7 +102,7 @@ def test_same_seed_selection_is_optimistic_and_tune_is_not():
 
 
 def test_winner_at_edge_is_flagged_and_interior_winner_is_not():
-    """(Moved from tests/test_tune.py.)"""
+    """A best lr at the sweep's largest or smallest value is warned of; an interior one is not."""
     # H=64's best lr lies beyond the sweep (0.1), H=1's inside it (1e-3).
     grid = as_grid(lr_frame(bowl({1: 1e-3, 64: 1e-1}), H=(1, 64)))
     t = tune(grid, ["lr"])
@@ -116,7 +116,7 @@ def test_winner_at_edge_is_flagged_and_interior_winner_is_not():
 
 
 def test_warnings_name_the_configuration_without_derived_columns():
-    """(Moved from tests/test_tune.py.)"""
+    """Edge warnings name the configuration by its own columns, not the derived omega."""
     frame = pd.concat([lr_frame(bowl({1: 1e-3, 64: 1e-1}), H=(1, 64), keep=k) for k in (1.0, 0.25)])
     grid = load_grid("synthetic.csv", frame=frame, derive=["omega = 1/keep - 1"])
     t = tune(grid, ["lr"])
@@ -128,7 +128,7 @@ def test_warnings_name_the_configuration_without_derived_columns():
 
 
 def test_two_factors_are_tuned_jointly_and_edges_named_per_factor():
-    """(Moved from tests/test_tune.py.)"""
+    """lr and wd are chosen together, and the edge warning names the factor at its edge."""
 
     def loss(h, lr, s, wd):
         return 2 + 0.05 * (np.log10(lr) + 3) ** 2 + (0.0 if wd == 0.1 else 0.02)
@@ -149,7 +149,7 @@ def test_two_factors_are_tuned_jointly_and_edges_named_per_factor():
 
 
 def test_cross_fit_rows_were_chosen_without_their_seed():
-    """(Moved from tests/test_tune.py.)"""
+    """Under cross-fitting each run's lr was chosen on the other half's seeds, never its own."""
     seeds = (3, 5, 8, 11, 20, 21, 40)  # odd count, gaps: halves go by sorted position
     rng = np.random.default_rng(7)
     frame = lr_frame(lambda h, lr, s: 2 + 0.01 * rng.standard_normal(), seeds=seeds)
@@ -177,7 +177,7 @@ def test_cross_fit_rows_were_chosen_without_their_seed():
 
 
 def test_level_that_diverged_on_a_choosing_seed_does_not_win():
-    """(Moved from tests/test_tune.py.)"""
+    """An lr that diverged on a choosing seed is not chosen; a missing run is left out, counted."""
     # lr 0.01 is best by far, but diverged on seed 0.
     frame = lr_frame(lambda h, lr, s: 1.9 if lr == 1e-2 else 2 + 0.05 * np.log10(lr / 1e-3) ** 2)
     bad = (frame["lr"] == 1e-2) & (frame["seed"] == 0)
@@ -201,7 +201,7 @@ def test_level_that_diverged_on_a_choosing_seed_does_not_win():
 
 
 def test_when_every_level_diverged_the_smallest_is_taken_and_said():
-    """(Moved from tests/test_tune.py.)"""
+    """When every level diverged on a choosing seed the smallest lr is taken, with a warning."""
     frame = lr_frame(lambda h, lr, s: 2.0, H=(1, 4))
     frame.loc[(frame["seed"] == 0) & (frame["H"] == 1), "diverged"] = True
     t = tune(as_grid(frame), ["lr"], tune_seeds=[0])
@@ -232,13 +232,13 @@ def test_when_every_level_diverged_the_smallest_is_taken_and_said():
     ids=[*BAD, "no-seed-column", "duplicate-run"],
 )
 def test_bad_input(frame, where, factors, tune_seeds, match):
-    """(Moved from tests/test_tune.py.)"""
+    """Each bad tuning request is refused with a message naming what is wrong."""
     with pytest.raises(GridError, match=match):
         tune(as_grid(frame, where), factors, tune_seeds)
 
 
 def test_paired_tuned_grid_with_three_tune_seeds():
-    """(Moved from tests/test_tune.py.)"""
+    """With seeds 0-2 spent on tuning, each algo is evaluated on the other 11 seeds."""
     grid = load_grid(DATA / "paired_tuned.csv")
     t = tune(grid, ["lr"], tune_seeds=[0, 1, 2])
     cols = ["algo", "H", "chosen_lr", "criterion", "at_edge", "n_evaluated"]
@@ -253,9 +253,7 @@ def test_paired_tuned_grid_with_three_tune_seeds():
 
 def test_committed_tuned_grid_brackets_every_configurations_best():
     """Every (H, keep) of data/tuned.csv has at least three lrs, and no fold's choice lies at
-    the edge of the sweep (the first sweep's edge at H=64, keep=1/16 was widened).
-
-    (Moved from tests/test_tune.py.)"""
+    the edge of the sweep (the first sweep's edge at H=64, keep=1/16 was widened)."""
     t = tune(load_grid(DATA / "tuned.csv"), ["lr"])
     assert len(t.flattery) == 20 and t.scheme == "cross-fit"
     assert t.choices["tried_lr"].map(len).min() >= 3

@@ -37,7 +37,7 @@ def default_cmp(grid):
 
 
 def test_both_protocols_are_named_in_the_json(five):
-    """(Moved from tests/test_verdict_power.py.)"""
+    """The JSON names both protocols: thirds for the description, 90% training for the verdicts."""
     doc = five.to_dict()
     s = doc["settings"]
     assert s["descriptive_protocol"]["train_frac"] == pytest.approx(1 / 3)
@@ -52,9 +52,7 @@ def test_both_protocols_are_named_in_the_json(five):
 
 
 def test_verdicts_on_the_default_grid(five):
-    """Before: every one of the ten pairs 'not distinguishable' (p 0.31 to 0.91).
-
-    (Moved from tests/test_verdict_power.py.)"""
+    """Before: every one of the ten pairs 'not distinguishable' (p 0.31 to 0.91)."""
     p = five.paired.set_index(["a", "b"])
     for rival in ("omega_only", "additive"):
         row = p.loc[("composition", rival)]
@@ -68,7 +66,7 @@ def test_verdicts_on_the_default_grid(five):
 
 
 def test_a_descriptive_protocol_at_the_verdict_fraction_is_its_own(grid):
-    """(Moved from tests/test_verdict_power.py.)"""
+    """Splits already at the verdict fraction, or a grid too small, keep their own splits."""
     sp = RandomSplit(40, 0.9, 0)
     assert verdict_splitter(sp, 20, 0.9) is None
     cmp = compare(grid, select_forms(["composition", "omega_only"]), sp)
@@ -81,13 +79,13 @@ def test_a_descriptive_protocol_at_the_verdict_fraction_is_its_own(grid):
 
 @pytest.mark.parametrize("bad", [0, 1, 1.5, -0.1, True])
 def test_verdict_train_frac_is_checked(bad):
-    """(Moved from tests/test_verdict_power.py.)"""
+    """A verdict training fraction outside (0, 1), or a bool, is refused."""
     with pytest.raises(SplitError, match="verdict-train-frac"):
         verdict_splitter(RandomSplit(10, 1 / 3, 0), 20, bad)
 
 
 def test_family_parsing():
-    """(Moved from tests/test_verdict_power.py.)"""
+    """Pairs given as A:B or against one form are parsed; bad names and forms are refused."""
     names = ["a", "b", "c"]
     assert family(names) == [("a", "b"), ("a", "c"), ("b", "c")]
     assert parse_pairs("a:b, b:a ,c:a", None, names) == [("a", "b"), ("c", "a")]
@@ -108,9 +106,7 @@ def test_family_parsing():
 @pytest.mark.parametrize("seed, splits", [(2, [0]), (3, [91, 240]), (10, [138])])
 def test_guard_names_additives_runaway_splits(grid, seed, splits):
     """Runaways (held-out error over 10x the form's median) the span and uncertainty rules
-    missed: errors 25, 55, 20 and 41%.
-
-    (Moved from tests/test_verdict_power.py.)"""
+    missed: errors 25, 55, 20 and 41%."""
     res = compare(grid, select_forms(["additive"]), RandomSplit(300, 1 / 3, seed)).results
     med = res.loc[res["used"], "heldout_error_pct"].median()
     for s in splits:
@@ -124,9 +120,7 @@ def test_guard_names_additives_runaway_splits(grid, seed, splits):
 
 def test_p_does_not_shrink_as_splits_are_added(grid):
     """The Wilcoxon over splits gave 4.8e-4 at 30 splits and 7.4e-44 at 1000; the corrected
-    t settles, since its variance term n_test/n_train does not shrink with the splits.
-
-    (Moved from tests/test_verdicts.py.)"""
+    t settles, since its variance term n_test/n_train does not shrink with the splits."""
     forms = select_forms(["composition", "omega_only"])
     t = {}
     for n in (100, 300, 1000):
@@ -135,7 +129,7 @@ def test_p_does_not_shrink_as_splits_are_added(grid):
 
 
 def test_summary_ranks_the_forms_as_the_paired_counts_do(default_cmp):
-    """(Moved from tests/test_verdicts.py.)"""
+    """The summary's median and trimmed mean rank the forms as the paired win counts do."""
     order = default_cmp.summary.sort_values("median_pct")["form"].tolist()
     rank = {f: i for i, f in enumerate(order)}
     for r in default_cmp.paired.to_dict("records"):
@@ -161,9 +155,7 @@ def test_guard_names_every_runaway_and_few_others(default_cmp):
 
 
 def test_guard_uses_no_held_out_value(grid):
-    """Changing the held-out cells' values cannot change the guard's verdicts.
-
-    (Moved from tests/test_verdicts.py.)"""
+    """Changing the held-out cells' values cannot change the guard's verdicts."""
     forms = select_forms(["composition"])
     sp = RandomSplit(40, 1 / 3, 3)
     a = compare(grid, forms, sp).results
@@ -182,9 +174,7 @@ def test_guard_uses_no_held_out_value(grid):
 
 def test_no_search_window_artefact_reported_as_a_fitted_constant(default_cmp):
     """20 composition fits stopped at b = 7 exactly (3 + 80 rounds x 0.05) flagged only as
-    rank-deficient; a ridge fit must say it is at its bound or did not converge.
-
-    (Moved from tests/test_verdicts.py.)"""
+    rank-deficient; a ridge fit must say it is at its bound or did not converge."""
     res = default_cmp.results[default_cmp.results["form"] == "composition"]
     for c, reasons in zip(res["constants"], res["reasons"], strict=True):
         if abs(abs(c["b"]) - 7) < 1e-6:
@@ -192,7 +182,7 @@ def test_no_search_window_artefact_reported_as_a_fitted_constant(default_cmp):
 
 
 def test_json_carries_training_cells_and_condition_numbers(default_cmp):
-    """(Moved from tests/test_verdicts.py.)"""
+    """Each split's result records its training cells and a positive condition number."""
     masks = RandomSplit(300, 1 / 3, 0).masks(20)
     for r in default_cmp.results.head(40).itertuples():
         assert r.train_cells == np.flatnonzero(masks[r.split]).tolist()
@@ -202,7 +192,7 @@ def test_json_carries_training_cells_and_condition_numbers(default_cmp):
 
 
 def test_structured_protocols_say_when_no_test_can_reject(grid, capsys):
-    """(Moved from tests/test_verdicts.py.)"""
+    """Leave-one-level-out over 4 levels says no test can reject and gives the smallest p."""
     cmp = compare(grid, select_forms(["composition", "omega_only"]), LeaveOneLevelOut("H"))
     row = cmp.paired.iloc[0]
     assert row["n"] == 4 and not row["can_reject"] and row["p"] is None
@@ -213,7 +203,7 @@ def test_structured_protocols_say_when_no_test_can_reject(grid, capsys):
 
 
 def test_cell_view_names_the_cells_that_decide(default_cmp):
-    """(Moved from tests/test_verdicts.py.)"""
+    """The cell view gives each form's error at every cell and names three deciding cells."""
     ce = default_cmp.cell_errors
     assert set(ce["form"]) == set(DEFAULT_FORMS) and len(ce) == 20 * len(DEFAULT_FORMS)
     # each cell is held out in about two thirds of the used splits
@@ -227,9 +217,7 @@ def test_a_leave_one_cell_out_verdict_is_a_sign_flip_over_the_cells():
     """Issue 28: on a 12-cell grid the verdict protocol holds out 1 cell of 12, so its 300
     random splits repeat the 12 leave-one-out splits and the corrected t counted repeats as
     evidence (false positives 0.07 over 100 null grids). Each cell is now held out once and
-    the test is the exact sign-flip over the cells.
-
-    (Moved from tests/test_verdicts.py.)"""
+    the test is the exact sign-flip over the cells."""
     from fitrules.jobs.compare import compare
     from fitrules.model.forms import BUILTIN_FORMS
     from fitrules.model.grids import load_grid

@@ -29,13 +29,13 @@ from fitrules.model import expr as ex
     ],
 )
 def test_unsafe_or_unparsable_is_refused(text):
-    """(Moved from tests/test_expr.py.)"""
+    """Attributes, calls, comparisons, strings and broken syntax are refused as expressions."""
     with pytest.raises(ExpressionError):
         ex.parse(text)
 
 
 def test_where_grammar_allows_comparisons_and_strings():
-    """(Moved from tests/test_expr.py.)"""
+    """A where filter may compare, combine with and, quote strings and backquote column names."""
     node = ex.parse("lr == 3e-4 and `model size` > 2 and algo != 'sync'", logical=True)
     assert ex.names(node) == ["lr", "model size", "algo"]
     env = {
@@ -47,7 +47,7 @@ def test_where_grammar_allows_comparisons_and_strings():
 
 
 def test_evaluate_matches_python():
-    """(Moved from tests/test_expr.py.)"""
+    """An expression evaluates to what the same arithmetic gives in Python."""
     node = ex.parse("L0 + a*omega**c + b*(H/16)**d - sqrt(x)/exp(-y) + log(z)")
     env = dict(L0=2.0, a=0.5, omega=3.0, c=0.7, b=0.1, H=4.0, d=0.3, x=2.0, y=0.5, z=1.5)
     want = 2.0 + 0.5 * 3.0**0.7 + 0.1 * (4 / 16) ** 0.3 - np.sqrt(2.0) / np.exp(-0.5) + np.log(1.5)
@@ -66,7 +66,7 @@ def test_evaluate_matches_python():
     ],
 )
 def test_derivatives_match_finite_differences(text):
-    """(Moved from tests/test_expr.py.)"""
+    """The symbolic derivative in every name matches a central finite difference."""
     node = ex.parse(text)
     rng = np.random.default_rng(1)
     env = {n: rng.uniform(0.5, 2.0) for n in ex.names(node)}
@@ -80,7 +80,7 @@ def test_derivatives_match_finite_differences(text):
 
 
 def test_power_derivative_is_finite_at_zero_base():
-    """(Moved from tests/test_expr.py.)"""
+    """The derivative of omega**c in c is 0 at omega = 0, not nan."""
     # d/dc of a*omega**c at omega = 0 is 0 (for c > 0), not 0*log(0) = nan
     node = ex.diff(ex.parse("a*omega**c"), "c")
     out = ex.evaluate(node, {"a": 1.0, "omega": np.array([0.0, 2.0]), "c": 0.5})
@@ -91,7 +91,7 @@ def test_power_derivative_is_finite_at_zero_base():
     "text", ["a - (b - c)", "a/(b*c)", "(a**b)**c", "a**(b**c)", "-(a + b)", "2**-x", "(a - b)*c"]
 )
 def test_unparse_round_trips(text):
-    """(Moved from tests/test_expr.py.)"""
+    """Unparsing then parsing again keeps the value, with signs and powers grouped right."""
     node = ex.parse(text)
     again = ex.parse(ex.unparse(node))
     env = {"a": 1.3, "b": 0.7, "c": 2.1, "x": 0.4}
@@ -99,7 +99,7 @@ def test_unparse_round_trips(text):
 
 
 def test_terms_split_signs():
-    """(Moved from tests/test_expr.py.)"""
+    """An expression splits into its terms with their signs, brackets opened."""
     parts = ex.terms(ex.parse("a - b*x + (c - d)"))
     assert [(s, ex.unparse(t)) for s, t in parts] == [
         (1.0, "a"),

@@ -26,7 +26,7 @@ COLUMNS = ["H", "keep", "omega", "lr", "loss", "seed"]
 
 
 def test_builtins_include_the_two_rules_with_their_constant_counts():
-    """(Moved from tests/test_forms.py.)"""
+    """composition has L0, a and b, additive five constants, among at least four built-in forms."""
     assert BUILTIN_FORMS["composition"].constants == ("L0", "a", "b")
     assert len(BUILTIN_FORMS["additive"].constants) == 5
     assert len(BUILTIN_FORMS) >= 4
@@ -42,26 +42,26 @@ def test_builtins_include_the_two_rules_with_their_constant_counts():
     ],
 )
 def test_linear_constants_are_detected(name, linear, nonlinear):
-    """(Moved from tests/test_forms.py.)"""
+    """Each built-in form's constants are split into linear and nonlinear ones."""
     s = BUILTIN_FORMS[name].structure
     assert (s.linear, s.nonlinear) == (linear, nonlinear)
 
 
 def test_a_constant_appearing_twice_is_not_linear():
-    """(Moved from tests/test_forms.py.)"""
+    """A constant that appears twice in an expression is not linear."""
     f = Form("twice", "a*x + a**2*y", ("x", "y"))
     assert f.structure.linear == ()
 
 
 def test_one_line_form_resolves_variables_against_columns():
-    """(Moved from tests/test_forms.py.)"""
+    """A one-line form's names that are grid columns are variables; the rest are constants."""
     f = parse_form_line("mine = L0 + a*omega**c*(H/16)**b").bind(COLUMNS)
     assert f.variables == ("omega", "H")
     assert f.constants == ("L0", "a", "c", "b")
 
 
 def test_declared_variables():
-    """(Moved from tests/test_forms.py.)"""
+    """Variables declared in brackets after the name are the form's variables."""
     f = parse_form_line("mine(H) = L0 + a*(H/16)**b")
     assert f.variables == ("H",)
 
@@ -79,31 +79,31 @@ def test_declared_variables():
     ],
 )
 def test_bad_forms_name_the_problem(line, columns, match):
-    """(Moved from tests/test_forms.py.)"""
+    """A misspelt column, unknown name, bad syntax or undeclared variable is refused in words."""
     with pytest.raises(FormError, match=match):
         parse_form_line(line).bind(columns)
 
 
 def test_builtin_on_grid_without_omega_suggests_derive():
-    """(Moved from tests/test_forms.py.)"""
+    """A built-in form on a grid without omega suggests deriving it from keep."""
     with pytest.raises(FormError, match="derive 'omega = 1/keep - 1'"):
         BUILTIN_FORMS["composition"].bind(["H", "keep", "loss"])
 
 
 def test_bounds_for_unknown_constant_rejected():
-    """(Moved from tests/test_forms.py.)"""
+    """Bounds on a name that is not a constant are refused."""
     with pytest.raises(FormError, match="not a constant"):
         Form("f", "L0 + a*x**b", ("x",), bounds={"zz": (0, 1)})
 
 
 def test_unknown_form_name():
-    """(Moved from tests/test_forms.py.)"""
+    """Selecting a form name that does not exist is refused naming it."""
     with pytest.raises(FormError, match="unknown form 'nope'"):
         select_forms(["nope"])
 
 
 def test_forms_toml_is_loaded_and_add_appends(tmp_path):
-    """(Moved from tests/test_forms.py.)"""
+    """forms.toml's forms and bounds are read; add appends one but not a taken name."""
     (tmp_path / "forms.toml").write_text(
         'mine = "L0 + a*omega**c"\n[bounded]\nexpr = "L0 + a*(H/16)**b"\nbounds = { b = [-1, 1] }\n'
     )
@@ -119,14 +119,14 @@ def test_forms_toml_is_loaded_and_add_appends(tmp_path):
 
 
 def test_forms_toml_cannot_shadow_builtin(tmp_path):
-    """(Moved from tests/test_forms.py.)"""
+    """A forms.toml entry with a built-in form's name is refused."""
     (tmp_path / "forms.toml").write_text('composition = "L0 + a*omega"\n')
     with pytest.raises(FormError, match="built-in"):
         available_forms(tmp_path)
 
 
 def test_per_level_constants_stay_linear_in_the_variable_projection():
-    """(Moved from tests/test_expressive.py.)"""
+    """Per-level intercepts stay linear constants, leaving b the only nonlinear one."""
     f = BUILTIN_FORMS["composition_per_h"].bind(
         ["H", "omega"], pd.DataFrame({"H": [1, 4, 16, 64], "omega": [0, 1, 3, 7]})
     )
@@ -146,13 +146,13 @@ def test_per_level_constants_stay_linear_in_the_variable_projection():
     ],
 )
 def test_bad_fix_and_bound_options(fn, value, match):
-    """(Moved from tests/test_expressive.py.)"""
+    """Malformed --fix and --bounds values are refused with the expected syntax."""
     with pytest.raises(FormError, match=match):
         fn(value)
 
 
 def test_a_constant_beside_a_linear_constant_gets_no_range_from_it():
-    """(Moved from tests/test_ranges_names.py.)"""
+    """Only Hc, a scale of H, gets a default range; constants beside the linear a get none."""
     tree = ex.parse("L0 + a*omega*(Hc/H)**b")
     ranges = default_ranges(tree, ("omega", "Hc", "b"), {"H": np.array([1.0, 4, 16, 64])})
     assert set(ranges) == {"Hc"} and ranges["Hc"].role == "scale of H"

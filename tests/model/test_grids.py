@@ -46,7 +46,7 @@ def _two_lrs() -> pd.DataFrame:
 
 
 def test_cells_are_seed_means_with_counts_and_standard_errors(synthetic_csv):
-    """(Moved from tests/test_grids.py.)"""
+    """A cell holds its seeds' mean, their count and the standard error of the mean."""
     grid = load_grid(synthetic_csv)
     cells = grid.cells(["H", "omega"])
     assert len(cells) == 20
@@ -59,7 +59,7 @@ def test_cells_are_seed_means_with_counts_and_standard_errors(synthetic_csv):
 
 
 def test_diverged_and_nonfinite_rows_are_excluded_and_counted(tmp_path):
-    """(Moved from tests/test_grids.py.)"""
+    """Diverged runs and nan or inf metrics are left out and counted by reason."""
     df = composition_grid()
     df.loc[0, "diverged"] = True
     df.loc[1, "loss"] = np.nan
@@ -72,7 +72,7 @@ def test_diverged_and_nonfinite_rows_are_excluded_and_counted(tmp_path):
 
 
 def test_derive_and_where(tmp_path):
-    """(Moved from tests/test_grids.py.)"""
+    """A derived column is added, a two-level lr is pooled and named, and where filters rows."""
     df = composition_grid().drop(columns="omega")
     df["lr"] = 3e-4
     df2 = df.copy()
@@ -89,7 +89,7 @@ def test_derive_and_where(tmp_path):
 
 
 def test_backtick_names(tmp_path):
-    """(Moved from tests/test_grids.py.)"""
+    """A column name with a space is read in backquotes by derive and where."""
     df = composition_grid().rename(columns={"H": "sync interval"})
     path = tmp_path / "g.csv"
     df.to_csv(path, index=False)
@@ -98,7 +98,7 @@ def test_backtick_names(tmp_path):
 
 
 def test_metric_choice(tmp_path):
-    """(Moved from tests/test_grids.py.)"""
+    """A lone loss-like column is the metric; another column can be named instead."""
     df = composition_grid().rename(columns={"loss": "val_loss"})
     path = tmp_path / "g.csv"
     df.to_csv(path, index=False)
@@ -124,15 +124,13 @@ def test_metric_choice(tmp_path):
     ],
 )
 def test_bad_input_is_named(tmp_path, mutate, kwargs, match):
-    """(Moved from tests/test_grids.py.)"""
+    """A missing or textual metric, a bad keep, where or derive is refused naming the problem."""
     with pytest.raises(GridError, match=match):
         load_grid(_write(tmp_path, mutate), **kwargs)
 
 
 def test_duplicate_seed_in_a_cell(tmp_path):
-    """A second run of seed 0 in a cell (not an exact copy): the cell and both lines named.
-
-    (Moved from tests/test_grids.py.)"""
+    """A second run of seed 0 in a cell (not an exact copy): the cell and both lines named."""
 
     def second_run(df):
         return pd.concat([df, df.iloc[[0]].assign(loss=df["loss"].iloc[0] + 0.01)])
@@ -144,9 +142,7 @@ def test_duplicate_seed_in_a_cell(tmp_path):
 
 def test_exact_copy_of_a_run(tmp_path):
     """An exact copy is refused with both lines named and --drop-duplicates offered; with it
-    the copy is dropped and counted.
-
-    (Moved from tests/test_grids.py.)"""
+    the copy is dropped and counted."""
     path = _write(tmp_path, _dup_seed)
     with pytest.raises(GridError, match="line 62 repeats line 2 in every column.*--drop-dup"):
         load_grid(path)
@@ -157,13 +153,13 @@ def test_exact_copy_of_a_run(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    """(Moved from tests/test_grids.py.)"""
+    """A grid file that does not exist is refused as not found."""
     with pytest.raises(GridError, match="file not found"):
         load_grid(tmp_path / "nope.csv")
 
 
 def test_nan_in_a_variable(tmp_path):
-    """(Moved from tests/test_grids.py.)"""
+    """A missing value in a variable is refused naming the column and line."""
 
     def mutate(df):
         df.loc[4, "H"] = np.nan
@@ -177,7 +173,7 @@ def test_nan_in_a_variable(tmp_path):
 
 @pytest.mark.parametrize("name", ["main", "wide", "workers", "variants", "paired", "smoke"])
 def test_every_committed_grid_validates(name):
-    """(Moved from tests/test_grids.py.)"""
+    """Every committed grid loads with runs and cells, beside its manifest and spec."""
     grid = load_grid(DATA / f"{name}.csv")
     s = grid.summary()
     assert s["runs"] > 0 and s["cells"] > 0
@@ -186,7 +182,7 @@ def test_every_committed_grid_validates(name):
 
 
 def test_second_loss_column_is_left_out_of_cells_and_named():
-    """(Moved from tests/test_outcome_columns.py.)"""
+    """A second loss column is named outcome-like and does not split the cells."""
     g = load_grid("two.csv", frame=two_losses(), metric="loss")
     assert "loss_indist" in g.outcome_like
     summary = g.summary()
@@ -195,7 +191,7 @@ def test_second_loss_column_is_left_out_of_cells_and_named():
 
 
 def test_per_run_measurement_in_a_seeded_grid_is_an_outcome():
-    """(Moved from tests/test_outcome_columns.py.)"""
+    """A column with a value per run in a seeded grid is an outcome, not a factor."""
     df = two_losses(seeds=3).drop(columns="loss_indist")
     df["wall"] = np.random.default_rng(1).uniform(100, 200, len(df))  # a value per run
     g = load_grid("seeded.csv", frame=df, metric="loss")
@@ -203,9 +199,7 @@ def test_per_run_measurement_in_a_seeded_grid_is_an_outcome():
 
 
 def test_continuous_design_without_seeds_is_kept():
-    """A compute budget with a value per run is a design column when nothing repeats.
-
-    (Moved from tests/test_outcome_columns.py.)"""
+    """A compute budget with a value per run is a design column when nothing repeats."""
     df = two_losses().drop(columns="loss_indist")
     df["C"] = 6 * df["N"] * df["M"] * df["N"] / 20 * (1 + np.arange(len(df)) * 1e-6)
     g = load_grid("budget.csv", frame=df, metric="loss")
@@ -213,7 +207,7 @@ def test_continuous_design_without_seeds_is_kept():
 
 
 def test_harness_checks_fire_only_on_harness_tables(tmp_path):
-    """(Moved from tests/test_user_tables.py.)"""
+    """A keep of 1.5 passes in a user's table but is refused beside a harness manifest."""
     df = user_table()
     df.loc[0, "keep"] = 1.5  # not a keep fraction here; no form reads it
     path = tmp_path / "t.csv"
@@ -227,7 +221,7 @@ def test_harness_checks_fire_only_on_harness_tables(tmp_path):
 
 
 def test_n_params_is_a_factor_of_a_users_table():
-    """(Moved from tests/test_user_tables.py.)"""
+    """In a user's table n_params is a varying factor with its levels listed."""
     df = user_table()
     df["n_params"] = np.where(df["H"] > 4, 1e9, 1e8)
     grid = load_grid(df, seed_col="run_seed")
@@ -236,7 +230,7 @@ def test_n_params_is_a_factor_of_a_users_table():
 
 
 def test_seed_column_by_name(user_csv):
-    """(Moved from tests/test_user_tables.py.)"""
+    """The seed column is named with --seed-col; a seed-like column or a wrong name is refused."""
     grid = load_grid(user_csv, seed_col="run_seed")
     assert grid.seed == "run_seed"
     # a column that looks like the seed is never pooled or filtered: --seed-col is named
@@ -256,14 +250,14 @@ def test_seed_column_by_name(user_csv):
     "column, value", [("model name", "m0"), ("lr", 3e-4), ("H", 16), ("x-y", "a")]
 )
 def test_where_suggestions_parse(column, value):
-    """(Moved from tests/test_user_tables.py.)"""
+    """A suggested where clause parses and names just its column, however the name is spelt."""
     text = where_suggestion(column, value)
     node = ex.parse(text, logical=True, what="where")
     assert ex.names(node) == [column]
 
 
 def test_parquet_needs_an_extra_that_exists(tmp_path, monkeypatch):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """Without a parquet engine the error names the fitrules[parquet] extra, which exists."""
     from fitrules.base.errors import GridError
     from fitrules.model.grids import load_grid
 
@@ -282,7 +276,7 @@ def test_parquet_needs_an_extra_that_exists(tmp_path, monkeypatch):
 
 
 def test_a_named_index_is_a_column_through_the_api():
-    """(Moved from tests/test_round_two.py.)"""
+    """A frame's named index is read as a column, and pooled as a factor no form reads."""
     from fitrules.model.grids import load_grid
 
     g = load_grid(_two_lrs().set_index("lr"))
@@ -293,5 +287,5 @@ def test_a_named_index_is_a_column_through_the_api():
 
 
 def test_keep_levels_fixture_matches_main_grid():
-    """(Moved from tests/test_validation.py.)"""
+    """The fixture's keep levels are those of the committed main grid."""
     assert sorted(pd.read_csv(DATA / "main.csv")["keep"].unique()) == sorted(KEEP_LEVELS)

@@ -33,7 +33,7 @@ def grid(synthetic_csv):
 
 @pytest.mark.parametrize("n_cells, frac", [(20, 1 / 3), (7, 0.5), (100, 0.9), (3, 0.34)])
 def test_splits_are_disjoint_cover_and_have_the_right_size(n_cells, frac):
-    """(Moved from tests/test_splits.py.)"""
+    """Each random split's training and held-out cells are disjoint, cover all, and size right."""
     sp = RandomSplit(50, frac, seed=3)
     for train, test in sp.split(n_cells):
         assert len(np.intersect1d(train, test)) == 0
@@ -42,7 +42,7 @@ def test_splits_are_disjoint_cover_and_have_the_right_size(n_cells, frac):
 
 
 def test_same_seed_same_splits_other_seed_other_splits():
-    """(Moved from tests/test_splits.py.)"""
+    """The same seed gives the same random splits; another seed gives others."""
     a = RandomSplit(30, 1 / 3, seed=0).masks(20)
     b = RandomSplit(30, 1 / 3, seed=0).masks(20)
     c = RandomSplit(30, 1 / 3, seed=1).masks(20)
@@ -51,7 +51,7 @@ def test_same_seed_same_splits_other_seed_other_splits():
 
 
 def test_splits_vary():
-    """(Moved from tests/test_splits.py.)"""
+    """Over 90 of 100 random splits of 20 cells are distinct."""
     masks = RandomSplit(100, 1 / 3, seed=0).masks(20)
     assert len({m.tobytes() for m in masks}) > 90
 
@@ -67,13 +67,13 @@ def test_splits_vary():
     ],
 )
 def test_impossible_splits(kwargs, n, match):
-    """(Moved from tests/test_splits.py.)"""
+    """A training fraction outside (0, 1), one leaving a side empty, or no splits is refused."""
     with pytest.raises(SplitError, match=match):
         list(RandomSplit(**kwargs).split(n))
 
 
 def test_extrapolate_has_a_spelling_without_a_shell_redirect(synthetic_csv, capsys):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """extrapolate:H:16 means extrapolate:H>=16, and the docs quote every >= spelling."""
     from fitrules.model.splits import Extrapolate, parse_protocol
 
     assert parse_protocol("extrapolate:H:16") == Extrapolate("H", 16.0)
@@ -87,7 +87,7 @@ def test_extrapolate_has_a_spelling_without_a_shell_redirect(synthetic_csv, caps
 
 
 def test_rolling_origin_asks_the_extrapolation_at_several_cuts_with_its_horizon():
-    """(Moved from tests/test_search_question.py.)"""
+    """A rolling origin fits below each of several cuts and scores the levels within its horizon."""
     t = _table()
     top = RollingOrigin("N")  # the top level held out: horizon 1
     assert top.labels(t) == ["fit N < 32, score N 32", "fit N < 16, score N 16",
@@ -100,7 +100,7 @@ def test_rolling_origin_asks_the_extrapolation_at_several_cuts_with_its_horizon(
 
 
 def test_seed_holdout_folds_and_refusals():
-    """(Moved from tests/test_seed_offset.py.)"""
+    """Seed folds cover every seed id; one id or a test fraction over 1 is refused."""
     assert sorted(sum(SeedHoldout(seed=1).folds(["0", "1", "2"]), [])) == ["0", "1", "2"]
     folds = SeedHoldout().folds([str(i) for i in range(7)])
     assert all(0 < len(f) < 7 for f in folds)
@@ -136,7 +136,7 @@ def test_seed_holdout_excess_matches_a_direct_simulation_of_a_level_fit():
 
 
 def test_leave_one_level_out_holds_out_each_level(grid):
-    """(Moved from tests/test_validation.py.)"""
+    """Leave-one-level-out makes one split per H level, holding out exactly that level."""
     table = grid.cells(["H", "omega"]).table
     masks = LeaveOneLevelOut("H").masks_for(table)
     assert masks.shape == (4, 20)
@@ -146,7 +146,7 @@ def test_leave_one_level_out_holds_out_each_level(grid):
 
 
 def test_extrapolate_holds_out_the_top(grid):
-    """(Moved from tests/test_validation.py.)"""
+    """Extrapolate holds out the top level of H, or every level from a given threshold."""
     table = grid.cells(["H", "omega"]).table
     (m,) = Extrapolate("H").masks_for(table)
     assert set(table.loc[~m, "H"]) == {64} and set(table.loc[m, "H"]) == {1, 4, 16}
@@ -164,13 +164,13 @@ def test_extrapolate_holds_out_the_top(grid):
     ],
 )
 def test_bad_protocols(text, match):
-    """(Moved from tests/test_validation.py.)"""
+    """An unknown protocol, a non-numeric cut or transfer without --fit-data is refused."""
     with pytest.raises(SplitError, match=match):
         parse_protocol(text)
 
 
 def test_protocol_on_unknown_column_or_impossible_cut(grid):
-    """(Moved from tests/test_validation.py.)"""
+    """A protocol on a column that is not a variable, or a cut leaving no training, is refused."""
     table = grid.cells(["H", "omega"]).table
     with pytest.raises(SplitError, match="not a variable"):
         LeaveOneLevelOut("width").masks_for(table)
@@ -183,6 +183,7 @@ def _square(levels=(1, 2, 4, 8, 16, 32)) -> pd.DataFrame:
 
 
 def test_an_extrapolation_in_several_columns_fits_below_every_cut_and_scores_beyond_any():
+    """Extrapolating in several columns fits below every cut and scores cells beyond any."""
     from fitrules.model.splits import Extrapolate, parse_protocol
 
     t = _square()
@@ -206,6 +207,7 @@ def test_an_extrapolation_in_several_columns_fits_below_every_cut_and_scores_bey
 
 
 def test_a_rolling_origin_in_several_columns_steps_every_cut_down_together():
+    """A rolling origin in several columns lowers every cut together and scores the band beyond."""
     t = _square()
     both = RollingOrigin("N", also=(("D", None),))
     assert both.labels(t) == ["fit N < 32 and D < 32, score N 32 or D 32",
@@ -221,6 +223,7 @@ def test_a_rolling_origin_in_several_columns_steps_every_cut_down_together():
 
 
 def test_the_inner_splits_of_several_columns_ask_the_same_question_inside():
+    """Inner splits of a several-column rolling origin cut every column inside the outer set."""
     from fitrules.model.splits import inner_masks
 
     t = _square()

@@ -119,7 +119,7 @@ def _blocks(lang):
 
 
 def test_every_page_runs_something():
-    """(Moved from tests/test_docs.py.)"""
+    """The eight tutorial pages are the ones run, and each has examples to run."""
     assert {p.stem for p in PAGES} == {
         "quickstart", "own-table", "add-a-form", "fit-and-predict", "paired-ci",
         "design-and-ledger", "search", "cluster",
@@ -164,7 +164,7 @@ def test_the_figures_script_still_draws_every_figure(tmp_path):
 
 
 def test_only_the_cluster_across_machines_is_not_run():
-    """(Moved from tests/test_docs.py.)"""
+    """The only fitrules command of the pages left unrun is the cluster one needing a scheduler."""
     skipped = [s for p in PAGES for s in skipped_lines(p) if s.startswith("fitrules")]
     assert skipped == ["fitrules simulate main --out main.csv --scheduler tcp://HOST:8786"]
 
@@ -172,7 +172,7 @@ def test_only_the_cluster_across_machines_is_not_run():
 # slow (a minute or more): run by `pytest -m slow` in CI
 @pytest.mark.slow
 def test_the_docs_build_without_warnings(tmp_path):
-    """(Moved from tests/test_docs.py.)"""
+    """The docs build without warnings; the reference lists every public name and command."""
     out = tmp_path / "html"
     res = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", DOCS, out],
@@ -198,7 +198,7 @@ def test_the_docs_build_without_warnings(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
 def test_every_example_of_the_page_runs_from_the_wheel(page, installed, tmp_path):
-    """(Moved from tests/test_docs.py.)"""
+    """A page's examples run from the installed wheel and leave the files and output it promises."""
     if page.stem == "cluster":  # as the cluster tests: the test extra brings Dask
         pytest.importorskip("distributed")
     _, bin_, _, env = installed
@@ -217,7 +217,7 @@ def test_every_example_of_the_page_runs_from_the_wheel(page, installed, tmp_path
 
 
 def test_the_commands_run(exports, capsys):
-    """(Moved from tests/test_docs_input_formats.py.)"""
+    """The three shell commands of the input-formats page run on the exports and read 20 cells."""
     commands = [c.replace("\\\n", " ") for c in _blocks("sh")]
     assert len(commands) == 3
     for command in commands:
@@ -229,7 +229,7 @@ def test_the_commands_run(exports, capsys):
 
 
 def test_the_python_blocks_run(exports):
-    """(Moved from tests/test_docs_input_formats.py.)"""
+    """The three Python blocks of the input-formats page run and give the grid they describe."""
     blocks = _blocks("python")
     assert len(blocks) == 3
     scope: dict = {}
@@ -240,9 +240,7 @@ def test_the_python_blocks_run(exports):
 
 
 def test_docs_say_what_is_detected_with_and_without_a_head():
-    """The section moved from the README to the design and ledger tutorial (issue 30).
-
-    (Moved from tests/test_ledger_anchor.py.)"""
+    """The design tutorial says what the ledger detects with and without a recorded head."""
     text = (ROOT / "docs" / "tutorials" / "design-and-ledger.md").read_text()
     section = text[text.index("Predictions written before the run") :]
     section = section.split("\n## ", 1)[0]

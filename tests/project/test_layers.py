@@ -25,7 +25,7 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_package_keeps_its_import_contracts():
-    """(Moved from tests/test_layers.py.)"""
+    """lint-imports keeps all three of the package's import contracts."""
     res = lint_imports(ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "3 kept, 0 broken" in res.stdout
@@ -41,7 +41,7 @@ def test_the_package_keeps_its_import_contracts():
     ],
 )
 def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path, module, upward):
-    """(Moved from tests/test_layers.py.)"""
+    """An upward import added inside a function breaks an import contract."""
     shutil.copytree(ROOT / "fitrules", tmp_path / "fitrules",
                     ignore=shutil.ignore_patterns("__pycache__", "_data"))  # fmt: skip
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")

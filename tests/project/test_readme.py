@@ -13,7 +13,7 @@ from readme import README, blocks, examples, run_examples
 
 
 def test_the_readme_is_a_landing_page():
-    """(Moved from tests/test_docs.py.)"""
+    """The README is under 120 lines, and each of its relative links names a file."""
     lines = README.read_text().splitlines()
     assert len(lines) < 120
     # every relative link of the README names a file of the checkout
@@ -22,7 +22,7 @@ def test_the_readme_is_a_landing_page():
 
 
 def test_readme_counts_match_the_committed_default_report():
-    """(Moved from tests/test_rough_edges.py.)"""
+    """Every 'N of M splits' quoted in the README and docs is the committed report's count."""
     doc = json.loads((ROOT / "reports" / "default" / "results.json").read_text())
     (row,) = [r for r in doc["paired"] if (r["a"], r["b"]) == ("composition", "additive")]
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -38,9 +38,7 @@ def test_readme_counts_match_the_committed_default_report():
 @pytest.mark.slow
 def test_every_readme_example_runs_from_the_wheel_in_an_empty_directory(installed, tmp_path):
     """The README's examples (its sh blocks' fitrules commands, its python block); the docs
-    pages' run in tests/test_docs.py, with the same machinery (tests/readme.py).
-
-    (Moved from tests/test_wheel.py.)"""
+    pages' run in tests/test_docs.py, with the same machinery (tests/readme.py)."""
     _, bin_, _, env = installed
     env = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     kinds = [kind for kind, _ in examples(README)]

@@ -23,9 +23,7 @@ def _same(now, committed) -> bool:
 
 
 def test_committed_default_report_is_reproduced():
-    """Regenerating the default comparison gives the committed numbers.
-
-    (Moved from tests/test_report.py.)"""
+    """Regenerating the default comparison gives the committed numbers."""
     from fitrules.engine.fit import Objective
     from fitrules.jobs.compare import compare
     from fitrules.model.forms import select_forms
@@ -65,7 +63,7 @@ def test_committed_default_report_is_reproduced():
 
 @pytest.mark.parametrize("name", ["default", "wide", "paired-ci", "fit-composition"])
 def test_committed_report_figures_are_valid(name):
-    """(Moved from tests/test_report.py.)"""
+    """Each committed report has its report.md and at least one valid PNG."""
     d = REPORTS / name
     assert (d / "report.md").exists()
     pngs = list(d.glob("*.png"))
@@ -75,9 +73,7 @@ def test_committed_report_figures_are_valid(name):
 
 
 def test_committed_chinchilla_report_has_errors_correlations_intervals_and_residuals():
-    """Made by `python -m tools.rebuild chinchilla` from the real runs.
-
-    (Moved from tests/test_report.py.)"""
+    """Made by `python -m tools.rebuild chinchilla` from the real runs."""
     d = REPORTS / "chinchilla"
     doc = json.loads((d / "results.json").read_text())
     md = (d / "report.md").read_text()
@@ -96,7 +92,7 @@ def test_committed_chinchilla_report_has_errors_correlations_intervals_and_resid
 
 
 def test_rebuild_skips_a_report_whose_data_is_absent(monkeypatch, capsys):
-    """(Moved from tests/test_report.py.)"""
+    """Rebuilding a report whose input data is absent skips it with a message and exits 0."""
     from tools import rebuild
 
     monkeypatch.setitem(rebuild.NEEDS, "chinchilla", "../no/such/file.csv")

@@ -23,13 +23,13 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_import_fitrules_is_cheap():
-    """(Moved from tests/test_startup.py.)"""
+    """Importing fitrules loads none of numpy, pandas, scipy or matplotlib."""
     loaded = _modules_after("import fitrules")
     assert not {"numpy", "pandas", "scipy", "matplotlib"} & loaded
 
 
 def test_compare_command_does_not_import_scipy_stats_statsmodels_or_matplotlib():
-    """(Moved from tests/test_startup.py.)"""
+    """compare runs without importing scipy.stats, scipy.optimize, statsmodels or matplotlib."""
     loaded = _modules_after(
         "import io, contextlib\nfrom fitrules.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
@@ -40,7 +40,7 @@ def test_compare_command_does_not_import_scipy_stats_statsmodels_or_matplotlib()
 
 
 def test_no_backend_is_forced_on_import():
-    """(Moved from tests/test_notebook_api.py.)"""
+    """Importing fitrules and its figure views keeps the matplotlib backend the user chose."""
     code = (
         "import matplotlib; matplotlib.use('pdf'); import fitrules as fr; "
         "from fitrules.views import figures, design, tuning; "

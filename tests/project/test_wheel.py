@@ -11,7 +11,7 @@ from readme import run_ok
 
 
 def test_wheel_holds_every_module_and_the_data(installed):
-    """(Moved from tests/test_wheel.py.)"""
+    """The wheel holds every module of the package and its data files."""
     wheel = installed[0]
     names = set(zipfile.ZipFile(wheel).namelist())
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "fitrules").rglob("*.py")}
@@ -26,7 +26,7 @@ def test_wheel_holds_every_module_and_the_data(installed):
 
 
 def test_installed_wheel_reads_its_own_copy(installed):
-    """(Moved from tests/test_wheel.py.)"""
+    """The installed wheel imports its own copy and reads its own data directory."""
     _, bin_, work, env = installed
     res = run_ok(
         [
@@ -43,7 +43,7 @@ def test_installed_wheel_reads_its_own_copy(installed):
 
 
 def test_installed_wheel_runs_python_m(installed):
-    """(Moved from tests/test_wheel.py.)"""
+    """python -m fitrules --version runs from the installed wheel."""
     _, bin_, work, env = installed
     out = run_ok([bin_ / "python", "-m", "fitrules", "--version"], work, env).stdout
     assert out.startswith("fitrules ")
