@@ -45,7 +45,7 @@ def test_design_takes_form_options():
 
 
 def test_public_api_design_takes_names_and_a_dataframe():
-    """(Moved from tests/test_design.py.)"""
+    """fr.design takes form names and a DataFrame, keeps to the budget and gives finite JSON."""
     import fitrules as fr
 
     path, where = default_grid()
@@ -56,7 +56,7 @@ def test_public_api_design_takes_names_and_a_dataframe():
 
 
 def test_design_leaves_out_levels_a_per_level_form_cannot_predict():
-    """(Moved from tests/test_expressive.py.)"""
+    """fr.design proposes no H level a per-level form has no constant for, and says so."""
     d = fr.design(None, ["composition", "composition_per_h"], budget=6, splits=20, resamples=20)
     assert any("no constant of a per-level form" in n for n in d.notes)
     assert set(d.candidates["H"]) <= {1.0, 4.0, 16.0, 64.0}
