@@ -30,7 +30,7 @@ def test_the_python_api_never_crashes():
 
 
 def test_the_api_checker_tells_each_outcome_apart(monkeypatch):
-    """(Moved from tests/test_fuzz_cli.py.)"""
+    """fuzzing.check_api tells ok, a bad value accepted, a refusal and a raw exception apart."""
     import fitrules as fr
 
     ok = fuzzing.check_api(fuzzing.ApiCase("Form", ("mine", "L0 + a*omega**c")))

@@ -15,7 +15,7 @@ from helpers import refused
 
 
 def test_forms_file_fifo_and_nesting(tmp_path, monkeypatch, grid_csv):
-    """(Moved from tests/test_input_files.py.)"""
+    """A forms.toml that is a pipe, or nested 3,000 deep, is refused by fr.fit."""
     monkeypatch.chdir(tmp_path)
     os.mkfifo(tmp_path / "forms.toml")
     with pytest.raises(FormError, match="is not a regular file"):
@@ -59,14 +59,14 @@ def test_gzip_bomb_is_refused_while_streaming(tmp_path, capsys, monkeypatch):
 
 
 def test_small_gzip_table_still_reads(tmp_path):
-    """(Moved from tests/test_input_files.py.)"""
+    """A small gzipped CSV table reads, all 60 runs."""
     path = tmp_path / "g.csv.gz"
     composition_grid().to_csv(path, index=False)
     assert len(fr.load_grid(str(path)).runs) == 60
 
 
 def test_plain_table_beyond_the_limit(tmp_path, monkeypatch):
-    """(Moved from tests/test_input_files.py.)"""
+    """An uncompressed table larger than the byte limit is refused, naming the limit."""
     import fitrules.base.inputs as inputs
 
     path = tmp_path / "big.csv"
