@@ -21,7 +21,7 @@ def micro_csv(tmp_path):
 
 
 def test_fullwidth_column(tmp_path, capsys):
-    """(Moved from tests/test_names.py.)"""
+    """A fullwidth column name is read when written so; plain H is refused naming the look-alike."""
     path = tmp_path / "full.csv"
     composition_grid().rename(columns={"H": FULL_H}).to_csv(path, index=False)
     f = fr.fit(str(path), f"m = L0 + a*omega*({FULL_H}/16)**b")
@@ -31,7 +31,7 @@ def test_fullwidth_column(tmp_path, capsys):
 
 
 def test_declared_variable_with_a_look_alike_is_refused(micro_csv):
-    """(Moved from tests/test_names.py.)"""
+    """A declared variable (Greek mu) that only looks like the column (micro sign) is refused."""
     with pytest.raises(FormError, match="look alike"):
         fr.fit(str(micro_csv), f"m(omega, {MU}) = L0 + a*omega*({MU}/16)**b")
 
