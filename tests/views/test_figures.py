@@ -229,7 +229,7 @@ def test_axes_carry_units(cmp):
 
 
 def test_bad_units_are_refused():
-    """(Moved from tests/test_figure_faults.py.)"""
+    """load_grid refuses units= naming no column or not written as NAME=UNIT pairs."""
     from fitrules.base.errors import GridError
 
     with pytest.raises(GridError, match="has no column 'Q'"):
@@ -264,7 +264,7 @@ def test_tuning_curves_with_many_configurations_keep_their_axes():
 
 
 def test_a_runaway_split_does_not_stretch_the_paired_scatter():
-    """(Moved from tests/test_figures.py.)"""
+    """A split at 1e6% leaves the paired scatter's axis below 100, counted off the chart."""
     ax = figures.paired_scatter(_cmp(), "a", "b")
     lo, hi = ax.get_xlim()
     assert hi < 100, "one split at 1e6 % set the axis"
@@ -274,7 +274,7 @@ def test_a_runaway_split_does_not_stretch_the_paired_scatter():
 
 
 def test_the_ecdf_shows_that_curves_continue_beyond_the_edge():
-    """(Moved from tests/test_figures.py.)"""
+    """A split at 1e6% leaves the ECDF's axis below 100, with an arrow and a legend entry for it."""
     ax = figures.heldout_ecdf(_cmp())
     assert ax.get_xlim()[1] < 100
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -285,7 +285,7 @@ def test_the_ecdf_shows_that_curves_continue_beyond_the_edge():
 
 
 def test_titles_fit_in_the_figure():
-    """(Moved from tests/test_figures.py.)"""
+    """Titles of the paired scatter and the ECDF with long form names stay inside the figure."""
     long = ("composition_with_a_free_exponent_on_omega", "additive_with_five_constants_fitted")
     assert _inside_figure(figures.paired_scatter(_cmp(long), *long))
     assert _inside_figure(figures.heldout_ecdf(_cmp(long)))
@@ -293,7 +293,7 @@ def test_titles_fit_in_the_figure():
 
 
 def test_no_hatching_legend_without_hatched_bars():
-    """(Moved from tests/test_figures.py.)"""
+    """The errors-by-split legend lists 'degenerate' only when a bar is degenerate (hatched)."""
     ax = figures.errors_by_split(_cmp(n=1, runaway=0, protocol="extrapolate:H>=64"))
     assert "degenerate" not in [t.get_text() for t in ax.get_legend().get_texts()]
     ax = figures.errors_by_split(_cmp(n=1, runaway=0, degenerate=True, protocol="extrapolate"))
@@ -319,7 +319,7 @@ def test_paired_differences_axis_is_not_forced_to_zero():
 
 
 def test_residual_maps_of_all_forms_share_one_colour_scale():
-    """(Moved from tests/test_figures.py.)"""
+    """A report's residual maps share one colour scale; each form's variables get their plots."""
     from conftest import composition_grid
     from fitrules import api
     from fitrules.views.markdown import _fit_figures
@@ -339,7 +339,7 @@ def test_residual_maps_of_all_forms_share_one_colour_scale():
 
 
 def test_curves_against_a_continuous_variable_bin_the_other():
-    """(Moved from tests/test_figures.py.)"""
+    """Curves against N on scattered N, D runs group D in 4 bins, on log axes, keys after groups."""
     rng = np.random.default_rng(0)
     N, D = 10 ** rng.uniform(7.5, 10, 80), 10 ** rng.uniform(9, 11.5, 80)
     table = pd.DataFrame({"N": N, "D": D, "value": 1.8 + 480 / N**0.35 + 2000 / D**0.37,
@@ -362,7 +362,7 @@ def test_curves_against_a_continuous_variable_bin_the_other():
     [(np.r_[np.linspace(1, 3, 99), 1e6], False), (np.geomspace(0.1, 1e3, 50), True)],
 )
 def test_robust_range(values, log):
-    """(Moved from tests/test_figures.py.)"""
+    """robust_range leaves a lone outlier out of a linear range and makes a geometric spread log."""
     lo, hi, is_log = figures.robust_range(values)
     assert is_log == log
     assert hi < 10 if not log else hi > 900
@@ -410,7 +410,7 @@ def test_one_residual_sign_in_every_figure_and_table():
 
 
 def test_log_axes_are_ticked_at_the_levels_and_labels_replace_names():
-    """(Moved from tests/test_figures.py.)"""
+    """H's log axis is ticked at its levels; axis_labels renames axes, refusing text without =."""
     from conftest import composition_grid
     from fitrules import api
 
@@ -426,7 +426,7 @@ def test_log_axes_are_ticked_at_the_levels_and_labels_replace_names():
 
 
 def test_the_ecdf_marks_the_noise_floor():
-    """(Moved from tests/test_figures.py.)"""
+    """The held-out ECDF's legend marks the noise floor (0.3%)."""
     ax = figures.heldout_ecdf(_cmp(runaway=0))
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(t.startswith("noise floor 0.3%") for t in labels)
@@ -449,7 +449,7 @@ def test_residual_map_of_a_fit_with_no_finite_prediction():
 
 
 def test_figure_labels_are_true_to_the_data():
-    """(Moved from tests/test_rough_edges.py.)"""
+    """With one run per cell and no unit known, labels say 'one run' and invent no unit."""
     from fitrules import api
     from fitrules.views import figures
 
@@ -464,7 +464,7 @@ def test_figure_labels_are_true_to_the_data():
 
 
 def test_lr_curves(h_keep_tuning):
-    """(Moved from tests/test_tune.py.)"""
+    """lr_curves draws a log-lr curve per configuration (or by= level) and refuses a non-factor."""
     t = h_keep_tuning
     ax = lr_curves(t)
     assert ax.get_xscale() == "log"
@@ -479,7 +479,7 @@ def test_lr_curves(h_keep_tuning):
 
 
 def test_chosen_levels_map(h_keep_tuning):
-    """(Moved from tests/test_tune.py.)"""
+    """chosen_levels_map rings edge choices, labels every configuration, refuses a non-factor."""
     t = h_keep_tuning
     ax = chosen_levels_map(t, x="H", y="keep")
     ab = t.choices[t.choices["fold"] == "A->B"]
