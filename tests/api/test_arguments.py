@@ -94,17 +94,13 @@ def test_form_variables_of_the_wrong_kind():
 
 def test_open_bounds_are_accepted(g):
     """Audit minor: ``--bound b=-inf..inf`` was refused by a message saying "(inf and -inf
-    allowed)".
-
-    (Moved from tests/test_api_arguments.py.)"""
+    allowed)"."""
     f = fr.fit(g, "composition", bounds=["b=-inf..inf"])
     assert 0.3 < f.constants["b"] < 0.7
 
 
 def test_report_errors_name_the_parameter(g, tmp_path):
-    """Audit minor: API errors named ``--report`` instead of the parameter.
-
-    (Moved from tests/test_api_arguments.py.)"""
+    """Audit minor: API errors named ``--report`` instead of the parameter."""
     f = fr.fit(g, "composition")
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "x").write_text("x")

@@ -45,9 +45,7 @@ def test_the_pairwise_detail_states_the_interval_adjustment(default_comparison):
 
 
 def test_verdict_column(default_comparison):
-    """c.paired had no verdict column; the words follow the Holm-adjusted p and the ratio.
-
-    (Moved from tests/test_answer.py.)"""
+    """c.paired had no verdict column; the words follow the Holm-adjusted p and the ratio."""
     c = default_comparison
     for r in c.paired.to_dict("records"):
         if r["p_holm"] < 0.05:
@@ -110,9 +108,7 @@ def test_compare_names_its_weights():
 
 
 def test_compare_names_the_default_ranges_it_used():
-    """Issue 27: the output names every default range that was used.
-
-    (Moved from tests/test_fit_optimum.py.)"""
+    """Issue 27: the output names every default range that was used."""
     c = fr.compare(None, ["composition", "sat = L0 + a*omega*H/(H + s)"], splits=10)
     text = str(c)
     assert "sat: default ranges from the grid's values (--bound replaces them): s in" in text

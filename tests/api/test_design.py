@@ -33,9 +33,7 @@ def _design_sds(corrupted: int) -> pd.DataFrame:
 
 
 def test_design_takes_form_options():
-    """``fr.design`` had no ``by=`` though the README says design takes it.
-
-    (Moved from tests/test_audit_minor.py.)"""
+    """``fr.design`` had no ``by=`` though the README says design takes it."""
     import inspect
 
     params = inspect.signature(fr.design).parameters
@@ -69,9 +67,7 @@ def test_two_corrupted_runs_of_108_barely_move_the_log_huber_design():
     each form's spreads (random splits, seed bootstrap, held-out misfit) at every candidate.
     With cells as the runs' means, one run x1.3 moved its whole cell 10% and the rival's
     bootstrap sd 2-3x, its split sd 1.5x (half the cells needing seeds on the clean grid
-    needed 'never'); with each cell's biweight location they stay within 1.25x.
-
-    (Moved from tests/test_intervals.py.)"""
+    needed 'never'); with each cell's biweight location they stay within 1.25x."""
     clean, bad = _design_sds(0), _design_sds(2)
     assert (clean[["N", "D"]].to_numpy() == bad[["N", "D"]].to_numpy()).all()
     assert bad["seed_sd"].median() / clean["seed_sd"].median() < 1.15

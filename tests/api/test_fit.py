@@ -119,9 +119,7 @@ def test_kaplan_fits_with_a_widened_bound():
 
 def test_kaplan_fits_as_written_with_a_default_range_from_n():
     """Issue 27: Nc ~ 8.8e13 used to stop at the default bound 10 of every nonlinear
-    constant; a constant that scales N now gets a range from N's values.
-
-    (Moved from tests/test_expressive.py.)"""
+    constant; a constant that scales N now gets a range from N's values."""
     c = fr.compare(_kaplan_table(), ["kaplan = (Nc/N)**alphaN"], splits=20)
     assert not c.results["degenerate"].any()
     f = c.full_fits["kaplan"]
@@ -271,9 +269,7 @@ def test_information_criteria_match_statsmodels_ols():
 
 def test_one_run_per_cell_gets_a_residual_bootstrap_and_nonzero_intervals():
     """With one run per cell the seed bootstrap cannot move anything: intervals had zero width
-    ("E = 1.81722 [1.81722, 1.81722]").
-
-    (Moved from tests/test_api.py.)"""
+    ("E = 1.81722 [1.81722, 1.81722]")."""
     rng = np.random.default_rng(3)
     N = 10 ** rng.uniform(7.5, 10, 60)
     D = 10 ** rng.uniform(9, 11.5, 60)
@@ -295,9 +291,7 @@ def test_one_run_per_cell_gets_a_residual_bootstrap_and_nonzero_intervals():
 
 
 def test_shared_naming_every_constant_says_so():
-    """It was refused with an unrelated "declared variable(s)" message.
-
-    (Moved from tests/test_audit_minor.py.)"""
+    """It was refused with an unrelated "declared variable(s)" message."""
     df = composition_grid()
     df["M"] = (df["keep"] < 0.3).astype(int) + 1
     with pytest.raises(FormError, match="shared names every constant"):

@@ -104,9 +104,7 @@ def test_help_shows_the_function(name):
 
 def test_a_public_name_is_a_function_or_a_class_never_a_module():
     """Issue 30: fitrules.compare was a module made callable; the jobs' modules now live
-    under fitrules.jobs, and every public name is what it says.
-
-    (Moved from tests/test_api_face.py.)"""
+    under fitrules.jobs, and every public name is what it says."""
     import types
 
     import fitrules.jobs.compare as module

@@ -9,9 +9,7 @@ import fuzzing
 
 def test_the_python_api_never_crashes():
     """Issue 20: every public function with arguments of every type (fuzzing.api_cases):
-    a documented fitrules.base.errors exception in one line, or a result of the documented type.
-
-    (Moved from tests/test_fuzz_cli.py.)"""
+    a documented fitrules.base.errors exception in one line, or a result of the documented type."""
 
     @settings(
         max_examples=50,  # the long run: benchmarks/fuzz_api.py

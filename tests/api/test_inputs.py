@@ -27,9 +27,7 @@ def test_forms_file_fifo_and_nesting(tmp_path, monkeypatch, grid_csv):
 
 
 def test_manifest_fifo_is_not_read(tmp_path, grid_csv, capsys):
-    """A table's harness manifest that is a pipe is not a manifest (reading it would hang).
-
-    (Moved from tests/test_input_files.py.)"""
+    """A table's harness manifest that is a pipe is not a manifest (reading it would hang)."""
     df = composition_grid().assign(spec="t", spec_sha256="0" * 64)
     df.to_csv(tmp_path / "h.csv", index=False)
     os.mkfifo(tmp_path / "h.manifest.json")
@@ -39,9 +37,7 @@ def test_manifest_fifo_is_not_read(tmp_path, grid_csv, capsys):
 
 def test_gzip_bomb_is_refused_while_streaming(tmp_path, capsys, monkeypatch):
     """The bomb's shape, scaled down by lowering the limit: the text is counted block by
-    block and the read stops at the limit.
-
-    (Moved from tests/test_input_files.py.)"""
+    block and the read stops at the limit."""
     import fitrules.base.inputs as inputs
 
     path = tmp_path / "bomb.csv.gz"

@@ -77,9 +77,7 @@ class Stop(Exception):
 def test_recovers_a_known_truth_in_most_grids():
     """Small case of the recovery benchmark (benchmarks/bench_search.py): 10 grids, 5 of each
     truth, the grid's realistic noise (0.5% per run, 3 seeds); the most-picked form across
-    outer splits must be the truth in at least 8.
-
-    (Moved from tests/test_search.py.)"""
+    outer splits must be the truth in at least 8."""
     hits = []
     for g in range(10):
         expr, consts, key = TRUTHS[g % 2]
@@ -221,9 +219,7 @@ def test_search_renders_in_a_notebook(small_search):
 def test_one_outer_split_says_the_front_cannot_be_tested():
     """Issue 29: with --split extrapolate:N (one outer split) the front held only the
     2-constant row, and the text called it "the front's lowest outer error" beside lower
-    outer errors at 3 and 4 constants.
-
-    (Moved from tests/test_search_question.py.)"""
+    outer errors at 3 and 4 constants."""
     g = fr.load_grid(nd_runs().query("N < 1e9"), metric="loss")  # 4 levels: one cut
     s = fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
     assert s.settings["n_outer"] == 1 and s.settings["front_testable"] is False
@@ -250,9 +246,7 @@ def test_front_text_never_calls_a_budget_lowest_when_another_is_lower():
 
 def test_every_form_named_is_printed_with_its_expression():
     """Issue 29: a table line "(s0005, 100%)" named a form whose expression was printed
-    nowhere.
-
-    (Moved from tests/test_search_question.py.)"""
+    nowhere."""
     g = fr.load_grid(nd_runs(), metric="loss")
     s = fr.search(g, references=[], **LOG_ONLY)
     text, md, html = str(s), s_markdown(s), s._repr_html_()
@@ -286,9 +280,7 @@ def test_search_on_one_cell_per_level_extrapolates_rather_than_refusing():
 
 
 def test_too_few_levels_to_extrapolate_inside_falls_back_to_random_inner_splits_and_says_so():
-    """Found by bench_published --search: ParScale's training runs have 3 levels of P.
-
-    (Moved from tests/test_search_question.py.)"""
+    """Found by bench_published --search: ParScale's training runs have 3 levels of P."""
     g = fr.load_grid(nd_runs().query("N < 1e8"), metric="loss")  # 3 levels of N
     s = fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
     assert s.settings["n_outer"] == 1
@@ -342,9 +334,7 @@ def test_search_on_a_dask_cluster_gives_the_local_result():
 
 def test_a_confirmed_search_prints_its_estimate_before_any_fit(grid_csv):
     """With yes=True (--yes) the long search runs; its plan and estimate come first (issue
-    31, serious 1: the pilots used to run on every mask before the estimate).
-
-    (Moved from tests/test_search_limits.py.)"""
+    31, serious 1: the pilots used to run on every mask before the estimate)."""
     seen = {}
 
     def on_plan(plan, seconds):
@@ -367,9 +357,7 @@ def test_limit_error_is_a_documented_error():
 def test_a_budget_without_a_final_choice_renders(grid_csv):
     """Audit case: ``search --objective abs_ls`` on losses that change sign raised
     ``KeyError: nan`` in render_search (issue 31, major): a budget with no final choice next
-    to one with a choice holds NaN once pandas mixes None with names.
-
-    (Moved from tests/test_search_limits.py.)"""
+    to one with a choice holds NaN once pandas mixes None with names."""
     s = fr.search(str(grid_csv), terms=1, max_constants=3, splits=4, inner_splits=3,
                   references=[])  # fmt: skip
     budgets = s.budgets.to_dict("records")

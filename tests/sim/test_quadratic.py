@@ -138,18 +138,14 @@ def test_the_same_seed_gives_the_same_run_and_seeds_differ():
 )
 def test_every_way_of_drawing_a_run_meets_the_exact_loss(inner, settings):
     """Each draw of the same process (the mean message at once, each worker's displacement at
-    once, every SGD step) against fitrules.engine.theory's expectation of the run's own average.
-
-    (Moved from tests/test_quadratic.py.)"""
+    once, every SGD step) against fitrules.engine.theory's expectation of the run's own average."""
     cfg = QuadConfig(dim=500, lr=0.1, rounds=1200, burn_in=200, inner=inner, **settings)
     expected = theory.exact_loss(asdict(cfg), (cfg.burn_in, cfg.rounds))
     assert quadratic.run(cfg)["loss"] / expected == pytest.approx(1.0, abs=0.05)
 
 
 def test_inner_steps_have_the_exact_law_of_one_draw():
-    """The displacement after H SGD steps: mean (a**H - 1) x, variance lr^2 V sum a^(2k).
-
-    (Moved from tests/test_quadratic.py.)"""
+    """The displacement after H SGD steps: mean (a**H - 1) x, variance lr^2 V sum a^(2k)."""
     cfg = QuadConfig(dim=20_000, M=2, H=5, lr=0.2, noise=1.5)
     s = quadratic.curvatures("constant", cfg.dim, 1.0, 1.0)
     x = np.full(cfg.dim, 2.0)
@@ -219,9 +215,7 @@ def test_the_committed_quadratic_grid_is_its_spec():
 @pytest.mark.parametrize("M", [15, 16])
 def test_the_median_from_the_sort_is_numpys_median(M):
     """The aggregator sorts once for the median and the trimmed mean (faster than np.median);
-    the values must be np.median's, bit for bit, so committed grids stay reproducible.
-
-    (Moved from tests/test_quadratic.py.)"""
+    the values must be np.median's, bit for bit, so committed grids stay reproducible."""
     c = np.random.default_rng(M).standard_normal((M, 300))
     got = quadratic._aggregate(c, QuadConfig(M=M, aggregator="median"))
     np.testing.assert_array_equal(got, np.median(c, axis=0))

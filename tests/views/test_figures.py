@@ -130,9 +130,7 @@ def h_keep_tuning():
 
 
 def test_residual_offsets_stay_within_half_the_gap_between_levels(cmp):
-    """The offset that separated forms was +-2 units where omega levels are 1 apart.
-
-    (Moved from tests/test_figure_faults.py.)"""
+    """The offset that separated forms was +-2 units where omega levels are 1 apart."""
     ax = cmp.plot_residuals("omega")
     levels = np.unique(cmp.cells.table["omega"])
     gap = np.min(np.diff(levels))
@@ -147,9 +145,7 @@ def test_residual_offsets_stay_within_half_the_gap_between_levels(cmp):
 
 def test_the_paired_caption_leads_with_the_verdict(cmp):
     """It led with "lower in 174 of 212 splits", which the README calls not evidence; the
-    verdict is now the caption under the axes (issue 44: a six-line title), the title one line.
-
-    (Moved from tests/test_figure_faults.py.)"""
+    verdict is now the caption under the axes (issue 44: a six-line title), the title one line."""
     ax = cmp.plot_paired("composition", "additive")
     assert ax.get_title() == "composition against additive: held-out error per split"
     (note,) = figures.captions(ax)
@@ -165,9 +161,7 @@ def test_the_paired_caption_leads_with_the_verdict(cmp):
 
 
 def test_legends_sit_in_free_space(cmp, design):
-    """Legends covered curves (heldout_ecdf), off-chart points and candidate points.
-
-    (Moved from tests/test_figure_faults.py.)"""
+    """Legends covered curves (heldout_ecdf), off-chart points and candidate points."""
     for name, ax in _figures_with_legends(cmp, design):
         assert ax.get_legend() is not None, name
         assert figures.legend_overlap(ax) == 0, name
@@ -175,9 +169,7 @@ def test_legends_sit_in_free_space(cmp, design):
 
 
 def test_the_design_figure_keeps_its_labels_inside(design):
-    """The chosen cell at the top of the plane had its label clipped.
-
-    (Moved from tests/test_figure_faults.py.)"""
+    """The chosen cell at the top of the plane had its label clipped."""
     ax = design_figure(design)
     assert len(ax.texts) >= 2
     for t in [*ax.texts, ax.title]:
@@ -189,9 +181,7 @@ def test_the_design_figure_keeps_its_labels_inside(design):
 
 
 def test_observed_vs_predicted_shows_residuals_at_their_scale(cmp):
-    """On a 2 to 3.4 range, 0.5% residuals were squeezed into a line.
-
-    (Moved from tests/test_figure_faults.py.)"""
+    """On a 2 to 3.4 range, 0.5% residuals were squeezed into a line."""
     ax = cmp.plot_fit("composition")
     panels = ax.figure.axes
     assert len(panels) == 2
@@ -212,9 +202,7 @@ def test_observed_vs_predicted_shows_residuals_at_their_scale(cmp):
 
 
 def test_axes_carry_units(cmp):
-    """x axes (N, D, H) never carried units.
-
-    (Moved from tests/test_figure_faults.py.)"""
+    """x axes (N, D, H) never carried units."""
     assert cmp.plot_curves("composition", "H").get_xlabel() == "H (inner steps)"
     assert cmp.plot_residuals("H").get_xlabel() == "H (inner steps)"
     assert "loss (nats)" in cmp.plot_fit("composition").get_ylabel()
@@ -240,9 +228,7 @@ def test_bad_units_are_refused():
 
 def test_one_forms_small_residuals_do_not_push_a_rivals_off_the_chart():
     """On the four-factor sheet, a form that misses width had all 24 residuals off the chart:
-    the range came from the pooled quartiles, set by the good form's near-zero residuals.
-
-    (Moved from tests/test_figure_faults.py.)"""
+    the range came from the pooled quartiles, set by the good form's near-zero residuals."""
     cells = load_grid(composition_grid()).cells(["H", "omega"])
     good = (Form("good", "L0 + a*omega*(H/16)**b", ("H", "omega")), TRUTH)
     flat = (Form("flat", "L0 + a*omega", ("omega",)), {"L0": 2.2, "a": 0.02})
@@ -251,9 +237,7 @@ def test_one_forms_small_residuals_do_not_push_a_rivals_off_the_chart():
 
 
 def test_tuning_curves_with_many_configurations_keep_their_axes():
-    """36 configurations gave a legend so tall that the axes shrank to a strip.
-
-    (Moved from tests/test_figure_faults.py.)"""
+    """36 configurations gave a legend so tall that the axes shrank to a strip."""
     from fitrules.jobs.tune import tune
     from tools.contact import four_factor_table
 
@@ -302,9 +286,7 @@ def test_no_hatching_legend_without_hatched_bars():
 
 
 def test_paired_differences_axis_is_not_forced_to_zero():
-    """11 differences of -0.2 +- 0.003 sat in a thin strip when the axis had to reach 0.
-
-    (Moved from tests/test_figures.py.)"""
+    """11 differences of -0.2 +- 0.003 sat in a thin strip when the axis had to reach 0."""
     d = -0.2 + 0.003 * np.random.default_rng(1).standard_normal(11)
     ci = SimpleNamespace(diffs=d.tolist(), seeds=list(range(11)), mean_diff=float(d.mean()),
                          level=0.95, t_interval=(float(d.mean()) - 0.002, float(d.mean()) + 0.002),
@@ -370,9 +352,7 @@ def test_robust_range(values, log):
 
 def test_one_residual_sign_in_every_figure_and_table():
     """Issue 32: the same cell was -2.2 in the residual map and +2.2 under observed against
-    predicted. Now every view shows observed - predicted, in % of observed, and says so.
-
-    (Moved from tests/test_figures.py.)"""
+    predicted. Now every view shows observed - predicted, in % of observed, and says so."""
     from conftest import composition_grid
     from fitrules import api
 
@@ -434,9 +414,7 @@ def test_the_ecdf_marks_the_noise_floor():
 
 
 def test_residual_map_of_a_fit_with_no_finite_prediction():
-    """A transfer report whose fit on all cells failed crashed in nanmax of nothing.
-
-    (Moved from tests/test_hostile_input.py.)"""
+    """A transfer report whose fit on all cells failed crashed in nanmax of nothing."""
     from fitrules.model.forms import BUILTIN_FORMS
     from fitrules.model.grids import load_grid
     from fitrules.views import figures
