@@ -93,14 +93,18 @@ def test_form_variables_of_the_wrong_kind():
 
 
 def test_open_bounds_are_accepted(g):
-    """Audit minor: ``--bound b=-inf..inf`` was refused by a message saying "(inf and -inf
+    """fr.fit accepts bounds=['b=-inf..inf'] and fits b near 0.5.
+
+    Audit minor: ``--bound b=-inf..inf`` was refused by a message saying "(inf and -inf
     allowed)"."""
     f = fr.fit(g, "composition", bounds=["b=-inf..inf"])
     assert 0.3 < f.constants["b"] < 0.7
 
 
 def test_report_errors_name_the_parameter(g, tmp_path):
-    """Audit minor: API errors named ``--report`` instead of the parameter."""
+    """FittedForm.report onto an occupied folder is refused naming target, never --report.
+
+    Audit minor: API errors named ``--report`` instead of the parameter."""
     f = fr.fit(g, "composition")
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "x").write_text("x")

@@ -33,7 +33,9 @@ def _design_sds(corrupted: int) -> pd.DataFrame:
 
 
 def test_design_takes_form_options():
-    """``fr.design`` had no ``by=`` though the README says design takes it."""
+    """fr.design takes fix, bounds, by and shared, and refuses a bad fix as fr.fit does.
+
+    ``fr.design`` had no ``by=`` though the README says design takes it."""
     import inspect
 
     params = inspect.signature(fr.design).parameters

@@ -268,7 +268,9 @@ def test_information_criteria_match_statsmodels_ols():
 
 
 def test_one_run_per_cell_gets_a_residual_bootstrap_and_nonzero_intervals():
-    """With one run per cell the seed bootstrap cannot move anything: intervals had zero width
+    """With one run per cell the bootstrap resamples residuals and every interval has a width.
+
+    With one run per cell the seed bootstrap cannot move anything: intervals had zero width
     ("E = 1.81722 [1.81722, 1.81722]")."""
     rng = np.random.default_rng(3)
     N = 10 ** rng.uniform(7.5, 10, 60)
@@ -291,7 +293,9 @@ def test_one_run_per_cell_gets_a_residual_bootstrap_and_nonzero_intervals():
 
 
 def test_shared_naming_every_constant_says_so():
-    """It was refused with an unrelated "declared variable(s)" message."""
+    """fr.fit refuses a shared= naming every constant, saying so.
+
+    It was refused with an unrelated "declared variable(s)" message."""
     df = composition_grid()
     df["M"] = (df["keep"] < 0.3).astype(int) + 1
     with pytest.raises(FormError, match="shared names every constant"):

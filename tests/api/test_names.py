@@ -38,7 +38,9 @@ def test_declared_variable_with_a_look_alike_is_refused(micro_csv):
 
 @pytest.mark.parametrize("name", ["H-1", MICRO])
 def test_search_backticks_the_names_it_writes(tmp_path, name):
-    """Audit minor: search over columns named ``H-1`` or ``µ`` was refused with an internal
+    """fr.search over a column named H-1 or µ runs, and its forms read that column.
+
+    Audit minor: search over columns named ``H-1`` or ``µ`` was refused with an internal
     "form 'candidate'" message: the grammar did not backtick the names it writes."""
     path = tmp_path / "odd.csv"
     composition_grid().drop(columns="keep").rename(columns={"H": name}).to_csv(path, index=False)
@@ -48,7 +50,9 @@ def test_search_backticks_the_names_it_writes(tmp_path, name):
 
 
 def test_backticked_declaration(tmp_path):
-    """Audit minor: backticked names were not accepted in ``m(...) =`` declarations."""
+    """A declaration m(omega, `H-1`) = ... takes a backticked variable name.
+
+    Audit minor: backticked names were not accepted in ``m(...) =`` declarations."""
     path = tmp_path / "odd.csv"
     composition_grid().rename(columns={"H": "H-1"}).to_csv(path, index=False)
     f = fr.fit(str(path), "m(omega, `H-1`) = L0 + a*omega*(`H-1`/16)**b")

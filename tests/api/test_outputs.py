@@ -27,7 +27,9 @@ def results(table):
 
 @pytest.mark.parametrize("kind", ["compare", "fit", "search"])
 def test_to_json_refuses_the_table_it_came_from(table, results, kind):
-    """Audit case: to_json("x.csv") returned normally and x.csv became JSON."""
+    """to_json onto the table a result was made from is refused, and the table is unchanged.
+
+    Audit case: to_json("x.csv") returned normally and x.csv became JSON."""
     before = table.read_bytes()
     with pytest.raises(ReportError, match=r"path .*x\.csv.*is an input of this result"):
         results[kind].to_json(str(table))

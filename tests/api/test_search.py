@@ -217,7 +217,9 @@ def test_search_renders_in_a_notebook(small_search):
 
 
 def test_one_outer_split_says_the_front_cannot_be_tested():
-    """Issue 29: with --split extrapolate:N (one outer split) the front held only the
+    """With one outer split (extrapolate:N) a search says its front cannot be tested.
+
+    Issue 29: with --split extrapolate:N (one outer split) the front held only the
     2-constant row, and the text called it "the front's lowest outer error" beside lower
     outer errors at 3 and 4 constants."""
     g = fr.load_grid(nd_runs().query("N < 1e9"), metric="loss")  # 4 levels: one cut
@@ -245,7 +247,9 @@ def test_front_text_never_calls_a_budget_lowest_when_another_is_lower():
 
 
 def test_every_form_named_is_printed_with_its_expression():
-    """Issue 29: a table line "(s0005, 100%)" named a form whose expression was printed
+    """Each form a search names has its expression in the text, Markdown, JSON and HTML.
+
+    Issue 29: a table line "(s0005, 100%)" named a form whose expression was printed
     nowhere."""
     g = fr.load_grid(nd_runs(), metric="loss")
     s = fr.search(g, references=[], **LOG_ONLY)
@@ -280,7 +284,9 @@ def test_search_on_one_cell_per_level_extrapolates_rather_than_refusing():
 
 
 def test_too_few_levels_to_extrapolate_inside_falls_back_to_random_inner_splits_and_says_so():
-    """Found by bench_published --search: ParScale's training runs have 3 levels of P."""
+    """With 3 levels of N, extrapolate:N uses random inner splits and says why.
+
+    Found by bench_published --search: ParScale's training runs have 3 levels of P."""
     g = fr.load_grid(nd_runs().query("N < 1e8"), metric="loss")  # 3 levels of N
     s = fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
     assert s.settings["n_outer"] == 1
@@ -355,7 +361,9 @@ def test_limit_error_is_a_documented_error():
 
 
 def test_a_budget_without_a_final_choice_renders(grid_csv):
-    """Audit case: ``search --objective abs_ls`` on losses that change sign raised
+    """A search with a budget that has no final choice (NaN) renders as text, JSON, TOML and HTML.
+
+    Audit case: ``search --objective abs_ls`` on losses that change sign raised
     ``KeyError: nan`` in render_search (issue 31, major): a budget with no final choice next
     to one with a choice holds NaN once pandas mixes None with names."""
     s = fr.search(str(grid_csv), terms=1, max_constants=3, splits=4, inner_splits=3,

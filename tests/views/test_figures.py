@@ -130,7 +130,9 @@ def h_keep_tuning():
 
 
 def test_residual_offsets_stay_within_half_the_gap_between_levels(cmp):
-    """The offset that separated forms was +-2 units where omega levels are 1 apart."""
+    """Forms' residuals are offset within half the gap between levels, each form on its own side.
+
+    The offset that separated forms was +-2 units where omega levels are 1 apart."""
     ax = cmp.plot_residuals("omega")
     levels = np.unique(cmp.cells.table["omega"])
     gap = np.min(np.diff(levels))
@@ -161,7 +163,9 @@ def test_the_paired_caption_leads_with_the_verdict(cmp):
 
 
 def test_legends_sit_in_free_space(cmp, design):
-    """Legends covered curves (heldout_ecdf), off-chart points and candidate points."""
+    """No figure's legend overlaps what is plotted, and each legend stays inside its figure.
+
+    Legends covered curves (heldout_ecdf), off-chart points and candidate points."""
     for name, ax in _figures_with_legends(cmp, design):
         assert ax.get_legend() is not None, name
         assert figures.legend_overlap(ax) == 0, name
@@ -169,7 +173,9 @@ def test_legends_sit_in_free_space(cmp, design):
 
 
 def test_the_design_figure_keeps_its_labels_inside(design):
-    """The chosen cell at the top of the plane had its label clipped."""
+    """The design figure's title and labels stay inside the figure, cell labels inside the axes.
+
+    The chosen cell at the top of the plane had its label clipped."""
     ax = design_figure(design)
     assert len(ax.texts) >= 2
     for t in [*ax.texts, ax.title]:
@@ -181,7 +187,9 @@ def test_the_design_figure_keeps_its_labels_inside(design):
 
 
 def test_observed_vs_predicted_shows_residuals_at_their_scale(cmp):
-    """On a 2 to 3.4 range, 0.5% residuals were squeezed into a line."""
+    """Observed against predicted has a residual panel in % of observed, filled by the residuals.
+
+    On a 2 to 3.4 range, 0.5% residuals were squeezed into a line."""
     ax = cmp.plot_fit("composition")
     panels = ax.figure.axes
     assert len(panels) == 2
@@ -202,7 +210,9 @@ def test_observed_vs_predicted_shows_residuals_at_their_scale(cmp):
 
 
 def test_axes_carry_units(cmp):
-    """x axes (N, D, H) never carried units."""
+    """Axes carry the harness's units (H in inner steps, loss in nats) and those given by units=.
+
+    x axes (N, D, H) never carried units."""
     assert cmp.plot_curves("composition", "H").get_xlabel() == "H (inner steps)"
     assert cmp.plot_residuals("H").get_xlabel() == "H (inner steps)"
     assert "loss (nats)" in cmp.plot_fit("composition").get_ylabel()
@@ -227,7 +237,9 @@ def test_bad_units_are_refused():
 
 
 def test_one_forms_small_residuals_do_not_push_a_rivals_off_the_chart():
-    """On the four-factor sheet, a form that misses width had all 24 residuals off the chart:
+    """A poor form's residuals stay on the chart beside a good form's near-zero ones.
+
+    On the four-factor sheet, a form that misses width had all 24 residuals off the chart:
     the range came from the pooled quartiles, set by the good form's near-zero residuals."""
     cells = load_grid(composition_grid()).cells(["H", "omega"])
     good = (Form("good", "L0 + a*omega*(H/16)**b", ("H", "omega")), TRUTH)
@@ -237,7 +249,9 @@ def test_one_forms_small_residuals_do_not_push_a_rivals_off_the_chart():
 
 
 def test_tuning_curves_with_many_configurations_keep_their_axes():
-    """36 configurations gave a legend so tall that the axes shrank to a strip."""
+    """Tuning curves of 36 configurations keep axes over half the figure and name the count.
+
+    36 configurations gave a legend so tall that the axes shrank to a strip."""
     from fitrules.jobs.tune import tune
     from tools.contact import four_factor_table
 
@@ -286,7 +300,9 @@ def test_no_hatching_legend_without_hatched_bars():
 
 
 def test_paired_differences_axis_is_not_forced_to_zero():
-    """11 differences of -0.2 +- 0.003 sat in a thin strip when the axis had to reach 0."""
+    """Paired differences far from zero get an axis around them and a note that zero is above.
+
+    11 differences of -0.2 +- 0.003 sat in a thin strip when the axis had to reach 0."""
     d = -0.2 + 0.003 * np.random.default_rng(1).standard_normal(11)
     ci = SimpleNamespace(diffs=d.tolist(), seeds=list(range(11)), mean_diff=float(d.mean()),
                          level=0.95, t_interval=(float(d.mean()) - 0.002, float(d.mean()) + 0.002),
@@ -414,7 +430,9 @@ def test_the_ecdf_marks_the_noise_floor():
 
 
 def test_residual_map_of_a_fit_with_no_finite_prediction():
-    """A transfer report whose fit on all cells failed crashed in nanmax of nothing."""
+    """A residual map of constants with no finite prediction says so instead of crashing.
+
+    A transfer report whose fit on all cells failed crashed in nanmax of nothing."""
     from fitrules.model.forms import BUILTIN_FORMS
     from fitrules.model.grids import load_grid
     from fitrules.views import figures
