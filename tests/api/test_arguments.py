@@ -41,7 +41,7 @@ SEARCH = dict(terms=1, max_constants=3, splits=3, inner_splits=2, references=[])
     ],
 )
 def test_search_arguments(g, kwargs, match):
-    """(Moved from tests/test_api_arguments.py.)"""
+    """fr.search refuses each bad option value (delta, guards, callbacks, yes, rule) by name."""
     with pytest.raises(FitrulesError, match=match):
         fr.search(g, **{**SEARCH, **kwargs})
 
@@ -54,7 +54,7 @@ def test_search_arguments(g, kwargs, match):
     ],
 )
 def test_grammar_arguments(kwargs, match):
-    """(Moved from tests/test_api_arguments.py.)"""
+    """fr.Grammar refuses factors or variables that are not a list of names."""
     with pytest.raises(FormError, match=match):
         fr.Grammar(**kwargs)
 
@@ -73,19 +73,19 @@ def test_grammar_arguments(kwargs, match):
     ],
 )
 def test_fit_arguments(g, kwargs, match):
-    """(Moved from tests/test_api_arguments.py.)"""
+    """fr.fit refuses malformed fix, bounds and by values, quoting each value."""
     with pytest.raises(FitrulesError, match=match):
         fr.fit(g, "composition", **kwargs)
 
 
 def test_shared_of_the_wrong_kind(g):
-    """(Moved from tests/test_api_arguments.py.)"""
+    """fr.fit refuses a shared= that is neither text nor a list of texts."""
     with pytest.raises(FitrulesError, match="shared 5: must be text or a list of texts"):
         fr.fit(g, "additive", by="M", shared=5)
 
 
 def test_form_variables_of_the_wrong_kind():
-    """(Moved from tests/test_api_arguments.py.)"""
+    """fr.Form refuses variables that are not a list of names and bounds not a mapping."""
     with pytest.raises(FormError, match="variables must be a sequence of column names"):
         fr.Form("m", "L0+a*omega", variables=5)
     with pytest.raises(FormError, match="bounds must be a mapping"):
@@ -93,18 +93,18 @@ def test_form_variables_of_the_wrong_kind():
 
 
 def test_open_bounds_are_accepted(g):
-    """Audit minor: ``--bound b=-inf..inf`` was refused by a message saying "(inf and -inf
-    allowed)".
+    """fr.fit accepts bounds=['b=-inf..inf'] and fits b near 0.5.
 
-    (Moved from tests/test_api_arguments.py.)"""
+    Audit minor: ``--bound b=-inf..inf`` was refused by a message saying "(inf and -inf
+    allowed)"."""
     f = fr.fit(g, "composition", bounds=["b=-inf..inf"])
     assert 0.3 < f.constants["b"] < 0.7
 
 
 def test_report_errors_name_the_parameter(g, tmp_path):
-    """Audit minor: API errors named ``--report`` instead of the parameter.
+    """FittedForm.report onto an occupied folder is refused naming target, never --report.
 
-    (Moved from tests/test_api_arguments.py.)"""
+    Audit minor: API errors named ``--report`` instead of the parameter."""
     f = fr.fit(g, "composition")
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "x").write_text("x")
@@ -117,7 +117,7 @@ def test_report_errors_name_the_parameter(g, tmp_path):
 
 
 def test_api_refuses_bad_input_with_clear_errors(df):
-    """(Moved from tests/test_api.py.)"""
+    """compare and fit refuse an unknown form, splits with a level split, a curve in keep."""
     g = fr.load_grid(df, where="lr == 3e-4", derive="omega = 1/keep - 1")
     with pytest.raises(fr.FormError, match="unknown form 'nope'"):
         fr.compare(g, forms=["nope"])
@@ -154,7 +154,7 @@ def test_api_refuses_bad_input_with_clear_errors(df):
     ],
 )  # fmt: skip
 def test_bad_arguments_are_refused_in_one_line(call, match, tmp_path, monkeypatch):
-    """(Moved from tests/test_api_commands.py.)"""
+    """Bad predict, simulate, remove_form and search arguments: one line, no file written."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FitrulesError, match=match) as err:
         call()
@@ -162,7 +162,7 @@ def test_bad_arguments_are_refused_in_one_line(call, match, tmp_path, monkeypatc
 
 
 def test_a_bad_progress_argument_is_refused():
-    """(Moved from tests/test_api_face.py.)"""
+    """fr.compare refuses progress='yes': only True, False or None are allowed."""
     with pytest.raises(fr.FitrulesError, match="progress 'yes': must be True, False or None"):
         fr.compare(splits=3, forms="composition", progress="yes")
 
@@ -178,7 +178,7 @@ def test_a_bad_progress_argument_is_refused():
     ],
 )
 def test_api_errors_name_parameters_not_flags(call, match):
-    """(Moved from tests/test_notebook_api.py.)"""
+    """Errors from fit, compare, load_grid and load_example name parameters, never --flags."""
     g = fr.load_example("main", where="lr == 3e-4")
     with pytest.raises(FitrulesError, match=match) as info:
         call(g)
@@ -186,7 +186,7 @@ def test_api_errors_name_parameters_not_flags(call, match):
 
 
 def test_numpy_integers_are_numbers():
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """A numpy integer counts as an integer: splits=np.int64(5) gives 5 splits per form."""
     c = fr.compare(fr.load_grid(composition_grid()), ["composition", "omega_only"],
                    splits=np.int64(5))  # fmt: skip
     assert len(c.results) == 10
@@ -210,7 +210,7 @@ def test_numpy_integers_are_numbers():
     ],
 )  # fmt: skip
 def test_api_errors_are_documented_exceptions(call, error):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """Bad values to fit, load_grid, Form, tune, compare and design raise a documented error."""
     with pytest.raises(error) as info:
         call()
     assert "\n" not in str(info.value)

@@ -22,7 +22,7 @@ COMP_H = "comp_h = L0[H] + a*omega*(H/16)**b"
 
 
 def test_the_conclusion_follows_the_verdicts(default_comparison):
-    """(Moved from tests/test_answer.py.)"""
+    """The conclusion names each rival of the winner as beaten or not told apart, as paired says."""
     c = default_comparison
     best = c.ranking["form"].iloc[0]
     text = " ".join(c.conclusion)
@@ -38,16 +38,14 @@ def test_the_conclusion_follows_the_verdicts(default_comparison):
 
 
 def test_the_pairwise_detail_states_the_interval_adjustment(default_comparison):
-    """(Moved from tests/test_answer.py.)"""
+    """The text says the intervals are unadjusted for 15 comparisons and the verdict is Holm's."""
     text = str(default_comparison)
     assert "not adjusted for the 15 comparisons; the verdict is (Holm p < 0.05)" in text
     assert "(unadjusted interval " in text
 
 
 def test_verdict_column(default_comparison):
-    """c.paired had no verdict column; the words follow the Holm-adjusted p and the ratio.
-
-    (Moved from tests/test_answer.py.)"""
+    """c.paired had no verdict column; the words follow the Holm-adjusted p and the ratio."""
     c = default_comparison
     for r in c.paired.to_dict("records"):
         if r["p_holm"] < 0.05:
@@ -61,7 +59,7 @@ def test_verdict_column(default_comparison):
 
 
 def test_summary_is_the_table_and_called_the_text(default_comparison):
-    """(Moved from tests/test_answer.py.)"""
+    """c.summary is the ranking DataFrame, and c.summary() is the text of the comparison."""
     c = default_comparison
     assert list(c.summary.columns)[:2] == ["form", "constants"]
     assert type(c.summary.iloc[:2]).__name__ == "DataFrame"
@@ -71,7 +69,7 @@ def test_summary_is_the_table_and_called_the_text(default_comparison):
 
 
 def test_compare_flags_splits_that_leave_a_level_unfitted_by_name():
-    """(Moved from tests/test_expressive.py.)"""
+    """A split with no training cell at some H sets a per-level form aside, naming L0[H=...]."""
     c = fr.compare(None, [COMP_H, "composition"], splits=40)
     r = c.results[c.results["form"] == "comp_h"]
     named = r[r["reasons"].map(lambda rs: any("has no training cell" in x for x in rs))]
@@ -89,7 +87,7 @@ def test_compare_flags_splits_that_leave_a_level_unfitted_by_name():
 
 
 def test_compare_takes_groups():
-    """(Moved from tests/test_expressive.py.)"""
+    """fr.compare with by='M' fits per-group constants and records by in its JSON."""
     df, *_ = grouped_table()
     c = fr.compare(df, ["g = E + A*N**(-alpha)", "h = E + A*log(N)"], splits=10, by="M",
                    train_frac=0.6)  # fmt: skip
@@ -98,7 +96,7 @@ def test_compare_takes_groups():
 
 
 def test_compare_names_its_weights():
-    """(Moved from tests/test_expressive.py.)"""
+    """weights='runs' is named in the settings and the text, and reaches the full fits."""
     c = fr.compare(unequal_runs(), ["w = L0 + a*x**b"], splits=5, train_frac=0.6,
                    weights="runs")  # fmt: skip
     assert c.settings["weights"] == "runs" and "weights runs" in str(c)
@@ -110,9 +108,7 @@ def test_compare_names_its_weights():
 
 
 def test_compare_names_the_default_ranges_it_used():
-    """Issue 27: the output names every default range that was used.
-
-    (Moved from tests/test_fit_optimum.py.)"""
+    """Issue 27: the output names every default range that was used."""
     c = fr.compare(None, ["composition", "sat = L0 + a*omega*H/(H + s)"], splits=10)
     text = str(c)
     assert "sat: default ranges from the grid's values (--bound replaces them): s in" in text

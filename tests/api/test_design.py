@@ -33,9 +33,9 @@ def _design_sds(corrupted: int) -> pd.DataFrame:
 
 
 def test_design_takes_form_options():
-    """``fr.design`` had no ``by=`` though the README says design takes it.
+    """fr.design takes fix, bounds, by and shared, and refuses a bad fix as fr.fit does.
 
-    (Moved from tests/test_audit_minor.py.)"""
+    ``fr.design`` had no ``by=`` though the README says design takes it."""
     import inspect
 
     params = inspect.signature(fr.design).parameters
@@ -45,7 +45,7 @@ def test_design_takes_form_options():
 
 
 def test_public_api_design_takes_names_and_a_dataframe():
-    """(Moved from tests/test_design.py.)"""
+    """fr.design takes form names and a DataFrame, keeps to the budget and gives finite JSON."""
     import fitrules as fr
 
     path, where = default_grid()
@@ -56,7 +56,7 @@ def test_public_api_design_takes_names_and_a_dataframe():
 
 
 def test_design_leaves_out_levels_a_per_level_form_cannot_predict():
-    """(Moved from tests/test_expressive.py.)"""
+    """fr.design proposes no H level a per-level form has no constant for, and says so."""
     d = fr.design(None, ["composition", "composition_per_h"], budget=6, splits=20, resamples=20)
     assert any("no constant of a per-level form" in n for n in d.notes)
     assert set(d.candidates["H"]) <= {1.0, 4.0, 16.0, 64.0}
@@ -69,9 +69,7 @@ def test_two_corrupted_runs_of_108_barely_move_the_log_huber_design():
     each form's spreads (random splits, seed bootstrap, held-out misfit) at every candidate.
     With cells as the runs' means, one run x1.3 moved its whole cell 10% and the rival's
     bootstrap sd 2-3x, its split sd 1.5x (half the cells needing seeds on the clean grid
-    needed 'never'); with each cell's biweight location they stay within 1.25x.
-
-    (Moved from tests/test_intervals.py.)"""
+    needed 'never'); with each cell's biweight location they stay within 1.25x."""
     clean, bad = _design_sds(0), _design_sds(2)
     assert (clean[["N", "D"]].to_numpy() == bad[["N", "D"]].to_numpy()).all()
     assert bad["seed_sd"].median() / clean["seed_sd"].median() < 1.15

@@ -50,6 +50,7 @@ def _minimal_line(decl: Command) -> list[str]:
 
 @pytest.mark.parametrize("decl", WITH_FUNCTION, ids=lambda d: d.cmd)
 def test_every_python_option_is_a_parameter_with_the_declared_default(decl):
+    """Each declared Python option is a parameter of the fr function with the declared default."""
     params = inspect.signature(FUNCTIONS[decl.cmd]).parameters
     for o in decl.python:
         assert o.name in params, f"fr function of {decl.cmd!r} lacks {o.name}"
@@ -63,6 +64,7 @@ def test_every_python_option_is_a_parameter_with_the_declared_default(decl):
 
 @pytest.mark.parametrize("decl", ON_COMMAND_LINE, ids=lambda d: d.cmd)
 def test_every_flag_is_declared_and_defaults_to_the_declared_value(decl):
+    """A command's flags are exactly its declared options, each defaulting to the declared value."""
     parser = _subparser(decl.cmd)
     dests = {a.dest for a in parser._actions} - {"help", "quiet"}
     flagged = {o.name for o in decl.options if o.on_command_line}
@@ -83,6 +85,7 @@ def test_the_python_default_is_what_the_command_line_gets():
 
 
 def test_a_declaration_refuses_an_option_twice_or_named_as_its_fields():
+    """A Command refuses an option declared twice or named like one of its own fields."""
     with pytest.raises(ValueError, match="declared twice: seed"):
         Command("x", "x", (Option("seed"), Option("seed")))
     with pytest.raises(ValueError, match="named as fields: summary"):
@@ -90,6 +93,7 @@ def test_a_declaration_refuses_an_option_twice_or_named_as_its_fields():
 
 
 def test_a_generated_command_shows_defaults_as_written_and_flags_by_their_names():
+    """A generated command's help shows a default as written (1e-3) and a flag by its own name."""
     sub = argparse.ArgumentParser(prog="p").add_subparsers()
     decl = Command("c", "c", (Option("delta", "1e-3", help="(default %(default)s)",
                                      cli=dict(type=float)),

@@ -27,7 +27,7 @@ def _kaplan_table(seed=0, nc=8.8e13):
 
 
 def test_per_level_intercepts_fit_the_default_grid_to_the_issue_numbers():
-    """(Moved from tests/test_expressive.py.)"""
+    """L0[H] fits the default grid to 0.376% (composition 0.642%), its intercepts rising with H."""
     # measured on main at a3516a9: composition 0.642%, L0[H] + a*omega*(H/16)**b 0.376%
     per_h = fr.fit(None, COMP_H)
     plain = fr.fit(None, "composition")
@@ -41,7 +41,7 @@ def test_per_level_intercepts_fit_the_default_grid_to_the_issue_numbers():
 
 
 def test_predict_refuses_a_level_with_no_constant():
-    """(Moved from tests/test_expressive.py.)"""
+    """A per-level fit predicts at a fitted H and refuses H=8, listing the levels it has."""
     f = fr.fit(None, COMP_H)
     assert np.isfinite(f.predict("H=16,keep=0.25")["prediction"])
     with pytest.raises(FormError, match=r"none for H=8; .* 1, 4, 16, 64"):
@@ -57,13 +57,13 @@ def test_predict_refuses_a_level_with_no_constant():
     ],
 )
 def test_bad_per_level_forms_are_refused(text, match):
-    """(Moved from tests/test_expressive.py.)"""
+    """A per-level constant written also bare, or indexed by a non-column, is refused."""
     with pytest.raises(FormError, match=match):
         fr.fit(None, text)
 
 
 def test_grouped_fit_recovers_per_group_scales_and_the_shared_exponent():
-    """(Moved from tests/test_expressive.py.)"""
+    """by='M' recovers each group's E and A and the shared alpha, shared by default."""
     df, E, A, alpha = grouped_table()
     f = fr.fit(df, "g = E + A*N**(-alpha)", by="M", shared="alpha")
     k = f.constants
@@ -77,7 +77,7 @@ def test_grouped_fit_recovers_per_group_scales_and_the_shared_exponent():
 
 
 def test_grouped_fit_matches_a_joint_scipy_fit():
-    """(Moved from tests/test_expressive.py.)"""
+    """A grouped fit's constants match scipy's joint relative least squares to 1e-5."""
     df, E, A, alpha = grouped_table(seed=1)
     f = fr.fit(df, "g = E + A*N**(-alpha)", by="M")
     cells = df.groupby(["N", "M"], as_index=False)["loss"].mean()
@@ -96,7 +96,7 @@ def test_grouped_fit_matches_a_joint_scipy_fit():
 
 
 def test_group_options_are_checked():
-    """(Moved from tests/test_expressive.py.)"""
+    """fr.fit refuses by= not a column, an unknown shared constant, shared without by, by unread."""
     df, *_ = grouped_table()
     with pytest.raises(FormError, match="not a column"):
         fr.fit(df, "g = E + A*N**(-alpha)", by="Q")
@@ -109,7 +109,7 @@ def test_group_options_are_checked():
 
 
 def test_kaplan_fits_with_a_widened_bound():
-    """(Moved from tests/test_expressive.py.)"""
+    """(Nc/N)**alphaN recovers Nc = 8.8e13 and alphaN = 0.076 given a bound for Nc."""
     df = _kaplan_table()
     f = fr.fit(df, "kaplan = (Nc/N)**alphaN", bounds=["Nc=1e10..1e16"])
     assert f.constants["Nc"] == pytest.approx(8.8e13, rel=0.1)
@@ -119,9 +119,7 @@ def test_kaplan_fits_with_a_widened_bound():
 
 def test_kaplan_fits_as_written_with_a_default_range_from_n():
     """Issue 27: Nc ~ 8.8e13 used to stop at the default bound 10 of every nonlinear
-    constant; a constant that scales N now gets a range from N's values.
-
-    (Moved from tests/test_expressive.py.)"""
+    constant; a constant that scales N now gets a range from N's values."""
     c = fr.compare(_kaplan_table(), ["kaplan = (Nc/N)**alphaN"], splits=20)
     assert not c.results["degenerate"].any()
     f = c.full_fits["kaplan"]
@@ -132,7 +130,7 @@ def test_kaplan_fits_as_written_with_a_default_range_from_n():
 
 
 def test_a_scale_beyond_its_default_range_says_how_to_give_it():
-    """(Moved from tests/test_expressive.py.)"""
+    """Nc = 1e30, beyond its default range: every split is degenerate and names --bound 'Nc=...'."""
     # Nc = 1e30 lies beyond N's range times 1e6: the fit stops at the default bound and
     # says which option widens it
     c = fr.compare(_kaplan_table(nc=1e30), ["kaplan = (Nc/N)**alphaN"], splits=20)
@@ -144,14 +142,14 @@ def test_a_scale_beyond_its_default_range_says_how_to_give_it():
 
 
 def test_a_constant_at_its_bound_says_which_option_widens_it():
-    """(Moved from tests/test_expressive.py.)"""
+    """A constant stopped at its bound (b=0..0.3) is reported with the --bound that widens it."""
     f = fr.fit(None, "composition", bounds=["b=0..0.3"])  # b is about 0.54 unbounded
     assert f.constants["b"] == pytest.approx(0.3)
     assert any("b is at its bound 0.3" in r and "--bound 'b=LOW..HIGH'" in r for r in f.reasons)
 
 
 def test_a_fixed_constant_is_the_same_as_writing_its_value():
-    """(Moved from tests/test_expressive.py.)"""
+    """fix={'b': 0.5} fits as the form with 0.5 written in, and the JSON records the fixed value."""
     fixed = fr.fit(None, "k = L0 + a*omega*(H/16)**b", fix={"b": 0.5})
     written = fr.fit(None, "k = L0 + a*omega*(H/16)**0.5")
     assert set(fixed.constants) == {"L0", "a"}
@@ -160,7 +158,7 @@ def test_a_fixed_constant_is_the_same_as_writing_its_value():
 
 
 def test_a_tie_is_one_name_written_twice():
-    """(Moved from tests/test_expressive.py.)"""
+    """A constant written in two terms (b in x**b and z**b) is one constant, recovered at 0.6."""
     rng = np.random.default_rng(3)
     rows = [
         {"x": x, "z": z, "seed": 0, "loss": 1 + 2 * x**0.6 + 3 * z**0.6 + 1e-6 * rng.normal()}
@@ -172,7 +170,7 @@ def test_a_tie_is_one_name_written_twice():
 
 
 def test_forms_toml_takes_fixed_and_bounds(tmp_path, monkeypatch):
-    """(Moved from tests/test_expressive.py.)"""
+    """forms.toml entries may give bounds and fixed constants, and fits use them."""
     (tmp_path / "forms.toml").write_text(
         '[kap]\nexpr = "(Nc/N)**alphaN"\nbounds = { Nc = [1e10, 1e16] }\n'
         '[fx]\nexpr = "L0 + a*omega*(H/16)**b"\nfixed = { b = 0.5 }\n'
@@ -183,7 +181,7 @@ def test_forms_toml_takes_fixed_and_bounds(tmp_path, monkeypatch):
 
 
 def test_fix_or_bound_of_no_constant_is_refused():
-    """(Moved from tests/test_expressive.py.)"""
+    """fix of no constant or of a column, by on a per-level form, a linear bound: all refused."""
     with pytest.raises(FormError, match="^fix 'zz': no form has a constant"):
         fr.fit(None, "composition", fix={"zz": 1.0})
     with pytest.raises(FormError, match="cannot fix 'H', a column"):
@@ -196,7 +194,7 @@ def test_fix_or_bound_of_no_constant_is_refused():
 
 @pytest.mark.parametrize("objective", ["abs_ls", "rel_ls"])
 def test_run_weights_reproduce_a_run_level_least_squares_fit(objective):
-    """(Moved from tests/test_expressive.py.)"""
+    """weights='runs' gives scipy's least squares over the runs, not the equal-cell fit."""
     df = unequal_runs()
     f = fr.fit(df, "w = L0 + a*x**b", weights="runs", objective=objective)
     means = df.groupby("x")["loss"].transform("mean")  # each run's cell mean
@@ -215,7 +213,7 @@ def test_run_weights_reproduce_a_run_level_least_squares_fit(objective):
 
 
 def test_inverse_variance_weights_need_a_spread_in_every_cell():
-    """(Moved from tests/test_expressive.py.)"""
+    """Inverse-variance weights need a spread in every cell, and then match scipy's chi fit."""
     with pytest.raises(FitrulesError, match="needs a standard error in every cell"):
         fr.fit(unequal_runs(), "w = L0 + a*x**b", weights="inverse-variance")
     df = unequal_runs()
@@ -233,7 +231,7 @@ def test_inverse_variance_weights_need_a_spread_in_every_cell():
 
 
 def test_weighted_fits_get_bootstrap_intervals():
-    """(Moved from tests/test_expressive.py.)"""
+    """A run-weighted fit gets studentized (auto: residuals) bootstrap intervals and predictions."""
     df = unequal_runs()
     f = fr.fit(df, "w = L0 + a*x**b", weights="runs", intervals=True, resamples=50)
     lo, hi = f.intervals["b"]
@@ -247,7 +245,7 @@ def test_weighted_fits_get_bootstrap_intervals():
 
 
 def test_information_criteria_match_statsmodels_ols():
-    """(Moved from tests/test_expressive.py.)"""
+    """A linear fit's log-likelihood, AIC, AICc, BIC and R^2 match statsmodels' OLS."""
     sm = pytest.importorskip("statsmodels.api")
     from statsmodels.tools.eval_measures import aicc
 
@@ -270,10 +268,10 @@ def test_information_criteria_match_statsmodels_ols():
 
 
 def test_one_run_per_cell_gets_a_residual_bootstrap_and_nonzero_intervals():
-    """With one run per cell the seed bootstrap cannot move anything: intervals had zero width
-    ("E = 1.81722 [1.81722, 1.81722]").
+    """With one run per cell the bootstrap resamples residuals and every interval has a width.
 
-    (Moved from tests/test_api.py.)"""
+    With one run per cell the seed bootstrap cannot move anything: intervals had zero width
+    ("E = 1.81722 [1.81722, 1.81722]")."""
     rng = np.random.default_rng(3)
     N = 10 ** rng.uniform(7.5, 10, 60)
     D = 10 ** rng.uniform(9, 11.5, 60)
@@ -295,9 +293,9 @@ def test_one_run_per_cell_gets_a_residual_bootstrap_and_nonzero_intervals():
 
 
 def test_shared_naming_every_constant_says_so():
-    """It was refused with an unrelated "declared variable(s)" message.
+    """fr.fit refuses a shared= naming every constant, saying so.
 
-    (Moved from tests/test_audit_minor.py.)"""
+    It was refused with an unrelated "declared variable(s)" message."""
     df = composition_grid()
     df["M"] = (df["keep"] < 0.3).astype(int) + 1
     with pytest.raises(FormError, match="shared names every constant"):
@@ -305,7 +303,7 @@ def test_shared_naming_every_constant_says_so():
 
 
 def test_seeds_bootstrap_switch_through_the_api(one_run_csv):
-    """(Moved from tests/test_bootstrap_checks.py.)"""
+    """bootstrap='seeds' on one run per cell switches to residuals, with nonzero intervals."""
     f = fr.fit(str(one_run_csv), "composition", intervals=True, bootstrap="seeds")
     assert f.bootstrap.kind == "residuals"
     for lo, hi in f.intervals.values():
@@ -313,7 +311,7 @@ def test_seeds_bootstrap_switch_through_the_api(one_run_csv):
 
 
 def test_seeds_bootstrap_with_repeats_stays_seeds(tmp_path):
-    """(Moved from tests/test_bootstrap_checks.py.)"""
+    """bootstrap='seeds' on a grid with 3 seeds per cell stays a seeds bootstrap."""
     path = tmp_path / "three.csv"
     composition_grid(seeds=3).to_csv(path, index=False)
     f = fr.fit(str(path), "composition", intervals=True, bootstrap="seeds")
@@ -322,7 +320,7 @@ def test_seeds_bootstrap_with_repeats_stays_seeds(tmp_path):
 
 @pytest.mark.parametrize("runs", [0, -1, 2.5, True])
 def test_bad_runs_through_the_api(runs):
-    """(Moved from tests/test_intervals.py.)"""
+    """fr.fit and FittedForm.predict refuse runs that is not a positive integer, naming runs."""
     g = fr.load_grid(composition_grid())
     # the Python API speaks in its own terms: the parameter, not the flag
     with pytest.raises(FitrulesError, match="^runs "):
@@ -333,7 +331,7 @@ def test_bad_runs_through_the_api(runs):
 
 
 def test_a_prediction_outside_the_domain_is_refused():
-    """(Moved from tests/test_notebook_api.py.)"""
+    """A prediction at N=-1, where the form has no finite value, is refused naming the point."""
     g = fr.load_grid(chinchilla_like(40), derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"])
     f = fr.fit(g, "chin(N, D) = E + A/N**alpha + B/D**beta")
     with pytest.raises(FitrulesError, match=r"no finite prediction at N=-1, D=1e\+12"):
@@ -347,7 +345,7 @@ def test_a_prediction_outside_the_domain_is_refused():
 )
 @pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_chinchilla_fit_has_jacobian_errors_like_lmfit_and_residuals_against_n_and_d(tmp_path):
-    """(Moved from tests/test_rough_edges.py.)"""
+    """Epoch's Chinchilla fit has lmfit's B-beta correlation; its report plots residuals on N, D."""
     import fitrules as fr
 
     g = fr.load_grid(

@@ -8,7 +8,7 @@ import fitrules as fr
 
 
 def test_add_and_remove_a_form(tmp_path, monkeypatch):
-    """(Moved from tests/test_api_commands.py.)"""
+    """fr.add_form writes a form to forms.toml and refuses it twice; fr.remove_form removes it."""
     monkeypatch.chdir(tmp_path)
     f = fr.add_form("mine = L0 + a*omega**c")
     assert f.bound_variables == ("omega",) and "mine" in (tmp_path / "forms.toml").read_text()
@@ -21,6 +21,6 @@ def test_add_and_remove_a_form(tmp_path, monkeypatch):
 
 
 def test_caret_is_diagnosed_as_a_power():
-    """(Moved from tests/test_exports.py.)"""
+    """A form written with ^ is refused with a hint to write ** for a power."""
     with pytest.raises(fr.FormError, match=r"\^ is not a power: use \*\*"):
         fr.Form("p", "L0 + a*H^b", variables=("H",))

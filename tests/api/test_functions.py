@@ -15,13 +15,13 @@ from conftest import TRUTH
 
 
 def test_the_public_names_are_there_and_import_fitrules_alone_is_cheap():
-    """(Moved from tests/test_api.py.)"""
+    """fitrules exports load_grid, compare, fit, ci, tune, Form and Grid; the jobs are callable."""
     assert {"load_grid", "compare", "fit", "ci", "tune", "Form", "Grid"} <= set(dir(fr))
     assert callable(fr.compare) and callable(fr.fit) and callable(fr.tune)
 
 
 def test_notebook_session_on_an_in_memory_dataframe(df):
-    """(Moved from tests/test_api.py.)"""
+    """A session on a DataFrame: compare, fit, ci and tune give tables, HTML and plots."""
     g = fr.load_grid(df, where="lr == 3e-4", derive="omega = 1/keep - 1")
     assert g.label == "DataFrame" and len(g.sha256) == 64
     assert "<table" in g._repr_html_() and "80 runs in 20 cells" in repr(g)
@@ -77,7 +77,7 @@ def test_notebook_session_on_an_in_memory_dataframe(df):
 
 
 def test_fr_compare_still_works_after_its_module_was_imported(df):
-    """(Moved from tests/test_api.py.)"""
+    """fr.compare stays the function after fitrules.jobs.compare is imported."""
     import fitrules.jobs.compare as module  # sets fitrules.jobs.compare, not fitrules.compare
 
     assert module is not fr.compare and callable(fr.compare)
@@ -86,14 +86,14 @@ def test_fr_compare_still_works_after_its_module_was_imported(df):
 
 
 def test_version_is_a_string_and_version_is_no_function():
-    """(Moved from tests/test_api_face.py.)"""
+    """fr.__version__ is the installed package's version, and there is no fr.version."""
     assert fr.__version__ == importlib.metadata.version("fitrules")
     assert not hasattr(fr, "version")
 
 
 @pytest.mark.parametrize("name", ["compare", "fit", "tune", "design", "search"])
 def test_help_shows_the_function(name):
-    """(Moved from tests/test_api_face.py.)"""
+    """help() on a public function shows its signature and docstring, not a module's help."""
     func = getattr(fr, name)
     text = pydoc.render_doc(func, "Help on %s:", renderer=pydoc.plaintext)
     assert "Help on module" not in text
@@ -104,9 +104,7 @@ def test_help_shows_the_function(name):
 
 def test_a_public_name_is_a_function_or_a_class_never_a_module():
     """Issue 30: fitrules.compare was a module made callable; the jobs' modules now live
-    under fitrules.jobs, and every public name is what it says.
-
-    (Moved from tests/test_api_face.py.)"""
+    under fitrules.jobs, and every public name is what it says."""
     import types
 
     import fitrules.jobs.compare as module

@@ -9,9 +9,7 @@ import fuzzing
 
 def test_the_python_api_never_crashes():
     """Issue 20: every public function with arguments of every type (fuzzing.api_cases):
-    a documented fitrules.base.errors exception in one line, or a result of the documented type.
-
-    (Moved from tests/test_fuzz_cli.py.)"""
+    a documented fitrules.base.errors exception in one line, or a result of the documented type."""
 
     @settings(
         max_examples=50,  # the long run: benchmarks/fuzz_api.py
@@ -30,7 +28,7 @@ def test_the_python_api_never_crashes():
 
 
 def test_the_api_checker_tells_each_outcome_apart(monkeypatch):
-    """(Moved from tests/test_fuzz_cli.py.)"""
+    """fuzzing.check_api tells ok, a bad value accepted, a refusal and a raw exception apart."""
     import fitrules as fr
 
     ok = fuzzing.check_api(fuzzing.ApiCase("Form", ("mine", "L0 + a*omega**c")))

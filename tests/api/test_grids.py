@@ -19,7 +19,7 @@ SMALL = dict(terms=1, max_constants=3, factors="power", splits=4, inner_splits=4
 
 
 def test_load_grid_from_a_dataframe_names_it_and_hashes_its_content(df):
-    """(Moved from tests/test_api.py.)"""
+    """A DataFrame grid is labelled DataFrame and hashed by content: a 1e-9 change changes it."""
     a = fr.load_grid(df)
     b = fr.load_grid(df.copy())
     c = fr.load_grid(df.assign(loss=df["loss"] + 1e-9))
@@ -30,7 +30,7 @@ def test_load_grid_from_a_dataframe_names_it_and_hashes_its_content(df):
 
 
 def test_duplicate_seed_names_the_cell_and_both_lines(tmp_path):
-    """(Moved from tests/test_exports.py.)"""
+    """A seed repeated in one cell is refused, by cells() and check_seeds, naming both lines."""
     df = wandb_runs().drop_duplicates()
     df.loc[df.index[30], "seed"] = df["seed"].iloc[31]  # a seed typed twice in one cell
     path = tmp_path / "w.csv"
@@ -44,7 +44,7 @@ def test_duplicate_seed_names_the_cell_and_both_lines(tmp_path):
 
 
 def test_json_lines_errors_name_the_line(tmp_path):
-    """(Moved from tests/test_exports.py.)"""
+    """A JSON-lines table's list, broken JSON or text loss is refused naming its line."""
     path = tmp_path / "runs.jsonl"
     path.write_text('{"loss": 1, "H": 1}\n[1, 2]\n')
     with pytest.raises(GridError, match="line 2 holds a list; each run must be a JSON object"):
@@ -69,14 +69,14 @@ def test_json_lines_errors_name_the_line(tmp_path):
     ],
 )
 def test_bad_rename(rename, match):
-    """(Moved from tests/test_exports.py.)"""
+    """fr.load_grid refuses a rename malformed, of no column, repeated, colliding or not text."""
     df = wandb_runs().drop_duplicates()
     with pytest.raises(GridError, match=match):
         fr.load_grid(df, metric="val/loss", rename=rename)
 
 
 def test_shipped_grids_by_name(capsys):
-    """(Moved from tests/test_notebook_api.py.)"""
+    """The shipped examples are listed and found by name and kind; validate --data takes a name."""
     assert {"main", "wide", "paired_tuned"} <= set(fr.list_examples())
     assert fr.example_path("main", "spec").name == "main.toml"
     with pytest.raises(GridError, match="kind 'x'"):
@@ -86,7 +86,7 @@ def test_shipped_grids_by_name(capsys):
 
 
 def test_search_leaves_the_second_loss_out_by_default_and_says_so():
-    """(Moved from tests/test_outcome_columns.py.)"""
+    """fr.search leaves a second loss column out of its variables unless named, and says so."""
     df = two_losses()
     s = fr.search(fr.load_grid(df, metric="loss"), references=[], **SMALL)
     assert s.settings["variables"] == ["N", "M"]

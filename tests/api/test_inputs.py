@@ -15,7 +15,7 @@ from helpers import refused
 
 
 def test_forms_file_fifo_and_nesting(tmp_path, monkeypatch, grid_csv):
-    """(Moved from tests/test_input_files.py.)"""
+    """A forms.toml that is a pipe, or nested 3,000 deep, is refused by fr.fit."""
     monkeypatch.chdir(tmp_path)
     os.mkfifo(tmp_path / "forms.toml")
     with pytest.raises(FormError, match="is not a regular file"):
@@ -27,9 +27,7 @@ def test_forms_file_fifo_and_nesting(tmp_path, monkeypatch, grid_csv):
 
 
 def test_manifest_fifo_is_not_read(tmp_path, grid_csv, capsys):
-    """A table's harness manifest that is a pipe is not a manifest (reading it would hang).
-
-    (Moved from tests/test_input_files.py.)"""
+    """A table's harness manifest that is a pipe is not a manifest (reading it would hang)."""
     df = composition_grid().assign(spec="t", spec_sha256="0" * 64)
     df.to_csv(tmp_path / "h.csv", index=False)
     os.mkfifo(tmp_path / "h.manifest.json")
@@ -39,9 +37,7 @@ def test_manifest_fifo_is_not_read(tmp_path, grid_csv, capsys):
 
 def test_gzip_bomb_is_refused_while_streaming(tmp_path, capsys, monkeypatch):
     """The bomb's shape, scaled down by lowering the limit: the text is counted block by
-    block and the read stops at the limit.
-
-    (Moved from tests/test_input_files.py.)"""
+    block and the read stops at the limit."""
     import fitrules.base.inputs as inputs
 
     path = tmp_path / "bomb.csv.gz"
@@ -59,14 +55,14 @@ def test_gzip_bomb_is_refused_while_streaming(tmp_path, capsys, monkeypatch):
 
 
 def test_small_gzip_table_still_reads(tmp_path):
-    """(Moved from tests/test_input_files.py.)"""
+    """A small gzipped CSV table reads, all 60 runs."""
     path = tmp_path / "g.csv.gz"
     composition_grid().to_csv(path, index=False)
     assert len(fr.load_grid(str(path)).runs) == 60
 
 
 def test_plain_table_beyond_the_limit(tmp_path, monkeypatch):
-    """(Moved from tests/test_input_files.py.)"""
+    """An uncompressed table larger than the byte limit is refused, naming the limit."""
     import fitrules.base.inputs as inputs
 
     path = tmp_path / "big.csv"

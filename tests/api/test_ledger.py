@@ -14,7 +14,7 @@ from helpers import run
 
 @pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_predict_then_score_and_verify_as_the_commands_do(tmp_path, capsys, monkeypatch):
-    """(Moved from tests/test_api_commands.py.)"""
+    """fr.predict, fr.simulate, fr.score and fr.verify_ledger give what their commands give."""
     monkeypatch.chdir(tmp_path)
     e = fr.predict(None, "composition", {"H": 8, "keep": 0.25}, ledger="a.jsonl", runs=3)
     code, out, _ = run(["predict", "--form", "composition", "--at", "H=8,keep=0.25",
@@ -41,7 +41,7 @@ def test_predict_then_score_and_verify_as_the_commands_do(tmp_path, capsys, monk
 
 
 def test_a_missing_or_empty_ledger_is_a_ledger_error(tmp_path):
-    """(Moved from tests/test_api_commands.py.)"""
+    """fr.verify_ledger of a missing or an empty ledger raises LedgerError."""
     with pytest.raises(LedgerError):
         fr.verify_ledger(tmp_path / "none.jsonl")
     (tmp_path / "empty.jsonl").write_text("")

@@ -21,7 +21,7 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 # slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
 @pytest.mark.slow
 def test_the_readme_runs_as_a_notebook(tmp_path, monkeypatch):
-    """(Moved from tests/test_notebook.py.)"""
+    """The README's Python section runs in a kernel, figures inline as PNG and results as HTML."""
     # the kernel inherits the environment: a backend chosen for this process (e.g. by a
     # command run in-process) must not decide the notebook's
     monkeypatch.delenv("MPLBACKEND", raising=False)
@@ -52,7 +52,7 @@ def test_the_readme_runs_as_a_notebook(tmp_path, monkeypatch):
 
 
 def test_compare_shows_a_progress_widget_in_a_notebook(tmp_path, monkeypatch):
-    """(Moved from tests/test_notebook_progress.py.)"""
+    """In a notebook fr.compare shows a tqdm widget, and results and predictions render as HTML."""
     monkeypatch.delenv("MPLBACKEND", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")

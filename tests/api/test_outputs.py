@@ -27,9 +27,9 @@ def results(table):
 
 @pytest.mark.parametrize("kind", ["compare", "fit", "search"])
 def test_to_json_refuses_the_table_it_came_from(table, results, kind):
-    """Audit case: to_json("x.csv") returned normally and x.csv became JSON.
+    """to_json onto the table a result was made from is refused, and the table is unchanged.
 
-    (Moved from tests/test_outputs_inputs.py.)"""
+    Audit case: to_json("x.csv") returned normally and x.csv became JSON."""
     before = table.read_bytes()
     with pytest.raises(ReportError, match=r"path .*x\.csv.*is an input of this result"):
         results[kind].to_json(str(table))
@@ -38,7 +38,7 @@ def test_to_json_refuses_the_table_it_came_from(table, results, kind):
 
 @pytest.mark.parametrize("kind", ["compare", "fit", "search"])
 def test_to_json_refuses_a_link_to_the_table(table, results, kind, tmp_path):
-    """(Moved from tests/test_outputs_inputs.py.)"""
+    """to_json onto a link to the input table is refused; the table and link stay."""
     link = tmp_path / "out.json"
     link.symlink_to(table)
     before = table.read_bytes()
@@ -49,7 +49,7 @@ def test_to_json_refuses_a_link_to_the_table(table, results, kind, tmp_path):
 
 @pytest.mark.parametrize("kind", ["compare", "fit", "search"])
 def test_to_json_never_writes_through_a_link(table, results, kind, tmp_path):
-    """(Moved from tests/test_outputs_inputs.py.)"""
+    """to_json onto a symbolic link to another file is refused; that file is unchanged."""
     outside = tmp_path / "elsewhere.txt"
     outside.write_text("keep me\n")
     link = tmp_path / "link.json"
@@ -61,7 +61,7 @@ def test_to_json_never_writes_through_a_link(table, results, kind, tmp_path):
 
 @pytest.mark.parametrize("kind", ["compare", "fit", "search"])
 def test_to_json_refuses_forms_toml(table, results, kind, tmp_path):
-    """(Moved from tests/test_outputs_inputs.py.)"""
+    """to_json onto forms.toml is refused and the forms file is unchanged."""
     forms = tmp_path / "forms.toml"
     forms.write_text('mine = "L0 + a*omega"\n')
     with pytest.raises(ReportError, match="forms.toml"):
@@ -71,7 +71,7 @@ def test_to_json_refuses_forms_toml(table, results, kind, tmp_path):
 
 @pytest.mark.parametrize("kind", ["compare", "fit", "search"])
 def test_report_refuses_a_folder_holding_the_table(table, results, kind, tmp_path):
-    """(Moved from tests/test_outputs_inputs.py.)"""
+    """report into the folder holding the input table is refused, even with force."""
     before = table.read_bytes()
     with pytest.raises(ReportError, match="a file this result was made from"):
         results[kind].report(str(tmp_path), force=True)
@@ -79,7 +79,7 @@ def test_report_refuses_a_folder_holding_the_table(table, results, kind, tmp_pat
 
 
 def test_ci_to_json_refuses_its_table(tmp_path, monkeypatch):
-    """(Moved from tests/test_outputs_inputs.py.)"""
+    """fr.ci's result refuses to_json onto the table it was made from."""
     monkeypatch.chdir(tmp_path)
     import pandas as pd
 
@@ -93,7 +93,7 @@ def test_ci_to_json_refuses_its_table(tmp_path, monkeypatch):
 
 
 def test_to_json_still_writes_a_new_file(table, results, tmp_path):
-    """(Moved from tests/test_outputs_inputs.py.)"""
+    """to_json writes a new file that is none of the inputs."""
     out = tmp_path / "out.json"
     results["fit"].to_json(str(out))
     assert out.read_text().startswith("{")

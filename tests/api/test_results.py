@@ -11,7 +11,7 @@ import fitrules as fr
 
 
 def test_summary_on_every_result():
-    """(Moved from tests/test_answer.py.)"""
+    """summary() of a fit and of a ci result is its text."""
     g = fr.load_example("smoke")
     f = fr.fit(g, "composition")
     assert f.summary() == str(f)
@@ -22,7 +22,7 @@ def test_summary_on_every_result():
 
 @pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_results_write_json_and_reports(df, tmp_path):
-    """(Moved from tests/test_api.py.)"""
+    """A comparison writes JSON and a report; a fit writes a report."""
     g = fr.load_grid(df, where="lr == 3e-4", derive="omega = 1/keep - 1")
     c = fr.compare(g, forms=["composition", "omega_only"], splits=20)
     c.to_json(tmp_path / "c.json")
@@ -33,7 +33,7 @@ def test_results_write_json_and_reports(df, tmp_path):
 
 
 def test_predict_returns_a_result_that_renders(tmp_path):
-    """(Moved from tests/test_api_face.py.)"""
+    """FittedForm.predict gives a Prediction dict with its text, repr, HTML and JSON."""
     f = fr.fit(fr.load_example("smoke"), "composition")
     p = f.predict(H=8, keep=0.25)
     assert isinstance(p, fr.Prediction) and isinstance(p, dict)
@@ -48,7 +48,7 @@ def test_predict_returns_a_result_that_renders(tmp_path):
 
 
 def test_html_views_and_help():
-    """(Moved from tests/test_notebook_api.py.)"""
+    """Grids, tunings and designs render HTML tables; help on fit and compare shows their docs."""
     g = fr.load_example("main", where="lr == 3e-4")
     t = fr.tune(fr.load_example("main"), "lr")
     d = fr.design(g, forms=["composition", "additive"], budget=6, splits=20, resamples=20)

@@ -77,9 +77,7 @@ class Stop(Exception):
 def test_recovers_a_known_truth_in_most_grids():
     """Small case of the recovery benchmark (benchmarks/bench_search.py): 10 grids, 5 of each
     truth, the grid's realistic noise (0.5% per run, 3 seeds); the most-picked form across
-    outer splits must be the truth in at least 8.
-
-    (Moved from tests/test_search.py.)"""
+    outer splits must be the truth in at least 8."""
     hits = []
     for g in range(10):
         expr, consts, key = TRUTHS[g % 2]
@@ -90,7 +88,7 @@ def test_recovers_a_known_truth_in_most_grids():
 
 
 def test_search_reports_outer_errors_optimism_and_references(small_search):
-    """(Moved from tests/test_search.py.)"""
+    """A search reports each budget's outer errors and optimism (outer/inner) and its references."""
     s = small_search
     b = s.budgets
     assert list(b.columns[:3]) == ["max_constants", "n_candidates", "outer_splits"]
@@ -111,7 +109,7 @@ def test_search_reports_outer_errors_optimism_and_references(small_search):
 
 
 def test_front_forms_go_to_compare_which_names_their_origin(small_search, tmp_path, monkeypatch):
-    """(Moved from tests/test_search.py.)"""
+    """Front forms written by forms_toml() run in fr.compare, which says they came from a search."""
     toml = small_search.forms_toml()
     (tmp_path / "forms.toml").write_text(toml)
     monkeypatch.chdir(tmp_path)
@@ -122,7 +120,7 @@ def test_front_forms_go_to_compare_which_names_their_origin(small_search, tmp_pa
 
 
 def test_results_do_not_depend_on_jobs():
-    """(Moved from tests/test_search.py.)"""
+    """A search with jobs=1 and jobs=2 gives the same budgets and choices."""
     runs = truth_runs("L0 + a*omega + b*log(H/8)", {"L0": 2.1, "a": 0.01, "b": 0.02}, seed=9)
     one = fr.search(runs, **SMALL, jobs=1, references=[])
     two = fr.search(runs, **SMALL, jobs=2, references=[])
@@ -131,7 +129,7 @@ def test_results_do_not_depend_on_jobs():
 
 
 def test_duplicates_on_the_grid_are_dropped():
-    """(Moved from tests/test_search.py.)"""
+    """Candidates equal on the grid's cells, or with a constant of no effect, are pruned."""
     # H at two levels: any one-variable function of H is the same as any other on these cells
     runs = truth_runs("L0 + a*omega + b*log(H/8)", {"L0": 2.1, "a": 0.01, "b": 0.02}, seed=2)
     runs = runs[runs["H"].isin([4, 16])]
@@ -164,7 +162,7 @@ def test_duplicates_on_the_grid_are_dropped():
     ],
 )
 def test_bad_search_input(kwargs, match):
-    """(Moved from tests/test_search.py.)"""
+    """fr.search refuses a bad variable, split, rule, split count, reference, grammar or jobs."""
     with pytest.raises(FitrulesError, match=match):
         fr.search(None, **{**SMALL, **kwargs})
 
@@ -173,7 +171,7 @@ def test_bad_search_input(kwargs, match):
 @pytest.mark.slow
 @pytest.mark.skipif(not CHINCHILLA.exists(), reason="shared/external data not present")
 def test_chinchilla_search_finds_the_law_or_better():
-    """(Moved from tests/test_search.py.)"""
+    """On Epoch's Chinchilla runs the search picks the Chinchilla law or an outer error as low."""
     g = fr.load_grid(
         CHINCHILLA, derive=["N = `Model Size`", "D = `Training FLOP`/(6*N)"], where="loss < 3.42"
     )
@@ -199,7 +197,7 @@ def test_chinchilla_search_finds_the_law_or_better():
 
 
 def test_public_names_and_a_grammar_object():
-    """(Moved from tests/test_search.py.)"""
+    """fr.search takes a fr.Grammar, its keyword options replacing the grammar's fields."""
     g = fr.Grammar(terms=1, max_constants=2, factors=("linear", "log"))
     s = fr.search(None, grammar=g, splits=3, inner_splits=2, references=[])
     # the grammar searched: the one given, its default interactions resolved for 2 variables
@@ -212,18 +210,18 @@ def test_public_names_and_a_grammar_object():
 
 
 def test_search_renders_in_a_notebook(small_search):
-    """(Moved from tests/test_search.py.)"""
+    """A search's HTML holds its table, the procedure and the chosen expression."""
     page = small_search._repr_html_()
     assert "<table" in page and "The procedure at each budget" in page
     assert small_search.chosen.expression.replace("*", "") in page.replace("*", "")
 
 
 def test_one_outer_split_says_the_front_cannot_be_tested():
-    """Issue 29: with --split extrapolate:N (one outer split) the front held only the
-    2-constant row, and the text called it "the front's lowest outer error" beside lower
-    outer errors at 3 and 4 constants.
+    """With one outer split (extrapolate:N) a search says its front cannot be tested.
 
-    (Moved from tests/test_search_question.py.)"""
+    Issue 29: with --split extrapolate:N (one outer split) the front held only the
+    2-constant row, and the text called it "the front's lowest outer error" beside lower
+    outer errors at 3 and 4 constants."""
     g = fr.load_grid(nd_runs().query("N < 1e9"), metric="loss")  # 4 levels: one cut
     s = fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
     assert s.settings["n_outer"] == 1 and s.settings["front_testable"] is False
@@ -237,7 +235,7 @@ def test_one_outer_split_says_the_front_cannot_be_tested():
 
 
 def test_front_text_never_calls_a_budget_lowest_when_another_is_lower():
-    """(Moved from tests/test_search_question.py.)"""
+    """The text calls a budget lowest only if no other budget's outer median is lower."""
     g = fr.load_grid(nd_runs(), metric="loss")
     s = fr.search(g, references=[], **LOG_ONLY)
     text = str(s)
@@ -249,10 +247,10 @@ def test_front_text_never_calls_a_budget_lowest_when_another_is_lower():
 
 
 def test_every_form_named_is_printed_with_its_expression():
-    """Issue 29: a table line "(s0005, 100%)" named a form whose expression was printed
-    nowhere.
+    """Each form a search names has its expression in the text, Markdown, JSON and HTML.
 
-    (Moved from tests/test_search_question.py.)"""
+    Issue 29: a table line "(s0005, 100%)" named a form whose expression was printed
+    nowhere."""
     g = fr.load_grid(nd_runs(), metric="loss")
     s = fr.search(g, references=[], **LOG_ONLY)
     text, md, html = str(s), s_markdown(s), s._repr_html_()
@@ -267,7 +265,7 @@ def test_every_form_named_is_printed_with_its_expression():
 
 
 def test_search_points_are_checked_before_any_fit(tmp_path, capsys):
-    """(Moved from tests/test_search_question.py.)"""
+    """A search point missing a variable (--at) or naming a non-variable (at=) is refused first."""
     path = tmp_path / "nd.csv"
     nd_runs().to_csv(path, index=False)
     refused(["search", "--data", path, "--metric", "loss", "--at", "N=1e13"], capsys, tmp_path,
@@ -277,7 +275,7 @@ def test_search_points_are_checked_before_any_fit(tmp_path, capsys):
 
 
 def test_search_on_one_cell_per_level_extrapolates_rather_than_refusing():
-    """(Moved from tests/test_search_question.py.)"""
+    """extrapolate:D over one cell per level of D runs several outer splits instead of refusing."""
     D = 200.0 * 2.0 ** np.arange(12)
     rows = pd.DataFrame({"D": D, "loss": 2.0 + 30.0 / (50.0 + D**0.7)})
     s = fr.search(fr.load_grid(rows, metric="loss"), split="extrapolate:D", references=[],
@@ -286,9 +284,9 @@ def test_search_on_one_cell_per_level_extrapolates_rather_than_refusing():
 
 
 def test_too_few_levels_to_extrapolate_inside_falls_back_to_random_inner_splits_and_says_so():
-    """Found by bench_published --search: ParScale's training runs have 3 levels of P.
+    """With 3 levels of N, extrapolate:N uses random inner splits and says why.
 
-    (Moved from tests/test_search_question.py.)"""
+    Found by bench_published --search: ParScale's training runs have 3 levels of P."""
     g = fr.load_grid(nd_runs().query("N < 1e8"), metric="loss")  # 3 levels of N
     s = fr.search(g, split="extrapolate:N", references=[], **LOG_ONLY)
     assert s.settings["n_outer"] == 1
@@ -297,7 +295,7 @@ def test_too_few_levels_to_extrapolate_inside_falls_back_to_random_inner_splits_
 
 
 def test_a_staged_search_picks_in_each_outer_split_among_what_its_screen_kept():
-    """(Moved from tests/test_search_question.py.)"""
+    """A staged search (screen=1) picks among its survivors and chooses as the full search does."""
     g = fr.load_grid(nd_runs(), metric="loss")
     full = fr.search(g, references=[], screen=0, **LOG_ONLY)
     staged = fr.search(g, references=[], screen=1, **LOG_ONLY)
@@ -314,7 +312,7 @@ def test_a_staged_search_picks_in_each_outer_split_among_what_its_screen_kept():
 
 
 def test_screen_is_checked(capsys, tmp_path):
-    """(Moved from tests/test_search_question.py.)"""
+    """screen must be a whole number >= 0; --jobs with --scheduler local:N is refused."""
     g = fr.load_grid(nd_runs(), metric="loss")
     for bad in (-1, 2.5, "25", True):
         with pytest.raises(FitrulesError, match="screen"):
@@ -329,7 +327,7 @@ def test_screen_is_checked(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_search_on_a_dask_cluster_gives_the_local_result():
-    """(Moved from tests/test_search_question.py.)"""
+    """A search on a local Dask cluster gives the local search's choice, budgets and choices."""
     pytest.importorskip("distributed")
     g = fr.load_grid(nd_runs(), metric="loss")
     local = fr.search(g, references=[], screen=2, **LOG_ONLY)
@@ -342,9 +340,7 @@ def test_search_on_a_dask_cluster_gives_the_local_result():
 
 def test_a_confirmed_search_prints_its_estimate_before_any_fit(grid_csv):
     """With yes=True (--yes) the long search runs; its plan and estimate come first (issue
-    31, serious 1: the pilots used to run on every mask before the estimate).
-
-    (Moved from tests/test_search_limits.py.)"""
+    31, serious 1: the pilots used to run on every mask before the estimate)."""
     seen = {}
 
     def on_plan(plan, seconds):
@@ -360,16 +356,16 @@ def test_a_confirmed_search_prints_its_estimate_before_any_fit(grid_csv):
 
 
 def test_limit_error_is_a_documented_error():
-    """(Moved from tests/test_search_limits.py.)"""
+    """LimitError is a FitrulesError."""
     assert issubclass(LimitError, fr.FitrulesError)
 
 
 def test_a_budget_without_a_final_choice_renders(grid_csv):
-    """Audit case: ``search --objective abs_ls`` on losses that change sign raised
-    ``KeyError: nan`` in render_search (issue 31, major): a budget with no final choice next
-    to one with a choice holds NaN once pandas mixes None with names.
+    """A search with a budget that has no final choice (NaN) renders as text, JSON, TOML and HTML.
 
-    (Moved from tests/test_search_limits.py.)"""
+    Audit case: ``search --objective abs_ls`` on losses that change sign raised
+    ``KeyError: nan`` in render_search (issue 31, major): a budget with no final choice next
+    to one with a choice holds NaN once pandas mixes None with names."""
     s = fr.search(str(grid_csv), terms=1, max_constants=3, splits=4, inner_splits=3,
                   references=[])  # fmt: skip
     budgets = s.budgets.to_dict("records")

@@ -9,7 +9,7 @@ from conftest import DATA, composition_grid
 
 
 def test_a_level_without_runs_on_the_tuning_seeds_is_named(tmp_path):
-    """(Moved from tests/test_round_two_minor.py.)"""
+    """fr.tune warns about a level (lr 1e-3) with no run on the tuning seeds."""
     a = composition_grid().assign(lr=3e-4)
     b = composition_grid(rng_seed=1).assign(lr=1e-3, loss=lambda d: d["loss"] - 0.1)
     b = b[b["seed"] != 0]  # lr 1e-3 has no run on seed 0, the tuning seed

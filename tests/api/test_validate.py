@@ -9,7 +9,7 @@ from helpers import run
 
 
 def test_validate_says_what_the_command_prints(capsys):
-    """(Moved from tests/test_api_commands.py.)"""
+    """fr.validate()'s text is the validate command's output; its facts, JSON and HTML agree."""
     v = fr.validate()
     code, out, _ = run(["validate"], capsys)
     assert code == 0 and str(v) == out.rstrip("\n")
@@ -18,7 +18,7 @@ def test_validate_says_what_the_command_prints(capsys):
 
 
 def test_validate_with_tuning_puts_the_tuning_first(capsys):
-    """(Moved from tests/test_api_commands.py.)"""
+    """fr.validate with tune='lr' prints what validate --tune lr prints, and holds the tuning."""
     v = fr.validate(fr.load_example("tuned"), tune="lr")
     code, out, _ = run(["validate", "--data", "tuned", "--tune", "lr"], capsys)
     assert code == 0 and str(v) == out.rstrip("\n") and v.tuning is not None

@@ -6,7 +6,7 @@ from conftest import DATA
 
 
 def test_the_default_grid_at_ten_thousand_splits_is_within_the_limits():
-    """(Moved from tests/test_limits.py.)"""
+    """10,000 random splits are allowed; the default forms' fits on 20 cells need under 1 GiB."""
     from fitrules.engine.fit import fit_memory
     from fitrules.model.forms import BUILTIN_FORMS, DEFAULT_FORMS
     from fitrules.model.splits import RandomSplit
@@ -18,7 +18,7 @@ def test_the_default_grid_at_ten_thousand_splits_is_within_the_limits():
 
 
 def test_limits_are_documented():
-    """(Moved from tests/test_limits.py.)"""
+    """fitrules.base.limits documents the 10,000-split limit and holds its limits as integers."""
     from fitrules.base import limits
 
     doc = limits.__doc__ or ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_exchange_swaps_two_directories(tmp_path):
-    """(Moved from tests/test_outputs.py.)"""
+    """exchange(a, b) swaps the contents of two directories."""
     from fitrules.base.outputs import exchange
 
     a, b = tmp_path / "a", tmp_path / "b"

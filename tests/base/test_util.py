@@ -9,9 +9,7 @@ import pytest
 
 def test_progress_bar_uses_the_mean_rate():
     """The ETA is the mean rate since the start (smoothing 0), so unequal pieces of work
-    (forms of unequal cost, the verdict's fits) do not swing it; the bar counts splits.
-
-    (Moved from tests/test_api_face.py.)"""
+    (forms of unequal cost, the verdict's fits) do not swing it; the bar counts splits."""
     from fitrules.base.util import split_progress
 
     with split_progress(300, 12, "fitting 6 forms", True) as step:
@@ -23,9 +21,7 @@ def test_progress_bar_uses_the_mean_rate():
 
 
 def test_json_floats_do_not_change_with_the_last_digit():
-    """Another BLAS changes the last of a float's 17 digits; reports must not follow it.
-
-    (Moved from tests/test_rough_edges.py.)"""
+    """Another BLAS changes the last of a float's 17 digits; reports must not follow it."""
     from fitrules.base.util import json_ready
 
     for x in (0.06698664605963957, 2.1397175121455803, 665669.6759764799, 1e-7 / 3):

@@ -111,7 +111,7 @@ def test_an_address_with_no_port_reaches_dask_with_its_port(tmp_path, distribute
 
 
 def test_mismatched_workers_are_named():
-    """(Moved from tests/test_cluster.py.)"""
+    """match_workers names, in one line, each worker with another fitrules or none at all."""
     ours = ("0.1.0", "a" * 64)
     found = {
         "tcp://10.0.0.2:4000": ours,
@@ -128,7 +128,7 @@ def test_mismatched_workers_are_named():
 
 
 def test_local_cluster_gives_the_local_pool_numbers(tmp_path, distributed, capsys):
-    """(Moved from tests/test_cluster.py.)"""
+    """simulate --scheduler local:2 writes the committed smoke grid, its manifest the 2 workers."""
     out = tmp_path / "smoke.csv"
     spec = str(DATA / "specs" / "smoke.toml")
     assert main(["simulate", spec, "--out", str(out), "--scheduler", "local:2"]) == 0
@@ -141,7 +141,7 @@ def test_local_cluster_gives_the_local_pool_numbers(tmp_path, distributed, capsy
 
 
 def test_a_run_that_keeps_failing_is_named_and_the_rest_kept(tmp_path, distributed, monkeypatch):
-    """(Moved from tests/test_cluster.py.)"""
+    """A run failing every retry is named, the other 11 are kept, and a rerun completes the grid."""
     attempts = []
 
     def run_or_fail(cfg, corpus):
@@ -170,7 +170,7 @@ def test_a_run_that_keeps_failing_is_named_and_the_rest_kept(tmp_path, distribut
 
 @pytest.mark.timing
 def test_a_worker_killed_mid_grid_loses_nothing(tmp_path, distributed):
-    """(Moved from tests/test_cluster.py.)"""
+    """A worker killed mid-grid loses no run and duplicates none: the table is the smoke grid."""
     out = tmp_path / "smoke.csv"
     with cluster.local_cluster(2) as lc, distributed.Client(lc) as client:
         pids = client.run(os.getpid)
@@ -201,7 +201,7 @@ def test_a_worker_killed_mid_grid_loses_nothing(tmp_path, distributed):
 
 @pytest.mark.timing
 def test_an_interrupted_cluster_grid_resumes_to_the_same_table(tmp_path, distributed):
-    """(Moved from tests/test_cluster.py.)"""
+    """A cluster grid interrupted after 4 runs resumes with the other 8 to the committed table."""
     out = tmp_path / "smoke.csv"
 
     def stop_after_four(row):

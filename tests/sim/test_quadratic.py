@@ -44,7 +44,7 @@ def distributed():
 
 
 def test_a_quadratic_spec_makes_quadratic_runs():
-    """(Moved from tests/test_quadratic.py.)"""
+    """model = quadratic, at the top or in [fixed], makes the spec's 8 runs QuadConfigs."""
     spec = parse_spec(SPEC, "q.toml")
     assert len(spec.runs) == 8 and all(isinstance(r, QuadConfig) for r in spec.runs)
     assert {(r.H, r.keep) for r in spec.runs} == {(1, 1.0), (1, 0.25), (4, 1.0), (4, 0.25)}
@@ -76,13 +76,13 @@ def test_a_quadratic_spec_makes_quadratic_runs():
     ],
 )  # fmt: skip
 def test_bad_quadratic_specs_are_named(text, match):
-    """(Moved from tests/test_quadratic.py.)"""
+    """parse_spec refuses each bad quadratic setting, naming it and what is allowed."""
     with pytest.raises(SimError, match=match):
         parse_spec(text, "q.toml")
 
 
 def test_cell_names_the_model():
-    """(Moved from tests/test_quadratic.py.)"""
+    """cell_spec takes model=quadratic, refuses an unknown or clashing model; the default is MLP."""
     spec = cell_spec("model=quadratic,H=4,dim=50")
     assert isinstance(spec.runs[0], QuadConfig) and spec.runs[0].H == 4
     assert spec.name == "cell:model=quadratic,H=4,dim=50"
@@ -99,7 +99,7 @@ def test_cell_names_the_model():
 
 
 def test_simulate_writes_the_table_and_a_rerun_changes_nothing(tmp_path):
-    """(Moved from tests/test_quadratic.py.)"""
+    """simulate writes the runs and a manifest; a rerun changes nothing, a resume adds the same."""
     spec = parse_spec(SPEC, "q.toml")
     out = tmp_path / "q.csv"
     table = simulate(spec, out, show_progress=False)
@@ -120,7 +120,7 @@ def test_simulate_writes_the_table_and_a_rerun_changes_nothing(tmp_path):
 
 
 def test_the_same_seed_gives_the_same_run_and_seeds_differ():
-    """(Moved from tests/test_quadratic.py.)"""
+    """A quadratic run is the same for the same seed and differs for another seed."""
     cfg = QuadConfig(dim=100, M=4, H=2, keep=0.5, rounds=50, burn_in=10)
     a, b = quadratic.run(cfg), quadratic.run(cfg)
     assert a["loss"] == b["loss"]
@@ -138,18 +138,14 @@ def test_the_same_seed_gives_the_same_run_and_seeds_differ():
 )
 def test_every_way_of_drawing_a_run_meets_the_exact_loss(inner, settings):
     """Each draw of the same process (the mean message at once, each worker's displacement at
-    once, every SGD step) against fitrules.engine.theory's expectation of the run's own average.
-
-    (Moved from tests/test_quadratic.py.)"""
+    once, every SGD step) against fitrules.engine.theory's expectation of the run's own average."""
     cfg = QuadConfig(dim=500, lr=0.1, rounds=1200, burn_in=200, inner=inner, **settings)
     expected = theory.exact_loss(asdict(cfg), (cfg.burn_in, cfg.rounds))
     assert quadratic.run(cfg)["loss"] / expected == pytest.approx(1.0, abs=0.05)
 
 
 def test_inner_steps_have_the_exact_law_of_one_draw():
-    """The displacement after H SGD steps: mean (a**H - 1) x, variance lr^2 V sum a^(2k).
-
-    (Moved from tests/test_quadratic.py.)"""
+    """The displacement after H SGD steps: mean (a**H - 1) x, variance lr^2 V sum a^(2k)."""
     cfg = QuadConfig(dim=20_000, M=2, H=5, lr=0.2, noise=1.5)
     s = quadratic.curvatures("constant", cfg.dim, 1.0, 1.0)
     x = np.full(cfg.dim, 2.0)
@@ -162,14 +158,14 @@ def test_inner_steps_have_the_exact_law_of_one_draw():
 
 
 def test_a_step_beyond_the_limit_diverges_and_is_recorded():
-    """(Moved from tests/test_quadratic.py.)"""
+    """lr=2.5 on unit curvature diverges: the run stops early with diverged set and loss NaN."""
     cfg = QuadConfig(dim=50, M=1, lr=2.5, rounds=2000, burn_in=0, init=1.0)
     row = quadratic.run(cfg)
     assert row["diverged"] and np.isnan(row["loss"]) and row["rounds_run"] < 2000
 
 
 def test_the_median_holds_below_half_attackers_and_breaks_at_half():
-    """(Moved from tests/test_quadratic.py.)"""
+    """The median holds against 3 of 8 sign-flip attackers and diverges at 4; trimmed at 3."""
     base = QuadConfig(dim=200, M=8, H=2, lr=0.1, rounds=400, burn_in=100, aggregator="median",
                       attack="signflip", attack_scale=10.0, attack_mode="coordinated")  # fmt: skip
     held = [quadratic.run(replace(base, attackers=n)) for n in range(4)]
@@ -183,14 +179,14 @@ def test_the_median_holds_below_half_attackers_and_breaks_at_half():
 
 
 def test_topk_runs_with_error_feedback():
-    """(Moved from tests/test_quadratic.py.)"""
+    """A top-k compressor at keep 0.1 runs to a finite loss with omega 9."""
     row = quadratic.run(QuadConfig(dim=100, M=4, keep=0.1, compressor="topk", rounds=100,
                                    burn_in=10))  # fmt: skip
     assert np.isfinite(row["loss"]) and row["omega"] == pytest.approx(9.0)
 
 
 def test_local_cluster_gives_the_local_table(tmp_path, distributed):
-    """(Moved from tests/test_quadratic.py.)"""
+    """A quadratic grid on a local:2 Dask cluster gives exactly the table made locally."""
     spec = parse_spec(SPEC, "q.toml")
     here = simulate(spec, tmp_path / "here.csv", show_progress=False)
     there = simulate(spec, tmp_path / "there.csv", scheduler="local:2", show_progress=False)
@@ -203,7 +199,7 @@ def test_local_cluster_gives_the_local_table(tmp_path, distributed):
 
 
 def test_the_committed_quadratic_grid_is_its_spec():
-    """(Moved from tests/test_quadratic.py.)"""
+    """data/quadratic.csv holds its spec's runs in order; its first run remade has the same loss."""
     from conftest import DATA
 
     spec = load_spec(DATA / "specs" / "quadratic.toml")
@@ -219,9 +215,7 @@ def test_the_committed_quadratic_grid_is_its_spec():
 @pytest.mark.parametrize("M", [15, 16])
 def test_the_median_from_the_sort_is_numpys_median(M):
     """The aggregator sorts once for the median and the trimmed mean (faster than np.median);
-    the values must be np.median's, bit for bit, so committed grids stay reproducible.
-
-    (Moved from tests/test_quadratic.py.)"""
+    the values must be np.median's, bit for bit, so committed grids stay reproducible."""
     c = np.random.default_rng(M).standard_normal((M, 300))
     got = quadratic._aggregate(c, QuadConfig(M=M, aggregator="median"))
     np.testing.assert_array_equal(got, np.median(c, axis=0))

@@ -14,7 +14,7 @@ from fitrules.sim.spec import load_spec, parse_spec
 
 
 def test_smoke_grid_regenerates_to_the_committed_numbers(tmp_path):
-    """(Moved from tests/test_sim.py.)"""
+    """simulate remakes the smoke grid's committed losses and writes its manifest."""
     spec = load_spec(DATA / "specs" / "smoke.toml")
     out = tmp_path / "smoke.csv"
     table = simulate(spec, out, jobs=1, show_progress=False)
@@ -26,7 +26,7 @@ def test_smoke_grid_regenerates_to_the_committed_numbers(tmp_path):
 
 
 def test_interrupted_grid_resumes(tmp_path):
-    """(Moved from tests/test_sim.py.)"""
+    """A smoke table of 5 runs resumes: the 7 missing runs are added, with the committed losses."""
     spec = load_spec(DATA / "specs" / "smoke.toml")
     committed = pd.read_csv(DATA / "smoke.csv")
     out = tmp_path / "smoke.csv"
@@ -38,7 +38,7 @@ def test_interrupted_grid_resumes(tmp_path):
 
 
 def test_a_failing_run_is_named_and_the_others_kept(tmp_path, monkeypatch):
-    """(Moved from tests/test_sim.py.)"""
+    """A failing run is named, the other 11 kept without a manifest; a rerun completes the grid."""
     from fitrules.sim import runner
 
     spec = load_spec(DATA / "specs" / "smoke.toml")
@@ -58,7 +58,7 @@ def test_a_failing_run_is_named_and_the_others_kept(tmp_path, monkeypatch):
 
 
 def test_output_of_another_spec_is_refused(tmp_path):
-    """(Moved from tests/test_sim.py.)"""
+    """simulate refuses an output table made from a different spec and leaves it unchanged."""
     out = tmp_path / "g.csv"
     pd.read_csv(DATA / "smoke.csv").to_csv(out, index=False)
     before = out.read_bytes()

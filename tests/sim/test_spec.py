@@ -12,7 +12,7 @@ from fitrules.sim.spec import cell_spec, load_spec, parse_spec
 
 
 def test_spec_blocks_take_their_own_seeds():
-    """(Moved from tests/test_design.py.)"""
+    """A block's seeds replace the spec's; a block without seeds uses the spec's."""
     spec = parse_spec(
         'name = "x"\nseeds = [0]\n[fixed]\nwidth = 32\n[[block]]\nseeds = [5, 6]\n'
         "[block.fixed]\nH = 4\n[[block]]\n[block.fixed]\nH = 8\n"
@@ -21,7 +21,7 @@ def test_spec_blocks_take_their_own_seeds():
 
 
 def test_spec_fifo_and_nesting(tmp_path):
-    """(Moved from tests/test_input_files.py.)"""
+    """load_spec refuses a spec that is a pipe or is nested 3,000 deep."""
     from fitrules.sim.spec import load_spec
 
     os.mkfifo(tmp_path / "s.toml")
@@ -33,7 +33,7 @@ def test_spec_fifo_and_nesting(tmp_path):
 
 
 def test_cell_runs_one_configuration(tmp_path):
-    """(Moved from tests/test_sim.py.)"""
+    """cell_spec on the smoke spec gives one run with the cell's H and keep, seed 0, its width."""
     spec = cell_spec("H=8,keep=0.25", load_spec(DATA / "specs" / "smoke.toml"), "0")
     assert [(r.H, r.keep, r.seed, r.width) for r in spec.runs] == [(8, 0.25, 0, 32)]
 
@@ -54,13 +54,13 @@ def test_cell_runs_one_configuration(tmp_path):
     ],
 )
 def test_bad_specs(text, match):
-    """(Moved from tests/test_sim.py.)"""
+    """parse_spec refuses unknown factors, values out of range, empty lists, bad seeds or TOML."""
     with pytest.raises(SimError, match=match):
         parse_spec(text)
 
 
 def test_a_committed_spec_is_found_by_name(tmp_path, monkeypatch):
-    """(Moved from tests/test_sim.py.)"""
+    """load_spec finds a committed spec by name, with or without .toml, and lists them if not."""
     monkeypatch.chdir(tmp_path)
     assert load_spec("smoke").name == "smoke"
     assert load_spec("smoke.toml").name == "smoke"

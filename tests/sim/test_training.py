@@ -19,14 +19,14 @@ def corpus():
 
 
 def test_corpus_is_the_committed_slice(corpus):
-    """(Moved from tests/test_sim.py.)"""
+    """The loaded corpus has the hash in main's manifest, 37 symbols and over 50,000 valid ones."""
     manifest = json.loads((DATA / "main.manifest.json").read_text())
     assert corpus.sha256 == manifest["corpus_sha256"]
     assert corpus.vocab_size == 37 and len(corpus.valid) > 50_000
 
 
 def test_gradients_match_finite_differences():
-    """(Moved from tests/test_sim.py.)"""
+    """The MLP's gradients match central finite differences on 40 parameters."""
     shape = MLPShape(vocab=11, context=3, embed=4, hidden=7)
     rng = np.random.default_rng(0)
     flat = np.stack([init_params(shape, rng) for _ in range(2)]).astype(np.float64)
@@ -43,7 +43,7 @@ def test_gradients_match_finite_differences():
 
 
 def test_one_worker_every_step_no_momentum_is_plain_training(corpus):
-    """(Moved from tests/test_sim.py.)"""
+    """DiLoCo with one worker, H=1, no compression or momentum is plain training."""
     cfg = RunConfig(
         M=1,
         H=1,
@@ -61,7 +61,7 @@ def test_one_worker_every_step_no_momentum_is_plain_training(corpus):
 
 
 def test_randk_is_unbiased_with_variance_factor_omega():
-    """(Moved from tests/test_sim.py.)"""
+    """Rand-k compression is unbiased and its variance factor is omega, at keep 0.5 to 0.0625."""
     rng = np.random.default_rng(0)
     delta = rng.standard_normal((1, 2000)).astype(np.float32)
     for keep in (0.5, 0.25, 0.0625):
@@ -74,7 +74,7 @@ def test_randk_is_unbiased_with_variance_factor_omega():
 
 
 def test_topk_error_feedback_sends_everything_eventually():
-    """(Moved from tests/test_sim.py.)"""
+    """Top-k at keep 0.1 sends 10 of 100 entries per worker and keeps the rest as its error."""
     rng = np.random.default_rng(0)
     delta = rng.standard_normal((2, 100)).astype(np.float32)
     cfg = RunConfig(keep=0.1, compressor="topk")
@@ -85,7 +85,7 @@ def test_topk_error_feedback_sends_everything_eventually():
 
 
 def test_same_seed_same_start_and_batches(corpus):
-    """(Moved from tests/test_sim.py.)"""
+    """Runs with the same seed draw the same batches whatever their H and keep."""
     a = RunConfig(H=4, keep=0.5, width=16, steps=8, seed=5)
     b = RunConfig(H=8, keep=1.0, width=16, steps=8, seed=5)
     from fitrules.sim.diloco import _batches

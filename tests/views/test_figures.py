@@ -130,9 +130,9 @@ def h_keep_tuning():
 
 
 def test_residual_offsets_stay_within_half_the_gap_between_levels(cmp):
-    """The offset that separated forms was +-2 units where omega levels are 1 apart.
+    """Forms' residuals are offset within half the gap between levels, each form on its own side.
 
-    (Moved from tests/test_figure_faults.py.)"""
+    The offset that separated forms was +-2 units where omega levels are 1 apart."""
     ax = cmp.plot_residuals("omega")
     levels = np.unique(cmp.cells.table["omega"])
     gap = np.min(np.diff(levels))
@@ -147,9 +147,7 @@ def test_residual_offsets_stay_within_half_the_gap_between_levels(cmp):
 
 def test_the_paired_caption_leads_with_the_verdict(cmp):
     """It led with "lower in 174 of 212 splits", which the README calls not evidence; the
-    verdict is now the caption under the axes (issue 44: a six-line title), the title one line.
-
-    (Moved from tests/test_figure_faults.py.)"""
+    verdict is now the caption under the axes (issue 44: a six-line title), the title one line."""
     ax = cmp.plot_paired("composition", "additive")
     assert ax.get_title() == "composition against additive: held-out error per split"
     (note,) = figures.captions(ax)
@@ -165,9 +163,9 @@ def test_the_paired_caption_leads_with_the_verdict(cmp):
 
 
 def test_legends_sit_in_free_space(cmp, design):
-    """Legends covered curves (heldout_ecdf), off-chart points and candidate points.
+    """No figure's legend overlaps what is plotted, and each legend stays inside its figure.
 
-    (Moved from tests/test_figure_faults.py.)"""
+    Legends covered curves (heldout_ecdf), off-chart points and candidate points."""
     for name, ax in _figures_with_legends(cmp, design):
         assert ax.get_legend() is not None, name
         assert figures.legend_overlap(ax) == 0, name
@@ -175,9 +173,9 @@ def test_legends_sit_in_free_space(cmp, design):
 
 
 def test_the_design_figure_keeps_its_labels_inside(design):
-    """The chosen cell at the top of the plane had its label clipped.
+    """The design figure's title and labels stay inside the figure, cell labels inside the axes.
 
-    (Moved from tests/test_figure_faults.py.)"""
+    The chosen cell at the top of the plane had its label clipped."""
     ax = design_figure(design)
     assert len(ax.texts) >= 2
     for t in [*ax.texts, ax.title]:
@@ -189,9 +187,9 @@ def test_the_design_figure_keeps_its_labels_inside(design):
 
 
 def test_observed_vs_predicted_shows_residuals_at_their_scale(cmp):
-    """On a 2 to 3.4 range, 0.5% residuals were squeezed into a line.
+    """Observed against predicted has a residual panel in % of observed, filled by the residuals.
 
-    (Moved from tests/test_figure_faults.py.)"""
+    On a 2 to 3.4 range, 0.5% residuals were squeezed into a line."""
     ax = cmp.plot_fit("composition")
     panels = ax.figure.axes
     assert len(panels) == 2
@@ -212,9 +210,9 @@ def test_observed_vs_predicted_shows_residuals_at_their_scale(cmp):
 
 
 def test_axes_carry_units(cmp):
-    """x axes (N, D, H) never carried units.
+    """Axes carry the harness's units (H in inner steps, loss in nats) and those given by units=.
 
-    (Moved from tests/test_figure_faults.py.)"""
+    x axes (N, D, H) never carried units."""
     assert cmp.plot_curves("composition", "H").get_xlabel() == "H (inner steps)"
     assert cmp.plot_residuals("H").get_xlabel() == "H (inner steps)"
     assert "loss (nats)" in cmp.plot_fit("composition").get_ylabel()
@@ -229,7 +227,7 @@ def test_axes_carry_units(cmp):
 
 
 def test_bad_units_are_refused():
-    """(Moved from tests/test_figure_faults.py.)"""
+    """load_grid refuses units= naming no column or not written as NAME=UNIT pairs."""
     from fitrules.base.errors import GridError
 
     with pytest.raises(GridError, match="has no column 'Q'"):
@@ -239,10 +237,10 @@ def test_bad_units_are_refused():
 
 
 def test_one_forms_small_residuals_do_not_push_a_rivals_off_the_chart():
-    """On the four-factor sheet, a form that misses width had all 24 residuals off the chart:
-    the range came from the pooled quartiles, set by the good form's near-zero residuals.
+    """A poor form's residuals stay on the chart beside a good form's near-zero ones.
 
-    (Moved from tests/test_figure_faults.py.)"""
+    On the four-factor sheet, a form that misses width had all 24 residuals off the chart:
+    the range came from the pooled quartiles, set by the good form's near-zero residuals."""
     cells = load_grid(composition_grid()).cells(["H", "omega"])
     good = (Form("good", "L0 + a*omega*(H/16)**b", ("H", "omega")), TRUTH)
     flat = (Form("flat", "L0 + a*omega", ("omega",)), {"L0": 2.2, "a": 0.02})
@@ -251,9 +249,9 @@ def test_one_forms_small_residuals_do_not_push_a_rivals_off_the_chart():
 
 
 def test_tuning_curves_with_many_configurations_keep_their_axes():
-    """36 configurations gave a legend so tall that the axes shrank to a strip.
+    """Tuning curves of 36 configurations keep axes over half the figure and name the count.
 
-    (Moved from tests/test_figure_faults.py.)"""
+    36 configurations gave a legend so tall that the axes shrank to a strip."""
     from fitrules.jobs.tune import tune
     from tools.contact import four_factor_table
 
@@ -264,7 +262,7 @@ def test_tuning_curves_with_many_configurations_keep_their_axes():
 
 
 def test_a_runaway_split_does_not_stretch_the_paired_scatter():
-    """(Moved from tests/test_figures.py.)"""
+    """A split at 1e6% leaves the paired scatter's axis below 100, counted off the chart."""
     ax = figures.paired_scatter(_cmp(), "a", "b")
     lo, hi = ax.get_xlim()
     assert hi < 100, "one split at 1e6 % set the axis"
@@ -274,7 +272,7 @@ def test_a_runaway_split_does_not_stretch_the_paired_scatter():
 
 
 def test_the_ecdf_shows_that_curves_continue_beyond_the_edge():
-    """(Moved from tests/test_figures.py.)"""
+    """A split at 1e6% leaves the ECDF's axis below 100, with an arrow and a legend entry for it."""
     ax = figures.heldout_ecdf(_cmp())
     assert ax.get_xlim()[1] < 100
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -285,7 +283,7 @@ def test_the_ecdf_shows_that_curves_continue_beyond_the_edge():
 
 
 def test_titles_fit_in_the_figure():
-    """(Moved from tests/test_figures.py.)"""
+    """Titles of the paired scatter and the ECDF with long form names stay inside the figure."""
     long = ("composition_with_a_free_exponent_on_omega", "additive_with_five_constants_fitted")
     assert _inside_figure(figures.paired_scatter(_cmp(long), *long))
     assert _inside_figure(figures.heldout_ecdf(_cmp(long)))
@@ -293,7 +291,7 @@ def test_titles_fit_in_the_figure():
 
 
 def test_no_hatching_legend_without_hatched_bars():
-    """(Moved from tests/test_figures.py.)"""
+    """The errors-by-split legend lists 'degenerate' only when a bar is degenerate (hatched)."""
     ax = figures.errors_by_split(_cmp(n=1, runaway=0, protocol="extrapolate:H>=64"))
     assert "degenerate" not in [t.get_text() for t in ax.get_legend().get_texts()]
     ax = figures.errors_by_split(_cmp(n=1, runaway=0, degenerate=True, protocol="extrapolate"))
@@ -302,9 +300,9 @@ def test_no_hatching_legend_without_hatched_bars():
 
 
 def test_paired_differences_axis_is_not_forced_to_zero():
-    """11 differences of -0.2 +- 0.003 sat in a thin strip when the axis had to reach 0.
+    """Paired differences far from zero get an axis around them and a note that zero is above.
 
-    (Moved from tests/test_figures.py.)"""
+    11 differences of -0.2 +- 0.003 sat in a thin strip when the axis had to reach 0."""
     d = -0.2 + 0.003 * np.random.default_rng(1).standard_normal(11)
     ci = SimpleNamespace(diffs=d.tolist(), seeds=list(range(11)), mean_diff=float(d.mean()),
                          level=0.95, t_interval=(float(d.mean()) - 0.002, float(d.mean()) + 0.002),
@@ -319,7 +317,7 @@ def test_paired_differences_axis_is_not_forced_to_zero():
 
 
 def test_residual_maps_of_all_forms_share_one_colour_scale():
-    """(Moved from tests/test_figures.py.)"""
+    """A report's residual maps share one colour scale; each form's variables get their plots."""
     from conftest import composition_grid
     from fitrules import api
     from fitrules.views.markdown import _fit_figures
@@ -339,7 +337,7 @@ def test_residual_maps_of_all_forms_share_one_colour_scale():
 
 
 def test_curves_against_a_continuous_variable_bin_the_other():
-    """(Moved from tests/test_figures.py.)"""
+    """Curves against N on scattered N, D runs group D in 4 bins, on log axes, keys after groups."""
     rng = np.random.default_rng(0)
     N, D = 10 ** rng.uniform(7.5, 10, 80), 10 ** rng.uniform(9, 11.5, 80)
     table = pd.DataFrame({"N": N, "D": D, "value": 1.8 + 480 / N**0.35 + 2000 / D**0.37,
@@ -362,7 +360,7 @@ def test_curves_against_a_continuous_variable_bin_the_other():
     [(np.r_[np.linspace(1, 3, 99), 1e6], False), (np.geomspace(0.1, 1e3, 50), True)],
 )
 def test_robust_range(values, log):
-    """(Moved from tests/test_figures.py.)"""
+    """robust_range leaves a lone outlier out of a linear range and makes a geometric spread log."""
     lo, hi, is_log = figures.robust_range(values)
     assert is_log == log
     assert hi < 10 if not log else hi > 900
@@ -370,9 +368,7 @@ def test_robust_range(values, log):
 
 def test_one_residual_sign_in_every_figure_and_table():
     """Issue 32: the same cell was -2.2 in the residual map and +2.2 under observed against
-    predicted. Now every view shows observed - predicted, in % of observed, and says so.
-
-    (Moved from tests/test_figures.py.)"""
+    predicted. Now every view shows observed - predicted, in % of observed, and says so."""
     from conftest import composition_grid
     from fitrules import api
 
@@ -410,7 +406,7 @@ def test_one_residual_sign_in_every_figure_and_table():
 
 
 def test_log_axes_are_ticked_at_the_levels_and_labels_replace_names():
-    """(Moved from tests/test_figures.py.)"""
+    """H's log axis is ticked at its levels; axis_labels renames axes, refusing text without =."""
     from conftest import composition_grid
     from fitrules import api
 
@@ -426,7 +422,7 @@ def test_log_axes_are_ticked_at_the_levels_and_labels_replace_names():
 
 
 def test_the_ecdf_marks_the_noise_floor():
-    """(Moved from tests/test_figures.py.)"""
+    """The held-out ECDF's legend marks the noise floor (0.3%)."""
     ax = figures.heldout_ecdf(_cmp(runaway=0))
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(t.startswith("noise floor 0.3%") for t in labels)
@@ -434,9 +430,9 @@ def test_the_ecdf_marks_the_noise_floor():
 
 
 def test_residual_map_of_a_fit_with_no_finite_prediction():
-    """A transfer report whose fit on all cells failed crashed in nanmax of nothing.
+    """A residual map of constants with no finite prediction says so instead of crashing.
 
-    (Moved from tests/test_hostile_input.py.)"""
+    A transfer report whose fit on all cells failed crashed in nanmax of nothing."""
     from fitrules.model.forms import BUILTIN_FORMS
     from fitrules.model.grids import load_grid
     from fitrules.views import figures
@@ -449,7 +445,7 @@ def test_residual_map_of_a_fit_with_no_finite_prediction():
 
 
 def test_figure_labels_are_true_to_the_data():
-    """(Moved from tests/test_rough_edges.py.)"""
+    """With one run per cell and no unit known, labels say 'one run' and invent no unit."""
     from fitrules import api
     from fitrules.views import figures
 
@@ -464,7 +460,7 @@ def test_figure_labels_are_true_to_the_data():
 
 
 def test_lr_curves(h_keep_tuning):
-    """(Moved from tests/test_tune.py.)"""
+    """lr_curves draws a log-lr curve per configuration (or by= level) and refuses a non-factor."""
     t = h_keep_tuning
     ax = lr_curves(t)
     assert ax.get_xscale() == "log"
@@ -479,7 +475,7 @@ def test_lr_curves(h_keep_tuning):
 
 
 def test_chosen_levels_map(h_keep_tuning):
-    """(Moved from tests/test_tune.py.)"""
+    """chosen_levels_map rings edge choices, labels every configuration, refuses a non-factor."""
     t = h_keep_tuning
     ax = chosen_levels_map(t, x="H", y="keep")
     ab = t.choices[t.choices["fold"] == "A->B"]

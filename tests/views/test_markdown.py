@@ -10,7 +10,7 @@ SPLITS = 30  # the default grid and forms; few splits, to stay fast
 
 
 def test_the_same_conclusion_in_the_notebook_and_the_report(tmp_path):
-    """(Moved from tests/test_answer.py.)"""
+    """The HTML and the report open with the same conclusion; undrawn paired figures are counted."""
     # three forms: a report's figures are the slow part
     c = fr.compare(forms=["composition", "log_additive", "omega_only"], splits=SPLITS)
     page = c._repr_html_()

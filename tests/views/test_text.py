@@ -9,7 +9,7 @@ from fitrules.views.text import conclusion
 
 
 def test_no_pair_with_the_best_form():
-    """(Moved from tests/test_answer.py.)"""
+    """With no paired verdicts the conclusion is two lines; with no valid split it says so."""
     summary = [{"form": "a", "median_pct": 1.0, "splits_used": 9},
                {"form": "b", "median_pct": 2.0, "splits_used": 9}]  # fmt: skip
     assert len(conclusion(summary, [])) == 2
@@ -19,7 +19,7 @@ def test_no_pair_with_the_best_form():
 
 
 def test_a_verdict_resting_on_few_splits_warns_and_says_why():
-    """(Moved from tests/test_rough_edges.py.)"""
+    """With 261 of 300 splits set aside the warning and the verdict say how many and why."""
     from fitrules.jobs.compare import set_aside_warnings
     from fitrules.views.text import verdict_sentence
 
