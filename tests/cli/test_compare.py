@@ -156,10 +156,10 @@ def test_forms_from_forms_toml_left_out_are_named(tmp_path, monkeypatch, capsys)
 
 @pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_compare_progress_counts_splits_and_says_when_a_report_is_written(tmp_path, capsys):
-    """The bar counted fits ("5632/120000" for 10,000 splits) with an ETA swinging from 0:27
-    to 14:45; nothing showed while a report was written.
+    """compare --progress counts splits, not fits, and says when it is writing the report.
 
-    (Moved from tests/test_api_face.py.)"""
+    The bar counted fits ("5632/120000" for 10,000 splits) with an ETA swinging from 0:27
+    to 14:45; nothing showed while a report was written."""
     code, _, err = run(["compare", "--splits", 12, "--forms", "composition,omega_only",
                         "--progress", "--report", tmp_path / "r"], capsys)  # fmt: skip
     assert code == 0, err
@@ -168,9 +168,9 @@ def test_compare_progress_counts_splits_and_says_when_a_report_is_written(tmp_pa
 
 
 def test_seeds_option_holds_out_seed_ids_and_says_so(capsys):
-    """Issue 28 left the cells-and-seeds protocol without a command-line flag.
+    """``compare --seeds cells-and-seeds`` holds out seed ids too, and the protocol says so.
 
-    (Moved from tests/test_compare.py.)"""
+    Issue 28 left the cells-and-seeds protocol without a command-line flag."""
     from fitrules.cli import main
 
     assert main(["compare", "--splits", "12", "--forms", "composition,omega_only", "--seeds",

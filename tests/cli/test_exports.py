@@ -107,10 +107,10 @@ def test_dotted_name_without_backticks_is_told_to_use_them(tmp_path, capsys):
 
 
 def test_validate_and_load_grid_refuse_what_compare_refuses(tmp_path, capsys):
-    """validate said "58 cells, 1 run each" and fr.load_grid "59 runs in 58 cells" for the
-    table compare refused: the run exported twice.
+    """validate and fr.load_grid refuse a run exported twice, as compare does, or drop it if told.
 
-    (Moved from tests/test_exports.py.)"""
+    validate said "58 cells, 1 run each" and fr.load_grid "59 runs in 58 cells" for the
+    table compare refused: the run exported twice."""
     path = tmp_path / "wandb.csv"
     wandb_runs().to_csv(path, index=False)
     refused(["validate", path, "--metric", "val/loss"], capsys, tmp_path, "line 24 repeats")
@@ -125,10 +125,10 @@ def test_validate_and_load_grid_refuse_what_compare_refuses(tmp_path, capsys):
 
 
 def test_crashed_runs_are_never_kept_by_a_suggested_filter(tmp_path, capsys):
-    """Crashed runs that logged a last loss were pooled, and the suggested filter was
-    ``State == 'crashed'`` (the first level in alphabetical order): it kept only them.
+    """Crashed runs are excluded; the filter offered for a status-like factor keeps finished runs.
 
-    (Moved from tests/test_exports.py.)"""
+    Crashed runs that logged a last loss were pooled, and the suggested filter was
+    ``State == 'crashed'`` (the first level in alphabetical order): it kept only them."""
     path = tmp_path / "wandb.csv"
     wandb_runs(crashed_loss=True).to_csv(path, index=False)
     code, out, err = run(["compare", "--data", path, *FAST, "--drop-duplicates", "--metric",
@@ -146,10 +146,10 @@ def test_crashed_runs_are_never_kept_by_a_suggested_filter(tmp_path, capsys):
 
 
 def test_mlflow_export(tmp_path, capsys):
-    """``mlflow.search_runs().to_csv()``: metrics.*, params.* (as text), tags.*, a FAILED
-    run.
+    """An MLflow export runs with the options its refusals name; its FAILED run is excluded.
 
-    (Moved from tests/test_exports.py.)"""
+    ``mlflow.search_runs().to_csv()``: metrics.*, params.* (as text), tags.*, a FAILED
+    run."""
     path = tmp_path / "runs.csv"
     mlflow_runs().to_csv(path, index=False)
     out = _chain(
@@ -174,10 +174,10 @@ def test_mlflow_export(tmp_path, capsys):
 
 
 def test_wide_table_is_refused_with_the_reshape_that_works(tmp_path, capsys):
-    """``--metric loss_seed0`` ran on one seed ("20 runs in 20 cells", noise floor n/a) and
-    dropped the other seeds' columns without a word.
+    """A wide table (one loss column per seed) is refused with a pandas reshape that makes it long.
 
-    (Moved from tests/test_exports.py.)"""
+    ``--metric loss_seed0`` ran on one seed ("20 runs in 20 cells", noise floor n/a) and
+    dropped the other seeds' columns without a word."""
     path = tmp_path / "wide.csv"
     wide_table().to_csv(path, index=False)
     for extra in ([], ["--metric", "loss_seed0"]):
@@ -193,9 +193,9 @@ def test_wide_table_is_refused_with_the_reshape_that_works(tmp_path, capsys):
 
 
 def test_json_lines_read_as_json_with_nested_config(tmp_path, capsys):
-    """JSON lines were read as CSV: the error printed JSON fragments as "columns".
+    """A JSON-lines export is read as JSON, its nested config as dotted columns the refusals name.
 
-    (Moved from tests/test_exports.py.)"""
+    JSON lines were read as CSV: the error printed JSON fragments as "columns"."""
     path = write_jsonl(tmp_path / "runs.jsonl")
     out = _chain(
         capsys,
@@ -218,10 +218,10 @@ def test_json_lines_read_as_json_with_nested_config(tmp_path, capsys):
 
 
 def test_nested_seed_is_never_a_factor_or_a_filter(tmp_path, capsys):
-    """A flattened export's ``config.seed`` was called "a factor" and the advice was to
-    filter to ``config.seed == 0`` (one seed); the fix, --seed-col, was never named.
+    """A flattened ``config.seed`` is named the runs' seed, with --seed-col, and no filter offered.
 
-    (Moved from tests/test_exports.py.)"""
+    A flattened export's ``config.seed`` was called "a factor" and the advice was to
+    filter to ``config.seed == 0`` (one seed); the fix, --seed-col, was never named."""
     df = flattened_json().rename(columns={"config.H": "H", "config.keep": "keep",
                                           "summary.loss": "loss"})  # fmt: skip
     path = tmp_path / "flat.csv"

@@ -26,9 +26,9 @@ def test_unidentified_constants_and_their_prediction_print_no_inf(capsys):
 
 
 def test_inverse_variance_refusal_shows_a_plain_nan(tmp_path, capsys):
-    """The refusal printed ``np.float64(nan)``.
+    """Inverse-variance weights on one run per cell are refused naming a standard error of nan.
 
-    (Moved from tests/test_audit_minor.py.)"""
+    The refusal printed ``np.float64(nan)``."""
     path = tmp_path / "one.csv"
     composition_grid(seeds=1).to_csv(path, index=False)
     line = refused(["fit", "--data", path, "--form", "composition", "--weights",
@@ -37,10 +37,10 @@ def test_inverse_variance_refusal_shows_a_plain_nan(tmp_path, capsys):
 
 
 def test_log_huber_takes_cells_only(grid_csv, tmp_path, capsys):
-    """``--weights runs --objective log_huber`` was accepted though the README says
-    log_huber takes cells only.
+    """``--weights runs`` with ``--objective log_huber`` is refused: log_huber weighs cells once.
 
-    (Moved from tests/test_audit_minor.py.)"""
+    ``--weights runs --objective log_huber`` was accepted though the README says
+    log_huber takes cells only."""
     argv = ["fit", "--data", grid_csv, "--form", "composition", "--weights", "runs",
             "--objective", "log_huber"]  # fmt: skip
     refused(argv, capsys, tmp_path, r"--weights runs: .*log_huber weighs every cell once")
@@ -48,9 +48,9 @@ def test_log_huber_takes_cells_only(grid_csv, tmp_path, capsys):
 
 @pytest.mark.parametrize("rows", [1, 2])
 def test_fit_on_fewer_cells_than_constants_is_refused(tmp_path, capsys, rows):
-    """``fit`` on a 1- or 2-row table exited 0.
+    """``fit`` on fewer cells than the form has constants is refused, naming both counts.
 
-    (Moved from tests/test_audit_minor.py.)"""
+    ``fit`` on a 1- or 2-row table exited 0."""
     path = tmp_path / "few.csv"
     composition_grid(seeds=1).head(rows).to_csv(path, index=False)
     refused(["fit", "--data", path, "--form", "composition"], capsys, tmp_path,

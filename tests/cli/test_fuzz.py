@@ -52,9 +52,7 @@ def test_the_command_line_never_crashes(family):
 
 
 def test_the_checker_tells_each_outcome_apart(monkeypatch):
-    """The property is only as good as its checker: each failure must be seen.
-
-    (Moved from tests/test_fuzz_cli.py.)"""
+    """The property is only as good as its checker: each failure must be seen."""
     from fitrules.base.errors import FitrulesError
     from fitrules.cli import commands
 

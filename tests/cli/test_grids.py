@@ -148,9 +148,7 @@ def test_impossible_values_in_a_grid(tmp_path, capsys, column, value, match):
 
 @pytest.mark.parametrize("scale", [1e-300, 1e-30, 1e30])
 def test_rel_ls_does_not_notice_the_scale(tmp_path, capsys, scale):
-    """Losses times 1e-300 give the same fits (constants scaled) and no warning.
-
-    (Moved from tests/test_hostile_input.py.)"""
+    """Losses times 1e-300 give the same fits (constants scaled) and no warning."""
     base, scaled = composition_grid(), composition_grid()
     scaled["loss"] *= scale
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
@@ -250,9 +248,7 @@ def test_a_derived_column_must_be_finite(grid_csv, tmp_path, capsys):
 
 
 def test_values_on_scales_too_far_apart_for_one_unit(tmp_path, capsys):
-    """A transfer from a grid at 1e-300 to one at 1e90: no common unit; no warning either.
-
-    (Moved from tests/test_hostile_input.py.)"""
+    """A transfer from a grid at 1e-300 to one at 1e90: no common unit; no warning either."""
     import warnings
 
     tiny, huge = composition_grid(), composition_grid()
@@ -274,9 +270,7 @@ def test_values_on_scales_too_far_apart_for_one_unit(tmp_path, capsys):
 
 
 def test_micro_sign_column_is_read_as_typed(micro_csv, capsys):
-    """The audit's command: the column is read, not pooled, and no constant μ appears.
-
-    (Moved from tests/test_names.py.)"""
+    """The audit's command: the column is read, not pooled, and no constant μ appears."""
     code, out, err = run(
         ["fit", "--data", micro_csv, "--form", f"m = L0 + a*omega*({MICRO}/16)**b"], capsys
     )

@@ -59,9 +59,7 @@ def test_bare_fitrules_prints_the_help(capsys):
 
 
 def test_forms_add_help_shows_only_what_it_uses():
-    """forms add and show label nothing: --unit and --units are accepted, not listed.
-
-    (Moved from tests/test_help.py.)"""
+    """forms add and show label nothing: --unit and --units are accepted, not listed."""
     parsers = dict(_parsers(build_parser()))
     for name in ("forms add", "forms show"):
         help_text = parsers[name].format_help()

@@ -77,9 +77,7 @@ def test_fifteen_nonlinear_constants(grid_csv, tmp_path, capsys):
 
 
 def test_six_nonlinear_constants_are_searched_without_3_to_the_6(grid_csv, capsys):
-    """Beyond three nonlinear constants the local window grows as 2q+1, not 3^q.
-
-    (Moved from tests/test_limits.py.)"""
+    """Beyond three nonlinear constants the local window grows as 2q+1, not 3^q."""
     from fitrules.engine.fit import _stencil
 
     assert len(_stencil(3)[0]) == 27 and len(_stencil(6)[0]) == 13 and len(_stencil(8)[0]) == 17
@@ -152,9 +150,7 @@ def test_memory_estimate_is_checked_before_fitting(grid_csv, tmp_path, capsys, m
 
 
 def test_bootstrap_memory_is_checked_before_resampling(tmp_path, capsys):
-    """The audit's shape: 5,000 cells, 100,000 resamples: refused at once.
-
-    (Moved from tests/test_bootstrap_checks.py.)"""
+    """The audit's shape: 5,000 cells, 100,000 resamples: refused at once."""
     rng = np.random.default_rng(0)
     n = 5000
     df = pd.DataFrame({"H": np.arange(n) % 100 + 1.0, "omega": (np.arange(n) // 100) * 1.0,

@@ -268,9 +268,7 @@ def test_json_inside_the_report_or_over_an_input_is_refused(grid_csv, tmp_path, 
 def test_json_to_a_fifo_is_refused(grid_csv, tmp_path, capsys):
     """A device, pipe or socket is never replaced by a file. (A FIFO in the test's own
     directory stands in for a device such as /dev/null: a regression must not be able to
-    replace a real one.)
-
-    (Moved from tests/test_outputs.py.)"""
+    replace a real one.)"""
     from helpers import refused
 
     fifo = tmp_path / "pipe"
@@ -281,10 +279,10 @@ def test_json_to_a_fifo_is_refused(grid_csv, tmp_path, capsys):
 
 def test_report_placeholder_left_by_a_killed_run_is_taken(grid_csv, tmp_path, capsys,
                                                          monkeypatch):  # fmt: skip
-    """After kill -9 the empty report placeholder blocked a plain rerun, and 0-byte
-    ``.partial`` files stayed until ``--force``.
+    """A rerun takes the empty report placeholder and clears the ``.partial`` files of a killed run.
 
-    (Moved from tests/test_audit_minor.py.)"""
+    After kill -9 the empty report placeholder blocked a plain rerun, and 0-byte
+    ``.partial`` files stayed until ``--force``."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "R").mkdir()  # the placeholder of a run killed -9
     (tmp_path / ".R.abcd1234.partial").mkdir()  # and its partial, its lock free
@@ -365,10 +363,10 @@ def test_json_to_an_empty_path_or_a_directory(grid_csv, tmp_path, capsys, path, 
 
 
 def test_cli_json_through_a_link_is_refused(table, tmp_path, capsys):
-    """Audit case (a regression): ``compare --json race/link.json`` with the link pointing
-    at a file outside wrote through the link and replaced that file.
+    """``compare --json`` to a symbolic link is refused and the file it points at is left as it was.
 
-    (Moved from tests/test_outputs_inputs.py.)"""
+    Audit case (a regression): ``compare --json race/link.json`` with the link pointing
+    at a file outside wrote through the link and replaced that file."""
     outside = tmp_path / "outside.txt"
     outside.write_text("mine\n")
     (tmp_path / "race").mkdir()

@@ -112,9 +112,9 @@ def test_score_does_not_score_another_metric(tmp_path, capsys):
 
 
 def test_score_refuses_a_shuffled_copy_of_the_fitted_runs(tmp_path, capsys):
-    """Before: a row-shuffled copy of main.csv has another sha256 and was scored as new.
+    """A shuffled copy of the fitted runs is no test to score; new seeds are, the fitted left out.
 
-    (Moved from tests/test_verdict_power.py.)"""
+    Before: a row-shuffled copy of main.csv has another sha256 and was scored as new."""
     src = default_grid()[0]
     df = pd.read_csv(src)
     shuffled = tmp_path / "shuffled.csv"

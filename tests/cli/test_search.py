@@ -28,10 +28,10 @@ def wide_csv(tmp_path):
 
 
 def test_large_grammar_is_refused_before_any_candidate_is_made(grid_csv, tmp_path, capsys):
-    """Audit case: terms 6, max_constants 12, max_nonlinear 3 on 2 variables ran 125 s with
-    no plan line (issue 31, serious 1).
+    """A grammar of too many candidates is refused before any is made, naming the options to cut.
 
-    (Moved from tests/test_search_limits.py.)"""
+    Audit case: terms 6, max_constants 12, max_nonlinear 3 on 2 variables ran 125 s with
+    no plan line (issue 31, serious 1)."""
     line = refused(
         ["search", "--data", grid_csv, "--variables", "H,omega", "--terms", "6",
          "--max-constants", "12", "--max-nonlinear", "3", "--first-constants", "12"],
@@ -41,11 +41,11 @@ def test_large_grammar_is_refused_before_any_candidate_is_made(grid_csv, tmp_pat
 
 
 def test_default_grammar_on_a_wide_table_is_refused(wide_csv, tmp_path, capsys):
-    """Audit case: the default grammar on a table of 8 numeric columns (issue 31, serious 1),
-    with product terms of two variables (since issue 41 the default for three or more
-    variables is additive forms: 6,016 of them here, which run).
+    """Product terms over a wide table's numeric columns are refused by count, naming --variables.
 
-    (Moved from tests/test_search_limits.py.)"""
+    Audit case: the default grammar on a table of 8 numeric columns (issue 31, serious 1),
+    with product terms of two variables (since issue 41 the default for three or more
+    variables is additive forms: 6,016 of them here, which run)."""
     refused(
         ["search", "--data", wide_csv, "--interactions", "2"], capsys, tmp_path,
         r"proposes [\d,]+ candidates.*--variables",
@@ -54,9 +54,7 @@ def test_default_grammar_on_a_wide_table_is_refused(wide_csv, tmp_path, capsys):
 
 def test_many_outer_splits_are_refused_by_their_estimate(grid_csv, tmp_path, capsys):
     """Audit case: --splits 100000 --inner-splits 2 (issue 31, serious 1): refused by the
-    time estimate, which names --yes and the options that shrink it.
-
-    (Moved from tests/test_search_limits.py.)"""
+    time estimate, which names --yes and the options that shrink it."""
     line = refused(
         ["search", "--data", grid_csv, "--splits", "100000", "--inner-splits", "2"],
         capsys, tmp_path, r"would take about .* more than the 15 min .*--yes",
@@ -65,10 +63,10 @@ def test_many_outer_splits_are_refused_by_their_estimate(grid_csv, tmp_path, cap
 
 
 def test_many_inner_splits_are_refused_by_their_memory(grid_csv, tmp_path, capsys):
-    """Audit case: --splits 3000 --inner-splits 3000 (issue 31, serious 1): nine million
-    nested masks; the search never called the memory check the other commands make.
+    """Nested splits needing too much memory are refused by the memory check, even with --yes.
 
-    (Moved from tests/test_search_limits.py.)"""
+    Audit case: --splits 3000 --inner-splits 3000 (issue 31, serious 1): nine million
+    nested masks; the search never called the memory check the other commands make."""
     refused(
         ["search", "--data", grid_csv, "--splits", "3000", "--inner-splits", "3000", "--yes"],
         capsys, tmp_path, r"would need about .* of memory",
@@ -76,10 +74,10 @@ def test_many_inner_splits_are_refused_by_their_memory(grid_csv, tmp_path, capsy
 
 
 def test_inner_splits_beyond_the_limit_name_their_option(grid_csv, tmp_path, capsys):
-    """Audit minor: --inner-splits 100001 was refused as "--splits 100,001" (issue 31); the
-    final choice makes twice as many splits, so the limit is half that of --splits.
+    """--inner-splits over 50,000 is refused by that name and limit.
 
-    (Moved from tests/test_search_limits.py.)"""
+    Audit minor: --inner-splits 100001 was refused as "--splits 100,001" (issue 31); the
+    final choice makes twice as many splits, so the limit is half that of --splits."""
     refused(
         ["search", "--data", grid_csv, "--inner-splits", "100001"],
         capsys, tmp_path, r"--inner-splits 100,001: must be from 2 to 50,000",
@@ -99,10 +97,10 @@ def test_small_search_still_runs(grid_csv, capsys):
 
 def test_a_reference_the_search_cannot_read_is_refused_before_the_plan(grid_csv, tmp_path,
                                                                        capsys):  # fmt: skip
-    """Found by the CLI fuzzer's long run on this change: the refusal came after the plan
-    line, so it was two lines (issue 31).
+    """A --reference reading a variable not searched is refused in one line, before the plan line.
 
-    (Moved from tests/test_search_limits.py.)"""
+    Found by the CLI fuzzer's long run on this change: the refusal came after the plan
+    line, so it was two lines (issue 31)."""
     refused(["search", "--data", grid_csv, "--variables", "omega", "--terms", "1",
              "--reference", "log_additive"], capsys, tmp_path, "reads \\['H'\\]")  # fmt: skip
 
@@ -119,9 +117,9 @@ def test_an_unreachable_scheduler_is_refused_before_the_plan(scheduler, grid_csv
 
 
 def test_search_variable_with_one_value(tmp_path, capsys):
-    """``search --variables width`` (one value) was refused as a duplicate seed.
+    """A search variable with one value is refused as such, naming the value, not as a seed.
 
-    (Moved from tests/test_audit_minor.py.)"""
+    ``search --variables width`` (one value) was refused as a duplicate seed."""
     path = tmp_path / "w.csv"
     composition_grid().assign(width=64).to_csv(path, index=False)
     refused(["search", "--data", path, "--variables", "width"], capsys, tmp_path,
@@ -129,9 +127,9 @@ def test_search_variable_with_one_value(tmp_path, capsys):
 
 
 def test_levels_with_more_levels_than_the_budget(tmp_path, capsys):
-    """``--levels G`` with 500 levels ran without saying no such form fits the budget.
+    """--levels on a factor with too many levels for --max-constants is refused, naming both.
 
-    (Moved from tests/test_audit_minor.py.)"""
+    ``--levels G`` with 500 levels ran without saying no such form fits the budget."""
     df = pd.DataFrame({"H": [1.0, 4.0, 16.0, 64.0] * 125, "G": range(500), "seed": 0})
     df["loss"] = 2 + 0.01 * df["H"]
     path = tmp_path / "lev.csv"
@@ -224,10 +222,10 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(argv, match, tmp_path, cap
 
 
 def test_a_pick_the_guard_names_is_shown_with_its_warning(tmp_path, capsys):
-    """Issue 29: the pick's extrapolation was called wild by compare and by nothing in the
-    search. Log forms fitted on N <= 1e9 run away by N = 1e13.
+    """search warns when the extrapolation guard names its pick wild at --at; not without --at.
 
-    (Moved from tests/test_search_question.py.)"""
+    Issue 29: the pick's extrapolation was called wild by compare and by nothing in the
+    search. Log forms fitted on N <= 1e9 run away by N = 1e13."""
     path = tmp_path / "nd.csv"
     nd_runs().to_csv(path, index=False)
     argv = ["search", "--data", path, "--metric", "loss", "--terms", "2",

@@ -180,9 +180,9 @@ def test_the_cli_runs_a_committed_quadratic_spec_by_name(tmp_path, capsys):
 
 
 def test_simulate_leaves_a_finished_grid_untouched(tmp_path, capsys):
-    """`make grids` right after a clone reran finished grids and rewrote their manifests.
+    """simulate on a finished grid leaves the table and its manifest byte for byte as they were.
 
-    (Moved from tests/test_rough_edges.py.)"""
+    `make grids` right after a clone reran finished grids and rewrote their manifests."""
     for name in ("smoke.csv", "smoke.manifest.json"):
         shutil.copy2(DATA / name, tmp_path / name)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
@@ -203,9 +203,7 @@ def test_simulate_reports_progress_when_stderr_is_not_a_terminal(tmp_path, capsy
 @pytest.mark.slow
 def test_ctrl_c_on_a_local_cluster_is_one_line(tmp_path):
     """Ctrl-C reaches the whole process group: the cluster's nannies and workers printed 63
-    lines with 4 KeyboardInterrupt tracebacks. Now the command's one line, runs kept.
-
-    (Moved from tests/test_round_two_minor.py.)"""
+    lines with 4 KeyboardInterrupt tracebacks. Now the command's one line, runs kept."""
     import signal
     import time
 
