@@ -51,7 +51,7 @@ BUILTIN_FORMS: dict[str, Form] = {
             description="Linear in omega plus a log-linear H effect; every constant linear.",
             source="built-in",
         ),
-        # Theory forms (fitrules.engine.theory): exact for local SGD with unbiased rand-k compressed
+        # Theory forms (fitrules.sim.theory): exact for local SGD with unbiased rand-k compressed
         # displacements on a noisy quadratic of one curvature s, M workers averaged, outer
         # step without momentum; the excess loss is the constant part's complement (L0).
         Form(
