@@ -89,10 +89,12 @@ from scipy.optimize import least_squares  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # truth: runs drawn from a known form
+
+from truth import runs_from_form  # noqa: E402
 
 import fitrules as fr  # noqa: E402
 from fitrules.engine.grammar import Grammar, generate, named  # noqa: E402
-from fitrules.engine.truth import runs_from_form  # noqa: E402
 from fitrules.jobs.search import nested_masks  # noqa: E402
 from fitrules.model.compiled import CompiledForm  # noqa: E402
 from fitrules.model.compiled import predict as fr_predict  # noqa: E402

@@ -6,7 +6,7 @@
 0. Speed: seconds per run at dim 1,000, against the same run taking every SGD step.
 1. Stationary excess loss: over a grid of (omega, M, H, lr) (plus outer momentum, an outer
    step below 1 and shared masks), the harness's time-averaged excess loss against
-   ``fitrules.engine.theory.stationary_loss``; the ratio's range, with the rounds and seeds used.
+   ``fitrules.sim.theory.stationary_loss``; the ratio's range, with the rounds and seeds used.
    A subset is rerun with ``inner = "steps"`` (every worker's every SGD step taken one by
    one) and with ``inner = "exact"`` (each worker's displacement drawn, then compressed and
    averaged), against the default draw of the mean message.
@@ -37,7 +37,7 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
-from fitrules.engine import theory
+from fitrules.sim import theory
 from fitrules.sim.quadratic import QuadConfig, run, train
 
 

@@ -5,7 +5,7 @@
 
 Each case calls one public function of fitrules (load_grid, compare, fit, a fitted form's
 predict, ci, tune, design, search, Form, Grammar, a result's to_json and report, and
-fitrules.engine.theory's stationary_loss and exact_loss) with arguments of every type: good values,
+fitrules.sim.theory's stationary_loss and exact_loss) with arguments of every type: good values,
 numpy scalars, and a third of the cases hostile ones (wrong types, out of range, NaN, odd
 tables). The
 property: a documented fitrules.base.errors exception with a one-line message, or a result of the

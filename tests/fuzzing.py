@@ -1995,7 +1995,7 @@ def _call_api(case: ApiCase, root: Path):
     if case.call in NEW_JOBS:
         return _call_job(case, args, kw, root)
     if case.call in ("stationary_loss", "exact_loss"):
-        from fitrules.engine import theory
+        from fitrules.sim import theory
 
         return getattr(theory, case.call)(*args, **kw)
     if case.call == "compare":

@@ -64,7 +64,7 @@ REPORTS: dict[str, str | tuple] = {
     "--max-constants 5 --objective log_huber --splits 10 --inner-splits 5 "
     "--form 'chinchilla(N, D) = E + A/N**alpha + B/D**beta' --jobs 2 "
     "--report reports/search/chinchilla",
-    # the theory forms (fitrules.engine.theory) beside the empirical ones: on the quadratic harness,
+    # the theory forms (fitrules.sim.theory) beside the empirical ones: on the quadratic harness,
     # where theory_local_sgd is exact, and on the MLP's default grid
     "theory-quadratic": f"compare --data data/quadratic.csv --forms {THEORY_FORMS} "
     "--splits 300 --report reports/theory/quadratic",

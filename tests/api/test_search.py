@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from tables import nd_runs
+from truth import runs_from_form
 
 import fitrules as fr
 from conftest import EXTERNAL
 from fitrules.base.errors import FitrulesError, LimitError
-from fitrules.engine.truth import runs_from_form
 from fitrules.model.forms import Form
 from helpers import refused
 

@@ -10,8 +10,8 @@ import pytest
 
 import fitrules as fr
 from fitrules.base.errors import TheoryError
-from fitrules.engine import theory as th
 from fitrules.sim import quadratic
+from fitrules.sim import theory as th
 
 
 def closed_form_h1(lr, s, V, omega, N):
@@ -301,12 +301,12 @@ def test_a_mode_on_the_stability_boundary_does_not_settle():
     """Issue 43 (the API fuzzer's 10,000-case run): a mode whose second-moment map has an
     eigenvalue of 1 that rounding put just inside was solved on a singular matrix
     (LinAlgError); its variance does not settle, so the loss is inf, as beyond the boundary."""
-    from fitrules.engine.theory import stationary_loss
+    from fitrules.sim.theory import stationary_loss
 
     assert stationary_loss([1.0, 0.5], lr=3.0, outer_momentum=0.5, nesterov=False) == np.inf
     assert np.isfinite(stationary_loss([1.0, 0.5], lr=0.3, outer_momentum=0.5, nesterov=False))
     # a tiny step is near the boundary too but stable: its variance stays linear in lr
-    from fitrules.engine.theory import stationary_variance
+    from fitrules.sim.theory import stationary_variance
 
     kw = dict(outer_momentum=0.9, nesterov=True)
     small, smaller = (stationary_variance(1.0, lr=lr, **kw)[0] for lr in (1e-9, 1e-12))

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from truth import runs_from_form
 
 import fitrules as fr
 from fitrules.base.errors import FitrulesError
 from fitrules.engine.fit import Objective
 from fitrules.engine.guard import GuardOptions
 from fitrules.engine.metrics import box_weights
-from fitrules.engine.truth import runs_from_form
 from fitrules.jobs.search import SEARCH_FIT_OPTIONS, front_flags, nested_masks, score_form, select
 from fitrules.model.forms import Form
 from fitrules.model.splits import LeaveOneLevelOut, RandomSplit, RollingOrigin

@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from fitrules.base.errors import SimError
-from fitrules.engine import theory
-from fitrules.sim import quadratic, runner
+from fitrules.sim import quadratic, runner, theory
 from fitrules.sim.quadratic import QuadConfig
 from fitrules.sim.runner import simulate
 from fitrules.sim.spec import cell_spec, load_spec, parse_spec
