@@ -33,7 +33,8 @@ from scipy import stats  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fitrules.engine.fit import fit  # noqa: E402
-from fitrules.jobs.design import candidate_cells, design  # noqa: E402
+from fitrules.jobs.design import design  # noqa: E402
+from fitrules.jobs.design.candidates import candidate_cells  # noqa: E402
 from fitrules.model.compiled import predict  # noqa: E402
 from fitrules.model.forms import BUILTIN_FORMS  # noqa: E402
 from fitrules.model.grids import default_grid, load_grid  # noqa: E402

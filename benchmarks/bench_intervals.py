@@ -101,7 +101,8 @@ from fitrules.engine.intervals import (  # noqa: E402
     robust_cells,
     seed_noise,
 )
-from fitrules.jobs.design import design, seed_cv  # noqa: E402
+from fitrules.jobs.design import design  # noqa: E402
+from fitrules.jobs.design.uncertainty import seed_cv  # noqa: E402
 from fitrules.model.compiled import predict  # noqa: E402
 from fitrules.model.forms import BUILTIN_FORMS, Form  # noqa: E402
 from fitrules.model.grids import load_grid  # noqa: E402

@@ -60,7 +60,7 @@ def child(kind: str, n: int, splits: int, seed: int, forms_arg: str, fit_form: s
     import fitrules as fr
     from fitrules.base.errors import LimitError
     from fitrules.engine.fit import fit_memory
-    from fitrules.jobs.compare import compare_memory
+    from fitrules.jobs.compare.job import compare_memory
     from fitrules.model.forms import BUILTIN_FORMS
     from fitrules.model.splits import RandomSplit
 

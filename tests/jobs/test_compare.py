@@ -10,7 +10,8 @@ import pytest
 from scipy import special
 
 from conftest import TRUTH, composition_grid
-from fitrules.jobs.compare import compare, noise_floor
+from fitrules.jobs.compare import compare
+from fitrules.jobs.compare.scoring import noise_floor
 from fitrules.model.forms import BUILTIN_FORMS
 from fitrules.model.grids import load_grid
 from fitrules.model.splits import LeaveOneLevelOut, RandomSplit
@@ -112,7 +113,7 @@ def test_single_h_grid_flags_every_split_of_forms_with_an_h_exponent(tmp_path):
 
 def test_compare_memory_counts_the_results_of_every_split():
     """The memory estimate grows by a result row and its cells for every added split."""
-    from fitrules.jobs.compare import CELL_BYTES, ROW_BYTES, compare_memory
+    from fitrules.jobs.compare.job import CELL_BYTES, ROW_BYTES, compare_memory
     from fitrules.model.forms import BUILTIN_FORMS
 
     forms = [BUILTIN_FORMS["composition"].bind(["H", "omega"])]
@@ -123,8 +124,8 @@ def test_compare_memory_counts_the_results_of_every_split():
 def test_held_out_errors_that_overflow_are_set_aside():
     """A prediction near the largest float has an error that overflows: the split is set
     aside (not finite), so no ratio of 'nan' reaches the paired verdict."""
+    from fitrules.engine.metrics import heldout_errors
     from fitrules.engine.stats import paired_verdict
-    from fitrules.jobs.compare import heldout_errors
 
     errs = heldout_errors(np.array([1e-300, 2e-300]), np.array([1e300, 1e300]))
     assert not np.isfinite(errs["heldout_error_pct"])

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from fitrules.base.errors import FitrulesError
-from fitrules.jobs.design import candidate_cells, design
+from fitrules.jobs.design import design
+from fitrules.jobs.design.candidates import candidate_cells
 from fitrules.model.forms import BUILTIN_FORMS, Form
 from fitrules.model.grids import default_grid, load_grid
 

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from fitrules.base.errors import FormError, SplitError
-from fitrules.jobs.compare import compare, family, parse_pairs, verdict_splitter
+from fitrules.jobs.compare import compare
+from fitrules.jobs.compare.verdicts import family, parse_pairs, verdict_splitter
 from fitrules.model.forms import select_forms
 from fitrules.model.grids import default_grid, load_grid
 from fitrules.model.splits import LeaveOneLevelOut, RandomSplit

@@ -20,7 +20,7 @@ def test_no_pair_with_the_best_form():
 
 def test_a_verdict_resting_on_few_splits_warns_and_says_why():
     """With 261 of 300 splits set aside the warning and the verdict say how many and why."""
-    from fitrules.jobs.compare import set_aside_warnings
+    from fitrules.jobs.compare.summaries import set_aside_warnings
     from fitrules.views.text import verdict_sentence
 
     summary = pd.DataFrame([{"form": "noE", "splits_used": 39}])

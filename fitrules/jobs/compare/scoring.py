@@ -1,0 +1,271 @@
+"""Running the splits: each form fitted on every descriptive split, the held-out cells scored
+(per cell and per split), with the noise floor and the seed folds of the cells-and-seeds
+protocol."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fitrules.base.errors import SplitError
+from fitrules.base.limits import SEED_PROTOCOLS
+from fitrules.engine.fit import FitOptions, Objective, fit_all_cells, fit_splits
+from fitrules.engine.guard import GuardOptions, check_fits
+from fitrules.engine.intervals import jacobian_uncertainty
+from fitrules.engine.metrics import box_weights, heldout_errors, weighted_mean
+from fitrules.engine.stats import c4
+from fitrules.model.compiled import predict
+from fitrules.model.forms import Form
+from fitrules.model.grids import Cells, Grid
+from fitrules.model.splits import RandomSplit
+
+
+def noise_floor(
+    cells: Cells, masks: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[list[float | None], int]:
+    """Per split, the held-out error of a predictor that knew every cell's true mean.
+
+    Such a predictor still misses each cell's seed mean by its sampling error, whose
+    expected absolute size is ``sigma / sqrt(n) * sqrt(2/pi)``. sigma is estimated by
+    ``s / c4(n)``: the sample standard deviation of n seeds is biased low (E[s] = 0.886 sigma
+    at n = 3), ``c4`` removes that bias for normal seed noise. The floor is the mean over the
+    held-out cells, relative to the cell value, in percent. Cells with one seed have no
+    estimate and are left out (and counted). ``weights``: each cell's weight in the mean, as
+    in the held-out error (:func:`fitrules.engine.metrics.box_weights`).
+    """
+    t = cells.table
+    n = t["n_seeds"].to_numpy(float)
+    sigma = t["std"].to_numpy(float) / c4(n)
+    rel = sigma / np.sqrt(n) * np.sqrt(2 / np.pi) / t["value"].abs().to_numpy(float)
+    known = np.isfinite(rel)
+    out: list[float | None] = []
+    for mask in masks:
+        test = ~mask & known
+        out.append(
+            100 * weighted_mean(rel[test], None if weights is None else weights[test])
+            if test.any()
+            else None
+        )
+    return out, int((~known).sum())
+
+
+def _unfitted_levels(form: Form, X, mask: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """Per held-out cell: its level of a per-level column has no training cell."""
+    out = np.zeros(int(test.sum()), bool)
+    for col in form.levels or {}:
+        out |= ~np.isin(X[col][test], np.unique(X[col][mask]))
+    return out
+
+
+def _heldout_weights(cells: Cells, kind: str) -> np.ndarray:
+    """Each cell's weight in a held-out error; under transfer, the box is the scored grid's."""
+    X = {v: np.asarray(a) for v, a in cells.X.items()}
+    if "_source" not in cells.table:
+        return box_weights(X, kind)
+    scored = (cells.table["_source"] == "test").to_numpy()
+    w = np.ones(len(cells))
+    w[scored] = box_weights({v: a[scored] for v, a in X.items()}, kind)
+    return w
+
+
+def _descriptive_splits(splitter, cells: Cells, bound: list[Form]) -> tuple[np.ndarray, list]:
+    """The splits' training masks and labels; a form with more constants than a split fits
+    is refused."""
+    n = len(cells)
+    random = isinstance(splitter, RandomSplit)
+    if random:
+        splitter.check(n)
+    masks = splitter.masks_for(cells.table)
+    labels = splitter.labels(cells.table)
+    n_train = int(masks.sum(axis=1).min())
+    for f in bound:
+        p = len(f.constants)
+        if n_train < p:
+            if random and p >= n:
+                raise SplitError(
+                    f"form {f.name!r} has {p} constants but the grid has only {n} cells, and "
+                    f"each split must hold at least one out; drop the form or use a grid "
+                    f"with more than {p} cells"
+                )
+            if random:
+                need = math.ceil(1000 * (p - 0.5) / n) / 1000  # n_train rounds frac * n
+                raise SplitError(
+                    f"form {f.name!r} has {p} constants but each split fits only "
+                    f"{n_train} of {n} cells; raise --train-frac so that at least {p} "
+                    f"cells are fitted (--train-frac {need:g} or more) or drop the form"
+                )
+            raise SplitError(
+                f"form {f.name!r} has {p} constants but {labels[0]!r} fits only "
+                f"{n_train} cells; drop the form or choose another --split"
+            )
+    return masks, labels
+
+
+@dataclass(frozen=True)
+class _Fitting:
+    """What every fit of one comparison shares: the cells' arrays, objective, options, guard."""
+
+    X: dict
+    y: np.ndarray
+    objective: Objective
+    options: FitOptions | None
+    guard: GuardOptions
+    on_progress: Callable[[int], None] | None
+    keep_degenerate: bool
+    heldout: np.ndarray | None = None  # each cell's weight in a held-out error (box_weights)
+
+
+def _score_forms(
+    bound: list[Form],
+    cells: Cells,
+    masks: np.ndarray,
+    labels: list,
+    floor: list,
+    held: dict | None,
+    fitting: _Fitting,
+) -> tuple[pd.DataFrame, dict, dict, dict]:
+    """Fit each form on every split and score the held-out cells; fit it on all cells too.
+
+    Returns the (split, form) rows, the full fits, their uncertainty and, per form, each
+    used split's error at each cell it held out.
+    """
+    X, y, objective, options = fitting.X, fitting.y, fitting.objective, fitting.options
+    n = len(cells)
+    cell_labels = [cells.label(i) for i in range(n)]
+    rows: list[dict] = []
+    full = {}
+    unc = {}
+    # per form, each used split's error at each cell it held out (NaN elsewhere)
+    at_cell = {f.name: np.full((len(masks), n), np.nan) for f in bound}
+    for f in bound:
+        first = len(rows)
+        fits = _fit_descriptive(f, masks, held, fitting)
+        guarded = check_fits(f, X, y, masks, fits, objective, fitting.guard, cell_labels)
+        for s, (mask, r, g) in enumerate(zip(masks, fits, guarded, strict=True)):
+            y_s = y if held is None else held["folds"][s % len(held["folds"])]["y_test"]
+            rows.append(
+                _split_row(f, s, labels[s], floor[s], mask, r, g, y_s, held, at_cell, fitting)
+            )
+        if held is not None:
+            _rescale_rows(rows[first:], at_cell[f.name], held["excess"])
+        # never worse on all cells than a split's fit there (the splits explore other basins)
+        full[f.name] = fit_all_cells(
+            f, X, y, objective, options, candidates=[r.constants for r in fits]
+        )
+        unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
+    results = pd.DataFrame(rows).drop(columns=["_mse"], errors="ignore")
+    usable = results["heldout_error_pct"].notna()
+    if not fitting.keep_degenerate:
+        usable &= ~results["degenerate"]
+    results["used"] = usable
+    return results, full, unc, at_cell
+
+
+def _fit_descriptive(f: Form, masks: np.ndarray, held: dict | None, fitting: _Fitting) -> list:
+    """One form's fits on the descriptive splits."""
+    X, objective, options = fitting.X, fitting.objective, fitting.options
+    if held is None:
+        return fit_splits(f, X, fitting.y, masks, objective, options, fitting.on_progress)
+    # split s fitted on the runs outside its seed fold, scored on the fold's
+    fits = [None] * len(masks)
+    F = len(held["folds"])
+    for k, fold in enumerate(held["folds"]):
+        idx = np.arange(k, len(masks), F)
+        yk = fold["y_fit"]
+        fk = fit_splits(f, X, yk, masks[idx], objective, options)
+        for i, r in zip(idx, fk, strict=True):
+            fits[i] = r
+    if fitting.on_progress is not None:
+        fitting.on_progress(len(masks))
+    return fits
+
+
+def _split_row(f, s, label, floor, mask, r, g, y_s, held, at_cell, fitting: _Fitting) -> dict:
+    """One (split, form) row: held-out errors, the fit's diagnostics, the guard's verdict."""
+    X = fitting.X
+    test = ~mask
+    split_reasons = list(r.reasons)
+    if np.isfinite(r.objective):
+        pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
+    else:
+        pred = np.full(test.sum(), np.nan)
+    unfitted = _unfitted_levels(f, X, mask, test)
+    if unfitted.any():  # a level with no training cell has no fitted constant
+        pred = np.where(unfitted, np.nan, pred)
+    hw = None if fitting.heldout is None else fitting.heldout[test]
+    errs = heldout_errors(y_s[test], pred, hw) if np.isfinite(pred).all() else None
+    if errs is None or not all(np.isfinite(v) for v in errs.values()):
+        # a prediction that is not finite, or so large that its error overflows
+        if not unfitted.any():  # else the split already names the unfitted level
+            split_reasons.append("prediction is not finite on held-out cells")
+        errs = {"heldout_error_pct": np.nan, "worst_cell_pct": np.nan, "rmse": np.nan}
+    elif fitting.keep_degenerate or not split_reasons:
+        at_cell[f.name][s, test] = 100 * np.abs(pred - y_s[test]) / np.abs(y_s[test])
+    return {
+        "split": s,
+        "split_label": label,
+        "form": f.name,
+        **errs,
+        "noise_floor_pct": floor,
+        "train_objective": r.objective,
+        "cond": r.cond,
+        "n_train": int(mask.sum()),
+        "n_test": int(test.sum()),
+        "train_cells": np.flatnonzero(mask).tolist(),
+        "degenerate": bool(split_reasons),
+        "reasons": split_reasons,
+        "wild": g.wild,
+        "span_ratio": g.span_ratio,
+        "max_rel_se": g.max_rel_se,
+        "excursion_pct": g.excursion_pct,
+        "guard_reasons": list(g.reasons),
+        "constants": r.constants,
+        **({} if held is None else {"_mse": weighted_mean(
+            ((pred - y_s[test]) / y_s[test]) ** 2, hw) if errs["rmse"] == errs["rmse"]
+            else np.nan}),
+    }  # fmt: skip
+
+
+def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | None, str]:
+    """The seed folds of the cells-and-seeds protocol (None for cells), and its name."""
+    from fitrules.engine.intervals import NO_SHARED_IDS, no_offset_reason, seed_offset
+    from fitrules.model.splits import SeedHoldout, seed_folds
+
+    if seeds not in SEED_PROTOCOLS:
+        raise SplitError(f"--seeds {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}")
+    cells_name = "cells: every run of the training and held-out cells"
+    if seeds == "cells":
+        return None, cells_name
+    off = seed_offset(grid, cells)
+    if off is None:
+        why = no_offset_reason(grid, cells)
+        tail = ": nothing to hold out" if why == NO_SHARED_IDS else ""
+        return None, f"{cells_name} ({why}{tail})"
+    held = seed_folds(grid, cells, off, SeedHoldout(seed=getattr(splitter, "seed", 0)))
+    if held is None:
+        return None, cells_name + " (seed ids could not be held out: a cell lacks runs at them)"
+    n_folds, t, k = len(held["folds"]), held["t"], held["k"]
+    return held, (
+        f"cells and seeds: {n_folds} folds of {t} of {len(off.seeds)} seed ids, split s "
+        f"fitted on the runs outside fold s mod {n_folds} and scored on the fold's; errors "
+        f"rescaled to the mean of {k} new runs at fresh seed ids"
+    )
+
+
+def _rescale_rows(rows: list[dict], at_cell: np.ndarray, excess: float) -> None:
+    """Take the expected excess off one form's held-out errors, by one factor from their
+    pooled mean square (:meth:`fitrules.model.splits.SeedHoldout.rescale`)."""
+    from fitrules.model.splits import SeedHoldout
+
+    mse = np.array([r.get("_mse", np.nan) for r in rows], float)
+    if not np.isfinite(mse).any():
+        return
+    factor = float(SeedHoldout.rescale(float(np.nanmean(mse)), excess))
+    for r in rows:
+        for key in ("heldout_error_pct", "worst_cell_pct", "rmse"):
+            r[key] = r[key] * factor
+    at_cell *= factor
