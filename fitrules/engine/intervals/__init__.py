@@ -11,8 +11,10 @@ before it in this list:
 - ``bootstrap``: intervals from refits of resampled data (the kinds ``studentized``,
   ``seeds``, ``residuals`` and ``auto`` are described there);
 - ``offset``: the grid's seed offset, the effect its seed ids share across cells;
-- ``design``: how a variable's values become levels, for positions in design steps;
-- ``prediction``: :class:`HeldOut`, the prediction intervals assembled from its terms;
+- ``design``: positions in design steps and the cells' weights about a point;
+- ``misfit``: the local misfit, the lean of the fit's residuals about a point;
+- ``extrapolation``: how fast the misfit grows beyond the fitted cells;
+- ``prediction``: :class:`HeldOut`, the prediction intervals assembled from those terms;
 - ``heldout``: the leave-one-cell-out and leave-edge-out refits a :class:`HeldOut` holds.
 """
 

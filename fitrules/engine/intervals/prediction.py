@@ -7,13 +7,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NoReturn
 
 import numpy as np
 
 from fitrules.base.errors import FitrulesError
 from fitrules.base.limits import LEVEL
 from fitrules.base.util import spread_unit
-from fitrules.engine.intervals.design import LOCAL_BANDWIDTH, _axis
+from fitrules.engine.intervals.design import design_axes, design_position, gaussian_weights
+from fitrules.engine.intervals.extrapolation import (
+    beyond_edge_terms,
+    edge_step_variances,
+    extrapolation_ratios,
+)
+from fitrules.engine.intervals.misfit import (
+    local_lean,
+    local_misfit_var,
+    local_roughness_var,
+    neighbour_excess,
+)
 from fitrules.engine.intervals.noise import SeedNoise
 from fitrules.engine.intervals.offset import NO_SHARED_IDS, SeedOffset, offset_var_at
 from fitrules.model.compiled import CompiledForm, predict
@@ -161,13 +173,7 @@ class HeldOut:
         misfit, and the interval for a configuration's mean was 20 times its rms error."""
         if self.noise.known:
             return math.nan
-        r = self._fit_residuals
-        W = self._weights(self._cells_X, loo=True)
-        w = W.sum(axis=1)
-        with np.errstate(all="ignore"):
-            d2 = (r - W @ r / w) ** 2 / (1 + (W**2).sum(axis=1) / w**2)
-        d2 = d2[np.isfinite(d2)]
-        return float(np.mean(d2)) if len(d2) else math.nan
+        return local_roughness_var(self._fit_residuals, self._weights(self._cells_X, loo=True))
 
     def _run_var(self, value: np.ndarray) -> np.ndarray:
         """Variance of one run beyond the seed effect its id shares (residuals' scale)."""
@@ -191,55 +197,13 @@ class HeldOut:
     @cached_property
     def _axes(self) -> list[tuple]:
         """Per variable, how a value becomes a position in design steps (see
-        :meth:`_design_position`): ``(shift, levels, step)`` with positions read on
-        ``log(x + shift)`` (``shift`` None: on ``x`` itself), ``levels`` the fitted cells'
-        distinct values on that scale and ``step`` None for a factorial variable (positions
-        count levels) or the width of one step for a scattered one (see :func:`_axis`)."""
-        ok = self.ok
-        n = int(ok.sum())
-        cols = {v: np.asarray(self.X[v], float)[ok] for v in self.form.bound_variables}
-        d = max(sum(len(np.unique(x)) > 1 for x in cols.values()), 1)
-        return [_axis(x, n, d) for x in cols.values()]
+        :func:`~fitrules.engine.intervals.design.design_axes`)."""
+        return design_axes(self.X, self.form.bound_variables, self.ok)
 
     def _design_position(self, X: dict[str, np.ndarray]) -> np.ndarray:
-        """(m, d) each point's position in the design, so that one step is one level
-        whatever the variable's scale or design. Each variable is read on the log of its
-        values when they are positive (``log(x + s)`` when the smallest is 0, ``s`` the
-        smallest positive value: omega in {0, 1, 3, 7, 15} reads as log(1 + omega)), else on
-        the values. A factorial variable (no more than ``SCATTERED`` times the levels a
-        factorial design of as many cells has per variable) counts levels:
-        fractional between them and, beyond them, the end step on that scale, so that
-        H = 256 after 16, 64 and keep = 1/32 after 1/8, 1/16 are each one level beyond. A
-        scattered variable (issue 42: 60 runs at distinct N, where the point at twice the
-        largest N lay a median 22 steps beyond, once 26,723) counts in steps of its range
-        over the levels a factorial design of as many cells would have per variable."""
-        cols = []
-        for v, (shift, levels, step) in zip(self.form.bound_variables, self._axes, strict=True):
-            x = np.asarray(X[v], float)
-            if shift is None:
-                u = x
-            else:
-                with np.errstate(all="ignore"):
-                    u = np.log(np.maximum(x + shift, np.finfo(float).tiny))
-            if len(levels) < 2:
-                cols.append(np.zeros_like(u))
-                continue
-            if shift is not None and (x + shift <= 0).any():
-                # below the log scale's domain (0 of a positive variable): its distance below
-                # the smallest value in units of the first step, on the values themselves
-                raw = np.exp(levels[:2]) - shift
-                lin = levels[0] + (x - raw[0]) / (raw[1] - raw[0]) * (levels[1] - levels[0])
-                u = np.where(x + shift > 0, u, lin)
-            if step is not None:
-                cols.append((u - levels[0]) / step)
-                continue
-            idx = np.arange(len(levels), dtype=float)
-            pos = np.interp(u, levels, idx)
-            lo, hi = levels[1] - levels[0], levels[-1] - levels[-2]
-            pos = np.where(u < levels[0], (u - levels[0]) / lo, pos)
-            pos = np.where(u > levels[-1], idx[-1] + (u - levels[-1]) / hi, pos)
-            cols.append(pos)
-        return np.stack(cols, axis=-1)
+        """(m, d) each point's position in the design, in steps of one level (see
+        :func:`~fitrules.engine.intervals.design.design_position`)."""
+        return design_position(X, self.form.bound_variables, self._axes)
 
     # what depends on the cells alone is computed once, whatever the points asked about
     @cached_property
@@ -252,14 +216,8 @@ class HeldOut:
 
     def _weights(self, X: dict[str, np.ndarray], loo: bool = False) -> np.ndarray:
         """(m, n) Gaussian weights of the fitted cells about each point, in design steps
-        (``loo``: the points are the cells, each given no weight of its own). Each row is
-        shifted by its nearest cell's distance, so that a point far beyond still has
-        weights; normalised, the shift cancels."""
-        d2 = ((self._design_position(X)[:, None, :] - self._cell_positions[None]) ** 2).sum(axis=-1)
-        if loo:
-            np.fill_diagonal(d2, np.inf)
-        d2 = d2 - d2.min(axis=1, keepdims=True)
-        return np.exp(-0.5 * d2 / LOCAL_BANDWIDTH**2)
+        (``loo``: the points are the cells, each given no weight of its own)."""
+        return gaussian_weights(self._design_position(X), self._cell_positions, loo)
 
     @cached_property
     def _fit_residuals(self) -> np.ndarray:
@@ -278,31 +236,9 @@ class HeldOut:
         it nothing says whether the misfit holds at its edge value or keeps its trend, so
         the lean spans both: the edge cells' mean and their local linear trend continued to
         the point (the larger noise of the two)."""
-        W = self._weights(X)
-        w = W.sum(axis=1)
         own = self._own_var()[self.ok]
-        r = self._fit_residuals
-        held, var = W @ r / w, (W**2 @ own) / w**2
-        trend, trend_var = self._trend(X, r, own)
-        return np.fmin(held, trend), np.fmax(held, trend), np.fmax(var, trend_var)
-
-    def _trend(self, X: dict[str, np.ndarray], r: np.ndarray, own: np.ndarray):
-        """The residuals' local linear trend about the nearest edge of the cells, continued
-        to each point beyond them, and its noise variance (NaN inside the cells' range).
-        Twice the lean's bandwidth, since a slope needs cells on more than one level."""
         pos = self._design_position(X)
-        cells = self._cell_positions
-        lo, hi = cells.min(axis=0), cells.max(axis=0)
-        out, var = np.full(len(pos), np.nan), np.full(len(pos), np.nan)
-        for j in np.flatnonzero(((pos < lo) | (pos > hi)).any(axis=1)):
-            edge = np.clip(pos[j], lo, hi)
-            d2 = ((cells - edge) ** 2).sum(axis=1)
-            w = np.exp(-0.5 * (d2 - d2.min()) / (2 * LOCAL_BANDWIDTH) ** 2)
-            A = np.column_stack([np.ones(len(cells)), cells - edge])
-            ell = np.concatenate([[1.0], pos[j] - edge]) @ np.linalg.pinv(A.T @ (A * w[:, None]))
-            ell = (A * w[:, None]) @ ell
-            out[j], var[j] = ell @ r, ell**2 @ own
-        return out, var
+        return local_lean(self._weights(X), self._fit_residuals, own, pos, self._cell_positions)
 
     @cached_property
     def _edge_step_var(self) -> dict:
@@ -311,30 +247,7 @@ class HeldOut:
         their own seed noise and the seed-noise share of the refit's own prediction variance
         there (never below 0). A wrong form shows here how fast its misfit grows past the
         cells it was fitted on, which the residuals at the cells cannot."""
-        out = {}
-        own = self._own_var()
-        for v, (low, high) in self.edges.items():
-            pair = []
-            for e, idx, se2, s2 in (low, high):
-                ok = np.isfinite(e)
-                # the refit's standard errors are scaled by its residual variance, which
-                # under a wrong form is mostly misfit: only their seed-noise share is the
-                # refit's own error (taking off all of it lost the misfit: one level beyond
-                # in H under an additive truth covered 0.91, 200 grids; 0.955 with this)
-                rest = np.ones(len(own), bool)
-                rest[idx] = False
-                noise = float(np.mean(own[rest])) if rest.any() else 0.0
-                share = min(noise / s2, 1.0) if s2 > 0 else 1.0
-                pair.append(
-                    max(float(np.mean(e[ok] ** 2 - own[idx][ok] - share * se2[ok])), 0.0)
-                    if ok.sum() else math.nan
-                )  # fmt: skip
-            out[v] = tuple(pair)
-        # an edge that could not be refitted borrows the largest other edge's (none: 0)
-        finite = [x for pair in out.values() for x in pair if math.isfinite(x)]
-        fill = max(finite, default=0.0)
-        return {v: tuple(x if math.isfinite(x) else fill for x in pair)
-                for v, pair in out.items()}  # fmt: skip
+        return edge_step_variances(self.edges, self._own_var())
 
     def edge_terms(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Variance added at each point beyond the fitted cells, and its degrees of freedom.
@@ -347,18 +260,9 @@ class HeldOut:
         0 where it lies beyond none): the variance is read from those few cells, not from
         all n - p residuals."""
         pos = self._design_position(X)
-        cells = self._cell_positions
-        lo, hi = cells.min(axis=0), cells.max(axis=0)
-        total, df = np.zeros(len(pos)), np.full(len(pos), np.inf)
-        for j, v in enumerate(self.form.bound_variables):
-            if v not in self._edge_step_var:
-                continue
-            steps = (np.maximum(lo[j] - pos[:, j], 0), np.maximum(pos[:, j] - hi[j], 0))
-            for side, (d, var) in enumerate(zip(steps, self._edge_step_var[v], strict=True)):
-                hit = d > 0
-                total[hit] += d[hit] ** 2 * var
-                df[hit] = np.minimum(df[hit], max(len(self.edges[v][side][0]) - 1, 1))
-        return total, np.where(np.isfinite(df), df, 0.0)
+        return beyond_edge_terms(
+            pos, self._cell_positions, self.form.bound_variables, self.edges, self._edge_step_var
+        )
 
     def edge_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
         """The variance part of :meth:`edge_terms`."""
@@ -369,18 +273,14 @@ class HeldOut:
         predicted by its neighbours' lean (the cell left out), the squared miss less the
         seed noise both carry, averaged with the same weights about the point. Conservative
         between levels, where a point's nearest cells are closer than a cell's."""
-        W = self._weights(X)
-        return np.maximum(W @ self._neighbour_excess / W.sum(axis=1), 0.0)
+        return local_misfit_var(self._weights(X), self._neighbour_excess)
 
     @cached_property
     def _neighbour_excess(self) -> np.ndarray:
         """Per cell, the squared miss of its residual predicted by its neighbours' lean,
         less the seed noise both carry (see :meth:`misfit_var`)."""
-        r = self._fit_residuals
         own = self._own_var()[self.ok]
-        Wc = self._weights(self._cells_X, loo=True)
-        wc = Wc.sum(axis=1)
-        return (r - Wc @ r / wc) ** 2 - own - (Wc**2 @ own) / wc**2
+        return neighbour_excess(self._fit_residuals, own, self._weights(self._cells_X, loo=True))
 
     def fit_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
         """The constants' uncertainty at each point that the lean does not carry: the
@@ -483,16 +383,7 @@ class HeldOut:
         comp = self.components
         jack = float(self._jackknife_var(X)[0])
         if not math.isfinite(jack):
-            # e.g. a*omega**c at omega=0 with a refit's c < 0: nothing bounds the prediction
-            ok = self.ok
-            with np.errstate(all="ignore"):
-                P = CompiledForm(self.form).predict(X, self.draws[ok])[:, 0]
-            where = ", ".join(f"{k}={v:g}" for k, v in point.items())
-            raise FitrulesError(
-                f"form {self.form.name!r}: {int((~np.isfinite(P)).sum())} of {int(ok.sum())} "
-                f"leave-one-cell-out refits predict no finite value at {where}: the "
-                "constants' uncertainty there is unbounded, so there is no interval"
-            )
+            self._refuse_unbounded(X, point)
         extra = max(jack - comp["jackknife_var_at_cells"], 0.0)
         low, high, lean_var = (float(a[0]) for a in self.lean(X))
         lean = low if abs(low) > abs(high) else high
@@ -560,6 +451,19 @@ class HeldOut:
             out["seed_sd_runs"] = math.sqrt(seed_var) * scale
         return out
 
+    def _refuse_unbounded(self, X: dict[str, np.ndarray], point: dict[str, float]) -> NoReturn:
+        """Refuse a point where leave-one-cell-out refits predict no finite value."""
+        # e.g. a*omega**c at omega=0 with a refit's c < 0: nothing bounds the prediction
+        ok = self.ok
+        with np.errstate(all="ignore"):
+            P = CompiledForm(self.form).predict(X, self.draws[ok])[:, 0]
+        where = ", ".join(f"{k}={v:g}" for k, v in point.items())
+        raise FitrulesError(
+            f"form {self.form.name!r}: {int((~np.isfinite(P)).sum())} of {int(ok.sum())} "
+            f"leave-one-cell-out refits predict no finite value at {where}: the "
+            "constants' uncertainty there is unbounded, so there is no interval"
+        )
+
     @property
     def one_id(self) -> bool:
         """One seed id in every cell: no interval covers new seed ids (see predict_at)."""
@@ -622,17 +526,7 @@ class HeldOut:
         distance beyond the range in units of the range. An empty dict: inside the range
         of every variable (which is not the same as near a fitted cell).
         """
-        out = {}
-        for v in self.form.bound_variables:
-            x, cells = float(point[v]), self.X[v]
-            lo, hi = float(np.min(cells)), float(np.max(cells))
-            if lo <= x <= hi:
-                continue
-            if lo > 0 and x > 0:
-                out[v] = x / hi if x > hi else lo / x
-            else:
-                out[v] = 1 + (x - hi if x > hi else lo - x) / max(hi - lo, 1e-300)
-        return out
+        return extrapolation_ratios(point, self.form.bound_variables, self.X)
 
     def describe(self) -> str:
         comp = self.components
