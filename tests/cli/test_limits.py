@@ -78,7 +78,7 @@ def test_fifteen_nonlinear_constants(grid_csv, tmp_path, capsys):
 
 def test_six_nonlinear_constants_are_searched_without_3_to_the_6(grid_csv, capsys):
     """Beyond three nonlinear constants the local window grows as 2q+1, not 3^q."""
-    from fitrules.engine.fit import _stencil
+    from fitrules.engine.fit.search import _stencil
 
     assert len(_stencil(3)[0]) == 27 and len(_stencil(6)[0]) == 13 and len(_stencil(8)[0]) == 17
     expr = "L0 + a*omega**c1*(H/16)**c2 + b*omega**c3*(H/16)**c4 + d*omega**c5*(H/16)**c6"

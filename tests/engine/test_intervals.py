@@ -17,12 +17,12 @@ from fitrules.base.errors import FitrulesError
 from fitrules.engine.fit import Objective, fit
 from fitrules.engine.intervals import (
     bootstrap_fit,
-    bootstrap_memory,
     heldout_fit,
     jacobian_uncertainty,
     resolve_point,
     seed_noise,
 )
+from fitrules.engine.intervals.bootstrap import bootstrap_memory
 from fitrules.model.forms import BUILTIN_FORMS, Form
 from fitrules.model.grids import load_grid
 
@@ -230,7 +230,7 @@ def test_heldout_refits_leave_out_whole_cells():
 
 def test_log_huber_cells_are_the_huber_location_of_their_runs():
     """Under log_huber a cell is its runs' biweight location, so an outlying run is left out."""
-    from fitrules.engine.intervals import biweight_location, robust_cells
+    from fitrules.engine.intervals.noise import biweight_location, robust_cells
 
     obj = Objective("log_huber", 1e-3)
     clean = fr.load_grid(chinchilla_runs(0))

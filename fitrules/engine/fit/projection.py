@@ -1,0 +1,209 @@
+"""Variable projection: the linear constants solved exactly at given nonlinear values,
+for a grid shared by every split or for each row's own points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fitrules.engine.fit.objective import Objective
+from fitrules.engine.fit.weights import _root_weights, _weights
+from fitrules.model import expr as ex
+from fitrules.model.compiled import CompiledForm
+
+
+def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray):
+    """Basis (..., n, k), offset (..., n) and finiteness at nonlinear values (..., q)."""
+    s = cf.s
+    lead = thetas.shape[:-1]
+    n = next(iter(X.values())).shape[-1]
+    # X values are (n,) shared by all rows, or (T, n): each row its own (training) cells
+    env = {
+        v: X[v].reshape(X[v].shape[:-1] + (1,) * (len(lead) + 1 - X[v].ndim) + (n,))
+        for v in cf.form.bound_variables
+    }
+    env.update({c: thetas[..., i][..., None] for i, c in enumerate(s.nonlinear)})
+    with np.errstate(all="ignore"):
+        cols = [np.broadcast_to(ex.evaluate(b, env), (*lead, n)) for b in s.basis]
+        basis = np.stack(cols, axis=-1) if cols else np.zeros((*lead, n, 0))
+        offset = np.broadcast_to(ex.evaluate(s.offset, env), (*lead, n)).astype(float)
+    finite = np.isfinite(basis).all(axis=-1) & np.isfinite(offset)
+    basis = np.where(finite[..., None], basis, 0.0)
+    offset = np.where(finite, offset, 0.0)
+    return basis, offset, finite
+
+
+def _solve_small_symmetric(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Solve stacks of symmetric 1x1, 2x2 or 3x3 systems by cofactors, element-wise.
+
+    Batched LAPACK calls cost about a microsecond per tiny matrix; these formulas handle a
+    grid x splits stack in a few passes over flat arrays.
+    """
+    k = A.shape[-1]
+    r = [rhs[..., i] for i in range(k)]
+    if k == 1:
+        return (r[0] / A[..., 0, 0])[..., None]
+    if k == 2:
+        a, b, d = A[..., 0, 0], A[..., 0, 1], A[..., 1, 1]
+        det = a * d - b * b
+        return np.stack([(d * r[0] - b * r[1]) / det, (a * r[1] - b * r[0]) / det], axis=-1)
+    a, b, c = A[..., 0, 0], A[..., 0, 1], A[..., 0, 2]
+    d, e, f = A[..., 1, 1], A[..., 1, 2], A[..., 2, 2]
+    c00, c01, c02 = d * f - e * e, c * e - b * f, b * e - c * d
+    c11, c12, c22 = a * f - c * c, b * c - a * e, a * d - b * b
+    det = a * c00 + b * c01 + c * c02
+    return np.stack(
+        [
+            (c00 * r[0] + c01 * r[1] + c02 * r[2]) / det,
+            (c01 * r[0] + c11 * r[1] + c12 * r[2]) / det,
+            (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det,
+        ],
+        axis=-1,
+    )
+
+
+def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Batched symmetric solve with a tiny ridge and one step of iterative refinement."""
+    k = A.shape[-1]
+    if k == 0:
+        return np.zeros(rhs.shape)
+    ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1)[..., None, None] + 1e-300
+    Ar = A + ridge * np.eye(k)
+    if k <= 3:
+        with np.errstate(all="ignore"):
+            c = _solve_small_symmetric(Ar, rhs)
+            return c + _solve_small_symmetric(Ar, rhs - (A * c[..., None, :]).sum(-1))
+    c = np.linalg.solve(Ar, rhs[..., None])
+    c = c + np.linalg.solve(Ar, rhs[..., None] - A @ c)
+    return c[..., 0]
+
+
+PIECE_ELEMENTS = 1 << 21  # grid points x cells evaluated at once: bounds the grid's memory
+
+
+class _GridPieces:
+    """What the shared grid needs that does not depend on the split.
+
+    The basis of every grid point over the cells, scaled to unit norm per column, its
+    offset and where it is finite. Small grids keep them; over many cells (200,000 cells x
+    121 grid points would be 1.5 GB an array) they are remade chunk by chunk of cells when
+    used, so memory stays at ``PIECE_ELEMENTS`` x a few arrays, whatever the cell count.
+    """
+
+    def __init__(self, cf: CompiledForm, X, y, objective: Objective, thetas, cells=None) -> None:
+        # ``cells``: the cells the grid is scored on (all when None); see _grid_cells
+        self.sub = cells
+        if cells is not None:
+            X = {v: a[..., cells] for v, a in X.items()}
+            y = y[cells]
+        self.cf, self.X, self.y, self.thetas = cf, X, y, thetas
+        self.w2 = _weights(objective, y, X) ** 2
+        G, n = len(thetas), len(y)
+        step = max(1, PIECE_ELEMENTS // max(G, 1))
+        self.slices = [slice(a, min(a + step, n)) for a in range(0, n, step)] or [slice(0, 0)]
+        k = len(cf.s.linear)
+        norm2 = np.zeros((G, 1, k))
+        self._kept = None
+        for sl in self.slices:
+            basis, offset, finite = self._evaluate(sl)
+            norm2 += (basis**2).sum(axis=1, keepdims=True)
+            if len(self.slices) == 1:
+                self._kept = (basis, offset, finite)
+        # basis columns scaled to unit norm so that the normal equations stay conditioned
+        norm = np.sqrt(norm2)
+        self.norm = np.where(norm > 0, norm, 1.0)  # (G, 1, k)
+        if self._kept is not None:
+            basis, offset, finite = self._kept
+            self._kept = (basis / self.norm, offset, finite)
+
+    def _evaluate(self, sl: slice):
+        X = {v: a[..., sl] for v, a in self.X.items()}
+        return _evaluate_pieces(self.cf, X, self.thetas)
+
+    def chunks(self):
+        """(cells, scaled basis (G, c, k), offset (G, c), finite (G, c)) per chunk."""
+        if self._kept is not None:
+            yield (self.slices[0], *self._kept)
+            return
+        for sl in self.slices:
+            basis, offset, finite = self._evaluate(sl)
+            yield sl, basis / self.norm, offset, finite
+
+    def at(self, idx: np.ndarray):
+        """Scaled basis and offset over all cells at grid points ``idx`` (any shape)."""
+        basis, offset, _ = _evaluate_pieces(self.cf, self.X, self.thetas[idx])
+        return basis / self.norm[idx], offset
+
+
+GRID_CELLS = 8192  # above this many cells the shared grid is scored on a spread of them
+
+
+def _grid_cells(cf: CompiledForm, X, n: int) -> np.ndarray | None:
+    """The cells the shared grid is scored on: all of them up to GRID_CELLS; beyond, that
+    many spread evenly through the table plus every variable's extremes. The grid only
+    locates the basins; every start is then finished on all cells, so the optimum is the
+    one of all cells while the grid's cost stops growing with their number."""
+    if n <= GRID_CELLS or not cf.s.nonlinear:
+        return None
+    take = np.linspace(0, n - 1, GRID_CELLS).astype(int)
+    ends = [int(f(X[v])) for v in cf.form.bound_variables for f in (np.argmin, np.argmax)]
+    return np.union1d(take, ends)
+
+
+def _profile(g: _GridPieces, masks):
+    """Training objective at grid points shared by every split, linear constants solved.
+
+    ``masks`` (S, n). Returns the objective (G, S) and the scaled coefficients (G, S, k).
+    The basis does not depend on the split, so the normal equations of all splits are one
+    matrix product with the masks, and so is the residual sum of squares (expanded as
+    t'Wt - 2c'r + c'Ac), accumulated over chunks of cells. The values are (relative) least
+    squares for every objective; for log-Huber they are a ranking that
+    :func:`_huber_rescore` refines.
+    """
+    G, S, k = len(g.thetas), len(masks), g.norm.shape[-1]
+    A = np.zeros((G, S, k, k))
+    rhs = np.zeros((G, S, k))
+    tt = np.zeros((G, S))
+    bad = np.zeros((G, S), bool)
+    for sl, bs, offset, finite in g.chunks():
+        m = masks[:, sl].astype(float)
+        w2 = g.w2[sl]
+        target = g.y[None, sl] - offset
+        wt = w2 * target
+        A += np.einsum("gnk,gnj,n,sn->gskj", bs, bs, w2, m, optimize=True)
+        rhs += np.einsum("gnk,gn,sn->gsk", bs, wt, m, optimize=True)
+        tt += (wt * target) @ m.T
+        bad |= (~finite).astype(float) @ m.T > 0
+    c = _solve(A, rhs)  # (G, S, k)
+    out = tt - 2 * np.einsum("gsk,gsk->gs", c, rhs)
+    out += np.einsum("gsk,gskj,gsj->gs", c, A, c)
+    out = np.maximum(out, 0.0)
+    out[bad | ~np.isfinite(out)] = np.inf
+    return out, c
+
+
+def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
+    """As :func:`_profile`, each row t with its own training mask and points ``thetas[t]``.
+
+    ``thetas`` (T, L, q); ``masks`` (T, n). Returns objective (T, L), coefficients (T, L, k).
+    """
+    basis, offset, finite = _evaluate_pieces(cf, X, thetas)  # (T, L, n, k), (T, L, n)
+    norm = np.sqrt((basis**2).sum(axis=2, keepdims=True))
+    norm = np.where(norm > 0, norm, 1.0)
+    bs = basis / norm
+    m = masks.astype(float)  # (T, n)
+    yb = y if y.ndim == 1 else y[:, None, :]  # y is (n,) or per row (T, n)
+    sw = m * _weights(objective, y, X)  # square root of the row weights
+    bw = np.swapaxes(bs * sw[:, None, :, None], -1, -2)  # (T, L, k, n)
+    A = bw @ np.swapaxes(bw, -1, -2)
+    rhs = (bw @ (sw[:, None, :] * (yb - offset))[..., None])[..., 0]
+    c = _solve(A, rhs)
+    pred = offset + (bs @ c[..., None])[..., 0]
+    with np.errstate(all="ignore"):
+        rw = np.asarray(_root_weights(X))
+        rw = rw[..., None, :] if rw.ndim else rw
+        r = np.where(m[:, None, :] > 0, objective.residuals(pred, yb) * rw, 0.0)
+        out = objective.value(r, axis=2)
+    bad = ((~finite) & (m[:, None, :] > 0)).any(axis=2)
+    out[bad | ~np.isfinite(out)] = np.inf
+    return out, c / norm[:, :, 0, :]

@@ -1,0 +1,209 @@
+"""The multi-start search of the nonlinear constants: the shared grid, the starts from its
+separate basins, and their local refinement on the profiled objective.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fitrules.engine.fit.options import FitOptions
+from fitrules.engine.fit.projection import _GridPieces, _profile_rows
+from fitrules.model.compiled import CompiledForm
+from fitrules.model.forms import Structure
+
+
+def _theta_grid(s: Structure, opts: FitOptions) -> np.ndarray:
+    q = len(s.nonlinear)
+    if q == 0:
+        return np.zeros((1, 0))
+    lo, hi = np.array(s.start_lo), np.array(s.start_hi)
+    logs = np.array(s.log_axes or [False] * q, bool)
+    floors = _floors(s)
+    if q <= len(opts.grid_points):
+        k = opts.grid_points[q - 1]
+        axes = []
+        for i in range(q):
+            if floors[i] > 0:  # both signs, each on a log scale
+                negative = -np.geomspace(hi[i], floors[i], k // 2)
+                axes.append(np.concatenate([negative, np.geomspace(floors[i], hi[i], k - k // 2)]))
+            elif logs[i]:
+                axes.append(np.geomspace(lo[i], hi[i], k))
+            else:
+                axes.append(np.linspace(lo[i], hi[i], k))
+        return np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
+    from scipy.stats import qmc  # only for four or more nonlinear constants: slow to import
+
+    pts = qmc.Sobol(q, scramble=True, seed=0).random(opts.grid_points_high_dim)
+    with np.errstate(all="ignore"):
+        in_log = np.exp(np.log(lo) + pts * (np.log(hi) - np.log(lo)))
+        u = 2 * pts - 1
+        in_signed = np.sign(u) * floors * np.exp(np.abs(u) * np.log(hi / floors))
+    out = np.where(logs, in_log, lo + pts * (hi - lo))
+    return np.where(floors > 0, in_signed, out)
+
+
+def _floors(s: Structure) -> np.ndarray:
+    """Per nonlinear constant, the smallest magnitude of a both-sign log axis (0: none)."""
+    return np.array(s.floors or [0.0] * len(s.nonlinear), float)
+
+
+def _log_axes(s: Structure) -> np.ndarray:
+    return np.array(s.log_axes or [False] * len(s.nonlinear), bool)
+
+
+def _search_scale(s: Structure, theta: np.ndarray) -> np.ndarray:
+    """Per row, the size of each nonlinear constant's starting range, in its own units:
+    the range's width, or for a log-scale axis the width of its log range at ``theta``."""
+    span = np.maximum(np.array(s.start_hi) - np.array(s.start_lo), 1e-12)
+    logs, floors = _log_axes(s), _floors(s)
+    if not (logs.any() or floors.any()):
+        return np.broadcast_to(span, theta.shape)
+    with np.errstate(all="ignore"):
+        decades = np.log(np.array(s.start_hi) / np.array(s.start_lo))
+        signed = np.log(np.array(s.start_hi) / np.where(floors > 0, floors, 1.0))
+    out = np.where(logs, np.abs(theta) * decades, span)
+    return np.where(floors > 0, np.abs(theta) * signed, out)
+
+
+FULL_STENCIL_MAX_Q = 3  # up to 3 nonlinear constants the local window is a full 3^q grid
+
+
+def _stencil(q: int) -> tuple[np.ndarray, int]:
+    """Offsets of the local search window and the index of its centre.
+
+    A full 3^q grid for q <= 3 (27 points at most); beyond, the centre and one step either
+    way along each axis (2q + 1 points), so the cost grows linearly with q, not as 3^q.
+    """
+    if q <= FULL_STENCIL_MAX_Q:
+        offsets = np.linspace(-1, 1, 3)
+        local = np.stack([a.ravel() for a in np.meshgrid(*[offsets] * q, indexing="ij")], axis=1)
+        return local, (len(local) - 1) // 2
+    eye = np.eye(q)
+    return np.concatenate([np.zeros((1, q)), eye, -eye]), 0
+
+
+def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOptions):
+    """Local pattern search on the profiled objective, every row at once.
+
+    Each round scores a small grid of +-h around each row's point. When the best point is on
+    the window's edge the window moves without shrinking (the optimum lies further out);
+    otherwise it shrinks. Rows stop at ``resolution`` x their start range. Returns the
+    nonlinear values, the linear constants, the objective, and which rows were still moving
+    when the rounds ran out.
+    """
+    T, q = theta0.shape
+    counts = masks.sum(axis=1)
+    if len(counts) and (counts == counts[0]).all() and counts[0] < masks.shape[1]:
+        # every row fits the same number of cells: work on those cells only
+        take = np.argsort(~masks, axis=1, kind="stable")[:, : counts[0]]
+        X = {v: a[take] for v, a in X.items()}
+        y = y[take]
+        masks = np.ones(take.shape, bool)
+    lo = np.array(cf.s.lower)[cf.non_idx]
+    hi = np.array(cf.s.upper)[cf.non_idx]
+    local, centre = _stencil(q)
+    theta = theta0.copy()
+    h = np.broadcast_to(np.asarray(step, float), (T, q)).copy()
+    val = np.full(T, np.inf)
+    lin = np.zeros((T, len(cf.lin_idx)))
+    active = np.ones(T, bool)
+    for _ in range(opts.max_rounds):
+        idx = np.flatnonzero(active)
+        if len(idx) == 0:
+            break
+        grid = np.clip(theta[idx, None, :] + local[None] * h[idx, None, :], lo, hi)
+        Xi = {v: a[idx] if a.ndim == 2 else a for v, a in X.items()}
+        vals, coefs = _profile_rows(
+            cf, Xi, y[idx] if y.ndim == 2 else y, masks[idx], objective, grid
+        )
+        # keep the current point on ties so a flat direction does not drift
+        vals[:, centre] -= 1e-15 * np.abs(vals[:, centre])
+        best = np.argmin(vals, axis=1)
+        rows = np.arange(len(idx))
+        theta[idx] = grid[rows, best]
+        val[idx], lin[idx] = vals[rows, best], coefs[rows, best]
+        on_edge = (np.abs(local[best]) == 1) & (theta[idx] > lo) & (theta[idx] < hi)
+        shrink = ~on_edge.any(axis=1)
+        h[idx[shrink]] *= 0.5
+        span = _search_scale(cf.s, theta[idx])
+        active[idx] = (h[idx] > opts.resolution * span).any(axis=1)
+    return theta, lin, val, active
+
+
+def _push_to_bounds(cf: CompiledForm, X, y, masks, objective, theta_start, x, val):
+    """Move ridge rows' nonlinear constants to the bound they were travelling towards.
+
+    Returns the constants, objective and convergence flag of each row: at the bound when the
+    objective there is no worse (the search ran out of rounds on the way), else unchanged and
+    not converged.
+    """
+    theta = x[:, cf.non_idx]
+    lo = np.array(cf.s.lower)[cf.non_idx]
+    hi = np.array(cf.s.upper)[cf.non_idx]
+    travel = theta - theta_start
+    target = np.where(travel > 0, hi, np.where(travel < 0, lo, theta))
+    target = np.where(np.isfinite(target), target, theta)
+    new_val, coefs = _profile_rows(cf, X, y, masks, objective, target[:, None, :])
+    new_val, coefs = new_val[:, 0], coefs[:, 0]
+    take = new_val <= val * (1 + 1e-9)
+    out = x.copy()
+    out[np.ix_(take, cf.non_idx)] = target[take]
+    out[np.ix_(take, cf.lin_idx)] = coefs[take]
+    return out, np.where(take, new_val, val), take
+
+
+def _huber_rescore(g: _GridPieces, y, masks, objective, values, c, keep: int = 64):
+    """Log-Huber values at each split's ``keep`` best grid points by least squares.
+
+    Huber with a small delta is close to least absolute deviations, so its ranking can
+    differ from least squares; the shortlist is wide enough to hold its basins, and its
+    points are re-ranked by the Huber loss at their least-squares linear constants (the
+    starts that Levenberg-Marquardt then finishes). Points off the shortlist get an infinite
+    value.
+    """
+    G, S = values.shape
+    keep = min(keep, G)
+    top = np.argsort(values, axis=0, kind="stable")[:keep].T  # (S, keep)
+    cols = np.arange(S)[:, None]
+    bs, offset = g.at(top)  # (S, keep, n, k), (S, keep, n)
+    pred = offset + (bs @ c[top, cols][..., None])[..., 0]  # (S, keep, n)
+    with np.errstate(all="ignore"):
+        r = np.where(masks[:, None, :], objective.residuals(pred, y), 0.0)
+        hv = objective.value(r, axis=2)
+    hv[~np.isfinite(hv) | ~np.isfinite(values[top, cols])] = np.inf
+    out = np.full((G, S), np.inf)
+    out[top, cols] = hv
+    return out
+
+
+def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int) -> list[int]:
+    """Indices of the best grid points from separate basins (at least 2.5 steps apart)."""
+    order = np.argsort(values, kind="stable")
+    order = order[np.isfinite(values[order])]
+    if len(order) == 0:
+        return []
+    if thetas.shape[1] == 0:
+        return [int(order[0])]
+    logs, floors = _log_axes(s), _floors(s)
+    lo_s, hi_s = np.array(s.start_lo), np.array(s.start_hi)
+    if logs.any() or floors.any():  # basins are apart in log units on a log-scale axis
+        with np.errstate(all="ignore"):
+            f = np.where(floors > 0, floors, 1.0)
+            signed = np.sign(thetas) * np.log(np.maximum(np.abs(thetas) / f, 1.0))
+            thetas = np.where(logs, np.log(np.abs(thetas) + 1e-300), thetas)
+            thetas = np.where(floors > 0, signed, thetas)
+            top = np.log(hi_s / f)
+            lo_s, hi_s = (
+                np.where(floors > 0, -top, np.where(logs, np.log(lo_s), lo_s)),
+                np.where(floors > 0, top, np.where(logs, np.log(hi_s), hi_s)),
+            )
+    span = np.maximum(hi_s - lo_s, 1e-12)
+    step = span / max(2, round(len(thetas) ** (1 / thetas.shape[1])) - 1)
+    picked = [int(order[0])]
+    # look further down the ranking when many starts are wanted (a single fit on all cells)
+    for i in order[1 : max(200, 40 * n_starts)]:
+        if len(picked) >= n_starts:
+            break
+        if np.all(np.any(np.abs(thetas[picked] - thetas[i]) > 2.5 * step, axis=1)):
+            picked.append(int(i))
+    return picked
