@@ -93,7 +93,7 @@ sys.path.insert(0, str(ROOT))
 import fitrules as fr  # noqa: E402
 from fitrules.engine.grammar import Grammar, generate, named  # noqa: E402
 from fitrules.engine.truth import runs_from_form  # noqa: E402
-from fitrules.jobs.search import nested_masks  # noqa: E402
+from fitrules.jobs.search.protocol import nested_masks  # noqa: E402
 from fitrules.model.compiled import CompiledForm  # noqa: E402
 from fitrules.model.compiled import predict as fr_predict  # noqa: E402
 from fitrules.model.forms import Form  # noqa: E402
