@@ -19,8 +19,8 @@ the nannies live here; the budget is measured with this process running, so the 
 leaves it out).
 
 ``--job search`` does the same for ``fitrules search --scheduler local:N`` on the default
-grid (``fitrules.jobs.search.search_memory``): each worker's part of the estimate is
-``fitrules.jobs.search.SEARCH_WORKER_BYTES`` plus ``Plan.worker_memory`` (its copy of the
+grid (``fitrules.jobs.search.plan.search_memory``): each worker's part of the estimate is
+``fitrules.jobs.search.plan.SEARCH_WORKER_BYTES`` plus ``Plan.worker_memory`` (its copy of the
 candidates and masks, and its largest fit); the search's own part (``Plan.memory``) lives in
 this process and is left out of the ratios as the scheduler is.
 """
@@ -99,7 +99,7 @@ def one(spec, n: int, tmp: Path) -> dict:
 
 def one_search(n: int, terms: int) -> dict:
     import fitrules as fr
-    from fitrules.jobs.search import search_memory
+    from fitrules.jobs.search.plan import search_memory
 
     plans = []
     kwargs = dict(splits=5, inner_splits=4, terms=terms, seed=0, yes=True)
@@ -149,7 +149,7 @@ def main() -> int:
 
 
 def main_search(sizes: list[int], terms: int) -> int:
-    from fitrules.jobs.search import SEARCH_WORKER_BYTES
+    from fitrules.jobs.search.plan import SEARCH_WORKER_BYTES
 
     print(f"search of the default grid, --splits 5 --inner-splits 4 --terms {terms}; "
           f"SEARCH_WORKER_BYTES {SEARCH_WORKER_BYTES / MIB:.0f} MiB")  # fmt: skip

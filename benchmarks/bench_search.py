@@ -95,7 +95,7 @@ from truth import runs_from_form  # noqa: E402
 
 import fitrules as fr  # noqa: E402
 from fitrules.engine.grammar import Grammar, generate, named  # noqa: E402
-from fitrules.jobs.search import nested_masks  # noqa: E402
+from fitrules.jobs.search.protocol import nested_masks  # noqa: E402
 from fitrules.model.compiled import CompiledForm  # noqa: E402
 from fitrules.model.compiled import predict as fr_predict  # noqa: E402
 from fitrules.model.forms import Form  # noqa: E402

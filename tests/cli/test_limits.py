@@ -216,7 +216,7 @@ def test_search_memory_counts_its_worker_processes(tmp_path, capsys, monkeypatch
         r"on a local cluster of 4 worker process\(es\) would need about 0.4[6-9]\d* GiB of memory, "
         r"more than the 200 MiB allowed.*use fewer --jobs or a smaller local:N",
     )
-    from fitrules.jobs.search import Plan, search_memory
+    from fitrules.jobs.search.plan import Plan, search_memory
 
     plan = Plan(1, 1, 10, 20, {}, memory=1e6, worker_memory=2e6)
     assert search_memory(plan, 1) == (1e6, "in one process")

@@ -13,7 +13,9 @@ from fitrules.base.errors import FitrulesError
 from fitrules.engine.fit import Objective
 from fitrules.engine.guard import GuardOptions
 from fitrules.engine.metrics import box_weights
-from fitrules.jobs.search import SEARCH_FIT_OPTIONS, front_flags, nested_masks, score_form, select
+from fitrules.jobs.search.protocol import nested_masks
+from fitrules.jobs.search.scoring import SEARCH_FIT_OPTIONS, score_form
+from fitrules.jobs.search.selection import front_flags, select
 from fitrules.model.forms import Form
 from fitrules.model.splits import LeaveOneLevelOut, RandomSplit, RollingOrigin
 
@@ -149,7 +151,7 @@ def test_the_outer_error_holds_out_seed_ids_by_default():
     runs at new seed ids show) was missing from it. By default outer split o now fits the
     runs outside seed fold o mod 3 and scores the fold's runs (checked against an
     independent fit), rescaled by one factor for the mean of 3 new runs at fresh ids."""
-    from fitrules.jobs.search import _score
+    from fitrules.jobs.search.scoring import _score
 
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
     s = fr.search(runs, **SMALL, references=[])
@@ -157,7 +159,7 @@ def test_the_outer_error_holds_out_seed_ids_by_default():
     grid = fr.load_grid(runs)
     cells = grid.cells(["H", "omega"], True)
     masks = nested_masks(RandomSplit(6, 0.8, 0), cells.table, 5, 0.75, 0)
-    from fitrules.jobs.search import _seed_holdout
+    from fitrules.jobs.search.protocol import _seed_holdout
 
     held, _ = _seed_holdout(grid, cells, masks, Objective(), "cells-and-seeds", 0)
     top = s.budgets["max_constants"].max()
@@ -185,7 +187,8 @@ def test_cells_and_seeds_inner_splits_read_every_run_of_the_training_cells():
     cell), a noisier choice than the one from all cells, so the outer error of the picks was
     too high. The inner rows now read every run, as under the cells protocol; the outer rows
     still fit the kept ids and score the held-out fold."""
-    from fitrules.jobs.search import _score, _seed_holdout
+    from fitrules.jobs.search.protocol import _seed_holdout
+    from fitrules.jobs.search.scoring import _score
 
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
     grid = fr.load_grid(runs)
@@ -244,7 +247,7 @@ def test_leave_one_level_out_inside_each_training_set():
 
 def test_survivors_keep_the_best_of_each_number_of_constants_per_split():
     """Survivors keep the best candidate of each constant count per split, never a failed one."""
-    from fitrules.jobs.search import survivors
+    from fitrules.jobs.search.staging import survivors
 
     m = nested_masks(RollingOrigin("N"), _table(), inner_splits=2, inner_train_frac=0.75, seed=0)
     errors = np.full((4, len(m.train)), 5.0)
@@ -317,7 +320,8 @@ def test_a_next_budget_beyond_the_limits_stops_the_growth_and_says_which_limit()
 
     from fitrules.base.limits import MAX_SEARCH_CANDIDATES
     from fitrules.engine.grammar import Grammar
-    from fitrules.jobs.search import Plan, _step_refusal
+    from fitrules.jobs.search.growth import _step_refusal
+    from fitrules.jobs.search.plan import Plan
 
     spec = SimpleNamespace(grammar=Grammar(), outer=RandomSplit(4, 0.8, 0), inner_splits=3)
     big = Plan(MAX_SEARCH_CANDIDATES + 1, 10, 20, 40, {1: 10}, min_train=20, step=6)
@@ -347,7 +351,7 @@ def test_a_step_of_a_large_search_is_staged_by_the_candidates_so_far(monkeypatch
     """``screen="auto"`` counts the earlier steps' candidates: a step small on its own is
     staged once the search as a whole is past the threshold, as one search of every budget
     would be."""
-    import fitrules.jobs.search as search_job
+    import fitrules.jobs.search.staging as search_job
 
     monkeypatch.setattr(search_job, "SCREEN_ABOVE", 36)  # first step 10, the next 34: 44 in all
     runs = truth_runs("L0 + a*omega**0.7 + b*(H/16)**0.5", {"L0": 2.15, "a": 0.02, "b": 0.03}, 4)

@@ -1,0 +1,250 @@
+"""A search's plan: its cost counted from the grammar and options before any candidate is
+made (pilot fits, memory), and the limits it is held to."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from fitrules.base.errors import LimitError
+from fitrules.base.limits import MAX_SEARCH_CANDIDATES, SEARCH_TIME_BUDGET_SECONDS, check_memory
+from fitrules.engine.fit import FitOptions, Objective, fit_memory
+from fitrules.engine.grammar import Grammar, count_candidates, pilot_candidate
+from fitrules.engine.guard import GuardOptions
+from fitrules.jobs.search.protocol import NestedMasks, _shape, asks_inside, nested_masks
+from fitrules.jobs.search.scoring import score_form
+from fitrules.jobs.search.staging import SCREEN_SPLITS, screen_size
+from fitrules.model.splits import RandomSplit
+
+
+@dataclass
+class Plan:
+    """What a search will do, known from the grammar and the options before any candidate is
+    made or fitted: shown to the user with an estimate, and checked against the limits.
+
+    Attributes
+    ----------
+    n_generated : candidates the grammar proposes.
+    n_candidates : those with fewer constants than the fewest cells a nested mask fits, and
+        the reference forms that compete beside them (:attr:`n_references`).
+    fits_per_candidate : nested masks each candidate is fitted on.
+    n_cells : cells of the grid.
+    by_nonlinear : fittable candidates by number of nonlinear constants.
+    seconds : estimated time of the fits in one process (from pilot fits on a few masks).
+    memory : estimated bytes at the peak in this process.
+    min_train : the fewest cells a nested mask fits.
+    worker_memory : estimated bytes each worker process holds beside it (its copy of the
+        candidates and masks, and its largest fit); see :func:`search_memory`.
+    """
+
+    n_generated: int
+    n_candidates: int
+    fits_per_candidate: int
+    n_cells: int
+    by_nonlinear: dict[int, int]
+    seconds: float = 0.0
+    memory: float = 0.0
+    min_train: int = 0
+    screen_keep: int = 0  # a staged search: survivors per outer split and constants
+    screen_fits: int = 0  # fits of every candidate in the screen
+    survivors_max: int = 0  # the most candidates the full nested fits can take
+    worker_memory: float = 0.0
+    # a growing budget's further steps: (constants, candidates, estimated seconds in one
+    # process), each run only while the front still falls
+    growth: list[tuple[int, int, float]] = field(default_factory=list)
+    step: int | None = None  # a growing budget's step: the constants of its candidates
+    n_references: int = 0  # reference forms competing beside the grammar's (in n_candidates)
+
+
+SEARCH_WORKER_BYTES = 120 * 2**20
+"""Bytes of one local cluster worker process of a search before its tasks: a simulation's
+worker (:data:`~fitrules.sim.cluster.LOCAL_WORKER_BYTES`, 100 MiB) plus the fitting stack it
+imports. ``python benchmarks/bench_cluster_memory.py --job search`` (2-core AMD EPYC VM)
+measured the cluster's peak RSS at 1.40x and 1.32x this estimate at local:2 and local:8, and
+its USS (shared libraries not counted) at 0.92x and 0.85x; with 100 MiB the RSS ratios were
+1.61 and 1.55."""
+
+
+def search_memory(plan: Plan, jobs: int, scheduler: str | None = None) -> tuple[float, str]:
+    """Bytes a search takes on this machine at once, and on what: this process's
+    :attr:`Plan.memory`; with ``jobs`` above 1, that many forked pool processes each holding
+    :attr:`Plan.worker_memory`; under ``local:N``, N worker processes each of
+    :data:`SEARCH_WORKER_BYTES` before any task, plus that; a remote
+    cluster's workers are not on this machine."""
+    if scheduler:
+        from fitrules.sim.cluster import check_scheduler
+
+        target = check_scheduler(scheduler)
+        if isinstance(target, int):
+            per = SEARCH_WORKER_BYTES + plan.worker_memory
+            return plan.memory + target * per, f"on a local cluster of {target} worker process(es)"
+        return plan.memory, "in this process (the cluster's workers are elsewhere)"
+    if jobs > 1:
+        return plan.memory + jobs * plan.worker_memory, f"on {jobs} processes"
+    return plan.memory, "in one process"
+
+
+# bytes of one made candidate (its Form, parsed structure and key), generously: tracemalloc
+# on the default grammar over H and omega (1,380 forms) measured 4.2 kB each kept, 7.6 kB at
+# the peak of making them
+CANDIDATE_BYTES = 16_000
+PILOT_MASKS = (2, 8)  # pilot fits time each cost on this many masks: a fixed part and a slope
+
+
+def _pilot_seconds(form, X, y, n_train, objective, options, guard) -> tuple[float, float]:
+    """(fixed, per mask) seconds of fitting ``form`` on masks of ``n_train`` cells: timed on
+    a few random masks (the pilots' results are not used)."""
+    n = len(y)
+    times = []
+    for m in PILOT_MASKS:
+        sp = RandomSplit(m, min(max(n_train / n, 1e-9), 1 - 1e-9), 0)
+        train = sp.masks(n)
+        pilot = NestedMasks(train, ~train, 0, 0, [])
+        t0 = time.perf_counter()
+        score_form(form, X, y, pilot, objective, options, guard)
+        times.append(time.perf_counter() - t0)
+    (m1, m2), (t1, t2) = PILOT_MASKS, times
+    slope = max(t2 - t1, 0.0) / (m2 - m1)
+    slope = max(slope, t2 / m2 / 4)  # noise cannot make the cost of a mask vanish
+    return max(t1 - slope * m1, 0.0), slope
+
+
+def plan_search(
+    grammar: Grammar,
+    cells_X: dict,
+    y: np.ndarray,
+    table: pd.DataFrame,
+    level_counts: dict[str, int],
+    outer,
+    inner_splits: int,
+    inner_train_frac: float,
+    objective: Objective,
+    options: FitOptions,
+    guard: GuardOptions,
+    variables: Sequence[str],
+    screen: int | str = 0,
+    only_constants: int | None = None,
+    pilots: dict | None = None,
+    before: int = 0,
+) -> Plan:
+    """The cost of a search from its grammar and options alone: candidates counted (not
+    made), nested masks counted (not made), each kind of fit timed by pilots on a few masks.
+    A staged search (``screen``, see :func:`screen_size`) is costed with every candidate on
+    the screen's rows and, for the full nested fits, the most survivors there can be (the
+    ``screen`` best of each number of constants in each outer split and the final choice).
+    ``only_constants``: the candidates of that many constants alone (a step of a growing
+    budget, :attr:`Grammar.first_constants`). ``pilots``: the pilot timings by number of
+    nonlinear constants, filled and reused across the calls of one search. ``before``: the
+    candidates of the steps before this one, which ``screen="auto"`` counts too.
+    """
+    n = len(y)
+    n_outer, min_train, inner_train = _shape(outer, table, inner_splits, inner_train_frac)
+    if asks_inside(outer, table, inner_splits):
+        rows = len(nested_masks(outer, table, inner_splits, inner_train_frac, 0).train)
+    else:
+        rows = n_outer + n_outer * inner_splits + 2 * inner_splits + 1
+    cols = {v: cells_X[v] for v in variables}
+    counts = count_candidates(grammar, cols, level_counts, only_constants)
+    n_generated = sum(counts.values())
+    by_q: dict[int, int] = {}
+    for (k, q), c in counts.items():
+        if k < min_train:
+            by_q[q] = by_q.get(q, 0) + c
+    n_fit = sum(by_q.values())
+    keep = screen_size(screen, before + n_fit)
+    classes = len({k for (k, q) in counts if k < min_train})
+    survivors_max = min(n_fit, (n_outer + 1) * keep * classes) if keep else n_fit
+    n_screen = n_outer * min(SCREEN_SPLITS, inner_splits) + SCREEN_SPLITS if keep else 0
+    full, screened, fitting = 0.0, 0.0, 0.0
+    if n_generated <= MAX_SEARCH_CANDIDATES:  # beyond it the count alone refuses
+        pilots = {} if pilots is None else pilots
+        for q, c in sorted(by_q.items()):
+            if q not in pilots:
+                pilot = pilot_candidate(grammar, cols, q)
+                if pilot is None:
+                    pilots[q] = None
+                else:
+                    form = pilot.form.bind(list(cols))
+                    pilots[q] = (
+                        *_pilot_seconds(form, cols, y, inner_train, objective, options, guard),
+                        fit_memory(form, n, rows, options, inner_train),
+                    )
+            if pilots[q] is None:
+                continue
+            fixed, per, memory_q = pilots[q]
+            # the nested fits, the two probe fits and the rank check (about one mask each)
+            full += c * (fixed + per * (rows + 3))
+            screened += c * (fixed + per * (n_screen + 3))
+            fitting = max(fitting, memory_q)
+    seconds = screened + full * survivors_max / max(n_fit, 1) if keep else full
+    memory = (
+        n_generated * CANDIDATE_BYTES  # the candidates made
+        + 2.0 * rows * n  # the nested masks (train and test)
+        + n_fit * rows * 9.0  # each candidate's errors and flags
+        + fitting
+    )
+    # a worker's copy of the state (the candidates to fit, the masks) and its largest fit
+    worker = n_fit * CANDIDATE_BYTES + 2.0 * rows * n + fitting
+    return Plan(
+        n_generated, n_fit, rows, n, by_q, seconds, memory, min_train, keep,
+        n_screen + 3 if keep else 0, survivors_max, worker, step=only_constants,
+    )  # fmt: skip
+
+
+def check_plan(
+    plan: Plan, jobs: int, yes: bool, shrink: dict[str, str], scheduler: str | None = None
+) -> None:
+    """Refuse a search beyond the limits, naming what would shrink it: more candidates
+    than :data:`~fitrules.base.limits.MAX_SEARCH_CANDIDATES`, more memory than the budget, or
+    (unless ``yes``) an estimated time above
+    :data:`~fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS`.
+
+    Raises
+    ------
+    LimitError
+    """
+    from fitrules.views.search import estimate_text
+
+    hint = ", ".join(f"{k} {v}" for k, v in shrink.items())
+    grammar_hint = ", ".join(
+        f"{k} {v}" for k, v in shrink.items() if k not in ("--splits", "--inner-splits")
+    )
+    what = (
+        f"search of {plan.n_generated:,} candidates x {plan.fits_per_candidate:,} nested fits "
+        f"on {plan.n_cells:,} cells"
+    )
+    if plan.n_generated > MAX_SEARCH_CANDIDATES:
+        raise LimitError(
+            f"the grammar proposes {plan.n_generated:,} candidates, more than the "
+            f"{MAX_SEARCH_CANDIDATES:,} a search makes; lower {grammar_hint}"
+        )
+    memory, where = search_memory(plan, jobs, scheduler)
+    reduce = [f"lower {hint}"] if hint else []
+    if memory > plan.memory:
+        reduce.append("use fewer --jobs or a smaller local:N")
+    check_memory(memory, f"{what} {where}", ", or ".join(reduce))
+    wall = plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1)))
+    if wall > SEARCH_TIME_BUDGET_SECONDS and not yes:
+        p = "process" if jobs == 1 else "processes"
+        raise LimitError(
+            f"{what} would take about {estimate_text(wall)} on {jobs} {p}, more than the "
+            f"{estimate_text(SEARCH_TIME_BUDGET_SECONDS)} a search runs unconfirmed; lower "
+            f"{hint}, or pass --yes to run it anyway"
+        )
+
+
+def _shrink_options(grammar: Grammar, outer, inner_splits: int, variables) -> dict[str, str]:
+    """The options that make a search smaller, with their values now."""
+    out = {}
+    for name in ("terms", "first_constants", "max_constants", "max_nonlinear", "interactions"):
+        out[f"--{name.replace('_', '-')}"] = f"({getattr(grammar, name)})"
+    if isinstance(outer, RandomSplit):
+        out["--splits"] = f"({outer.n_splits:,})"
+    out["--inner-splits"] = f"({inner_splits:,})"
+    out["--variables"] = f"({len(variables)})"
+    out["--factors"] = f"({len(grammar.factors)})"
+    return out

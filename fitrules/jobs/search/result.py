@@ -1,0 +1,163 @@
+"""The Search result: the tables a search found, and its views (text, JSON, HTML, the front
+figure, a report)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from fitrules.base.results import Result
+from fitrules.engine.grammar import Grammar
+from fitrules.model.forms import Form
+
+
+@dataclass
+class Search(Result):
+    """What :func:`run_search` found; every view renders these tables.
+
+    Attributes
+    ----------
+    grid_label : str
+        Where the grid came from, for messages.
+    grammar : Grammar
+        The grammar the candidates were proposed from.
+    settings : dict
+        The search's settings (splits, seeds, rule, budgets grown, ...).
+    candidates : DataFrame
+        One row per fitted candidate: name, expression, constants, how often the
+        unrestricted procedure picked it across outer splits and its median outer error in
+        those splits, and its own median outer error over all outer splits (descriptive:
+        never a selection criterion).
+    budgets : DataFrame
+        One row per budget (at most k constants): the procedure's outer error (median,
+        trimmed mean, p90 over outer splits), the winners' median inner error, the optimism
+        (outer / inner), the most-picked form and its share, the form picked from all cells,
+        and whether the budget is on the Pareto front.
+    choices : DataFrame
+        One row per (budget, outer split): the form picked, its inner and outer error.
+    references : DataFrame
+        One row per reference form: its outer error on the same outer splits and how often
+        the unrestricted procedure's pick beat it.
+    pruned : dict of str to int
+        Why candidates were dropped before the nested fits, with counts.
+    dropped : DataFrame
+        One row per dropped candidate: name, expression, reason.
+    n_generated : int
+        Candidates the grammar proposed.
+    forms : dict of str to Form
+        The forms of the candidates kept for the nested fits, by name.
+    seconds : float
+        Wall time of the search.
+    warnings : list of str
+        One-line warnings about the search.
+    pick_guard : dict
+        The wild-extrapolation guard's verdict on the pick at the points of ``at``.
+    """
+
+    grid_label: str
+    grammar: Grammar
+    settings: dict
+    candidates: pd.DataFrame
+    budgets: pd.DataFrame
+    choices: pd.DataFrame
+    references: pd.DataFrame
+    pruned: dict[str, int]
+    dropped: pd.DataFrame
+    n_generated: int
+    forms: dict[str, Form]
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    pick_guard: dict = field(default_factory=dict)
+
+    @property
+    def front(self) -> pd.DataFrame:
+        return self.budgets[self.budgets["on_front"]]
+
+    @property
+    def best(self) -> pd.Series:
+        """The budget on the front with the lowest outer error (the front's last)."""
+        b = self.budgets
+        return b[b["max_constants"] == self.settings["best_budget"]].iloc[0]
+
+    @property
+    def chosen(self) -> Form | None:
+        """The form the procedure picks from all cells at the best budget on the front (None
+        if every candidate failed there)."""
+        name = self.best["final_choice"]
+        # a budget without a final choice holds None (NaN once pandas mixes it with names)
+        return self.forms[name] if isinstance(name, str) else None
+
+    def forms_toml(self) -> str:
+        """The front's forms as ``forms.toml`` entries ready for ``compare``."""
+        from fitrules.views.search import forms_toml
+
+        return forms_toml(self)
+
+    def to_dict(self) -> dict:
+        from fitrules.views.search import search_dict
+
+        return search_dict(self)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        import json
+
+        from fitrules.base.util import json_ready
+
+        text = json.dumps(json_ready(self.to_dict()), indent=2)
+        if path is not None:
+            from fitrules.base.outputs import inputs_of, write_text
+
+            write_text(Path(path), text + "\n", "path", inputs=inputs_of(self))
+        return text
+
+    def text(self) -> str:
+        from fitrules.views.search import render_search
+
+        return render_search(self)
+
+    def __repr__(self) -> str:
+        picked = self.chosen.expression if self.chosen is not None else None
+        return (
+            f"Search({self.grid_label}: {len(self.candidates)} candidates fitted of "
+            f"{self.n_generated} proposed; picked {picked!r})"
+        )
+
+    def html(self) -> str:
+        from fitrules.views.html import search_html
+
+        return search_html(self)
+
+    def plot_front(self, ax=None, labels=None, units=None):
+        """Outer held-out error against the number of constants: the search at each budget,
+        its front, every candidate and the references.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            The axes to draw on (default: new ones).
+        labels : dict or str, optional
+            Taken as by the other results' ``plot_*`` (this figure's axes name no column).
+        units : dict or str, optional
+            Taken as by the other results' ``plot_*``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
+        from fitrules.views.figures import axis_labels
+        from fitrules.views.search import plot_front
+
+        with axis_labels(labels, units):
+            return plot_front(self, ax)
+
+    def report(self, path: str | Path, command: str | None = None, force: bool = False) -> Path:
+        from fitrules.base.errors import report_parameter
+        from fitrules.base.outputs import check_result_output, inputs_of
+        from fitrules.views.search import write_search_report
+
+        check_result_output(path, inputs_of(self), "path", "dir")
+        with report_parameter("path"):
+            return write_search_report(self, Path(path), command, force)
