@@ -1,4 +1,4 @@
-"""Does the quadratic harness reproduce fitrules.engine.theory? Prints every count it rests on.
+"""Does the quadratic harness reproduce fitrules.sim.theory? Prints every count it rests on.
 
     python benchmarks/bench_theory.py            # everything (a few minutes on one core)
     python benchmarks/bench_theory.py --quick    # fewer configurations and rounds
@@ -127,7 +127,7 @@ def check_stationary(quick: bool) -> bool:
         rounds_used.append(rounds - burn)
         kept.append(cfg)
     ratios_a = np.array(ratios)
-    print("1. stationary excess loss, simulated / exact (fitrules.engine.theory.stationary_loss)")
+    print("1. stationary excess loss, simulated / exact (fitrules.sim.theory.stationary_loss)")
     print(f"   configurations: {len(kept)} run, {skipped} skipped as near the mean-square limit "
           f"(compressor gain >= {MAX_GAIN}: heavy tails), of {len(configs)}")  # fmt: skip
     print("   grid: keep {1, 1/2, 1/4, 1/16} (omega 0, 1, 3, 15) x M {4, 16, 64} x H {1, 4, 16} "

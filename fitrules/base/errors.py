@@ -59,7 +59,7 @@ class SimError(FitrulesError, ValueError):
 
 
 class TheoryError(FitrulesError, ValueError):
-    """A setting of :mod:`fitrules.engine.theory` is out of range, or a run it does not cover."""
+    """A setting of :mod:`fitrules.sim.theory` is out of range, or a run it does not cover."""
 
 
 class ReportError(FitrulesError):

@@ -64,7 +64,7 @@ BUILTIN_FORMS: dict[str, Form] = {
             "amplified near the stability limit omega_max = M*(2 - eta*r)/(eta*r) "
             "(r = 1 - (1 - lr*s)**H), where the outer step stops being mean-square stable. "
             "Exact on the noisy quadratic of one curvature at fixed H, M, lr and outer step "
-            "eta, no momentum (fitrules.engine.theory.local_sgd_variance).",
+            "eta, no momentum (fitrules.sim.theory.local_sgd_variance).",
             source="built-in",
         ),
         Form(
@@ -76,7 +76,7 @@ BUILTIN_FORMS: dict[str, Form] = {
             description="The stationary loss of local SGD with compressed displacements in H "
             "and omega: u = lr*s (one curvature), n workers, outer step 1, no momentum; the "
             "(1 + omega) floor, the (1 + (1-u)**H) factor of H inner steps and the stability "
-            "limit (1 - (1-u)**H)*(1 + omega/n) < 2 (fitrules.engine.theory.local_sgd_variance).",
+            "limit (1 - (1-u)**H)*(1 + omega/n) < 2 (fitrules.sim.theory.local_sgd_variance).",
             source="built-in",
         ),
         Form(
@@ -88,7 +88,7 @@ BUILTIN_FORMS: dict[str, Form] = {
             description="The floor's dependence on the number of workers M and the outer "
             "step: excess loss eta*(1 + omega)/(M*(2 - r*eta*(1 + omega/M))) with "
             "r = 1 - (1 - lr*s)**H, no momentum; more workers restore the step, never the "
-            "(1 + omega) factor (fitrules.engine.theory.local_sgd_variance).",
+            "(1 + omega) factor (fitrules.sim.theory.local_sgd_variance).",
             source="built-in",
         ),
     ]

@@ -31,7 +31,7 @@ The metric ``loss`` is the excess loss ``f(x)`` of the global point averaged ove
 rounds after ``burn_in`` (its stationary value when the rounds are enough); ``loss_final``
 is the excess loss after the last round. A run whose loss is not finite or exceeds
 :data:`DIVERGED_LOSS` times the larger of 1 and its starting loss stops there and is recorded
-with ``diverged = True`` and a NaN loss. :mod:`fitrules.engine.theory` gives the exact stationary
+with ``diverged = True`` and a NaN loss. :mod:`fitrules.sim.theory` gives the exact stationary
 value for the mean aggregator without attackers.
 
 Random streams are keyed by the seed alone (starting point, gradient noise, masks), so runs
@@ -206,7 +206,7 @@ def curvatures(spectrum: str, dim: int, curvature: float, condition: float) -> n
     """The Hessian's eigenvalues, largest ``curvature``, smallest ``curvature/condition``.
 
     ``constant``: all equal to ``curvature``; ``linear``: evenly spaced; ``geometric``:
-    evenly spaced in log. :func:`fitrules.engine.theory.curvatures` is the same function (the
+    evenly spaced in log. :func:`fitrules.sim.theory.curvatures` is the same function (the
     harness and the theory share only the table format; a test holds them equal).
     """
     lo = curvature / condition

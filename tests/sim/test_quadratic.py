@@ -137,7 +137,7 @@ def test_the_same_seed_gives_the_same_run_and_seeds_differ():
 )
 def test_every_way_of_drawing_a_run_meets_the_exact_loss(inner, settings):
     """Each draw of the same process (the mean message at once, each worker's displacement at
-    once, every SGD step) against fitrules.engine.theory's expectation of the run's own average."""
+    once, every SGD step) against fitrules.sim.theory's expectation of the run's own average."""
     cfg = QuadConfig(dim=500, lr=0.1, rounds=1200, burn_in=200, inner=inner, **settings)
     expected = theory.exact_loss(asdict(cfg), (cfg.burn_in, cfg.rounds))
     assert quadratic.run(cfg)["loss"] / expected == pytest.approx(1.0, abs=0.05)

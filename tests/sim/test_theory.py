@@ -1,4 +1,4 @@
-"""fitrules.engine.theory: exact stationary losses, their closed forms, the stability limit, and
+"""fitrules.sim.theory: exact stationary losses, their closed forms, the stability limit, and
 the theory forms fitted to exact values."""
 
 import math
@@ -279,7 +279,7 @@ def test_theory_forms_are_built_in_but_not_defaults():
 
     for name in ("theory_floor", "theory_local_sgd", "theory_workers"):
         assert name in BUILTIN_FORMS and name not in DEFAULT_FORMS
-        assert "fitrules.engine.theory" in BUILTIN_FORMS[name].description
+        assert "fitrules.sim.theory" in BUILTIN_FORMS[name].description
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.5])
