@@ -1633,7 +1633,7 @@ def api_cases(draw) -> ApiCase:
         if d.chance(3):
             kw["data"] = _arg(d, [None, "path"], [5, "nope.csv"], "data")
         return ApiCase(call, (source,), kw)
-    if call == "stationary_loss":  # fitrules.engine.theory (issue 33)
+    if call == "stationary_loss":  # fitrules.sim.theory (issue 33)
         args = (_arg(d, [1.0, [1.0, 0.5], (0.25, 2)], [0, -1.0, "a", [], NAN, None, [[1.0]],
                                                      1j, [1.0, -1.0], True], "s"),)  # fmt: skip
         kw["lr"] = _arg(d, [0.1, 0.05, 3.0, 1e308], [0, -1, NAN, "a", None, True], "lr")
