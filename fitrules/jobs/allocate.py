@@ -132,6 +132,9 @@ class Allocation(Result):
         Bootstrap refits used.
     notes : list of str
         What the table's reader should know (extrapolation, budgets without an optimum).
+    refits : str
+        With bootstrap intervals, the bootstrap whose refits they read (its kind, resamples
+        and seed, as the fit describes it); empty otherwise.
     """
 
     fit: object
@@ -146,6 +149,7 @@ class Allocation(Result):
     failed_draws: int = 0
     draws: int = 0
     notes: list[str] = field(default_factory=list)
+    refits: str = ""
 
     @property
     def interval_kind(self) -> str:
@@ -197,6 +201,7 @@ class Allocation(Result):
                     "level": self.level,
                     "draws": self.draws,
                     "failed_draws": self.failed_draws,
+                    "refits": self.refits,
                 },  # fmt: skip
                 "exponents": self.exponents,
                 "reference_budget": self.reference_budget,
@@ -290,6 +295,7 @@ def run(fitted, cost_text: str, budgets, intervals: str, level: float) -> Alloca
     lo_hi = np.full((b, 4, 2), np.nan)
     e_lo_hi = np.full((2, 2), np.nan)
     failed = draws = 0
+    refits = ""
     if intervals == "covariance":
         unc = fitted.uncertainty
         names = list(unc.constants) if hasattr(unc, "constants") else list(form.constants)
@@ -299,7 +305,7 @@ def run(fitted, cost_text: str, budgets, intervals: str, level: float) -> Alloca
         e_lo_hi = np.stack([exps - z * se_e, exps + z * se_e], axis=-1)
     elif intervals == "bootstrap":
         boot = fitted.bootstrap
-        draws = len(boot.draws)
+        draws, refits = len(boot.draws), boot.describe()
         lo_hi, e_lo_hi, failed = draw_intervals(
             alloc, constants, list(form.constants), boot.draws, budgets, ref, level
         )
@@ -325,7 +331,7 @@ def run(fitted, cost_text: str, budgets, intervals: str, level: float) -> Alloca
         notes.append(f"{failed} of {draws} bootstrap refits gave no allocation and are left "
                      "out of the intervals")  # fmt: skip
     return Allocation(fitted, cost, table, exponents, method, intervals, level, ref, grid_range,
-                      failed, draws, notes)  # fmt: skip
+                      failed, draws, notes, refits)  # fmt: skip
 
 
 def _outside(grid_range: dict, point: dict) -> str:

@@ -54,6 +54,8 @@ def render_allocation(a) -> str:
     if a.intervals != "none":
         extra = f", {a.draws} refits" if a.intervals == "bootstrap" else ""
         lines.append(f"intervals ({pct}%{extra}): {a.interval_kind}")
+        if a.refits:
+            lines.append(f"refits: {a.refits}")
     lines.append("")
     head = ["budget C", f"{x}*", f"{pct}% interval", f"{y}*", f"{pct}% interval",
             f"{y}/{x}", f"{pct}% interval", "loss", "extrapolation"]  # fmt: skip
