@@ -1,5 +1,5 @@
 """Golden files: every result class's text, HTML and JSON for one small example, kept under
-``tests/golden/`` (``NAME.txt``, ``NAME.html``, ``NAME.json``).
+``tests/golden/`` (``NAME.txt``, ``NAME.html.txt``, ``NAME.json``).
 
     python -m tools.golden                 # write them all (only those that differ)
     python -m tools.golden --check         # a unified diff of each that differs; exit 1
@@ -40,7 +40,7 @@ import fitrules as fr
 
 HERE = Path(__file__).resolve().parent.parent
 GOLDEN = HERE / "tests" / "golden"
-SUFFIXES = ("txt", "html", "json")
+SUFFIXES = ("txt", "html.txt", "json")  # HTML kept as text: a reviewed diff, not a page
 REL = 1e-9  # JSON numbers this close (relative) are equal
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}:\d{2}|Z)?")
 VERSION = re.compile(r'("fitrules_version": )"[^"]*"')
@@ -152,7 +152,7 @@ def build(name: str) -> tuple[object, dict[str, str]]:
     _, make = EXAMPLES[name]
     with _workdir() as work:
         result = make()
-        views = {"txt": str(result), "html": result._repr_html_()}
+        views = {"txt": str(result), "html.txt": result._repr_html_()}
         if hasattr(result, "to_json"):
             views["json"] = result.to_json()
         hashes = _ledger_hashes(work)
