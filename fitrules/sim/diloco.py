@@ -242,15 +242,3 @@ def run(cfg: RunConfig, corpus: Corpus) -> dict:
         wall_s=round(time.perf_counter() - t0, 3),
     )
     return row
-
-
-def train_single(cfg: RunConfig, corpus: Corpus) -> np.ndarray:
-    """Plain single-worker training with the inner optimiser: the M=1, H=1 reference."""
-    shape = cfg.shape(corpus.vocab_size)
-    params = init_params(shape, np.random.default_rng([cfg.seed, 0]))[None, :].copy()
-    opt = _Adam(cfg.inner_opt, cfg.lr, cfg.weight_decay, params.shape)
-    grad = np.empty_like(params)
-    for x, y in _batches(corpus, RunConfig(**{**asdict(cfg), "M": 1})):
-        loss_and_grad(params, x, y, shape, grad)
-        opt.step(params, grad)
-    return params[0]

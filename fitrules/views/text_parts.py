@@ -28,10 +28,6 @@ def fmt_p(p: float | None) -> str:
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
-def fmt_pct(x: float) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
-
-
 def table(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
     """Fixed-width table: columns are (key, header, format) with format '' for str()."""
     cells = [[h for _, h, _ in columns]]
