@@ -9,7 +9,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitrules.views.text_parts import data_line, fmt_p, seed_effect_sentence, table
+from fitrules.views.text_parts import (
+    data_line,
+    fmt_p,
+    seed_effect_sentence,
+    sentence,
+    table,
+)
 
 ALPHA = 0.05  # the Holm-adjusted level at which a verdict names the better form
 
@@ -157,14 +163,14 @@ def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
     if loses:
         second.append(f"the corrected verdict favours {_join(loses)} over it")
     if second:
-        lines.append("; ".join(second)[0].upper() + "; ".join(second)[1:] + ".")
+        lines.append(sentence(second))
     third = []
     if same:
         third.append(f"It cannot be told apart from {_join(same)} with these cells")
     if untested:
         third.append(f"no test can decide against {_join(untested)}")
     if third:
-        lines.append("; ".join(third)[0].upper() + "; ".join(third)[1:] + ".")
+        lines.append(sentence(third))
     return lines
 
 

@@ -22,6 +22,12 @@ def seed_effect_sentence(e: dict | None, unit: str = "") -> str | None:
     )
 
 
+def sentence(clauses: list[str]) -> str:
+    """The clauses joined by semicolons into one sentence: capitalised, with a full stop."""
+    text = "; ".join(clauses)
+    return text[0].upper() + text[1:] + "."
+
+
 def fmt_p(p: float | None) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "n/a"
