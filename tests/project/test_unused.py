@@ -13,6 +13,7 @@ The rule, by name (a use of a name counts for every definition of that name):
   documents), dunder names, and test hooks (``pytest_*``, or a name holding ``_for_test``).
 - Names used only by tests, benchmarks or tools count as unused: they are not public API, so
   the package should not carry them for their sake.
+- A name used only inside another unused definition counts as used until that one goes.
 - Methods are not checked (only module-level functions and classes): a method is reached by
   overriding, protocols and duck typing, which a by-name check cannot see.
 
@@ -108,13 +109,17 @@ def _outside_uses(root: Path) -> set[str]:
 
 
 def _public(root: Path) -> set[str]:
-    """``fitrules.__all__`` as its ``_PUBLIC`` table spells it (read, not imported)."""
+    """``fitrules.__all__``, read and not imported: the strings of its literal and of the
+    ``_PUBLIC`` table it is made from."""
     tree = ast.parse((root / "fitrules" / "__init__.py").read_text())
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
-            if any(isinstance(t, ast.Name) and t.id == "_PUBLIC" for t in node.targets):
-                names |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict | ast.List):
+            if any(
+                isinstance(t, ast.Name) and t.id in ("_PUBLIC", "__all__") for t in node.targets
+            ):
+                items = node.value.keys if isinstance(node.value, ast.Dict) else node.value.elts
+                names |= {k.value for k in items if isinstance(k, ast.Constant)}
     return names
 
 
