@@ -78,10 +78,6 @@ class UsageError(FitrulesError):
     """The command line itself is malformed (unknown option, missing value, bad type)."""
 
 
-class DegenerateSplitWarning(RuntimeWarning):
-    """Some (split, form) pairs could not identify the form's constants."""
-
-
 # ---------------------------------------------------------------- the words of an error
 _on_command_line: ContextVar[bool] = ContextVar("fitrules_command_line", default=False)
 # options whose parameter is not the option's name with '_' for '-'

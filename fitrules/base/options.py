@@ -253,16 +253,3 @@ def _keywords(o: Option) -> dict[str, Any]:
     if kw.get("action") in ("store_true", "store_false") and kw["default"] is None:
         del kw["default"]
     return kw
-
-
-def parameter_names(commands: Iterable[Command]) -> dict[str, str]:
-    """Flag (without dashes) -> the Python parameter it sets, where the two differ."""
-    out: dict[str, str] = {}
-    for decl in commands:
-        for o in decl.options:
-            flag = o.option_string
-            if o.python and flag and flag.startswith("--"):
-                bare = flag[2:]
-                if bare.replace("-", "_") != o.name:
-                    out.setdefault(bare, o.name)
-    return out

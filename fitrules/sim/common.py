@@ -1,5 +1,6 @@
 """What both harnesses (the MLP's and the quadratic's) do alike: a run's settings checked
-against their choices, and top-k compression with error feedback."""
+against their choices, compression (rand-k, and top-k with error feedback) and the trimmed
+mean."""
 
 from __future__ import annotations
 
@@ -33,6 +34,29 @@ def check_settings(cfg, choices: dict[str, tuple[str, ...]]) -> None:
         v = getattr(cfg, f.name)
         if isinstance(v, float) and not math.isfinite(v):
             raise SimError(f"{f.name}={v}: must be a finite number")
+
+
+def compress(d: np.ndarray, cfg, rng, error, dtype=np.float64) -> np.ndarray:
+    """The messages ``d`` (one row per worker) as ``cfg``'s compressor sends them: unbiased
+    rand-k (one mask per worker, or one for all), top-k with error feedback, or unchanged.
+    ``dtype`` is the harness's float type, of the masks' uniform draws and of the scaling."""
+    if cfg.compressor == "none" or cfg.keep >= 1.0:
+        return d
+    if cfg.compressor == "randk":
+        rows = 1 if cfg.masks == "shared" else d.shape[0]
+        as_float = np.dtype(dtype).type
+        mask = rng.random((rows, d.shape[1]), dtype=dtype) < as_float(cfg.keep)
+        return d * mask * as_float(1.0 / cfg.keep)
+    # top-k with error feedback: what is not sent this round is added to the next message
+    return topk_with_feedback(d, cfg.keep, error)
+
+
+def trimmed_mean(ordered: np.ndarray, trim: float) -> np.ndarray:
+    """The mean over rows of ``ordered`` (sorted along axis 0) less the ``trim`` fraction at
+    each end."""
+    m = ordered.shape[0]
+    cut = int(math.floor(trim * m))
+    return ordered[cut : m - cut].mean(axis=0)
 
 
 def topk_with_feedback(d: np.ndarray, keep: float, error: np.ndarray) -> np.ndarray:

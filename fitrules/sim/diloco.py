@@ -21,7 +21,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED, SIM_INT_LIMITS
-from fitrules.sim.common import check_settings, topk_with_feedback
+from fitrules.sim.common import check_settings, compress, trimmed_mean
 from fitrules.sim.corpus import Corpus
 from fitrules.sim.model import MLPShape, init_params, loss_and_grad, mean_loss
 
@@ -154,14 +154,7 @@ def _validation(corpus: Corpus, cfg: RunConfig) -> tuple[np.ndarray, np.ndarray]
 
 
 def _compress(delta, cfg: RunConfig, rng, error):
-    if cfg.compressor == "none" or cfg.keep >= 1.0:
-        return delta
-    if cfg.compressor == "randk":
-        rows = 1 if cfg.masks == "shared" else delta.shape[0]
-        mask = rng.random((rows, delta.shape[1]), dtype=np.float32) < np.float32(cfg.keep)
-        return delta * mask * np.float32(1.0 / cfg.keep)
-    # top-k with error feedback: what is not sent this round is added to the next delta
-    return topk_with_feedback(delta, cfg.keep, error)
+    return compress(delta, cfg, rng, error, np.float32)  # the MLP trains in float32
 
 
 def _aggregate(c: np.ndarray, cfg: RunConfig) -> np.ndarray:
@@ -169,9 +162,7 @@ def _aggregate(c: np.ndarray, cfg: RunConfig) -> np.ndarray:
         return c.mean(axis=0)
     if cfg.aggregator == "median":
         return np.median(c, axis=0)
-    cut = int(math.floor(cfg.trim * c.shape[0]))
-    s = np.sort(c, axis=0)
-    return s[cut : c.shape[0] - cut].mean(axis=0)
+    return trimmed_mean(np.sort(c, axis=0), cfg.trim)
 
 
 def train(cfg: RunConfig, corpus: Corpus) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -242,15 +233,3 @@ def run(cfg: RunConfig, corpus: Corpus) -> dict:
         wall_s=round(time.perf_counter() - t0, 3),
     )
     return row
-
-
-def train_single(cfg: RunConfig, corpus: Corpus) -> np.ndarray:
-    """Plain single-worker training with the inner optimiser: the M=1, H=1 reference."""
-    shape = cfg.shape(corpus.vocab_size)
-    params = init_params(shape, np.random.default_rng([cfg.seed, 0]))[None, :].copy()
-    opt = _Adam(cfg.inner_opt, cfg.lr, cfg.weight_decay, params.shape)
-    grad = np.empty_like(params)
-    for x, y in _batches(corpus, RunConfig(**{**asdict(cfg), "M": 1})):
-        loss_and_grad(params, x, y, shape, grad)
-        opt.step(params, grad)
-    return params[0]

@@ -48,7 +48,7 @@ import numpy as np
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED, MAX_SIM_RUN_SECONDS
-from fitrules.sim.common import check_settings, topk_with_feedback
+from fitrules.sim.common import check_settings, compress, trimmed_mean
 
 SPECTRA = ("constant", "linear", "geometric")
 COMPRESSORS = ("none", "randk", "topk")
@@ -256,15 +256,6 @@ def _inner_steps(x, s, cfg, rng):
     return w - x[None, :]
 
 
-def _compress(d, cfg, rng, error):
-    if cfg.compressor == "none" or cfg.keep >= 1.0:
-        return d
-    if cfg.compressor == "randk":
-        rows = 1 if cfg.masks == "shared" else d.shape[0]
-        return d * (rng.random((rows, d.shape[1])) < cfg.keep) * (1.0 / cfg.keep)
-    return topk_with_feedback(d, cfg.keep, error)  # as in the MLP harness
-
-
 def _attack(c, cfg):
     n = cfg.attackers
     if n == 0:
@@ -286,8 +277,7 @@ def _aggregate(c, cfg):
     m = c.shape[0]
     if cfg.aggregator == "median":
         return s[m // 2] if m % 2 else 0.5 * (s[m // 2 - 1] + s[m // 2])
-    cut = int(math.floor(cfg.trim * m))
-    return s[cut : m - cut].mean(axis=0)
+    return trimmed_mean(s, cfg.trim)
 
 
 def train(cfg: QuadConfig) -> tuple[np.ndarray, float, int, bool]:
@@ -311,7 +301,7 @@ def train(cfg: QuadConfig) -> tuple[np.ndarray, float, int, bool]:
             u = -_mean_message(x, s, cfg, rng_noise, rng_mask)
         else:
             d = inner(x, s, cfg, rng_noise)
-            u = -_aggregate(_attack(_compress(d, cfg, rng_mask, error), cfg), cfg)
+            u = -_aggregate(_attack(compress(d, cfg, rng_mask, error), cfg), cfg)
         buf = mu * buf + u
         x = x - eta * (u + mu * buf if cfg.nesterov else buf)
         with np.errstate(over="ignore", invalid="ignore"):

@@ -205,6 +205,15 @@ def _second_moment_map_unchecked(A, b, r, kappa) -> tuple[np.ndarray, np.ndarray
     return L, bb
 
 
+def _radii(L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The modes whose map is finite, and the spectral radius of the map of each of them."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = np.all(np.isfinite(L), axis=(1, 2))
+        if not ok.any():
+            return ok, np.empty(0)
+        return ok, np.max(np.abs(np.linalg.eigvals(L[ok])), axis=1)
+
+
 def second_moment_radius(
     s,
     lr: float,
@@ -244,11 +253,9 @@ def second_moment_radius(
     s = _curv(s)
     A, b, r, kappa, _ = _modes(s, p)
     L, _ = _second_moment_map(A, b, r, kappa)
-    with np.errstate(invalid="ignore", over="ignore"):
-        ok = np.all(np.isfinite(L), axis=(1, 2))
-        out = np.full(s.size, np.inf)
-        if ok.any():
-            out[ok] = np.max(np.abs(np.linalg.eigvals(L[ok])), axis=1)
+    ok, radius = _radii(L)
+    out = np.full(s.size, np.inf)
+    out[ok] = radius
     return out
 
 
@@ -281,14 +288,12 @@ def variance_gain(
     A, b, r, kappa, _ = _modes(s, p)
     L0, bb = _second_moment_map(A, b, r, 0.0 * r)
     out = np.full(s.size, np.inf)
-    with np.errstate(invalid="ignore", over="ignore"):
-        ok = np.all(np.isfinite(L0), axis=(1, 2))
-        if ok.any():
-            radius = np.max(np.abs(np.linalg.eigvals(L0[ok])), axis=1)
-            stable = np.flatnonzero(ok)[radius < 1]
-            if stable.size:
-                S0 = np.linalg.solve(np.eye(3)[None] - L0[stable], bb[stable][..., None])
-                out[stable] = kappa * r[stable] ** 2 * S0[:, 0, 0]
+    ok, radius = _radii(L0)
+    stable = np.flatnonzero(ok)[radius < 1]
+    if stable.size:
+        with np.errstate(invalid="ignore", over="ignore"):
+            S0 = np.linalg.solve(np.eye(3)[None] - L0[stable], bb[stable][..., None])
+            out[stable] = kappa * r[stable] ** 2 * S0[:, 0, 0]
     return out
 
 
@@ -340,16 +345,14 @@ def stationary_variance(
     A, b, r, kappa, sigma2 = _modes(s, p)
     L, bb = _second_moment_map(A, b, r, kappa)
     out = np.full(s.size, np.inf)
+    ok, radius = _radii(L)
     with np.errstate(invalid="ignore", over="ignore"):
-        ok = np.all(np.isfinite(L), axis=(1, 2))
-        if ok.any():
-            radius = np.max(np.abs(np.linalg.eigvals(L[ok])), axis=1)
-            _check_resolved(s[ok][radius >= 1], p)
-            stable = np.flatnonzero(ok)[radius < 1]
-            if stable.size:
-                lhs = np.eye(3)[None] - L[stable]
-                rhs = (sigma2[stable][:, None] * bb[stable])[..., None]
-                out[stable] = _solve_or_inf(lhs, rhs)
+        _check_resolved(s[ok][radius >= 1], p)
+        stable = np.flatnonzero(ok)[radius < 1]
+        if stable.size:
+            lhs = np.eye(3)[None] - L[stable]
+            rhs = (sigma2[stable][:, None] * bb[stable])[..., None]
+            out[stable] = _solve_or_inf(lhs, rhs)
     return out
 
 

@@ -9,12 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from fitrules.base.outputs import check_dir_target, write_dir
-
-
-def check_target(target: Path, force: bool) -> None:
-    """Refuse early (before any work) to overwrite a report without ``--force``."""
-    check_dir_target(Path(target), force)
+from fitrules.base.outputs import write_dir
 
 
 def write_report_dir(target: Path, build: Callable[[Path], None], force: bool = False) -> Path:

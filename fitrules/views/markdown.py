@@ -122,12 +122,13 @@ def _tuning_figures(tuning, fig) -> None:
 
 def _tuning_section(tuning) -> list[str]:
     from fitrules.views.text import render_tuning
+    from fitrules.views.text_parts import sentence
 
     text = render_tuning(tuning, max_rows=40).splitlines()
     return [
         "## Tuning",
         "",
-        text[0][0].upper() + text[0][1:] + ".",
+        sentence([text[0]]),
         "",
         *[f"- {line.strip()}" for line in text[1:]],
         "",

@@ -9,7 +9,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitrules.views.text_parts import data_line, fmt_p, seed_effect_sentence, table
+from fitrules.views.text_parts import (
+    data_line,
+    fmt_p,
+    seed_effect_sentence,
+    sentence,
+    table,
+)
 
 ALPHA = 0.05  # the Holm-adjusted level at which a verdict names the better form
 
@@ -151,20 +157,16 @@ def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
             else "One form: nothing to compare it with."
         )
         return lines
-    second = []
-    if beats:
-        second.append(f"By the corrected paired verdict it predicts better than {_join(beats)}")
-    if loses:
-        second.append(f"the corrected verdict favours {_join(loses)} over it")
-    if second:
-        lines.append("; ".join(second)[0].upper() + "; ".join(second)[1:] + ".")
-    third = []
-    if same:
-        third.append(f"It cannot be told apart from {_join(same)} with these cells")
-    if untested:
-        third.append(f"no test can decide against {_join(untested)}")
-    if third:
-        lines.append("; ".join(third)[0].upper() + "; ".join(third)[1:] + ".")
+    # a sentence of the verdicts it wins or loses, then one of those that cannot decide
+    for clauses in (
+        (("By the corrected paired verdict it predicts better than {}", beats),
+         ("the corrected verdict favours {} over it", loses)),
+        (("It cannot be told apart from {} with these cells", same),
+         ("no test can decide against {}", untested)),
+    ):  # fmt: skip
+        said = [clause.format(_join(forms)) for clause, forms in clauses if forms]
+        if said:
+            lines.append(sentence(said))
     return lines
 
 

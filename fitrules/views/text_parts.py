@@ -22,14 +22,16 @@ def seed_effect_sentence(e: dict | None, unit: str = "") -> str | None:
     )
 
 
+def sentence(clauses: list[str]) -> str:
+    """The clauses joined by semicolons into one sentence: capitalised, with a full stop."""
+    text = "; ".join(clauses)
+    return text[0].upper() + text[1:] + "."
+
+
 def fmt_p(p: float | None) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "n/a"
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
-
-
-def fmt_pct(x: float) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
 def table(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:

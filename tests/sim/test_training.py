@@ -3,13 +3,14 @@ seeds, the committed corpus slice."""
 
 import json
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 
 from conftest import DATA
 from fitrules.sim.corpus import load_corpus
-from fitrules.sim.diloco import RunConfig, _compress, train, train_single
+from fitrules.sim.diloco import RunConfig, _Adam, _batches, _compress, train
 from fitrules.sim.model import MLPShape, init_params, loss_and_grad
 
 
@@ -40,6 +41,18 @@ def test_gradients_match_finite_differences():
         down[:, j] -= 1e-6
         fd = (loss_and_grad(up, x, y, shape)[0] - loss_and_grad(down, x, y, shape)[0]) / 2e-6
         assert grad[:, j] == pytest.approx(fd, rel=1e-5, abs=1e-9)
+
+
+def train_single(cfg: RunConfig, corpus) -> np.ndarray:
+    """Plain single-worker training with the inner optimiser: the M=1, H=1 reference."""
+    shape = cfg.shape(corpus.vocab_size)
+    params = init_params(shape, np.random.default_rng([cfg.seed, 0]))[None, :].copy()
+    opt = _Adam(cfg.inner_opt, cfg.lr, cfg.weight_decay, params.shape)
+    grad = np.empty_like(params)
+    for x, y in _batches(corpus, RunConfig(**{**asdict(cfg), "M": 1})):
+        loss_and_grad(params, x, y, shape, grad)
+        opt.step(params, grad)
+    return params[0]
 
 
 def test_one_worker_every_step_no_momentum_is_plain_training(corpus):
