@@ -150,8 +150,10 @@ def report_parameter(name: str) -> Iterator[None]:
         yield
     except ReportError as err:
         text = Exception.__str__(err)  # with its marks
+        # flag words: old words, until api.py and jobs/ use param()
         if _flags.get() is not None or not ("--report" in text or param("report") in text):
             raise
+        # flag words: old words, until api.py and jobs/ use param()
         text = text.replace("--report", name).replace(param("report"), name)
         raise type(err)(in_api_terms(text)) from None
 
