@@ -19,7 +19,7 @@ as ``path:line: old -> new``; ``path:line: left: reason`` lists what is left for
 
 Left alone, and not listed: docstrings, the help of declarations (``help=``, ``summary=``,
 ``description=``, ``epilog=``, ``examples=``), and literals on a line with a ``# flag words``
-comment (text deliberately about the command line).
+comment, or right below such a comment line (text deliberately about the command line).
 """
 
 from __future__ import annotations
@@ -108,7 +108,10 @@ def literals(source: str) -> list[tuple[ast.expr, str]]:
             continue
         text = ast.get_source_segment(source, node) or ""
         span = lines[node.lineno - 1 : node.end_lineno]
-        if FLAG.search(text) and not any(PRAGMA in line for line in span):
+        above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""  # a comment line
+        if FLAG.search(text) and not (
+            above.startswith(PRAGMA) or any(PRAGMA in line for line in span)
+        ):
             why = "a fix's flag" if id(node) in pairs else ""
             if not why and id(node) not in raised:
                 why = "not in a raise statement: does it reach an error's message?"
