@@ -1,15 +1,16 @@
 """Exceptions for bad input; each message names the bad value and what is allowed.
 
-The CLI turns any :class:`FitrulesError` into one line on stderr and exit status 2. The
-messages name command-line options (``--where``); raised through the Python API they name
-the parameters instead (``where``): see :func:`api_terms`.
+The CLI turns any :class:`FitrulesError` into one line on stderr and exit status 2. A
+message names a parameter with :func:`param`: ``str(err)`` says the parameter (``where``) to
+a Python caller and the running command's flag for it (``--where``) on the command line.
+Messages still written with flags are put in parameter words by :func:`api_terms`.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -26,6 +27,9 @@ class FitrulesError(Exception):
     needs (:func:`fitrules.cli.io.load`)."""
 
     fixes: tuple[tuple[str, str | None], ...] = ()
+
+    def __str__(self) -> str:
+        return in_words(super().__str__())
 
 
 def with_fixes(err: FitrulesError, *fixes: tuple[str, str | None]) -> FitrulesError:
@@ -79,7 +83,9 @@ class UsageError(FitrulesError):
 
 
 # ---------------------------------------------------------------- the words of an error
-_on_command_line: ContextVar[bool] = ContextVar("fitrules_command_line", default=False)
+# the command line's flag of each parameter while it runs a command (None: a Python caller)
+_flags: ContextVar[dict[str, str] | None] = ContextVar("fitrules_flags", default=None)
+_MARK = re.compile("\ue000([a-z][a-z0-9_]*)\ue001")  # private-use characters: never typed
 # options whose parameter is not the option's name with '_' for '-'
 _PARAMETERS = {
     "data": "grid",
@@ -98,14 +104,33 @@ _PARAMETERS = {
 _OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
 
 
+def param(name: str) -> str:
+    """The parameter ``name`` in a message: ``f"{param('splits')} {n}: must be >= 1"`` reads
+    ``splits 0: ...`` in Python and ``--splits 0: ...`` (or the command's flag) on the
+    command line."""
+    return f"\ue000{name}\ue001"
+
+
+def in_words(message: str, flags: Mapping[str, str] | None = None) -> str:
+    """``message`` with each :func:`param` as its flag in ``flags`` (default: the running
+    command's, see :func:`command_line`), or as the parameter's name for a Python caller."""
+    flags = _flags.get() if flags is None else flags
+    if flags is None:
+        return _MARK.sub(r"\1", message)
+    # a parameter the command does not declare: the flag an Option makes from its name
+    return _MARK.sub(lambda m: flags.get(m[1]) or "--" + m[1].replace("_", "-"), message)
+
+
 @contextmanager
-def command_line() -> Iterator[None]:
-    """Within the block errors keep naming command-line options (the CLI's ``main``)."""
-    token = _on_command_line.set(True)
+def command_line() -> Iterator[dict[str, str]]:
+    """Within the block errors name command-line options (the CLI's ``main``); it fills the
+    dictionary yielded with the running command's flags (parameter -> flag) once parsed."""
+    flags: dict[str, str] = {}
+    token = _flags.set(flags)
     try:
-        yield
+        yield flags
     finally:
-        _on_command_line.reset(token)
+        _flags.reset(token)
 
 
 def in_api_terms(message: str) -> str:
@@ -120,9 +145,13 @@ def report_parameter(name: str) -> Iterator[None]:
     try:
         yield
     except ReportError as err:
-        if _on_command_line.get() or "--report" not in str(err):
+        text = Exception.__str__(err)  # with its marks
+        # flag words: old words, until api.py and jobs/ use param()
+        if _flags.get() is not None or not ("--report" in text or param("report") in text):
             raise
-        raise type(err)(in_api_terms(str(err).replace("--report", name))) from None
+        # flag words: old words, until api.py and jobs/ use param()
+        text = text.replace("--report", name).replace(param("report"), name)
+        raise type(err)(in_api_terms(text)) from None
 
 
 def api_terms(func: F) -> F:
@@ -134,7 +163,7 @@ def api_terms(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except FitrulesError as err:
-            if _on_command_line.get():
+            if _flags.get() is not None:
                 raise
             text = str(err)
             new = in_api_terms(text)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fitrules.base.errors import ReportError
+from fitrules.base.errors import ReportError, param
 
 PARTIAL = ".partial"
 
@@ -400,7 +400,7 @@ class StagedFile:
         place where no file can be created (read-only, ``/proc``, missing permissions).
     """
 
-    def __init__(self, path: Path | str, option: str = "--json", update: bool = False):
+    def __init__(self, path: Path | str, option: str = param("json"), update: bool = False):
         if not str(path).strip():
             raise ReportError(f"{option} {str(path)!r}: empty path; give a file name")
         self.path, self.option = Path(path), option
@@ -495,7 +495,7 @@ def write_text(
 
 
 # ------------------------------------------------------------------ directories
-def check_dir_target(target: Path, force: bool, option: str = "--report") -> None:
+def check_dir_target(target: Path, force: bool, option: str = param("report")) -> None:
     """Refuse, before any work, a target that exists (without ``force``) or is not a directory."""
     target = Path(target)
     if not str(target) or str(target) == ".":
@@ -504,7 +504,9 @@ def check_dir_target(target: Path, force: bool, option: str = "--report") -> Non
         if target.is_symlink() or not target.is_dir():
             raise ReportError(f"{option} {_show(target)}: exists and is not a directory")
         if not force and any(target.iterdir()):
-            raise ReportError(f"{option} {_show(target)}: exists; pass --force to replace it")
+            raise ReportError(
+                f"{option} {_show(target)}: exists; pass {param('force')} to replace it"
+            )
         if not force:
             # empty: nothing to lose, unless a live run holds it as its placeholder (locked);
             # one left by a killed run (its lock free) is taken, and its partials removed
@@ -533,7 +535,7 @@ class ReservedDir:
     ``force`` an existing directory is left in place until the new one is swapped in.
     """
 
-    def __init__(self, target: Path | str, force: bool, option: str = "--report"):
+    def __init__(self, target: Path | str, force: bool, option: str = param("report")):
         self.target, self.force, self.option = Path(target), force, option
         check_dir_target(self.target, force, option)
         self.created_parents: list[Path] = []
@@ -553,7 +555,7 @@ class ReservedDir:
             self.release()
             raise ReportError(
                 f"{option} {_show(self.target)}: was created just now by something else; "
-                "pass --force to replace it"
+                f"pass {param('force')} to replace it"
             ) from None
         except OSError as err:
             self.release()
@@ -603,7 +605,7 @@ def write_dir(target: Path | str, build: Callable[[Path], None], force: bool = F
     if target.exists() and not force and (not target.is_dir() or any(target.iterdir())):
         check_dir_target(target, force)
     if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise ReportError(f"--report {_show(target)}: exists and is not a directory")
+        raise ReportError(f"{param('report')} {_show(target)}: exists and is not a directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=PARTIAL, dir=target.parent))
@@ -627,16 +629,20 @@ def _move_into_place(tmp: Path, target: Path, force: bool) -> None:
         return
     except OSError as err:
         if err.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
-            raise ReportError(f"--report {_show(target)}: cannot write it ({_why(err)})") from None
+            raise ReportError(
+                f"{param('report')} {_show(target)}: cannot write it ({_why(err)})"
+            ) from None
     if target.is_symlink() or not target.is_dir():
         raise ReportError(
-            f"--report {_show(target)}: a file appeared there during the run; the report was "
+            f"{param('report')} {_show(target)}: a file appeared there during the run; the "
+            "report was "
             "not written"
         )
     if not force:
         raise ReportError(
-            f"--report {_show(target)}: files were put into it during the run; they are kept "
-            "and the report was not written (pass --force to replace them)"
+            f"{param('report')} {_show(target)}: files were put into it during the run; they are "
+            "kept "
+            f"and the report was not written (pass {param('force')} to replace them)"
         )
     exchange(tmp, target)  # the new report at target, the old one at tmp
     shutil.rmtree(tmp, ignore_errors=True)
@@ -651,13 +657,15 @@ class Outputs:
         self.files: list[StagedFile] = []
         self.taken: list[ReservedDir | StagedFile] = []  # in order: undone last first
 
-    def reserve_dir(self, target: Path | str, force: bool, option: str = "--report") -> ReservedDir:
+    def reserve_dir(
+        self, target: Path | str, force: bool, option: str = param("report")
+    ) -> ReservedDir:
         d = ReservedDir(target, force, option)
         self.dirs.append(d)
         self.taken.append(d)
         return d
 
-    def stage_file(self, path: Path | str, option: str = "--json") -> StagedFile:
+    def stage_file(self, path: Path | str, option: str = param("json")) -> StagedFile:
         f = StagedFile(path, option)
         self.files.append(f)
         self.taken.append(f)

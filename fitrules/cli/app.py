@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 from fitrules.base.errors import FitrulesError, UsageError, command_line
 from fitrules.cli import io
+from fitrules.cli.flags import command_flags
 from fitrules.cli.parser import build_parser
 
 
@@ -76,10 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     outputs = Outputs()
     name = "fitrules"
-    with _sigterm_as_interrupt(), _headless(), command_line():
+    with _sigterm_as_interrupt(), _headless(), command_line() as flags:
         try:
             args = parser.parse_args(io.ARGV)
             name = f"fitrules {args.command}"
+            flags.update(command_flags(args.func))  # an error's parameters, as this command's flags
             args.outputs = outputs
             from fitrules.cli.commands import HANDLERS  # the library, once the line is parsed
 

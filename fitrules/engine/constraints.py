@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fitrules.base.errors import ExpressionError, FormError
+from fitrules.base.errors import ExpressionError, FormError, param
 from fitrules.model import expr as ex
 
 MAX_CONSTRAINTS = 16
@@ -100,7 +100,7 @@ def parse_constraints(items: str | Sequence[str] | None, constants: Sequence[str
         raise FormError(f"constraints {items!r}: give a text such as 'b > a' or a list of them")
     for t in given:
         if not t.strip(" ;"):
-            raise FormError(f"--constraint {t!r}: empty; give one such as 'b > a'")
+            raise FormError(f"{param('constraints')} {t!r}: empty; give one such as 'b > a'")
     texts = [t for s in given for t in (u.strip() for u in s.split(";")) if t]
     if len(texts) > MAX_CONSTRAINTS:
         raise FormError(f"constraints: {len(texts)} given; at most {MAX_CONSTRAINTS}")
@@ -109,7 +109,7 @@ def parse_constraints(items: str | Sequence[str] | None, constants: Sequence[str
 
 
 def _parse_one(text: str, constants: tuple[str, ...], form: str) -> Constraint:
-    where = f"--constraint {text!r}" + (f" (form {form!r})" if form else "")
+    where = f"{param('constraints')} {text!r}" + (f" (form {form!r})" if form else "")
     parts = _OPS.split(text)
     if len(parts) != 3:
         raise FormError(

@@ -72,7 +72,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fitrules.base.errors import FormError
+from fitrules.base.errors import FormError, param
 from fitrules.model.forms import Form
 
 FACTOR_KINDS = ("power", "linear", "inverse", "sqrt", "log", "saturating", "hill")
@@ -234,18 +234,18 @@ def load_grammar(path: str | Path, **overrides) -> Grammar:
 
     path = Path(path)
     # a pipe, a device, a huge file or arrays nested thousands deep are refused unread
-    doc = load_toml(path, f"--grammar {path}", FormError)
+    doc = load_toml(path, f"{param('grammar')} {path}", FormError)
     allowed = [f.name for f in fields(Grammar)]
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
         raise FormError(
-            f"--grammar {path}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}"
+            f"{param('grammar')} {path}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}"
         )
     doc.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Grammar(**doc)
     except FormError as err:
-        raise FormError(f"--grammar {path}: {err}") from None
+        raise FormError(f"{param('grammar')} {path}: {err}") from None
 
 
 # ------------------------------------------------------------------------------ variables

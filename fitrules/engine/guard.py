@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import GUARD_EXCURSION, GUARD_SE, GUARD_SPAN
 from fitrules.engine.fit import FitResult, Objective, value_scale
 from fitrules.model.compiled import CompiledForm
@@ -69,18 +69,23 @@ class GuardOptions:
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.max_span) and self.max_span > 1):
-            raise FitrulesError(f"--guard-span {self.max_span:g}: must be a finite number > 1")
+            raise FitrulesError(
+                f"{param('guard_span')} {self.max_span:g}: must be a finite number > 1"
+            )
         if not (np.isfinite(self.max_rel_se) and self.max_rel_se > 0):
-            raise FitrulesError(f"--guard-se {self.max_rel_se:g}: must be a finite number > 0")
+            raise FitrulesError(
+                f"{param('guard_se')} {self.max_rel_se:g}: must be a finite number > 0"
+            )
         if not (np.isfinite(self.max_excursion) and self.max_excursion > 0):
             raise FitrulesError(
-                f"--guard-excursion {self.max_excursion:g}: must be a finite percentage > 0"
+                f"{param('guard_excursion')} {self.max_excursion:g}: must be a finite "
+                "percentage > 0"
             )
         if self.metric_range is not None:
             lo, hi = self.metric_range
             if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
                 raise FitrulesError(
-                    f"--metric-range {lo:g},{hi:g}: needs two finite numbers LO < HI"
+                    f"{param('metric_range')} {lo:g},{hi:g}: needs two finite numbers LO < HI"
                 )
 
     def describe(self) -> dict:
@@ -96,7 +101,7 @@ def parse_metric_range(text: str | None) -> tuple[float, float] | None:
         lo, hi = (float(p) for p in parts)
     except ValueError:
         raise FitrulesError(
-            f"--metric-range {text!r}: expected LO,HI, two numbers, e.g. 0,3.61"
+            f"{param('metric_range')} {text!r}: expected LO,HI, two numbers, e.g. 0,3.61"
         ) from None
     GuardOptions(metric_range=(lo, hi))  # validates
     return lo, hi

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import HELDOUT_WEIGHTS
 
 TRIM = 0.10  # fraction cut from each end for the trimmed mean
@@ -30,7 +30,7 @@ def box_weights(X: Mapping[str, np.ndarray], kind: str = HELDOUT_WEIGHTS[0]) -> 
     """
     if kind not in HELDOUT_WEIGHTS:
         raise FitrulesError(
-            f"--heldout-weights {kind!r} is unknown; allowed: {', '.join(HELDOUT_WEIGHTS)}"
+            f"{param('heldout_weights')} {kind!r} is unknown; allowed: {', '.join(HELDOUT_WEIGHTS)}"
         )
     n = len(next(iter(X.values()))) if X else 0
     w = np.ones(n)

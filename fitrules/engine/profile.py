@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import LEVEL
 from fitrules.engine.constraints import Constraints
 from fitrules.engine.fit import FitResult, Objective
@@ -417,7 +417,7 @@ def profile_intervals(
     True
     """
     if not (isinstance(level, int | float) and 0 < level < 1):
-        raise FitrulesError(f"--level {level}: must be in (0, 1), e.g. 0.95")
+        raise FitrulesError(f"{param('level')} {level}: must be in (0, 1), e.g. 0.95")
     obj = objective or Objective()
     problem = _Problem(form, X, y, obj, weights, constraints)
     names = problem.cf.s.constants

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from fitrules.base.errors import SelectionError
+from fitrules.base.errors import SelectionError, param
 from fitrules.base.limits import LEVEL, MAX_CI_RESAMPLES, check_count, check_seed
 
 TIE_TOL = 1e-9  # held-out errors (in percent) closer than this count as a tie
@@ -500,9 +500,9 @@ def label(sel: dict[str, str]) -> str:
 def check_ci_options(level: float, n_resamples: int, seed: int) -> None:
     """Refuse paired-interval settings outside what is allowed, before any work."""
     if not (isinstance(level, int | float) and 0 < level < 1):
-        raise SelectionError(f"--level {level}: must be in (0, 1), e.g. 0.95")
+        raise SelectionError(f"{param('level')} {level}: must be in (0, 1), e.g. 0.95")
     check_count(
-        n_resamples, "--resamples", 1000, MAX_CI_RESAMPLES, "at least 1000 for a BCa interval"
+        n_resamples, param("resamples"), 1000, MAX_CI_RESAMPLES, "at least 1000 for a BCa interval"
     )
     check_seed(seed, "--seed")
 
@@ -665,7 +665,7 @@ def paired_ci(
     if seed_col is None:
         raise SelectionError("the grid has no 'seed' column: runs cannot be paired by seed")
     check_ci_options(level, n_resamples, seed)
-    base_mask = _match(runs, baseline, "--baseline")
+    base_mask = _match(runs, baseline, param("baseline"))
     base = _by_seed(runs, base_mask, seed_col, metric, baseline, "baseline")
     out = []
     for sel in treatments:
@@ -729,7 +729,7 @@ def _pair_by_seed(
     metric: str,
 ) -> tuple[list, dict[str, list], np.ndarray]:
     """The seeds both sides ran, those only one did, and treatment - baseline at each."""
-    mask = _match(runs, sel, "--treatment")
+    mask = _match(runs, sel, param("treatment"))
     if (mask == base_mask).all():
         raise SelectionError(
             f"treatment {label(sel)!r} selects the same runs as the baseline {label(baseline)!r}"
@@ -815,9 +815,9 @@ def sweep_treatments(
 ) -> list[dict[str, str]]:
     """Every level of ``column`` except the baseline's, other selected factors fixed."""
     if column not in runs.columns:
-        raise SelectionError(f"--treatment-sweep {column}: the grid has no column {column!r}")
+        raise SelectionError(f"{param('sweep')} {column}: the grid has no column {column!r}")
     base_rows = (
-        runs[_match(runs, {k: v for k, v in baseline.items() if k != column}, "--baseline")]
+        runs[_match(runs, {k: v for k, v in baseline.items() if k != column}, param("baseline"))]
         if len(baseline) > 1 or column not in baseline
         else runs
     )
@@ -829,7 +829,7 @@ def sweep_treatments(
             continue
         out.append(sel)
     if not out:
-        raise SelectionError(f"--treatment-sweep {column}: no level other than the baseline's")
+        raise SelectionError(f"{param('sweep')} {column}: no level other than the baseline's")
     return out
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from fitrules.base.errors import FormError, LimitError, with_fixes
+from fitrules.base.errors import FormError, LimitError, param, with_fixes
 from fitrules.base.limits import MAX_CONSTANTS, MAX_NONLINEAR
 from fitrules.model import expr as ex
 from fitrules.model.form_levels import (
@@ -354,7 +354,7 @@ class Form:
             if key in columns:
                 raise FormError(
                     f"form {self.name!r}: cannot fix {key!r}, a column of the grid (a "
-                    "variable); --fix holds a constant"
+                    f"variable); {param('fix')} holds a constant"
                 )
         if self.by is not None and not self._groups_resolved:
             return self._resolve_groups(columns, data).bind(columns, data)
@@ -457,13 +457,14 @@ class Form:
         by = self.by
         if by not in columns:
             raise FormError(
-                f"form {self.name!r}: --by {by!r} is not a column of the grid"
+                f"form {self.name!r}: {param('by')} {by!r} is not a column of the grid"
                 f"{_close(str(by), columns)}; columns: {', '.join(columns)}"
             )
         plain = replace(self, by=None, shared=None).bind(columns, data)
         if by in plain.bound_variables:
             raise FormError(
-                f"form {self.name!r} reads {by!r}; --by needs a column the form does not read"
+                f"form {self.name!r} reads {by!r}; {param('by')} needs a column the form does "
+                "not read"
             )
         constants = plain.base_constants
         shared = self.shared
@@ -472,9 +473,11 @@ class Form:
             shared = tuple(c for c in constants if c in nonlinear)
         if constants and set(constants) <= set(shared):
             raise FormError(
-                f"form {self.name!r}: --shared names every constant ({', '.join(constants)}), "
-                f"so nothing would differ between the groups of --by {by!r}; leave at least "
-                "one constant out of --shared (or drop --by)"
+                f"form {self.name!r}: {param('shared')} names every constant "
+                f"({', '.join(constants)}), "
+                f"so nothing would differ between the groups of {param('by')} {by!r}; leave at "
+                "least "
+                f"one constant out of {param('shared')} (or drop {param('by')})"
             )
         return replace(self, shared=tuple(shared), variables=(*plain.bound_variables, by))
 
@@ -533,6 +536,7 @@ class Form:
         ranges = {c: r for c, r in self.ranges.items() if base_name(c) not in self.bounds}
         if ranges:
             notes.append(
+                # flag words: advice shown on both faces
                 "default ranges from the grid's values (--bound replaces them) "
                 + ", ".join(f"{c} in {r.describe()} ({r.role})" for c, r in ranges.items())
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from fitrules.base.errors import FormError, LimitError
+from fitrules.base.errors import FormError, LimitError, param
 from fitrules.base.limits import MAX_CONSTANTS
 from fitrules.model import expr as ex
 
@@ -89,7 +89,7 @@ def _group(tree: ex.Node, by: str, shared: Sequence[str], form: Form) -> ex.Node
     """Every constant not in ``shared`` becomes one constant per level of ``by``."""
     if _level_columns(tree):
         raise FormError(
-            f"form {form.name!r} already has per-level constants; group it with --by or "
+            f"form {form.name!r} already has per-level constants; group it with {param('by')} or "
             "write the per-level constants, not both"
         )
     names = ex.names(tree)

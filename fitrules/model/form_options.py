@@ -8,7 +8,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from fitrules.base.errors import FormError
+from fitrules.base.errors import FormError, param
 from fitrules.model import expr as ex
 from fitrules.model.form_class import Form
 
@@ -22,13 +22,14 @@ def parse_fix(items: Sequence[str] | Mapping[str, float] | None) -> dict[str, fl
         for k, v in items.items():
             if not isinstance(k, str) or not _finite_number(v):
                 raise FormError(
-                    f"--fix {{{k!r}: {v!r}}}: each constant name must map to a finite number, "
+                    f"{param('fix')} {{{k!r}: {v!r}}}: each constant name must map to a finite "
+                    "number, "
                     "e.g. {'alpha': 0.34}"
                 )
             out_map[k] = float(v)
         return out_map
     texts = _option_texts(
-        items, "--fix", "NAME=VALUE texts (e.g. ['alpha=0.34']) or a mapping {'alpha': 0.34}"
+        items, param("fix"), "NAME=VALUE texts (e.g. ['alpha=0.34']) or a mapping {'alpha': 0.34}"
     )
     out: dict[str, float] = {}
     for text in texts:
@@ -40,7 +41,8 @@ def parse_fix(items: Sequence[str] | Mapping[str, float] | None) -> dict[str, fl
             x = math.nan
         if not eq or not name or not math.isfinite(x):
             raise FormError(
-                f"--fix {text!r}: expected NAME=VALUE with a finite number, e.g. alpha=0.34"
+                f"{param('fix')} {text!r}: expected NAME=VALUE with a finite number, e.g. "
+                "alpha=0.34"
             )
         out[name] = x
     return out
@@ -65,14 +67,15 @@ def parse_bounds(
             )
             if not ok:
                 raise FormError(
-                    f"--bound {{{k!r}: {v!r}}}: each constant name must map to two numbers "
+                    f"{param('bounds')} {{{k!r}: {v!r}}}: each constant name must map to two "
+                    "numbers "
                     "(low, high) with low < high, e.g. {'Nc': (1e10, 1e16)}"
                 )
             out_map[k] = (float(v[0]), float(v[1]))
         return out_map
     texts = _option_texts(
         items,
-        "--bound",
+        param("bounds"),
         "NAME=LOW..HIGH texts (e.g. ['Nc=1e10..1e16']) or a mapping {'Nc': (1e10, 1e16)}",
     )
     out: dict[str, tuple[float, float]] = {}
@@ -86,7 +89,7 @@ def parse_bounds(
         bad = math.isnan(lo) or math.isnan(hi) or not lo < hi
         if not eq or not name.strip() or not dots or bad:
             raise FormError(
-                f"--bound {text!r}: expected NAME=LOW..HIGH with LOW < HIGH, e.g. "
+                f"{param('bounds')} {text!r}: expected NAME=LOW..HIGH with LOW < HIGH, e.g. "
                 "Nc=1e10..1e16 (inf and -inf allowed)"
             )
         out[name.strip()] = (lo, hi)
@@ -131,8 +134,10 @@ def customise(
     """
     fix, bounds = dict(fix or {}), dict(bounds or {})
     if shared is not None and by is None:
-        raise FormError("--shared needs --by COLUMN (the constants shared across groups)")
-    for label, keys in (("--fix", fix), ("--bound", bounds)):
+        raise FormError(
+            f"{param('shared')} needs {param('by')} COLUMN (the constants shared across groups)"
+        )
+    for label, keys in ((param("fix"), fix), (param("bounds"), bounds)):
         for key in keys:
             if not any(key in ex.names(f.tree) for f in forms):
                 raise FormError(

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import GridError
+from fitrules.base.errors import GridError, param
 
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
@@ -67,10 +67,10 @@ def rename_hint(name: str, columns: Sequence[str]) -> str:
     if name == "omega":
         keep = "keep" if "keep" in columns else column_like("keep", columns)
         if keep is not None:
-            return f" (add --derive 'omega = 1/{quoted(keep)} - 1')"
+            return f" (add {param('derive')} 'omega = 1/{quoted(keep)} - 1')"
     like = column_like(name, columns)
     if like is not None:
-        return f" (add --rename {quoted_arg(like + '=' + name)})"
+        return f" (add {param('rename')} {quoted_arg(like + '=' + name)})"
     return ""
 
 
@@ -79,8 +79,10 @@ def rename_fix(name: str, columns: Sequence[str]) -> tuple[str, str] | None:
     if name == "omega":
         keep = "keep" if "keep" in columns else column_like("keep", columns)
         if keep is not None:
+            # flag words: a fix the command line applies
             return ("--derive", f"omega = 1/{quoted(keep)} - 1")
     like = column_like(name, columns)
+    # flag words: a fix the command line applies
     return None if like is None else ("--rename", f"{like}={name}")
 
 
@@ -116,7 +118,7 @@ def parse_renames(rename: Mapping[str, str] | Sequence[str] | str | None) -> dic
         for t in texts:
             old, sep, new = t.rpartition("=")
             if not sep:
-                raise GridError(f"--rename {t!r}: expected OLD=NEW, e.g. inner_steps=H")
+                raise GridError(f"{param('rename')} {t!r}: expected OLD=NEW, e.g. inner_steps=H")
             pairs.append((old, new))
     out: dict[str, str] = {}
     for old, new in pairs:
@@ -124,9 +126,9 @@ def parse_renames(rename: Mapping[str, str] | Sequence[str] | str | None) -> dic
             raise GridError(f"rename {old!r}: {new!r}: both names must be text")
         old, new = old.strip().strip("`"), new.strip().strip("`")
         if not old or not new:
-            raise GridError(f"--rename {old}={new}: expected OLD=NEW, e.g. inner_steps=H")
+            raise GridError(f"{param('rename')} {old}={new}: expected OLD=NEW, e.g. inner_steps=H")
         if old in out:
-            raise GridError(f"--rename: column {old!r} is renamed twice")
+            raise GridError(f"{param('rename')}: column {old!r} is renamed twice")
         out[old] = new
     return out
 
@@ -140,14 +142,15 @@ def apply_renames(df: pd.DataFrame, renames: dict[str, str], label: str) -> pd.D
     for old, new in renames.items():
         if old not in columns:
             raise GridError(
-                f"--rename {old}={new}: {label} has no column {old!r}; columns: "
+                f"{param('rename')} {old}={new}: {label} has no column {old!r}; columns: "
                 f"{', '.join(columns)}"
             )
     after = [renames.get(c, c) for c in columns]
     for new in renames.values():
         if after.count(new) > 1:
             raise GridError(
-                f"--rename: {label} would have two columns named {new!r}; rename or drop one"
+                f"{param('rename')}: {label} would have two columns named {new!r}; rename or "
+                "drop one"
             )
     return df.rename(columns=renames)
 
@@ -164,7 +167,7 @@ def seed_like(columns: Sequence[str]) -> list[str]:
 
 
 def seed_hint(column: str) -> str:
-    return f"give --seed-col {quoted_arg(column)}"
+    return f"give --seed-col {quoted_arg(column)}"  # flag words: advice shown on both faces
 
 
 def quoted_arg(name: str) -> str:

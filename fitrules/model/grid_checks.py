@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import GridError, with_fixes
+from fitrules.base.errors import GridError, param, with_fixes
 from fitrules.base.limits import MAX_ABS_VALUE
 from fitrules.model.grid_columns import (
     DOMAIN,
@@ -46,9 +46,9 @@ def _exact_copies(
         GridError(
             f"{label}: line {_line(df.index[i])} repeats line {_line(df.index[j])} in every "
             f"column ({n} row{'s are exact copies' if n > 1 else ' is an exact copy'} of "
-            "others: a run exported twice?); drop exact copies with --drop-duplicates"
+            f"others: a run exported twice?); drop exact copies with {param('drop_duplicates')}"
         ),
-        ("--drop-duplicates", None),
+        ("--drop-duplicates", None),  # flag words: a fix the command line applies
     )
 
 
@@ -80,24 +80,27 @@ def _choose_metric(df: pd.DataFrame, metric: str | None, label: str) -> str:
             like = formats.metric_like(list(df.columns), METRIC_DEFAULTS)
             also = f" (so does {', '.join(map(repr, like[1:4]))})" if len(like) > 1 else ""
             choose = (
-                f"{like[0]!r} looks like one{also}: give --metric {formats.quoted_arg(like[0])}"
+                f"{like[0]!r} looks like one{also}: give {param('metric')} "
+                f"{formats.quoted_arg(like[0])}"
                 if like
-                else "choose one with --metric"
+                else f"choose one with {param('metric')}"
             )
             raise with_fixes(
                 GridError(
                     f"{label}: no metric column (looked for {', '.join(METRIC_DEFAULTS)}); "
                     f"{choose}; columns: {', '.join(df.columns)}"
                 ),
+                # flag words: a fix the command line applies
                 *([("--metric", like[0])] if like else []),
             )
     elif metric not in df.columns:
         raise GridError(
-            f"{label}: no column {metric!r} for --metric; columns: {', '.join(df.columns)}"
+            f"{label}: no column {metric!r} for {param('metric')}; columns: {', '.join(df.columns)}"
         )
     elif metric in SEED_COLUMNS:
         raise GridError(
-            f"{label}: --metric {metric}: is the seed column, which names each run's seed; "
+            f"{label}: {param('metric')} {metric}: is the seed column, which names each run's "
+            "seed; "
             "choose the column the runs measured"
         )
     return metric
@@ -147,10 +150,13 @@ def _check_conditions(
     """Refuse a missing seed column, a harness column out of its range, an infinite condition."""
     if seed_col is not None and seed_col not in df.columns:
         raise GridError(
-            f"{label}: no column {seed_col!r} for --seed-col; columns: {', '.join(df.columns)}"
+            f"{label}: no column {seed_col!r} for {param('seed_col')}; columns: "
+            f"{', '.join(df.columns)}"
         )
     if seed_col is not None and seed_col == metric:
-        raise GridError(f"{label}: --seed-col {seed_col!r} is the metric; name the seed column")
+        raise GridError(
+            f"{label}: {param('seed_col')} {seed_col!r} is the metric; name the seed column"
+        )
     for col, (test, allowed) in DOMAIN.items():
         if harness and col in df.columns:
             v = to_float(df[col])

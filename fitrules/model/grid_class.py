@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import GridError
+from fitrules.base.errors import GridError, param
 from fitrules.base.limits import MAX_ABS_VALUE
 from fitrules.model.grid_columns import (
     GENERIC_WORDS,
@@ -356,7 +356,8 @@ class Grid:
                 raise GridError(f"{where}: no column {v!r}; columns: {', '.join(self.columns)}")
             if v == self.metric:
                 raise GridError(
-                    f"{where}: column {v!r} is the metric (--metric {self.metric}); a form may "
+                    f"{where}: column {v!r} is the metric ({param('metric')} {self.metric}); a "
+                    "form may "
                     "not read the values it predicts"
                 )
             if v == self.seed:
@@ -397,7 +398,7 @@ class Grid:
                 raise GridError(
                     f"{where}: column {self.metric!r} has {m[i]:g} in {self.line_of(i)}; "
                     "relative and log objectives need every run's value > 0 (or use "
-                    "--objective abs_ls)"
+                    f"{param('objective')} abs_ls)"
                 )
         groups = self.runs.groupby(list(variables), sort=True)
         handled = self.run_columns(variables)

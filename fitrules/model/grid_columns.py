@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import GridError
+from fitrules.base.errors import GridError, param
 
 METRIC_DEFAULTS = ("loss", "val_loss")
 SEED_COLUMNS = ("seed",)
@@ -134,7 +134,9 @@ def parse_units(units: dict[str, str] | str | None, columns: list[str], label: s
         for part in filter(None, (p.strip() for p in units.split(","))):
             name, sep, unit = part.partition("=")
             if not sep or not name.strip() or not unit.strip():
-                raise GridError(f"--units {units!r}: expected NAME=UNIT pairs, e.g. N=parameters")
+                raise GridError(
+                    f"{param('units')} {units!r}: expected NAME=UNIT pairs, e.g. N=parameters"
+                )
             pairs[name.strip().strip("`")] = unit.strip()
         units = pairs
     if not isinstance(units, dict):
@@ -142,7 +144,7 @@ def parse_units(units: dict[str, str] | str | None, columns: list[str], label: s
     for name in units:
         if name not in columns:
             raise GridError(
-                f"--units: {label} has no column {name!r}; columns: {', '.join(columns)}"
+                f"{param('units')}: {label} has no column {name!r}; columns: {', '.join(columns)}"
             )
     return {str(k): str(v) for k, v in units.items()}
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from fitrules.base import arguments
-from fitrules.base.errors import ExpressionError, FitrulesError, GridError
+from fitrules.base.errors import ExpressionError, FitrulesError, GridError, param
 from fitrules.model import expr as ex
 from fitrules.model.grid_columns import _line
 
@@ -64,21 +64,21 @@ def _derive_columns(df: pd.DataFrame, derive: tuple[str, ...], label: str) -> li
         name, sep, rhs = text.partition("=")
         name = name.strip().strip("`")
         if not sep or not name or not rhs.strip():
-            raise GridError(f"--derive {text!r}: expected 'NAME = EXPRESSION'")
+            raise GridError(f"{param('derive')} {text!r}: expected 'NAME = EXPRESSION'")
         if name in df.columns:
-            raise GridError(f"--derive {text!r}: {label} already has a column {name!r}")
+            raise GridError(f"{param('derive')} {text!r}: {label} already has a column {name!r}")
         try:
-            node = ex.parse(rhs, what=f"--derive {text!r}")
+            node = ex.parse(rhs, what=f"{param('derive')} {text!r}")
         except ExpressionError as err:
             raise GridError(str(err)) from None
         try:
-            values = np.asarray(_eval(node, df, text, label, "--derive"), dtype=float)
+            values = np.asarray(_eval(node, df, text, label, param("derive")), dtype=float)
         except (TypeError, ValueError):
             raise GridError(
-                f"--derive {text!r}: does not give a number on each row of {label}"
+                f"{param('derive')} {text!r}: does not give a number on each row of {label}"
             ) from None
         if values.ndim > 1 or (values.ndim == 1 and len(values) != len(df)):
-            raise GridError(f"--derive {text!r}: does not give one number per row")
+            raise GridError(f"{param('derive')} {text!r}: does not give one number per row")
         df[name] = values
         derived.append(name)
     return derived
@@ -89,16 +89,16 @@ def _apply_filters(df: pd.DataFrame, where: tuple[str, ...], label: str) -> pd.D
     keep = np.ones(len(df), bool)
     for text in where:
         try:
-            node = ex.parse(text, logical=True, what=f"--where {text!r}")
+            node = ex.parse(text, logical=True, what=f"{param('where')} {text!r}")
         except ExpressionError as err:
             raise GridError(str(err)) from None
-        mask = np.asarray(_eval(node, df, text, label, "--where"))
+        mask = np.asarray(_eval(node, df, text, label, param("where")))
         if mask.dtype != bool or mask.shape != (len(df),):
-            raise GridError(f"--where {text!r}: is not a true/false condition on each row")
+            raise GridError(f"{param('where')} {text!r}: is not a true/false condition on each row")
         keep &= mask
     df = df[keep]
     if len(df) == 0:
-        raise GridError(f"{label}: --where {' and '.join(where)!r} leaves no rows")
+        raise GridError(f"{label}: {param('where')} {' and '.join(where)!r} leaves no rows")
     return df
 
 
@@ -111,6 +111,6 @@ def _check_derived_finite(
         if not np.isfinite(values).all():
             i = int(np.flatnonzero(~np.isfinite(values))[0])
             raise GridError(
-                f"--derive {text!r}: gives {values[i]:g} in line {_line(df.index[i])} of "
+                f"{param('derive')} {text!r}: gives {values[i]:g} in line {_line(df.index[i])} of "
                 f"{label}; a derived column must be finite on every row kept"
             )

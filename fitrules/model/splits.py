@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fitrules.base.errors import SplitError
+from fitrules.base.errors import SplitError, param
 from fitrules.base.limits import (
     MAX_SPLITS,
     RANDOM_SPLITS,
@@ -57,7 +57,7 @@ class RandomSplit:
         check_count(int(self.n_splits), "--splits", 1, MAX_SPLITS)
         check_seed(self.seed, "--seed")
         if not (isinstance(self.train_frac, int | float) and 0 < self.train_frac < 1):
-            raise SplitError(f"--train-frac {self.train_frac}: must be in (0, 1)")
+            raise SplitError(f"{param('train_frac')} {self.train_frac}: must be in (0, 1)")
 
     def n_train(self, n_cells: int) -> int:
         return int(np.floor(self.train_frac * n_cells + 0.5))
@@ -67,7 +67,7 @@ class RandomSplit:
         k = self.n_train(n_cells)
         if k < 1 or k >= n_cells:
             raise SplitError(
-                f"--train-frac {self.train_frac:g} of {n_cells} cells gives {k} "
+                f"{param('train_frac')} {self.train_frac:g} of {n_cells} cells gives {k} "
                 f"training and {n_cells - k} held-out cells; each needs at least 1"
             )
 
@@ -389,7 +389,7 @@ class Transfer:
 
     def masks_for(self, table) -> np.ndarray:
         if "_source" not in table.columns:
-            raise SplitError("transfer needs --fit-data and --test-data")
+            raise SplitError(f"transfer needs --fit-data and {param('test_grid')}")
         return (table["_source"] == "fit").to_numpy()[None, :]
 
     def labels(self, table) -> list[str]:
@@ -414,13 +414,13 @@ def _parse_cut(text: str, part: str) -> tuple[str, float | None]:
     if not sep:
         col, sep, value = part.partition(":")
     if not col.strip():
-        raise SplitError(f"--split {text!r}: a column name is missing")
+        raise SplitError(f"{param('split')} {text!r}: a column name is missing")
     if not sep:
         return col.strip(), None
     try:
         return col.strip(), float(value)
     except ValueError:
-        raise SplitError(f"--split {text!r}: {value!r} is not a number") from None
+        raise SplitError(f"{param('split')} {text!r}: {value!r} is not a number") from None
 
 
 def parse_protocol(
@@ -443,15 +443,17 @@ def parse_protocol(
     if kind == "extrapolate" and arg.strip():
         cuts = [_parse_cut(text, part) for part in arg.split(",")]
         if len({c for c, _ in cuts}) < len(cuts):
-            raise SplitError(f"--split {text!r}: a column is named twice")
+            raise SplitError(f"{param('split')} {text!r}: a column is named twice")
         (col, threshold), *also = cuts
         return Extrapolate(col, threshold, tuple(also))
     if kind == "transfer" and not arg:
         if transfer_labels is None:
-            raise SplitError("--split transfer needs --fit-data A and --test-data B")
+            raise SplitError(
+                f"{param('split')} transfer needs --fit-data A and {param('test_grid')} B"
+            )
         return Transfer(*transfer_labels)
     raise SplitError(
-        f"--split {text!r} is unknown; allowed: random, leave-one-level-out:COL, "
+        f"{param('split')} {text!r} is unknown; allowed: random, leave-one-level-out:COL, "
         "extrapolate:COL, extrapolate:COL:VALUE (or 'extrapolate:COL>=VALUE', quoted), "
         "extrapolate:COL,COL2[:VALUE2] (beyond the grid in several columns at once), transfer"
     )

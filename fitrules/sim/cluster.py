@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
-from fitrules.base.errors import SimError
+from fitrules.base.errors import SimError, param
 from fitrules.base.limits import MAX_SIM_JOBS
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
@@ -54,7 +54,8 @@ def _distributed():
         import distributed
     except ImportError:
         raise SimError(
-            f"--scheduler needs Dask's distributed scheduler, which is not installed: {INSTALL}"
+            f"{param('scheduler')} needs Dask's distributed scheduler, which is not installed: "
+            f"{INSTALL}"
         ) from None
     return distributed
 
@@ -95,27 +96,30 @@ def check_scheduler(scheduler: str) -> int | str:
         :data:`SCHEMES`.
     """
     if not isinstance(scheduler, str):
-        raise SimError(f"--scheduler {scheduler!r}: must be text or None")
+        raise SimError(f"{param('scheduler')} {scheduler!r}: must be text or None")
     if scheduler.startswith("local:"):
         n = scheduler.removeprefix("local:")
         if not (n.isascii() and n.isdigit()) or int(n) < 1:
             raise SimError(
-                f"--scheduler {scheduler!r}: local:N needs a whole number of processes "
+                f"{param('scheduler')} {scheduler!r}: local:N needs a whole number of processes "
                 "N >= 1, e.g. local:2"
             )
         if int(n) > MAX_SIM_JOBS:
             raise SimError(
-                f"--scheduler {scheduler!r}: local:N starts N worker processes, N from 1 to "
-                f"{MAX_SIM_JOBS:,} (as --jobs)"
+                f"{param('scheduler')} {scheduler!r}: local:N starts N worker processes, N from "
+                "1 to "
+                f"{MAX_SIM_JOBS:,} (as {param('jobs')})"
             )
         return int(n)
     if not scheduler.strip():
         raise SimError(
-            "--scheduler '': expected a scheduler address such as tcp://host:8786, or local:N"
+            f"{param('scheduler')} '': expected a scheduler address such as tcp://host:8786, or "
+            "local:N"
         )
     if _host_port(scheduler) is None:
         raise SimError(
-            f"--scheduler {scheduler!r}: expected local:N (N from 1 to {MAX_SIM_JOBS:,}) or a "
+            f"{param('scheduler')} {scheduler!r}: expected local:N (N from 1 to "
+            f"{MAX_SIM_JOBS:,}) or a "
             f"scheduler address such as tcp://host:8786 (schemes: {', '.join(SCHEMES)})"
         )
     return scheduler
@@ -180,13 +184,13 @@ def _probe(scheduler: str, address: str) -> None:
         socket.create_connection((host, port), timeout=PROBE_TIMEOUT).close()
     except TimeoutError:
         raise SimError(
-            f"--scheduler {scheduler}: cannot connect: nothing answered at {host}:{port} "
+            f"{param('scheduler')} {scheduler}: cannot connect: nothing answered at {host}:{port} "
             f"within {PROBE_TIMEOUT} s; is the scheduler running (dask scheduler)?"
         ) from None
     except OSError as err:
         why = err.strerror or " ".join(str(err).split()) or type(err).__name__
         raise SimError(
-            f"--scheduler {scheduler}: cannot connect: nothing answers at {host}:{port} "
+            f"{param('scheduler')} {scheduler}: cannot connect: nothing answers at {host}:{port} "
             f"({why}); is the scheduler running (dask scheduler)?"
         ) from None
 
@@ -267,13 +271,14 @@ def connect(scheduler: str) -> Iterator[Client]:
             client = stack.enter_context(distributed.Client(address, timeout=CONNECT_TIMEOUT))
         except (OSError, TimeoutError) as err:
             raise SimError(
-                f"--scheduler {scheduler}: cannot connect: {' '.join(str(err).split())}"
+                f"{param('scheduler')} {scheduler}: cannot connect: {' '.join(str(err).split())}"
             ) from None
         try:
             client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
         except TimeoutError:
             raise SimError(
-                f"--scheduler {scheduler}: no worker joined within {CONNECT_TIMEOUT} s; "
+                f"{param('scheduler')} {scheduler}: no worker joined within {CONNECT_TIMEOUT} s; "
+                # flag words: dask's own option
                 f"start some with: dask worker {address} --nthreads 1"
             ) from None
         yield client

@@ -33,7 +33,7 @@ from typing import TextIO
 import pandas as pd
 
 from fitrules import __version__
-from fitrules.base.errors import SimError
+from fitrules.base.errors import SimError, param
 from fitrules.base.limits import MAX_SIM_JOBS, check_count, check_memory
 from fitrules.base.outputs import link_refusal
 from fitrules.base.util import atomic_write_text, progress
@@ -99,29 +99,29 @@ def check_out(out: Path, jobs: int = 1) -> None:
         manifest path, a parent that is not a writable directory, or ``--jobs`` outside 1 to
         :data:`~fitrules.base.limits.MAX_SIM_JOBS`.
     """
-    check_count(jobs, "--jobs", 1, MAX_SIM_JOBS)
+    check_count(jobs, param("jobs"), 1, MAX_SIM_JOBS)
     out = Path(out)
     if not str(out).strip() or out.name in ("", ".", ".."):
-        raise SimError(f"--out {str(out)!r}: give a CSV file name")
+        raise SimError(f"{param('out')} {str(out)!r}: give a CSV file name")
     # the runs are appended to --out, and the table and manifest rewritten at the end: a link
     # is refused now, as every output refuses one, not after the runs went through it
     for path, what in (
         (out, ""),
         (manifest_path(out), f"{out}: its manifest {manifest_path(out)}"),
     ):
-        refusal = link_refusal(path, "--out", what)
+        refusal = link_refusal(path, param("out"), what)
         if refusal is not None:
             raise SimError(refusal)
     for path in (out, manifest_path(out)):
         if path.is_dir():
-            raise SimError(f"--out {out}: {path} is a directory; give a CSV file name")
+            raise SimError(f"{param('out')} {out}: {path} is a directory; give a CSV file name")
         if path.exists() and not path.is_file():
-            raise SimError(f"--out {out}: {path} exists and is not a regular file")
+            raise SimError(f"{param('out')} {out}: {path} exists and is not a regular file")
     parent = out.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise SimError(f"--out {out}: cannot create files in {parent}")
+        raise SimError(f"{param('out')} {out}: cannot create files in {parent}")
     if out.parent.exists():
         try:  # a real probe: access() says yes to root even where nothing can be created
             fd, probe = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".probe")
@@ -129,7 +129,7 @@ def check_out(out: Path, jobs: int = 1) -> None:
             os.unlink(probe)
         except OSError as err:
             raise SimError(
-                f"--out {out}: cannot create files in {out.parent} ({err.strerror})"
+                f"{param('out')} {out}: cannot create files in {out.parent} ({err.strerror})"
             ) from None
 
 
@@ -162,7 +162,8 @@ def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
     key_fields = [f.name for f in fields(_config_class(spec))]
     if "spec_sha256" not in table.columns or set(key_fields) - set(table.columns):
         raise SimError(
-            f"{out}: exists and was not written by 'fitrules simulate'; choose another --out"
+            f"{out}: exists and was not written by 'fitrules simulate'; choose another "
+            f"{param('out')}"
         )
     _drop_cut_off_row(out)
     try:
@@ -176,7 +177,7 @@ def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
     if other:
         raise SimError(
             f"{out}: holds runs of a different spec (sha256 {sorted(other)[0][:12]}); "
-            f"refusing to mix them with spec {spec.name!r}; choose another --out"
+            f"refusing to mix them with spec {spec.name!r}; choose another {param('out')}"
         )
     rows = table.to_dict("records")
     out_rows = {}
@@ -393,7 +394,8 @@ def simulate(
     check_out(out, jobs)
     if scheduler is not None and jobs != 1:
         raise SimError(
-            f"--jobs {jobs} with --scheduler {scheduler}: give one of them; on a cluster "
+            f"{param('jobs')} {jobs} with {param('scheduler')} {scheduler}: give one of them; on "
+            "a cluster "
             "the workers' threads decide how many runs go at once"
         )
     target = None
@@ -436,7 +438,7 @@ def _memory_estimate(
     return (
         at_once * run_bytes,
         f"{at_once} simulation process(es) at once",
-        "use fewer --jobs or a smaller model",
+        f"use fewer {param('jobs')} or a smaller model",
     )
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from fitrules.base.errors import SimError
+from fitrules.base.errors import SimError, param
 from fitrules.base.limits import MAX_SEED, MAX_SIM_RUNS, check_memory
 from fitrules.sim.diloco import RunConfig
 from fitrules.sim.quadratic import QuadConfig
@@ -240,7 +240,7 @@ def load_spec(path: Path | str) -> GridSpec:
 
 
 def parse_cell(
-    cell: str, base: dict | None = None, source: str = "--cell", known: dict = CONFIG_FIELDS
+    cell: str, base: dict | None = None, source: str = param("cell"), known: dict = CONFIG_FIELDS
 ) -> dict:
     """Parse ``"H=8,keep=0.25"`` into config values on top of ``base``; ``known`` maps the
     settings allowed to their types (the MLP harness's by default)."""
@@ -281,11 +281,11 @@ def _seed_items(seeds: str) -> list[int]:
     items = [s.strip() for s in seeds.split(",")]
     if any(not s for s in items):
         raise SimError(
-            f"--seeds {seeds!r}: an empty seed between commas; give integers separated by "
+            f"{param('seeds')} {seeds!r}: an empty seed between commas; give integers separated by "
             "commas, e.g. 0,1,2"
         )
     if not all(re.fullmatch(r"[+-]?[0-9]+", s) for s in items):
-        raise SimError(f"--seeds {seeds!r}: expected integers (0-9) separated by commas")
+        raise SimError(f"{param('seeds')} {seeds!r}: expected integers (0-9) separated by commas")
     return [int(s) for s in items]
 
 
@@ -303,18 +303,19 @@ def cell_spec(cell: str, base: GridSpec | None = None, seeds: str | None = None)
         base_values = {k: getattr(first, k) for k in known if k not in ("seed", "model")}
         seed_list = sorted({r.seed for r in base.runs})
     if seeds is not None:
-        seed_list = _seeds(_seed_items(seeds), f"--seeds {seeds!r}")
+        seed_list = _seeds(_seed_items(seeds), f"{param('seeds')} {seeds!r}")
         if len(seed_list) > MAX_SIM_RUNS:
-            raise SimError(f"--seeds: more than {MAX_SIM_RUNS:,} seeds")
+            raise SimError(f"{param('seeds')}: more than {MAX_SIM_RUNS:,} seeds")
     only_model = cls is QuadConfig and not cell.replace(",", "").strip()
     values = base_values if only_model else parse_cell(cell, base_values, known=known)
-    runs = tuple(_config({**values, "seed": s}, "--cell", cls) for s in seed_list)
-    check_runs(runs, "--cell")
+    runs = tuple(_config({**values, "seed": s}, param("cell"), cls) for s in seed_list)
+    check_runs(runs, param("cell"))
     named = {} if only_model else parse_cell(cell, known=known)
     desc = ",".join(f"{k}={v}" for k, v in named.items())
     if cls is QuadConfig:
         desc = ",".join(filter(None, ["model=quadratic", desc]))
         values = {**values, "model": "quadratic"}
+    # flag words: a spec file's comment
     text = f"# --cell {desc}\n" + "\n".join(f"{k} = {v!r}" for k, v in sorted(values.items()))
     return GridSpec(f"cell:{desc}", text + f"\nseeds = {seed_list!r}\n", runs)
 
@@ -330,10 +331,12 @@ def _cell_model(cell: str, base: GridSpec | None) -> tuple[str, type, dict]:
         cls = base_cls or RunConfig
         return cell, cls, QUAD_FIELDS if cls is QuadConfig else CONFIG_FIELDS
     if len(named) > 1:
-        raise SimError("--cell: 'model' is given twice")
+        raise SimError(f"{param('cell')}: 'model' is given twice")
     if named[0] not in MODELS:
-        raise SimError(f"--cell: model={named[0]!r} is unknown; allowed: {', '.join(MODELS)}")
+        raise SimError(
+            f"{param('cell')}: model={named[0]!r} is unknown; allowed: {', '.join(MODELS)}"
+        )
     cls, known = MODELS[named[0]]
     if base_cls is not None and cls is not base_cls:
-        raise SimError(f"--cell model={named[0]}: the spec given runs another model")
+        raise SimError(f"{param('cell')} model={named[0]}: the spec given runs another model")
     return ",".join(parts), cls, known

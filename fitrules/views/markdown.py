@@ -526,6 +526,7 @@ def _set_aside_md(doc: dict) -> list[str]:
         "or badly conditioned Jacobian, a constant at its bound), or the fit itself failed "
         "(the optimiser did not converge, or the prediction is not finite). "
         + (
+            # flag words: advice shown on both faces
             "Flagged pairs are kept in the numbers above (--keep-degenerate)."
             if s["keep_degenerate"]
             else "Flagged pairs are left out of the summary and the paired verdicts."
@@ -609,6 +610,7 @@ def ci_report(
                 "comparison depends on) was not tuned for that arm, the difference may be an "
                 "effect of that setting, not of the method: a difference at one shared "
                 "learning rate answers 'at this learning rate', not 'in general'. Sweep it in "
+                # flag words: advice shown on both faces
                 "the grid and pass `--tune lr` (with `--tune-seeds` so that the interval is "
                 "measured on seeds that did not choose the level).",
                 "",

@@ -284,6 +284,7 @@ def render_search(s) -> str:
         lines.append(
             "left out of the variables as other outcomes of each run: "
             + ", ".join(f"{c} ({why})" for c, why in st["left_out"].items())
+            # flag words: advice shown on both faces
             + "; name one in --variables to search over it"
         )
     shape = _shape_text(s)
@@ -551,6 +552,7 @@ def search_markdown(s, command: str | None) -> str:
         "## Forms for compare",
         "",
         "`forms.toml` here holds the front's forms; copy them into a `forms.toml` and run "
+        # flag words: advice shown on both faces
         "`fitrules compare --forms ...`, which states that they came from a search.",
         "",
     ]

@@ -152,6 +152,7 @@ def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
             loses.append(f"{other} ({p})")
     if not any((beats, loses, same, untested)):
         lines.append(
+            # flag words: advice shown on both faces
             "No paired verdict involves it (one form, or --pairs/--against left it out)."
             if len(rank) > 1 or len(summary) > 1
             else "One form: nothing to compare it with."
@@ -384,6 +385,7 @@ def render_comparison(cmp) -> str:
         ranges = {c: r for c, r in getattr(f, "ranges", {}).items() if c not in f.bounds}
         if ranges:
             lines.append(
+                # flag words: advice shown on both faces
                 f"{f.name}: default ranges from the grid's values (--bound replaces them): "
                 + ", ".join(f"{c} in {r.describe()} ({r.role})" for c, r in ranges.items())
             )
@@ -410,8 +412,9 @@ def render_comparison(cmp) -> str:
             "",
             "Flagged (split, form) pairs: constants not identified, or the fit failed"
             + (
-                " (kept: --keep-degenerate)"
+                " (kept: --keep-degenerate)"  # flag words: advice shown on both faces
                 if s["keep_degenerate"]
+                # flag words: advice shown on both faces
                 else "; set aside (--keep-degenerate keeps them)"
             )
             + ":",

@@ -43,7 +43,7 @@ def render_summary(summary: dict) -> str:
             if summary.get("duplicates_dropped")
             else ""
         )
-        + "filtered out by --where: "
+        + "filtered out by --where: "  # flag words: advice shown on both faces
         f"{summary['filtered_out']}; runs kept: {summary['runs']}",
         "excluded: " + (", ".join(f"{v} {k}" for k, v in summary["excluded"].items()) or "none"),
         f"metric: {summary['metric']} (range {summary['metric_range'][0]:.4g} to "
@@ -66,6 +66,7 @@ def render_summary(summary: dict) -> str:
             "left out as other outcomes of each run (not design columns, not counted in the "
             "cells): "
             + ", ".join(f"{c} ({why})" for c, why in summary["outcome_like"].items())
+            # flag words: advice shown on both faces
             + "; a form or --variables that names one reads it"
         )
     if summary.get("per_run_columns"):

@@ -69,6 +69,7 @@ def table_notes(data: dict) -> list[str]:
     if data.get("duplicates_dropped"):
         n = data["duplicates_dropped"]
         out.append(
+            # flag words: advice shown on both faces
             f"dropped {n} exact cop{'ies' if n != 1 else 'y'} of other rows (--drop-duplicates)"
         )
     if data.get("where"):

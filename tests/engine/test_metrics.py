@@ -41,7 +41,7 @@ def test_a_variable_with_one_value_or_no_numbers_weighs_every_cell_alike():
 
 def test_unknown_heldout_weights_are_refused_with_the_allowed_values():
     """A kind that is neither box nor equal is one line naming both."""
-    allowed = "--heldout-weights 'trapezoid' is unknown; allowed: box, equal"
+    allowed = "^heldout_weights 'trapezoid' is unknown; allowed: box, equal"
     with pytest.raises(FitrulesError, match=allowed):
         box_weights(_grid([1, 2], [0, 1]), "trapezoid")
 

@@ -144,7 +144,7 @@ def test_exact_copy_of_a_run(tmp_path):
     """An exact copy is refused with both lines named and --drop-duplicates offered; with it
     the copy is dropped and counted."""
     path = _write(tmp_path, _dup_seed)
-    with pytest.raises(GridError, match="line 62 repeats line 2 in every column.*--drop-dup"):
+    with pytest.raises(GridError, match="line 62 repeats line 2 in every column.*drop_dup"):
         load_grid(path)
     grid = load_grid(path, drop_duplicates=True)
     assert grid.duplicates_dropped == 1
@@ -237,7 +237,7 @@ def test_seed_column_by_name(user_csv):
     # (issue 32; it was taken for runs that are repeats)
     with pytest.raises(GridError, match="'run_seed' looks like each run's seed.*--seed-col"):
         load_grid(user_csv)
-    with pytest.raises(GridError, match="no column 'rs' for --seed-col; columns: H, keep"):
+    with pytest.raises(GridError, match="no column 'rs' for seed_col; columns: H, keep"):
         load_grid(user_csv, seed_col="rs")
     df = user_table()
     # the same seed twice in one cell, with another loss (an exact copy is refused when read)

@@ -165,6 +165,7 @@ def _bound_reasons(cf: CompiledForm, x: np.ndarray) -> list[str]:
                 kind = f"default bound (its range as {cf.form.ranges[c].role})"
             reasons.append(
                 f"constant {c} is at its {kind} {lo[j] if near_lo else hi[j]:g}; widen it "
+                # flag words: advice shown on both faces
                 f"with --bound '{base_name(c)}=LOW..HIGH' (or bounds in forms.toml)"
             )
     return reasons
@@ -256,6 +257,7 @@ def _edge_hints(cf: CompiledForm, x: np.ndarray) -> list[str]:
         if any(abs(v - e) <= 1e-9 * max(1.0, abs(e)) for e in (lo, hi)):
             out.append(
                 f"constant {c} stopped at the edge of its default search range {lo:g}..{hi:g}; "
+                # flag words: advice shown on both faces
                 f"if its value lies outside, give its range with --bound '{base_name(c)}=LOW..HIGH'"
             )
     return out

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import check_memory
 from fitrules.engine.fit.diagnose import _diagnose
 from fitrules.engine.fit.lm import _lm
@@ -75,7 +75,7 @@ def fit_splits(
     if objective.kind != "abs_ls" and (y <= 0).any():
         raise FitrulesError(
             f"objective {objective.kind} needs a positive metric; "
-            f"found {y.min():g} (use --objective abs_ls)"
+            f"found {y.min():g} (use {param('objective')} abs_ls)"
         )
     check_memory(
         fit_memory(

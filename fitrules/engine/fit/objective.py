@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import HUBER_DELTA, OBJECTIVES
 
 TINY = 1e-300
@@ -42,7 +42,9 @@ class Objective:
                 f"objective {self.kind!r} is unknown; allowed: " + ", ".join(OBJECTIVES)
             )
         if not (np.isfinite(self.delta) and self.delta > 0):
-            raise FitrulesError(f"--delta {self.delta}: the Huber delta must be finite and > 0")
+            raise FitrulesError(
+                f"{param('delta')} {self.delta}: the Huber delta must be finite and > 0"
+            )
 
     def residuals(self, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
         if self.kind == "abs_ls":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import WEIGHTS
 from fitrules.engine.fit.objective import Objective
 
@@ -54,13 +54,16 @@ def cell_weights(kind: str, table, objective: Objective | None = None) -> np.nda
         spread.
     """
     if kind not in WEIGHTS:
-        raise FitrulesError(f"--weights {kind!r} is unknown; allowed: {', '.join(WEIGHTS)}")
+        raise FitrulesError(
+            f"{param('weights')} {kind!r} is unknown; allowed: {', '.join(WEIGHTS)}"
+        )
     if kind == "cells":
         return None
     if objective is not None and objective.kind == "log_huber":
         raise FitrulesError(
-            f"--weights {kind}: weights other than cells apply to least-squares objectives "
-            "(rel_ls, abs_ls); log_huber weighs every cell once (use --weights cells)"
+            f"{param('weights')} {kind}: weights other than cells apply to least-squares "
+            "objectives "
+            f"(rel_ls, abs_ls); log_huber weighs every cell once (use {param('weights')} cells)"
         )
     n = table["n_seeds"].to_numpy(float)
     if kind == "runs":
@@ -71,10 +74,10 @@ def cell_weights(kind: str, table, objective: Objective | None = None) -> np.nda
         i = int(np.flatnonzero(bad)[0])
         row = table.iloc[i]
         raise FitrulesError(
-            f"--weights inverse-variance needs a standard error in every cell; the cell "
+            f"{param('weights')} inverse-variance needs a standard error in every cell; the cell "
             f"at row {i} ({int(row['n_seeds'])} run(s), standard error "
             f"{float(row['sem']):g}) has none (it needs at least 2 runs that differ); use "
-            "--weights runs or cells"
+            f"{param('weights')} runs or cells"
         )
     y = table["value"].to_numpy(float)
     scale = 1.0 if (objective is not None and objective.kind == "abs_ls") else 1.0 / y

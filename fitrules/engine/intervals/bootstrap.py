@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import (
     BOOTSTRAP_KINDS,
     BOOTSTRAP_RESAMPLES,
@@ -202,14 +202,14 @@ def check_bootstrap_options(resamples: int, seed: int, level: float) -> None:
     """
     check_count(
         resamples,
-        "--resamples",
+        param("resamples"),
         20,
         MAX_BOOTSTRAP_RESAMPLES,
         "at least 20 for a percentile interval; each resample is one full fit",
     )
     check_seed(seed, "--bootstrap-seed")
     if not (isinstance(level, int | float) and 0 < level < 1):
-        raise FitrulesError(f"--level {level}: must be in (0, 1), e.g. 0.95")
+        raise FitrulesError(f"{param('level')} {level}: must be in (0, 1), e.g. 0.95")
 
 
 def bootstrap_fit(
@@ -273,7 +273,7 @@ def bootstrap_fit(
         bootstrap_memory(len(form.constants), len(values), sum(len(v) for v in values),
                          resamples, kind, covariance is not None),
         f"the bootstrap of form {form.name!r} ({resamples:,} resamples of {len(values):,} "
-        "cells)", "lower --resamples",
+        "cells)", f"lower {param('resamples')}",
     )  # fmt: skip
     if kind == "auto":
         kind = "residuals" if single else "seeds"

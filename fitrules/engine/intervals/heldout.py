@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import LEVEL
 from fitrules.engine.fit import FitOptions, Objective, fit_splits
 from fitrules.engine.intervals.design import _axis
@@ -55,7 +55,7 @@ def heldout_fit(
     >>> h.predict_at({"H": 8, "omega": 3}, runs=3)["interval_runs"]  # doctest: +SKIP
     """
     if not (isinstance(level, int | float) and 0 < level < 1):
-        raise FitrulesError(f"--level {level}: must be in (0, 1), e.g. 0.95")
+        raise FitrulesError(f"{param('level')} {level}: must be in (0, 1), e.g. 0.95")
     obj = objective or Objective()
     n = len(cells)
     p = len(form.constants)

@@ -156,6 +156,7 @@ def no_offset_reason(grid: Grid, cells: Cells) -> str:
     if grid.seed is None or grid.seed not in grid.runs.columns:
         return (
             "the table names no seed column, so runs that share a seed id cannot be told "
+            # flag words: advice shown on both faces
             "apart (name it with --seed-col COL, seed_col= in Python, if there is one)"
         )
     keys = list(cells.variables)

@@ -8,13 +8,13 @@ import math
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import MAX_ABS_VALUE
 from fitrules.model import expr as ex
 from fitrules.model.forms import Form
 
 
-def parse_point(text: str, option: str = "--predict") -> dict[str, float]:
+def parse_point(text: str, option: str = param("predict")) -> dict[str, float]:
     """``"H=8,keep=0.25"`` -> {"H": 8.0, "keep": 0.25}; every value a finite number.
 
     Raises
@@ -46,7 +46,7 @@ def parse_point(text: str, option: str = "--predict") -> dict[str, float]:
 
 
 def resolve_point(
-    text_or_dict, form: Form, derive=(), option: str = "--predict", harness: bool = True
+    text_or_dict, form: Form, derive=(), option: str = param("predict"), harness: bool = True
 ) -> tuple[dict, dict]:
     """``"H=8,keep=0.25"`` -> (the values as given, the form's variables at that point).
 
