@@ -244,8 +244,10 @@ def _design_probes() -> dict[str, Probe]:
     return {
         **_tuned(),
         "forms": Probe(["composition", "composition_per_h"]),
-        "candidates": Probe("H=128,keep=0.25;H=64,keep=0.0625"),
-        "target": Probe("H=128,keep=0.25"),
+        "candidates": Probe("H=32,128;keep=1/32"),
+        "target": Probe(
+            "H=128,keep=0.25", also={"forms": ["composition"]}, base={"target": "H=32,keep=0.25"}
+        ),  # fmt: skip
         "budget": Probe(4),
         "seeds": Probe(2),
         "max_seeds": Probe(6),
