@@ -73,6 +73,15 @@ def write_table(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def write_file(path: Path, text: str | bytes) -> Path:
+    """Write ``text`` (bytes as they are) to ``path``; return the path."""
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
 def png_ok(path) -> None:
     """A PNG of a real figure: a valid file, big enough, not blank."""
     import matplotlib.image as mpimg

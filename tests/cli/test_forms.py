@@ -8,17 +8,9 @@ import tomllib
 import pytest
 
 from conftest import composition_grid
-from helpers import refused, run
+from helpers import refused, run, write_file
 
 SPLITS = ["--splits", "5"]
-
-
-def _write(path, text: str | bytes):
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)
-    return path
 
 
 def test_forms_commands(tmp_path, monkeypatch, capsys):
@@ -103,7 +95,7 @@ def test_expressions_that_used_to_crash(grid_csv, tmp_path, capsys, expression, 
 def test_forms_toml_with_wrong_types(grid_csv, tmp_path, capsys, monkeypatch, toml, match):
     """forms.toml entries of the wrong type (variables, bounds, expr, start) are refused."""
     (tmp_path / "w").mkdir()
-    _write(tmp_path / "w" / "forms.toml", toml)
+    write_file(tmp_path / "w" / "forms.toml", toml)
     monkeypatch.chdir(tmp_path / "w")
     refused(["fit", "--data", grid_csv, "--form", "mine"], capsys, tmp_path, match)
 
@@ -111,7 +103,7 @@ def test_forms_toml_with_wrong_types(grid_csv, tmp_path, capsys, monkeypatch, to
 def test_start_outside_the_bounds_is_refused(grid_csv, tmp_path, capsys, monkeypatch):
     """A starting range outside a constant's bounds is refused, naming both ranges."""
     (tmp_path / "w").mkdir()
-    _write(
+    write_file(
         tmp_path / "w" / "forms.toml",
         '[mine]\nexpr = "L0 + a*omega*(H/16)**b"\nvariables = ["H", "omega"]\n'
         "start = { b = [20, 30] }\n",
@@ -128,7 +120,7 @@ def test_start_outside_the_bounds_is_refused(grid_csv, tmp_path, capsys, monkeyp
 def test_bounds_on_a_linear_constant_are_refused(grid_csv, tmp_path, capsys, monkeypatch):
     """Bounds on a constant that enters linearly are refused in one line."""
     (tmp_path / "w").mkdir()
-    _write(
+    write_file(
         tmp_path / "w" / "forms.toml",
         '[mine]\nexpr = "L0 + a*omega*(H/16)**b"\nvariables = ["H", "omega"]\n'
         "bounds = { a = [0, 0.001] }\n",
