@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -70,6 +71,18 @@ def interruptible():
     """SIGINT raises KeyboardInterrupt during the test, as in a terminal, whatever the runner
     inherited (the autouse fixture above puts the inherited handler back)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture
+def distributed():
+    """The ``distributed`` module (the test is skipped without it), its logger quiet."""
+    distributed = pytest.importorskip("distributed")
+    # A killed worker or a closing cluster is reported at WARNING by Dask; expected here.
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield distributed
+    logger.setLevel(level)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ resuming, finished grids left alone, Ctrl-C on a cluster."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -17,18 +16,6 @@ import fitrules as fr
 from conftest import DATA
 from fitrules.cli import main
 from helpers import refused, run, write_file
-
-
-@pytest.fixture
-def distributed():
-    distributed = pytest.importorskip("distributed")
-    # A killed worker or a closing cluster is reported at WARNING by Dask; expected here.
-    logger = logging.getLogger("distributed")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    yield distributed
-    logger.setLevel(level)
-
 
 TINY = "steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
 
