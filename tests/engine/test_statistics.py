@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+from tables import BASE, TREAT, paired_runs
 
 from fitrules.base.errors import SelectionError
 from fitrules.engine.stats import (
@@ -25,21 +26,6 @@ from fitrules.engine.stats import (
 from fitrules.model.grids import default_grid, load_grid
 from helpers import run
 
-BASE = [2.00, 2.10, 2.05, 1.95, 2.02]
-
-TREAT = [1.98, 2.07, 2.06, 1.90, 2.00]
-
-
-def _runs(base=BASE, treat=TREAT, seeds=None):
-    seeds = seeds or list(range(len(base)))
-    rows = [
-        {"algo": "sync", "H": 1, "seed": s, "loss": v} for s, v in zip(seeds, base, strict=True)
-    ]
-    rows += [
-        {"algo": "diloco", "H": 16, "seed": s, "loss": v} for s, v in zip(seeds, treat, strict=True)
-    ]
-    return pd.DataFrame(rows)
-
 
 @pytest.fixture(scope="module")
 def grid():
@@ -49,7 +35,7 @@ def grid():
 
 def test_hand_checked_five_pairs():
     """Five pairs give the hand-computed mean, sd, t interval and exact sign-flip p of 4/32."""
-    (r,) = paired_ci(_runs(), "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
+    (r,) = paired_ci(paired_runs(), "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
     # d = [-0.02, -0.03, +0.01, -0.05, -0.02]: mean -0.022, variance 0.00188/4
     assert r.n == 5
     assert r.mean_diff == pytest.approx(-0.022)
@@ -68,7 +54,7 @@ def test_matches_scipy_and_statsmodels_on_fixed_data():
     rng = np.random.default_rng(7)
     base = 2.2 + 0.01 * rng.standard_normal(11)
     treat = base - 0.012 + 0.006 * rng.standard_normal(11)
-    runs = _runs(base, treat)
+    runs = paired_runs(base, treat)
     (r,) = paired_ci(
         runs,
         "loss",
@@ -111,7 +97,7 @@ def test_holm_over_several_treatments():
 
 def test_unpaired_seeds_are_dropped_and_listed():
     """A seed with no treatment run is dropped, listed, and warned of as leaving only 4 pairs."""
-    runs = _runs(BASE, TREAT)
+    runs = paired_runs(BASE, TREAT)
     runs = runs[~((runs.algo == "diloco") & (runs.seed == 4))]
     (r,) = paired_ci(runs, "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
     assert r.n == 4 and r.dropped_seeds == {"baseline_only": [4], "treatment_only": []}
@@ -137,7 +123,7 @@ def test_bad_selections(baseline, treatment, match):
     """An unknown column, a value with no runs, the baseline again or no '=' is refused in words."""
     with pytest.raises(SelectionError, match=match):
         paired_ci(
-            _runs(),
+            paired_runs(),
             "loss",
             "seed",
             parse_selection(baseline, "--baseline"),
@@ -147,11 +133,11 @@ def test_bad_selections(baseline, treatment, match):
 
 def test_no_common_seed_and_duplicate_seed():
     """Groups that share no seed, or a seed with two runs in one group, are refused."""
-    runs = _runs(BASE, TREAT)
+    runs = paired_runs(BASE, TREAT)
     runs.loc[runs.algo == "diloco", "seed"] += 100
     with pytest.raises(SelectionError, match="share no seed"):
         paired_ci(runs, "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
-    runs = pd.concat([_runs(), _runs().assign(H=4)])
+    runs = pd.concat([paired_runs(), paired_runs().assign(H=4)])
     with pytest.raises(SelectionError, match="runs for seed 0"):
         paired_ci(runs, "loss", "seed", {"algo": "sync"}, [{"algo": "diloco", "H": "16"}])
 
@@ -162,7 +148,7 @@ def test_no_bca_interval_below_the_minimum_number_of_pairs(n):
     rng = np.random.default_rng(n)
     base = 2.2 + 0.01 * rng.standard_normal(n)
     (r,) = paired_ci(
-        _runs(base, base - 0.01 + 0.005 * rng.standard_normal(n)),
+        paired_runs(base, base - 0.01 + 0.005 * rng.standard_normal(n)),
         "loss",
         "seed",
         {"algo": "sync"},
@@ -180,7 +166,7 @@ def test_bca_interval_matches_scipy_from_the_minimum_number_of_pairs():
     base = 2.2 + 0.01 * rng.standard_normal(n)
     treat = base - 0.012 + 0.006 * rng.standard_normal(n)
     (r,) = paired_ci(
-        _runs(base, treat),
+        paired_runs(base, treat),
         "loss",
         "seed",
         {"algo": "sync"},
