@@ -58,6 +58,17 @@ def _write_down(argv, code: int, err: str) -> None:
         f.write(json.dumps(row) + "\n")
 
 
+def predicted_into(capsys, ledger, data, *extra) -> None:
+    """Run ``fitrules predict`` of the composition form at H=8, keep=0.25 over ``data``,
+    recording it in ``ledger``; assert it succeeds."""
+    code, out, err = run(
+        ["predict", "--data", data, "--form", "composition", "--at", "H=8,keep=0.25",
+         "--ledger", ledger, "--resamples", "20", *extra],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+
+
 def harness(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with the columns ``fitrules simulate`` writes to name its spec."""
     return df.assign(spec="test", spec_sha256="0" * 64)

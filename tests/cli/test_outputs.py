@@ -12,7 +12,7 @@ import pytest
 
 from conftest import DATA, composition_grid
 from fitrules.cli import main
-from helpers import refused, run, snapshot
+from helpers import predicted_into, refused, run, snapshot
 
 FORMS = ["--forms", "composition", "--splits", "5"]
 
@@ -57,15 +57,6 @@ def main_csv(tmp_path):
     path = tmp_path / "g.csv"
     path.write_bytes((DATA / "main.csv").read_bytes())
     return path
-
-
-def _predict(tmp_path, capsys, ledger, data, *extra):
-    code, out, err = run(
-        ["predict", "--data", data, "--form", "composition", "--at", "H=8,keep=0.25",
-         "--ledger", ledger, "--resamples", "20", *extra],
-        capsys,
-    )  # fmt: skip
-    assert code == 0, err
 
 
 def test_a_directory_filled_during_the_run_is_kept(grid_csv, tmp_path, capsys, during_build):
@@ -389,7 +380,7 @@ def test_a_symlinked_ledger_is_extended_where_it_points(tmp_path, capsys, monkey
     composition_grid().to_csv(tmp_path / "g.csv", index=False)
     shared = tmp_path / "shared" / "ledger.jsonl"
     shared.parent.mkdir()
-    _predict(tmp_path, capsys, shared, tmp_path / "g.csv")
+    predicted_into(capsys, shared, tmp_path / "g.csv")
     (tmp_path / "mine").mkdir()
     link = tmp_path / "mine" / "link.jsonl"
     link.symlink_to(shared)
