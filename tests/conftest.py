@@ -22,6 +22,8 @@ H_LEVELS = (1, 4, 16, 64)
 KEEP_LEVELS = (1.0, 0.5, 0.25, 0.125, 0.0625)
 TRUTH = {"L0": 2.2, "a": 0.012, "b": 0.5}
 
+MICRO, MU, FULL_H = "\u00b5", "\u03bc", "\uff28"  # micro sign, Greek mu, fullwidth H
+
 
 def composition_grid(
     noise: float = 0.002, seeds: int = 3, rng_seed: int = 0, h_levels=H_LEVELS, truth=TRUTH
@@ -147,6 +149,15 @@ def df() -> pd.DataFrame:
 def grid_csv(tmp_path):
     path = tmp_path / "g.csv"
     composition_grid().to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def micro_csv(tmp_path):
+    """The composition grid with H named by the micro sign."""
+    df = composition_grid().rename(columns={"H": MICRO})
+    path = tmp_path / "micro.csv"
+    df.to_csv(path, index=False)
     return path
 
 

@@ -93,6 +93,36 @@ def write_file(path: Path, text: str | bytes) -> Path:
     return path
 
 
+def bad_table(tmp_path: Path, mutate=None) -> Path:
+    """The composition grid changed by ``mutate`` (a function of the frame), written as
+    bad.csv under ``tmp_path``."""
+    from conftest import composition_grid
+
+    df = composition_grid()
+    return write_table(mutate(df) if mutate else df, tmp_path / "bad.csv")
+
+
+def text_metric(row: int, text: str):
+    """A mutation for :func:`bad_table`: the metric holds ``text`` in ``row``."""
+
+    def mutate(df):
+        df["loss"] = df["loss"].astype(object)
+        df.loc[row, "loss"] = text
+        return df
+
+    return mutate
+
+
+def negative_keep(row: int, keep: float):
+    """A mutation for :func:`bad_table`: ``keep`` out of (0, 1] in ``row`` of a harness table."""
+
+    def mutate(df):
+        df.loc[row, "keep"] = keep
+        return harness(df)
+
+    return mutate
+
+
 def png_ok(path) -> None:
     """A PNG of a real figure: a valid file, big enough, not blank."""
     import matplotlib.image as mpimg

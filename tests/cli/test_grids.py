@@ -13,36 +13,27 @@ import pytest
 from tables import user_table
 
 import fitrules as fr
-from conftest import composition_grid
+from conftest import MICRO, MU, composition_grid
 from fitrules.model.grids import load_grid
-from helpers import harness, refused, run, snapshot, write_file, write_table
-
-
-def _bad_grid(tmp_path, mutate):
-    df = mutate(composition_grid())
-    return write_table(df, tmp_path / "bad.csv")
-
-
-def _text_metric(df):
-    df["loss"] = df["loss"].astype(object)
-    df.loc[2, "loss"] = "n/a?"
-    return df
-
-
-def _neg_keep(df):
-    df.loc[1, "keep"] = -1
-    return harness(df)
-
+from helpers import (
+    bad_table,
+    negative_keep,
+    refused,
+    run,
+    snapshot,
+    text_metric,
+    write_file,
+)
 
 BAD = [
     (lambda t: ["--data", t / "missing.csv"], "missing.csv: file not found"),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d.drop(columns="loss"))], "no metric column"),
-    (lambda t: ["--data", _bad_grid(t, _text_metric)], "holds text"),
-    (lambda t: ["--data", _bad_grid(t, _neg_keep)], "keep must be in (0, 1]"),
+    (lambda t: ["--data", bad_table(t, lambda d: d.drop(columns="loss"))], "no metric column"),
+    (lambda t: ["--data", bad_table(t, text_metric(2, "n/a?"))], "holds text"),
+    (lambda t: ["--data", bad_table(t, negative_keep(1, -1))], "keep must be in (0, 1]"),
     (
         lambda t: [
             "--data",
-            _bad_grid(t, lambda d: d),
+            bad_table(t, lambda d: d),
             "--form",
             "w(width) = L0 + a*width",
             "--forms",
@@ -50,39 +41,28 @@ BAD = [
         ],
         "reads variable 'width', which the grid lacks",
     ),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--form", "x = L0 + (("], "cannot parse"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--form", "x = L0 + (("], "cannot parse"),
     (
-        lambda t: ["--data", _bad_grid(t, lambda d: d), "--form", "x = __import__('os').getcwd()"],
+        lambda t: ["--data", bad_table(t, lambda d: d), "--form", "x = __import__('os').getcwd()"],
         "not allowed",
     ),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--train-frac", "1.5"], "(0, 1)"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--train-frac", "1.5"], "(0, 1)"),
     (
-        lambda t: ["--data", _bad_grid(t, lambda d: d), "--train-frac", "0.15"],
+        lambda t: ["--data", bad_table(t, lambda d: d), "--train-frac", "0.15"],
         "has 5 constants but each split fits only 3",
     ),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--forms", "nope"], "unknown form 'nope'"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--forms", "nope"], "unknown form 'nope'"),
     (
-        lambda t: ["--data", _bad_grid(t, lambda d: d), "--where", "lr == 1"],
+        lambda t: ["--data", bad_table(t, lambda d: d), "--where", "lr == 1"],
         "'lr', which is not a column",
     ),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--metric-range", "3,1"], "LO < HI"),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--metric-range", "a"], "expected LO,HI"),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--guard-span", "1"], "--guard-span 1"),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--guard-se", "nan"], "--guard-se nan"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--metric-range", "3,1"], "LO < HI"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--metric-range", "a"], "expected LO,HI"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--guard-span", "1"], "--guard-span 1"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--guard-se", "nan"], "--guard-se nan"),
 ]
 
 SPLITS = ["--splits", "5"]
-
-
-MICRO, MU, FULL_H = "\u00b5", "\u03bc", "\uff28"
-
-
-@pytest.fixture
-def micro_csv(tmp_path):
-    df = composition_grid().rename(columns={"H": MICRO})
-    path = tmp_path / "micro.csv"
-    df.to_csv(path, index=False)
-    return path
 
 
 def _two_lrs() -> pd.DataFrame:
