@@ -33,6 +33,12 @@ def grid():
     return load_grid(path, where=where)
 
 
+def _sync_vs_diloco(runs, **options):
+    """The paired interval of diloco against sync in ``runs``."""
+    (r,) = paired_ci(runs, "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}], **options)
+    return r
+
+
 def test_hand_checked_five_pairs():
     """Five pairs give the hand-computed mean, sd, t interval and exact sign-flip p of 4/32."""
     (r,) = paired_ci(paired_runs(), "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
@@ -55,16 +61,7 @@ def test_matches_scipy_and_statsmodels_on_fixed_data():
     base = 2.2 + 0.01 * rng.standard_normal(11)
     treat = base - 0.012 + 0.006 * rng.standard_normal(11)
     runs = paired_runs(base, treat)
-    (r,) = paired_ci(
-        runs,
-        "loss",
-        "seed",
-        {"algo": "sync"},
-        [{"algo": "diloco"}],
-        level=0.9,
-        n_resamples=10_000,
-        seed=3,
-    )
+    r = _sync_vs_diloco(runs, level=0.9, n_resamples=10_000, seed=3)
     d = treat - base
     lo, hi = stats.t.interval(0.9, 10, loc=d.mean(), scale=stats.sem(d))
     assert r.t_interval == pytest.approx((lo, hi), rel=1e-12)
@@ -147,13 +144,7 @@ def test_no_bca_interval_below_the_minimum_number_of_pairs(n):
     """Below the minimum pairs there is no BCa interval and a warning gives the count."""
     rng = np.random.default_rng(n)
     base = 2.2 + 0.01 * rng.standard_normal(n)
-    (r,) = paired_ci(
-        paired_runs(base, base - 0.01 + 0.005 * rng.standard_normal(n)),
-        "loss",
-        "seed",
-        {"algo": "sync"},
-        [{"algo": "diloco"}],
-    )
+    r = _sync_vs_diloco(paired_runs(base, base - 0.01 + 0.005 * rng.standard_normal(n)))
     assert r.bootstrap_interval == (None, None)
     assert any(f"at least {BCA_MIN_PAIRS} pairs ({n} here)" in w for w in r.warnings)
     assert all(np.isfinite(r.t_interval)) and r.signflip_exact
@@ -165,16 +156,7 @@ def test_bca_interval_matches_scipy_from_the_minimum_number_of_pairs():
     n = BCA_MIN_PAIRS + 4
     base = 2.2 + 0.01 * rng.standard_normal(n)
     treat = base - 0.012 + 0.006 * rng.standard_normal(n)
-    (r,) = paired_ci(
-        paired_runs(base, treat),
-        "loss",
-        "seed",
-        {"algo": "sync"},
-        [{"algo": "diloco"}],
-        level=0.9,
-        n_resamples=10_000,
-        seed=3,
-    )
+    r = _sync_vs_diloco(paired_runs(base, treat), level=0.9, n_resamples=10_000, seed=3)
     boot = stats.bootstrap(
         (treat - base,),
         np.mean,
