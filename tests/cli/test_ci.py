@@ -98,19 +98,10 @@ def test_ci_with_nearly_identical_differences_is_quiet(tmp_path, capsys):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         code, out, err = run(
-            [
-                "ci",
-                "--data",
-                path,
-                "--baseline",
-                "H=1",
-                "--treatment",
-                "H=4",
-                "--resamples",
-                "1000",
-            ],
+            ["ci", "--data", path, "--baseline", "H=1", "--treatment", "H=4",
+             "--resamples", "1000"],
             capsys,
-        )
+        )  # fmt: skip
     assert code == 0 and err == "", err
     assert [str(w.message) for w in caught] == []
     assert "nan" not in out

@@ -18,21 +18,10 @@ SMOKE = DATA / "smoke.csv"
 
 def _predict(ledger, at, capsys):
     code, out, err = run(
-        [
-            "predict",
-            "--data",
-            SMOKE,
-            "--form",
-            "composition",
-            "--at",
-            at,
-            "--ledger",
-            ledger,
-            "--resamples",
-            "20",
-        ],
+        ["predict", "--data", SMOKE, "--form", "composition", "--at", at,
+         "--ledger", ledger, "--resamples", "20"],
         capsys,
-    )
+    )  # fmt: skip
     assert code == 0, err
     m = re.search(r"head (\d+):([0-9a-f]{64})", out)
     assert m, out
