@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -144,3 +145,22 @@ def slowed(monkeypatch, module, name: str, seconds: float = 0.05) -> None:
         return out
 
     monkeypatch.setattr(module, name, slow)
+
+
+def at_once(work, n: int) -> list[Exception]:
+    """Run ``work(i)`` for i in 0..n-1 in n threads started together; the exceptions they
+    raised."""
+    errors = []
+
+    def one(i):
+        try:
+            work(i)
+        except Exception as err:  # noqa: BLE001 - returned to the test
+            errors.append(err)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
