@@ -31,7 +31,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from fuzz_run import keep, many_cases, print_tried, progress, run_options, run_until_stopped  # noqa: E402
+from fuzz_run import (  # noqa: E402
+    clear_failures,
+    many_cases,
+    note_failure,
+    print_tried,
+    progress,
+    run_options,
+    run_until_stopped,
+)
 
 from fuzzing import API_FAILURES, api_cases, check_api  # noqa: E402
 
@@ -44,8 +52,7 @@ def main() -> int:
     args = ap.parse_args()
     calls = set(args.calls.split(",")) if args.calls else None
     cases = api_cases() if calls is None else api_cases().filter(lambda c: c.call in calls)
-    if args.failures is not None:
-        args.failures.write_text("")
+    clear_failures(args)
 
     counts: Counter[str] = Counter()
     by_call: Counter[str] = Counter()
@@ -57,9 +64,7 @@ def main() -> int:
         outcome = check_api(case)
         counts[outcome.kind] += 1
         by_call[case.call] += 1
-        if outcome.failed and sum(k["kind"] == outcome.kind for k in kept) < 20:
-            kept.append({"kind": outcome.kind, "call": case.argv, "detail": outcome.detail})
-            keep(args.failures, kept[-1])
+        note_failure(kept, outcome, args, call=case.argv)
         n = sum(counts.values())
         if args.every and n % args.every == 0:
             bad = sum(counts[k] for k in counts if k not in ("ok", "refused"))

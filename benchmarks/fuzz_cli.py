@@ -31,7 +31,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from fuzz_run import keep, many_cases, print_tried, progress, run_options, run_until_stopped  # noqa: E402
+from fuzz_run import (  # noqa: E402
+    clear_failures,
+    many_cases,
+    note_failure,
+    print_tried,
+    progress,
+    run_options,
+    run_until_stopped,
+)
 
 import fuzzing  # noqa: E402
 from fuzzing import cases, check  # noqa: E402
@@ -61,8 +69,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     strategy = cases() if args.command is None else getattr(fuzzing, f"{args.command}_cases")()
-    if args.failures is not None:
-        args.failures.write_text("")
+    clear_failures(args)
 
     counts: Counter[str] = Counter()
     by_command: Counter[str] = Counter()
@@ -75,9 +82,7 @@ def main() -> int:
         counts[outcome.kind] += 1
         counts["must_refuse"] += bool(case.must_refuse)
         by_command[case.command] += 1
-        if outcome.failed and sum(k["kind"] == outcome.kind for k in kept) < 20:
-            kept.append({"kind": outcome.kind, "argv": case.argv, "detail": outcome.detail})
-            keep(args.failures, kept[-1])
+        note_failure(kept, outcome, args, argv=case.argv)
         n = sum(v for k, v in counts.items() if k != "must_refuse")
         if args.every and n % args.every == 0:
             passed = ("ok", "refused", "strict", "must_refuse")

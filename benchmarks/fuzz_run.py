@@ -47,6 +47,20 @@ def many_cases(args: argparse.Namespace, strategy):
     return wrap
 
 
+def clear_failures(args: argparse.Namespace) -> None:
+    """Empty the --failures file, if one is named, before the run appends to it."""
+    if args.failures is not None:
+        args.failures.write_text("")
+
+
+def note_failure(kept: list[dict], outcome, args: argparse.Namespace, **case) -> None:
+    """Keep a failed ``outcome`` of ``case`` (the first 20 of each kind), at once also in
+    --failures."""
+    if outcome.failed and sum(k["kind"] == outcome.kind for k in kept) < 20:
+        kept.append({"kind": outcome.kind, **case, "detail": outcome.detail})
+        keep(args.failures, kept[-1])
+
+
 def keep(path: Path | None, failure: dict) -> None:
     """Append one failing case to ``path`` at once, so that a long run stopped early keeps
     what it found."""
