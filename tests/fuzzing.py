@@ -144,6 +144,21 @@ def _strict_json(text: str) -> None:
     json.loads(text, parse_constant=refuse)
 
 
+@contextlib.contextmanager
+def _captured(out: io.StringIO, err: io.StringIO):
+    """Stdout and stderr into ``out`` and ``err``; yields the list of warnings raised inside
+    (every one but deprecations)."""
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+        yield caught
+
+
 def check(case: Case) -> Outcome:
     """Run ``case`` in a fresh working directory and classify what happened."""
     home = Path.cwd()
@@ -173,14 +188,7 @@ def check(case: Case) -> Outcome:
         out, err = io.StringIO(), io.StringIO()
         os.chdir(root)
         try:
-            with (
-                warnings.catch_warnings(record=True) as caught,
-                contextlib.redirect_stdout(out),
-                contextlib.redirect_stderr(err),
-            ):
-                warnings.simplefilter("always")
-                warnings.filterwarnings("ignore", category=DeprecationWarning)
-                warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+            with _captured(out, err) as caught:
                 code = main(list(case.argv))
         except KeyboardInterrupt:  # main turns its own interrupts into exit 130
             raise
@@ -2169,14 +2177,7 @@ def check_api(case: ApiCase) -> Outcome:
         os.chdir(root)
         out, err = io.StringIO(), io.StringIO()
         try:
-            with (
-                warnings.catch_warnings(record=True) as caught,
-                contextlib.redirect_stdout(out),
-                contextlib.redirect_stderr(err),
-            ):
-                warnings.simplefilter("always")
-                warnings.filterwarnings("ignore", category=DeprecationWarning)
-                warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+            with _captured(out, err) as caught:
                 try:
                     result = _call_api(case, root)
                     _json_view(result)
