@@ -694,12 +694,19 @@ def _outputs(d: Draw, report: bool = True) -> tuple[list[str], list[str], dict[s
     return args, ["DIR", "EXISTING"], files
 
 
-@st.composite
-def compare_cases(draw) -> Case:
-    d = Draw(draw)
+def _data_and_outputs(d: Draw):
+    """A case's --data options and files, then its output options and the folders and files
+    they need (the files in one dict)."""
     data, files = _data(d)
     out, dirs, more = _outputs(d)
     files.update(more)
+    return data, files, out, dirs
+
+
+@st.composite
+def compare_cases(draw) -> Case:
+    d = Draw(draw)
+    data, files, out, dirs = _data_and_outputs(d)
     argv = ["compare", *data, opt("--splits", d.pick([1, 2, 4, 6], BAD_SPLITS, 6))]
     forms = d.pick(
         ["composition", "composition,log_additive", "additive", None],
@@ -770,9 +777,7 @@ BAD_CONSTRAINTS = ["b > zz", "a*b > 1", "log(b) = 0", "b", "a > b > 0", "1 > 0",
 @st.composite
 def fit_cases(draw) -> Case:
     d = Draw(draw)
-    data, files = _data(d)
-    out, dirs, more = _outputs(d)
-    files.update(more)
+    data, files, out, dirs = _data_and_outputs(d)
     form = d.pick(["composition", "additive", "free_omega"], ["bogus", "omega_only"], 6)
     if d.chance(3):
         form = d(form_lines(d.hostile))
@@ -875,9 +880,7 @@ BAD_SELECTIONS = ["keep=1", "H=abc", "zz=1", "", "H", "algo=sync", "H=1,keep=1,H
 @st.composite
 def ci_cases(draw) -> Case:
     d = Draw(draw)
-    data, files = _data(d)
-    out, dirs, more = _outputs(d)
-    files.update(more)
+    data, files, out, dirs = _data_and_outputs(d)
     argv = ["ci", *data]
     if data or d.chance(4):
         argv.append(opt("--baseline", d.pick(SELECTIONS, BAD_SELECTIONS, 3)))
@@ -1188,9 +1191,7 @@ BIG_SEARCHES = [
 def search_cases(draw) -> Case:
     """search: a small grammar (so that a case stays quick), every option good and bad."""
     d = Draw(draw)
-    data, files = _data(d)
-    out, dirs, more = _outputs(d)
-    files.update(more)
+    data, files, out, dirs = _data_and_outputs(d)
     argv = ["search", *data, opt("--terms", d.pick([1], [0, -1, 99, "x"], 6))]
     argv.append(opt("--max-constants", d.pick([2, 3], [0, 1, 99, "x"], 6)))
     argv.append(opt("--splits", d.pick([2, 3], BAD_SPLITS, 6)))
