@@ -18,20 +18,12 @@ failure count must be 0; the first few of each kind go to --failures (JSON lines
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-from fuzz_run import (  # noqa: E402
+# first: importing fuzz_run sets the threads, the backend and the import path
+from fuzz_run import (
     clear_failures,
     many_cases,
     note_failure,
@@ -41,7 +33,7 @@ from fuzz_run import (  # noqa: E402
     run_until_stopped,
 )
 
-from fuzzing import API_FAILURES, api_cases, check_api  # noqa: E402
+from fuzzing import API_FAILURES, api_cases, check_api
 
 
 def main() -> int:

@@ -18,20 +18,12 @@ their command lines. Exits 0 either way: the counts are the result.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-from fuzz_run import (  # noqa: E402
+# first: importing fuzz_run sets the threads, the backend and the import path
+from fuzz_run import (
     clear_failures,
     many_cases,
     note_failure,
@@ -41,8 +33,8 @@ from fuzz_run import (  # noqa: E402
     run_until_stopped,
 )
 
-import fuzzing  # noqa: E402
-from fuzzing import cases, check  # noqa: E402
+import fuzzing
+from fuzzing import cases, check
 
 FAILURE_KINDS = (
     "traceback",

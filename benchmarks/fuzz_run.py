@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
 from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+# set on import, before numpy or matplotlib is: one BLAS thread, no display; fitrules and the
+# tests' fuzzing module importable from the checkout
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 STOP: list[int] = []  # set by SIGUSR1: stop before the next case
 
