@@ -19,19 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections import Counter
 
 # first: importing fuzz_run sets the threads, the backend and the import path
-from fuzz_run import (
-    clear_failures,
-    many_cases,
-    note_failure,
-    print_tried,
-    progress,
-    run_options,
-    run_until_stopped,
-)
+from fuzz_run import Tally, many_cases, run_options, run_until_stopped
 
 from fuzzing import API_FAILURES, api_cases, check_api
 
@@ -44,27 +34,16 @@ def main() -> int:
     args = ap.parse_args()
     calls = set(args.calls.split(",")) if args.calls else None
     cases = api_cases() if calls is None else api_cases().filter(lambda c: c.call in calls)
-    clear_failures(args)
-
-    counts: Counter[str] = Counter()
-    by_call: Counter[str] = Counter()
-    kept: list[dict] = []
-    t0 = time.perf_counter()
+    tally = Tally(args)
+    counts = tally.counts
 
     @many_cases(args, cases)
     def run(case):
-        outcome = check_api(case)
-        counts[outcome.kind] += 1
-        by_call[case.call] += 1
-        note_failure(kept, outcome, args, call=case.argv)
-        n = sum(counts.values())
-        if args.every and n % args.every == 0:
-            bad = sum(counts[k] for k in counts if k not in ("ok", "refused"))
-            progress(n, bad, t0)
+        tally.add(check_api(case), case.call, call=case.argv)
+        tally.progress(sum(counts.values()), ("ok", "refused"))
 
     stopped = run_until_stopped(run)
-    tried = sum(counts.values())
-    print_tried(tried, t0, args, stopped)
+    tally.print_tried(sum(counts.values()), stopped)
     print(
         f"results: {counts['ok']:,}; refused (fitrules.base.errors, one line): "
         f"{counts['refused']:,}"
@@ -74,7 +53,7 @@ def main() -> int:
         "{accepted}; results of the wrong type: {wrong}; warnings: {warning}; inputs changed: "
         "{changed}".format(**{k: counts[k] for k in API_FAILURES})
     )
-    print("cases per function: " + ", ".join(f"{k} {v:,}" for k, v in sorted(by_call.items())))
+    print("cases per function: " + ", ".join(f"{k} {v:,}" for k, v in sorted(tally.groups.items())))
     return 0
 
 

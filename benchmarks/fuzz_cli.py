@@ -19,19 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections import Counter
 
 # first: importing fuzz_run sets the threads, the backend and the import path
-from fuzz_run import (
-    clear_failures,
-    many_cases,
-    note_failure,
-    print_tried,
-    progress,
-    run_options,
-    run_until_stopped,
-)
+from fuzz_run import Tally, many_cases, run_options, run_until_stopped
 
 import fuzzing
 from fuzzing import cases, check
@@ -61,32 +51,22 @@ def main() -> int:
     )
     args = ap.parse_args()
     strategy = cases() if args.command is None else getattr(fuzzing, f"{args.command}_cases")()
-    clear_failures(args)
-
-    counts: Counter[str] = Counter()
-    by_command: Counter[str] = Counter()
-    kept: list[dict] = []
-    t0 = time.perf_counter()
+    tally = Tally(args)
+    counts = tally.counts
 
     @many_cases(args, strategy)
     def run(case):
-        outcome = check(case)
-        counts[outcome.kind] += 1
+        tally.add(check(case), case.command, argv=case.argv)
         counts["must_refuse"] += bool(case.must_refuse)
-        by_command[case.command] += 1
-        note_failure(kept, outcome, args, argv=case.argv)
         n = sum(v for k, v in counts.items() if k != "must_refuse")
-        if args.every and n % args.every == 0:
-            passed = ("ok", "refused", "strict", "must_refuse")
-            bad = sum(counts[k] for k in counts if k not in passed)
-            progress(n, bad, t0)
+        tally.progress(n, ("ok", "refused", "strict", "must_refuse"))
 
     stopped = run_until_stopped(run)
     must = counts.pop("must_refuse", 0)
     tried = sum(counts.values())
     failures = {k: counts[k] for k in FAILURE_KINDS}
     other = {k: v for k, v in counts.items() if k.startswith("exit") and k != "exit1"}
-    print_tried(tried, t0, args, stopped)
+    tally.print_tried(tried, stopped)
     print(
         f"exit 0: {counts['ok']:,}; exit 2 (refused, one line, nothing written): "
         f"{counts['refused']:,}; exit 1 with --strict: {counts['strict']:,}; lines that had "
@@ -100,7 +80,7 @@ def main() -> int:
     )
     if other:
         print(f"other exit statuses: {other}")
-    print("cases per command: " + ", ".join(f"{k} {v:,}" for k, v in sorted(by_command.items())))
+    print("cases per command: " + ", ".join(f"{k} {v:,}" for k, v in sorted(tally.groups.items())))
     return 0
 
 

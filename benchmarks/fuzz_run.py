@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 # set on import, before numpy or matplotlib is: one BLAS thread, no display; fitrules and the
@@ -56,32 +57,12 @@ def many_cases(args: argparse.Namespace, strategy):
     return wrap
 
 
-def clear_failures(args: argparse.Namespace) -> None:
-    """Empty the --failures file, if one is named, before the run appends to it."""
-    if args.failures is not None:
-        args.failures.write_text("")
-
-
-def note_failure(kept: list[dict], outcome, args: argparse.Namespace, **case) -> None:
-    """Keep a failed ``outcome`` of ``case`` (the first 20 of each kind), at once also in
-    --failures."""
-    if outcome.failed and sum(k["kind"] == outcome.kind for k in kept) < 20:
-        kept.append({"kind": outcome.kind, **case, "detail": outcome.detail})
-        keep(args.failures, kept[-1])
-
-
 def keep(path: Path | None, failure: dict) -> None:
     """Append one failing case to ``path`` at once, so that a long run stopped early keeps
     what it found."""
     if path is not None:
         with open(path, "a") as fh:
             fh.write(json.dumps(failure, default=repr) + "\n")
-
-
-def progress(n: int, bad: int, t0: float) -> None:
-    """One progress line on stderr: cases so far, failures, seconds."""
-    print(f"  {n:,} cases, {bad} failures, {time.perf_counter() - t0:.0f} s",
-          file=sys.stderr, flush=True)  # fmt: skip
 
 
 def run_until_stopped(run) -> bool:
@@ -97,9 +78,39 @@ def run_until_stopped(run) -> bool:
     return False
 
 
-def print_tried(tried: int, t0: float, args: argparse.Namespace, stopped: bool) -> None:
-    """The first line of the counts: cases tried, seconds, seed, and whether stopped early."""
-    print(
-        f"cases tried: {tried:,} in {time.perf_counter() - t0:.0f} s (seed {args.seed})"
-        + (" - STOPPED EARLY (interrupted)" if stopped else "")
-    )
+class Tally:
+    """What a run has seen: outcomes by kind, cases by group (a call or a command), the
+    failures kept (each also written to --failures at once), and when it began."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        if args.failures is not None:  # a fresh file for this run
+            args.failures.write_text("")
+        self.counts: Counter[str] = Counter()
+        self.groups: Counter[str] = Counter()
+        self.kept: list[dict] = []
+        self.t0 = time.perf_counter()
+
+    def add(self, outcome, group: str, **case) -> None:
+        """Count ``outcome`` of a case of ``group``; keep it if it failed (the first 20 of
+        each kind)."""
+        self.counts[outcome.kind] += 1
+        self.groups[group] += 1
+        if outcome.failed and sum(k["kind"] == outcome.kind for k in self.kept) < 20:
+            self.kept.append({"kind": outcome.kind, **case, "detail": outcome.detail})
+            keep(self.args.failures, self.kept[-1])
+
+    def progress(self, n: int, passed: tuple[str, ...]) -> None:
+        """Every --every cases, a line on stderr: cases so far, failures (outcomes of a kind
+        not in ``passed``), seconds."""
+        if self.args.every and n % self.args.every == 0:
+            bad = sum(self.counts[k] for k in self.counts if k not in passed)
+            print(f"  {n:,} cases, {bad} failures, {time.perf_counter() - self.t0:.0f} s",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+    def print_tried(self, tried: int, stopped: bool) -> None:
+        """The first line of the counts: cases tried, seconds, seed, whether stopped early."""
+        print(
+            f"cases tried: {tried:,} in {time.perf_counter() - self.t0:.0f} s "
+            f"(seed {self.args.seed})" + (" - STOPPED EARLY (interrupted)" if stopped else "")
+        )
