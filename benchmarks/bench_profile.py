@@ -34,28 +34,26 @@ from fitrules.engine.intervals import jacobian_uncertainty
 from fitrules.engine.profile import profile_intervals
 from fitrules.model.forms import Form
 
+
+def _chinchilla(alpha: float, beta: float, steps: list[float]) -> dict:
+    """Chinchilla's form with exponents ``alpha`` and ``beta``, N and D at ``steps`` times
+    1e8 and 1e10."""
+    return dict(
+        expr="E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)",
+        variables=("N", "D"),
+        truth={"E": 1.69, "A": 0.775, "alpha": alpha, "B": 0.65, "beta": beta},
+        axes={"N": 1e8 * np.array(steps), "D": 1e10 * np.array(steps)},
+        noise=0.01,
+        show=("alpha", "E"),
+    )
+
+
 LAWS = {
     # the brief's shape: Chinchilla's exponents, N and D over 15x each
-    "chinchilla": dict(
-        expr="E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)",
-        variables=("N", "D"),
-        truth={"E": 1.69, "A": 0.775, "alpha": 0.34, "B": 0.65, "beta": 0.28},
-        axes={"N": 1e8 * np.array([1.0, 2.5, 6.0, 15.0]),
-              "D": 1e10 * np.array([1.0, 2.5, 6.0, 15.0])},
-        noise=0.01,
-        show=("alpha", "E"),
-    ),
+    "chinchilla": _chinchilla(0.34, 0.28, [1.0, 2.5, 6.0, 15.0]),
     # small exponents: each power term is nearly a constant over the grid, so the floor E
     # trades off against A and B far along a curved valley (a pilot run, another seed, chose it)
-    "chinchilla-small-exponents": dict(
-        expr="E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)",
-        variables=("N", "D"),
-        truth={"E": 1.69, "A": 0.775, "alpha": 0.15, "B": 0.65, "beta": 0.12},
-        axes={"N": 1e8 * np.array([1.0, 4.0, 16.0, 64.0]),
-              "D": 1e10 * np.array([1.0, 4.0, 16.0, 64.0])},
-        noise=0.01,
-        show=("alpha", "E"),
-    ),
+    "chinchilla-small-exponents": _chinchilla(0.15, 0.12, [1.0, 4.0, 16.0, 64.0]),
     # the floor L0 near the data: the H term is at most 4% of the loss
     "diloco": dict(
         expr="L0 + a*omega*(H/16)**b",

@@ -45,24 +45,23 @@ def _stationary(cfg: QuadConfig) -> float:
     return theory.exact_loss(asdict(cfg))
 
 
-def _radius(cfg: QuadConfig) -> float:
+def _largest(quantity, cfg: QuadConfig) -> float:
+    """The largest value of ``quantity`` (a function of theory) over cfg's curvatures."""
     s = theory.curvatures(cfg.spectrum, cfg.dim, cfg.curvature, cfg.condition)
     return float(
-        theory.second_moment_radius(
+        quantity(
             np.unique(s), lr=cfg.lr, H=cfg.H, M=cfg.M, omega=cfg.omega, outer_lr=cfg.outer_lr,
             outer_momentum=cfg.outer_momentum, nesterov=cfg.nesterov, masks=cfg.masks,
         ).max()
     )  # fmt: skip
+
+
+def _radius(cfg: QuadConfig) -> float:
+    return _largest(theory.second_moment_radius, cfg)
 
 
 def _gain(cfg: QuadConfig) -> float:
-    s = theory.curvatures(cfg.spectrum, cfg.dim, cfg.curvature, cfg.condition)
-    return float(
-        theory.variance_gain(
-            np.unique(s), lr=cfg.lr, H=cfg.H, M=cfg.M, omega=cfg.omega, outer_lr=cfg.outer_lr,
-            outer_momentum=cfg.outer_momentum, nesterov=cfg.nesterov, masks=cfg.masks,
-        ).max()
-    )  # fmt: skip
+    return _largest(theory.variance_gain, cfg)
 
 
 MAX_GAIN = 0.5

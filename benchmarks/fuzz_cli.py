@@ -18,25 +18,13 @@ their command lines. Exits 0 either way: the counts are the result.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import signal
 import sys
-import time
-from collections import Counter
-from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
+# first: importing fuzz_run sets the threads, the backend and the import path
+from fuzz_run import Tally, many_cases, run_options, run_until_stopped
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-
-import fuzzing  # noqa: E402
-from fuzzing import cases, check  # noqa: E402
+import fuzzing
+from fuzzing import cases, check
 
 FAILURE_KINDS = (
     "traceback",
@@ -51,36 +39,9 @@ FAILURE_KINDS = (
 )
 
 
-def _keep(path: Path | None, failure: dict) -> None:
-    """Append one failing case to ``path`` at once, so that a long run stopped early keeps
-    what it found."""
-    if path is not None:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(failure, default=repr) + "\n")
-
-
-STOP: list[int] = []  # set by SIGUSR1: stop before the next case
-
-
-def _run_until_stopped(run) -> bool:
-    """Run; Ctrl-C, or SIGUSR1 (``kill -USR1 PID``: taken before the next case, since the
-    commands under test handle SIGINT and SIGTERM themselves), stops it, and the counts so
-    far are still printed: a long run on a loaded machine may have to end before its last
-    case. True if stopped early."""
-    signal.signal(signal.SIGUSR1, lambda signum, frame: STOP.append(signum))
-    try:
-        run()
-    except KeyboardInterrupt:
-        return True
-    return False
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", type=int, default=10_000, help="cases to try (10,000)")
-    ap.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
-    ap.add_argument("--failures", type=Path, default=None, help="write failing cases here")
-    ap.add_argument("--every", type=int, default=500, help="print progress every N cases")
+    run_options(ap)
     ap.add_argument(
         "--command",
         default=None,
@@ -90,52 +51,22 @@ def main() -> int:
     )
     args = ap.parse_args()
     strategy = cases() if args.command is None else getattr(fuzzing, f"{args.command}_cases")()
-    if args.failures is not None:
-        args.failures.write_text("")
+    tally = Tally(args)
+    counts = tally.counts
 
-    counts: Counter[str] = Counter()
-    by_command: Counter[str] = Counter()
-    kept: list[dict] = []
-    t0 = time.perf_counter()
-
-    @seed(args.seed)
-    @settings(
-        max_examples=args.cases,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(case=strategy)
+    @many_cases(args, strategy)
     def run(case):
-        if STOP:
-            raise KeyboardInterrupt
-        outcome = check(case)
-        counts[outcome.kind] += 1
+        tally.add(check(case), case.command, argv=case.argv)
         counts["must_refuse"] += bool(case.must_refuse)
-        by_command[case.command] += 1
-        if outcome.failed and sum(k["kind"] == outcome.kind for k in kept) < 20:
-            kept.append({"kind": outcome.kind, "argv": case.argv, "detail": outcome.detail})
-            _keep(args.failures, kept[-1])
         n = sum(v for k, v in counts.items() if k != "must_refuse")
-        if args.every and n % args.every == 0:
-            passed = ("ok", "refused", "strict", "must_refuse")
-            bad = sum(counts[k] for k in counts if k not in passed)
-            print(
-                f"  {n:,} cases, {bad} failures, {time.perf_counter() - t0:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+        tally.progress(n, ("ok", "refused", "strict", "must_refuse"))
 
-    stopped = _run_until_stopped(run)
+    stopped = run_until_stopped(run)
     must = counts.pop("must_refuse", 0)
     tried = sum(counts.values())
     failures = {k: counts[k] for k in FAILURE_KINDS}
     other = {k: v for k, v in counts.items() if k.startswith("exit") and k != "exit1"}
-    print(
-        f"cases tried: {tried:,} in {time.perf_counter() - t0:.0f} s (seed {args.seed})"
-        + (" - STOPPED EARLY (interrupted)" if stopped else "")
-    )
+    tally.print_tried(tried, stopped)
     print(
         f"exit 0: {counts['ok']:,}; exit 2 (refused, one line, nothing written): "
         f"{counts['refused']:,}; exit 1 with --strict: {counts['strict']:,}; lines that had "
@@ -149,7 +80,7 @@ def main() -> int:
     )
     if other:
         print(f"other exit statuses: {other}")
-    print("cases per command: " + ", ".join(f"{k} {v:,}" for k, v in sorted(by_command.items())))
+    print("cases per command: " + ", ".join(f"{k} {v:,}" for k, v in sorted(tally.groups.items())))
     return 0
 
 

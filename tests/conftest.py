@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -20,6 +21,8 @@ EXTERNAL = ROOT.parent / "shared" / "external"
 H_LEVELS = (1, 4, 16, 64)
 KEEP_LEVELS = (1.0, 0.5, 0.25, 0.125, 0.0625)
 TRUTH = {"L0": 2.2, "a": 0.012, "b": 0.5}
+
+MICRO, MU, FULL_H = "\u00b5", "\u03bc", "\uff28"  # micro sign, Greek mu, fullwidth H
 
 
 def composition_grid(
@@ -70,6 +73,18 @@ def interruptible():
     """SIGINT raises KeyboardInterrupt during the test, as in a terminal, whatever the runner
     inherited (the autouse fixture above puts the inherited handler back)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture
+def distributed():
+    """The ``distributed`` module (the test is skipped without it), its logger quiet."""
+    distributed = pytest.importorskip("distributed")
+    # A killed worker or a closing cluster is reported at WARNING by Dask; expected here.
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield distributed
+    logger.setLevel(level)
 
 
 @pytest.fixture
@@ -134,6 +149,15 @@ def df() -> pd.DataFrame:
 def grid_csv(tmp_path):
     path = tmp_path / "g.csv"
     composition_grid().to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def micro_csv(tmp_path):
+    """The composition grid with H named by the micro sign."""
+    df = composition_grid().rename(columns={"H": MICRO})
+    path = tmp_path / "micro.csv"
+    df.to_csv(path, index=False)
     return path
 
 

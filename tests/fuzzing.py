@@ -144,6 +144,21 @@ def _strict_json(text: str) -> None:
     json.loads(text, parse_constant=refuse)
 
 
+@contextlib.contextmanager
+def _captured(out: io.StringIO, err: io.StringIO):
+    """Stdout and stderr into ``out`` and ``err``; yields the list of warnings raised inside
+    (every one but deprecations)."""
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+        yield caught
+
+
 def check(case: Case) -> Outcome:
     """Run ``case`` in a fresh working directory and classify what happened."""
     home = Path.cwd()
@@ -173,14 +188,7 @@ def check(case: Case) -> Outcome:
         out, err = io.StringIO(), io.StringIO()
         os.chdir(root)
         try:
-            with (
-                warnings.catch_warnings(record=True) as caught,
-                contextlib.redirect_stdout(out),
-                contextlib.redirect_stderr(err),
-            ):
-                warnings.simplefilter("always")
-                warnings.filterwarnings("ignore", category=DeprecationWarning)
-                warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+            with _captured(out, err) as caught:
                 code = main(list(case.argv))
         except KeyboardInterrupt:  # main turns its own interrupts into exit 130
             raise
@@ -686,12 +694,19 @@ def _outputs(d: Draw, report: bool = True) -> tuple[list[str], list[str], dict[s
     return args, ["DIR", "EXISTING"], files
 
 
-@st.composite
-def compare_cases(draw) -> Case:
-    d = Draw(draw)
+def _data_and_outputs(d: Draw):
+    """A case's --data options and files, then its output options and the folders and files
+    they need (the files in one dict)."""
     data, files = _data(d)
     out, dirs, more = _outputs(d)
     files.update(more)
+    return data, files, out, dirs
+
+
+@st.composite
+def compare_cases(draw) -> Case:
+    d = Draw(draw)
+    data, files, out, dirs = _data_and_outputs(d)
     argv = ["compare", *data, opt("--splits", d.pick([1, 2, 4, 6], BAD_SPLITS, 6))]
     forms = d.pick(
         ["composition", "composition,log_additive", "additive", None],
@@ -762,9 +777,7 @@ BAD_CONSTRAINTS = ["b > zz", "a*b > 1", "log(b) = 0", "b", "a > b > 0", "1 > 0",
 @st.composite
 def fit_cases(draw) -> Case:
     d = Draw(draw)
-    data, files = _data(d)
-    out, dirs, more = _outputs(d)
-    files.update(more)
+    data, files, out, dirs = _data_and_outputs(d)
     form = d.pick(["composition", "additive", "free_omega"], ["bogus", "omega_only"], 6)
     if d.chance(3):
         form = d(form_lines(d.hostile))
@@ -867,9 +880,7 @@ BAD_SELECTIONS = ["keep=1", "H=abc", "zz=1", "", "H", "algo=sync", "H=1,keep=1,H
 @st.composite
 def ci_cases(draw) -> Case:
     d = Draw(draw)
-    data, files = _data(d)
-    out, dirs, more = _outputs(d)
-    files.update(more)
+    data, files, out, dirs = _data_and_outputs(d)
     argv = ["ci", *data]
     if data or d.chance(4):
         argv.append(opt("--baseline", d.pick(SELECTIONS, BAD_SELECTIONS, 3)))
@@ -1180,9 +1191,7 @@ BIG_SEARCHES = [
 def search_cases(draw) -> Case:
     """search: a small grammar (so that a case stays quick), every option good and bad."""
     d = Draw(draw)
-    data, files = _data(d)
-    out, dirs, more = _outputs(d)
-    files.update(more)
+    data, files, out, dirs = _data_and_outputs(d)
     argv = ["search", *data, opt("--terms", d.pick([1], [0, -1, 99, "x"], 6))]
     argv.append(opt("--max-constants", d.pick([2, 3], [0, 1, 99, "x"], 6)))
     argv.append(opt("--splits", d.pick([2, 3], BAD_SPLITS, 6)))
@@ -2169,14 +2178,7 @@ def check_api(case: ApiCase) -> Outcome:
         os.chdir(root)
         out, err = io.StringIO(), io.StringIO()
         try:
-            with (
-                warnings.catch_warnings(record=True) as caught,
-                contextlib.redirect_stdout(out),
-                contextlib.redirect_stderr(err),
-            ):
-                warnings.simplefilter("always")
-                warnings.filterwarnings("ignore", category=DeprecationWarning)
-                warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+            with _captured(out, err) as caught:
                 try:
                     result = _call_api(case, root)
                     _json_view(result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -58,6 +59,17 @@ def _write_down(argv, code: int, err: str) -> None:
         f.write(json.dumps(row) + "\n")
 
 
+def predicted_into(capsys, ledger, data, *extra) -> None:
+    """Run ``fitrules predict`` of the composition form at H=8, keep=0.25 over ``data``,
+    recording it in ``ledger``; assert it succeeds."""
+    code, out, err = run(
+        ["predict", "--data", data, "--form", "composition", "--at", "H=8,keep=0.25",
+         "--ledger", ledger, "--resamples", "20", *extra],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+
+
 def harness(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with the columns ``fitrules simulate`` writes to name its spec."""
     return df.assign(spec="test", spec_sha256="0" * 64)
@@ -71,6 +83,45 @@ def write_table(df: pd.DataFrame, path: Path) -> Path:
         manifest = path.with_name(path.stem + ".manifest.json")
         manifest.write_text('{"spec_sha256": "%s"}\n' % ("0" * 64))
     return path
+
+
+def write_file(path: Path, text: str | bytes) -> Path:
+    """Write ``text`` (bytes as they are) to ``path``; return the path."""
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def bad_table(tmp_path: Path, mutate=None) -> Path:
+    """The composition grid changed by ``mutate`` (a function of the frame), written as
+    bad.csv under ``tmp_path``."""
+    from conftest import composition_grid
+
+    df = composition_grid()
+    return write_table(mutate(df) if mutate else df, tmp_path / "bad.csv")
+
+
+def text_metric(row: int, text: str):
+    """A mutation for :func:`bad_table`: the metric holds ``text`` in ``row``."""
+
+    def mutate(df):
+        df["loss"] = df["loss"].astype(object)
+        df.loc[row, "loss"] = text
+        return df
+
+    return mutate
+
+
+def negative_keep(row: int, keep: float):
+    """A mutation for :func:`bad_table`: ``keep`` out of (0, 1] in ``row`` of a harness table."""
+
+    def mutate(df):
+        df.loc[row, "keep"] = keep
+        return harness(df)
+
+    return mutate
 
 
 def png_ok(path) -> None:
@@ -94,3 +145,22 @@ def slowed(monkeypatch, module, name: str, seconds: float = 0.05) -> None:
         return out
 
     monkeypatch.setattr(module, name, slow)
+
+
+def at_once(work, n: int) -> list[Exception]:
+    """Run ``work(i)`` for i in 0..n-1 in n threads started together; the exceptions they
+    raised."""
+    errors = []
+
+    def one(i):
+        try:
+            work(i)
+        except Exception as err:  # noqa: BLE001 - returned to the test
+            errors.append(err)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from conftest import composition_grid
+from fitrules.model.grids import Grid, load_grid
 
 
 def chinchilla_like(n=40, seed=0) -> pd.DataFrame:
@@ -111,3 +112,45 @@ def user_table(seeds: int = 3) -> pd.DataFrame:
     df["spec"] = "my sweep"  # names the harness uses, without the harness's manifest
     df["spec_sha256"] = "x"
     return df
+
+
+# ---------------------------------------------------------------- learning-rate sweeps
+LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+
+
+def lr_frame(loss, H=(1, 4, 16, 64), lrs=LRS, seeds=range(6), **extra) -> pd.DataFrame:
+    """One run per (H, lr, seed); ``loss(H, lr, seed)`` gives the metric."""
+    rows = [
+        {"H": h, "lr": lr, "seed": s, "loss": loss(h, lr, s), "diverged": False, **extra}
+        for h in H
+        for lr in lrs
+        for s in seeds
+    ]
+    return pd.DataFrame(rows)
+
+
+def as_grid(frame: pd.DataFrame, where=()) -> Grid:
+    return load_grid("synthetic.csv", frame=frame, where=where)
+
+
+def bowl(best: dict, depth: float = 0.05):
+    """Loss with a minimum in log10(lr) at ``best[H]`` (which may lie outside the sweep)."""
+    return lambda h, lr, s: 2 + depth * (np.log10(lr) - np.log10(best[h])) ** 2
+
+
+# ---------------------------------------------------------------- paired runs
+BASE = [2.00, 2.10, 2.05, 1.95, 2.02]
+
+TREAT = [1.98, 2.07, 2.06, 1.90, 2.00]
+
+
+def paired_runs(base=BASE, treat=TREAT, seeds=None) -> pd.DataFrame:
+    """Runs of sync (H=1, losses ``base``) and diloco (H=16, ``treat``) paired by seed."""
+    seeds = seeds or list(range(len(base)))
+    rows = [
+        {"algo": "sync", "H": 1, "seed": s, "loss": v} for s, v in zip(seeds, base, strict=True)
+    ]
+    rows += [
+        {"algo": "diloco", "H": 16, "seed": s, "loss": v} for s, v in zip(seeds, treat, strict=True)
+    ]
+    return pd.DataFrame(rows)

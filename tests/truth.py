@@ -49,3 +49,18 @@ def runs_from_form(
     runs["seed"] = np.tile(np.arange(seeds), len(cells))
     runs[metric] = np.repeat(mean, seeds) * (1 + cv * rng.standard_normal(len(runs)))
     return runs
+
+
+# ---------------------------------------------------------------- the search tests' truths
+H = (1, 4, 16, 64)
+
+OMEGA = (0.0, 1.0, 3.0, 7.0, 15.0)
+
+# A search small enough for a test: two terms, three constants, three factor families.
+SMALL = dict(terms=2, max_constants=3, factors="power,linear,log", splits=6, inner_splits=5)
+
+
+def truth_runs(expr: str, constants: dict, seed: int, cv: float = 0.005) -> pd.DataFrame:
+    """Three runs a cell of ``expr`` over H x omega (the levels above), noise ``cv``."""
+    form = Form("truth", expr, ("H", "omega"))
+    return runs_from_form(form, constants, {"H": H, "omega": OMEGA}, seeds=3, cv=cv, seed=seed)

@@ -144,6 +144,13 @@ def _fitrules(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "fitrules", *args]
 
 
+def _printed(code: str, repo: Path, cwd: Path | None = None):
+    """What the Python ``code`` prints as JSON, run against ``repo``'s package."""
+    res = subprocess.run([sys.executable, "-c", code], env=_env(repo), capture_output=True,
+                         text=True, check=True, cwd=cwd)  # fmt: skip
+    return json.loads(res.stdout)
+
+
 def _help_entries(repo: Path) -> dict[str, list[list[str]]]:
     """``--help`` of the program and of every command and action, from its parser."""
     code = (
@@ -157,9 +164,7 @@ def _help_entries(repo: Path) -> dict[str, list[list[str]]]:
         "                yield from walk(q, path + [name])\n"
         "print(json.dumps(list(walk(build_parser(), []))))\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], env=_env(repo), capture_output=True,
-                         text=True, check=True)  # fmt: skip
-    return {"help " + " ".join(p): [_fitrules([*p, "--help"])] for p in json.loads(res.stdout)}
+    return {"help " + " ".join(p): [_fitrules([*p, "--help"])] for p in _printed(code, repo)}
 
 
 def _report_entries(repo: Path) -> dict[str, list[list[str]]]:
@@ -169,10 +174,8 @@ def _report_entries(repo: Path) -> dict[str, list[list[str]]]:
         "except ImportError:\n    from fitrules.report.rebuild import REPORTS\n"
         "print(json.dumps(REPORTS))\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], env=_env(repo), capture_output=True,
-                         text=True, check=True, cwd=repo)  # fmt: skip
     out = {}
-    for name, entry in json.loads(res.stdout).items():
+    for name, entry in _printed(code, repo, cwd=repo).items():
         if isinstance(entry, list):  # a design loop: (loop, DIR, FORMS, BUDGET)
             _, target, forms, budget = entry
             loop = (

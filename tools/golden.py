@@ -94,7 +94,7 @@ EXAMPLES: dict[str, tuple[str, Callable]] = {
 
 def result_classes() -> set[str]:
     """The names of every class in the package that renders itself and can write itself
-    (the walk of ``tests/api/test_writers.py``): each needs an example here."""
+    (``tests/api/test_writers.py`` checks each of them too): each needs an example here."""
     import pandas as pd
 
     from fitrules.base.results import Views

@@ -6,18 +6,8 @@ from __future__ import annotations
 import pytest
 
 import fitrules as fr
-from conftest import composition_grid
+from conftest import FULL_H, MICRO, MU, composition_grid
 from fitrules.base.errors import FormError
-
-MICRO, MU, FULL_H = "\u00b5", "\u03bc", "\uff28"
-
-
-@pytest.fixture
-def micro_csv(tmp_path):
-    df = composition_grid().rename(columns={"H": MICRO})
-    path = tmp_path / "micro.csv"
-    df.to_csv(path, index=False)
-    return path
 
 
 def test_fullwidth_column(tmp_path, capsys):

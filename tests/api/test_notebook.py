@@ -18,21 +18,26 @@ pytest.importorskip("ipywidgets")
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
-# slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
-@pytest.mark.slow
-def test_the_readme_runs_as_a_notebook(tmp_path, monkeypatch):
-    """The README's Python section runs in a kernel, figures inline as PNG and results as HTML."""
+def _executed(sources: list[str], tmp_path, monkeypatch):
+    """A notebook of one code cell a source, run in a Python kernel in ``tmp_path``."""
     # the kernel inherits the environment: a backend chosen for this process (e.g. by a
     # command run in-process) must not decide the notebook's
     monkeypatch.delenv("MPLBACKEND", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
-    sources = ["%matplotlib inline", *statements(from_python())]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     nbclient.NotebookClient(
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
+    return nb
 
+
+# slow (10 to 45 s on the project's machine): run by `pytest -m slow` in CI
+@pytest.mark.slow
+def test_the_readme_runs_as_a_notebook(tmp_path, monkeypatch):
+    """The README's Python section runs in a kernel, figures inline as PNG and results as HTML."""
+    sources = ["%matplotlib inline", *statements(from_python())]
+    nb = _executed(sources, tmp_path, monkeypatch)
     errors = [o for c in nb.cells for o in c.outputs if o.output_type == "error"]
     assert not errors, errors
     # every plot line shows its figures inline, one PNG per figure
@@ -53,9 +58,6 @@ def test_the_readme_runs_as_a_notebook(tmp_path, monkeypatch):
 
 def test_compare_shows_a_progress_widget_in_a_notebook(tmp_path, monkeypatch):
     """In a notebook fr.compare shows a tqdm widget, and results and predictions render as HTML."""
-    monkeypatch.delenv("MPLBACKEND", raising=False)
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     cells = [
         "import fitrules as fr",
         'c = fr.compare(forms=["composition", "omega_only"], splits=6)',
@@ -63,10 +65,7 @@ def test_compare_shows_a_progress_widget_in_a_notebook(tmp_path, monkeypatch):
         'fr.fit(None, "composition").predict(H=8, keep=0.25)',
         "c.summary()",
     ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in cells])
-    nbclient.NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
+    nb = _executed(cells, tmp_path, monkeypatch)
     errors = [o for c in nb.cells for o in c.outputs if o.output_type == "error"]
     assert not errors, errors
     widgets = [o for o in nb.cells[1].outputs if WIDGET in o.get("data", {})]

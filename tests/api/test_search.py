@@ -12,25 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from tables import nd_runs
-from truth import runs_from_form
+from truth import SMALL, truth_runs
 
 import fitrules as fr
 from conftest import EXTERNAL
 from fitrules.base.errors import FitrulesError, LimitError
 from fitrules.model.forms import Form
 from helpers import refused
-
-H = (1, 4, 16, 64)
-
-OMEGA = (0.0, 1.0, 3.0, 7.0, 15.0)
-
-SMALL = dict(terms=2, max_constants=3, factors="power,linear,log", splits=6, inner_splits=5)
-
-
-def truth_runs(expr: str, constants: dict, seed: int, cv: float = 0.005) -> pd.DataFrame:
-    form = Form("truth", expr, ("H", "omega"))
-    return runs_from_form(form, constants, {"H": H, "omega": OMEGA}, seeds=3, cv=cv, seed=seed)
-
 
 TRUTHS = [
     ("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.25}, "const + power(H)*linear(omega)"),

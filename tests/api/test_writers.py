@@ -7,10 +7,8 @@ here fails the suite instead of going unchecked."""
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 import os
-import pkgutil
 from pathlib import Path
 
 import pandas as pd
@@ -19,26 +17,7 @@ import pytest
 import fitrules as fr
 from conftest import composition_grid
 from fitrules.base.errors import FitrulesError
-from fitrules.base.results import Views
-
-
-def _result_classes() -> set[str]:
-    """The names of every class in the package that renders itself and can write itself."""
-    import fitrules
-
-    names = set()
-    for info in pkgutil.walk_packages(fitrules.__path__, "fitrules."):
-        if info.name.startswith("fitrules._data"):
-            continue
-        module = importlib.import_module(info.name)
-        for name, obj in vars(module).items():
-            if not inspect.isclass(obj) or obj.__module__ != module.__name__:
-                continue
-            if obj.__module__ == "fitrules.base.results" or issubclass(obj, pd.DataFrame):
-                continue  # the protocol itself; a DataFrame's to_json is pandas' own
-            if issubclass(obj, Views) or (hasattr(obj, "to_json") and hasattr(obj, "_repr_html_")):
-                names.add(name)
-    return names
+from tools.golden import result_classes  # the same walk finds the classes golden files pin
 
 
 def _plain(path: Path) -> None:
@@ -99,7 +78,7 @@ CASES = {
 def test_every_result_class_has_a_writer_case():
     """A result class added to the package without a case here fails this test."""
     covered = {name.split()[0] for name in CASES}
-    assert _result_classes() == covered
+    assert result_classes() == covered
 
 
 def _checksums(folder: Path) -> dict[str, str]:

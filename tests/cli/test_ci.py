@@ -6,25 +6,11 @@ import json
 
 import pandas as pd
 import pytest
+from tables import paired_runs
 
 from conftest import composition_grid
 from fitrules.cli import main
 from helpers import refused, run
-
-BASE = [2.00, 2.10, 2.05, 1.95, 2.02]
-
-TREAT = [1.98, 2.07, 2.06, 1.90, 2.00]
-
-
-def _runs(base=BASE, treat=TREAT, seeds=None):
-    seeds = seeds or list(range(len(base)))
-    rows = [
-        {"algo": "sync", "H": 1, "seed": s, "loss": v} for s, v in zip(seeds, base, strict=True)
-    ]
-    rows += [
-        {"algo": "diloco", "H": 16, "seed": s, "loss": v} for s, v in zip(seeds, treat, strict=True)
-    ]
-    return pd.DataFrame(rows)
 
 
 @pytest.mark.parametrize(
@@ -38,7 +24,7 @@ def _runs(base=BASE, treat=TREAT, seeds=None):
 def test_cli_bad_selection_exit_2(tmp_path, capsys, args, match):
     """An unknown column, no runs or the same runs on both sides: exit 2, one line, no JSON."""
     path = tmp_path / "p.csv"
-    _runs().to_csv(path, index=False)
+    paired_runs().to_csv(path, index=False)
     out = tmp_path / "o.json"
     assert main(["ci", "--data", str(path), "--json", str(out), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -48,7 +34,7 @@ def test_cli_bad_selection_exit_2(tmp_path, capsys, args, match):
 
 def test_cli_no_common_seed_exit_2(tmp_path, capsys):
     """Baseline and treatment runs that share no seed are refused in one line."""
-    runs = _runs()
+    runs = paired_runs()
     runs.loc[runs.algo == "diloco", "seed"] += 100
     path = tmp_path / "p.csv"
     runs.to_csv(path, index=False)
@@ -62,7 +48,7 @@ def test_cli_no_common_seed_exit_2(tmp_path, capsys):
 def test_cli_report(tmp_path, capsys):
     """ci prints the pair and writes its JSON and a report with a figure; a rerun needs --force."""
     path = tmp_path / "p.csv"
-    _runs().to_csv(path, index=False)
+    paired_runs().to_csv(path, index=False)
     rep = tmp_path / "rep"
     args = [
         "ci",
@@ -112,19 +98,10 @@ def test_ci_with_nearly_identical_differences_is_quiet(tmp_path, capsys):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         code, out, err = run(
-            [
-                "ci",
-                "--data",
-                path,
-                "--baseline",
-                "H=1",
-                "--treatment",
-                "H=4",
-                "--resamples",
-                "1000",
-            ],
+            ["ci", "--data", path, "--baseline", "H=1", "--treatment", "H=4",
+             "--resamples", "1000"],
             capsys,
-        )
+        )  # fmt: skip
     assert code == 0 and err == "", err
     assert [str(w.message) for w in caught] == []
     assert "nan" not in out

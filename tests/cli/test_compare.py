@@ -31,18 +31,8 @@ def grid():
 
 def test_compare_prints_summary_and_paired_verdicts(synthetic_csv, capsys):
     """compare prints the ranked forms and paired verdicts by corrected resampled t with Holm."""
-    code, out, err = run(
-        [
-            "compare",
-            "--data",
-            synthetic_csv,
-            "--splits",
-            30,
-            "--forms",
-            "composition,additive,omega_only",
-        ],
-        capsys,
-    )
+    forms = ["--forms", "composition,additive,omega_only"]
+    code, out, err = run(["compare", "--data", synthetic_csv, "--splits", 30, *forms], capsys)
     assert code == 0, err
     assert "composition" in out and "valid for both" in out
     assert "corrected resampled t" in out and "Holm" in out and "Wilcoxon" not in out
@@ -107,20 +97,10 @@ def test_every_form_is_scored_on_the_same_splits(synthetic_csv, tmp_path, capsys
 def test_inline_form_and_keep_degenerate(synthetic_csv, capsys):
     """An inline --form runs beside a named one with --keep-degenerate and is listed."""
     code, out, err = run(
-        [
-            "compare",
-            "--data",
-            synthetic_csv,
-            "--splits",
-            10,
-            "--form",
-            "mine = L0 + a*omega**c*(H/16)**b",
-            "--forms",
-            "composition",
-            "--keep-degenerate",
-        ],
+        ["compare", "--data", synthetic_csv, "--splits", 10, "--form",
+         "mine = L0 + a*omega**c*(H/16)**b", "--forms", "composition", "--keep-degenerate"],
         capsys,
-    )
+    )  # fmt: skip
     assert code == 0, err
     assert "mine" in out
 

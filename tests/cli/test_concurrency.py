@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from helpers import slowed
+from helpers import at_once, slowed
 
 
 def test_concurrent_form_adds_lose_no_form(tmp_path, monkeypatch):
@@ -24,19 +24,11 @@ def test_concurrent_form_adds_lose_no_form(tmp_path, monkeypatch):
     from fitrules.model import forms
 
     slowed(monkeypatch, forms, "load_forms_file", 0.1)
-    errors = []
 
     def add(i):
-        try:
-            forms.add_form_to_file(f"f{i}(H, omega)", f"L0 + a{i}*omega*(H/16)**b", tmp_path)
-        except Exception as err:  # noqa: BLE001 - reported below
-            errors.append(err)
+        forms.add_form_to_file(f"f{i}(H, omega)", f"L0 + a{i}*omega*(H/16)**b", tmp_path)
 
-    threads = [threading.Thread(target=add, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = at_once(add, 4)
     assert not errors
     table = tomllib.loads((tmp_path / "forms.toml").read_text())
     assert sorted(table) == ["f0", "f1", "f2", "f3"]

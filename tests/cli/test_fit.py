@@ -175,40 +175,15 @@ def test_fit_with_a_bad_option_writes_no_report(grid_csv, tmp_path, capsys, extr
 )
 def test_prediction_points_are_checked(grid_csv, tmp_path, capsys, point, match):
     """A --predict point out of range, infinite, off the form or self-contradictory is refused."""
-    refused(
-        [
-            "fit",
-            "--data",
-            grid_csv,
-            "--form",
-            "composition",
-            "--predict",
-            point,
-            "--resamples",
-            "20",
-        ],
-        capsys,
-        tmp_path,
-        match,
-    )
+    argv = ["fit", "--data", grid_csv, "--form", "composition", "--predict", point]
+    refused([*argv, "--resamples", "20"], capsys, tmp_path, match)
 
 
 def test_a_consistent_keep_and_omega_are_accepted(grid_csv, capsys):
     """A --predict point giving both keep and the omega it implies is accepted and printed."""
-    code, out, err = run(
-        [
-            "fit",
-            "--data",
-            grid_csv,
-            "--form",
-            "composition",
-            "--predict",
-            "H=8,keep=0.25,omega=3",
-            "--resamples",
-            "20",
-        ],
-        capsys,
-    )
+    point = "H=8,keep=0.25,omega=3"
+    argv = ["fit", "--data", grid_csv, "--form", "composition", "--predict", point]
+    code, out, err = run([*argv, "--resamples", "20"], capsys)
     assert code == 0, err
     assert "prediction at H=8, keep=0.25, omega=3" in out
 

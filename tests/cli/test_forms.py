@@ -8,17 +8,19 @@ import tomllib
 import pytest
 
 from conftest import composition_grid
-from helpers import refused, run
+from helpers import refused, run, write_file
 
 SPLITS = ["--splits", "5"]
 
+# forms.toml's form "mine": the composition rule
+MINE = '[mine]\nexpr = "L0 + a*omega*(H/16)**b"\nvariables = ["H", "omega"]\n'
 
-def _write(path, text: str | bytes):
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)
-    return path
+
+def _in_folder_with_forms_toml(tmp_path, monkeypatch, toml: str) -> None:
+    """Work in a new folder tmp_path/w whose forms.toml is ``toml``."""
+    (tmp_path / "w").mkdir()
+    write_file(tmp_path / "w" / "forms.toml", toml)
+    monkeypatch.chdir(tmp_path / "w")
 
 
 def test_forms_commands(tmp_path, monkeypatch, capsys):
@@ -34,18 +36,11 @@ def test_forms_commands(tmp_path, monkeypatch, capsys):
 
 def test_a_form_may_not_read_the_metric(grid_csv, tmp_path, capsys):
     """A form that reads the metric column is refused by fit and by compare."""
-    refused(
+    for argv in (
         ["fit", "--data", grid_csv, "--form", "x = L0 + a*loss"],
-        capsys,
-        tmp_path,
-        "'loss' is the metric",
-    )
-    refused(
         ["compare", "--data", grid_csv, *SPLITS, "--form", "x(H, loss) = a*loss + b*H"],
-        capsys,
-        tmp_path,
-        "'loss' is the metric",
-    )
+    ):
+        refused(argv, capsys, tmp_path, "'loss' is the metric")
 
 
 def test_metric_that_the_forms_read_is_refused(grid_csv, tmp_path, capsys):
@@ -102,21 +97,13 @@ def test_expressions_that_used_to_crash(grid_csv, tmp_path, capsys, expression, 
 )
 def test_forms_toml_with_wrong_types(grid_csv, tmp_path, capsys, monkeypatch, toml, match):
     """forms.toml entries of the wrong type (variables, bounds, expr, start) are refused."""
-    (tmp_path / "w").mkdir()
-    _write(tmp_path / "w" / "forms.toml", toml)
-    monkeypatch.chdir(tmp_path / "w")
+    _in_folder_with_forms_toml(tmp_path, monkeypatch, toml)
     refused(["fit", "--data", grid_csv, "--form", "mine"], capsys, tmp_path, match)
 
 
 def test_start_outside_the_bounds_is_refused(grid_csv, tmp_path, capsys, monkeypatch):
     """A starting range outside a constant's bounds is refused, naming both ranges."""
-    (tmp_path / "w").mkdir()
-    _write(
-        tmp_path / "w" / "forms.toml",
-        '[mine]\nexpr = "L0 + a*omega*(H/16)**b"\nvariables = ["H", "omega"]\n'
-        "start = { b = [20, 30] }\n",
-    )
-    monkeypatch.chdir(tmp_path / "w")
+    _in_folder_with_forms_toml(tmp_path, monkeypatch, MINE + "start = { b = [20, 30] }\n")
     refused(
         ["compare", "--data", grid_csv, *SPLITS, "--forms", "mine"],
         capsys,
@@ -127,19 +114,9 @@ def test_start_outside_the_bounds_is_refused(grid_csv, tmp_path, capsys, monkeyp
 
 def test_bounds_on_a_linear_constant_are_refused(grid_csv, tmp_path, capsys, monkeypatch):
     """Bounds on a constant that enters linearly are refused in one line."""
-    (tmp_path / "w").mkdir()
-    _write(
-        tmp_path / "w" / "forms.toml",
-        '[mine]\nexpr = "L0 + a*omega*(H/16)**b"\nvariables = ["H", "omega"]\n'
-        "bounds = { a = [0, 0.001] }\n",
-    )
-    monkeypatch.chdir(tmp_path / "w")
-    refused(
-        ["fit", "--data", grid_csv, "--form", "mine"],
-        capsys,
-        tmp_path,
-        "bounds given for 'a', which enters linearly",
-    )
+    _in_folder_with_forms_toml(tmp_path, monkeypatch, MINE + "bounds = { a = [0, 0.001] }\n")
+    argv = ["fit", "--data", grid_csv, "--form", "mine"]
+    refused(argv, capsys, tmp_path, "bounds given for 'a', which enters linearly")
 
 
 def test_an_inline_form_may_not_shadow_a_builtin(grid_csv, tmp_path, capsys):

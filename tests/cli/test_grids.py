@@ -13,36 +13,27 @@ import pytest
 from tables import user_table
 
 import fitrules as fr
-from conftest import composition_grid
+from conftest import MICRO, MU, composition_grid
 from fitrules.model.grids import load_grid
-from helpers import harness, refused, run, snapshot, write_table
-
-
-def _bad_grid(tmp_path, mutate):
-    df = mutate(composition_grid())
-    return write_table(df, tmp_path / "bad.csv")
-
-
-def _text_metric(df):
-    df["loss"] = df["loss"].astype(object)
-    df.loc[2, "loss"] = "n/a?"
-    return df
-
-
-def _neg_keep(df):
-    df.loc[1, "keep"] = -1
-    return harness(df)
-
+from helpers import (
+    bad_table,
+    negative_keep,
+    refused,
+    run,
+    snapshot,
+    text_metric,
+    write_file,
+)
 
 BAD = [
     (lambda t: ["--data", t / "missing.csv"], "missing.csv: file not found"),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d.drop(columns="loss"))], "no metric column"),
-    (lambda t: ["--data", _bad_grid(t, _text_metric)], "holds text"),
-    (lambda t: ["--data", _bad_grid(t, _neg_keep)], "keep must be in (0, 1]"),
+    (lambda t: ["--data", bad_table(t, lambda d: d.drop(columns="loss"))], "no metric column"),
+    (lambda t: ["--data", bad_table(t, text_metric(2, "n/a?"))], "holds text"),
+    (lambda t: ["--data", bad_table(t, negative_keep(1, -1))], "keep must be in (0, 1]"),
     (
         lambda t: [
             "--data",
-            _bad_grid(t, lambda d: d),
+            bad_table(t, lambda d: d),
             "--form",
             "w(width) = L0 + a*width",
             "--forms",
@@ -50,47 +41,28 @@ BAD = [
         ],
         "reads variable 'width', which the grid lacks",
     ),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--form", "x = L0 + (("], "cannot parse"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--form", "x = L0 + (("], "cannot parse"),
     (
-        lambda t: ["--data", _bad_grid(t, lambda d: d), "--form", "x = __import__('os').getcwd()"],
+        lambda t: ["--data", bad_table(t, lambda d: d), "--form", "x = __import__('os').getcwd()"],
         "not allowed",
     ),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--train-frac", "1.5"], "(0, 1)"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--train-frac", "1.5"], "(0, 1)"),
     (
-        lambda t: ["--data", _bad_grid(t, lambda d: d), "--train-frac", "0.15"],
+        lambda t: ["--data", bad_table(t, lambda d: d), "--train-frac", "0.15"],
         "has 5 constants but each split fits only 3",
     ),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--forms", "nope"], "unknown form 'nope'"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--forms", "nope"], "unknown form 'nope'"),
     (
-        lambda t: ["--data", _bad_grid(t, lambda d: d), "--where", "lr == 1"],
+        lambda t: ["--data", bad_table(t, lambda d: d), "--where", "lr == 1"],
         "'lr', which is not a column",
     ),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--metric-range", "3,1"], "LO < HI"),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--metric-range", "a"], "expected LO,HI"),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--guard-span", "1"], "--guard-span 1"),
-    (lambda t: ["--data", _bad_grid(t, lambda d: d), "--guard-se", "nan"], "--guard-se nan"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--metric-range", "3,1"], "LO < HI"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--metric-range", "a"], "expected LO,HI"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--guard-span", "1"], "--guard-span 1"),
+    (lambda t: ["--data", bad_table(t, lambda d: d), "--guard-se", "nan"], "--guard-se nan"),
 ]
 
 SPLITS = ["--splits", "5"]
-
-
-def _write(path, text: str | bytes):
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)
-    return path
-
-
-MICRO, MU, FULL_H = "\u00b5", "\u03bc", "\uff28"
-
-
-@pytest.fixture
-def micro_csv(tmp_path):
-    df = composition_grid().rename(columns={"H": MICRO})
-    path = tmp_path / "micro.csv"
-    df.to_csv(path, index=False)
-    return path
 
 
 def _two_lrs() -> pd.DataFrame:
@@ -120,7 +92,7 @@ def test_duplicated_header_is_refused(grid_csv, tmp_path, capsys, old, new):
     """A header naming a column twice is refused by fit and validate, naming that column."""
     lines = grid_csv.read_text().splitlines()
     lines[0] = lines[0].replace(old, new)
-    _write(grid_csv, "\n".join(lines) + "\n")
+    write_file(grid_csv, "\n".join(lines) + "\n")
     line = refused(["fit", "--data", grid_csv, "--form", "composition"], capsys, tmp_path, "twice")
     assert repr(new) in line
     refused(["validate", grid_csv], capsys, tmp_path, "names column .* twice")
@@ -190,13 +162,13 @@ def test_parquet_without_an_engine_is_one_line(tmp_path, capsys, monkeypatch):
         raise ImportError("Unable to find a usable engine;\ntried using: 'pyarrow'.\nmore\nlines")
 
     monkeypatch.setattr(pd, "read_parquet", no_engine)
-    path = _write(tmp_path / "g.parquet", b"PAR1")
+    path = write_file(tmp_path / "g.parquet", b"PAR1")
     refused(["validate", path], capsys, tmp_path, "cannot read Parquet here .*pyarrow")
 
 
 def test_tokenizer_error_is_one_line(tmp_path, capsys):
     """A CSV line with too many fields is refused in one line saying how many."""
-    path = _write(tmp_path / "t.csv", "a,b\n1,2\n1,2,3\n")
+    path = write_file(tmp_path / "t.csv", "a,b\n1,2\n1,2,3\n")
     refused(["validate", path], capsys, tmp_path, "Expected 2 fields in line 3, saw 3\\)$")
 
 
@@ -231,7 +203,7 @@ def test_no_warning_reaches_stderr_for_extreme_values(tmp_path, capsys):
 def test_an_integer_beyond_double_precision_in_a_grid(tmp_path, capsys):
     """An integer beyond double precision is refused in a short line, its digits elided."""
     head = "H,keep,loss,spec,spec_sha256\n1,1,2,t,0\n"
-    path = _write(tmp_path / "g.csv", head + "9" * 400 + ",1,2,t,0\n")
+    path = write_file(tmp_path / "g.csv", head + "9" * 400 + ",1,2,t,0\n")
     (tmp_path / "g.manifest.json").write_text('{"spec_sha256": "0"}')  # a harness table
     line = refused(["validate", path], capsys, tmp_path, "column 'H' has 9+\\.\\.\\.9+ in line 3")
     assert len(line) < 200

@@ -11,15 +11,7 @@ from pathlib import Path
 import pytest
 
 import fitrules as fr
-from helpers import refused
-
-
-def _write(path, text: str | bytes):
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)
-    return path
+from helpers import refused, write_file
 
 
 def _no_hang(argv, cwd, timeout=120) -> subprocess.CompletedProcess:
@@ -85,11 +77,11 @@ def test_directories_where_files_are_expected(grid_csv, tmp_path, capsys, monkey
 
 def test_files_that_are_not_utf8(grid_csv, tmp_path, capsys, monkeypatch):
     """A ledger, spec or forms.toml that is not UTF-8 is refused in one line."""
-    bad = _write(tmp_path / "bad.bin", b"\xff\xfe = 1\n")
+    bad = write_file(tmp_path / "bad.bin", b"\xff\xfe = 1\n")
     refused(["score", "--ledger", bad, "--data", grid_csv], capsys, tmp_path, "not UTF-8")
     refused(["simulate", bad, "--out", tmp_path / "x.csv"], capsys, tmp_path, "not UTF-8")
     (tmp_path / "w").mkdir()
-    _write(tmp_path / "w" / "forms.toml", b"\xff\xfe = 1\n")
+    write_file(tmp_path / "w" / "forms.toml", b"\xff\xfe = 1\n")
     monkeypatch.chdir(tmp_path / "w")
     refused(["forms", "list"], capsys, tmp_path, "not UTF-8")
 

@@ -11,28 +11,17 @@ import pytest
 
 from conftest import DATA
 from fitrules.cli import main
-from helpers import refused, run
+from helpers import refused, run, write_file
 
 SMOKE = DATA / "smoke.csv"
 
 
 def _predict(ledger, at, capsys):
     code, out, err = run(
-        [
-            "predict",
-            "--data",
-            SMOKE,
-            "--form",
-            "composition",
-            "--at",
-            at,
-            "--ledger",
-            ledger,
-            "--resamples",
-            "20",
-        ],
+        ["predict", "--data", SMOKE, "--form", "composition", "--at", at,
+         "--ledger", ledger, "--resamples", "20"],
         capsys,
-    )
+    )  # fmt: skip
     assert code == 0, err
     m = re.search(r"head (\d+):([0-9a-f]{64})", out)
     assert m, out
@@ -63,23 +52,15 @@ def ledger(tmp_path, capsys):
     return path, heads
 
 
-def _write(path, text: str | bytes):
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)
-    return path
-
-
 def _ledger_with(tmp_path, record: dict | str):
     """A one-line ledger holding ``record`` with a valid sha256 over its content."""
     import hashlib
 
     if isinstance(record, str):
-        return _write(tmp_path / "l.jsonl", record + "\n")
+        return write_file(tmp_path / "l.jsonl", record + "\n")
     body = json.dumps(record, sort_keys=True)
     record = {**record, "sha256": hashlib.sha256(body.encode()).hexdigest()}
-    return _write(tmp_path / "l.jsonl", json.dumps(record, sort_keys=True) + "\n")
+    return write_file(tmp_path / "l.jsonl", json.dumps(record, sort_keys=True) + "\n")
 
 
 GOOD_RECORD = {

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import DATA, composition_grid
 from fitrules.cli import main
-from helpers import refused, run, snapshot
+from helpers import predicted_into, refused, run, snapshot
 
 FORMS = ["--forms", "composition", "--splits", "5"]
 
@@ -44,6 +44,11 @@ def _partials(root: Path) -> list[str]:
 SPLITS = ["--splits", "5"]
 
 
+def _compare_to(data, options, report, json) -> list:
+    """The argv of ``fitrules compare`` over ``data`` with ``options``, writing both outputs."""
+    return ["compare", "--data", data, *options, "--report", report, "--json", json]
+
+
 FAST_DESIGN = ["--design-splits", "10", "--resamples", "20"]
 
 
@@ -52,15 +57,6 @@ def main_csv(tmp_path):
     path = tmp_path / "g.csv"
     path.write_bytes((DATA / "main.csv").read_bytes())
     return path
-
-
-def _predict(tmp_path, capsys, ledger, data, *extra):
-    code, out, err = run(
-        ["predict", "--data", data, "--form", "composition", "--at", "H=8,keep=0.25",
-         "--ledger", ledger, "--resamples", "20", *extra],
-        capsys,
-    )  # fmt: skip
-    assert code == 0, err
 
 
 def test_a_directory_filled_during_the_run_is_kept(grid_csv, tmp_path, capsys, during_build):
@@ -160,17 +156,7 @@ def test_stale_partials_of_killed_runs_are_cleaned(grid_csv, tmp_path, capsys):
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         code, _, err = run(
-            [
-                "compare",
-                "--data",
-                grid_csv,
-                *FORMS,
-                "--report",
-                tmp_path / "R",
-                "--json",
-                tmp_path / "r.json",
-            ],
-            capsys,
+            _compare_to(grid_csv, FORMS, tmp_path / "R", tmp_path / "r.json"), capsys
         )
     finally:
         os.close(fd)
@@ -218,21 +204,8 @@ def test_sigterm_during_the_build_cleans_up(grid_csv, tmp_path, capsys, during_b
 def test_a_failed_command_removes_the_directories_it_created(grid_csv, tmp_path, capsys):
     """A refused command removes the parent directories it created for its outputs."""
     before = snapshot(tmp_path)
-    code, _, err = run(
-        [
-            "compare",
-            "--data",
-            grid_csv,
-            *FORMS,
-            "--report",
-            tmp_path / "a" / "b" / "R",
-            "--json",
-            tmp_path / "c" / "r.json",
-            "--where",
-            "nonsense == 1",
-        ],
-        capsys,
-    )
+    argv = _compare_to(grid_csv, FORMS, tmp_path / "a" / "b" / "R", tmp_path / "c" / "r.json")
+    code, _, err = run([*argv, "--where", "nonsense == 1"], capsys)
     assert code == 2, err
     assert snapshot(tmp_path) == before
 
@@ -242,16 +215,7 @@ def test_json_inside_the_report_or_over_an_input_is_refused(grid_csv, tmp_path, 
     from helpers import refused
 
     refused(
-        [
-            "compare",
-            "--data",
-            grid_csv,
-            *FORMS,
-            "--report",
-            tmp_path / "R",
-            "--json",
-            tmp_path / "R" / "x.json",
-        ],
+        _compare_to(grid_csv, FORMS, tmp_path / "R", tmp_path / "R" / "x.json"),
         capsys,
         tmp_path,
         "inside --report",
@@ -309,16 +273,7 @@ def test_report_placeholder_of_a_live_run_is_refused(grid_csv, tmp_path, capsys)
 def test_unwritable_json_is_refused_before_the_report(grid_csv, tmp_path, capsys):
     """A --json where no file can be created is refused before the report is made."""
     refused(
-        [
-            "compare",
-            "--data",
-            grid_csv,
-            *SPLITS,
-            "--report",
-            tmp_path / "R",
-            "--json",
-            "/proc/x.json",
-        ],
+        _compare_to(grid_csv, SPLITS, tmp_path / "R", "/proc/x.json"),
         capsys,
         tmp_path,
         "--json /proc/x.json: cannot create a file",
@@ -338,16 +293,7 @@ def test_json_write_failure_after_the_work_removes_the_new_report(
 
     monkeypatch.setattr(outputs.os, "write", full)
     refused(
-        [
-            "compare",
-            "--data",
-            grid_csv,
-            *SPLITS,
-            "--report",
-            tmp_path / "R",
-            "--json",
-            tmp_path / "r.json",
-        ],
+        _compare_to(grid_csv, SPLITS, tmp_path / "R", tmp_path / "r.json"),
         capsys,
         tmp_path,
         "r.json: cannot write it \\(No space left on device\\)",
@@ -401,27 +347,11 @@ def test_existing_report_needs_force(tmp_path, synthetic_csv, capsys):
     target = tmp_path / "rep"
     target.mkdir()
     (target / "keep.txt").write_text("mine")
-    assert (
-        main(["compare", "--data", str(synthetic_csv), "--splits", "5", "--report", str(target)])
-        == 2
-    )
+    argv = ["compare", "--data", str(synthetic_csv), "--splits", "5", "--report", str(target)]
+    assert main(argv) == 2
     assert "--force" in capsys.readouterr().err
     assert (target / "keep.txt").read_text() == "mine"
-    assert (
-        main(
-            [
-                "compare",
-                "--data",
-                str(synthetic_csv),
-                "--splits",
-                "5",
-                "--report",
-                str(target),
-                "--force",
-            ]
-        )
-        == 0
-    )
+    assert main([*argv, "--force"]) == 0
     assert not (target / "keep.txt").exists() and (target / "report.md").exists()
 
 
@@ -450,7 +380,7 @@ def test_a_symlinked_ledger_is_extended_where_it_points(tmp_path, capsys, monkey
     composition_grid().to_csv(tmp_path / "g.csv", index=False)
     shared = tmp_path / "shared" / "ledger.jsonl"
     shared.parent.mkdir()
-    _predict(tmp_path, capsys, shared, tmp_path / "g.csv")
+    predicted_into(capsys, shared, tmp_path / "g.csv")
     (tmp_path / "mine").mkdir()
     link = tmp_path / "mine" / "link.jsonl"
     link.symlink_to(shared)

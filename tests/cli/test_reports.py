@@ -97,21 +97,10 @@ def test_vector_figures_beside_every_png(tmp_path, capsys):
 def test_a_report_where_two_forms_tie_in_every_split(grid_csv, tmp_path, capsys):
     """Two forms that tie in every split get "no interval" for their ratio in the report."""
     code, out, err = run(
-        [
-            "compare",
-            "--data",
-            grid_csv,
-            "--splits",
-            "2",
-            "--forms",
-            "composition",
-            "--form",
-            "twin = L0 + a*omega*(H/16)**b",
-            "--report",
-            tmp_path / "R",
-        ],
+        ["compare", "--data", grid_csv, "--splits", "2", "--forms", "composition",
+         "--form", "twin = L0 + a*omega*(H/16)**b", "--report", tmp_path / "R"],
         capsys,
-    )
+    )  # fmt: skip
     assert code == 0, err
     assert (
         "no interval (the ratio is the same in every split)"
@@ -126,20 +115,10 @@ def test_a_report_with_no_usable_split_draws_no_empty_legend(grid_csv, tmp_path,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         code, _, err = run(
-            [
-                "compare",
-                "--data",
-                grid_csv,
-                *SPLITS,
-                "--forms",
-                "composition",
-                "--train-frac",
-                "0.15",
-                "--report",
-                tmp_path / "R",
-            ],
+            ["compare", "--data", grid_csv, *SPLITS, "--forms", "composition",
+             "--train-frac", "0.15", "--report", tmp_path / "R"],
             capsys,
-        )
+        )  # fmt: skip
     assert code == 0 and err == "", err
     assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == []
 
@@ -157,19 +136,8 @@ def test_a_report_whose_fit_on_all_cells_failed(grid_csv, tmp_path, capsys, monk
         return FitResult(form.name, nan, float("inf"), len(y), False, np.inf, ["no fit"])
 
     monkeypatch.setattr(cmp, "fit_all_cells", full_fit_fails)
-    code, _, err = run(
-        [
-            "compare",
-            "--data",
-            grid_csv,
-            *SPLITS,
-            "--forms",
-            "composition",
-            "--report",
-            tmp_path / "R",
-        ],
-        capsys,
-    )
+    argv = ["compare", "--data", grid_csv, *SPLITS, "--forms", "composition"]
+    code, _, err = run([*argv, "--report", tmp_path / "R"], capsys)
     assert code == 0, err
     assert (
         "| composition | L0 = n/a, a = n/a, b = n/a |" in (tmp_path / "R" / "report.md").read_text()

@@ -11,16 +11,7 @@ import pytest
 from conftest import DATA, composition_grid
 from fitrules.cli import main
 from fitrules.model.grids import default_grid
-from helpers import refused, run
-
-
-def _predict(tmp_path, capsys, ledger, data, *extra):
-    code, out, err = run(
-        ["predict", "--data", data, "--form", "composition", "--at", "H=8,keep=0.25",
-         "--ledger", ledger, "--resamples", "20", *extra],
-        capsys,
-    )  # fmt: skip
-    assert code == 0, err
+from helpers import predicted_into, refused, run
 
 
 def _new_runs(rows) -> pd.DataFrame:
@@ -71,7 +62,7 @@ def test_score_does_not_pool_runs_of_another_setup(tmp_path, capsys):
     grid = composition_grid().assign(width=256, algo="diloco")
     grid.to_csv(tmp_path / "g.csv", index=False)
     ledger = tmp_path / "l.jsonl"
-    _predict(tmp_path, capsys, ledger, tmp_path / "g.csv")
+    predicted_into(capsys, ledger, tmp_path / "g.csv")
     rows = [
         {"seed": s, "width": w, "algo": a, "loss": 2.3 + (w == 1024) + (a == "sync")}
         for s in range(3)
@@ -91,7 +82,7 @@ def test_score_refuses_mixed_setups_an_old_record_did_not_name(tmp_path, capsys)
     """New runs mixing setups that the record does not name are refused, naming the column."""
     composition_grid().to_csv(tmp_path / "g.csv", index=False)
     ledger = tmp_path / "l.jsonl"
-    _predict(tmp_path, capsys, ledger, tmp_path / "g.csv")
+    predicted_into(capsys, ledger, tmp_path / "g.csv")
     rows = [{"seed": s, "width": w, "loss": 2.3} for s in range(3) for w in (256, 1024)]
     _new_runs(rows).to_csv(tmp_path / "new.csv", index=False)
     refused(["score", "--ledger", ledger, "--data", tmp_path / "new.csv"], capsys, tmp_path,
@@ -102,7 +93,7 @@ def test_score_does_not_score_another_metric(tmp_path, capsys):
     """New runs whose metric is not the predicted one are refused, with or without --metric."""
     composition_grid().to_csv(tmp_path / "g.csv", index=False)
     ledger = tmp_path / "l.jsonl"
-    _predict(tmp_path, capsys, ledger, tmp_path / "g.csv")
+    predicted_into(capsys, ledger, tmp_path / "g.csv")
     new = _new_runs([{"seed": s, "val_loss": 2.3, "train_loss": 2.2} for s in range(3)])
     new.to_csv(tmp_path / "new.csv", index=False)
     refused(["score", "--ledger", ledger, "--data", tmp_path / "new.csv"], capsys, tmp_path,

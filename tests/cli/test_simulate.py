@@ -3,7 +3,6 @@ resuming, finished grids left alone, Ctrl-C on a cluster."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -16,29 +15,9 @@ import pytest
 import fitrules as fr
 from conftest import DATA
 from fitrules.cli import main
-from helpers import refused, run
-
-
-@pytest.fixture
-def distributed():
-    distributed = pytest.importorskip("distributed")
-    # A killed worker or a closing cluster is reported at WARNING by Dask; expected here.
-    logger = logging.getLogger("distributed")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    yield distributed
-    logger.setLevel(level)
-
+from helpers import refused, run, write_file
 
 TINY = "steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
-
-
-def _write(path, text: str | bytes):
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)
-    return path
 
 
 def test_without_dask_the_scheduler_is_one_line_with_the_install_command(
@@ -79,7 +58,7 @@ def test_negative_simulate_seed_leaves_no_file(tmp_path, capsys):
 )
 def test_specs_with_wrong_types(tmp_path, capsys, spec, match):
     """A spec with tables, seeds or values of the wrong type or value is refused in one line."""
-    path = _write(tmp_path / "s.toml", spec)
+    path = write_file(tmp_path / "s.toml", spec)
     refused(["simulate", path, "--out", tmp_path / "o.csv"], capsys, tmp_path, match)
 
 
@@ -117,7 +96,7 @@ def test_simulate_empty_cell(tmp_path, capsys):
 
 def test_a_blank_file_left_by_the_old_empty_seeds_bug_does_not_poison_the_path(tmp_path, capsys):
     """A blank file at --out is taken over: the run writes a table of one row."""
-    out = _write(tmp_path / "o.csv", "\n")
+    out = write_file(tmp_path / "o.csv", "\n")
     tiny = "H=1,steps=2,width=4,embed=2,context=2,batch=2,eval_windows=8,M=1"
     code, _, err = run(["simulate", "--cell", tiny, "--out", out], capsys)
     assert code == 0, err

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from truth import OMEGA, H
 
 from fitrules.base.errors import FormError
 from fitrules.engine.grammar import (
@@ -21,10 +22,6 @@ from fitrules.engine.grammar import (
     structural_rank_ok,
 )
 from fitrules.model.forms import Form
-
-H = (1, 4, 16, 64)
-
-OMEGA = (0.0, 1.0, 3.0, 7.0, 15.0)
 
 
 def test_huge_grammar_file_is_refused(tmp_path):

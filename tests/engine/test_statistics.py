@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+from tables import BASE, TREAT, paired_runs
 
 from fitrules.base.errors import SelectionError
 from fitrules.engine.stats import (
@@ -25,21 +26,6 @@ from fitrules.engine.stats import (
 from fitrules.model.grids import default_grid, load_grid
 from helpers import run
 
-BASE = [2.00, 2.10, 2.05, 1.95, 2.02]
-
-TREAT = [1.98, 2.07, 2.06, 1.90, 2.00]
-
-
-def _runs(base=BASE, treat=TREAT, seeds=None):
-    seeds = seeds or list(range(len(base)))
-    rows = [
-        {"algo": "sync", "H": 1, "seed": s, "loss": v} for s, v in zip(seeds, base, strict=True)
-    ]
-    rows += [
-        {"algo": "diloco", "H": 16, "seed": s, "loss": v} for s, v in zip(seeds, treat, strict=True)
-    ]
-    return pd.DataFrame(rows)
-
 
 @pytest.fixture(scope="module")
 def grid():
@@ -47,9 +33,15 @@ def grid():
     return load_grid(path, where=where)
 
 
+def _sync_vs_diloco(runs, **options):
+    """The paired interval of diloco against sync in ``runs``."""
+    (r,) = paired_ci(runs, "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}], **options)
+    return r
+
+
 def test_hand_checked_five_pairs():
     """Five pairs give the hand-computed mean, sd, t interval and exact sign-flip p of 4/32."""
-    (r,) = paired_ci(_runs(), "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
+    (r,) = paired_ci(paired_runs(), "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
     # d = [-0.02, -0.03, +0.01, -0.05, -0.02]: mean -0.022, variance 0.00188/4
     assert r.n == 5
     assert r.mean_diff == pytest.approx(-0.022)
@@ -68,17 +60,8 @@ def test_matches_scipy_and_statsmodels_on_fixed_data():
     rng = np.random.default_rng(7)
     base = 2.2 + 0.01 * rng.standard_normal(11)
     treat = base - 0.012 + 0.006 * rng.standard_normal(11)
-    runs = _runs(base, treat)
-    (r,) = paired_ci(
-        runs,
-        "loss",
-        "seed",
-        {"algo": "sync"},
-        [{"algo": "diloco"}],
-        level=0.9,
-        n_resamples=10_000,
-        seed=3,
-    )
+    runs = paired_runs(base, treat)
+    r = _sync_vs_diloco(runs, level=0.9, n_resamples=10_000, seed=3)
     d = treat - base
     lo, hi = stats.t.interval(0.9, 10, loc=d.mean(), scale=stats.sem(d))
     assert r.t_interval == pytest.approx((lo, hi), rel=1e-12)
@@ -111,7 +94,7 @@ def test_holm_over_several_treatments():
 
 def test_unpaired_seeds_are_dropped_and_listed():
     """A seed with no treatment run is dropped, listed, and warned of as leaving only 4 pairs."""
-    runs = _runs(BASE, TREAT)
+    runs = paired_runs(BASE, TREAT)
     runs = runs[~((runs.algo == "diloco") & (runs.seed == 4))]
     (r,) = paired_ci(runs, "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
     assert r.n == 4 and r.dropped_seeds == {"baseline_only": [4], "treatment_only": []}
@@ -137,7 +120,7 @@ def test_bad_selections(baseline, treatment, match):
     """An unknown column, a value with no runs, the baseline again or no '=' is refused in words."""
     with pytest.raises(SelectionError, match=match):
         paired_ci(
-            _runs(),
+            paired_runs(),
             "loss",
             "seed",
             parse_selection(baseline, "--baseline"),
@@ -147,11 +130,11 @@ def test_bad_selections(baseline, treatment, match):
 
 def test_no_common_seed_and_duplicate_seed():
     """Groups that share no seed, or a seed with two runs in one group, are refused."""
-    runs = _runs(BASE, TREAT)
+    runs = paired_runs(BASE, TREAT)
     runs.loc[runs.algo == "diloco", "seed"] += 100
     with pytest.raises(SelectionError, match="share no seed"):
         paired_ci(runs, "loss", "seed", {"algo": "sync"}, [{"algo": "diloco"}])
-    runs = pd.concat([_runs(), _runs().assign(H=4)])
+    runs = pd.concat([paired_runs(), paired_runs().assign(H=4)])
     with pytest.raises(SelectionError, match="runs for seed 0"):
         paired_ci(runs, "loss", "seed", {"algo": "sync"}, [{"algo": "diloco", "H": "16"}])
 
@@ -161,13 +144,7 @@ def test_no_bca_interval_below_the_minimum_number_of_pairs(n):
     """Below the minimum pairs there is no BCa interval and a warning gives the count."""
     rng = np.random.default_rng(n)
     base = 2.2 + 0.01 * rng.standard_normal(n)
-    (r,) = paired_ci(
-        _runs(base, base - 0.01 + 0.005 * rng.standard_normal(n)),
-        "loss",
-        "seed",
-        {"algo": "sync"},
-        [{"algo": "diloco"}],
-    )
+    r = _sync_vs_diloco(paired_runs(base, base - 0.01 + 0.005 * rng.standard_normal(n)))
     assert r.bootstrap_interval == (None, None)
     assert any(f"at least {BCA_MIN_PAIRS} pairs ({n} here)" in w for w in r.warnings)
     assert all(np.isfinite(r.t_interval)) and r.signflip_exact
@@ -179,16 +156,7 @@ def test_bca_interval_matches_scipy_from_the_minimum_number_of_pairs():
     n = BCA_MIN_PAIRS + 4
     base = 2.2 + 0.01 * rng.standard_normal(n)
     treat = base - 0.012 + 0.006 * rng.standard_normal(n)
-    (r,) = paired_ci(
-        _runs(base, treat),
-        "loss",
-        "seed",
-        {"algo": "sync"},
-        [{"algo": "diloco"}],
-        level=0.9,
-        n_resamples=10_000,
-        seed=3,
-    )
+    r = _sync_vs_diloco(paired_runs(base, treat), level=0.9, n_resamples=10_000, seed=3)
     boot = stats.bootstrap(
         (treat - base,),
         np.mean,

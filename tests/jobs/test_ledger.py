@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
 from fitrules.jobs.ledger import compare_scored
-from helpers import slowed
+from helpers import at_once, slowed
 
 
 def _scores(values, seeds, pa, pb):
@@ -37,19 +35,11 @@ def test_concurrent_appends_take_distinct_ids(tmp_path, monkeypatch):
         "tolerance_pct": None,
         "data": {"sha256": "0" * 64, "where": []},
     }
-    errors = []
 
     def append(i):
-        try:
-            lg.append_prediction(path, {**base, "point": {"H": float(i)}})
-        except Exception as err:  # noqa: BLE001 - reported below
-            errors.append(err)
+        lg.append_prediction(path, {**base, "point": {"H": float(i)}})
 
-    threads = [threading.Thread(target=append, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = at_once(append, 6)
     assert errors == []
     records = real(path)
     assert [r["id"] for r in records] == [1, 2, 3, 4, 5, 6]

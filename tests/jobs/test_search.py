@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from truth import runs_from_form
+from truth import OMEGA, SMALL, H, runs_from_form, truth_runs
 
 import fitrules as fr
 from fitrules.base.errors import FitrulesError
@@ -18,17 +18,6 @@ from fitrules.jobs.search.scoring import SEARCH_FIT_OPTIONS, score_form
 from fitrules.jobs.search.selection import front_flags, select
 from fitrules.model.forms import Form
 from fitrules.model.splits import LeaveOneLevelOut, RandomSplit, RollingOrigin
-
-H = (1, 4, 16, 64)
-
-OMEGA = (0.0, 1.0, 3.0, 7.0, 15.0)
-
-SMALL = dict(terms=2, max_constants=3, factors="power,linear,log", splits=6, inner_splits=5)
-
-
-def truth_runs(expr: str, constants: dict, seed: int, cv: float = 0.005) -> pd.DataFrame:
-    form = Form("truth", expr, ("H", "omega"))
-    return runs_from_form(form, constants, {"H": H, "omega": OMEGA}, seeds=3, cv=cv, seed=seed)
 
 
 def _table(levels=(1, 2, 4, 8, 16, 32), other=(0.0, 1.0)) -> pd.DataFrame:

@@ -8,35 +8,14 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from tables import LRS, as_grid, bowl, lr_frame
 
 from conftest import DATA
 from fitrules.base.errors import GridError
 from fitrules.jobs.tune import TunedGrid, tune
 from fitrules.model.grids import Grid, load_grid
 
-LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
-
 H_EFFECT = {1: 0.0, 4: 0.01, 16: 0.02, 64: 0.04}  # a configuration effect, the same at every lr
-
-
-def lr_frame(loss, H=(1, 4, 16, 64), lrs=LRS, seeds=range(6), **extra) -> pd.DataFrame:
-    """One run per (H, lr, seed); ``loss(H, lr, seed)`` gives the metric."""
-    rows = [
-        {"H": h, "lr": lr, "seed": s, "loss": loss(h, lr, s), "diverged": False, **extra}
-        for h in H
-        for lr in lrs
-        for s in seeds
-    ]
-    return pd.DataFrame(rows)
-
-
-def as_grid(frame: pd.DataFrame, where=()) -> Grid:
-    return load_grid("synthetic.csv", frame=frame, where=where)
-
-
-def bowl(best: dict, depth: float = 0.05):
-    """Loss with a minimum in log10(lr) at ``best[H]`` (which may lie outside the sweep)."""
-    return lambda h, lr, s: 2 + depth * (np.log10(lr) - np.log10(best[h])) ** 2
 
 
 def _frame(**kw) -> pd.DataFrame:

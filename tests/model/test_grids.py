@@ -15,24 +15,7 @@ from conftest import DATA, KEEP_LEVELS, ROOT, composition_grid
 from fitrules.base.errors import GridError
 from fitrules.model import expr as ex
 from fitrules.model.grids import load_grid, where_suggestion
-from helpers import harness, write_table
-
-
-def _write(tmp_path, mutate):
-    df = composition_grid()
-    df = mutate(df) if mutate else df
-    return write_table(df, tmp_path / "bad.csv")
-
-
-def _text_metric(df):
-    df["loss"] = df["loss"].astype(object)
-    df.loc[5, "loss"] = "oops"
-    return df
-
-
-def _neg_keep(df):
-    df.loc[3, "keep"] = -0.5
-    return harness(df)
+from helpers import bad_table, harness, negative_keep, text_metric
 
 
 def _dup_seed(df):
@@ -113,8 +96,8 @@ def test_metric_choice(tmp_path):
     [
         (lambda d: d.drop(columns="loss"), {}, "no metric column"),
         (None, {"metric": "acc"}, "no column 'acc'"),
-        (_text_metric, {}, r"holds text \('oops' in line 7\)"),
-        (_neg_keep, {}, r"'keep' has -0.5 in line 5; keep must be in \(0, 1\]"),
+        (text_metric(5, "oops"), {}, r"holds text \('oops' in line 7\)"),
+        (negative_keep(3, -0.5), {}, r"'keep' has -0.5 in line 5; keep must be in \(0, 1\]"),
         (None, {"where": ["lr == 1"]}, "names 'lr', which is not a column"),
         (None, {"where": ["H == 1000"]}, "leaves no rows"),
         (None, {"where": ["H +"]}, "cannot parse"),
@@ -126,7 +109,7 @@ def test_metric_choice(tmp_path):
 def test_bad_input_is_named(tmp_path, mutate, kwargs, match):
     """A missing or textual metric, a bad keep, where or derive is refused naming the problem."""
     with pytest.raises(GridError, match=match):
-        load_grid(_write(tmp_path, mutate), **kwargs)
+        load_grid(bad_table(tmp_path, mutate), **kwargs)
 
 
 def test_duplicate_seed_in_a_cell(tmp_path):
@@ -137,13 +120,13 @@ def test_duplicate_seed_in_a_cell(tmp_path):
 
     with pytest.raises(GridError, match=r"seed 0 appears more than once in cell H=1, omega=0 "
                                         r"\(line 2 and line 62\)"):  # fmt: skip
-        load_grid(_write(tmp_path, second_run)).cells(["H", "omega"])
+        load_grid(bad_table(tmp_path, second_run)).cells(["H", "omega"])
 
 
 def test_exact_copy_of_a_run(tmp_path):
     """An exact copy is refused with both lines named and --drop-duplicates offered; with it
     the copy is dropped and counted."""
-    path = _write(tmp_path, _dup_seed)
+    path = bad_table(tmp_path, _dup_seed)
     with pytest.raises(GridError, match="line 62 repeats line 2 in every column.*drop_dup"):
         load_grid(path)
     grid = load_grid(path, drop_duplicates=True)
@@ -166,9 +149,9 @@ def test_nan_in_a_variable(tmp_path):
         return df
 
     with pytest.raises(GridError, match="'H' has a missing value in line 6"):
-        load_grid(_write(tmp_path, mutate)).cells(["H", "omega"])
+        load_grid(bad_table(tmp_path, mutate)).cells(["H", "omega"])
     with pytest.raises(GridError, match="'H' has nan in line 6; H must be finite"):
-        load_grid(_write(tmp_path, lambda df: harness(mutate(df))))
+        load_grid(bad_table(tmp_path, lambda df: harness(mutate(df))))
 
 
 @pytest.mark.parametrize("name", ["main", "wide", "workers", "variants", "paired", "smoke"])

@@ -2,7 +2,6 @@
 a cluster skip when the distributed extra is missing."""
 
 import json
-import logging
 import os
 import signal
 import time
@@ -22,17 +21,6 @@ SPEC = load_spec(DATA / "specs" / "smoke.toml")
 
 # One run of the smoke grid, named as the failure message names it.
 VICTIM = next(r for r in SPEC.runs if (r.H, r.keep, r.seed) == (4, 0.25, 1))
-
-
-@pytest.fixture
-def distributed():
-    distributed = pytest.importorskip("distributed")
-    # A killed worker or a closing cluster is reported at WARNING by Dask; expected here.
-    logger = logging.getLogger("distributed")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    yield distributed
-    logger.setLevel(level)
 
 
 def assert_is_the_smoke_grid(out):

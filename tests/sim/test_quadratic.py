@@ -2,7 +2,6 @@
 the same table from local processes and a Dask cluster."""
 
 import json
-import logging
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -30,16 +29,6 @@ burn_in = 100
 H = [1, 4]
 keep = [1.0, 0.25]
 """
-
-
-@pytest.fixture
-def distributed():
-    distributed = pytest.importorskip("distributed")
-    logger = logging.getLogger("distributed")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    yield distributed
-    logger.setLevel(level)
 
 
 def test_a_quadratic_spec_makes_quadratic_runs():

@@ -11,13 +11,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from tables import as_grid, bowl, lr_frame
 
 from conftest import TRUTH, composition_grid
 from fitrules import api
 from fitrules.base.errors import GridError
 from fitrules.jobs.tune import tune
 from fitrules.model.forms import Form
-from fitrules.model.grids import Grid, load_grid
+from fitrules.model.grids import load_grid
 from fitrules.views import figures
 from fitrules.views.design import design_figure
 from fitrules.views.text import fmt_p
@@ -87,29 +88,6 @@ def _inside_figure(ax) -> bool:
     fig.canvas.draw()
     box, page = ax.title.get_window_extent(), fig.bbox
     return box.x0 >= page.x0 - 1 and box.x1 <= page.x1 + 1 and box.y1 <= page.y1 + 1
-
-
-LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
-
-
-def lr_frame(loss, H=(1, 4, 16, 64), lrs=LRS, seeds=range(6), **extra) -> pd.DataFrame:
-    """One run per (H, lr, seed); ``loss(H, lr, seed)`` gives the metric."""
-    rows = [
-        {"H": h, "lr": lr, "seed": s, "loss": loss(h, lr, s), "diverged": False, **extra}
-        for h in H
-        for lr in lrs
-        for s in seeds
-    ]
-    return pd.DataFrame(rows)
-
-
-def as_grid(frame: pd.DataFrame, where=()) -> Grid:
-    return load_grid("synthetic.csv", frame=frame, where=where)
-
-
-def bowl(best: dict, depth: float = 0.05):
-    """Loss with a minimum in log10(lr) at ``best[H]`` (which may lie outside the sweep)."""
-    return lambda h, lr, s: 2 + depth * (np.log10(lr) - np.log10(best[h])) ** 2
 
 
 @pytest.fixture
