@@ -512,13 +512,21 @@ def outputs(command: str, option: str, tmp: Path) -> tuple[str, str]:
     """The JSON of ``command`` at its default and with ``option`` probed, each run in a
     folder of its own, folders, times and hashes masked."""
     p = probe(command, option)
-    call = CALLS[command]
-    out = []
-    for name, kw in (("base", {**p.also, **p.base}), ("probe", {**p.also, option: p.value})):
-        (tmp / name).mkdir()
-        os.chdir(tmp / name)
-        out.append(_masked(_json(call(tmp / name, _made(kw))), tmp / name))
-    return out[0], out[1]
+    base = {**p.also, **p.base}
+    key = (command, tuple((k, id(v) if isinstance(v, Lazy) else repr(v)) for k, v in base.items()))
+    if key not in _DEFAULTS:  # many probes share their default call
+        _DEFAULTS[key] = _run(command, base, tmp / "base")
+    return _DEFAULTS[key], _run(command, {**p.also, option: p.value}, tmp / "probe")
+
+
+_DEFAULTS: dict = {}
+
+
+def _run(command: str, kw: dict, folder: Path) -> str:
+    """The masked JSON of ``command`` called with ``kw`` in ``folder`` (made here)."""
+    folder.mkdir()
+    os.chdir(folder)
+    return _masked(_json(CALLS[command](folder, _made(kw))), folder)
 
 
 def dropped_option_fails(tmp: Path) -> bool:
