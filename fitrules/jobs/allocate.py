@@ -17,6 +17,7 @@ import pandas as pd
 from fitrules.base.errors import FitrulesError
 from fitrules.base.results import Result
 from fitrules.base.util import json_ready
+from fitrules.jobs.result_docs import AXES, AXES_RETURNED, documented
 
 INTERVALS = ("covariance", "bootstrap", "none")
 MAX_BUDGETS = 1000
@@ -227,24 +228,10 @@ class Allocation(Result):
         return (f"Allocation({self.fit.form.name}, cost {self.cost.text}: {x}* ~ C^{a:.4g}, "
                 f"{len(self.table)} budgets)")  # fmt: skip
 
+    @documented(AXES, AXES_RETURNED)
     def plot_frontier(self, ax=None, labels=None, units=None):
         """The loss-optimal frontier: each variable's optimum against the budget (log axes),
         its interval shaded, extrapolation beyond the grid's range dashed.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views.allocate import frontier
         from fitrules.views.figures import axis_labels

@@ -9,6 +9,7 @@ import pandas as pd
 
 from fitrules.base.results import Result
 from fitrules.engine.stats import PairedCI
+from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURNED, documented
 
 
 @dataclass
@@ -63,6 +64,7 @@ class PairedIntervals(Result):
 
         return intervals_html(self)
 
+    @documented(AXES, AXES_RETURNED)
     def plot(self, i: int = 0, ax=None, labels=None, units=None):
         """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes).
 
@@ -70,43 +72,16 @@ class PairedIntervals(Result):
         ----------
         i : int, optional
             The position of the treatment in ``results`` (default 0).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
         with figures.axis_labels(labels, units):
             return figures.paired_differences(self.results[i], ax)
 
+    @documented(REPORT, REPORT_RETURNED)
     def report(self, target, force: bool = False, command: str = "", figure_format=None):
         """Write a report directory: report.md, one figure per treatment, results.json;
         figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files.
-
-        Parameters
-        ----------
-        target : str or path
-            The report directory to write; it must not exist unless ``force``.
-        force : bool, optional
-            Replace an existing directory (swapped in one step once the new one is written).
-        command : str, optional
-            The command that made the result, written into the report.
-        figure_format : str or sequence of str, optional
-            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
-
-        Returns
-        -------
-        pathlib.Path
-            The report directory written.
         """
         from pathlib import Path
 

@@ -32,6 +32,7 @@ from fitrules.engine.intervals import (
     resolve_point,
 )
 from fitrules.engine.profile import ProfileFit
+from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURNED, documented
 from fitrules.model.compiled import predict
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
@@ -499,8 +500,10 @@ class FittedForm(Result):
                 "constants": {k: list(v) for k, v in (self.intervals or {}).items()},
             }
         if self.profile is not None:
-            out["profile"] = {**self.profile.to_dict(),
-                              "covers": "each constant's value at the grid's seed ids"}
+            out["profile"] = {
+                **self.profile.to_dict(),
+                "covers": "each constant's value at the grid's seed ids",
+            }
             out["constant_intervals"] = {
                 "kind": self.profile.interval_kind,
                 "covers": self.intervals_covers,
@@ -517,6 +520,7 @@ class FittedForm(Result):
             out["predictions"] = self.predictions
         return json_ready(out)
 
+    @documented(REPORT, REPORT_RETURNED)
     def report(
         self,
         target: str | Path,
@@ -533,24 +537,8 @@ class FittedForm(Result):
 
         Parameters
         ----------
-        target : str or path
-            The report directory to write; it must not exist unless ``force``.
-        force : bool, optional
-            Replace an existing directory (swapped in one step once the new one is written).
-        command : str, optional
-            The command that made the result, written into the report.
         cells : bool, optional
             Include the per-cell table in results.json (default True).
-        figure_format : str or sequence of str, optional
-            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
-        labels : str or dict, optional
-            Names of columns on the axes, ``{"val/loss": "validation loss"}`` or
-            ``"val/loss=validation loss"``.
-
-        Returns
-        -------
-        pathlib.Path
-            The report directory written.
         """
         from fitrules.base.errors import report_parameter
         from fitrules.base.outputs import check_result_output, inputs_of
@@ -563,24 +551,9 @@ class FittedForm(Result):
                 return fit_report(self, Path(target), command, force, cells)
 
     # ------------------------------------------------------------ figures
+    @documented(AXES, AXES_RETURNED)
     def plot_fit(self, ax=None, labels=None, units=None):
-        """Observed against predicted at every cell; returns the matplotlib Axes.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
-        """
+        """Observed against predicted at every cell; returns the matplotlib Axes."""
         from fitrules.views import figures
 
         with figures.axis_labels(labels, units):
@@ -588,6 +561,7 @@ class FittedForm(Result):
                 self.cells, self.form, self.constants, self.unit, ax
             )
 
+    @documented(AXES, AXES_RETURNED)
     def plot_residuals(self, x: str | None = None, ax=None, labels=None, units=None):
         """Relative residuals against the variable ``x`` (default: the form's first).
 
@@ -595,18 +569,6 @@ class FittedForm(Result):
         ----------
         x : str, optional
             A variable of the form (default: its first).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
@@ -615,6 +577,7 @@ class FittedForm(Result):
         with figures.axis_labels(labels, units):
             return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
 
+    @documented(AXES, AXES_RETURNED)
     def plot_curves(self, x: str | None = None, ax=None, labels=None, units=None):
         """Data and the fitted form against ``x`` (default: the form's first variable), with
         the prediction interval (misfit included) shaded when intervals were asked for.
@@ -623,18 +586,6 @@ class FittedForm(Result):
         ----------
         x : str, optional
             A variable of the form (default: its first).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 

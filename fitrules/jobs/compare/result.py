@@ -18,6 +18,7 @@ from fitrules.engine.fit import FitResult
 from fitrules.engine.intervals import JacobianUncertainty
 from fitrules.jobs.compare.summaries import ranked
 from fitrules.jobs.compare.verdicts import VERDICT_COLUMNS
+from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURNED, documented
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
 from fitrules.views.text_compare import conclusion
@@ -204,6 +205,7 @@ class Comparison(Views):
 
         return comparison_html(self)
 
+    @documented(REPORT, REPORT_RETURNED)
     def report(
         self,
         target: str | Path,
@@ -215,25 +217,6 @@ class Comparison(Views):
         """Write a report directory (report.md, figures, results.json, splits.csv); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them;
         ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``).
-
-        Parameters
-        ----------
-        target : str or path
-            The report directory to write; it must not exist unless ``force``.
-        force : bool, optional
-            Replace an existing directory (swapped in one step once the new one is written).
-        command : str, optional
-            The command that made the result, written into the report.
-        figure_format : str or sequence of str, optional
-            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
-        labels : str or dict, optional
-            Names of columns on the axes, ``{"val/loss": "validation loss"}`` or
-            ``"val/loss=validation loss"``.
-
-        Returns
-        -------
-        pathlib.Path
-            The report directory written.
         """
         from fitrules.base.errors import report_parameter
         from fitrules.base.outputs import check_result_output, inputs_of
@@ -271,29 +254,15 @@ class Comparison(Views):
         raise FormError(f"no form {name!r} in this comparison; forms: "
                         + ", ".join(f.name for f in self.forms))  # fmt: skip
 
+    @documented(AXES, AXES_RETURNED)
     def plot_heldout(self, ax=None, labels=None, units=None):
-        """Empirical CDF of every form's held-out error; returns the matplotlib Axes.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
-        """
+        """Empirical CDF of every form's held-out error; returns the matplotlib Axes."""
         from fitrules.views import figures
 
         with figures.axis_labels(labels, units):
             return figures.heldout_ecdf(self, ax)
 
+    @documented(AXES, AXES_RETURNED)
     def plot_paired(self, a: str, b: str, ax=None, labels=None, units=None):
         """a's held-out error against b's, one point per split valid for both.
 
@@ -303,18 +272,6 @@ class Comparison(Views):
             The form on the horizontal axis.
         b : str
             The form on the vertical axis.
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
@@ -322,6 +279,7 @@ class Comparison(Views):
         with figures.axis_labels(labels, units):
             return figures.paired_scatter(self, a, b, ax)
 
+    @documented(AXES, AXES_RETURNED)
     def plot_fit(self, form: str, ax=None, labels=None, units=None):
         """``form`` fitted on all cells: observed against predicted.
 
@@ -329,18 +287,6 @@ class Comparison(Views):
         ----------
         form : str
             The name of the form.
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
@@ -350,6 +296,7 @@ class Comparison(Views):
                 self.cells, f, self.full_fits[form].constants, self.unit, ax
             )
 
+    @documented(AXES, AXES_RETURNED)
     def plot_residuals(
         self,
         x: str | None = None,
@@ -366,18 +313,6 @@ class Comparison(Views):
             A variable of the forms (default: the first).
         forms : sequence of str, optional
             The forms drawn (default: every form).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
@@ -390,6 +325,7 @@ class Comparison(Views):
         with figures.axis_labels(labels, units):
             return figures.residuals_vs(self.cells, fits, x, ax)
 
+    @documented(AXES, AXES_RETURNED)
     def plot_curves(self, form: str, x: str | None = None, ax=None, labels=None, units=None):
         """The data and ``form`` fitted on all cells, against ``x`` (default: its first
         variable).
@@ -400,18 +336,6 @@ class Comparison(Views):
             The name of the form.
         x : str, optional
             A variable of the form (default: its first).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from fitrules.base.results import Result
 from fitrules.engine.grammar import Grammar
+from fitrules.jobs.result_docs import AXES, AXES_RETURNED, documented
 from fitrules.model.forms import Form
 
 
@@ -129,23 +130,17 @@ class Search(Result):
 
         return search_html(self)
 
+    @documented(AXES, AXES_RETURNED)
     def plot_front(self, ax=None, labels=None, units=None):
         """Outer held-out error against the number of constants: the search at each budget,
         its front, every candidate and the references.
 
         Parameters
         ----------
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
         labels : dict or str, optional
             Taken as by the other results' ``plot_*`` (this figure's axes name no column).
         units : dict or str, optional
             Taken as by the other results' ``plot_*``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views.figures import axis_labels
         from fitrules.views.search import plot_front
