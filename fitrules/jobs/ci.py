@@ -9,6 +9,7 @@ import pandas as pd
 
 from fitrules.base.results import Result
 from fitrules.engine.stats import PairedCI
+from fitrules.jobs.reports import report_target
 from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURNED, documented
 
 
@@ -83,15 +84,8 @@ class PairedIntervals(Result):
         """Write a report directory: report.md, one figure per treatment, results.json;
         figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files.
         """
-        from pathlib import Path
-
-        from fitrules.base.errors import report_parameter
-        from fitrules.base.outputs import check_result_output, inputs_of
-        from fitrules.views.figures import figure_formats
         from fitrules.views.markdown import ci_report
 
-        check_result_output(target, inputs_of(self), "target", "dir")
-        with report_parameter("target"):
+        with report_target(self, target, "target", figure_format) as path:
             payload = self.to_dict() | {"command": command}
-            with figure_formats(figure_format):
-                return ci_report(self.results, payload, Path(target), command, force, self.tuning)
+            return ci_report(self.results, payload, path, command, force, self.tuning)

@@ -32,6 +32,7 @@ from fitrules.engine.intervals import (
     resolve_point,
 )
 from fitrules.engine.profile import ProfileFit
+from fitrules.jobs.reports import report_target
 from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURNED, documented
 from fitrules.model.compiled import predict
 from fitrules.model.forms import Form
@@ -540,15 +541,10 @@ class FittedForm(Result):
         cells : bool, optional
             Include the per-cell table in results.json (default True).
         """
-        from fitrules.base.errors import report_parameter
-        from fitrules.base.outputs import check_result_output, inputs_of
-        from fitrules.views.figures import axis_labels, figure_formats
         from fitrules.views.markdown import fit_report
 
-        check_result_output(target, inputs_of(self), "target", "dir")
-        with report_parameter("target"):
-            with figure_formats(figure_format), axis_labels(labels):
-                return fit_report(self, Path(target), command, force, cells)
+        with report_target(self, target, "target", figure_format, labels) as path:
+            return fit_report(self, path, command, force, cells)
 
     # ------------------------------------------------------------ figures
     @documented(AXES, AXES_RETURNED)

@@ -18,6 +18,7 @@ from fitrules.engine.fit import FitResult
 from fitrules.engine.intervals import JacobianUncertainty
 from fitrules.jobs.compare.summaries import ranked
 from fitrules.jobs.compare.verdicts import VERDICT_COLUMNS
+from fitrules.jobs.reports import report_target
 from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURNED, documented
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
@@ -218,17 +219,10 @@ class Comparison(Views):
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them;
         ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``).
         """
-        from fitrules.base.errors import report_parameter
-        from fitrules.base.outputs import check_result_output, inputs_of
-        from fitrules.views.figures import axis_labels, figure_formats
         from fitrules.views.markdown import comparison_report
 
-        check_result_output(target, inputs_of(self), "target", "dir")
-        with report_parameter("target"):
-            with figure_formats(figure_format), axis_labels(labels):
-                return comparison_report(
-                    self, self.to_dict(), Path(target), command, force, self.tuning
-                )
+        with report_target(self, target, "target", figure_format, labels) as path:
+            return comparison_report(self, self.to_dict(), path, command, force, self.tuning)
 
     def form(self, name: str) -> Form:
         """The (bound) form called ``name``.

@@ -10,6 +10,7 @@ import pandas as pd
 
 from fitrules.base.results import Result
 from fitrules.engine.grammar import Grammar
+from fitrules.jobs.reports import report_target
 from fitrules.jobs.result_docs import AXES, AXES_RETURNED, documented
 from fitrules.model.forms import Form
 
@@ -149,10 +150,7 @@ class Search(Result):
             return plot_front(self, ax)
 
     def report(self, path: str | Path, command: str | None = None, force: bool = False) -> Path:
-        from fitrules.base.errors import report_parameter
-        from fitrules.base.outputs import check_result_output, inputs_of
         from fitrules.views.search import write_search_report
 
-        check_result_output(path, inputs_of(self), "path", "dir")
-        with report_parameter("path"):
-            return write_search_report(self, Path(path), command, force)
+        with report_target(self, path, "path") as target:
+            return write_search_report(self, target, command, force)
