@@ -32,8 +32,16 @@ from fitrules.engine.intervals import (
     resolve_point,
 )
 from fitrules.engine.profile import ProfileFit
+from fitrules.jobs.axes import form_variable
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURNED, documented
+from fitrules.jobs.result_docs import (
+    AXES,
+    AXES_RETURNED,
+    FORM_VARIABLE,
+    REPORT,
+    REPORT_RETURNED,
+    documented,
+)
 from fitrules.model.compiled import predict
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
@@ -557,47 +565,26 @@ class FittedForm(Result):
                 self.cells, self.form, self.constants, self.unit, ax
             )
 
-    @documented(AXES, AXES_RETURNED)
+    @documented(AXES | FORM_VARIABLE, AXES_RETURNED)
     def plot_residuals(self, x: str | None = None, ax=None, labels=None, units=None):
-        """Relative residuals against the variable ``x`` (default: the form's first).
-
-        Parameters
-        ----------
-        x : str, optional
-            A variable of the form (default: its first).
-        """
+        """Relative residuals against the variable ``x`` (default: the form's first)."""
         from fitrules.views import figures
 
-        x = x or self.form.bound_variables[0]
-        self._check_variable(x)
+        x = form_variable(self.form, x)
         with figures.axis_labels(labels, units):
             return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
 
-    @documented(AXES, AXES_RETURNED)
+    @documented(AXES | FORM_VARIABLE, AXES_RETURNED)
     def plot_curves(self, x: str | None = None, ax=None, labels=None, units=None):
         """Data and the fitted form against ``x`` (default: the form's first variable), with
         the prediction interval (misfit included) shaded when intervals were asked for.
-
-        Parameters
-        ----------
-        x : str, optional
-            A variable of the form (default: its first).
         """
         from fitrules.views import figures
 
-        x = x or self.form.bound_variables[0]
-        self._check_variable(x)
+        x = form_variable(self.form, x)
         band = self.heldout.band if self.heldout is not None else None
         with figures.axis_labels(labels, units):
             return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax, band)
-
-    def _check_variable(self, x: str) -> None:
-        from fitrules.base.errors import FormError
-
-        if x not in self.form.bound_variables:
-            raise FormError(
-                f"form {self.form.name!r} reads {', '.join(self.form.bound_variables)}, not {x!r}"
-            )
 
 
 def _exact_constants(constants: dict) -> dict:

@@ -22,6 +22,7 @@ AXES = {
     ),
 }
 AXES_RETURNED = ("matplotlib.axes.Axes", "The axes drawn on.")
+FORM_VARIABLE = {"x": ("str, optional", ("A variable of the form (default: its first).",))}
 
 REPORT = {
     "target": (
@@ -71,7 +72,7 @@ def _completed(method, shared: dict, returned: tuple[str, str]) -> str:
         doc = doc[: doc.rindex("\n")]  # the closing quotes' line
     head, _, own_section = doc.partition(f"\n\n{indent}Parameters\n{indent}----------\n")
     own = _entries(own_section, indent)
-    lines = [f"{head}\n", f"{indent}Parameters", f"{indent}----------"]
+    lines = [f"{head.rstrip()}\n", f"{indent}Parameters", f"{indent}----------"]
     for name in list(inspect.signature(method).parameters)[1:]:
         if name in own:
             lines.extend(own[name])

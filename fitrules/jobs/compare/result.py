@@ -16,10 +16,18 @@ from fitrules.base.results import Views
 from fitrules.base.util import json_ready
 from fitrules.engine.fit import FitResult
 from fitrules.engine.intervals import JacobianUncertainty
+from fitrules.jobs.axes import form_variable
 from fitrules.jobs.compare.summaries import ranked
 from fitrules.jobs.compare.verdicts import VERDICT_COLUMNS
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURNED, documented
+from fitrules.jobs.result_docs import (
+    AXES,
+    AXES_RETURNED,
+    FORM_VARIABLE,
+    REPORT,
+    REPORT_RETURNED,
+    documented,
+)
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
 from fitrules.views.text_compare import conclusion
@@ -319,7 +327,7 @@ class Comparison(Views):
         with figures.axis_labels(labels, units):
             return figures.residuals_vs(self.cells, fits, x, ax)
 
-    @documented(AXES, AXES_RETURNED)
+    @documented(AXES | FORM_VARIABLE, AXES_RETURNED)
     def plot_curves(self, form: str, x: str | None = None, ax=None, labels=None, units=None):
         """The data and ``form`` fitted on all cells, against ``x`` (default: its first
         variable).
@@ -328,15 +336,11 @@ class Comparison(Views):
         ----------
         form : str
             The name of the form.
-        x : str, optional
-            A variable of the form (default: its first).
         """
         from fitrules.views import figures
 
         f = self.form(form)
-        x = x or f.bound_variables[0]
-        if x not in f.bound_variables:
-            raise FormError(f"form {form!r} reads {', '.join(f.bound_variables)}, not {x!r}")
+        x = form_variable(f, x)
         with figures.axis_labels(labels, units):
             return figures.curves_vs(
                 self.cells, f, self.full_fits[form].constants, x, self.unit, ax
