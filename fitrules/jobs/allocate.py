@@ -101,7 +101,7 @@ def check_intervals(value, name: str) -> None:
 
 
 @dataclass
-class Allocation(Result):
+class Allocation(Result, text="allocate.render_allocation", html="allocate.allocation_html"):
     """The loss-optimal split of each budget between the two variables a cost names.
 
     Attributes
@@ -211,16 +211,6 @@ class Allocation(Result):
                 "notes": self.notes,
             }
         )
-
-    def text(self) -> str:
-        from fitrules.views.allocate import render_allocation
-
-        return render_allocation(self)
-
-    def html(self) -> str:
-        from fitrules.views.allocate import allocation_html
-
-        return allocation_html(self)
 
     def __repr__(self) -> str:
         x, y = self.variables

@@ -14,7 +14,7 @@ from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURN
 
 
 @dataclass
-class PairedIntervals(Result):
+class PairedIntervals(Result, html="html.intervals_html"):
     """Paired-seed intervals of several treatments against one baseline: what ``fitrules.ci``
     returns.
 
@@ -59,11 +59,6 @@ class PairedIntervals(Result):
 
     def __repr__(self) -> str:
         return f"PairedIntervals({'; '.join(r.sentence() for r in self.results)})"
-
-    def html(self) -> str:
-        from fitrules.views.html import intervals_html
-
-        return intervals_html(self)
 
     @documented(AXES, AXES_RETURNED)
     def plot(self, i: int = 0, ax=None, labels=None, units=None):

@@ -124,7 +124,7 @@ class Prediction(dict):
 
 
 @dataclass
-class FittedForm(Result):
+class FittedForm(Result, text="text.render_fitted", html="html.fitted_html"):
     """A form fitted on all cells of a grid.
 
     Attributes
@@ -441,16 +441,6 @@ class FittedForm(Result):
     def __repr__(self) -> str:
         consts = ", ".join(f"{k}={v:.4g}" for k, v in self.constants.items())
         return f"FittedForm({self.form.name}: {consts}; {len(self.cells)} cells)"
-
-    def text(self) -> str:
-        from fitrules.views.text import render_fitted
-
-        return render_fitted(self)
-
-    def html(self) -> str:
-        from fitrules.views.html import fitted_html
-
-        return fitted_html(self)
 
     def to_dict(self, cells: bool = True) -> dict:
         """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out

@@ -54,7 +54,7 @@ class TunedGrid(Grid):
 
 
 @dataclass(frozen=True, repr=False)
-class Tuning(Result):
+class Tuning(Result, text="text.render_tuning", html="html.tuning_html"):
     """The result of :func:`tune`: the tuned runs and a record of every choice.
 
     Attributes
@@ -119,16 +119,6 @@ class Tuning(Result):
             f"Tuning({', '.join(self.factors)} over {len(self.flattery)} configurations, "
             f"{self.scheme}, {len(self.runs)} runs out, {len(self.warnings)} warnings)"
         )
-
-    def text(self) -> str:
-        from fitrules.views.text import render_tuning
-
-        return render_tuning(self)
-
-    def html(self) -> str:
-        from fitrules.views.html import tuning_html
-
-        return tuning_html(self)
 
     @documented(AXES, AXES_RETURNED)
     def plot_curves(self, ax=None, by: str | None = None, labels=None, units=None):

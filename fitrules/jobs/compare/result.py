@@ -56,7 +56,7 @@ class SummaryTable(pd.DataFrame):
 
 
 @dataclass
-class Comparison(Views):
+class Comparison(Views, text="text.render_comparison", html="html.comparison_html"):
     """The outcome of comparing forms on paired splits.
 
     Attributes
@@ -203,16 +203,6 @@ class Comparison(Views):
             f"Comparison({forms}: {self.settings['protocol']}, {self.settings['n_splits']} "
             f"splits, {self.data['cells']} cells)"
         )
-
-    def text(self) -> str:
-        from fitrules.views.text import render_comparison
-
-        return render_comparison(self)
-
-    def html(self) -> str:
-        from fitrules.views.html import comparison_html
-
-        return comparison_html(self)
 
     @documented(REPORT, REPORT_RETURNED)
     def report(

@@ -16,7 +16,7 @@ from fitrules.model.forms import Form
 
 
 @dataclass
-class Search(Result):
+class Search(Result, text="search.render_search", html="html.search_html"):
     """What :func:`run_search` found; every view renders these tables.
 
     Attributes
@@ -114,22 +114,12 @@ class Search(Result):
             write_text(Path(path), text + "\n", "path", inputs=inputs_of(self))
         return text
 
-    def text(self) -> str:
-        from fitrules.views.search import render_search
-
-        return render_search(self)
-
     def __repr__(self) -> str:
         picked = self.chosen.expression if self.chosen is not None else None
         return (
             f"Search({self.grid_label}: {len(self.candidates)} candidates fitted of "
             f"{self.n_generated} proposed; picked {picked!r})"
         )
-
-    def html(self) -> str:
-        from fitrules.views.html import search_html
-
-        return search_html(self)
 
     @documented(AXES, AXES_RETURNED)
     def plot_front(self, ax=None, labels=None, units=None):
