@@ -17,7 +17,7 @@ import pandas as pd
 from fitrules.base.errors import FitrulesError
 from fitrules.base.results import Result
 from fitrules.base.util import json_ready
-from fitrules.jobs.result_docs import AXES, AXES_RETURNED, documented
+from fitrules.jobs.result_docs import figure_doc
 
 INTERVALS = ("covariance", "bootstrap", "none")
 MAX_BUDGETS = 1000
@@ -218,7 +218,7 @@ class Allocation(Result, text="allocate.render_allocation", html="allocate.alloc
         return (f"Allocation({self.fit.form.name}, cost {self.cost.text}: {x}* ~ C^{a:.4g}, "
                 f"{len(self.table)} budgets)")  # fmt: skip
 
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot_frontier(self, ax=None, labels=None, units=None):
         """The loss-optimal frontier: each variable's optimum against the budget (log axes),
         its interval shaded, extrapolation beyond the grid's range dashed.

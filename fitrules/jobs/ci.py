@@ -10,7 +10,7 @@ import pandas as pd
 from fitrules.base.results import Result
 from fitrules.engine.stats import PairedCI
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import AXES, AXES_RETURNED, REPORT, REPORT_RETURNED, documented
+from fitrules.jobs.result_docs import figure_doc, report_doc
 
 
 @dataclass
@@ -60,7 +60,7 @@ class PairedIntervals(Result, html="html.intervals_html"):
     def __repr__(self) -> str:
         return f"PairedIntervals({'; '.join(r.sentence() for r in self.results)})"
 
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot(self, i: int = 0, ax=None, labels=None, units=None):
         """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes).
 
@@ -74,7 +74,7 @@ class PairedIntervals(Result, html="html.intervals_html"):
         with figures.axis_labels(labels, units):
             return figures.paired_differences(self.results[i], ax)
 
-    @documented(REPORT, REPORT_RETURNED)
+    @report_doc
     def report(self, target, force: bool = False, command: str = "", figure_format=None):
         """Write a report directory: report.md, one figure per treatment, results.json;
         figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files.

@@ -34,14 +34,7 @@ from fitrules.engine.intervals import (
 from fitrules.engine.profile import ProfileFit
 from fitrules.jobs.axes import form_variable
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import (
-    AXES,
-    AXES_RETURNED,
-    FORM_VARIABLE,
-    REPORT,
-    REPORT_RETURNED,
-    documented,
-)
+from fitrules.jobs.result_docs import figure_doc, form_figure_doc, report_doc
 from fitrules.model.compiled import predict
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
@@ -519,7 +512,7 @@ class FittedForm(Result, text="text.render_fitted", html="html.fitted_html"):
             out["predictions"] = self.predictions
         return json_ready(out)
 
-    @documented(REPORT, REPORT_RETURNED)
+    @report_doc
     def report(
         self,
         target: str | Path,
@@ -545,7 +538,7 @@ class FittedForm(Result, text="text.render_fitted", html="html.fitted_html"):
             return fit_report(self, path, command, force, cells)
 
     # ------------------------------------------------------------ figures
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot_fit(self, ax=None, labels=None, units=None):
         """Observed against predicted at every cell; returns the matplotlib Axes."""
         from fitrules.views import figures
@@ -555,7 +548,7 @@ class FittedForm(Result, text="text.render_fitted", html="html.fitted_html"):
                 self.cells, self.form, self.constants, self.unit, ax
             )
 
-    @documented(AXES | FORM_VARIABLE, AXES_RETURNED)
+    @form_figure_doc
     def plot_residuals(self, x: str | None = None, ax=None, labels=None, units=None):
         """Relative residuals against the variable ``x`` (default: the form's first)."""
         from fitrules.views import figures
@@ -564,7 +557,7 @@ class FittedForm(Result, text="text.render_fitted", html="html.fitted_html"):
         with figures.axis_labels(labels, units):
             return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
 
-    @documented(AXES | FORM_VARIABLE, AXES_RETURNED)
+    @form_figure_doc
     def plot_curves(self, x: str | None = None, ax=None, labels=None, units=None):
         """Data and the fitted form against ``x`` (default: the form's first variable), with
         the prediction interval (misfit included) shaded when intervals were asked for.

@@ -1,5 +1,6 @@
 """The docstring entries the result classes' ``plot_*`` and ``report`` methods share, written
-once and set into each method's numpydoc sections by :func:`documented`."""
+once and set into each method's numpydoc sections by :func:`documented` (as
+:data:`figure_doc`, :data:`form_figure_doc` and :data:`report_doc`)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,10 @@ def _entries(section: str, indent: str) -> dict[str, list[str]]:
         else:
             out[next(reversed(out))].append(line)
     return out
+
+
+# a plot_* method's ax, labels and units and the Axes it returns; with the x of a form's figure
+figure_doc = documented(AXES, AXES_RETURNED)
+form_figure_doc = documented(AXES | FORM_VARIABLE, AXES_RETURNED)
+# a report's target, force, command, figure_format and labels, and the directory it returns
+report_doc = documented(REPORT, REPORT_RETURNED)

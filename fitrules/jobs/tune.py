@@ -27,7 +27,7 @@ import pandas as pd
 
 from fitrules.base.errors import GridError
 from fitrules.base.results import Result
-from fitrules.jobs.result_docs import AXES, AXES_RETURNED, documented
+from fitrules.jobs.result_docs import figure_doc
 from fitrules.model.grids import Grid
 from fitrules.model.splits import CROSS_FIT, FOLD_AB, FOLD_BA, TUNE_SEEDS
 
@@ -120,7 +120,7 @@ class Tuning(Result, text="text.render_tuning", html="html.tuning_html"):
             f"{self.scheme}, {len(self.runs)} runs out, {len(self.warnings)} warnings)"
         )
 
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot_curves(self, ax=None, by: str | None = None, labels=None, units=None):
         """The metric against each tuned level per configuration, winners marked; returns the
         matplotlib Axes.
@@ -136,7 +136,7 @@ class Tuning(Result, text="text.render_tuning", html="html.tuning_html"):
         with axis_labels(labels, units):
             return lr_curves(self, ax=ax, by=by)
 
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot_chosen(self, x: str, y: str, ax=None, labels=None, units=None):
         """The level chosen at each configuration over two factors; returns the Axes.
 

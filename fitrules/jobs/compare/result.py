@@ -20,14 +20,7 @@ from fitrules.jobs.axes import form_variable
 from fitrules.jobs.compare.summaries import ranked
 from fitrules.jobs.compare.verdicts import VERDICT_COLUMNS
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import (
-    AXES,
-    AXES_RETURNED,
-    FORM_VARIABLE,
-    REPORT,
-    REPORT_RETURNED,
-    documented,
-)
+from fitrules.jobs.result_docs import figure_doc, form_figure_doc, report_doc
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
 from fitrules.views.text_compare import conclusion
@@ -204,7 +197,7 @@ class Comparison(Views, text="text.render_comparison", html="html.comparison_htm
             f"splits, {self.data['cells']} cells)"
         )
 
-    @documented(REPORT, REPORT_RETURNED)
+    @report_doc
     def report(
         self,
         target: str | Path,
@@ -246,7 +239,7 @@ class Comparison(Views, text="text.render_comparison", html="html.comparison_htm
         raise FormError(f"no form {name!r} in this comparison; forms: "
                         + ", ".join(f.name for f in self.forms))  # fmt: skip
 
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot_heldout(self, ax=None, labels=None, units=None):
         """Empirical CDF of every form's held-out error; returns the matplotlib Axes."""
         from fitrules.views import figures
@@ -254,7 +247,7 @@ class Comparison(Views, text="text.render_comparison", html="html.comparison_htm
         with figures.axis_labels(labels, units):
             return figures.heldout_ecdf(self, ax)
 
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot_paired(self, a: str, b: str, ax=None, labels=None, units=None):
         """a's held-out error against b's, one point per split valid for both.
 
@@ -271,7 +264,7 @@ class Comparison(Views, text="text.render_comparison", html="html.comparison_htm
         with figures.axis_labels(labels, units):
             return figures.paired_scatter(self, a, b, ax)
 
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot_fit(self, form: str, ax=None, labels=None, units=None):
         """``form`` fitted on all cells: observed against predicted.
 
@@ -288,7 +281,7 @@ class Comparison(Views, text="text.render_comparison", html="html.comparison_htm
                 self.cells, f, self.full_fits[form].constants, self.unit, ax
             )
 
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot_residuals(
         self,
         x: str | None = None,
@@ -317,7 +310,7 @@ class Comparison(Views, text="text.render_comparison", html="html.comparison_htm
         with figures.axis_labels(labels, units):
             return figures.residuals_vs(self.cells, fits, x, ax)
 
-    @documented(AXES | FORM_VARIABLE, AXES_RETURNED)
+    @form_figure_doc
     def plot_curves(self, form: str, x: str | None = None, ax=None, labels=None, units=None):
         """The data and ``form`` fitted on all cells, against ``x`` (default: its first
         variable).

@@ -11,7 +11,7 @@ import pandas as pd
 from fitrules.base.results import Result
 from fitrules.engine.grammar import Grammar
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import AXES, AXES_RETURNED, documented
+from fitrules.jobs.result_docs import figure_doc
 from fitrules.model.forms import Form
 
 
@@ -121,7 +121,7 @@ class Search(Result, text="search.render_search", html="html.search_html"):
             f"{self.n_generated} proposed; picked {picked!r})"
         )
 
-    @documented(AXES, AXES_RETURNED)
+    @figure_doc
     def plot_front(self, ax=None, labels=None, units=None):
         """Outer held-out error against the number of constants: the search at each budget,
         its front, every candidate and the references.
