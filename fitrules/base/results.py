@@ -7,6 +7,7 @@ A result says what it is in words (:meth:`Result.text`) and as data (:meth:`Resu
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
@@ -44,9 +45,18 @@ class Views:
     ``summary`` is a table of its own (``Comparison``) takes these alone.
 
     ``inputs`` are the files the result was made from (see :func:`made_from`): its writers
-    refuse to replace them, directly or through a link."""
+    refuse to replace them, directly or through a link.
+
+    A subclass may name in its class line the functions of :mod:`fitrules.views` that give
+    its :meth:`text` and :meth:`html`: ``class Tuning(Result, text="text.render_tuning")``."""
 
     inputs: list[Path] = []  # noqa: RUF012 - read only; made_from sets a list per result
+
+    def __init_subclass__(cls, text: str | None = None, html: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name, view in (("text", text), ("html", html)):
+            if view is not None:
+                setattr(cls, name, _rendering(cls, name, view))
 
     def text(self) -> str:
         """The result in words, as the command line prints it."""
@@ -85,3 +95,18 @@ class Result(Views):
         """The whole result in words (the same as ``str(self)``); in a notebook it shows
         as text."""
         return Text(self.text())
+
+
+def _rendering(cls: type, name: str, view: str):
+    """The method ``name`` of ``cls`` that returns the result rendered by the function
+    ``view`` names in :mod:`fitrules.views` (``"module.function"``)."""
+    # named, not imported: the views lie above base, and some load matplotlib, so a view is
+    # imported when a result is first rendered with it
+    module, _, function = view.rpartition(".")
+
+    def method(self) -> str:
+        return getattr(importlib.import_module(f"fitrules.views.{module}"), function)(self)
+
+    method.__module__, method.__name__ = cls.__module__, name
+    method.__qualname__ = f"{cls.__qualname__}.{name}"
+    return method

@@ -17,6 +17,7 @@ import pandas as pd
 from fitrules.base.errors import FitrulesError
 from fitrules.base.results import Result
 from fitrules.base.util import json_ready
+from fitrules.jobs.result_docs import figure_doc
 
 INTERVALS = ("covariance", "bootstrap", "none")
 MAX_BUDGETS = 1000
@@ -100,7 +101,7 @@ def check_intervals(value, name: str) -> None:
 
 
 @dataclass
-class Allocation(Result):
+class Allocation(Result, text="allocate.render_allocation", html="allocate.allocation_html"):
     """The loss-optimal split of each budget between the two variables a cost names.
 
     Attributes
@@ -211,40 +212,16 @@ class Allocation(Result):
             }
         )
 
-    def text(self) -> str:
-        from fitrules.views.allocate import render_allocation
-
-        return render_allocation(self)
-
-    def html(self) -> str:
-        from fitrules.views.allocate import allocation_html
-
-        return allocation_html(self)
-
     def __repr__(self) -> str:
         x, y = self.variables
         a = self.exponents[x]["value"]
         return (f"Allocation({self.fit.form.name}, cost {self.cost.text}: {x}* ~ C^{a:.4g}, "
                 f"{len(self.table)} budgets)")  # fmt: skip
 
+    @figure_doc
     def plot_frontier(self, ax=None, labels=None, units=None):
         """The loss-optimal frontier: each variable's optimum against the budget (log axes),
         its interval shaded, extrapolation beyond the grid's range dashed.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views.allocate import frontier
         from fitrules.views.figures import axis_labels

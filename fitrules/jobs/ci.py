@@ -9,10 +9,12 @@ import pandas as pd
 
 from fitrules.base.results import Result
 from fitrules.engine.stats import PairedCI
+from fitrules.jobs.reports import report_target
+from fitrules.jobs.result_docs import figure_doc, report_doc
 
 
 @dataclass
-class PairedIntervals(Result):
+class PairedIntervals(Result, html="html.intervals_html"):
     """Paired-seed intervals of several treatments against one baseline: what ``fitrules.ci``
     returns.
 
@@ -58,11 +60,7 @@ class PairedIntervals(Result):
     def __repr__(self) -> str:
         return f"PairedIntervals({'; '.join(r.sentence() for r in self.results)})"
 
-    def html(self) -> str:
-        from fitrules.views.html import intervals_html
-
-        return intervals_html(self)
-
+    @figure_doc
     def plot(self, i: int = 0, ax=None, labels=None, units=None):
         """Per-seed differences of the ``i``-th treatment, its mean and intervals (Axes).
 
@@ -70,53 +68,19 @@ class PairedIntervals(Result):
         ----------
         i : int, optional
             The position of the treatment in ``results`` (default 0).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
         with figures.axis_labels(labels, units):
             return figures.paired_differences(self.results[i], ax)
 
+    @report_doc
     def report(self, target, force: bool = False, command: str = "", figure_format=None):
         """Write a report directory: report.md, one figure per treatment, results.json;
         figures as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files.
-
-        Parameters
-        ----------
-        target : str or path
-            The report directory to write; it must not exist unless ``force``.
-        force : bool, optional
-            Replace an existing directory (swapped in one step once the new one is written).
-        command : str, optional
-            The command that made the result, written into the report.
-        figure_format : str or sequence of str, optional
-            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
-
-        Returns
-        -------
-        pathlib.Path
-            The report directory written.
         """
-        from pathlib import Path
-
-        from fitrules.base.errors import report_parameter
-        from fitrules.base.outputs import check_result_output, inputs_of
-        from fitrules.views.figures import figure_formats
         from fitrules.views.markdown import ci_report
 
-        check_result_output(target, inputs_of(self), "target", "dir")
-        with report_parameter("target"):
+        with report_target(self, target, "target", figure_format) as path:
             payload = self.to_dict() | {"command": command}
-            with figure_formats(figure_format):
-                return ci_report(self.results, payload, Path(target), command, force, self.tuning)
+            return ci_report(self.results, payload, path, command, force, self.tuning)

@@ -32,6 +32,9 @@ from fitrules.engine.intervals import (
     resolve_point,
 )
 from fitrules.engine.profile import ProfileFit
+from fitrules.jobs.axes import form_variable
+from fitrules.jobs.reports import report_target
+from fitrules.jobs.result_docs import figure_doc, form_figure_doc, report_doc
 from fitrules.model.compiled import predict
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
@@ -114,7 +117,7 @@ class Prediction(dict):
 
 
 @dataclass
-class FittedForm(Result):
+class FittedForm(Result, text="text.render_fitted", html="html.fitted_html"):
     """A form fitted on all cells of a grid.
 
     Attributes
@@ -432,16 +435,6 @@ class FittedForm(Result):
         consts = ", ".join(f"{k}={v:.4g}" for k, v in self.constants.items())
         return f"FittedForm({self.form.name}: {consts}; {len(self.cells)} cells)"
 
-    def text(self) -> str:
-        from fitrules.views.text import render_fitted
-
-        return render_fitted(self)
-
-    def html(self) -> str:
-        from fitrules.views.html import fitted_html
-
-        return fitted_html(self)
-
     def to_dict(self, cells: bool = True) -> dict:
         """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out
         the per-cell table (observed values, predictions, residuals).
@@ -499,8 +492,10 @@ class FittedForm(Result):
                 "constants": {k: list(v) for k, v in (self.intervals or {}).items()},
             }
         if self.profile is not None:
-            out["profile"] = {**self.profile.to_dict(),
-                              "covers": "each constant's value at the grid's seed ids"}
+            out["profile"] = {
+                **self.profile.to_dict(),
+                "covers": "each constant's value at the grid's seed ids",
+            }
             out["constant_intervals"] = {
                 "kind": self.profile.interval_kind,
                 "covers": self.intervals_covers,
@@ -517,6 +512,7 @@ class FittedForm(Result):
             out["predictions"] = self.predictions
         return json_ready(out)
 
+    @report_doc
     def report(
         self,
         target: str | Path,
@@ -533,54 +529,18 @@ class FittedForm(Result):
 
         Parameters
         ----------
-        target : str or path
-            The report directory to write; it must not exist unless ``force``.
-        force : bool, optional
-            Replace an existing directory (swapped in one step once the new one is written).
-        command : str, optional
-            The command that made the result, written into the report.
         cells : bool, optional
             Include the per-cell table in results.json (default True).
-        figure_format : str or sequence of str, optional
-            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
-        labels : str or dict, optional
-            Names of columns on the axes, ``{"val/loss": "validation loss"}`` or
-            ``"val/loss=validation loss"``.
-
-        Returns
-        -------
-        pathlib.Path
-            The report directory written.
         """
-        from fitrules.base.errors import report_parameter
-        from fitrules.base.outputs import check_result_output, inputs_of
-        from fitrules.views.figures import axis_labels, figure_formats
         from fitrules.views.markdown import fit_report
 
-        check_result_output(target, inputs_of(self), "target", "dir")
-        with report_parameter("target"):
-            with figure_formats(figure_format), axis_labels(labels):
-                return fit_report(self, Path(target), command, force, cells)
+        with report_target(self, target, "target", figure_format, labels) as path:
+            return fit_report(self, path, command, force, cells)
 
     # ------------------------------------------------------------ figures
+    @figure_doc
     def plot_fit(self, ax=None, labels=None, units=None):
-        """Observed against predicted at every cell; returns the matplotlib Axes.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
-        """
+        """Observed against predicted at every cell; returns the matplotlib Axes."""
         from fitrules.views import figures
 
         with figures.axis_labels(labels, units):
@@ -588,69 +548,26 @@ class FittedForm(Result):
                 self.cells, self.form, self.constants, self.unit, ax
             )
 
+    @form_figure_doc
     def plot_residuals(self, x: str | None = None, ax=None, labels=None, units=None):
-        """Relative residuals against the variable ``x`` (default: the form's first).
-
-        Parameters
-        ----------
-        x : str, optional
-            A variable of the form (default: its first).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
-        """
+        """Relative residuals against the variable ``x`` (default: the form's first)."""
         from fitrules.views import figures
 
-        x = x or self.form.bound_variables[0]
-        self._check_variable(x)
+        x = form_variable(self.form, x)
         with figures.axis_labels(labels, units):
             return figures.residuals_vs(self.cells, [(self.form, self.constants)], x, ax)
 
+    @form_figure_doc
     def plot_curves(self, x: str | None = None, ax=None, labels=None, units=None):
         """Data and the fitted form against ``x`` (default: the form's first variable), with
         the prediction interval (misfit included) shaded when intervals were asked for.
-
-        Parameters
-        ----------
-        x : str, optional
-            A variable of the form (default: its first).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
-        x = x or self.form.bound_variables[0]
-        self._check_variable(x)
+        x = form_variable(self.form, x)
         band = self.heldout.band if self.heldout is not None else None
         with figures.axis_labels(labels, units):
             return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax, band)
-
-    def _check_variable(self, x: str) -> None:
-        from fitrules.base.errors import FormError
-
-        if x not in self.form.bound_variables:
-            raise FormError(
-                f"form {self.form.name!r} reads {', '.join(self.form.bound_variables)}, not {x!r}"
-            )
 
 
 def _exact_constants(constants: dict) -> dict:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from fitrules.base.errors import GridError
 from fitrules.base.results import Result
+from fitrules.jobs.result_docs import figure_doc
 from fitrules.model.grids import Grid
 from fitrules.model.splits import CROSS_FIT, FOLD_AB, FOLD_BA, TUNE_SEEDS
 
@@ -53,7 +54,7 @@ class TunedGrid(Grid):
 
 
 @dataclass(frozen=True, repr=False)
-class Tuning(Result):
+class Tuning(Result, text="text.render_tuning", html="html.tuning_html"):
     """The result of :func:`tune`: the tuned runs and a record of every choice.
 
     Attributes
@@ -119,36 +120,15 @@ class Tuning(Result):
             f"{self.scheme}, {len(self.runs)} runs out, {len(self.warnings)} warnings)"
         )
 
-    def text(self) -> str:
-        from fitrules.views.text import render_tuning
-
-        return render_tuning(self)
-
-    def html(self) -> str:
-        from fitrules.views.html import tuning_html
-
-        return tuning_html(self)
-
+    @figure_doc
     def plot_curves(self, ax=None, by: str | None = None, labels=None, units=None):
         """The metric against each tuned level per configuration, winners marked; returns the
         matplotlib Axes.
 
         Parameters
         ----------
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
         by : str, optional
             A configuration factor: one line per level of it, averaging over the others.
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views.figures import axis_labels
         from fitrules.views.tuning import lr_curves
@@ -156,6 +136,7 @@ class Tuning(Result):
         with axis_labels(labels, units):
             return lr_curves(self, ax=ax, by=by)
 
+    @figure_doc
     def plot_chosen(self, x: str, y: str, ax=None, labels=None, units=None):
         """The level chosen at each configuration over two factors; returns the Axes.
 
@@ -165,18 +146,6 @@ class Tuning(Result):
             The factor on the horizontal axis.
         y : str
             The factor on the vertical axis.
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views.figures import axis_labels
         from fitrules.views.tuning import chosen_levels_map

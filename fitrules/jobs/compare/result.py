@@ -16,8 +16,11 @@ from fitrules.base.results import Views
 from fitrules.base.util import json_ready
 from fitrules.engine.fit import FitResult
 from fitrules.engine.intervals import JacobianUncertainty
+from fitrules.jobs.axes import form_variable
 from fitrules.jobs.compare.summaries import ranked
 from fitrules.jobs.compare.verdicts import VERDICT_COLUMNS
+from fitrules.jobs.reports import report_target
+from fitrules.jobs.result_docs import figure_doc, form_figure_doc, report_doc
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
 from fitrules.views.text_compare import conclusion
@@ -46,7 +49,7 @@ class SummaryTable(pd.DataFrame):
 
 
 @dataclass
-class Comparison(Views):
+class Comparison(Views, text="text.render_comparison", html="html.comparison_html"):
     """The outcome of comparing forms on paired splits.
 
     Attributes
@@ -194,16 +197,7 @@ class Comparison(Views):
             f"splits, {self.data['cells']} cells)"
         )
 
-    def text(self) -> str:
-        from fitrules.views.text import render_comparison
-
-        return render_comparison(self)
-
-    def html(self) -> str:
-        from fitrules.views.html import comparison_html
-
-        return comparison_html(self)
-
+    @report_doc
     def report(
         self,
         target: str | Path,
@@ -215,37 +209,11 @@ class Comparison(Views):
         """Write a report directory (report.md, figures, results.json, splits.csv); figures
         as PNG and, with ``figure_format="png,svg"`` (or pdf), as vector files beside them;
         ``labels`` names columns on the axes (``{"val/loss": "validation loss"}``).
-
-        Parameters
-        ----------
-        target : str or path
-            The report directory to write; it must not exist unless ``force``.
-        force : bool, optional
-            Replace an existing directory (swapped in one step once the new one is written).
-        command : str, optional
-            The command that made the result, written into the report.
-        figure_format : str or sequence of str, optional
-            ``"png"`` (default), or also vector files, e.g. ``"png,svg"`` or ``["png", "pdf"]``.
-        labels : str or dict, optional
-            Names of columns on the axes, ``{"val/loss": "validation loss"}`` or
-            ``"val/loss=validation loss"``.
-
-        Returns
-        -------
-        pathlib.Path
-            The report directory written.
         """
-        from fitrules.base.errors import report_parameter
-        from fitrules.base.outputs import check_result_output, inputs_of
-        from fitrules.views.figures import axis_labels, figure_formats
         from fitrules.views.markdown import comparison_report
 
-        check_result_output(target, inputs_of(self), "target", "dir")
-        with report_parameter("target"):
-            with figure_formats(figure_format), axis_labels(labels):
-                return comparison_report(
-                    self, self.to_dict(), Path(target), command, force, self.tuning
-                )
+        with report_target(self, target, "target", figure_format, labels) as path:
+            return comparison_report(self, self.to_dict(), path, command, force, self.tuning)
 
     def form(self, name: str) -> Form:
         """The (bound) form called ``name``.
@@ -271,29 +239,15 @@ class Comparison(Views):
         raise FormError(f"no form {name!r} in this comparison; forms: "
                         + ", ".join(f.name for f in self.forms))  # fmt: skip
 
+    @figure_doc
     def plot_heldout(self, ax=None, labels=None, units=None):
-        """Empirical CDF of every form's held-out error; returns the matplotlib Axes.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
-        """
+        """Empirical CDF of every form's held-out error; returns the matplotlib Axes."""
         from fitrules.views import figures
 
         with figures.axis_labels(labels, units):
             return figures.heldout_ecdf(self, ax)
 
+    @figure_doc
     def plot_paired(self, a: str, b: str, ax=None, labels=None, units=None):
         """a's held-out error against b's, one point per split valid for both.
 
@@ -303,18 +257,6 @@ class Comparison(Views):
             The form on the horizontal axis.
         b : str
             The form on the vertical axis.
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
@@ -322,6 +264,7 @@ class Comparison(Views):
         with figures.axis_labels(labels, units):
             return figures.paired_scatter(self, a, b, ax)
 
+    @figure_doc
     def plot_fit(self, form: str, ax=None, labels=None, units=None):
         """``form`` fitted on all cells: observed against predicted.
 
@@ -329,18 +272,6 @@ class Comparison(Views):
         ----------
         form : str
             The name of the form.
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
@@ -350,6 +281,7 @@ class Comparison(Views):
                 self.cells, f, self.full_fits[form].constants, self.unit, ax
             )
 
+    @figure_doc
     def plot_residuals(
         self,
         x: str | None = None,
@@ -366,18 +298,6 @@ class Comparison(Views):
             A variable of the forms (default: the first).
         forms : sequence of str, optional
             The forms drawn (default: every form).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
@@ -390,6 +310,7 @@ class Comparison(Views):
         with figures.axis_labels(labels, units):
             return figures.residuals_vs(self.cells, fits, x, ax)
 
+    @form_figure_doc
     def plot_curves(self, form: str, x: str | None = None, ax=None, labels=None, units=None):
         """The data and ``form`` fitted on all cells, against ``x`` (default: its first
         variable).
@@ -398,27 +319,11 @@ class Comparison(Views):
         ----------
         form : str
             The name of the form.
-        x : str, optional
-            A variable of the form (default: its first).
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
-        labels : dict or str, optional
-            Names for columns on the axes, ``{"N": "parameters"}`` or
-            ``"N=parameters,D=tokens"``.
-        units : dict or str, optional
-            Units of columns on the axes, ``{"loss": "nats"}`` or ``"loss=nats"``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views import figures
 
         f = self.form(form)
-        x = x or f.bound_variables[0]
-        if x not in f.bound_variables:
-            raise FormError(f"form {form!r} reads {', '.join(f.bound_variables)}, not {x!r}")
+        x = form_variable(f, x)
         with figures.axis_labels(labels, units):
             return figures.curves_vs(
                 self.cells, f, self.full_fits[form].constants, x, self.unit, ax

@@ -15,7 +15,7 @@ from fitrules.model.forms import Form
 
 
 @dataclass
-class Design(Result):
+class Design(Result, text="design.render_design", html="html.design_html"):
     """Candidate cells ranked, and the batch chosen under the budget.
 
     Attributes
@@ -52,16 +52,6 @@ class Design(Result):
             f"Design({', '.join(f.name for f in self.forms)}: {len(self.candidates)} "
             f"candidates, {len(self.chosen)} cells chosen)"
         )
-
-    def text(self) -> str:
-        from fitrules.views.design import render_design
-
-        return render_design(self)
-
-    def html(self) -> str:
-        from fitrules.views.html import design_html
-
-        return design_html(self)
 
     def plot(self, ax=None, labels=None, units=None):
         """The candidate plane: cells run, candidates by score, the batch chosen; returns the

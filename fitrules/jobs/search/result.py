@@ -10,11 +10,13 @@ import pandas as pd
 
 from fitrules.base.results import Result
 from fitrules.engine.grammar import Grammar
+from fitrules.jobs.reports import report_target
+from fitrules.jobs.result_docs import figure_doc
 from fitrules.model.forms import Form
 
 
 @dataclass
-class Search(Result):
+class Search(Result, text="search.render_search", html="html.search_html"):
     """What :func:`run_search` found; every view renders these tables.
 
     Attributes
@@ -112,11 +114,6 @@ class Search(Result):
             write_text(Path(path), text + "\n", "path", inputs=inputs_of(self))
         return text
 
-    def text(self) -> str:
-        from fitrules.views.search import render_search
-
-        return render_search(self)
-
     def __repr__(self) -> str:
         picked = self.chosen.expression if self.chosen is not None else None
         return (
@@ -124,28 +121,17 @@ class Search(Result):
             f"{self.n_generated} proposed; picked {picked!r})"
         )
 
-    def html(self) -> str:
-        from fitrules.views.html import search_html
-
-        return search_html(self)
-
+    @figure_doc
     def plot_front(self, ax=None, labels=None, units=None):
         """Outer held-out error against the number of constants: the search at each budget,
         its front, every candidate and the references.
 
         Parameters
         ----------
-        ax : matplotlib.axes.Axes, optional
-            The axes to draw on (default: new ones).
         labels : dict or str, optional
             Taken as by the other results' ``plot_*`` (this figure's axes name no column).
         units : dict or str, optional
             Taken as by the other results' ``plot_*``.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-            The axes drawn on.
         """
         from fitrules.views.figures import axis_labels
         from fitrules.views.search import plot_front
@@ -154,10 +140,7 @@ class Search(Result):
             return plot_front(self, ax)
 
     def report(self, path: str | Path, command: str | None = None, force: bool = False) -> Path:
-        from fitrules.base.errors import report_parameter
-        from fitrules.base.outputs import check_result_output, inputs_of
         from fitrules.views.search import write_search_report
 
-        check_result_output(path, inputs_of(self), "path", "dir")
-        with report_parameter("path"):
-            return write_search_report(self, Path(path), command, force)
+        with report_target(self, path, "path") as target:
+            return write_search_report(self, target, command, force)
