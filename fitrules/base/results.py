@@ -7,7 +7,6 @@ A result says what it is in words (:meth:`Result.text`) and as data (:meth:`Resu
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from pathlib import Path
@@ -47,12 +46,12 @@ class Views:
     ``inputs`` are the files the result was made from (see :func:`made_from`): its writers
     refuse to replace them, directly or through a link.
 
-    A subclass may name in its class line the functions of :mod:`fitrules.views` that give
-    its :meth:`text` and :meth:`html`: ``class Tuning(Result, text="text.render_tuning")``."""
+    A subclass may give in its class line the functions that make its :meth:`text` and
+    :meth:`html` from it: ``class Tuning(Result, text=render, html=as_html)``."""
 
     inputs: list[Path] = []  # noqa: RUF012 - read only; made_from sets a list per result
 
-    def __init_subclass__(cls, text: str | None = None, html: str | None = None, **kwargs):
+    def __init_subclass__(cls, text=None, html=None, **kwargs):
         super().__init_subclass__(**kwargs)
         for name, view in (("text", text), ("html", html)):
             if view is not None:
@@ -97,15 +96,11 @@ class Result(Views):
         return Text(self.text())
 
 
-def _rendering(cls: type, name: str, view: str):
-    """The method ``name`` of ``cls`` that returns the result rendered by the function
-    ``view`` names in :mod:`fitrules.views` (``"module.function"``)."""
-    # named, not imported: the views lie above base, and some load matplotlib, so a view is
-    # imported when a result is first rendered with it
-    module, _, function = view.rpartition(".")
+def _rendering(cls: type, name: str, view):
+    """The method ``name`` of ``cls`` that returns ``view(result)``."""
 
     def method(self) -> str:
-        return getattr(importlib.import_module(f"fitrules.views.{module}"), function)(self)
+        return view(self)
 
     method.__module__, method.__name__ = cls.__module__, name
     method.__qualname__ = f"{cls.__qualname__}.{name}"

@@ -17,7 +17,7 @@ import pandas as pd
 from fitrules.base.errors import FitrulesError
 from fitrules.base.results import Result
 from fitrules.base.util import json_ready
-from fitrules.jobs.result_docs import figure_doc
+from fitrules.jobs.result_docs import figure_doc, view
 
 INTERVALS = ("covariance", "bootstrap", "none")
 MAX_BUDGETS = 1000
@@ -101,7 +101,9 @@ def check_intervals(value, name: str) -> None:
 
 
 @dataclass
-class Allocation(Result, text="allocate.render_allocation", html="allocate.allocation_html"):
+class Allocation(
+    Result, text=view("allocate.render_allocation"), html=view("allocate.allocation_html")
+):
     """The loss-optimal split of each budget between the two variables a cost names.
 
     Attributes

@@ -10,11 +10,11 @@ import pandas as pd
 from fitrules.base.results import Result
 from fitrules.engine.stats import PairedCI
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import figure_doc, report_doc
+from fitrules.jobs.result_docs import figure_doc, report_doc, view
 
 
 @dataclass
-class PairedIntervals(Result, html="html.intervals_html"):
+class PairedIntervals(Result, html=view("html.intervals_html")):
     """Paired-seed intervals of several treatments against one baseline: what ``fitrules.ci``
     returns.
 

@@ -34,7 +34,7 @@ from fitrules.engine.intervals import (
 from fitrules.engine.profile import ProfileFit
 from fitrules.jobs.axes import form_variable
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import figure_doc, form_figure_doc, report_doc
+from fitrules.jobs.result_docs import figure_doc, form_figure_doc, report_doc, view
 from fitrules.model.compiled import predict
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
@@ -117,7 +117,7 @@ class Prediction(dict):
 
 
 @dataclass
-class FittedForm(Result, text="text.render_fitted", html="html.fitted_html"):
+class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted_html")):
     """A form fitted on all cells of a grid.
 
     Attributes

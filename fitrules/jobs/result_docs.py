@@ -4,8 +4,22 @@ once and set into each method's numpydoc sections by :func:`documented` (as
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
+from collections.abc import Callable
+
+
+def view(path: str) -> Callable[[object], str]:
+    """The function ``path`` of :mod:`fitrules.views` (``"text.render_tuning"``), imported
+    when a result is first rendered with it (some views load matplotlib)."""
+    module, _, function = path.rpartition(".")
+
+    def render(result: object) -> str:
+        return getattr(importlib.import_module(f"fitrules.views.{module}"), function)(result)
+
+    return render
+
 
 # name -> (type, description lines); a description line more than one long is a tuple
 AXES = {

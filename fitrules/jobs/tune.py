@@ -27,7 +27,7 @@ import pandas as pd
 
 from fitrules.base.errors import GridError
 from fitrules.base.results import Result
-from fitrules.jobs.result_docs import figure_doc
+from fitrules.jobs.result_docs import figure_doc, view
 from fitrules.model.grids import Grid
 from fitrules.model.splits import CROSS_FIT, FOLD_AB, FOLD_BA, TUNE_SEEDS
 
@@ -54,7 +54,7 @@ class TunedGrid(Grid):
 
 
 @dataclass(frozen=True, repr=False)
-class Tuning(Result, text="text.render_tuning", html="html.tuning_html"):
+class Tuning(Result, text=view("text.render_tuning"), html=view("html.tuning_html")):
     """The result of :func:`tune`: the tuned runs and a record of every choice.
 
     Attributes

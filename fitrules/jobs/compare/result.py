@@ -20,7 +20,7 @@ from fitrules.jobs.axes import form_variable
 from fitrules.jobs.compare.summaries import ranked
 from fitrules.jobs.compare.verdicts import VERDICT_COLUMNS
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import figure_doc, form_figure_doc, report_doc
+from fitrules.jobs.result_docs import figure_doc, form_figure_doc, report_doc, view
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells
 from fitrules.views.text_compare import conclusion
@@ -49,7 +49,7 @@ class SummaryTable(pd.DataFrame):
 
 
 @dataclass
-class Comparison(Views, text="text.render_comparison", html="html.comparison_html"):
+class Comparison(Views, text=view("text.render_comparison"), html=view("html.comparison_html")):
     """The outcome of comparing forms on paired splits.
 
     Attributes

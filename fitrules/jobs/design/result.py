@@ -11,11 +11,12 @@ import pandas as pd
 from fitrules.base.results import Result
 from fitrules.base.util import json_ready
 from fitrules.engine.fit import Objective
+from fitrules.jobs.result_docs import view
 from fitrules.model.forms import Form
 
 
 @dataclass
-class Design(Result, text="design.render_design", html="html.design_html"):
+class Design(Result, text=view("design.render_design"), html=view("html.design_html")):
     """Candidate cells ranked, and the batch chosen under the budget.
 
     Attributes

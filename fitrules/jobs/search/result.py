@@ -11,12 +11,12 @@ import pandas as pd
 from fitrules.base.results import Result
 from fitrules.engine.grammar import Grammar
 from fitrules.jobs.reports import report_target
-from fitrules.jobs.result_docs import figure_doc
+from fitrules.jobs.result_docs import figure_doc, view
 from fitrules.model.forms import Form
 
 
 @dataclass
-class Search(Result, text="search.render_search", html="html.search_html"):
+class Search(Result, text=view("search.render_search"), html=view("html.search_html")):
     """What :func:`run_search` found; every view renders these tables.
 
     Attributes
