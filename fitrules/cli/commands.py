@@ -21,6 +21,8 @@ from fitrules.cli.io import (
     write_report,
 )
 from fitrules.jobs import options as declared
+from fitrules.jobs.public import allocate as allocating
+from fitrules.jobs.public import fit as fitting
 
 
 def _names(text: str | None) -> list[str]:
@@ -174,18 +176,10 @@ def search(args) -> int:
 
 
 def fit(args) -> int:
-    from fitrules.engine.fit import Objective
-    from fitrules.engine.intervals import check_bootstrap_options, parse_point
     from fitrules.model.forms import resolve_form
 
-    Objective(args.objective, args.delta)  # checks the objective's options
-    check_form_options(args)
+    fitting.check(declared.FIT.from_args(args))
     form = resolve_form(args.form)
-    if args.intervals or args.predict:
-        check_bootstrap_options(args.resamples, args.seed, args.level)
-        for text in args.predict:
-            parse_point(text)
-    api.check_runs(args.runs)
     take_outputs(args)
     grid = load(args, forms=[form] if hasattr(form, "bind") else ())
     fitted = api.fit(grid, **declared.FIT.from_args(args, form=form))
@@ -196,19 +190,10 @@ def fit(args) -> int:
 
 
 def allocate(args) -> int:
-    from fitrules.engine.fit import Objective
-    from fitrules.jobs.allocate import parse_budgets
-    from fitrules.model.forms import parse_bounds, parse_fix, resolve_form
+    from fitrules.model.forms import resolve_form
 
-    Objective(args.objective, args.delta)  # checks the objective's options
-    parse_fix(args.fix)
-    parse_bounds(args.bounds)
+    allocating.check(declared.ALLOCATE.from_args(args))
     form = resolve_form(args.form)
-    parse_budgets(args.budgets, "--budgets")
-    if args.intervals == "bootstrap":
-        from fitrules.engine.intervals import check_bootstrap_options
-
-        check_bootstrap_options(args.resamples, args.seed, args.level)
     take_outputs(args)
     result = api.allocate(load(args), **declared.ALLOCATE.from_args(args, form=form))
     emit(args, result.text(), result.to_dict)

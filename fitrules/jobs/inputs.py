@@ -3,6 +3,7 @@ DataFrame, a path or None), forms (names, lines or Form objects), tuning, fixed 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -98,6 +99,26 @@ def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = Non
     if not out:
         raise FormError("no form given")
     return out
+
+
+def check_objective(objective, delta) -> None:
+    """The training objective and its Huber delta, in the command line's words; a delta that
+    is no number is left to the declared checks."""
+    from fitrules.engine.fit import Objective
+
+    if isinstance(delta, numbers.Real) and not isinstance(delta, bool) and abs(delta) < 1e300:
+        Objective(objective, float(delta))
+
+
+def check_customising(fix, bounds, by, shared) -> None:
+    """Refuse a bad ``fix`` or ``bounds``, or ``shared`` without ``by``, before any grid is
+    read (:func:`customised` applies them to the forms)."""
+    from fitrules.model.forms import parse_bounds, parse_fix
+
+    parse_fix(fix)
+    parse_bounds(bounds)
+    if shared is not None and by is None:
+        raise FormError("--shared needs --by COLUMN")
 
 
 def customised(forms: list[Form], fix, bounds, by, shared) -> list[Form]:

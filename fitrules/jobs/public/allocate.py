@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from fitrules.base.errors import FitrulesError, api_terms
 from fitrules.base.results import made_from
-from fitrules.jobs.inputs import Bounds, Fix, FormLike, GridLike
+from fitrules.jobs.inputs import (
+    Bounds,
+    Fix,
+    FormLike,
+    GridLike,
+    check_customising,
+    check_objective,
+)
 from fitrules.jobs.options import ALLOCATE
 from fitrules.jobs.public.fit import fit
 
@@ -87,19 +94,11 @@ def allocate(
     >>> a = fr.allocate(g, law, budgets="1e20:1e24:5")  # doctest: +SKIP
     >>> a.exponents["N"]["value"], a.table[["budget", "N", "D"]]  # doctest: +SKIP
     """
-    ALLOCATE.check(locals())
-    from fitrules.jobs.allocate import parse_budgets, run
+    check(locals())
+    from fitrules.jobs.allocate import run
     from fitrules.jobs.fit import FittedForm
 
-    parse_budgets(budgets)  # before any fit
     if isinstance(form, FittedForm):
-        if grid is not None:
-            raise FitrulesError("give the grid or a fitted form, not both (grid=None with a fit)")
-        if intervals == "bootstrap" and form.bootstrap is None:
-            raise FitrulesError(
-                "intervals 'bootstrap' needs a fit with a bootstrap: fit with intervals=True, "
-                "or use intervals='covariance'"
-            )
         fitted = form
     else:
         fitted = fit(grid, form, objective=objective, delta=delta, weights=weights, fix=fix,
@@ -107,3 +106,28 @@ def allocate(
                      seed=seed, level=level, bootstrap=bootstrap)  # fmt: skip
     result = run(fitted, cost, budgets, intervals, level)
     return made_from(result, *getattr(fitted, "inputs", ()))
+
+
+def check(values: Mapping[str, Any]) -> None:
+    """Refuse what ``values`` (fr.allocate's arguments) gives before any grid is read or
+    form fitted: the command line calls this before it takes its outputs, fr.allocate
+    first, the command line's checks first."""
+    from fitrules.engine.intervals import check_bootstrap_options
+    from fitrules.jobs.allocate import parse_budgets
+    from fitrules.jobs.fit import FittedForm
+
+    v = {o.name: o.value for o in ALLOCATE.python} | dict(values)
+    check_objective(v["objective"], v["delta"])
+    check_customising(v["fix"], v["bounds"], None, None)
+    parse_budgets(v["budgets"], "--budgets")
+    if v["intervals"] == "bootstrap":
+        check_bootstrap_options(v["resamples"], v["seed"], v["level"])
+    ALLOCATE.check(v)
+    if isinstance(v["form"], FittedForm):
+        if v.get("grid") is not None:
+            raise FitrulesError("give the grid or a fitted form, not both (grid=None with a fit)")
+        if v["intervals"] == "bootstrap" and v["form"].bootstrap is None:
+            raise FitrulesError(
+                "intervals 'bootstrap' needs a fit with a bootstrap: fit with intervals=True, "
+                "or use intervals='covariance'"
+            )

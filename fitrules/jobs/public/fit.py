@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError, FormError, api_terms
@@ -20,6 +20,8 @@ from fitrules.jobs.inputs import (
     GridLike,
     as_forms,
     as_grid,
+    check_customising,
+    check_objective,
     customised,
     load_grid,
     tune_first,
@@ -125,18 +127,52 @@ def fit(
     >>> f = fr.fit(g, "composition", intervals=True)  # doctest: +SKIP
     >>> f.stderr["b"], f.intervals["b"]  # doctest: +SKIP
     """
-    FIT.check(locals())  # the declared options' types and ranges, first
+    check(locals())
+    g, _ = tune_first(as_grid(grid), tune, tune_seeds)
+    (f,) = customised(as_forms(form), fix, bounds, by, shared)
+    fitted = _fitted(g, f.bind(g.columns, g.runs), objective=objective, delta=delta,
+                     weights=weights, intervals=intervals, predict=predict, runs=runs,
+                     bootstrap=bootstrap, resamples=resamples, seed=seed, level=level,
+                     constraints=constraints)  # fmt: skip
+    fitted.call = _fit_call(g, objective, delta, weights, tune, tune_seeds, fitted.call,
+                            bootstrap, resamples, seed, level,
+                            [c.text for c in fitted.constraints.items]
+                            if fitted.constraints else None)  # fmt: skip
+    return made_from(fitted, g)
+
+
+def check(values: Mapping[str, Any]) -> None:
+    """Refuse what ``values`` (fr.fit's arguments) gives before any grid is read: the command
+    line calls this before it takes its outputs, fr.fit first. The command line's checks
+    come first, so that a value two checks refuse is refused in its words."""
+    from fitrules.engine.intervals import check_bootstrap_options, parse_point
+
+    v = {o.name: o.value for o in FIT.python} | dict(values)
+    check_objective(v["objective"], v["delta"])
+    check_customising(v["fix"], v["bounds"], v["by"], v["shared"])
+    if v["intervals"] or v["predict"]:
+        check_bootstrap_options(v["resamples"], v["seed"], v["level"])
+        given = v["predict"]
+        for point in given if isinstance(given, list | tuple) else [given]:
+            if isinstance(point, str):  # a dict is checked against the grid's columns
+                parse_point(point)
+    check_runs(v["runs"])
+    FIT.check(v)
+    arg.text(v["bootstrap"], "bootstrap")
+    if not isinstance(v["form"], Form | str):
+        raise FormError(
+            f"form {v['form']!r}: give one form: a name, 'NAME = EXPR' or a fitrules.Form"
+        )
+
+
+def _fitted(g: Grid, f: Form, *, objective, delta, weights, intervals, predict, runs, bootstrap,
+            resamples, seed, level, constraints) -> FittedForm:  # fmt: skip
+    """``f`` (bound) fitted on every cell of ``g``, with the intervals and predictions asked
+    for; its ``call`` is what its intervals were (True, False or "profile")."""
     from fitrules.engine.fit import Objective, cell_weights
     from fitrules.engine.intervals import robust_cells
     from fitrules.jobs.fit import FittedForm
 
-    _check_fit_arguments(intervals, bootstrap, predict, resamples, seed, constraints)
-    if not isinstance(form, Form | str):
-        raise FormError(f"form {form!r}: give one form: a name, 'NAME = EXPR' or a fitrules.Form")
-    g = as_grid(grid)
-    g, _ = tune_first(g, tune, tune_seeds)
-    (f,) = customised(as_forms(form), fix, bounds, by, shared)
-    f = f.bind(g.columns, g.runs)
     obj = Objective(objective, delta)
     # under log_huber a cell is the biweight location of its runs (robust_cells), as the
     # bootstrap's and the design's are
@@ -149,8 +185,6 @@ def fit(
         )
     w = cell_weights(weights, cells.table, obj)
     points = _prediction_points(predict, f, g)
-    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
-        raise FitrulesError(f"runs {runs!r}: the number of new runs must be a whole number >= 1")
     cons = _constraints_of(constraints, f, intervals, points)
     with_intervals = bool(intervals or points)
     profile = intervals == "profile"
@@ -177,10 +211,7 @@ def fit(
         fitted.profile = profile_intervals(f, cells.X, cells.y, result.constants, obj, level, w,
                                            cons or None)  # fmt: skip
     fitted.predictions = [fitted.predict(p, runs) for p in points]
-    fitted.call = _fit_call(g, objective, delta, weights, tune, tune_seeds,
-                            "profile" if profile else with_intervals, bootstrap, resamples, seed,
-                            level, [c.text for c in cons.items] if cons else None)  # fmt: skip
-    made_from(fitted, g)
+    fitted.call = "profile" if profile else with_intervals
     return fitted
 
 
@@ -348,23 +379,6 @@ def _saved_fit(source) -> tuple[dict, str]:
             "a fit saved before fitrules recorded its arguments must be refitted"
         )
     return doc, label
-
-
-def _check_fit_arguments(intervals, bootstrap, predict, resamples, seed, constraints) -> None:
-    """The types and ranges of a fit's undeclared options, before the grid is read (the
-    declared ones, objective, delta and level, are checked by ``FIT.check``)."""
-    arg.text(bootstrap, "bootstrap")
-    if constraints is not None and not (
-        isinstance(constraints, str)
-        or isinstance(constraints, Sequence)
-        and all(isinstance(c, str) for c in constraints)
-    ):
-        raise FitrulesError(
-            f"constraints {constraints!r}: give a text such as 'b > a' or a list of them"
-        )
-    if intervals or predict:
-        arg.count(resamples, "resamples")
-        arg.seed(seed)
 
 
 def _prediction_points(predict, f: Form, g: Grid) -> list:
