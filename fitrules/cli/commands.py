@@ -22,6 +22,8 @@ from fitrules.cli.io import (
 )
 from fitrules.jobs import options as declared
 from fitrules.jobs.public import allocate as allocating
+from fitrules.jobs.public import ci as intervals
+from fitrules.jobs.public import design as designing
 from fitrules.jobs.public import fit as fitting
 
 
@@ -245,32 +247,23 @@ def forms_remove(args) -> int:
     return 0
 
 
+PAIRED = ("baseline", "treatment", "sweep", "tune", "tune_seeds")  # ci's arms and tuning
+
+
 def ci(args) -> int:
-    from fitrules.engine.stats import check_ci_options, parse_selection
     from fitrules.views.text import render_ci
 
-    check_ci_options(args.level, args.resamples, args.seed)
-    default = args.data is None
-    if default and args.baseline is None and not args.treatment and not args.sweep:
-        args.baseline, args.treatment = "algo=sync", ["algo=diloco,H=16,keep=1"]
-    if args.baseline is None:
-        raise FitrulesError("--baseline is required with --data")
-    if not args.treatment and args.sweep is None:
-        raise FitrulesError("give --treatment SEL (repeatable) or --treatment-sweep COL")
-    parse_selection(args.baseline, "--baseline")
-    for t in args.treatment:
-        parse_selection(t, "--treatment")
-    tune_seeds(args)  # checks --tune-seeds before any output is taken
+    options = declared.CI.from_args(args)
+    intervals.check(options | {"grid": args.data})
     take_outputs(args)
-    if default:
-        from fitrules.model.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
+    if args.data is None:  # the committed paired grid, read with the data options given
+        from fitrules.model.grids import DEFAULT_PAIRED
 
+        options |= intervals.paired_defaults(None, **{k: options[k] for k in PAIRED})
         grid = load(args, DEFAULT_PAIRED)
-        if args.tune is None:
-            args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
     else:
         grid = load(args)
-    res = api.ci(grid, **declared.CI.from_args(args))
+    res = api.ci(grid, **options)
     payload = res.to_dict()
     payload["command"] = command_text()
     if args.report is not None:  # only once everything above has succeeded
@@ -288,19 +281,13 @@ LOOP_FLAGS = ("data", "metric", "seed_col", "unit", "where", "derive", ("objecti
 def design(args) -> int:
     import shlex
 
-    from fitrules.jobs.design import check_design_options, design_forms, loop_commands
+    from fitrules.jobs.design import design_forms, loop_commands
     from fitrules.views.design import design_report, render_design
 
     forms = design_forms(args.forms, args.form)
-    check_form_options(args)
-    check_design_options(len(forms), args.budget, args.seeds, args.max_seeds, args.power,
-                         args.alpha, args.splits, args.resamples, args.target)  # fmt: skip
-    from fitrules.engine.fit import Objective
-
-    Objective(args.objective, args.delta)  # checks the objective's options
-    tune_seeds(args)
-    take_outputs(args)
     options = declared.DESIGN.from_args(args, forms=forms)
+    designing.check(options)
+    take_outputs(args)
     d = api.design(load(args), **options)
     if args.spec_file is not None and d.spec is None:
         raise FitrulesError(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError, api_terms
@@ -63,31 +64,65 @@ def ci(
     --------
     >>> fr.ci(g, baseline="algo=sync", treatment="algo=diloco,H=16", tune="lr")  # doctest: +SKIP
     """
-    CI.check(locals())  # the declared options' types and ranges, first
+    check(locals())
+    given = paired_defaults(grid, baseline, treatment, sweep, tune, tune_seeds)
+    if grid is None:
+        from fitrules.model.grids import DEFAULT_PAIRED
+
+        g = _load_grid(DEFAULT_PAIRED)
+    else:
+        g = as_grid(grid)
+    g, tuning = tune_first(g, given["tune"], given["tune_seeds"])
+    out = _intervals(g, tuning, given["baseline"], given["treatment"], sweep, level, resamples,
+                     seed)  # fmt: skip
+    return made_from(out, g)
+
+
+def paired_defaults(grid, baseline, treatment, sweep, tune, tune_seeds) -> dict:
+    """The arms and tuning given, or with no grid the committed paired grid's: its lr tuned
+    on seeds 0, 1, 2 unless ``tune`` is given, sync against DiLoCo at H=16 unless an arm or a
+    sweep is."""
+    out = dict(baseline=baseline, treatment=treatment, tune=tune, tune_seeds=tune_seeds)
+    if grid is None:
+        from fitrules.model.grids import DEFAULT_PAIRED_TUNE
+
+        if tune is None:
+            out.update(tune=list(DEFAULT_PAIRED_TUNE[0]), tune_seeds=DEFAULT_PAIRED_TUNE[1])
+        if baseline is None and not treatment and not sweep:
+            out.update(baseline="algo=sync", treatment=["algo=diloco,H=16,keep=1"])
+    return out
+
+
+def check(values: Mapping[str, Any]) -> None:
+    """Refuse what ``values`` (fr.ci's arguments; ``grid`` None for the committed paired grid)
+    gives before any grid is read: the command line calls this before it takes its outputs,
+    fr.ci first, the command line's checks first."""
+    from fitrules.engine.stats import check_ci_options, parse_selection
+
+    v = {o.name: o.value for o in CI.python} | dict(values)
+    check_ci_options(v["level"], v["resamples"], v["seed"])
+    arms = paired_defaults(v.get("grid"), v["baseline"], v["treatment"], v["sweep"], None, None)
+    if arms["baseline"] is None:
+        raise FitrulesError("--baseline is required with --data")
+    if not arms["treatment"] and v["sweep"] is None:
+        raise FitrulesError("give --treatment SEL (repeatable) or --treatment-sweep COL")
+    CI.check(v)
+    arg.text(arms["baseline"], "baseline")
+    treatments = arg.texts(arms["treatment"], "treatment")
+    arg.text(v["sweep"], "sweep", none=True)
+    parse_selection(arms["baseline"], "--baseline")
+    for t in treatments:
+        parse_selection(t, "--treatment")
+
+
+def _intervals(g: Grid, tuning, baseline, treatment, sweep, level, resamples, seed):
+    """The paired intervals of each treatment (and each level of ``sweep``) against the
+    baseline, on ``g`` as tuned."""
     from fitrules.engine.stats import paired_ci, parse_selection, sweep_treatments
     from fitrules.jobs.ci import PairedIntervals
 
-    arg.text(baseline, "baseline", none=True)
-    arg.texts(treatment, "treatment")
-    arg.text(sweep, "sweep", none=True)
-    level, seed = arg.level(level), arg.seed(seed)
-    resamples = arg.count(resamples, "resamples")
-    if grid is None:
-        from fitrules.model.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
-
-        g = _load_grid(DEFAULT_PAIRED)
-        if tune is None:
-            tune, tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
-        if baseline is None and not treatment and sweep is None:
-            baseline, treatment = "algo=sync", ["algo=diloco,H=16,keep=1"]
-    else:
-        g = as_grid(grid)
-    if baseline is None:
-        raise FitrulesError("a baseline is required (--baseline SEL), e.g. 'algo=sync'")
+    level, seed, resamples = arg.level(level), arg.seed(seed), arg.count(resamples, "resamples")
     treatments = [treatment] if isinstance(treatment, str) else list(treatment or [])
-    if not treatments and sweep is None:
-        raise FitrulesError("give a treatment (--treatment SEL, repeatable) or a sweep COL")
-    g, tuning = tune_first(g, tune, tune_seeds)
     base = parse_selection(baseline, "--baseline")
     sels = [parse_selection(t, "--treatment") for t in treatments]
     if sweep is not None:
@@ -107,9 +142,7 @@ def ci(
         **g.handling(()),
     }
     settings = {"baseline": baseline, "level": level, "resamples": resamples, "seed": seed}
-    out = PairedIntervals(results, data, settings, tuning)
-    made_from(out, g)
-    return out
+    return PairedIntervals(results, data, settings, tuning)
 
 
 def _tuning_note(grid: Grid, tuning, base: dict, sel: dict) -> str:

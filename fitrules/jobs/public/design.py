@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fitrules.base import arguments as arg
 from fitrules.base.errors import api_terms
@@ -15,6 +17,8 @@ from fitrules.jobs.inputs import (
     GridLike,
     as_forms,
     as_grid,
+    check_customising,
+    check_objective,
     customised,
     tune_first,
 )
@@ -96,24 +100,58 @@ def design(
     >>> d = fr.design(forms=["composition", "additive"], budget=12)  # doctest: +SKIP
     >>> d.chosen[["H", "omega", "seeds"]]  # doctest: +SKIP
     """
-    DESIGN.check(locals())  # the declared options' types and ranges, first
-    from fitrules.jobs.design import batch_spec, no_spec_reason
+    check(locals())
     from fitrules.jobs.design import design as run_design
 
-    budget = arg.count(budget, "budget")
-    seeds, max_seeds, splits, resamples = (
-        arg.count(v, n)
-        for v, n in ((seeds, "seeds"), (max_seeds, "max_seeds"), (splits, "splits"),
-                     (resamples, "resamples"))
-    )  # fmt: skip
-    seed = arg.seed(seed)
-    power, alpha = arg.real(power, "power", 0.0, 1.0), arg.real(alpha, "alpha", 0.0, 1.0)
-    arg.text(candidates, "candidates", none=True)
-    arg.text(target, "target", none=True)
     g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
     chosen = customised(as_forms(forms), fix, bounds, by, shared)
-    d = run_design(g, chosen, candidates, budget, seeds, max_seeds, power, alpha, splits,
-                   resamples, seed, target, objective=objective, delta=delta)  # fmt: skip
+    budget, seeds, max_seeds, splits, resamples = (
+        arg.count(v, n)
+        for v, n in zip((budget, seeds, max_seeds, splits, resamples), COUNTS, strict=True)
+    )
+    d = run_design(g, chosen, candidates, budget, seeds, max_seeds, float(power), float(alpha),
+                   splits, resamples, arg.seed(seed), target, objective=objective,
+                   delta=delta)  # fmt: skip
+    return made_from(_with_spec(d, g, tuning), g)
+
+
+COUNTS = ("budget", "seeds", "max_seeds", "splits", "resamples")  # design's whole numbers
+
+
+def check(values: Mapping[str, Any]) -> None:
+    """Refuse what ``values`` (fr.design's arguments) gives before any grid is read: the
+    command line calls this before it takes its outputs, fr.design first. The command line's
+    checks come first (a value of the wrong type is left to the declared checks), so that a
+    value two checks refuse is refused in its words."""
+    from fitrules.jobs.design import check_design_options
+
+    v = {o.name: o.value for o in DESIGN.python} | dict(values)
+    check_customising(v["fix"], v["bounds"], v["by"], v["shared"])
+    whole = all(isinstance(v[n], numbers.Integral) and not isinstance(v[n], bool) for n in COUNTS)
+    real = all(isinstance(v[n], numbers.Real) and not isinstance(v[n], bool)
+               for n in ("power", "alpha"))  # fmt: skip
+    if whole and real and isinstance(v["target"], str | None):
+        check_design_options(len(as_forms(v["forms"])), *(v[n] for n in DESIGN_ORDER))
+    check_objective(v["objective"], v["delta"])
+    DESIGN.check(v)
+    for n in COUNTS:
+        arg.count(v[n], n)
+    arg.seed(v["seed"])
+    arg.real(v["power"], "power", 0.0, 1.0)
+    arg.real(v["alpha"], "alpha", 0.0, 1.0)
+    arg.text(v["candidates"], "candidates", none=True)
+    arg.text(v["target"], "target", none=True)
+
+
+# check_design_options's arguments after the number of forms
+DESIGN_ORDER = ("budget", "seeds", "max_seeds", "power", "alpha", "splits", "resamples", "target")
+
+
+def _with_spec(d, g, tuning):
+    """The design ``d`` with its tuning, its batch as a simulate spec (or why there is none)
+    and, for a tuned grid, the note that each chosen cell runs at every tuned level."""
+    from fitrules.jobs.design import batch_spec, no_spec_reason
+
     tuned = None if tuning is None else dict(tuning.describe()["levels"])
     d.tuning = tuning
     d.spec = batch_spec(d, g, tuned)
@@ -125,4 +163,4 @@ def design(
             f"{', '.join(tuned)} ({per} levels), {per * int(d.chosen['runs'].sum())} runs in "
             "all, and score tunes the new runs the same way"
         )
-    return made_from(d, g)
+    return d
