@@ -21,7 +21,7 @@ from fitrules.jobs.public.compare import compare
 from fitrules.jobs.public.design import design
 from fitrules.jobs.public.fit import check_runs, fit, load_fit
 from fitrules.jobs.public.forms import add_form, remove_form
-from fitrules.jobs.public.ledger import check_predict_options, predict, score, verify_ledger
+from fitrules.jobs.public.ledger import predict, score, verify_ledger
 from fitrules.jobs.public.search import search, search_jobs, search_progress
 from fitrules.jobs.public.simulate import simulate
 from fitrules.jobs.public.tune import tune, validate
@@ -39,7 +39,6 @@ __all__ = [
     "allocate",
     "as_forms",
     "as_grid",
-    "check_predict_options",
     "check_runs",
     "ci",
     "compare",

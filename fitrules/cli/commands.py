@@ -25,6 +25,7 @@ from fitrules.jobs.public import allocate as allocating
 from fitrules.jobs.public import ci as intervals
 from fitrules.jobs.public import design as designing
 from fitrules.jobs.public import fit as fitting
+from fitrules.jobs.public import ledger as predicting
 
 
 def _names(text: str | None) -> list[str]:
@@ -314,10 +315,7 @@ def predict(args) -> int:
     from fitrules.model.forms import resolve_form
 
     options = declared.PREDICT.from_args(args, command=command_text())
-    checked = ("runs", "tolerance", "objective", "delta", "resamples", "seed", "level", "fix",
-               "bounds", "by", "shared")  # fmt: skip
-    api.check_predict_options(args.at, **{name: options[name] for name in checked})
-    tune_seeds(args)
+    predicting.check(options)
     if args.form is not None:
         resolve_form(args.form)
     # the ledger (never the table itself, and not a tampered one) is checked by api.predict
@@ -332,17 +330,10 @@ def predict(args) -> int:
 
 
 def score(args) -> int:
-    from fitrules.jobs.ledger import parse_head, read_ledger, verify_head
-
-    if args.data is None:
-        raise FitrulesError("score needs --data: the results table with the new runs")
-    head = parse_head(args.head) if args.head is not None else None
-    records = read_ledger(args.ledger, must_exist=True)  # refused before the table is read
-    if head is not None:
-        verify_head(args.ledger, records, head)
-    tune_seeds(args)
+    options = declared.SCORE.from_args(args)
+    predicting.check_score(options | {"grid": args.data})
     take_outputs(args)
-    result = api.score(load(args), **declared.SCORE.from_args(args))
+    result = api.score(load(args), **options)
     emit(args, result.text(), result.to_dict())
     return 0
 

@@ -7,11 +7,21 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError, api_terms
 from fitrules.base.results import made_from
-from fitrules.jobs.inputs import Bounds, Fix, FormLike, GridLike, as_grid, tune_first
+from fitrules.jobs.inputs import (
+    Bounds,
+    Fix,
+    FormLike,
+    GridLike,
+    as_grid,
+    check_customising,
+    check_objective,
+    tune_first,
+)
 from fitrules.jobs.options import PREDICT
 from fitrules.jobs.public.fit import _saved_call, _with_saved_values, check_runs, fit
 
@@ -36,39 +46,37 @@ def _check_saved_fit_use(saved_fit, form, **fitting) -> None:
         )
 
 
-def check_predict_options(
-    at,
-    *,
-    runs=None,
-    tolerance=None,
-    objective=PREDICT.objective,
-    delta=PREDICT.delta,
-    resamples=PREDICT.resamples,
-    seed=PREDICT.seed,
-    level=PREDICT.level,
-    fix=None,
-    bounds=None,
-    by=None,
-    shared=None,
-) -> None:
-    """Refuse a prediction's options before anything is read or written (``fitrules
-    predict`` calls this first too, in this order)."""
-    from fitrules.engine.fit import Objective
+def check(values: Mapping[str, Any]) -> None:
+    """Refuse what ``values`` (fr.predict's arguments) gives before anything is read or
+    written: the command line calls this before it reads its grid, fr.predict first, the
+    command line's checks first."""
     from fitrules.engine.intervals import check_bootstrap_options, parse_point
-    from fitrules.model.forms import parse_bounds, parse_fix
 
+    v = {o.name: o.value for o in PREDICT.python} | dict(values)
+    tolerance = v["tolerance"]
     if tolerance is not None and not (
         isinstance(tolerance, numbers.Real) and math.isfinite(tolerance) and float(tolerance) > 0
     ):
         raise FitrulesError(f"--tolerance {tolerance}: must be a positive, finite percentage")
-    Objective(objective, delta)
-    parse_fix(fix)
-    parse_bounds(bounds)
-    if shared is not None and by is None:
-        raise FitrulesError("--shared needs --by COLUMN")
-    check_bootstrap_options(resamples, seed, level)
-    parse_point(at, "--at")
-    check_runs(runs)
+    check_objective(v["objective"], v["delta"])
+    check_customising(v["fix"], v["bounds"], v["by"], v["shared"])
+    check_bootstrap_options(v["resamples"], v["seed"], v["level"])
+    parse_point(arg.text(point_text(v["at"]), "at"), "--at")
+    check_runs(v["runs"])
+    PREDICT.check(v)
+    _check_saved_fit_use(v["saved_fit"], v["form"], **{k: v[k] for k in SAVED_FIT_GIVES})
+
+
+# what a saved fit gives, which a prediction from it refuses beside it
+SAVED_FIT_GIVES = ("objective", "delta", "weights", "fix", "bounds", "by", "shared", "tune",
+                   "tune_seeds")  # fmt: skip
+
+
+def point_text(at):
+    """``{"H": 8, "keep": 0.25}`` -> ``"H=8,keep=0.25"``; anything else as it is."""
+    if isinstance(at, Mapping):
+        return ",".join(f"{k}={v!r}" for k, v in at.items())
+    return at
 
 
 @api_terms
@@ -161,55 +169,53 @@ def predict(
     >>> e = fr.predict(None, "composition", "H=8,keep=0.25", ledger="l.jsonl")  # doctest: +SKIP
     >>> e.record["interval"]  # doctest: +SKIP
     """
-    PREDICT.check(locals())  # the declared options' types and ranges, first
-    _check_saved_fit_use(saved_fit, form, objective=objective, delta=delta, weights=weights,
-                         fix=fix, bounds=bounds, by=by, shared=shared, tune=tune,
-                         tune_seeds=tune_seeds)  # fmt: skip
-    from fitrules.base.outputs import check_distinct
-    from fitrules.jobs.ledger import (
-        LedgerEntry,
-        append_prediction,
-        check_ledger_target,
-        prediction_record,
-    )
-    from fitrules.model.forms import resolve_form
+    check(locals())
+    from fitrules.jobs.ledger import LedgerEntry, append_prediction, prediction_record
     from fitrules.views.text import table_notes
 
-    if isinstance(at, Mapping):
-        at = ",".join(f"{k}={v!r}" for k, v in at.items())
-    arg.text(at, "at")
-    check_predict_options(at, runs=runs, tolerance=tolerance, objective=objective, delta=delta,
-                          resamples=resamples, seed=seed, level=level, fix=fix, bounds=bounds,
-                          by=by, shared=shared)  # fmt: skip
     ledger_path = arg.path(ledger, "ledger")
-    saved = None
-    if saved_fit is not None:  # the saved fit's data, form and arguments (data checked)
-        saved = _saved_call(arg.path(saved_fit, "saved_fit"), grid)
-        grid = saved[2]
-    g = as_grid(grid)
-    # the ledger is appended to: never the table the prediction is fitted on (a JSON-lines
-    # table would take the record as a run)
+    saved = None if saved_fit is None else _saved_call(arg.path(saved_fit, "saved_fit"), grid)
+    g = _beside_ledger(as_grid(grid if saved is None else saved[2]), ledger_path)
+    fitting = {k: v for k, v in locals().items() if k in FIT_OPTIONS}
+    g, fitted, used = _predicted(g, saved, form, point_text(at), runs, fitting)
+    record = prediction_record(fitted, g, objective=used["objective"], level=used["level"],
+                               resamples=used["resamples"], runs=runs, tolerance=tolerance,
+                               command=command or "fr.predict")  # fmt: skip
+    rec = append_prediction(ledger_path, record)
+    return made_from(LedgerEntry(ledger_path, rec, table_notes(fitted.data), fitted), g,
+                     ledger_path)  # fmt: skip
+
+
+# the options of fr.fit a prediction passes on
+FIT_OPTIONS = ("objective", "delta", "weights", "fix", "bounds", "by", "shared", "bootstrap",
+               "resamples", "seed", "level", "tune", "tune_seeds")  # fmt: skip
+
+
+def _beside_ledger(g, ledger_path: Path):
+    """``g``, once the ledger is known to be neither its table (a JSON-lines table would take
+    the record as a run) nor tampered with or unwritable."""
+    from fitrules.base.outputs import check_distinct
+    from fitrules.jobs.ledger import check_ledger_target
+
     table = g.input_file
     check_distinct([("--ledger", ledger_path)], [Path(table)] if table is not None else [])
-    check_ledger_target(ledger_path)  # a tampered or unwritable ledger is refused now
+    check_ledger_target(ledger_path)
+    return g
+
+
+def _predicted(g, saved, form, at: str, runs, fitting: dict):
+    """The grid (tuned), the fit predicting ``at`` and the options it was made with: the
+    saved fit's (made again on its data) or ``fitting``'s."""
+    from fitrules.model.forms import resolve_form
+
     if saved is not None:
         doc, label, _, form, kw = saved
         kw = {**kw, "intervals": False}  # the prediction's own interval is made below
-        fitted = _with_saved_values(doc, label, fit(g, form, predict=[at], runs=runs, **kw))
-        objective, level, resamples = kw["objective"], kw["level"], kw["resamples"]
-    else:
-        form = resolve_form(form) if isinstance(form, str) else form
-        g, _ = tune_first(g, tune, tune_seeds)
-        fitted = fit(g, form, objective=objective, delta=delta, predict=[at],
-                     bootstrap=bootstrap, resamples=resamples, seed=seed, level=level, fix=fix,
-                     bounds=bounds, by=by, shared=shared, weights=weights,
-                     runs=runs)  # fmt: skip
-    record = prediction_record(fitted, g, objective=objective, level=level, resamples=resamples,
-                               runs=runs, tolerance=tolerance,
-                               command=command or "fr.predict")  # fmt: skip
-    rec = append_prediction(ledger_path, record)
-    entry = LedgerEntry(ledger_path, rec, table_notes(fitted.data), fitted)
-    return made_from(entry, g, ledger_path)
+        return g, _with_saved_values(doc, label, fit(g, form, predict=[at], runs=runs, **kw)), kw
+    form = resolve_form(form) if isinstance(form, str) else form
+    tune, tune_seeds = fitting.pop("tune"), fitting.pop("tune_seeds")
+    g, _ = tune_first(g, tune, tune_seeds)
+    return g, fit(g, form, predict=[at], runs=runs, **fitting), fitting
 
 
 @api_terms
@@ -258,12 +264,29 @@ def score(
     >>> s = fr.score("runs.csv", "ledger.jsonl")  # doctest: +SKIP
     >>> s.coverage  # doctest: +SKIP
     """
+    check_score(locals())
     from fitrules.jobs.ledger import score as run_score
 
     ledger_path = arg.path(ledger, "ledger")
-    arg.text(head, "head", none=True)
     g, _ = tune_first(as_grid(grid), tune, tune_seeds)
     return made_from(run_score(ledger_path, g, head=head), g, ledger_path)
+
+
+def check_score(values: Mapping[str, Any]) -> None:
+    """Refuse what ``values`` (fr.score's arguments) gives before the table is read: no
+    table, a malformed head, or a ledger that is missing, malformed or does not hold the
+    head (the ledger is read here). The command line calls this before it takes its
+    outputs, fr.score first."""
+    from fitrules.jobs.ledger import parse_head, read_ledger, verify_head
+
+    if "grid" in values and values["grid"] is None:
+        raise FitrulesError("score needs --data: the results table with the new runs")
+    ledger = arg.path(values["ledger"], "ledger")
+    head = arg.text(values.get("head"), "head", none=True)
+    parsed = parse_head(head) if head is not None else None
+    records = read_ledger(ledger, must_exist=True)
+    if parsed is not None:
+        verify_head(ledger, records, parsed)
 
 
 @api_terms
