@@ -16,7 +16,6 @@ from fitrules.cli.io import (
     progress_enabled,
     say,
     take_outputs,
-    tune_seeds,
     with_tuning,
     write_report,
 )
@@ -26,6 +25,7 @@ from fitrules.jobs.public import ci as intervals
 from fitrules.jobs.public import design as designing
 from fitrules.jobs.public import fit as fitting
 from fitrules.jobs.public import ledger as predicting
+from fitrules.jobs.public import tune as validating
 
 
 def _names(text: str | None) -> list[str]:
@@ -41,13 +41,10 @@ def simulate(args) -> int:
 
 
 def validate(args) -> int:
-    if args.path is not None and args.data is not None:
-        raise FitrulesError(
-            f"give the grid once: PATH ({args.path}) or --data ({args.data}), not both"
-        )
-    tune_seeds(args)
+    validating.check_validate({"path": args.path, "data": args.data})
+    options = declared.VALIDATE.from_args(args)
     take_outputs(args)
-    result = api.validate(load(args, args.path), **declared.VALIDATE.from_args(args))
+    result = api.validate(load(args, args.path), **options)
     emit(args, result.text(), result.to_dict())
     return 0
 

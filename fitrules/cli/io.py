@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from fitrules.base.errors import FitrulesError
-from fitrules.jobs.options import LOAD_GRID, tune_seed_list
+from fitrules.jobs.options import LOAD_GRID
 
 ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
@@ -23,11 +23,6 @@ def say(args, text: str) -> None:
     """Print a text view unless --quiet."""
     if not getattr(args, "quiet", False):
         print(text)
-
-
-def tune_seeds(args) -> list[int] | None:
-    """--tune-seeds as a list, checked (before any output is taken)."""
-    return tune_seed_list(getattr(args, "tune_seeds", None))
 
 
 def load(args, path: Path | None = None, forms=()):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from fitrules.base import arguments as arg
 from fitrules.base.errors import FitrulesError, api_terms
@@ -67,32 +69,38 @@ def simulate(
     --------
     >>> fr.simulate("main", "new.csv", cell="H=8,keep=0.25", seeds="0,1,2")  # doctest: +SKIP
     """
+    check(locals())
     from fitrules.sim.runner import check_out
     from fitrules.sim.runner import simulate as run_simulate
     from fitrules.sim.spec import cell_spec, load_spec
 
-    SIMULATE.check(locals())  # the declared options' types and ranges, before any reading
-    if out is None:
-        raise FitrulesError("simulate needs --out PATH: the results CSV to create or resume")
-    out_path = arg.path(out, "out")
-    jobs = arg.count(jobs, "jobs")
-    arg.text(seeds, "seeds", none=True)
-    if cell is not None and not (isinstance(cell, str) and cell.strip()):
-        raise FitrulesError(f"cell {cell!r}: give one or more settings, e.g. 'H=4,keep=0.5'")
+    out_path, jobs = arg.path(out, "out"), arg.count(jobs, "jobs")
     check_out(out_path, jobs)  # before the spec is even read: nothing is written
     base = load_spec(arg.path(spec, "spec")) if spec is not None else None
-    if cell is not None:
-        grid_spec = cell_spec(cell, base, seeds)
-    elif base is not None:
-        if seeds is not None:
-            raise FitrulesError("--seeds applies to --cell; a spec lists its own seeds")
-        grid_spec = base
-    else:
-        raise FitrulesError("simulate needs a SPEC file or --cell")
+    grid_spec = cell_spec(cell, base, seeds) if cell is not None else base
     table = run_simulate(grid_spec, out_path, jobs=jobs, show_progress=progress, command=command,
                          scheduler=scheduler, log=None if quiet else _log_line)  # fmt: skip
     table.attrs["spec"] = grid_spec.name
     return table
+
+
+def check(values: Mapping[str, Any]) -> None:
+    """Refuse what ``values`` (fr.simulate's arguments) gives before anything is read or
+    written."""
+    v = {o.name: o.value for o in SIMULATE.python} | dict(values)
+    SIMULATE.check(v)  # the declared options' types and ranges
+    if v["out"] is None:
+        raise FitrulesError("simulate needs --out PATH: the results CSV to create or resume")
+    arg.path(v["out"], "out")
+    arg.count(v["jobs"], "jobs")
+    arg.text(v["seeds"], "seeds", none=True)
+    cell = v["cell"]
+    if cell is not None and not (isinstance(cell, str) and cell.strip()):
+        raise FitrulesError(f"cell {cell!r}: give one or more settings, e.g. 'H=4,keep=0.5'")
+    if cell is None and v["spec"] is None:
+        raise FitrulesError("simulate needs a SPEC file or --cell")
+    if cell is None and v["seeds"] is not None:
+        raise FitrulesError("--seeds applies to --cell; a spec lists its own seeds")
 
 
 def _log_line(line: str) -> None:

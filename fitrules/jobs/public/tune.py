@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from fitrules.base.errors import api_terms
+from fitrules.base.errors import FitrulesError, api_terms
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import GridLike, as_grid, tune_first
 
@@ -114,7 +115,16 @@ def validate(
     >>> v = fr.validate(fr.load_example("main"))  # doctest: +SKIP
     >>> v.facts["cells"], v.facts["seeds_per_cell"]  # doctest: +SKIP
     """
+    check_validate(locals())
     from fitrules.jobs.validate import validate as run_validate
 
     g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
     return made_from(run_validate(g, tuning), g)
+
+
+def check_validate(values: Mapping[str, Any]) -> None:
+    """Refuse the grid given twice on the command line (its PATH and ``--data``), before
+    anything is read; fr.validate calls this first too."""
+    path, data = values.get("path"), values.get("data")
+    if path is not None and data is not None:
+        raise FitrulesError(f"give the grid once: PATH ({path}) or --data ({data}), not both")
