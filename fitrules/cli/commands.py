@@ -9,7 +9,6 @@ import sys
 from fitrules import api
 from fitrules.base.errors import FitrulesError
 from fitrules.cli.io import (
-    check_form_options,
     command_text,
     emit,
     load,
@@ -22,6 +21,7 @@ from fitrules.cli.io import (
 from fitrules.jobs import options as declared
 from fitrules.jobs.public import allocate as allocating
 from fitrules.jobs.public import ci as intervals
+from fitrules.jobs.public import compare as comparing
 from fitrules.jobs.public import design as designing
 from fitrules.jobs.public import fit as fitting
 from fitrules.jobs.public import ledger as predicting
@@ -49,38 +49,6 @@ def validate(args) -> int:
     return 0
 
 
-def _check_protocols(args, protocols: list[str], forms: list) -> None:
-    """Refuse a bad protocol, split count or pair before any output is taken."""
-    from fitrules.engine.fit import Objective
-    from fitrules.engine.guard import GuardOptions, parse_metric_range
-    from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
-    from fitrules.model.splits import parse_protocol
-
-    metric_range = parse_metric_range(args.metric_range)
-    if args.splits is not None and not any(p.strip() == "random" for p in protocols):
-        raise FitrulesError(
-            f"--splits {args.splits} applies to random splits only; "
-            f"{', '.join(protocols)} make their own (one per held-out group)"
-        )
-    transfer = any(p.strip() == "transfer" for p in protocols)
-    if transfer and (args.fit_data is None or args.test_grid is None):
-        raise FitrulesError("--split transfer needs --fit-data A and --test-data B")
-    if not transfer and (args.fit_data is not None or args.test_grid is not None):
-        raise FitrulesError("--fit-data and --test-data are used only with --split transfer")
-    # splitters validate on construction
-    Objective(args.objective, args.delta)
-    check_form_options(args)
-    GuardOptions(args.guard_span, args.guard_se, metric_range, args.guard_excursion)
-    labels = (str(args.fit_data), str(args.test_grid)) if transfer else None
-    for t in protocols:
-        parse_protocol(t, args.splits or declared.RANDOM_SPLITS, args.train_frac, args.seed,
-                       labels)  # fmt: skip
-    check_verdict_train_frac(args.verdict_train_frac)
-    parse_pairs(args.pairs, args.against, [f.name for f in forms])
-    if transfer and args.tune:
-        raise FitrulesError("--tune with --split transfer is not supported: tune each grid")
-
-
 def compare(args) -> int:
     from fitrules.base.util import split_progress
     from fitrules.model.forms import select_forms
@@ -88,10 +56,11 @@ def compare(args) -> int:
 
     forms = select_forms(_names(args.forms) or None, args.form)
     protocols = args.split or ["random"]
-    _check_protocols(args, protocols, forms)
+    options = declared.COMPARE.from_args(args, forms=forms)
+    comparing.check(options | {"split": protocols, "fit_data": args.fit_data})
     take_outputs(args)
     grid = load(args, forms=forms)
-    n = args.splits if args.splits is not None else declared.RANDOM_SPLITS
+    n = comparing.random_splits(args.splits)
     # random splits are fitted twice: the descriptive splits and the verdict's (unless the
     # descriptive train fraction is already the verdict's); structured protocols' split
     # counts depend on the grid: no total, just a count

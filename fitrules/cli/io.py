@@ -228,13 +228,3 @@ def emit(args, text: str, payload) -> None:
         sys.stdout.write(json_text(payload))
     else:
         say(args, text)
-
-
-def check_form_options(args) -> None:
-    """Refuse a bad --fix, --bound or --shared before any output is taken."""
-    from fitrules.model.forms import parse_bounds, parse_fix
-
-    parse_fix(args.fix)
-    parse_bounds(args.bounds)
-    if args.shared is not None and args.by is None:
-        raise FitrulesError("--shared needs --by COLUMN")

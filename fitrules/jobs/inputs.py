@@ -106,8 +106,16 @@ def check_objective(objective, delta) -> None:
     is no number is left to the declared checks."""
     from fitrules.engine.fit import Objective
 
-    if isinstance(delta, numbers.Real) and not isinstance(delta, bool) and abs(delta) < 1e300:
+    if a_number(delta):
         Objective(objective, float(delta))
+
+
+def a_number(x) -> bool:
+    """Whether ``x`` is a number numpy takes (not a bool, not an integer beyond 64 bits): a
+    command line's check runs on it, else the declared checks name its type."""
+    if isinstance(x, numbers.Integral):
+        return not isinstance(x, bool) and abs(x) < 2**63
+    return isinstance(x, numbers.Real)
 
 
 def check_customising(fix, bounds, by, shared) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,11 @@ from fitrules.jobs.inputs import (
     Fix,
     FormLike,
     GridLike,
+    a_number,
     as_forms,
     as_grid,
+    check_customising,
+    check_objective,
     customised,
     objective_and_guard,
     tune_first,
@@ -184,48 +187,104 @@ def compare(
     >>> c.summary[["form", "median_pct"]]  # doctest: +SKIP
     """
     from fitrules.jobs.compare import compare as compare_splits
-    from fitrules.model.splits import RandomSplit
 
-    COMPARE.check(locals())  # the declared options' types and ranges, before any reading
+    check(locals())
     g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
     chosen = customised(as_forms(forms), fix, bounds, by, shared)
     splitter, test = _splitter(splits, split, train_frac, seed, g, test_grid)
-    family = _compare_pairs(g, test, tuning, chosen, pairs, against, verdict_train_frac)
     obj, guard = objective_and_guard(objective, delta, guard_span, guard_se, metric_range,
-                                      guard_excursion)  # fmt: skip
+                                     guard_excursion)  # fmt: skip
     with _compare_progress(progress, on_progress, splitter, chosen, train_frac,
                            verdict_train_frac) as step:  # fmt: skip
         cmp = compare_splits(g, chosen, splitter, obj, keep_degenerate,
                              on_progress=step, test_grid=test, guard=guard, level=level,
-                             pairs=family, verdict_train_frac=verdict_train_frac,
-                             weights=weights, seeds=arg.text(seeds, "seeds"),
+                             pairs=_family(chosen, pairs, against),
+                             verdict_train_frac=verdict_train_frac, weights=weights, seeds=seeds,
                              heldout_weights=heldout_weights)  # fmt: skip
-    cmp.tuning = tuning
-    made_from(cmp, g, test)
-    cmp.warnings.extend(_left_out([f.name for f in chosen]))
-    if not isinstance(splitter, RandomSplit):
-        cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
-    return cmp
+    return _finished(cmp, g, test, tuning, chosen, splitter)
+
+
+def check(values: Mapping[str, Any]) -> None:
+    """Refuse what ``values`` (fr.compare's arguments) gives before any grid is read: the
+    command line calls this before it takes its outputs (``split`` the list of its
+    protocols, ``fit_data`` its --fit-data), fr.compare first. The command line's checks come
+    first (a value of the wrong type is left to the declared checks), so that a value two
+    checks refuse is refused in its words."""
+    from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
+    from fitrules.model.splits import Transfer
+
+    v = {o.name: o.value for o in COMPARE.python} | dict(values)
+    protocols = v["split"] if isinstance(v["split"], list) else [v["split"]]
+    named = all(isinstance(p, str) for p in protocols)
+    n = v["splits"]
+    if a_number(n) and named and not any(p.strip() == "random" for p in protocols):
+        raise SplitError(
+            f"--splits {n} applies to random splits only; "
+            f"{', '.join(protocols)} make their own (one per held-out group)"
+        )
+    transfer = isinstance(n, Transfer) or named and any(p.strip() == "transfer" for p in protocols)
+    if not transfer and (v.get("fit_data") is not None or v["test_grid"] is not None):
+        raise SplitError("--fit-data and --test-data are used only with --split transfer")
+    check_objective(v["objective"], v["delta"])
+    check_customising(v["fix"], v["bounds"], v["by"], v["shared"])
+    _check_guard(v)
+    _check_protocols(v, protocols if named else [])
+    if a_number(v["verdict_train_frac"]):
+        check_verdict_train_frac(v["verdict_train_frac"])
+    parse_pairs(_pairs_text(v["pairs"]), v["against"], [f.name for f in as_forms(v["forms"])])
+    if transfer and v["tune"]:
+        raise FitrulesError("--tune with --split transfer is not supported: tune each grid")
+    for protocol in protocols:
+        COMPARE.check(v | {"split": protocol})
+    arg.text(v["seeds"], "seeds")
+
+
+def random_splits(splits: int | None) -> int:
+    """The number of random splits: ``splits``, or by default :data:`RANDOM_SPLITS`."""
+    return RANDOM_SPLITS if splits is None else splits
+
+
+def _check_guard(v: dict) -> None:
+    """The wild-extrapolation guard's thresholds, when they are numbers."""
+    from fitrules.engine.guard import GuardOptions
+
+    span, se, excursion, metric_range = (v[k] for k in GUARD_OPTIONS)
+    given = metric_range is None or (
+        isinstance(metric_range, tuple | list) and len(metric_range) == 2
+        and all(a_number(x) for x in metric_range)
+    )  # fmt: skip
+    if given and all(a_number(x) for x in (span, se, excursion)):
+        GuardOptions(span, se, metric_range and tuple(metric_range), excursion)
+
+
+GUARD_OPTIONS = ("guard_span", "guard_se", "guard_excursion", "metric_range")
+
+
+def _check_protocols(v: dict, protocols: list[str]) -> None:
+    """Each protocol made once (a splitter checks its settings as it is made); a transfer
+    needs both grids (the command line's --fit-data and --test-data; fr.compare's
+    ``test_grid``)."""
+    from fitrules.model.splits import parse_protocol
+
+    n, frac, seed = v["splits"], v["train_frac"], v["seed"]
+    if not (n is None or a_number(n)) or not a_number(frac) or not a_number(seed):
+        return
+    both = v.get("fit_data", "grid") is not None and v["test_grid"] is not None
+    labels = (str(v.get("fit_data", "grid")), str(v["test_grid"])) if both else None
+    for protocol in protocols:
+        parse_protocol(protocol, random_splits(n), frac, seed, labels)
 
 
 def _splitter(splits, split: str, train_frac, seed, g: Grid, test_grid):
     """The splitter compare asks for (a count of random splits, a protocol or a splitter)
-    and, for transfer, the grid scored."""
+    and, for transfer, the grid scored (which must measure what ``g`` does)."""
     from fitrules.model.splits import Transfer, parse_protocol
 
     test = None
     if splits is None or isinstance(splits, numbers.Real):
-        kind = split.partition(":")[0].strip()
-        if splits is not None and kind != "random":
-            raise SplitError(
-                f"--splits {splits} applies to random splits only; {split!r} makes its own "
-                "(one per held-out group)"
-            )
-        splits = RANDOM_SPLITS if splits is None else arg.count(splits, "splits")
+        splits = random_splits(splits)
         labels = None
-        if kind == "transfer":
-            if test_grid is None:
-                raise SplitError("split='transfer' needs test_grid (--fit-data A --test-data B)")
+        if split.partition(":")[0].strip() == "transfer":
             test = as_grid(test_grid)
             labels = (g.label, test.label)
         splitter = parse_protocol(split, int(splits), train_frac, seed, labels)
@@ -238,22 +297,29 @@ def _splitter(splits, split: str, train_frac, seed, g: Grid, test_grid):
         splitter = splits
         if isinstance(splitter, Transfer):
             test = as_grid(test_grid)
-    if test_grid is not None and test is None:
-        raise SplitError("test_grid is only used with split='transfer'")
+    if test is not None:
+        _check_same_metric(g, test)
     return splitter, test
 
 
-def _compare_pairs(g, test, tuning, chosen, pairs, against, verdict_train_frac):
-    """The checks that need the grid and forms; the family of pairs the verdicts test."""
-    from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
+def _family(chosen, pairs, against):
+    """The pairs of forms the verdicts test."""
+    from fitrules.jobs.compare import parse_pairs
 
-    if tuning is not None and test is not None:
-        raise FitrulesError("tuning with the transfer protocol is not supported: tune each grid")
-    family = parse_pairs(_pairs_text(pairs), against, [f.name for f in chosen])
-    check_verdict_train_frac(verdict_train_frac)
-    if test is not None:
-        _check_same_metric(g, test)
-    return family
+    return parse_pairs(_pairs_text(pairs), against, [f.name for f in chosen])
+
+
+def _finished(cmp, g, test, tuning, chosen, splitter):
+    """The comparison with its tuning, inputs, the forms of forms.toml left out and, for
+    structured splits, their number."""
+    from fitrules.model.splits import RandomSplit
+
+    cmp.tuning = tuning
+    made_from(cmp, g, test)
+    cmp.warnings.extend(_left_out([f.name for f in chosen]))
+    if not isinstance(splitter, RandomSplit):
+        cmp.settings.setdefault("n_splits", len(cmp.results["split"].unique()))
+    return cmp
 
 
 def _pairs_text(pairs) -> str | None:
