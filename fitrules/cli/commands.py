@@ -25,6 +25,7 @@ from fitrules.jobs.public import compare as comparing
 from fitrules.jobs.public import design as designing
 from fitrules.jobs.public import fit as fitting
 from fitrules.jobs.public import ledger as predicting
+from fitrules.jobs.public import search as searching
 from fitrules.jobs.public import tune as validating
 
 
@@ -123,7 +124,8 @@ def search(args) -> int:
     refs = _references(args)
     options = declared.SEARCH.from_args(args, references=refs)
     options.pop("progress", None)
-    jobs = api.search_jobs(args.jobs, args.scheduler)
+    searching.check(options)
+    jobs = api.search_jobs(args.jobs, args.scheduler)  # the plan's line names them
     take_outputs(args)
     grid = load(args)
 

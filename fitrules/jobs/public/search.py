@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+import numbers
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from fitrules.base.results import made_from
 from fitrules.jobs.inputs import (
     FormLike,
     GridLike,
+    a_number,
     as_forms,
     as_grid,
     objective_and_guard,
@@ -191,29 +193,57 @@ def search(
     """
     from fitrules.jobs.search import run_search
 
-    SEARCH.check(locals())  # the declared options' types and ranges, before any reading
-    gram = _search_grammar(grammar, variables, terms, max_constants, max_nonlinear,
-                           interactions, factors, levels, tie_exponents,
-                           first_constants)  # fmt: skip
-    outer, inner, inner_fraction = _search_splits(split, splits, train_frac, seed, inner_splits,
-                                                  inner_train_frac)  # fmt: skip
-    obj, guard = objective_and_guard(objective, delta, guard_span, guard_se, metric_range,
-                                      guard_excursion)  # fmt: skip
-    jobs = search_jobs(jobs, scheduler)
-    g, _ = tune_first(as_grid(grid), tune, tune_seeds)
-    from fitrules.base.util import in_notebook
+    settings = _settings(locals())  # every option checked, before any reading
 
-    shown = on_progress is None and (progress or (progress is None and in_notebook()))
-    with search_progress(bool(shown), on_plan, on_progress) as (plan, step):
-        result = run_search(g, gram, outer, inner_splits=inner, inner_train_frac=inner_fraction,
-                            seed=seed, objective=obj, rule=rule, guard=guard,
-                            references=_search_references(references, gram, g),
-                            jobs=jobs, on_plan=plan, on_progress=step,
-                            seeds=arg.text(seeds, "seeds"), yes=yes, at=_search_points(at),
-                            screen=_screen(screen), heldout_weights=heldout_weights,
-                            scheduler=_scheduler(scheduler, jobs))  # fmt: skip
+    g, _ = tune_first(as_grid(grid), tune, tune_seeds)
+    gram = settings.pop("gram")
+    with search_progress(_bar_shown(on_progress, progress), on_plan, on_progress) as (plan, step):
+        result = run_search(g, gram, settings.pop("outer"), seed=seed, rule=rule, yes=yes,
+                            references=_search_references(references, gram, g), on_plan=plan,
+                            on_progress=step, heldout_weights=heldout_weights,
+                            **settings)  # fmt: skip
     made_from(result, g, Path(grammar) if isinstance(grammar, str | Path) else None)
     return result
+
+
+def check(values: Mapping[str, Any]) -> None:
+    """Refuse what ``values`` (fr.search's arguments) gives before any grid is read: the
+    command line calls this before it takes its outputs, fr.search first."""
+    _settings(values)
+
+
+def _settings(values: Mapping[str, Any]) -> dict:
+    """The search's settings made from fr.search's arguments, each refused in one line: the
+    workers (first, in the command line's words, when a number or None), the declared checks,
+    then the grammar, the protocols, the objective and guard, the points and the screen."""
+    v = {o.name: o.value for o in SEARCH.python} | dict(values)
+    if v["jobs"] is None or isinstance(v["jobs"], numbers.Integral) and a_number(v["jobs"]):
+        search_jobs(v["jobs"], v["scheduler"])
+    SEARCH.check(v)
+    gram = _search_grammar(v["grammar"], *(v[k] for k in GRAMMAR_FIELDS))
+    outer, inner, inner_fraction = _search_splits(*(v[k] for k in SPLIT_OPTIONS))
+    obj, guard = objective_and_guard(*(v[k] for k in GUARD_OPTIONS))
+    jobs = search_jobs(v["jobs"], v["scheduler"])
+    return dict(gram=gram, outer=outer, inner_splits=inner, inner_train_frac=inner_fraction,
+                objective=obj, guard=guard, jobs=jobs, seeds=arg.text(v["seeds"], "seeds"),
+                at=_search_points(v["at"]), screen=_screen(v["screen"]),
+                scheduler=_scheduler(v["scheduler"], jobs))  # fmt: skip
+
+
+# the arguments of _search_grammar, _search_splits and objective_and_guard, in order
+GRAMMAR_FIELDS = ("variables", "terms", "max_constants", "max_nonlinear", "interactions",
+                  "factors", "levels", "tie_exponents", "first_constants")  # fmt: skip
+SPLIT_OPTIONS = ("split", "splits", "train_frac", "seed", "inner_splits", "inner_train_frac")
+GUARD_OPTIONS = ("objective", "delta", "guard_span", "guard_se", "metric_range",
+                 "guard_excursion")  # fmt: skip
+
+
+def _bar_shown(on_progress, progress) -> bool:
+    """Whether a search draws its own bar: not with a caller's callback; when asked, or by
+    default in a notebook."""
+    from fitrules.base.util import in_notebook
+
+    return bool(on_progress is None and (progress or (progress is None and in_notebook())))
 
 
 @contextlib.contextmanager
