@@ -1,5 +1,6 @@
-"""The commands: each checks what it can before any output is taken, takes its outputs, reads
-its grid, calls one function of :mod:`fitrules.api` with the options its declaration
+"""The commands: each parses its options, hands them to its job's ``check`` (in
+:mod:`fitrules.jobs.public`) before any output is taken, takes its outputs, reads its grid,
+calls one function of :mod:`fitrules.api` with the options its declaration
 (:mod:`fitrules.jobs.options`) hands over, and prints or writes what it returns."""
 
 from __future__ import annotations

@@ -645,12 +645,9 @@ class FittedForm(Result):
             return figures.curves_vs(self.cells, self.form, self.constants, x, self.unit, ax, band)
 
     def _check_variable(self, x: str) -> None:
-        from fitrules.base.errors import FormError
+        from fitrules.jobs.inputs import check_variable
 
-        if x not in self.form.bound_variables:
-            raise FormError(
-                f"form {self.form.name!r} reads {', '.join(self.form.bound_variables)}, not {x!r}"
-            )
+        check_variable(self.form, x)
 
 
 def _exact_constants(constants: dict) -> dict:

@@ -165,3 +165,11 @@ def objective_and_guard(objective, delta, guard_span, guard_se, metric_range, ex
     from fitrules.engine.guard import GuardOptions
 
     return Objective(objective, delta), GuardOptions(guard_span, guard_se, metric_range, excursion)
+
+
+def check_variable(form: Form, x: str, label: str | None = None) -> None:
+    """Refuse a variable ``form`` does not read (a plot's x axis); ``label`` names the form."""
+    if x not in form.bound_variables:
+        raise FormError(
+            f"form {label or form.name!r} reads {', '.join(form.bound_variables)}, not {x!r}"
+        )

@@ -417,8 +417,9 @@ class Comparison(Views):
 
         f = self.form(form)
         x = x or f.bound_variables[0]
-        if x not in f.bound_variables:
-            raise FormError(f"form {form!r} reads {', '.join(f.bound_variables)}, not {x!r}")
+        from fitrules.jobs.inputs import check_variable
+
+        check_variable(f, x, form)
         with figures.axis_labels(labels, units):
             return figures.curves_vs(
                 self.cells, f, self.full_fits[form].constants, x, self.unit, ax

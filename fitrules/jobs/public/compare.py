@@ -186,8 +186,6 @@ def compare(
     >>> c = fr.compare(fr.load_grid("data/main.csv", where="lr == 3e-4"), splits=100)
     >>> c.summary[["form", "median_pct"]]  # doctest: +SKIP
     """
-    from fitrules.jobs.compare import compare as compare_splits
-
     check(locals())
     g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
     chosen = customised(as_forms(forms), fix, bounds, by, shared)
@@ -196,11 +194,11 @@ def compare(
                                      guard_excursion)  # fmt: skip
     with _compare_progress(progress, on_progress, splitter, chosen, train_frac,
                            verdict_train_frac) as step:  # fmt: skip
-        cmp = compare_splits(g, chosen, splitter, obj, keep_degenerate,
-                             on_progress=step, test_grid=test, guard=guard, level=level,
-                             pairs=_family(chosen, pairs, against),
-                             verdict_train_frac=verdict_train_frac, weights=weights, seeds=seeds,
-                             heldout_weights=heldout_weights)  # fmt: skip
+        cmp = _compared(g, chosen, splitter, obj, keep_degenerate,
+                        on_progress=step, test_grid=test, guard=guard, level=level,
+                        pairs=_family(chosen, pairs, against),
+                        verdict_train_frac=verdict_train_frac, weights=weights, seeds=seeds,
+                        heldout_weights=heldout_weights)  # fmt: skip
     return _finished(cmp, g, test, tuning, chosen, splitter)
 
 
@@ -300,6 +298,13 @@ def _splitter(splits, split: str, train_frac, seed, g: Grid, test_grid):
     if test is not None:
         _check_same_metric(g, test)
     return splitter, test
+
+
+def _compared(*args, **kwargs):
+    """The job's runner, :func:`fitrules.jobs.compare.compare` (imported when first run)."""
+    from fitrules.jobs.compare import compare as compare_splits
+
+    return compare_splits(*args, **kwargs)
 
 
 def _family(chosen, pairs, against):
