@@ -48,6 +48,11 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
 
         path, where = default_grid(load.pop("where", None) or ())
         return _load_grid(path, where=where, **load)
+    return _load_grid(_table(grid), **load)
+
+
+def _table(grid):
+    """A DataFrame as it is, or the path a path or an example's name reads."""
     if not isinstance(grid, pd.DataFrame | str | Path):
         raise GridError(
             f"grid {type(grid).__name__}: give a fitrules.Grid, a pandas DataFrame, or the path "
@@ -56,14 +61,14 @@ def as_grid(grid: GridLike | None, **load: Any) -> Grid:
     if isinstance(grid, str | Path):
         from fitrules.model.examples import resolve_data
 
-        grid = resolve_data(grid)
-    return _load_grid(grid, **load)
+        return resolve_data(grid)
+    return grid
 
 
 def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = None) -> list[Form]:
     """Forms from names (built-in or ``forms.toml``), inline ``"NAME = EXPR"`` lines and
     :class:`Form` objects; ``None`` is the built-in set."""
-    from fitrules.model.forms import available_forms, parse_form_line, select_forms
+    from fitrules.model.forms import select_forms
 
     if forms is None:
         return select_forms(None, cwd=cwd)
@@ -73,32 +78,41 @@ def as_forms(forms: FormLike | Sequence[FormLike] | None, cwd: Path | None = Non
         raise FormError(
             f"forms {forms!r}: give a name, 'NAME = EXPR', a fitrules.Form, or a list of them"
         )
-    pool = None
-    out: list[Form] = []
-    for f in forms:
-        if isinstance(f, Form):
-            out.append(f)
-        elif isinstance(f, str) and "=" in f:
-            out.append(parse_form_line(f, "forms"))
-        elif isinstance(f, str):
-            pool = pool if pool is not None else available_forms(cwd)
-            if f not in pool:
-                from fitrules.model.forms import did_you_mean
+    pool: dict = {}  # the named forms, read at the first name
+    out = [_one_form(f, pool, cwd) for f in forms]
+    _check_names(out)
+    return out
 
-                raise FormError(
-                    f"unknown form {f!r}{did_you_mean(f, pool)}; available: {', '.join(pool)} "
-                    "(or give 'NAME = EXPR' or a fitrules.Form)"
-                )
-            out.append(pool[f])
-        else:
-            raise FormError(f"a form is a name, 'NAME = EXPR' or a fitrules.Form, not {f!r}")
-    names = [f.name for f in out]
+
+def _check_names(forms: list[Form]) -> None:
+    """Refuse no form, or a name given twice."""
+    names = [f.name for f in forms]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise FormError(f"form {twice[0]!r} is given twice")
-    if not out:
+    if not forms:
         raise FormError("no form given")
-    return out
+
+
+def _one_form(f, pool: dict, cwd: Path | None) -> Form:
+    """One form as given: a Form, a ``"NAME = EXPR"`` line or a name (found in ``pool``,
+    which the first name fills with the forms available)."""
+    from fitrules.model.forms import available_forms, did_you_mean, parse_form_line
+
+    if isinstance(f, Form):
+        return f
+    if isinstance(f, str) and "=" in f:
+        return parse_form_line(f, "forms")
+    if not isinstance(f, str):
+        raise FormError(f"a form is a name, 'NAME = EXPR' or a fitrules.Form, not {f!r}")
+    if not pool:
+        pool.update(available_forms(cwd))
+    if f not in pool:
+        raise FormError(
+            f"unknown form {f!r}{did_you_mean(f, pool)}; available: {', '.join(pool)} "
+            "(or give 'NAME = EXPR' or a fitrules.Form)"
+        )
+    return pool[f]
 
 
 def check_objective(objective, delta) -> None:

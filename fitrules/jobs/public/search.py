@@ -257,53 +257,64 @@ def search_progress(shown: bool, on_plan: Callable | None, on_progress: Callable
     weighted by the plan's fits for that phase (:class:`fitrules.jobs.search.Plan`): a bar in
     candidates ran ahead through the cheap phases and then stood still at its end, and its
     ETA said 35 s with 156 s to go (issue 44)."""
-    from fitrules.base.util import progress
-
     if not shown:
         yield on_plan, on_progress
         return
-    state: dict = {"phases": []}  # [reports left, fits each] of the current step, in order
     with contextlib.ExitStack() as bars:
+        bar = _FitsBar(bars, on_plan, on_progress)
+        yield bar.plan, bar.step
+        bar.close()
 
-        def open_bar(total) -> None:  # after the plan's line: a bar drawn first leaves "0it"
-            if "bar" not in state:
-                state["bar"] = bars.enter_context(
-                    progress(total, desc="searching", enabled=True, unit="fit")
-                )
 
-        def plan(p, seconds) -> None:
-            if on_plan is not None:
-                on_plan(p, seconds)
-            bar = state.get("bar")
-            left = sum(n * c for n, c in state["phases"])  # the last step's unused phases
-            phases = search_phases(p)
-            state["phases"] = [list(x) for x in phases]
-            add = float(sum(n * c for n, c in phases))
-            if bar is not None and bar.total is not None:  # a growing budget's step
-                bar.total += add - left
-                bar.refresh()
-            open_bar(add)
+class _FitsBar:
+    """A bar counting a search's fits, opened at its first plan (after the plan's line: a bar
+    drawn first leaves "0it"), its total grown by each later step's plan; the caller's
+    callbacks are called too."""
 
-        def step(k: int) -> None:
-            open_bar(None)
-            fits, left = 0.0, k
-            while left > 0 and state["phases"]:
-                phase = state["phases"][0]
-                take = min(left, phase[0])
-                fits += take * phase[1]
-                phase[0] -= take
-                left -= take
-                if phase[0] == 0:
-                    state["phases"].pop(0)
-            state["bar"].update(fits)
-            if on_progress is not None:
-                on_progress(k)
+    def __init__(self, bars: contextlib.ExitStack, on_plan, on_progress) -> None:
+        self.bars, self.on_plan, self.on_progress = bars, on_plan, on_progress
+        self.bar: Any = None
+        self.phases: list[list[int]] = []  # [reports left, fits each] of the step, in order
 
-        yield plan, step
-        bar = state.get("bar")
-        if bar is not None and bar.total is not None:  # survivors fewer than the most
-            bar.total = bar.n
-            bar.refresh()
+    def open(self, total) -> None:
+        from fitrules.base.util import progress
+
+        if self.bar is None:
+            self.bar = self.bars.enter_context(
+                progress(total, desc="searching", enabled=True, unit="fit")
+            )
+
+    def plan(self, p, seconds) -> None:
+        if self.on_plan is not None:
+            self.on_plan(p, seconds)
+        left = sum(n * c for n, c in self.phases)  # the last step's unused phases
+        phases = search_phases(p)
+        self.phases = [list(x) for x in phases]
+        add = float(sum(n * c for n, c in phases))
+        if self.bar is not None and self.bar.total is not None:  # a growing budget's step
+            self.bar.total += add - left
+            self.bar.refresh()
+        self.open(add)
+
+    def step(self, k: int) -> None:
+        self.open(None)
+        fits, left = 0.0, k
+        while left > 0 and self.phases:
+            phase = self.phases[0]
+            take = min(left, phase[0])
+            fits += take * phase[1]
+            phase[0] -= take
+            left -= take
+            if phase[0] == 0:
+                self.phases.pop(0)
+        self.bar.update(fits)
+        if self.on_progress is not None:
+            self.on_progress(k)
+
+    def close(self) -> None:
+        if self.bar is not None and self.bar.total is not None:  # survivors fewer than the most
+            self.bar.total = self.bar.n
+            self.bar.refresh()
 
 
 def search_phases(p) -> list[tuple[int, int]]:
