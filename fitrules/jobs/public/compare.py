@@ -270,7 +270,8 @@ def _check_protocols(v: dict, protocols: list[str]) -> None:
     both = v.get("fit_data", "grid") is not None and v["test_grid"] is not None
     labels = (str(v.get("fit_data", "grid")), str(v["test_grid"])) if both else None
     for protocol in protocols:
-        parse_protocol(protocol, random_splits(n), frac, seed, labels)
+        # 0 is left to the count's own check (in _splitter), in its words
+        parse_protocol(protocol, random_splits(n or None), frac, seed, labels)
 
 
 def _splitter(splits, split: str, train_frac, seed, g: Grid, test_grid):
@@ -280,7 +281,7 @@ def _splitter(splits, split: str, train_frac, seed, g: Grid, test_grid):
 
     test = None
     if splits is None or isinstance(splits, numbers.Real):
-        splits = random_splits(splits)
+        splits = random_splits(None if splits is None else arg.count(splits, "splits"))
         labels = None
         if split.partition(":")[0].strip() == "transfer":
             test = as_grid(test_grid)
