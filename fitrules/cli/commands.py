@@ -25,6 +25,7 @@ from fitrules.jobs.public import ci as intervals
 from fitrules.jobs.public import compare as comparing
 from fitrules.jobs.public import design as designing
 from fitrules.jobs.public import fit as fitting
+from fitrules.jobs.public import forms as adding
 from fitrules.jobs.public import ledger as predicting
 from fitrules.jobs.public import search as searching
 from fitrules.jobs.public import tune as validating
@@ -196,10 +197,9 @@ def forms_show(args) -> int:
 
 def forms_add(args) -> int:
     from fitrules.base.paths import FORMS_FILE
-    from fitrules.model.forms import parse_form_line
 
     line = f"{args.name} = {args.expression}"
-    unbound = parse_form_line(line, "fitrules forms add").variables is None
+    unbound = adding.check_add(line).variables is None
     grid = load(args) if unbound or args.data is not None else None
     form = api.add_form(line, grid)
     checked = (

@@ -39,10 +39,9 @@ def add_form(line: str, grid: GridLike | None = None, folder: str | Path | None 
     --------
     >>> fr.add_form("mine = L0 + a*omega**c")  # doctest: +SKIP
     """
-    from fitrules.model.forms import add_form_to_file, parse_form_line
+    from fitrules.model.forms import add_form_to_file
 
-    arg.text(line, "line")
-    form = parse_form_line(line, "fitrules forms add")
+    form = check_add(line)
     if form.variables is None or grid is not None:
         g = as_grid(grid)
         form = form.bind(g.columns, g.runs)  # refuses a name close to a column ("omgea")
@@ -50,6 +49,16 @@ def add_form(line: str, grid: GridLike | None = None, folder: str | Path | None 
     cwd = None if folder is None else arg.path(folder, "folder")
     add_form_to_file(name.strip(), expression.strip(), cwd=cwd)
     return form
+
+
+def check_add(line) -> Form:
+    """The form a ``forms add`` line makes (its variables unresolved), refused in one line
+    when the line is no form; the command line calls this before it reads a grid to resolve
+    the variables against, fr.add_form first."""
+    from fitrules.model.forms import parse_form_line
+
+    arg.text(line, "line")
+    return parse_form_line(line, "fitrules forms add")
 
 
 @api_terms
