@@ -3,7 +3,8 @@ two places drift apart, and one of them is then wrong on one face.
 
 Every ``SomeError(...)`` made in fitrules/ (raised, or returned by a function that words one
 refusal for several places) is read with ``ast``; its message is the text of its first
-argument, an f-string's or a sum's literal parts with ``{}`` for each value. A message
+argument, an f-string's or a sum's literal parts with ``{}`` for each value (a parameter named
+with ``param("name")`` reads ``--name``, as the command line shows it). A message
 found at two places fails, unless :data:`ALLOWED` names it with the reason it stays.
 """
 
@@ -47,11 +48,27 @@ def _text(node: ast.expr) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        return "".join(_part(v) for v in node.values)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _text(node.left), _text(node.right)
         return (left if left is not None else "{}") + (right if right is not None else "{}")
     return None
+
+
+def _part(node: ast.expr) -> str:
+    """One part of an f-string: its text, ``--name`` for a ``param("name")`` (a parameter's
+    words, which a message writes as its flag on the command line), else ``{}``."""
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    call = getattr(node, "value", None)
+    if (
+        isinstance(call, ast.Call)
+        and getattr(call.func, "id", None) == "param"
+        and len(call.args) == 1
+        and isinstance(call.args[0], ast.Constant)
+    ):
+        return "--" + str(call.args[0].value).replace("_", "-")
+    return "{}"
 
 
 def raised_messages() -> dict[str, list[str]]:
