@@ -535,7 +535,7 @@ def dropped_option_fails(tmp: Path) -> bool:
     src = Path(fr.__file__).parent
     copy = tmp / "pkg"
     shutil.copytree(src, copy / "fitrules", ignore=shutil.ignore_patterns("__pycache__"))
-    api = copy / "fitrules" / "api.py"
+    api = copy / "fitrules" / "jobs" / "public" / "compare.py"
     text = api.read_text()
     forwarded = "heldout_weights=heldout_weights)"
     assert text.count(forwarded) >= 1, "compare no longer forwards heldout_weights this way"

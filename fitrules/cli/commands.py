@@ -1,5 +1,6 @@
-"""The commands: each checks what it can before any output is taken, takes its outputs, reads
-its grid, calls one function of :mod:`fitrules.api` with the options its declaration
+"""The commands: each parses its options, hands them to its job's ``check`` (in
+:mod:`fitrules.jobs.public`) before any output is taken, takes its outputs, reads its grid,
+calls one function of :mod:`fitrules.api` with the options its declaration
 (:mod:`fitrules.jobs.options`) hands over, and prints or writes what it returns."""
 
 from __future__ import annotations
@@ -9,18 +10,25 @@ import sys
 from fitrules import api
 from fitrules.base.errors import FitrulesError
 from fitrules.cli.io import (
-    check_form_options,
     command_text,
     emit,
     load,
     progress_enabled,
     say,
     take_outputs,
-    tune_seeds,
     with_tuning,
     write_report,
 )
 from fitrules.jobs import options as declared
+from fitrules.jobs.public import allocate as allocating
+from fitrules.jobs.public import ci as intervals
+from fitrules.jobs.public import compare as comparing
+from fitrules.jobs.public import design as designing
+from fitrules.jobs.public import fit as fitting
+from fitrules.jobs.public import forms as adding
+from fitrules.jobs.public import ledger as predicting
+from fitrules.jobs.public import search as searching
+from fitrules.jobs.public import tune as validating
 
 
 def _names(text: str | None) -> list[str]:
@@ -36,47 +44,12 @@ def simulate(args) -> int:
 
 
 def validate(args) -> int:
-    if args.path is not None and args.data is not None:
-        raise FitrulesError(
-            f"give the grid once: PATH ({args.path}) or --data ({args.data}), not both"
-        )
-    tune_seeds(args)
+    validating.check_validate({"path": args.path, "data": args.data})
+    options = declared.VALIDATE.from_args(args)
     take_outputs(args)
-    result = api.validate(load(args, args.path), **declared.VALIDATE.from_args(args))
+    result = api.validate(load(args, args.path), **options)
     emit(args, result.text(), result.to_dict())
     return 0
-
-
-def _check_protocols(args, protocols: list[str], forms: list) -> None:
-    """Refuse a bad protocol, split count or pair before any output is taken."""
-    from fitrules.engine.fit import Objective
-    from fitrules.engine.guard import GuardOptions, parse_metric_range
-    from fitrules.jobs.compare import check_verdict_train_frac, parse_pairs
-    from fitrules.model.splits import parse_protocol
-
-    metric_range = parse_metric_range(args.metric_range)
-    if args.splits is not None and not any(p.strip() == "random" for p in protocols):
-        raise FitrulesError(
-            f"--splits {args.splits} applies to random splits only; "
-            f"{', '.join(protocols)} make their own (one per held-out group)"
-        )
-    transfer = any(p.strip() == "transfer" for p in protocols)
-    if transfer and (args.fit_data is None or args.test_grid is None):
-        raise FitrulesError("--split transfer needs --fit-data A and --test-data B")
-    if not transfer and (args.fit_data is not None or args.test_grid is not None):
-        raise FitrulesError("--fit-data and --test-data are used only with --split transfer")
-    # splitters validate on construction
-    Objective(args.objective, args.delta)
-    check_form_options(args)
-    GuardOptions(args.guard_span, args.guard_se, metric_range, args.guard_excursion)
-    labels = (str(args.fit_data), str(args.test_grid)) if transfer else None
-    for t in protocols:
-        parse_protocol(t, args.splits or declared.RANDOM_SPLITS, args.train_frac, args.seed,
-                       labels)  # fmt: skip
-    check_verdict_train_frac(args.verdict_train_frac)
-    parse_pairs(args.pairs, args.against, [f.name for f in forms])
-    if transfer and args.tune:
-        raise FitrulesError("--tune with --split transfer is not supported: tune each grid")
 
 
 def compare(args) -> int:
@@ -86,10 +59,11 @@ def compare(args) -> int:
 
     forms = select_forms(_names(args.forms) or None, args.form)
     protocols = args.split or ["random"]
-    _check_protocols(args, protocols, forms)
+    options = declared.COMPARE.from_args(args, forms=forms)
+    comparing.check(options | {"split": protocols, "fit_data": args.fit_data})
     take_outputs(args)
     grid = load(args, forms=forms)
-    n = args.splits if args.splits is not None else declared.RANDOM_SPLITS
+    n = comparing.random_splits(args.splits)
     # random splits are fitted twice: the descriptive splits and the verdict's (unless the
     # descriptive train fraction is already the verdict's); structured protocols' split
     # counts depend on the grid: no total, just a count
@@ -152,7 +126,8 @@ def search(args) -> int:
     refs = _references(args)
     options = declared.SEARCH.from_args(args, references=refs)
     options.pop("progress", None)
-    jobs = api.search_jobs(args.jobs, args.scheduler)
+    searching.check(options)
+    jobs = api.search_jobs(args.jobs, args.scheduler)  # the plan's line names them
     take_outputs(args)
     grid = load(args)
 
@@ -174,18 +149,10 @@ def search(args) -> int:
 
 
 def fit(args) -> int:
-    from fitrules.engine.fit import Objective
-    from fitrules.engine.intervals import check_bootstrap_options, parse_point
     from fitrules.model.forms import resolve_form
 
-    Objective(args.objective, args.delta)  # checks the objective's options
-    check_form_options(args)
+    fitting.check(declared.FIT.from_args(args))
     form = resolve_form(args.form)
-    if args.intervals or args.predict:
-        check_bootstrap_options(args.resamples, args.seed, args.level)
-        for text in args.predict:
-            parse_point(text)
-    api.check_runs(args.runs)
     take_outputs(args)
     grid = load(args, forms=[form] if hasattr(form, "bind") else ())
     fitted = api.fit(grid, **declared.FIT.from_args(args, form=form))
@@ -196,19 +163,10 @@ def fit(args) -> int:
 
 
 def allocate(args) -> int:
-    from fitrules.engine.fit import Objective
-    from fitrules.jobs.allocate import parse_budgets
-    from fitrules.model.forms import parse_bounds, parse_fix, resolve_form
+    from fitrules.model.forms import resolve_form
 
-    Objective(args.objective, args.delta)  # checks the objective's options
-    parse_fix(args.fix)
-    parse_bounds(args.bounds)
+    allocating.check(declared.ALLOCATE.from_args(args))
     form = resolve_form(args.form)
-    parse_budgets(args.budgets, "--budgets")
-    if args.intervals == "bootstrap":
-        from fitrules.engine.intervals import check_bootstrap_options
-
-        check_bootstrap_options(args.resamples, args.seed, args.level)
     take_outputs(args)
     result = api.allocate(load(args), **declared.ALLOCATE.from_args(args, form=form))
     emit(args, result.text(), result.to_dict)
@@ -239,10 +197,9 @@ def forms_show(args) -> int:
 
 def forms_add(args) -> int:
     from fitrules.base.paths import FORMS_FILE
-    from fitrules.model.forms import parse_form_line
 
     line = f"{args.name} = {args.expression}"
-    unbound = parse_form_line(line, "fitrules forms add").variables is None
+    unbound = adding.check_add(line).variables is None
     grid = load(args) if unbound or args.data is not None else None
     form = api.add_form(line, grid)
     checked = (
@@ -260,32 +217,23 @@ def forms_remove(args) -> int:
     return 0
 
 
+PAIRED = ("baseline", "treatment", "sweep", "tune", "tune_seeds")  # ci's arms and tuning
+
+
 def ci(args) -> int:
-    from fitrules.engine.stats import check_ci_options, parse_selection
     from fitrules.views.text import render_ci
 
-    check_ci_options(args.level, args.resamples, args.seed)
-    default = args.data is None
-    if default and args.baseline is None and not args.treatment and not args.sweep:
-        args.baseline, args.treatment = "algo=sync", ["algo=diloco,H=16,keep=1"]
-    if args.baseline is None:
-        raise FitrulesError("--baseline is required with --data")
-    if not args.treatment and args.sweep is None:
-        raise FitrulesError("give --treatment SEL (repeatable) or --treatment-sweep COL")
-    parse_selection(args.baseline, "--baseline")
-    for t in args.treatment:
-        parse_selection(t, "--treatment")
-    tune_seeds(args)  # checks --tune-seeds before any output is taken
+    options = declared.CI.from_args(args)
+    intervals.check(options | {"grid": args.data})
     take_outputs(args)
-    if default:
-        from fitrules.model.grids import DEFAULT_PAIRED, DEFAULT_PAIRED_TUNE
+    if args.data is None:  # the committed paired grid, read with the data options given
+        from fitrules.model.grids import DEFAULT_PAIRED
 
+        options |= intervals.paired_defaults(None, **{k: options[k] for k in PAIRED})
         grid = load(args, DEFAULT_PAIRED)
-        if args.tune is None:
-            args.tune, args.tune_seeds = list(DEFAULT_PAIRED_TUNE[0]), DEFAULT_PAIRED_TUNE[1]
     else:
         grid = load(args)
-    res = api.ci(grid, **declared.CI.from_args(args))
+    res = api.ci(grid, **options)
     payload = res.to_dict()
     payload["command"] = command_text()
     if args.report is not None:  # only once everything above has succeeded
@@ -303,19 +251,13 @@ LOOP_FLAGS = ("data", "metric", "seed_col", "unit", "where", "derive", ("objecti
 def design(args) -> int:
     import shlex
 
-    from fitrules.jobs.design import check_design_options, design_forms, loop_commands
+    from fitrules.jobs.design import design_forms, loop_commands
     from fitrules.views.design import design_report, render_design
 
     forms = design_forms(args.forms, args.form)
-    check_form_options(args)
-    check_design_options(len(forms), args.budget, args.seeds, args.max_seeds, args.power,
-                         args.alpha, args.splits, args.resamples, args.target)  # fmt: skip
-    from fitrules.engine.fit import Objective
-
-    Objective(args.objective, args.delta)  # checks the objective's options
-    tune_seeds(args)
-    take_outputs(args)
     options = declared.DESIGN.from_args(args, forms=forms)
+    designing.check(options)
+    take_outputs(args)
     d = api.design(load(args), **options)
     if args.spec_file is not None and d.spec is None:
         raise FitrulesError(
@@ -342,10 +284,7 @@ def predict(args) -> int:
     from fitrules.model.forms import resolve_form
 
     options = declared.PREDICT.from_args(args, command=command_text())
-    checked = ("runs", "tolerance", "objective", "delta", "resamples", "seed", "level", "fix",
-               "bounds", "by", "shared")  # fmt: skip
-    api.check_predict_options(args.at, **{name: options[name] for name in checked})
-    tune_seeds(args)
+    predicting.check(options)
     if args.form is not None:
         resolve_form(args.form)
     # the ledger (never the table itself, and not a tampered one) is checked by api.predict
@@ -360,17 +299,10 @@ def predict(args) -> int:
 
 
 def score(args) -> int:
-    from fitrules.jobs.ledger import parse_head, read_ledger, verify_head
-
-    if args.data is None:
-        raise FitrulesError("score needs --data: the results table with the new runs")
-    head = parse_head(args.head) if args.head is not None else None
-    records = read_ledger(args.ledger, must_exist=True)  # refused before the table is read
-    if head is not None:
-        verify_head(args.ledger, records, head)
-    tune_seeds(args)
+    options = declared.SCORE.from_args(args)
+    predicting.check_score(options | {"grid": args.data})
     take_outputs(args)
-    result = api.score(load(args), **declared.SCORE.from_args(args))
+    result = api.score(load(args), **options)
     emit(args, result.text(), result.to_dict())
     return 0
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from fitrules.base.errors import FitrulesError
-from fitrules.jobs.options import LOAD_GRID, tune_seed_list
+from fitrules.jobs.options import LOAD_GRID
 
 ARGV: list[str] = []  # the arguments of the running command, for manifests and reports
 
@@ -23,11 +23,6 @@ def say(args, text: str) -> None:
     """Print a text view unless --quiet."""
     if not getattr(args, "quiet", False):
         print(text)
-
-
-def tune_seeds(args) -> list[int] | None:
-    """--tune-seeds as a list, checked (before any output is taken)."""
-    return tune_seed_list(getattr(args, "tune_seeds", None))
 
 
 def load(args, path: Path | None = None, forms=()):
@@ -233,13 +228,3 @@ def emit(args, text: str, payload) -> None:
         sys.stdout.write(json_text(payload))
     else:
         say(args, text)
-
-
-def check_form_options(args) -> None:
-    """Refuse a bad --fix, --bound or --shared before any output is taken."""
-    from fitrules.model.forms import parse_bounds, parse_fix
-
-    parse_fix(args.fix)
-    parse_bounds(args.bounds)
-    if args.shared is not None and args.by is None:
-        raise FitrulesError("--shared needs --by COLUMN")

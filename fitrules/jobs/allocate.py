@@ -8,6 +8,7 @@ range (extrapolation).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ import pandas as pd
 from fitrules.base.errors import FitrulesError
 from fitrules.base.results import Result
 from fitrules.base.util import json_ready
+from fitrules.jobs.options.groups import unknown
 from fitrules.jobs.result_docs import figure_doc, view
 
 INTERVALS = ("covariance", "bootstrap", "none")
@@ -60,13 +62,11 @@ def parse_budgets(value, name: str = "budgets") -> np.ndarray:
                 raise FitrulesError(f"{name} {value!r}: a range LOW:HIGH:COUNT needs LOW < HIGH")
             return np.geomspace(lo, hi, count)
         items = [s.strip() for s in text.split(",")] if text else []
-    elif isinstance(value, bool):
-        raise FitrulesError(f"{name} {value!r}: give {allowed}")
-    elif isinstance(value, int | float | np.integer | np.floating):
+    elif isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
         items = [value]
     elif isinstance(value, list | tuple | np.ndarray):
         items = list(value)
-    else:
+    else:  # a bool too
         raise FitrulesError(f"{name} {value!r}: give {allowed}")
     if not items:
         raise FitrulesError(f"{name} {value!r}: no budget; give {allowed}")
@@ -77,12 +77,14 @@ def parse_budgets(value, name: str = "budgets") -> np.ndarray:
 
 
 def _budget(item, name: str, value, allowed: str) -> float:
-    if isinstance(item, bool) or not isinstance(item, str | int | float | np.integer | np.floating):
+    v = None
+    if not isinstance(item, bool) and isinstance(
+        item, str | int | float | np.integer | np.floating
+    ):
+        with contextlib.suppress(ValueError, OverflowError):
+            v = float(item)
+    if v is None:
         raise FitrulesError(f"{name} {value!r}: {item!r} is not a number; give {allowed}")
-    try:
-        v = float(item)
-    except (ValueError, OverflowError):
-        raise FitrulesError(f"{name} {value!r}: {item!r} is not a number; give {allowed}") from None
     if not (math.isfinite(v) and v > 0):
         raise FitrulesError(
             f"{name} {value!r}: each budget must be a positive finite number, not {item!r}"
@@ -97,7 +99,7 @@ def check_budgets(value, name: str) -> None:
 
 def check_intervals(value, name: str) -> None:
     if not isinstance(value, str) or value not in INTERVALS:
-        raise FitrulesError(f"{name} {value!r} is unknown; allowed: {', '.join(INTERVALS)}")
+        raise unknown(name, value, INTERVALS)
 
 
 @dataclass

@@ -26,6 +26,7 @@ take the same id or lose each other's record.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -176,12 +177,12 @@ def read_ledger(path: Path, must_exist: bool = False) -> list[dict]:
             raise LedgerError(f"{where}: line {i} is not valid here ({err})") from None
         except RecursionError:
             raise LedgerError(f"{where}: line {i} is nested too deeply to be a record") from None
-        if not isinstance(rec, dict) or "sha256" not in rec:
+        digest = None
+        if isinstance(rec, dict) and "sha256" in rec:
+            with contextlib.suppress(TypeError, ValueError, RecursionError):
+                digest = _digest(rec)
+        if digest is None:
             raise LedgerError(f"{where}: line {i} is not a prediction record")
-        try:
-            digest = _digest(rec)
-        except (TypeError, ValueError, RecursionError):
-            raise LedgerError(f"{where}: line {i} is not a prediction record") from None
         label = rec.get("id", i) if isinstance(rec.get("id"), int | str) else i
         if digest != rec["sha256"]:
             raise LedgerError(

@@ -146,10 +146,7 @@ def candidate_cells(
             axes.append(sorted(set(levels.tolist()) | set(_midpoints(levels))))
     grid_keys = {tuple(np.round(r, 12)) for r in table[list(variables)].to_numpy(float)}
     n_rows = math.prod(len(a) for a in axes)
-    if n_rows > 50 * MAX_CANDIDATES:  # before the product is made
-        raise FitrulesError(
-            f"{n_rows:,} candidate cells; at most {MAX_CANDIDATES}: name fewer with --candidates"
-        )
+    _check_count(n_rows, 50 * MAX_CANDIDATES, f"{n_rows:,}")  # before the product is made
     rows = []
     for combo in itertools.product(*axes):
         key = tuple(np.round(np.array(combo, float), 12))
@@ -159,11 +156,17 @@ def candidate_cells(
         rows.append({**dict(zip(variables, map(float, combo), strict=True)), "in_grid": in_grid})
     if not rows:
         raise FitrulesError("no candidate cell: every combination is already in the grid")
-    if len(rows) > MAX_CANDIDATES:
-        raise FitrulesError(
-            f"{len(rows)} candidate cells; at most {MAX_CANDIDATES}: name fewer with --candidates"
-        )
+    _check_count(len(rows), MAX_CANDIDATES, str(len(rows)))
     return pd.DataFrame(rows)
+
+
+def _check_count(n: int, most: int, shown: str) -> None:
+    """Refuse more than ``most`` candidate cells (``shown``: their number as the message says
+    it)."""
+    if n > most:
+        raise FitrulesError(
+            f"{shown} candidate cells; at most {MAX_CANDIDATES}: name fewer with --candidates"
+        )
 
 
 def cell_label(row, variables) -> str:

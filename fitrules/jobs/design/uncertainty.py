@@ -55,11 +55,7 @@ def seed_cv(cells: Cells) -> float:
     if not (math.isfinite(cv) and cv > 0):
         # at values near 1e-300 the spread of the runs underflows to 0: no seed count could
         # be planned (a separation over no noise is infinite), so say so instead
-        raise FitrulesError(
-            "the runs of the grid's cells show no measurable spread (identical values, or "
-            "differences below double precision at this scale): the seed noise a new run "
-            "would carry cannot be estimated"
-        )
+        _no_spread()
     return cv
 
 
@@ -154,11 +150,7 @@ def _seed_cv(noise, cells: Cells, bound: list[Form], full: dict, notes: list[str
     if not measurable:
         # at values near 1e-300 the runs' spread underflows when squared: no seed count
         # could be planned (a separation over no noise is infinite), so say so instead
-        raise FitrulesError(
-            "the runs of the grid's cells show no measurable spread (identical values, or "
-            "differences below double precision at this scale): the seed noise a new run "
-            "would carry cannot be estimated"
-        )
+        _no_spread()
     return cv
 
 
@@ -236,3 +228,12 @@ def _usable_candidates(
             "or the seed noise is not a finite, nonzero number at this scale of the metric"
         )
     return cand
+
+
+def _no_spread() -> None:
+    """Refuse runs whose spread cannot be measured: no seed count could be planned."""
+    raise FitrulesError(
+        "the runs of the grid's cells show no measurable spread (identical values, or "
+        "differences below double precision at this scale): the seed noise a new run "
+        "would carry cannot be estimated"
+    )

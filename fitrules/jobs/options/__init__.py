@@ -2,14 +2,14 @@
 
 The shared groups (data, tuning, objective, fitting, guard, bootstrap, outputs) come first,
 then one :class:`~fitrules.base.options.Command` per command, its options in the order of its
-``--help``. The Python functions of :mod:`fitrules.api` take their defaults from here, the
+``--help``. The Python functions (:mod:`fitrules.jobs.public`) take their defaults from here, the
 command line (:mod:`fitrules.cli`) is made from here, and ``tests/api/test_faces.py`` checks
 that the two agree.
 """
 
 from __future__ import annotations
 
-# fitrules.api reads the default number of random splits from here, beside the declarations
+# fr.compare reads the default number of random splits from here, beside the declarations
 from fitrules.base.limits import RANDOM_SPLITS
 from fitrules.jobs.options.comparing import COMPARE, DESIGN, RULES, SEARCH
 from fitrules.jobs.options.forms import (

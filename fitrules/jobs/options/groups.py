@@ -346,9 +346,14 @@ def _one_of(choices: tuple[str, ...]):
     def check(value, name: str) -> None:
         arg.text(value, name)
         if value not in choices:
-            raise FitrulesError(f"{name} {value!r} is unknown; allowed: {', '.join(choices)}")
+            raise unknown(name, value, choices)
 
     return check
+
+
+def unknown(name: str, value, choices) -> FitrulesError:
+    """The refusal of a value that is not one of ``choices``."""
+    return FitrulesError(f"{name} {value!r} is unknown; allowed: {', '.join(choices)}")
 
 
 INLINE_FORM = Option(

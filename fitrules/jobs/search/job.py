@@ -230,14 +230,7 @@ def _check_search_plan(
     shrink = _shrink_options(spec.grammar, spec.outer, spec.inner_splits, variables)
     check_plan(plan, jobs, yes, shrink, scheduler)
     # what nested_masks and the candidates would refuse, refused before the plan is shown
-    if not plan.n_generated:
-        raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
-    if not plan.n_candidates:
-        raise SplitError(
-            f"every candidate has at least {plan.min_train} constants but the smallest inner "
-            f"split fits {plan.min_train} cells; lower --max-constants or raise "
-            "--inner-train-frac"
-        )
+    _check_candidates(plan.n_generated, plan.n_candidates, plan.min_train)
     if on_plan is not None:
         on_plan(plan, plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1))))
 
@@ -253,16 +246,22 @@ def _propose(
     """The grammar's candidates: all of them, those with fewer constants than the fewest
     cells a nested mask fits, and the others (named for ``total`` candidates)."""
     proposed = named(generate(grammar, {v: X[v] for v in variables}, counts), total=total)
-    if not proposed:
-        raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
     fits_ok = [c for c in proposed if c.n_constants < n_fit]
     too_big = [c for c in proposed if c.n_constants >= n_fit]
-    if not fits_ok:
+    _check_candidates(len(proposed), len(fits_ok), n_fit)
+    return proposed, fits_ok, too_big
+
+
+def _check_candidates(proposed: int, fitting: int, n_fit: int) -> None:
+    """Refuse a grammar that proposes no form, or only forms with more constants than the
+    smallest inner split fits cells."""
+    if not proposed:
+        raise FitrulesError("the grammar proposes no form; allow more terms, constants or factors")
+    if not fitting:
         raise SplitError(
             f"every candidate has at least {n_fit} constants but the smallest inner split fits "
             f"{n_fit} cells; lower --max-constants or raise --inner-train-frac"
         )
-    return proposed, fits_ok, too_big
 
 
 def _worker_state(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -135,14 +136,9 @@ def nested_masks(
     else:
         for o, m in enumerate(outer_masks):
             idx = np.flatnonzero(m)
-            try:
-                split = RandomSplit(inner_splits, inner_train_frac, _sub_seed(seed, _INNER, o))
-                split.check(len(idx))
-            except SplitError as err:
-                raise SplitError(
-                    f"outer split {labels[o]!r} fits {len(idx)} cells, too few for inner "
-                    f"splits: {err}"
-                ) from None
+            inner_split = partial(RandomSplit, inner_splits, inner_train_frac,
+                                  _sub_seed(seed, _INNER, o))  # fmt: skip
+            split = _check_inner(labels[o], len(idx), inner_split)
             sub = split.masks(len(idx))
             tr = np.zeros((inner_splits, n), bool)
             tr[:, idx] = sub
@@ -192,13 +188,8 @@ def _check_inner_splits(outer, table: pd.DataFrame, inner_splits: int, frac: flo
         masks = np.asarray(outer.masks_for(table), bool)
         sizes = list(zip(masks.sum(axis=1).tolist(), outer.labels(table), strict=True))
     for m, label in sizes:
-        try:
-            RandomSplit(inner_splits, frac, 0).check(int(m))
-        except SplitError as err:
-            label = label if label is not None else outer.labels(table)[0]
-            raise SplitError(
-                f"outer split {label!r} fits {m} cells, too few for inner splits: {err}"
-            ) from None
+        _check_inner(label, m, lambda: RandomSplit(inner_splits, frac, 0),
+                     lambda: outer.labels(table)[0])  # fmt: skip
     RandomSplit(2 * inner_splits, frac, 0).check(n)
 
 
@@ -267,3 +258,19 @@ def _seed_holdout(grid, cells, masks, objective, seeds: str, seed: int):
         f"of {k} new runs at fresh seed ids ({100 * math.sqrt(max(excess, 0.0)):.3g}% rms)"
     )
     return held, note
+
+
+def _check_inner(label, n_cells, make_split, first_label=None):
+    """The inner splits ``make_split()`` makes, refused (a bad inner setting too) when an
+    outer split of ``n_cells`` cells is too small for them, naming the split
+    (``first_label()`` when ``label`` is None)."""
+    try:
+        split = make_split()
+        split.check(int(n_cells))
+        return split
+    except SplitError as err:
+        if label is None:
+            label = first_label()
+        raise SplitError(
+            f"outer split {label!r} fits {n_cells} cells, too few for inner splits: {err}"
+        ) from None
