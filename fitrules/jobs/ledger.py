@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import LedgerError
+from fitrules.base.errors import LedgerError, param
 from fitrules.base.limits import LEVEL
 from fitrules.base.outputs import follow_link, update_lock, write_text
 from fitrules.base.results import Result
@@ -232,7 +232,7 @@ def check_ledger_target(path: Path) -> list[dict]:
             except OSError:
                 pass
     if problem is not None:
-        raise LedgerError(f"--ledger {path}: {problem}")
+        raise LedgerError(f"{param('ledger')} {path}: {problem}")
     return records
 
 
@@ -250,7 +250,8 @@ def parse_head(text: str) -> tuple[int | None, str]:
     m = HEAD.match((text or "").strip())
     if not m:
         raise LedgerError(
-            f"--head {text!r}: expected the head printed by 'fitrules predict', HASH or N:HASH "
+            f"{param('head')} {text!r}: expected the head printed by 'fitrules predict', HASH or "
+            "N:HASH "
             f"with at least {MIN_HEAD_DIGITS} hex digits"
         )
     return (int(m.group(1)) if m.group(1) else None), m.group(2).lower()
@@ -271,7 +272,7 @@ def verify_head(path: Path, records: list[dict], head: tuple[int | None, str]) -
     if n is not None:
         if n < 1:
             raise LedgerError(
-                f"--head {n}:{digits[:16]}: record numbers start at 1; give the head as "
+                f"{param('head')} {n}:{digits[:16]}: record numbers start at 1; give the head as "
                 "'fitrules predict' printed it"
             )
         if n > len(records):
@@ -463,7 +464,7 @@ def _check_one_setup(r: dict, grid: Grid, mask: np.ndarray, where: str) -> None:
                 f"{where}: record {r['id']} predicts {r['form']!r} at "
                 f"{', '.join(f'{k}={v:g}' for k, v in r['point'].items())}, but the runs "
                 f"there in {grid.label} differ in {c!r} ({level_list(runs[c])}), which the "
-                f"prediction did not vary; keep one level with --where"
+                f"prediction did not vary; keep one level with {param('where')}"
             )
 
 
@@ -499,7 +500,7 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
         raise LedgerError(
             f"{display_path(path)}: its records predict {', '.join(map(repr, sorted(metrics)))}"
             f", but the metric of {grid.label} is {grid.metric!r}; choose the metric the "
-            "predictions were made for with --metric"
+            f"predictions were made for with {param('metric')}"
         )
     rows = []
     runs = grid.runs

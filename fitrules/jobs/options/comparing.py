@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import (
     RANDOM_SPLITS,
     RANDOM_TRAIN_FRAC,
@@ -47,7 +47,7 @@ def _screen(text: str) -> int | str:
         return int(text)
     except ValueError:
         raise FitrulesError(
-            f"--screen {text!r}: give a whole number >= 0 (0: no screen) or auto"
+            f"{param('screen')} {text!r}: give a whole number >= 0 (0: no screen) or auto"
         ) from None
 
 

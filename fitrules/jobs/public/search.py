@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError, SplitError, api_terms
+from fitrules.base.errors import FitrulesError, SplitError, api_terms, param
 from fitrules.base.limits import MAX_SIM_JOBS, MAX_SPLITS
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import (
@@ -419,7 +419,8 @@ def _scheduler(scheduler, jobs: int) -> str | None:
     parse_scheduler(arg.text(scheduler, "scheduler"))  # refuses a malformed one
     if jobs != 1:
         raise FitrulesError(
-            f"--jobs {jobs} with --scheduler {scheduler}: give one of them; on a cluster the "
+            f"{param('jobs')} {jobs} with {param('scheduler')} {scheduler}: give one of them; on "
+            "a cluster the "
             "workers are its processes"
         )
     return scheduler

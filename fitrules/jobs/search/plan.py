@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import LimitError
+from fitrules.base.errors import LimitError, param
 from fitrules.base.limits import MAX_SEARCH_CANDIDATES, SEARCH_TIME_BUDGET_SECONDS, check_memory
 from fitrules.engine.fit import FitOptions, Objective, fit_memory
 from fitrules.engine.grammar import Grammar, count_candidates, pilot_candidate
@@ -233,7 +233,7 @@ def check_plan(
         raise LimitError(
             f"{what} would take about {estimate_text(wall)} on {jobs} {p}, more than the "
             f"{estimate_text(SEARCH_TIME_BUDGET_SECONDS)} a search runs unconfirmed; lower "
-            f"{hint}, or pass --yes to run it anyway"
+            f"{hint}, or pass {param('yes')} to run it anyway"
         )
 
 
