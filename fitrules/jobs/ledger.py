@@ -210,7 +210,7 @@ def read_ledger(path: Path, must_exist: bool = False) -> list[dict]:
 def check_ledger_target(path: Path) -> list[dict]:
     """Before any work: the ledger's records (a tampered one is refused), and that a record
     can be appended there."""
-    path = follow_link(Path(path), "--ledger")
+    path = follow_link(Path(path), param("ledger"))
     records = read_ledger(path)
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
@@ -239,6 +239,7 @@ def check_ledger_target(path: Path) -> list[dict]:
 def describe_head(count: int, sha256: str) -> str:
     """The head as ``predict`` prints it: record it elsewhere to anchor the ledger."""
     return (
+        # flag words: printed advice on the command line
         f"head {count}:{sha256} (record it elsewhere; --head {count}:{sha256[:16]} on "
         "'fitrules score' or 'fitrules ledger verify' then refuses a ledger that lost or "
         "rewrote any record up to it)"
@@ -301,7 +302,7 @@ def append_prediction(path: Path, record: dict) -> dict:
     appends get consecutive ids.
     """
     # a ledger reached through a link is the file it points to: locked and extended there
-    with update_lock(path, "--ledger") as path:
+    with update_lock(path, param("ledger")) as path:
         records = read_ledger(path)
         for r in records:
             if (r["form"], r["point"], r["data"].get("sha256")) == (
@@ -331,7 +332,7 @@ def append_prediction(path: Path, record: dict) -> dict:
         old = _read_text(path) or ""
         if old and not old.endswith("\n"):
             old += "\n"
-        write_text(path, old + line + "\n", "--ledger")
+        write_text(path, old + line + "\n", param("ledger"))
     return rec
 
 
@@ -848,6 +849,7 @@ class LedgerCheck(Result):
         n, i = self.records, self.head_index
         if i is None:
             return (
+                # flag words: printed advice on the command line
                 f"{self.ledger}: {n} records, chain intact (without --head a removed "
                 "last record or a rewritten chain cannot be detected)"
             )

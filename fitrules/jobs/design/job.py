@@ -87,7 +87,7 @@ def check_design_options(
         )
     if not (0 < alpha < 1 and 0 < power < 1):
         raise FitrulesError(f"{param('alpha')} and {param('power')} must be in (0, 1)")
-    for name, n, low in (("--design-splits", splits, 10), ("--resamples", resamples, 20)):
+    for name, n, low in ((param("splits"), splits, 10), (param("resamples"), resamples, 20)):
         if not low <= n <= MAX_DESIGN_REFITS:
             raise FitrulesError(f"{name} {n}: must be between {low} and {MAX_DESIGN_REFITS:,}")
 
@@ -148,7 +148,7 @@ def design(
     obj = ask.objective
     cells = grid.cells(variables, positive=obj.kind != "abs_ls")
     if target is not None:  # a bad target is refused before the work
-        resolve_point(target, bound[0], grid.derive, option="--target")
+        resolve_point(target, bound[0], grid.derive, option=param("target"))
     cand = candidate_cells(cells, variables, candidates, integer_variables(grid, variables))
     Xc = {v: cand[v].to_numpy(float) for v in variables}
     noise = seed_noise(grid, variables, obj)

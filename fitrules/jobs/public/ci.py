@@ -110,9 +110,9 @@ def check(values: Mapping[str, Any]) -> None:
     arg.text(arms["baseline"], "baseline")
     treatments = arg.texts(arms["treatment"], "treatment")
     arg.text(v["sweep"], "sweep", none=True)
-    parse_selection(arms["baseline"], "--baseline")
+    parse_selection(arms["baseline"], param("baseline"))
     for t in treatments:
-        parse_selection(t, "--treatment")
+        parse_selection(t, param("treatment"))
 
 
 def _intervals(g: Grid, tuning, baseline, treatment, sweep, level, resamples, seed):
@@ -123,8 +123,8 @@ def _intervals(g: Grid, tuning, baseline, treatment, sweep, level, resamples, se
 
     level, seed, resamples = arg.level(level), arg.seed(seed), arg.count(resamples, "resamples")
     treatments = [treatment] if isinstance(treatment, str) else list(treatment or [])
-    base = parse_selection(baseline, "--baseline")
-    sels = [parse_selection(t, "--treatment") for t in treatments]
+    base = parse_selection(baseline, param("baseline"))
+    sels = [parse_selection(t, param("treatment")) for t in treatments]
     if sweep is not None:
         sels += sweep_treatments(g.runs, base, sweep)
     results = paired_ci(g.runs, g.metric, g.seed, base, sels, level, resamples, seed, g.unit)

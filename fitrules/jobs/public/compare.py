@@ -59,6 +59,7 @@ def _left_out(names: Sequence[str], cwd: Path | None = None) -> list[str]:
     if not extra:
         return []
     return [
+        # flag words: a note naming both faces' words
         f"forms.toml defines {', '.join(extra)}, not compared here: name "
         f"{'it' if len(extra) == 1 else 'them'} with --forms (forms= in Python) to include "
         f"{'it' if len(extra) == 1 else 'them'}"

@@ -71,6 +71,7 @@ def check(values: Mapping[str, Any]) -> None:
     check_objective(v["objective"], v["delta"])
     check_customising(v["fix"], v["bounds"], v["by"], v["shared"])
     check_bootstrap_options(v["resamples"], v["seed"], v["level"])
+    # flag words: Python reads --at as `predict` (param('at') would say at)
     parse_point(arg.text(point_text(v["at"]), "at"), "--at")
     check_runs(v["runs"])
     PREDICT.check(v)
@@ -208,7 +209,7 @@ def _beside_ledger(g, ledger_path: Path):
     from fitrules.jobs.ledger import check_ledger_target
 
     table = g.input_file
-    check_distinct([("--ledger", ledger_path)], [Path(table)] if table is not None else [])
+    check_distinct([(param("ledger"), ledger_path)], [Path(table)] if table is not None else [])
     check_ledger_target(ledger_path)
     return g
 

@@ -377,7 +377,7 @@ def _search_splits(split: str, splits, train_frac, seed, inner_splits, inner_tra
         arg.seed(seed),
     )
     # the final choice makes twice as many inner splits of all cells
-    inner_splits = arg.count(inner_splits, "--inner-splits", 2, MAX_SPLITS // 2)
+    inner_splits = arg.count(inner_splits, param("inner_splits"), 2, MAX_SPLITS // 2)
     return outer, inner_splits, arg.real(inner_train_frac, "inner_train_frac", 0.0, 1.0)
 
 
@@ -449,6 +449,7 @@ def _search_points(at) -> list[dict[str, float]]:
     out = []
     for p in items:
         if isinstance(p, str):
+            # flag words: Python reads --at as `predict` (param('at') would say at)
             out.append(parse_point(p, "--at"))
         elif isinstance(p, dict) and p:
             out.append({str(k): arg.real(v, f"at {k}") for k, v in p.items()})

@@ -122,6 +122,7 @@ def _check_points(at: Sequence[dict[str, float]], variables: list[str]) -> None:
         if missing or extra:
             shown = ",".join(f"{k}={v:g}" for k, v in point.items())
             raise FitrulesError(
+                # flag words: Python reads --at as `predict` (param('at') would say at)
                 f"--at {shown!r}: "
                 + (f"gives no value of {', '.join(missing)}" if missing else "")
                 + ("; " if missing and extra else "")
