@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 import pandas as pd
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError, FormError, GridError, api_terms
+from fitrules.base.errors import FitrulesError, FormError, GridError, api_terms, param
 from fitrules.model import grids as _grids
 from fitrules.model.forms import Form
 from fitrules.model.grids import Grid
@@ -140,7 +140,7 @@ def check_customising(fix, bounds, by, shared) -> None:
     parse_fix(fix)
     parse_bounds(bounds)
     if shared is not None and by is None:
-        raise FormError("--shared needs --by COLUMN")
+        raise FormError(f"{param('shared')} needs {param('by')} COLUMN")
 
 
 def customised(forms: list[Form], fix, bounds, by, shared) -> list[Form]:
@@ -163,7 +163,9 @@ def tune_first(grid: Grid, tune: str | Sequence[str] | None, tune_seeds):
         tune_seeds = [arg.seed(s, "tune_seeds") for s in tune_seeds]
     if not tune:
         if tune_seeds is not None:
-            raise FitrulesError("--tune-seeds needs --tune FACTOR (tune_seeds needs tune)")
+            raise FitrulesError(
+                f"{param('tune_seeds')} needs {param('tune')} FACTOR (tune_seeds needs tune)"
+            )
         return grid, None
     from fitrules.jobs.tune import tune as tune_grid
 

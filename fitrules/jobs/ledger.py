@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import LedgerError
+from fitrules.base.errors import LedgerError, param
 from fitrules.base.limits import LEVEL
 from fitrules.base.outputs import follow_link, update_lock, write_text
 from fitrules.base.results import Result
@@ -210,7 +210,7 @@ def read_ledger(path: Path, must_exist: bool = False) -> list[dict]:
 def check_ledger_target(path: Path) -> list[dict]:
     """Before any work: the ledger's records (a tampered one is refused), and that a record
     can be appended there."""
-    path = follow_link(Path(path), "--ledger")
+    path = follow_link(Path(path), param("ledger"))
     records = read_ledger(path)
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
@@ -232,13 +232,14 @@ def check_ledger_target(path: Path) -> list[dict]:
             except OSError:
                 pass
     if problem is not None:
-        raise LedgerError(f"--ledger {path}: {problem}")
+        raise LedgerError(f"{param('ledger')} {path}: {problem}")
     return records
 
 
 def describe_head(count: int, sha256: str) -> str:
     """The head as ``predict`` prints it: record it elsewhere to anchor the ledger."""
     return (
+        # flag words: printed advice on the command line
         f"head {count}:{sha256} (record it elsewhere; --head {count}:{sha256[:16]} on "
         "'fitrules score' or 'fitrules ledger verify' then refuses a ledger that lost or "
         "rewrote any record up to it)"
@@ -250,7 +251,8 @@ def parse_head(text: str) -> tuple[int | None, str]:
     m = HEAD.match((text or "").strip())
     if not m:
         raise LedgerError(
-            f"--head {text!r}: expected the head printed by 'fitrules predict', HASH or N:HASH "
+            f"{param('head')} {text!r}: expected the head printed by 'fitrules predict', HASH or "
+            "N:HASH "
             f"with at least {MIN_HEAD_DIGITS} hex digits"
         )
     return (int(m.group(1)) if m.group(1) else None), m.group(2).lower()
@@ -271,7 +273,7 @@ def verify_head(path: Path, records: list[dict], head: tuple[int | None, str]) -
     if n is not None:
         if n < 1:
             raise LedgerError(
-                f"--head {n}:{digits[:16]}: record numbers start at 1; give the head as "
+                f"{param('head')} {n}:{digits[:16]}: record numbers start at 1; give the head as "
                 "'fitrules predict' printed it"
             )
         if n > len(records):
@@ -300,7 +302,7 @@ def append_prediction(path: Path, record: dict) -> dict:
     appends get consecutive ids.
     """
     # a ledger reached through a link is the file it points to: locked and extended there
-    with update_lock(path, "--ledger") as path:
+    with update_lock(path, param("ledger")) as path:
         records = read_ledger(path)
         for r in records:
             if (r["form"], r["point"], r["data"].get("sha256")) == (
@@ -330,7 +332,7 @@ def append_prediction(path: Path, record: dict) -> dict:
         old = _read_text(path) or ""
         if old and not old.endswith("\n"):
             old += "\n"
-        write_text(path, old + line + "\n", "--ledger")
+        write_text(path, old + line + "\n", param("ledger"))
     return rec
 
 
@@ -463,7 +465,7 @@ def _check_one_setup(r: dict, grid: Grid, mask: np.ndarray, where: str) -> None:
                 f"{where}: record {r['id']} predicts {r['form']!r} at "
                 f"{', '.join(f'{k}={v:g}' for k, v in r['point'].items())}, but the runs "
                 f"there in {grid.label} differ in {c!r} ({level_list(runs[c])}), which the "
-                f"prediction did not vary; keep one level with --where"
+                f"prediction did not vary; keep one level with {param('where')}"
             )
 
 
@@ -499,7 +501,7 @@ def score_ledger(path: Path, grid: Grid, records: list[dict] | None = None) -> p
         raise LedgerError(
             f"{display_path(path)}: its records predict {', '.join(map(repr, sorted(metrics)))}"
             f", but the metric of {grid.label} is {grid.metric!r}; choose the metric the "
-            "predictions were made for with --metric"
+            f"predictions were made for with {param('metric')}"
         )
     rows = []
     runs = grid.runs
@@ -847,6 +849,7 @@ class LedgerCheck(Result):
         n, i = self.records, self.head_index
         if i is None:
             return (
+                # flag words: printed advice on the command line
                 f"{self.ledger}: {n} records, chain intact (without --head a removed "
                 "last record or a rewritten chain cannot be detected)"
             )

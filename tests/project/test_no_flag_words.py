@@ -22,9 +22,6 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 PRAGMA = "# flag words"
 HELP_KEYWORDS = {"help", "summary", "description", "epilog", "examples"}
 
-# TEMPORARY, emptied after issue 45's merge: being restructured by another branch, then
-# rewritten with tools/param_words.py
-ALLOWED_FOLDERS = ("fitrules/api.py", "fitrules/jobs/")
 # TEMPORARY: a flag whose parameter some command shows under another flag (seed is
 # --bootstrap-seed in fit, splits --design-splits in design; --form is `forms`, whose flag
 # is --forms; --fit-data is `grid`, shown as --data): each needs the reachable commands
@@ -81,11 +78,11 @@ def flag_words(source: str) -> list[tuple[int, str]]:
 
 def test_no_flag_words_below_the_command_line():
     """Every string literal of fitrules/ outside cli/ names parameters, not flags, unless a
-    stated rule exempts it (or it is on the temporary lists)."""
+    stated rule exempts it (or it is on the temporary list)."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith("fitrules/cli/") or rel.startswith(ALLOWED_FOLDERS):
+        if rel.startswith("fitrules/cli/"):
             continue
         offenders += [
             f"{rel}:{line}: {flag}"

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from fitrules.base.errors import param
 from fitrules.base.limits import (
     HELDOUT_WEIGHTS,
     LEVEL,
@@ -197,7 +198,7 @@ def _check_compare_memory(
             objective.kind,
         ),
         f"comparing {len(bound)} forms on {len(masks):,} splits of {n:,} cells",
-        "use fewer --splits or forms",
+        f"use fewer {param('splits')} or forms",
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import SplitError
+from fitrules.base.errors import SplitError, param
 from fitrules.base.limits import SEED_PROTOCOLS
 from fitrules.engine.fit import FitOptions, Objective, fit_all_cells, fit_splits
 from fitrules.engine.guard import GuardOptions, check_fits
@@ -95,12 +95,12 @@ def _descriptive_splits(splitter, cells: Cells, bound: list[Form]) -> tuple[np.n
                 need = math.ceil(1000 * (p - 0.5) / n) / 1000  # n_train rounds frac * n
                 raise SplitError(
                     f"form {f.name!r} has {p} constants but each split fits only "
-                    f"{n_train} of {n} cells; raise --train-frac so that at least {p} "
-                    f"cells are fitted (--train-frac {need:g} or more) or drop the form"
+                    f"{n_train} of {n} cells; raise {param('train_frac')} so that at least {p} "
+                    f"cells are fitted ({param('train_frac')} {need:g} or more) or drop the form"
                 )
             raise SplitError(
                 f"form {f.name!r} has {p} constants but {labels[0]!r} fits only "
-                f"{n_train} cells; drop the form or choose another --split"
+                f"{n_train} cells; drop the form or choose another {param('split')}"
             )
     return masks, labels
 
@@ -236,7 +236,9 @@ def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | 
     from fitrules.model.splits import SeedHoldout, seed_folds
 
     if seeds not in SEED_PROTOCOLS:
-        raise SplitError(f"--seeds {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}")
+        raise SplitError(
+            f"{param('seeds')} {seeds!r} is unknown; allowed: {', '.join(SEED_PROTOCOLS)}"
+        )
     cells_name = "cells: every run of the training and held-out cells"
     if seeds == "cells":
         return None, cells_name

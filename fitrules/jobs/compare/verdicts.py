@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import FormError, SplitError
+from fitrules.base.errors import FormError, SplitError, param
 from fitrules.engine.fit import fit_splits
 from fitrules.engine.metrics import heldout_errors
 from fitrules.engine.stats import cells_verdict, holm, paired_verdict, units_verdict
@@ -43,7 +43,9 @@ def check_verdict_train_frac(train_frac: float) -> None:
     """Refuse a verdict train fraction outside (0, 1) with :class:`SplitError`."""
     ok = isinstance(train_frac, int | float) and not isinstance(train_frac, bool)
     if not (ok and 0 < train_frac < 1):
-        raise SplitError(f"--verdict-train-frac {train_frac!r}: must be in (0, 1), e.g. 0.9")
+        raise SplitError(
+            f"{param('verdict_train_frac')} {train_frac!r}: must be in (0, 1), e.g. 0.9"
+        )
 
 
 def family(
@@ -80,11 +82,13 @@ def family(
 def parse_pairs(text: str | None, against: str | None, names: Sequence[str]):
     """``--pairs "a:b,a:c"`` or ``--against a`` -> the family of pairs (None: all pairs)."""
     if text is not None and against is not None:
-        raise FormError("--pairs and --against both name the pairs tested: give one")
+        raise FormError(
+            f"{param('pairs')} and {param('against')} both name the pairs tested: give one"
+        )
     if against is not None:
         if against not in names:
             raise FormError(
-                f"--against {against!r}: no such form in this comparison; forms: "
+                f"{param('against')} {against!r}: no such form in this comparison; forms: "
                 + ", ".join(names)
             )
         return [(against, n) for n in names if n != against] or family(names, [])
@@ -94,7 +98,7 @@ def parse_pairs(text: str | None, against: str | None, names: Sequence[str]):
     for part in filter(None, (p.strip() for p in text.split(","))):
         a, sep, b = part.partition(":")
         if not sep or not a.strip() or not b.strip():
-            raise FormError(f"--pairs {text!r}: {part!r} is not of the form A:B")
+            raise FormError(f"{param('pairs')} {text!r}: {part!r} is not of the form A:B")
         pairs.append((a.strip(), b.strip()))
     return family(names, pairs)
 

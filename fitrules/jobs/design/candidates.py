@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.model.grids import Cells, Grid
 
 MAX_CANDIDATES = 5000  # candidate cells scored at once (each a refit per ordered pair)
@@ -37,10 +37,10 @@ def _parse_values(text: str, name: str) -> list[float]:
                 out.append(float(part))
         except (ValueError, ZeroDivisionError):
             raise FitrulesError(
-                f"--candidates: {name}={text!r}: {part!r} is not a number or fraction"
+                f"{param('candidates')}: {name}={text!r}: {part!r} is not a number or fraction"
             ) from None
     if not out or not all(np.isfinite(out)):
-        raise FitrulesError(f"--candidates: {name}={text!r}: give finite numbers")
+        raise FitrulesError(f"{param('candidates')}: {name}={text!r}: give finite numbers")
     return out
 
 
@@ -62,20 +62,22 @@ def _check_candidate_values(name: str, values: list[float], text: str, integer: 
     for v in values:
         if abs(v) > MAX_ABS_VALUE:
             raise FitrulesError(
-                f"--candidates: {name}={text!r}: {v:g} is beyond +-{MAX_ABS_VALUE:g}"
+                f"{param('candidates')}: {name}={text!r}: {v:g} is beyond +-{MAX_ABS_VALUE:g}"
             )
         if name in DOMAIN:
             ok = bool(np.asarray(DOMAIN[name][0](pd.Series([v]))).all())
             if not ok:
-                raise FitrulesError(f"--candidates: {name}={text!r}: {DOMAIN[name][1]}")
+                raise FitrulesError(f"{param('candidates')}: {name}={text!r}: {DOMAIN[name][1]}")
         if integer and not float(v).is_integer():
             raise FitrulesError(
-                f"--candidates: {name}={text!r}: {v:g} is not a whole number, and {name} takes "
+                f"{param('candidates')}: {name}={text!r}: {v:g} is not a whole number, and {name} "
+                "takes "
                 "whole numbers (in the grid and in a run)"
             )
         if integer and name in SIM_INT_LIMITS and not v <= SIM_INT_LIMITS[name]:
             raise FitrulesError(
-                f"--candidates: {name}={text!r}: {v:g} is above {SIM_INT_LIMITS[name]:,}, the "
+                f"{param('candidates')}: {name}={text!r}: {v:g} is above "
+                f"{SIM_INT_LIMITS[name]:,}, the "
                 f"largest {name} a run takes"
             )
 
@@ -115,20 +117,25 @@ def candidate_cells(
             name, sep, values = chunk.partition("=")
             name = name.strip()
             if not sep:
-                raise FitrulesError(f"--candidates {spec!r}: {chunk!r} is not NAME=V1,V2,...")
+                raise FitrulesError(
+                    f"{param('candidates')} {spec!r}: {chunk!r} is not NAME=V1,V2,..."
+                )
             vals = _parse_values(values, name)
             if name == "keep" and "omega" in variables and "keep" not in variables:
                 if not all(0 < v <= 1 for v in vals):
-                    raise FitrulesError(f"--candidates: keep={values!r}: keep must be in (0, 1]")
+                    raise FitrulesError(
+                        f"{param('candidates')}: keep={values!r}: keep must be in (0, 1]"
+                    )
                 name, vals = "omega", [1 / v - 1 for v in vals]
             if name not in variables:
                 raise FitrulesError(
-                    f"--candidates: {name!r} is not a variable of the forms "
+                    f"{param('candidates')}: {name!r} is not a variable of the forms "
                     f"({', '.join(variables)})"
                 )
             if name in named:
                 raise FitrulesError(
-                    f"--candidates {spec!r}: {name} is named twice; give all its values once, "
+                    f"{param('candidates')} {spec!r}: {name} is named twice; give all its values "
+                    "once, "
                     f"e.g. {name}=2,8"
                 )
             _check_candidate_values(name, vals, values, name in integer)
@@ -165,7 +172,8 @@ def _check_count(n: int, most: int, shown: str) -> None:
     it)."""
     if n > most:
         raise FitrulesError(
-            f"{shown} candidate cells; at most {MAX_CANDIDATES}: name fewer with --candidates"
+            f"{shown} candidate cells; at most {MAX_CANDIDATES}: name fewer with "
+            f"{param('candidates')}"
         )
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.engine.fit import fit_splits
 from fitrules.jobs.design.result import _Asked
 from fitrules.model.compiled import CompiledForm, predict
@@ -60,7 +60,7 @@ def _choose_batch(
         return _discriminate(
             bound, cells, cand, Xc, ask.budget, ask.seeds, ask.max_seeds, zsum, ask.objective
         )
-    _, point = resolve_point(ask.target, bound[0], grid.derive, option="--target")
+    _, point = resolve_point(ask.target, bound[0], grid.derive, option=param("target"))
     settings["target_point"] = point
     return _pin_down(bound[0], cells, cand, Xc, point, full, ask.budget, ask.seeds, cv)
 

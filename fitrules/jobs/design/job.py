@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.engine.fit import Objective
 from fitrules.engine.intervals import robust_cells, seed_noise
 from fitrules.jobs.design.candidates import candidate_cells, integer_variables
@@ -36,13 +36,17 @@ def design_forms(names: str, inline: list[str]) -> list[Form]:
 
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     if not wanted:
-        raise FitrulesError(f"--forms {names!r}: name the forms, e.g. composition,additive")
+        raise FitrulesError(
+            f"{param('forms')} {names!r}: name the forms, e.g. composition,additive"
+        )
     lines = {parse_form_line(line).name: line for line in inline}
     extra = [n for n in lines if n not in wanted]
     if extra:
         raise FitrulesError(
-            f"--form {lines[extra[0]]!r}: {extra[0]!r} is not named in --forms "
-            f"{names!r}; design uses the forms named there (add it: --forms {names},{extra[0]})"
+            # flag words: Python reads --form as `forms` (param('form') would say form)
+            f"--form {lines[extra[0]]!r}: {extra[0]!r} is not named in {param('forms')} "
+            f"{names!r}; design uses the forms named there (add it: {param('forms')} "
+            f"{names},{extra[0]})"
         )
     forms = select_forms([n for n in wanted if n not in lines], list(lines.values()))
     return sorted(forms, key=lambda f: wanted.index(f.name))
@@ -65,20 +69,25 @@ def check_design_options(
 ) -> None:
     """Refuse design settings outside what is allowed, before any work (one line each)."""
     if target is None and n_forms < 2:
-        raise FitrulesError("design needs two or more forms to discriminate, or one --target")
+        raise FitrulesError(
+            f"design needs two or more forms to discriminate, or one {param('target')}"
+        )
     if target is not None and n_forms != 1:
-        raise FitrulesError("--target ranks cells for one form: give exactly one form")
+        raise FitrulesError(f"{param('target')} ranks cells for one form: give exactly one form")
     if not 1 <= max_seeds <= 1000:
-        raise FitrulesError(f"--max-seeds {max_seeds}: must be between 1 and 1000")
+        raise FitrulesError(f"{param('max_seeds')} {max_seeds}: must be between 1 and 1000")
     if not 1 <= seeds <= max_seeds:
-        raise FitrulesError(f"--seeds {seeds}: must be between 1 and --max-seeds ({max_seeds})")
+        raise FitrulesError(
+            f"{param('seeds')} {seeds}: must be between 1 and {param('max_seeds')} ({max_seeds})"
+        )
     if not seeds <= budget <= MAX_BUDGET:
         raise FitrulesError(
-            f"--budget {budget}: must be at least --seeds ({seeds}) runs and at most {MAX_BUDGET:,}"
+            f"{param('budget')} {budget}: must be at least {param('seeds')} ({seeds}) runs and at "
+            f"most {MAX_BUDGET:,}"
         )
     if not (0 < alpha < 1 and 0 < power < 1):
-        raise FitrulesError("--alpha and --power must be in (0, 1)")
-    for name, n, low in (("--design-splits", splits, 10), ("--resamples", resamples, 20)):
+        raise FitrulesError(f"{param('alpha')} and {param('power')} must be in (0, 1)")
+    for name, n, low in ((param("splits"), splits, 10), (param("resamples"), resamples, 20)):
         if not low <= n <= MAX_DESIGN_REFITS:
             raise FitrulesError(f"{name} {n}: must be between {low} and {MAX_DESIGN_REFITS:,}")
 
@@ -139,7 +148,7 @@ def design(
     obj = ask.objective
     cells = grid.cells(variables, positive=obj.kind != "abs_ls")
     if target is not None:  # a bad target is refused before the work
-        resolve_point(target, bound[0], grid.derive, option="--target")
+        resolve_point(target, bound[0], grid.derive, option=param("target"))
     cand = candidate_cells(cells, variables, candidates, integer_variables(grid, variables))
     Xc = {v: cand[v].to_numpy(float) for v in variables}
     noise = seed_noise(grid, variables, obj)

@@ -104,9 +104,12 @@ def batch_spec(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> s
 
 def _constant_options(f: Form) -> list[str]:
     """The --fix, --bound, --by and --shared options that remake ``f``'s constants."""
+    # flag words: a command line to run
     out = [f"--fix={k}={float(v)!r}" for k, v in f.fixed.items()]
+    # flag words: a command line to run
     out += [f"--bound={k}={float(lo)!r}..{float(hi)!r}" for k, (lo, hi) in f.bounds.items()]
     if f.by is not None:
+        # flag words: a command line to run
         out += [f"--by={f.by}", f"--shared={','.join(f.shared or ())}"]
     return out
 
@@ -137,13 +140,17 @@ def loop_commands(
                         "fitrules",
                         "predict",
                         *data_args,
+                        # flag words: a command line to run
                         "--form",
                         form,
                         *_constant_options(f),
+                        # flag words: a command line to run
                         "--at",
                         at,
+                        # flag words: a command line to run
                         "--runs",
                         str(int(r["seeds"])),
+                        # flag words: a command line to run
                         "--ledger",
                         ledger,
                     ]
@@ -151,6 +158,7 @@ def loop_commands(
             )
     if spec_path is not None:
         out.append(
+            # flag words: a command line to run
             shlex.join(["fitrules", "simulate", spec_path, "--out", runs_path, "--jobs", "2"])
         )
     else:
@@ -160,7 +168,9 @@ def loop_commands(
         )
     tune = []
     for i, a in enumerate(data_args):
+        # flag words: a command line to run
         if a in ("--tune", "--tune-seeds"):
             tune += [a, data_args[i + 1]]
+    # flag words: a command line to run
     out.append(shlex.join(["fitrules", "score", "--ledger", ledger, "--data", runs_path, *tune]))
     return out

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.engine.fit import FitResult, Objective, fit_splits
 from fitrules.engine.intervals import bootstrap_fit, heldout_fit
 from fitrules.engine.stats import c4
@@ -219,7 +219,7 @@ def _usable_candidates(
         raise FitrulesError(
             "no candidate cell can be scored: "
             + ("; ".join(notes) or "no candidates")
-            + "; give candidates with --candidates"
+            + f"; give candidates with {param('candidates')}"
         )
     cand = cand[usable].reset_index(drop=True)
     if not len(cand):

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import (
     RANDOM_SPLITS,
     RANDOM_TRAIN_FRAC,
@@ -47,7 +47,7 @@ def _screen(text: str) -> int | str:
         return int(text)
     except ValueError:
         raise FitrulesError(
-            f"--screen {text!r}: give a whole number >= 0 (0: no screen) or auto"
+            f"{param('screen')} {text!r}: give a whole number >= 0 (0: no screen) or auto"
         ) from None
 
 
@@ -127,6 +127,7 @@ COMPARE = Command(
             ),
             Option(
                 "test_grid",
+                # flag words: the flag's declaration
                 flag="--test-data",
                 help="transfer: the grid scored",
                 cli=dict(type=Path),
@@ -211,6 +212,7 @@ DESIGN = Command(
         Option(
             "splits",
             "100",
+            # flag words: the flag's declaration
             flag="--design-splits",
             help="random-split refits (%(default)s)",
             cli=dict(type=int),
@@ -221,6 +223,7 @@ DESIGN = Command(
         Option(
             "ledger_name",
             "design.jsonl",
+            # flag words: the flag's declaration
             flag="--ledger",
             python=False,
             help="ledger named in the commands (not read or written by design)",
@@ -258,6 +261,7 @@ SEARCH = Command(
         DATA,
         TUNING,
         in_group(
+            # flag words: a help group's title
             "grammar (see fitrules.engine.grammar; each replaces --grammar's value)",
             Option(
                 "grammar",
@@ -362,6 +366,7 @@ SEARCH = Command(
             ),
             Option(
                 "references",
+                # flag words: the flag's declaration
                 flag="--reference",
                 help="comma-separated forms fitted on the same outer splits without "
                 "selection (default: composition,log_additive where the grid has their "

@@ -58,6 +58,7 @@ CI = Command(
         ),
         Option(
             "sweep",
+            # flag words: the flag's declaration
             flag="--treatment-sweep",
             help="compare every level of COL against the baseline, other factors fixed",
             cli=dict(metavar="COL"),

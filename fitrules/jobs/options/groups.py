@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import (
     BOOTSTRAP_KINDS,
     BOOTSTRAP_RESAMPLES,
@@ -31,6 +31,7 @@ DATA_HELP = (
     "main (default: the committed main grid, data/main.csv, at inner lr 3e-4)"
 )
 PAIRED_DATA_HELP = (
+    # flag words: help text
     "results table (CSV or Parquet), one row a run (default: the committed tuned paired "
     "grid, data/paired_tuned.csv, with --tune lr --tune-seeds 0,1,2)"
 )
@@ -94,6 +95,7 @@ LOAD_GRID = Command(
     "load_grid",
     "read a results table",
     options(
+        # flag words: the flag's declaration
         tuple(o.but(name="source", flag="--data") if o.name == "data" else o for o in DATA),
         Option("frame", flag=None),
     ),
@@ -105,7 +107,7 @@ DATA, DATA_UNLABELLED = (tuple(o.but(python=False) for o in d) for d in (DATA, D
 # ---------------------------------------------------------------- shared groups
 def tune_seed_list(text: str | None) -> list[int] | None:
     """``--tune-seeds 0,1,2`` as a list of distinct seeds (None: not given)."""
-    return None if text is None else arg.seed_list(text, "--tune-seeds")
+    return None if text is None else arg.seed_list(text, param("tune_seeds"))
 
 
 TUNING = in_group(
@@ -148,6 +150,7 @@ CONSTANTS = (
     ),
     Option(
         "bounds",
+        # flag words: the flag's declaration
         flag="--bound",
         help="bounds of a nonlinear constant, e.g. 'Nc=1e10..1e16' (repeatable; a wide "
         "positive range is searched on a log scale)",
@@ -254,6 +257,7 @@ BOOTSTRAP = (
     Option(
         "seed",
         "0",
+        # flag words: the flag's declaration
         flag="--bootstrap-seed",
         help="bootstrap seed (%(default)s)",
         cli=dict(type=int),
@@ -270,6 +274,7 @@ BOOTSTRAP = (
 )
 JSON = Option(
     "json_out",
+    # flag words: the flag's declaration
     flag="--json",
     python=False,
     help="write the full result as JSON to PATH ('-' for stdout, instead of the text)",

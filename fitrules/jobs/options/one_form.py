@@ -70,6 +70,7 @@ FIT = Command(
             "constraints",
             Option(
                 "constraints",
+                # flag words: the flag's declaration
                 flag="--constraint",
                 help="a linear constraint between constants, e.g. 'b > a', 'a + b = 1' or "
                 "'c >= 0.5*b' (repeatable); enforced by the optimiser, kept by --intervals "
@@ -82,6 +83,7 @@ FIT = Command(
         Option(
             "cells",
             True,
+            # flag words: the flag's declaration
             flag="--no-cells",
             python=False,
             help="leave the per-cell table (observed values, predictions, residuals) out of "
@@ -175,6 +177,7 @@ PREDICT = Command(
         ONE_FORM.but(cli=dict(metavar='NAME or "NAME = EXPR"')),
         Option(
             "saved_fit",
+            # flag words: the flag's declaration
             flag="--fit",
             help="predict with a fit saved by fit --json or to_json (FILE): its form and fit "
             "options, on the data it was made from (checked), in place of --form",
@@ -244,6 +247,7 @@ LEDGER = Command(
 )
 LEDGER_VERIFY = Command(
     "ledger verify",
+    # flag words: a command's summary (help)
     "check the records, the chain and (--head) the head",
     options(
         Option(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fitrules.base.errors import FitrulesError, api_terms
+from fitrules.base.errors import FitrulesError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import (
     Bounds,
@@ -119,7 +119,7 @@ def check(values: Mapping[str, Any]) -> None:
     v = {o.name: o.value for o in ALLOCATE.python} | dict(values)
     check_objective(v["objective"], v["delta"])
     check_customising(v["fix"], v["bounds"], None, None)
-    parse_budgets(v["budgets"], "--budgets")
+    parse_budgets(v["budgets"], param("budgets"))
     if v["intervals"] == "bootstrap":
         check_bootstrap_options(v["resamples"], v["seed"], v["level"])
     ALLOCATE.check(v)

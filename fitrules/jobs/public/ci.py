@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError, api_terms
+from fitrules.base.errors import FitrulesError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import GridLike, as_grid, tune_first
 from fitrules.jobs.options import CI
@@ -103,16 +103,16 @@ def check(values: Mapping[str, Any]) -> None:
     check_ci_options(v["level"], v["resamples"], v["seed"])
     arms = paired_defaults(v.get("grid"), v["baseline"], v["treatment"], v["sweep"], None, None)
     if arms["baseline"] is None:
-        raise FitrulesError("--baseline is required with --data")
+        raise FitrulesError(f"{param('baseline')} is required with {param('grid')}")
     if not arms["treatment"] and v["sweep"] is None:
-        raise FitrulesError("give --treatment SEL (repeatable) or --treatment-sweep COL")
+        raise FitrulesError(f"give {param('treatment')} SEL (repeatable) or {param('sweep')} COL")
     CI.check(v)
     arg.text(arms["baseline"], "baseline")
     treatments = arg.texts(arms["treatment"], "treatment")
     arg.text(v["sweep"], "sweep", none=True)
-    parse_selection(arms["baseline"], "--baseline")
+    parse_selection(arms["baseline"], param("baseline"))
     for t in treatments:
-        parse_selection(t, "--treatment")
+        parse_selection(t, param("treatment"))
 
 
 def _intervals(g: Grid, tuning, baseline, treatment, sweep, level, resamples, seed):
@@ -123,8 +123,8 @@ def _intervals(g: Grid, tuning, baseline, treatment, sweep, level, resamples, se
 
     level, seed, resamples = arg.level(level), arg.seed(seed), arg.count(resamples, "resamples")
     treatments = [treatment] if isinstance(treatment, str) else list(treatment or [])
-    base = parse_selection(baseline, "--baseline")
-    sels = [parse_selection(t, "--treatment") for t in treatments]
+    base = parse_selection(baseline, param("baseline"))
+    sels = [parse_selection(t, param("treatment")) for t in treatments]
     if sweep is not None:
         sels += sweep_treatments(g.runs, base, sweep)
     results = paired_ci(g.runs, g.metric, g.seed, base, sels, level, resamples, seed, g.unit)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError, FormError, SplitError, api_terms
+from fitrules.base.errors import FitrulesError, FormError, SplitError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import (
     Bounds,
@@ -59,6 +59,7 @@ def _left_out(names: Sequence[str], cwd: Path | None = None) -> list[str]:
     if not extra:
         return []
     return [
+        # flag words: a note naming both faces' words
         f"forms.toml defines {', '.join(extra)}, not compared here: name "
         f"{'it' if len(extra) == 1 else 'them'} with --forms (forms= in Python) to include "
         f"{'it' if len(extra) == 1 else 'them'}"
@@ -217,12 +218,15 @@ def check(values: Mapping[str, Any]) -> None:
     n = v["splits"]
     if a_number(n) and named and not any(p.strip() == "random" for p in protocols):
         raise SplitError(
-            f"--splits {n} applies to random splits only; "
+            f"{param('splits')} {n} applies to random splits only; "
             f"{', '.join(protocols)} make their own (one per held-out group)"
         )
     transfer = isinstance(n, Transfer) or named and any(p.strip() == "transfer" for p in protocols)
     if not transfer and (v.get("fit_data") is not None or v["test_grid"] is not None):
-        raise SplitError("--fit-data and --test-data are used only with --split transfer")
+        raise SplitError(
+            # flag words: Python reads --fit-data as `grid` (param('fit_data') says fit_data)
+            f"--fit-data and {param('test_grid')} are used only with {param('split')} transfer"
+        )
     check_objective(v["objective"], v["delta"])
     check_customising(v["fix"], v["bounds"], v["by"], v["shared"])
     _check_guard(v)
@@ -231,7 +235,9 @@ def check(values: Mapping[str, Any]) -> None:
         check_verdict_train_frac(v["verdict_train_frac"])
     parse_pairs(_pairs_text(v["pairs"]), v["against"], [f.name for f in as_forms(v["forms"])])
     if transfer and v["tune"]:
-        raise FitrulesError("--tune with --split transfer is not supported: tune each grid")
+        raise FitrulesError(
+            f"{param('tune')} with {param('split')} transfer is not supported: tune each grid"
+        )
     for protocol in protocols:
         COMPARE.check(v | {"split": protocol})
     arg.text(v["seeds"], "seeds")
@@ -346,5 +352,5 @@ def _check_same_metric(fitted: Grid, scored: Grid) -> None:
     if fitted.metric != scored.metric:
         raise SplitError(
             f"transfer: {fitted.label} is fitted on {fitted.metric!r} but {scored.label} would "
-            f"be scored on {scored.metric!r}; give both grids the same metric (--metric)"
+            f"be scored on {scored.metric!r}; give both grids the same metric ({param('metric')})"
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError, FormError, api_terms
+from fitrules.base.errors import FitrulesError, FormError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import (
     Bounds,
@@ -38,7 +38,9 @@ def check_runs(runs: int | None) -> None:
     """The number of new runs a prediction's interval is for: 1 to 1000, or None."""
     whole = isinstance(runs, numbers.Integral) and not isinstance(runs, bool)
     if runs is not None and not (whole and 1 <= runs <= 1000):
-        raise FitrulesError(f"--runs {runs}: the number of new runs must be between 1 and 1000")
+        raise FitrulesError(
+            f"{param('runs')} {runs}: the number of new runs must be between 1 and 1000"
+        )
 
 
 @api_terms
@@ -442,11 +444,14 @@ def _constraints_of(constraints, f: Form, intervals, points):
     if cons and intervals not in (False, "profile"):
         shown = "bootstrap" if intervals is True else intervals
         raise FitrulesError(
-            f"--intervals {shown} with --constraint: the bootstrap's refits do not keep "
-            "constraints; use --intervals profile"
+            f"{param('intervals')} {shown} with {param('constraints')}: the bootstrap's refits do "
+            "not keep "
+            f"constraints; use {param('intervals')} profile"
         )
     if cons and points:
         raise FitrulesError(
+            # raised under fit and predict (a saved fit's constraints), which has no --constraint
+            # flag words: Python reads --predict with --constraint as predict with constraints
             "--predict with --constraint: the leave-one-cell-out refits of prediction "
             "intervals do not keep constraints; fit with them, then predict from the fit for "
             "the value and its standard error"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError, api_terms
+from fitrules.base.errors import FitrulesError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import (
     Bounds,
@@ -31,18 +31,26 @@ def _check_saved_fit_use(saved_fit, form, **fitting) -> None:
     or a fitting option given beside it (it would be silently ignored), or neither."""
     if saved_fit is None:
         if form is None:
-            raise FitrulesError("give the form predicted with --form, or a saved fit with --fit")
+            raise FitrulesError(
+                # flag words: Python reads --form as `forms` (param('form') would say form)
+                f"give the form predicted with --form, or a saved fit with {param('saved_fit')}"
+            )
         return
     if form is not None:
-        raise FitrulesError("--fit FILE gives the form and its fit: give --form or --fit, not both")
+        raise FitrulesError(
+            # flag words: Python reads --form as `forms` (param('form') would say form)
+            f"{param('saved_fit')} FILE gives the form and its fit: give --form or "
+            f"{param('saved_fit')}, not both"
+        )
     defaults = {"objective": PREDICT.objective, "delta": PREDICT.delta,
                 "weights": PREDICT.weights}  # fmt: skip
     given = [k for k, v in fitting.items() if v != defaults.get(k) and v not in (None, (), [])]
     if given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise FitrulesError(
-            f"--fit FILE gives the fit's options: {flags} would be ignored; leave them out, or "
-            "fit again with --form"
+            # flag words: Python reads --form as `forms` (param('form') would say form)
+            f"{param('saved_fit')} FILE gives the fit's options: {flags} would be ignored; leave "
+            "them out, or fit again with --form"
         )
 
 
@@ -57,10 +65,13 @@ def check(values: Mapping[str, Any]) -> None:
     if tolerance is not None and not (
         isinstance(tolerance, numbers.Real) and math.isfinite(tolerance) and float(tolerance) > 0
     ):
-        raise FitrulesError(f"--tolerance {tolerance}: must be a positive, finite percentage")
+        raise FitrulesError(
+            f"{param('tolerance')} {tolerance}: must be a positive, finite percentage"
+        )
     check_objective(v["objective"], v["delta"])
     check_customising(v["fix"], v["bounds"], v["by"], v["shared"])
     check_bootstrap_options(v["resamples"], v["seed"], v["level"])
+    # flag words: Python reads --at as `predict` (param('at') would say at)
     parse_point(arg.text(point_text(v["at"]), "at"), "--at")
     check_runs(v["runs"])
     PREDICT.check(v)
@@ -198,7 +209,7 @@ def _beside_ledger(g, ledger_path: Path):
     from fitrules.jobs.ledger import check_ledger_target
 
     table = g.input_file
-    check_distinct([("--ledger", ledger_path)], [Path(table)] if table is not None else [])
+    check_distinct([(param("ledger"), ledger_path)], [Path(table)] if table is not None else [])
     check_ledger_target(ledger_path)
     return g
 
@@ -280,7 +291,7 @@ def check_score(values: Mapping[str, Any]) -> None:
     from fitrules.jobs.ledger import parse_head, read_ledger, verify_head
 
     if "grid" in values and values["grid"] is None:
-        raise FitrulesError("score needs --data: the results table with the new runs")
+        raise FitrulesError(f"score needs {param('grid')}: the results table with the new runs")
     ledger = arg.path(values["ledger"], "ledger")
     head = arg.text(values.get("head"), "head", none=True)
     parsed = parse_head(head) if head is not None else None

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError, SplitError, api_terms
+from fitrules.base.errors import FitrulesError, SplitError, api_terms, param
 from fitrules.base.limits import MAX_SIM_JOBS, MAX_SPLITS
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import (
@@ -377,7 +377,7 @@ def _search_splits(split: str, splits, train_frac, seed, inner_splits, inner_tra
         arg.seed(seed),
     )
     # the final choice makes twice as many inner splits of all cells
-    inner_splits = arg.count(inner_splits, "--inner-splits", 2, MAX_SPLITS // 2)
+    inner_splits = arg.count(inner_splits, param("inner_splits"), 2, MAX_SPLITS // 2)
     return outer, inner_splits, arg.real(inner_train_frac, "inner_train_frac", 0.0, 1.0)
 
 
@@ -419,7 +419,8 @@ def _scheduler(scheduler, jobs: int) -> str | None:
     parse_scheduler(arg.text(scheduler, "scheduler"))  # refuses a malformed one
     if jobs != 1:
         raise FitrulesError(
-            f"--jobs {jobs} with --scheduler {scheduler}: give one of them; on a cluster the "
+            f"{param('jobs')} {jobs} with {param('scheduler')} {scheduler}: give one of them; on "
+            "a cluster the "
             "workers are its processes"
         )
     return scheduler
@@ -448,6 +449,7 @@ def _search_points(at) -> list[dict[str, float]]:
     out = []
     for p in items:
         if isinstance(p, str):
+            # flag words: Python reads --at as `predict` (param('at') would say at)
             out.append(parse_point(p, "--at"))
         elif isinstance(p, dict) and p:
             out.append({str(k): arg.real(v, f"at {k}") for k, v in p.items()})

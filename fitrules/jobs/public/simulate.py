@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError, api_terms
+from fitrules.base.errors import FitrulesError, api_terms, param
 from fitrules.jobs.options import SIMULATE
 
 
@@ -90,7 +90,9 @@ def check(values: Mapping[str, Any]) -> None:
     v = {o.name: o.value for o in SIMULATE.python} | dict(values)
     SIMULATE.check(v)  # the declared options' types and ranges
     if v["out"] is None:
-        raise FitrulesError("simulate needs --out PATH: the results CSV to create or resume")
+        raise FitrulesError(
+            f"simulate needs {param('out')} PATH: the results CSV to create or resume"
+        )
     arg.path(v["out"], "out")
     arg.count(v["jobs"], "jobs")
     arg.text(v["seeds"], "seeds", none=True)
@@ -98,9 +100,11 @@ def check(values: Mapping[str, Any]) -> None:
     if cell is not None and not (isinstance(cell, str) and cell.strip()):
         raise FitrulesError(f"cell {cell!r}: give one or more settings, e.g. 'H=4,keep=0.5'")
     if cell is None and v["spec"] is None:
-        raise FitrulesError("simulate needs a SPEC file or --cell")
+        raise FitrulesError(f"simulate needs a SPEC file or {param('cell')}")
     if cell is None and v["seeds"] is not None:
-        raise FitrulesError("--seeds applies to --cell; a spec lists its own seeds")
+        raise FitrulesError(
+            f"{param('seeds')} applies to {param('cell')}; a spec lists its own seeds"
+        )
 
 
 def _log_line(line: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fitrules.base.errors import FitrulesError, api_terms
+from fitrules.base.errors import FitrulesError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import GridLike, as_grid, tune_first
 
@@ -127,4 +127,6 @@ def check_validate(values: Mapping[str, Any]) -> None:
     anything is read; fr.validate calls this first too."""
     path, data = values.get("path"), values.get("data")
     if path is not None and data is not None:
-        raise FitrulesError(f"give the grid once: PATH ({path}) or --data ({data}), not both")
+        raise FitrulesError(
+            f"give the grid once: PATH ({path}) or {param('grid')} ({data}), not both"
+        )

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitrules.base.errors import FitrulesError
+from fitrules.base.errors import FitrulesError, param
 from fitrules.engine.fit import FitOptions, Objective
 from fitrules.engine.grammar import Grammar
 from fitrules.engine.guard import GuardOptions
@@ -85,7 +85,7 @@ def _checked_inputs(
         if missing:
             raise FitrulesError(
                 f"reference form {f.name!r} reads {missing}, which the search does not; add "
-                f"them to --variables or leave the form out of --reference"
+                f"them to {param('variables')} or leave the form out of {param('reference')}"
             )
     return variables, cells, counts, refs
 
@@ -95,19 +95,20 @@ def _search_variables(grammar: Grammar, grid: Grid) -> list[str]:
     variables = list(grammar.variables or default_variables(grid))
     if not variables:
         raise FitrulesError(
-            f"{grid.label}: no varying numeric column to search over; name them with --variables"
+            f"{grid.label}: no varying numeric column to search over; name them with "
+            f"{param('variables')}"
         )
     for v in variables:
         if v not in grid.columns:
             raise FitrulesError(
-                f"--variables: {v!r} is not a column of {grid.label}; columns: "
+                f"{param('variables')}: {v!r} is not a column of {grid.label}; columns: "
                 f"{', '.join(map(str, grid.columns))}"
             )
     for v in variables:
         values = grid.runs[v].dropna().unique()
         if len(values) < 2:  # else every run falls in one cell, refused as repeated seeds
             raise FitrulesError(
-                f"--variables: {v!r} has one value over {grid.label} "
+                f"{param('variables')}: {v!r} has one value over {grid.label} "
                 f"({', '.join(map(str, values[:1])) or 'none'}); a search needs columns that vary"
             )
     return variables
@@ -121,6 +122,7 @@ def _check_points(at: Sequence[dict[str, float]], variables: list[str]) -> None:
         if missing or extra:
             shown = ",".join(f"{k}={v:g}" for k, v in point.items())
             raise FitrulesError(
+                # flag words: Python reads --at as `predict` (param('at') would say at)
                 f"--at {shown!r}: "
                 + (f"gives no value of {', '.join(missing)}" if missing else "")
                 + ("; " if missing and extra else "")
@@ -139,8 +141,8 @@ def _level_columns(grammar: Grammar, grid: Grid) -> list[str]:
         if k + 1 > grammar.max_constants:  # L0[COL] and one term: more than any form may have
             raise FitrulesError(
                 f"grammar levels: {col!r} has {k:,} levels, so L0[{col}] is {k:,} constants and "
-                f"no form with it fits --max-constants {grammar.max_constants}; raise "
-                "--max-constants or leave the column out of --levels"
+                f"no form with it fits {param('max_constants')} {grammar.max_constants}; raise "
+                f"{param('max_constants')} or leave the column out of {param('levels')}"
             )
     return level_cols
 
@@ -157,6 +159,7 @@ def _search_cells(grid: Grid, cell_vars: list[str], objective: Objective) -> Cel
         i = int(np.flatnonzero(y == 0)[0])
         raise FitrulesError(
             f"{grid.label}: the cell {cells.label(i)} has value 0; the search scores held-out "
-            "error relative to each cell's value, so it needs no zero (drop it with --where)"
+            "error relative to each cell's value, so it needs no zero (drop it with "
+            f"{param('where')})"
         )
     return cells

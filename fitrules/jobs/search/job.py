@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from fitrules.base.errors import FitrulesError, SplitError
+from fitrules.base.errors import FitrulesError, SplitError, param
 from fitrules.engine.fit import FitOptions, Objective
 from fitrules.engine.grammar import Candidate, Grammar, count_candidates, generate, named
 from fitrules.engine.guard import TURN_STEP, GuardOptions
@@ -108,7 +108,7 @@ def run_search(
     guard = guard or GuardOptions()
     options = options or SEARCH_FIT_OPTIONS
     if rule not in RULES:
-        raise FitrulesError(f"--rule {rule!r} is unknown; allowed: {', '.join(RULES)}")
+        raise FitrulesError(f"{param('rule')} {rule!r} is unknown; allowed: {', '.join(RULES)}")
     spec = _SearchSpec(
         grid, grammar, question_protocol(outer), objective, guard, options, inner_splits,
         inner_train_frac, seed, rule,
@@ -260,7 +260,7 @@ def _check_candidates(proposed: int, fitting: int, n_fit: int) -> None:
     if not fitting:
         raise SplitError(
             f"every candidate has at least {n_fit} constants but the smallest inner split fits "
-            f"{n_fit} cells; lower --max-constants or raise --inner-train-frac"
+            f"{n_fit} cells; lower {param('max_constants')} or raise {param('inner_train_frac')}"
         )
 
 

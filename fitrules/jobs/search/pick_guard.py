@@ -41,6 +41,7 @@ def guard_pick(
         # never read: the guard and the fit see only the training cells' values
         ya = np.concatenate([y, np.full(len(at), float(np.median(y)))])
         whole = np.concatenate([np.ones(len(y), bool), np.zeros(len(at), bool)])
+        # flag words: labels in a report of the command line's --at points
         names = labels + ["--at " + ",".join(f"{k}={v:g}" for k, v in p.items()) for p in at]
         full = fit_splits(form, Xa, ya, whole[None, :], objective)
         g = check_fits(form, Xa, ya, whole[None, :], full, objective, guard, names)[0]
@@ -58,6 +59,7 @@ def pick_guard_warning(g: dict) -> str:
             f"{len(g['outer'])} of its {g['outer_splits']} fits on the outer training sets"
         )
     if g["at"]:
+        # flag words: a report's words for the command line's --at points
         parts.append("its fit on all cells at the --at points (" + "; ".join(g["at"]) + ")")
     return (
         f"the pick {g['form']} ({g['expression']}) is named wild by the extrapolation guard "

@@ -61,6 +61,7 @@ class Plan:
 
 
 SEARCH_WORKER_BYTES = 120 * 2**20
+# flag words: a benchmark's command line
 """Bytes of one local cluster worker process of a search before its tasks: a simulation's
 worker (:data:`~fitrules.sim.cluster.LOCAL_WORKER_BYTES`, 100 MiB) plus the fitting stack it
 imports. ``python benchmarks/bench_cluster_memory.py --job search`` (2-core AMD EPYC VM)
@@ -210,9 +211,9 @@ def check_plan(
     from fitrules.views.search import estimate_text
 
     hint = ", ".join(f"{k} {v}" for k, v in shrink.items())
-    grammar_hint = ", ".join(
-        f"{k} {v}" for k, v in shrink.items() if k not in ("--splits", "--inner-splits")
-    )
+    # flag words: also a search's growth stop (growth.py), a text Python shows as it is
+    split_options = ("--splits", "--inner-splits")
+    grammar_hint = ", ".join(f"{k} {v}" for k, v in shrink.items() if k not in split_options)
     what = (
         f"search of {plan.n_generated:,} candidates x {plan.fits_per_candidate:,} nested fits "
         f"on {plan.n_cells:,} cells"
@@ -225,6 +226,7 @@ def check_plan(
     memory, where = search_memory(plan, jobs, scheduler)
     reduce = [f"lower {hint}"] if hint else []
     if memory > plan.memory:
+        # flag words: also a search's growth stop (growth.py), a text Python shows as it is
         reduce.append("use fewer --jobs or a smaller local:N")
     check_memory(memory, f"{what} {where}", ", or ".join(reduce))
     wall = plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1)))
@@ -233,6 +235,7 @@ def check_plan(
         raise LimitError(
             f"{what} would take about {estimate_text(wall)} on {jobs} {p}, more than the "
             f"{estimate_text(SEARCH_TIME_BUDGET_SECONDS)} a search runs unconfirmed; lower "
+            # flag words: also a search's growth stop (growth.py), a text Python shows as it is
             f"{hint}, or pass --yes to run it anyway"
         )
 
@@ -243,8 +246,9 @@ def _shrink_options(grammar: Grammar, outer, inner_splits: int, variables) -> di
     for name in ("terms", "first_constants", "max_constants", "max_nonlinear", "interactions"):
         out[f"--{name.replace('_', '-')}"] = f"({getattr(grammar, name)})"
     if isinstance(outer, RandomSplit):
+        # flag words: the words of a search's growth stop too (growth.py), which Python shows
         out["--splits"] = f"({outer.n_splits:,})"
-    out["--inner-splits"] = f"({inner_splits:,})"
-    out["--variables"] = f"({len(variables)})"
-    out["--factors"] = f"({len(grammar.factors)})"
+    out["--inner-splits"] = f"({inner_splits:,})"  # flag words: as above
+    out["--variables"] = f"({len(variables)})"  # flag words: as above
+    out["--factors"] = f"({len(grammar.factors)})"  # flag words: as above
     return out
