@@ -88,7 +88,7 @@ def test_compare_can_hold_out_seed_ids_and_names_both_protocols():
     assert not np.allclose(a.results["heldout_error_pct"], b.results["heldout_error_pct"])
     # the verdict protocol stays on cells: the same test either way
     assert a.paired["p"].iloc[0] == b.paired["p"].iloc[0]
-    with pytest.raises(SplitError, match="--seeds 'bogus' is unknown"):
+    with pytest.raises(SplitError, match="^seeds 'bogus' is unknown"):
         compare(g, forms, RandomSplit(4, 1 / 3, 0), seeds="bogus")
 
 

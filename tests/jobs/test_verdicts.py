@@ -81,7 +81,7 @@ def test_a_descriptive_protocol_at_the_verdict_fraction_is_its_own(grid):
 @pytest.mark.parametrize("bad", [0, 1, 1.5, -0.1, True])
 def test_verdict_train_frac_is_checked(bad):
     """A verdict training fraction outside (0, 1), or a bool, is refused."""
-    with pytest.raises(SplitError, match="verdict-train-frac"):
+    with pytest.raises(SplitError, match="verdict_train_frac"):
         verdict_splitter(RandomSplit(10, 1 / 3, 0), 20, bad)
 
 
@@ -98,7 +98,7 @@ def test_family_parsing():
         ("a-b", None, "not of the form A:B"),
         (",", None, "no pair"),
         ("a:b", "a", "give one"),
-        (None, "x", "--against 'x'"),
+        (None, "x", "^against 'x'"),
     ]:
         with pytest.raises(FormError, match=match):
             parse_pairs(text, against, names)
