@@ -140,18 +140,16 @@ def in_api_terms(message: str) -> str:
 
 @contextmanager
 def report_parameter(name: str) -> Iterator[None]:
-    """Within the block a :class:`ReportError` naming ``--report`` names the parameter
-    ``name`` instead, unless the command line is running (a result's ``report(target)``)."""
+    """Within the block a :class:`ReportError` naming the parameter ``report`` names the
+    parameter ``name`` instead, unless the command line is running (a result's
+    ``report(target)``)."""
     try:
         yield
     except ReportError as err:
         text = Exception.__str__(err)  # with its marks
-        # flag words: old words, until api.py and jobs/ use param()
-        if _flags.get() is not None or not ("--report" in text or param("report") in text):
+        if _flags.get() is not None or param("report") not in text:
             raise
-        # flag words: old words, until api.py and jobs/ use param()
-        text = text.replace("--report", name).replace(param("report"), name)
-        raise type(err)(in_api_terms(text)) from None
+        raise type(err)(text.replace(param("report"), name)) from None
 
 
 def api_terms(func: F) -> F:
