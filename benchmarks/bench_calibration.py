@@ -103,7 +103,7 @@ DENSE = {"H": DENSE_H.ravel(), "omega": 1 / DENSE_KEEP.ravel() - 1}  # 13 x 13 =
 def old_p(cmp, a: str, b: str):
     """The corrected t test on the descriptive splits (what compare printed before)."""
     r = cmp.results
-    wide = r.pivot(index="split", columns="form", values="heldout_error_pct")
+    wide = r.pivot(index="split", columns="form", values="heldout_error")
     ok = r.pivot(index="split", columns="form", values="used")
     both = (ok[a] & ok[b]).to_numpy(bool)
     v = paired_verdict(

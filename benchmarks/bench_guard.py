@@ -92,7 +92,7 @@ def published_rows() -> pd.DataFrame:
             split = RollingOrigin(column)
             turned = turns_back(cf, cells.X, cells.y, split.masks_for(cells.table),
                                 split.tests_for(cells.table), params, column)  # fmt: skip
-            cols = zip(res["heldout_error_pct"], res["wild"], turned, strict=True)
+            cols = zip(res["heldout_error"], res["wild"], turned, strict=True)
             rows += [dict(grid=name, group=g, error=e, wild=w, turned=bool(t)) for e, w, t in cols]
     return pd.DataFrame(rows)
 
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         r = compare(grid, forms, RandomSplit(args.splits, 1 / 3, seed), verdict_train_frac=0.34)
         parts.append(r.results.assign(seed=seed))
     res = pd.concat(parts, ignore_index=True)
-    res = res[res["heldout_error_pct"].notna()]
+    res = res[res["heldout_error"].notna()]
     old = (res["span_ratio"] > GuardOptions().max_span) | (
         res["max_rel_se"] > GuardOptions().max_rel_se
     )
@@ -146,13 +146,13 @@ def main(argv=None) -> int:
     print("|---|---:|---:|---:|---:|---:|---:|")
     worst_fa, missed_any = 0.0, 0
     for form, d in res.groupby("form", sort=False):
-        run = d["heldout_error_pct"] > 10 * d["heldout_error_pct"].median()
+        run = d["heldout_error"] > 10 * d["heldout_error"].median()
         missed = run & ~d["wild"]
         fa = float((d["wild"] & ~run).sum() / max((~run).sum(), 1))
         o = old.loc[d.index]
         fa_old = float((o & ~run).sum() / max((~run).sum(), 1))
         worst_fa, missed_any = max(worst_fa, fa), missed_any + int(missed.sum())
-        errs = ", ".join(f"{e:.0f}%" for e in d.loc[missed, "heldout_error_pct"])
+        errs = ", ".join(f"{e:.0f}%" for e in d.loc[missed, "heldout_error"])
         miss = f"{int(missed.sum())}" + (f" ({errs})" if errs else "")
         print(
             f"| {form} | {len(d)} | {int(run.sum())} | {miss} | {fa:.3f} | "

@@ -6,8 +6,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from fitrules.base.error_metrics import DEFAULT_ERROR_METRIC, ERROR_METRICS, ErrorMetric
 from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import HELDOUT_WEIGHTS
+
+RELATIVE = ERROR_METRICS[DEFAULT_ERROR_METRIC]
 
 TRIM = 0.10  # fraction cut from each end for the trimmed mean
 
@@ -53,12 +56,16 @@ def weighted_mean(values: np.ndarray, weights: np.ndarray | None) -> float:
 
 
 def heldout_errors(
-    y_true: np.ndarray, y_pred: np.ndarray, weights: np.ndarray | None = None
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    weights: np.ndarray | None = None,
+    metric: ErrorMetric = RELATIVE,
 ) -> dict:
-    """Mean and worst absolute relative error over cells (percent), and the RMSE; the mean
-    and the RMSE weighted by ``weights`` (see :func:`box_weights`) when given."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        rel = np.abs(y_pred - y_true) / np.abs(y_true)
+    """Mean and worst error over cells in ``metric`` (by default |relative error| in percent),
+    and the RMSE; the mean and the RMSE weighted by ``weights`` (see :func:`box_weights`) when
+    given. The keys carry no unit: ``heldout_error``, ``worst_cell``, ``rmse``."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        per_cell = np.asarray(metric.per_cell(y_true, y_pred - y_true), float)
         diff = np.abs(y_pred - y_true)
         rmse = float(np.sqrt(weighted_mean(diff**2, weights)))
         if not np.isfinite(rmse) and np.isfinite(diff).all():
@@ -66,8 +73,8 @@ def heldout_errors(
             top = float(diff.max())
             rmse = top * float(np.sqrt(weighted_mean((diff / top) ** 2, weights)))
         return {
-            "heldout_error_pct": 100 * weighted_mean(rel, weights),
-            "worst_cell_pct": float(100 * rel.max()),
+            "heldout_error": metric.scale * weighted_mean(per_cell, weights),
+            "worst_cell": float(metric.scale * per_cell.max()),
             "rmse": rmse,
         }
 
@@ -80,13 +87,17 @@ def trim_mean(e: np.ndarray, cut: float) -> float:
     return float(e[k : len(e) - k].mean())
 
 
-def robust_summary(e: np.ndarray, prefix: str = "") -> dict:
-    """Median, 10% trimmed mean, 90th percentile and worst of per-split errors."""
+def robust_summary(e: np.ndarray, prefix: str = "", suffix: str = "") -> dict:
+    """Median, 10% trimmed mean and 90th percentile of per-split errors, keyed
+    ``{prefix}median{suffix}`` and so on."""
     e = np.asarray(e, float)
+    keys = [f"{prefix}{k}{suffix}" for k in ("median", "trimmed_mean", "p90")]
     if not len(e):
-        return {f"{prefix}{k}": np.nan for k in ("median_pct", "trimmed_mean_pct", "p90_pct")}
-    return {
-        f"{prefix}median_pct": float(np.median(e)),
-        f"{prefix}trimmed_mean_pct": trim_mean(e, TRIM),
-        f"{prefix}p90_pct": float(np.percentile(e, 90)),
-    }
+        return dict.fromkeys(keys, np.nan)
+    return dict(
+        zip(
+            keys,
+            (float(np.median(e)), trim_mean(e, TRIM), float(np.percentile(e, 90))),
+            strict=True,
+        )
+    )

@@ -18,7 +18,7 @@ from scipy import special
 from fitrules.base.errors import SelectionError, param
 from fitrules.base.limits import LEVEL, MAX_CI_RESAMPLES, check_count, check_seed
 
-TIE_TOL = 1e-9  # held-out errors (in percent) closer than this count as a tie
+TIE_TOL = 1e-9  # held-out errors (in their metric's unit) closer than this count as a tie
 
 
 def c4(n):
@@ -37,7 +37,7 @@ def t_quantile(q: float, df: float) -> float:
     return float(special.stdtrit(df, q))
 
 
-LOG_FLOOR = 1e-12  # held-out errors (percent) are floored here before taking logs
+LOG_FLOOR = 1e-12  # held-out errors (in their unit) are floored here before taking logs
 
 
 def corrected_resampled_t(d: np.ndarray, n_train: int, n_test: int, level: float = LEVEL) -> dict:
@@ -120,14 +120,14 @@ def paired_verdict(
         "a_better": int(((d < 0) & ~tie).sum()),
         "b_better": int(((d > 0) & ~tie).sum()),
         "ties": int(tie.sum()),
-        "median_diff_pct": float(np.median(d)) if len(d) else None,
+        "median_diff": float(np.median(d)) if len(d) else None,
         "test": None,
         "t": None,
         "df": None,
         "p": None,
         "ratio": None,
         "ratio_ci": (None, None),
-        "diff_ci_pct": (None, None),
+        "diff_ci": (None, None),
     }
     if n_train is None or n_test is None or len(d) < 2:
         return out
@@ -145,7 +145,7 @@ def paired_verdict(
         p=r["p"],
         ratio=float(np.exp(r["mean"])),
         ratio_ci=tuple(None if v is None else float(np.exp(v)) for v in r["ci"]),
-        diff_ci_pct=raw["ci"],
+        diff_ci=raw["ci"],
     )
     return out
 
@@ -229,7 +229,7 @@ def units_verdict(err_a: np.ndarray, err_b: np.ndarray, alpha: float = 0.05) -> 
         "a_better": int(((d < 0) & ~tie).sum()),
         "b_better": int(((d > 0) & ~tie).sum()),
         "ties": int(tie.sum()),
-        "median_diff_pct": float(np.median(d)) if k else None,
+        "median_diff": float(np.median(d)) if k else None,
         "test": None,
         "p": None,
         "min_p": (2.0 / 2**k) if k else None,

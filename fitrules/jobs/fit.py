@@ -318,7 +318,9 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
         """Mean and worst absolute relative error over the fitted cells (%), and the RMSE."""
         from fitrules.engine.metrics import heldout_errors
 
-        return heldout_errors(self.cells.y, predict(self.form, self.cells.X, self.constants))
+        e = heldout_errors(self.cells.y, predict(self.form, self.cells.X, self.constants))
+        return {"heldout_error_pct": e["heldout_error"], "worst_cell_pct": e["worst_cell"],
+                "rmse": e["rmse"]}  # fmt: skip
 
     @property
     def reasons(self) -> list[str]:

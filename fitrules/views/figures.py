@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from fitrules.model.compiled import predict
+from fitrules.views.text_parts import with_unit
 
 FENCE = 3.0  # interquartile ranges beyond the quartiles that still set the axis range
 RESIDUAL_FENCE = 10.0  # residuals of full-grid fits: only runaway ones go to the edge
@@ -389,9 +390,15 @@ def residuals_pct(cells, form, constants) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ comparisons
+def _in_unit(cmp) -> str:
+    """`` (%)`` after an axis of held-out errors, in the comparison's error unit."""
+    unit = cmp.error_metric["unit"]
+    return f" ({unit})" if unit else ""
+
+
 def _usable(cmp, form):
     df = cmp.results[cmp.results["form"] == form]
-    ok = df["heldout_error_pct"].notna()
+    ok = df["heldout_error"].notna()
     if not cmp.settings["keep_degenerate"]:
         ok &= ~df["degenerate"]
     return df[ok]
@@ -406,26 +413,28 @@ def heldout_ecdf(cmp, ax=None):
     ax = _ax(ax)
     series = []
     for i, f in enumerate(cmp.forms):
-        e = np.sort(_usable(cmp, f.name)["heldout_error_pct"].to_numpy(float))
+        e = np.sort(_usable(cmp, f.name)["heldout_error"].to_numpy(float))
         if len(e):
             series.append((i, f.name, e))
     if not series:
         ax.text(0.5, 0.5, "no valid split", ha="center", va="center", transform=ax.transAxes)
         return ax
     lo, hi, log = robust_range(np.concatenate([e for _, _, e in series]))
-    res = cmp.results
-    floors = res["noise_floor_pct"].to_numpy(float) if "noise_floor_pct" in res else np.array([])
+    res, metric = cmp.results, cmp.error_metric
+    unit = metric["unit"]
+    floors = res["noise_floor"].to_numpy(float) if "noise_floor" in res else np.array([])
     floor = float(np.median(floors[np.isfinite(floors)])) if np.isfinite(floors).any() else None
     if floor is not None and floor > 0 and floor < hi:
         lo = min(lo, floor * 0.8) if log else min(lo, floor - 0.05 * (hi - lo))
         ax.axvline(floor, color="0.35", ls=":", lw=1.5,
-                   label=f"noise floor {floor:.3g}% (knowing each cell's true mean)")  # fmt: skip
+                   label=f"noise floor {with_unit(floor, '.3g', unit)} (knowing each cell's "
+                   "true mean)")  # fmt: skip
     for i, name, e in series:
         frac = np.arange(1, len(e) + 1) / len(e)
         beyond = int((e > hi).sum())
-        label = f"{name} (median {np.median(e):.3g}%, n={len(e)})"
+        label = f"{name} (median {with_unit(np.median(e), '.3g', unit)}, n={len(e)})"
         if beyond:
-            label += f"; {beyond} beyond the edge, up to {e.max():.4g}%"
+            label += f"; {beyond} beyond the edge, up to {with_unit(e.max(), '.4g', unit)}"
         ax.step(np.minimum(e, hi), frac, where="post", color=f"C{i}", label=label)
         if beyond:
             y_exit = frac[len(e) - beyond - 1] if len(e) > beyond else 0.0
@@ -440,7 +449,9 @@ def heldout_ecdf(cmp, ax=None):
         ax.set_xscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("held-out error (mean |relative error| over held-out cells, %)")
+    ax.set_xlabel(
+        f"held-out error (mean {metric['quantity']} over held-out cells{', ' * bool(unit)}{unit})"
+    )
     basis = "valid splits" if not cmp.settings["keep_degenerate"] else "splits"
     ax.set_ylabel(f"fraction of {basis} at or below")
     _title(ax, f"Held-out error over {cmp.settings['n_splits']} {cmp.settings['protocol']} splits")
@@ -461,7 +472,7 @@ def _verdict_head(cmp, a: str, b: str) -> str:
     if not len(rows):
         return f"{a} vs {b}"
     basis = cmp.settings.get("splits_used", "valid")
-    text = verdict_sentence(rows.iloc[0].to_dict(), basis)
+    text = verdict_sentence(rows.iloc[0].to_dict(), basis, cmp.error_metric["unit"])
     return text.split(". Descriptive:")[0]
 
 
@@ -472,8 +483,8 @@ def paired_scatter(cmp, a: str, b: str, ax=None):
     the edge as open circles and counted in the legend.
     """
     ax = _ax(ax, (5.2, 5.2))
-    ea = _usable(cmp, a).set_index("split")["heldout_error_pct"]
-    eb = _usable(cmp, b).set_index("split")["heldout_error_pct"]
+    ea = _usable(cmp, a).set_index("split")["heldout_error"]
+    eb = _usable(cmp, b).set_index("split")["heldout_error"]
     both = ea.index.intersection(eb.index)
     x, y = ea.loc[both].to_numpy(float), eb.loc[both].to_numpy(float)
     wins = int((x < y).sum())
@@ -489,8 +500,9 @@ def paired_scatter(cmp, a: str, b: str, ax=None):
             ax.scatter(xc[off], yc[off], s=30, edgecolors="C3", **EDGE, label=_off_note(
                 int(off.sum()), largest, "split"))  # fmt: skip
         _identity_square(ax, lo, hi, log, "equal error")
-    ax.set_xlabel(f"{a}: held-out error (%)")
-    ax.set_ylabel(f"{b}: held-out error (%)")
+    in_unit = _in_unit(cmp)
+    ax.set_xlabel(f"{a}: held-out error{in_unit}")
+    ax.set_ylabel(f"{b}: held-out error{in_unit}")
     # the verdict is a paragraph: under the figure, the title stays one line
     _title(
         ax,
@@ -513,7 +525,7 @@ def errors_by_split(cmp, ax=None):
     any_hatched = False
     for i, name in enumerate(names):
         d = t[t["form"] == name].set_index("split").loc[splits]
-        vals = d["heldout_error_pct"].to_numpy(float)
+        vals = d["heldout_error"].to_numpy(float)
         bars = ax.bar(
             np.arange(len(splits)) + (i - (len(names) - 1) / 2) * width,
             np.nan_to_num(vals),
@@ -525,15 +537,15 @@ def errors_by_split(cmp, ax=None):
             if deg:
                 bar.set_hatch("//")
                 any_hatched = True
-    floor = t.drop_duplicates("split").set_index("split").loc[splits, "noise_floor_pct"]
+    floor = t.drop_duplicates("split").set_index("split").loc[splits, "noise_floor"]
     x = np.arange(len(splits))
     f = floor.to_numpy(float)
     if np.isfinite(f).any():
         ax.hlines(f, x - 0.42, x + 0.42, colors="k", linestyles="--", lw=1.5,
                   label="noise floor", zorder=3)  # fmt: skip
     ax.set_xticks(range(len(splits)), labels, fontsize=8)
-    ax.set_ylabel("held-out error (%)")
-    v = t["heldout_error_pct"].to_numpy(float)
+    ax.set_ylabel(f"held-out error{_in_unit(cmp)}")
+    v = t["heldout_error"].to_numpy(float)
     v = v[np.isfinite(v) & (v > 0)]
     if len(v) and v.max() > LOG_SPAN * v.min():
         ax.set_yscale("log")

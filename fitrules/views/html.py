@@ -22,17 +22,20 @@ def _closed(parts: list[str], tables: str) -> str:
 
 
 def comparison_html(cmp) -> str:
-    from fitrules.views.text import data_line, paired_heading, verdict_sentence
+    from fitrules.views.text import data_line, heldout_definition, paired_heading, verdict_sentence
 
     basis = cmp.settings.get("splits_used", "valid")
-    cols = ["form", "constants", "splits_used", "degenerate_splits", "wild_splits",
-            "common_median_pct", "median_pct", "trimmed_mean_pct", "p90_pct",
-            "worst_split_pct", "worst_cell_pct", "noise_floor_pct"]  # fmt: skip
+    metric = cmp.error_metric
+    unit = metric["unit"]
+    errors = ["common_median", "median", "trimmed_mean", "p90", "worst_split", "worst_cell",
+              "noise_floor"]  # fmt: skip
+    cols = ["form", "constants", "splits_used", "degenerate_splits", "wild_splits", *errors]
     parts = [
         f"<b>fitrules comparison</b> ({html.escape(cmp.settings['protocol'])} splits)",
         "<p class='fitrules-conclusion'>" + "<br>".join(html.escape(x) for x in cmp.conclusion)
         + "</p>",
         _table(cmp.ranking[cols]),
+        _p("errors: " + heldout_definition(cmp.settings.get("heldout_weights"), metric=metric)),
         _p(data_line(cmp.data)),
     ]  # fmt: skip
     if cmp.warnings:
@@ -40,7 +43,7 @@ def comparison_html(cmp) -> str:
     if len(cmp.paired):
         parts.append("<b>Paired verdicts</b>")
         parts.append(_p(paired_heading(cmp.settings, len(cmp.paired), cmp.data["cells"])))
-        parts.append(_list(verdict_sentence(r, basis) for r in cmp.paired.to_dict("records")))
+        parts.append(_list(verdict_sentence(r, basis, unit) for r in cmp.paired.to_dict("records")))
     return _closed(parts, "Tables: .summary, .paired, .results, .cell_errors; figures: "
                    ".plot_heldout(), .plot_paired(a, b), .plot_fit(form), .plot_residuals(x), "
                    ".plot_curves(form, x)")  # fmt: skip

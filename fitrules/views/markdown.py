@@ -26,14 +26,26 @@ from fitrules.views.text import (
     verdict_sentence,
     worst_notes,
 )
+from fitrules.views.text_parts import headed, with_unit
 
 
-def summary_header(basis: str = "valid") -> str:
+def summary_header(basis: str = "valid", unit: str = "%") -> str:
+    """The summary table's header, its error columns headed in ``unit``."""
+    errors = " | ".join(
+        headed(label, unit)
+        for label in ("common median", "median", "trimmed mean", "p90", "worst split",
+                      "worst cell", "noise floor")
+    )  # fmt: skip
     return (
-        f"| form | constants | {basis} splits | degenerate | wild | common median % | median % "
-        "| trimmed mean % | p90 % | worst split % | worst cell % | noise floor % |\n"
+        f"| form | constants | {basis} splits | degenerate | wild | {errors} |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
+
+
+def error_unit(doc: dict) -> str:
+    """The unit of a comparison's errors, from its JSON (``%`` for one written before
+    results recorded their metric)."""
+    return (doc.get("error_metric") or {}).get("unit", "%")
 
 
 # Reports are meant to be byte-identical when remade from the same command and data: no date
@@ -56,43 +68,50 @@ def _num(x, f=".3f") -> str:
     return "n/a" if x is None else format(x, f)
 
 
+def _unit_num(x, unit: str, f=".3f") -> str:
+    return "n/a" if x is None else with_unit(x, f, unit)
+
+
 def summary_rows(summary: list[dict]) -> list[str]:
     return [
         f"| {r['form']} | {r['constants']} | {r['splits_used']} | {r['degenerate_splits']} | "
-        f"{r['wild_splits']} | {_num(r.get('common_median_pct'))} | {_num(r['median_pct'])} | "
-        f"{_num(r['trimmed_mean_pct'])} | "
-        f"{_num(r['p90_pct'])} | {_num(r['worst_split_pct'], '.4g')} | "
-        f"{_num(r['worst_cell_pct'], '.4g')} | {_num(r.get('noise_floor_pct'))} |"
+        f"{r['wild_splits']} | {_num(r.get('common_median'))} | {_num(r['median'])} | "
+        f"{_num(r['trimmed_mean'])} | "
+        f"{_num(r['p90'])} | {_num(r['worst_split'], '.4g')} | "
+        f"{_num(r['worst_cell'], '.4g')} | {_num(r.get('noise_floor'))} |"
         for r in summary
     ]
 
 
-def tame_rows(summary: list[dict]) -> list[str]:
+def tame_rows(summary: list[dict], unit: str = "%") -> list[str]:
+    labels = ("median", "without wild: median", "trimmed mean", "without wild: trimmed", "p90",
+              "without wild: p90")  # fmt: skip
     head = [
-        "| form | wild splits | median % | without wild: median % | trimmed mean % | "
-        "without wild: trimmed % | p90 % | without wild: p90 % |",
+        "| form | wild splits | " + " | ".join(headed(x, unit) for x in labels) + " |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     return head + [
-        f"| {r['form']} | {r['wild_splits']} | {_num(r['median_pct'])} | "
-        f"{_num(r['tame_median_pct'])} | {_num(r['trimmed_mean_pct'])} | "
-        f"{_num(r['tame_trimmed_mean_pct'])} | {_num(r['p90_pct'])} | {_num(r['tame_p90_pct'])} |"
+        f"| {r['form']} | {r['wild_splits']} | {_num(r['median'])} | "
+        f"{_num(r['tame_median'])} | {_num(r['trimmed_mean'])} | "
+        f"{_num(r['tame_trimmed_mean'])} | {_num(r['p90'])} | {_num(r['tame_p90'])} |"
         for r in summary
     ]
 
 
-def noise_sentences(summary: list[dict]) -> list[str]:
+def noise_sentences(summary: list[dict], unit: str = "%") -> list[str]:
     out = []
     for r in summary:
-        if r["median_pct"] is None:
+        if r["median"] is None:
             continue
-        floor = r.get("noise_floor_pct")
+        floor = r.get("noise_floor")
         against = (
-            f" against a noise floor of {floor:.3f}%"
+            f" against a noise floor of {with_unit(floor, '.3f', unit)}"
             if floor is not None
             else (" (no noise estimate: cells with one seed)")
         )
-        out.append(f"- {r['form']}: median held-out error {r['median_pct']:.3f}%{against}")
+        out.append(
+            f"- {r['form']}: median held-out error {with_unit(r['median'], '.3f', unit)}{against}"
+        )
     return out
 
 
@@ -278,37 +297,40 @@ def _winner_paragraph(best: dict, doc: dict) -> str:
     verdicts are in the Answer and the paired table, once each)."""
     name = best["form"]
     basis = doc["settings"].get("splits_used", "valid")
+    unit = error_unit(doc)
     within_floor = []
-    floor = best.get("noise_floor_pct")
+    floor = best.get("noise_floor")
     for r in doc["paired"]:
         if name not in (r["a"], r["b"]) or not r["n"]:
             continue
         other = r["b"] if r["a"] == name else r["a"]
-        if floor is not None and abs(r["median_diff_pct"]) < floor:
+        if floor is not None and abs(r["median_diff"]) < floor:
             within_floor.append(other)
     on = "valid" if basis == "valid" else "(all, degenerate kept)"
     # the verdicts themselves are in the Answer and once each in the paired table
     if best.get("ranked_on") == "common" and len(doc["summary"]) > 1:
         text = (
-            f"**{name}** has the lowest median held-out error, {best['common_median_pct']:.3f}% "
-            f"over the {best['common_splits']} splits valid for every form "
-            f"({best['median_pct']:.3f}% over its own {best['splits_used']} {on} splits, 90th "
-            f"percentile {best['p90_pct']:.3f}%). "
+            f"**{name}** has the lowest median held-out error, "
+            f"{with_unit(best['common_median'], '.3f', unit)} over the {best['common_splits']} "
+            f"splits valid for every form ({with_unit(best['median'], '.3f', unit)} over its "
+            f"own {best['splits_used']} {on} splits, 90th percentile "
+            f"{with_unit(best['p90'], '.3f', unit)}). "
         )
     else:
         text = (
-            f"**{name}** has the lowest median held-out error, {best['median_pct']:.3f}% over "
-            f"{best['splits_used']} {on} splits (90th percentile {best['p90_pct']:.3f}%). "
+            f"**{name}** has the lowest median held-out error, "
+            f"{with_unit(best['median'], '.3f', unit)} over {best['splits_used']} {on} splits "
+            f"(90th percentile {with_unit(best['p90'], '.3f', unit)}). "
         )
     if within_floor:
         text += (
             f"Its median edge over {', '.join(within_floor)} is smaller than the noise floor "
-            f"({floor:.3f}%). "
+            f"({with_unit(floor, '.3f', unit)}). "
         )
     ratios = [
-        r["median_pct"] / r["noise_floor_pct"]
+        r["median"] / r["noise_floor"]
         for r in doc["summary"]
-        if r.get("noise_floor_pct") and r["median_pct"] is not None
+        if r.get("noise_floor") and r["median"] is not None
     ]
     if ratios and min(ratios) >= MANY_FLOORS:
         text += (
@@ -330,19 +352,20 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     from fitrules.views.text import conclusion
 
     ranked = sorted(doc["summary"], key=rank_value)
+    unit, metric = error_unit(doc), doc.get("error_metric")
     lines = [
         f"# fitrules comparison: {', '.join(f['name'] for f in doc['forms'])}",
         "",
         "## Answer",
         "",
-        *[f"{x}  " for x in conclusion(doc["summary"], doc["paired"])],
+        *[f"{x}  " for x in conclusion(doc["summary"], doc["paired"], unit)],
         "",
-        summary_header(s.get("splits_used", "valid")),
+        summary_header(s.get("splits_used", "valid"), unit),
         *summary_rows(ranked),
         "",
         *[
             f"{note}\n"
-            for note in worst_notes(ranked[:1], pd.DataFrame(doc["results"]))
+            for note in worst_notes(ranked[:1], pd.DataFrame(doc["results"]), unit)
             if doc["results"]
         ],
         "Forms ranked by median held-out error"
@@ -360,14 +383,14 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         f"(excluded: {', '.join(f'{v} {k}' for k, v in data['excluded'].items()) or 'none'}) |",
         *[f"| table | {n} |" for n in table_notes(data)],
         f"| protocol | {protocol_line(s, n_train, data['cells'])} |",
-        f"| held-out error | {heldout_definition(s.get('heldout_weights'))} |",
+        f"| held-out error | {heldout_definition(s.get('heldout_weights'), metric=metric)} |",
         f"| objective | {s['objective']} |",
         f"| degenerate pairs | {'kept' if s['keep_degenerate'] else 'set aside'} |",
         f"| command | {code(command)} |",
         f"| fitrules | {__version__} |",
         "",
-        "Held-out error: mean absolute relative error over the held-out cells of a split, in "
-        "percent. Each form is fitted on the same splits.",
+        f"Held-out error: {heldout_definition(None, 'the held-out cells of a split', metric)}. "
+        "Each form is fitted on the same splits.",
         "",
         "## Forms",
         "",
@@ -393,13 +416,13 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
     if doc.get("warnings"):
         lines += ["**Warnings:**", "", *[f"- {w}" for w in doc["warnings"]], ""]
     if any(r["wild_splits"] for r in doc["summary"]):
-        lines += ["With and without the fits the guard names:", "", *tame_rows(ranked), ""]
+        lines += ["With and without the fits the guard names:", "", *tame_rows(ranked, unit), ""]
     lines += [
         "Noise floor: the held-out error a predictor would show if it knew every cell's "
         "true mean, from the spread of the seeds (median over splits).",
         "",
     ]
-    lines += noise_sentences(doc["summary"]) + [""]
+    lines += noise_sentences(doc["summary"], unit) + [""]
     best = min(
         (r for r in doc["summary"] if math.isfinite(rank_value(r))),
         key=rank_value,
@@ -423,6 +446,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
 
 def _paired_md(doc: dict, basis: str) -> list[str]:
     s = doc["settings"]
+    unit = error_unit(doc)
     lines = [
         "",
         "## Paired verdicts",
@@ -439,19 +463,19 @@ def _paired_md(doc: dict, basis: str) -> list[str]:
         lines += [
             f"| {r['a']} | {r['b']} | {r.get('verdict', '')} | {r['n']} | {r['a_better']} | "
             f"{r['b_better']} | "
-            f"{r['ties']} | {_num(r['median_diff_pct'], '+.3f')} | {r.get('verdict_n', r['n'])} "
+            f"{r['ties']} | {_num(r['median_diff'], '+.3f')} | {r.get('verdict_n', r['n'])} "
             f"| {_num(r['ratio'], '.3g')} | {_interval_cell(r)} | "
             f"{fmt_p(r['p'])} | {fmt_p(r.get('p_holm'))} |"
             for r in doc["paired"]
         ]
-        warned = [verdict_sentence(r, basis).partition(". Warning: ") for r in doc["paired"]]
+        warned = [verdict_sentence(r, basis, unit).partition(". Warning: ") for r in doc["paired"]]
         lines += [
             f"- {r['a']} vs {r['b']}: warning: {w[2]}"
             for r, w in zip(doc["paired"], warned, strict=True)
             if w[1]
         ]
     else:
-        lines += [f"- {verdict_sentence(r, basis)}" for r in doc["paired"]]
+        lines += [f"- {verdict_sentence(r, basis, unit)}" for r in doc["paired"]]
     lines += [
         "",
         "The p-value asks whether the forms' held-out errors differ by more than the cells of "
@@ -468,7 +492,7 @@ def _paired_md(doc: dict, basis: str) -> list[str]:
     ]
     for r in doc["paired"]:
         cells_ = ", ".join(
-            f"{c['cell']} ({_num(c['a_pct'])}% / {_num(c['b_pct'])}%)"
+            f"{c['cell']} ({_unit_num(c['a'], unit)} / {_unit_num(c['b'], unit)})"
             for c in r.get("deciding_cells", [])
         )
         lines.append(f"- {r['a']} vs {r['b']}: {cells_ or 'n/a'}")
@@ -840,7 +864,11 @@ def protocols_report(cmps, payloads, target: Path, command: str, force: bool = F
             f"{first['settings']['objective']}.",
             "",
             "Each section is one split protocol. The held-out error of a split is the "
-            + heldout_definition(first["settings"].get("heldout_weights"), "its held-out cells")
+            + heldout_definition(
+                first["settings"].get("heldout_weights"),
+                "its held-out cells",
+                first.get("error_metric"),
+            )
             + "; the noise floor is the error a predictor would show if it knew every held-out "
             "cell's true mean (from the seed spread). Numbers of different protocols are never "
             "pooled.",
@@ -857,11 +885,11 @@ def protocols_report(cmps, payloads, target: Path, command: str, force: bool = F
                 f"- {protocol_line(s, n_train, doc['data']['cells'])}",
                 "",
             ]
-            basis = s.get("splits_used", "valid")
-            lines += [summary_header(basis), *summary_rows(doc["summary"]), ""]
-            lines += noise_sentences(doc["summary"]) + [""]
+            basis, unit = s.get("splits_used", "valid"), error_unit(doc)
+            lines += [summary_header(basis, unit), *summary_rows(doc["summary"]), ""]
+            lines += noise_sentences(doc["summary"], unit) + [""]
             lines += [paired_heading(s, len(doc["paired"]), doc["data"]["cells"]), ""]
-            lines += [f"- {verdict_sentence(r, basis)}" for r in doc["paired"]] + [""]
+            lines += [f"- {verdict_sentence(r, basis, unit)}" for r in doc["paired"]] + [""]
             if s["protocol"] == "random":
                 name = f"{slug}_ecdf.png"
                 figures.save(figures.heldout_ecdf(cmp), d / name)
@@ -876,12 +904,12 @@ def protocols_report(cmps, payloads, target: Path, command: str, force: bool = F
                     cells_ = []
                     for f in doc["forms"]:
                         r = g[g["form"] == f["name"]].iloc[0]
-                        v = _num(r["heldout_error_pct"])
+                        v = _num(r["heldout_error"])
                         cells_.append(f"{v}{' (degenerate)' if r['degenerate'] else ''}")
                     lines.append(
                         f"| {g['split_label'].iloc[0]} | "
                         + " | ".join(cells_)
-                        + f" | {_num(g['noise_floor_pct'].iloc[0])} |"
+                        + f" | {_num(g['noise_floor'].iloc[0])} |"
                     )
                 lines.append("")
             lines += [f"![{s['protocol']}]({name})", ""]

@@ -11,10 +11,13 @@ import pandas as pd
 
 from fitrules.views.text_parts import (
     data_line,
+    difference_unit,
     fmt_p,
+    headed,
     seed_effect_sentence,
     sentence,
     table,
+    with_unit,
 )
 
 ALPHA = 0.05  # the Holm-adjusted level at which a verdict names the better form
@@ -34,14 +37,14 @@ def verdict_of(row: dict) -> str:
     if p >= ALPHA:
         return "not distinguishable"
     ratio = row.get("ratio")
-    a_better = ratio < 1 if not _missing(ratio) else row.get("median_diff_pct", 0) < 0
+    a_better = ratio < 1 if not _missing(ratio) else row.get("median_diff", 0) < 0
     return f"{row['a'] if a_better else row['b']} predicts better"
 
 
 def rank_value(row: dict) -> float:
     """What a summary row is ranked by: its median held-out error on the splits valid for
     every form (``ranked_on == "common"``), else on its own valid splits; inf for none."""
-    key = "common_median_pct" if row.get("ranked_on") == "common" else "median_pct"
+    key = "common_median" if row.get("ranked_on") == "common" else "median"
     v = row.get(key)
     return math.inf if _missing(v) else float(v)
 
@@ -49,41 +52,47 @@ def rank_value(row: dict) -> float:
 RUNAWAY = 10  # a worst split this many times the median is explained under the table
 
 
-def worst_notes(rows: list[dict], results: pd.DataFrame) -> list[str]:
+def worst_notes(rows: list[dict], results: pd.DataFrame, unit: str = "%") -> list[str]:
     """A line under the table for a ranked form whose worst split is many times its median
     (issue 44: "worst split 209.5%, worst cell 1512%" beside the winner, explained 40 lines
     later): which split it is, whether the guard names its fit wild, and that the ranking
     reads medians."""
     out = []
     for r in rows:
-        med, worst = r.get("median_pct"), r.get("worst_split_pct")
+        med, worst = r.get("median"), r.get("worst_split")
         if _missing(med) or _missing(worst) or not med > 0 or worst < RUNAWAY * med:
             continue
         mine = results[(results["form"] == r["form"]) & results["used"].astype(bool)]
         if not len(mine):
             continue
-        top = mine.loc[mine["heldout_error_pct"].astype(float).idxmax()]
+        top = mine.loc[mine["heldout_error"].astype(float).idxmax()]
         why = (
             "a fit the guard names wild (listed below, with the summaries without such fits)"
             if bool(top.get("wild"))
             else "a fit the guard did not name: it extrapolates badly to the cells it holds out"
         )
         out.append(
-            f"note: {r['form']}'s worst split ({worst:.4g}%, {top['split_label']}) is {why}; "
-            f"its worst cell is {r.get('worst_cell_pct', float('nan')):.4g}%; the ranking "
+            f"note: {r['form']}'s worst split ({with_unit(worst, '.4g', unit)}, "
+            f"{top['split_label']}) is {why}; its worst cell is "
+            f"{with_unit(r.get('worst_cell', float('nan')), '.4g', unit)}; the ranking "
             "reads medians, which a runaway split does not move"
         )
     return out
 
 
-def heldout_definition(kind: str | None, where: str = "held-out cells") -> str:
-    """What a split's held-out error is, under the settings' ``heldout_weights``."""
+def heldout_definition(
+    kind: str | None, where: str = "held-out cells", metric: dict | None = None
+) -> str:
+    """What a split's held-out error is, under the settings' ``heldout_weights``, in the
+    result's ``error_metric`` (by default |relative error| in %)."""
+    quantity = (metric or {}).get("quantity", "|relative error|")
+    unit = (metric or {}).get("unit", "%") or "the grid's value units"
     if kind == "box":
         return (
-            f"mean |relative error| over {where}, each weighted by its share of the grid's box "
-            "(half on an edge of a variable, a quarter at a corner), in %"
+            f"mean {quantity} over {where}, each weighted by its share of the grid's box "
+            f"(half on an edge of a variable, a quarter at a corner), in {unit}"
         )
-    return f"mean |relative error| over {where}, in %"
+    return f"mean {quantity} over {where}, in {unit}"
 
 
 def common_note(summary: list[dict]) -> str:
@@ -102,7 +111,7 @@ def common_note(summary: list[dict]) -> str:
     )
 
 
-def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
+def conclusion(summary: list[dict], paired: list[dict], unit: str = "%") -> list[str]:
     """The answer in at most three lines: which form predicts best, which rivals it beats
     with the corrected paired verdict, which it cannot be told from.
 
@@ -110,6 +119,7 @@ def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
     ----------
     summary, paired : the records of :attr:`Comparison.summary` and :attr:`Comparison.paired`
         (``to_dict()["summary"]``, ``["paired"]``).
+    unit : the unit of their errors (:attr:`Comparison.error_metric`).
     """
     rank = [r for r in summary if math.isfinite(rank_value(r))]
     rank.sort(key=rank_value)
@@ -119,20 +129,21 @@ def conclusion(summary: list[dict], paired: list[dict]) -> list[str]:
     name = best["form"]
     if len(rank) == 1 or best.get("ranked_on", "own") == "own":
         first = (
-            f"{name} predicts the held-out cells best: median error {best['median_pct']:.3f}% "
-            f"over {best['splits_used']} splits"
+            f"{name} predicts the held-out cells best: median error "
+            f"{with_unit(best['median'], '.3f', unit)} over {best['splits_used']} splits"
         )
         if len(rank) > 1:
             first += (
-                f" (next {rank[1]['form']}, {rank[1]['median_pct']:.3f}% over "
+                f" (next {rank[1]['form']}, {with_unit(rank[1]['median'], '.3f', unit)} over "
                 f"{rank[1]['splits_used']}; ranked on each form's own valid splits, since only "
                 f"{best.get('common_splits', 0)} are valid for every form)"
             )
     else:
         first = (
             f"{name} predicts the held-out cells best: median error "
-            f"{best['common_median_pct']:.3f}% over the {best['common_splits']} splits valid "
-            f"for every form (next {rank[1]['form']}, {rank[1]['common_median_pct']:.3f}%)"
+            f"{with_unit(best['common_median'], '.3f', unit)} over the {best['common_splits']} "
+            f"splits valid for every form (next {rank[1]['form']}, "
+            f"{with_unit(rank[1]['common_median'], '.3f', unit)})"
         )
     lines = [first + "."]
     beats, loses, same, untested = [], [], [], []
@@ -185,10 +196,10 @@ def _fmt_ratio(x) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
-def verdict_sentence(row: dict, basis: str = "valid") -> str:
-    """One paired row in words: the test first, then the descriptive counts, and a warning
-    when most splits were set aside for one of the forms."""
-    text = _verdict(row, basis)
+def verdict_sentence(row: dict, basis: str = "valid", unit: str = "%") -> str:
+    """One paired row in words: the test first, then the descriptive counts (differences in
+    ``unit``'s terms), and a warning when most splits were set aside for one of the forms."""
+    text = _verdict(row, basis, unit)
     total = row.get("splits")
     if total and row["n"] < MOST * total:
         text += (
@@ -201,7 +212,7 @@ def verdict_sentence(row: dict, basis: str = "valid") -> str:
 MOST = 0.5
 
 
-def _verdict(row: dict, basis: str) -> str:
+def _verdict(row: dict, basis: str, unit: str) -> str:
     a, b, n = row["a"], row["b"], row["n"]
     both = "valid for both" if basis == "valid" else "(all, degenerate kept)"
     if n == 0:
@@ -209,7 +220,8 @@ def _verdict(row: dict, basis: str) -> str:
     ties = f", {row['ties']} tied" if row["ties"] else ""
     counts = (
         f"{a} lower in {row['a_better']} and {b} in {row['b_better']} of {n} splits "
-        f"{both}{ties}; median difference {row['median_diff_pct']:+.3f} points"
+        f"{both}{ties}; median difference "
+        + " ".join(filter(None, (f"{row['median_diff']:+.3f}", difference_unit(unit))))
     )
     if "min_p" in row:  # structured protocol: held-out groups are the units
         if not row.get("can_reject"):
@@ -245,33 +257,38 @@ def _verdict(row: dict, basis: str) -> str:
     )
 
 
-def summary_columns(basis: str = "valid") -> list[tuple[str, str, str]]:
+def summary_columns(basis: str = "valid", unit: str = "%") -> list[tuple[str, str, str]]:
+    """The summary table's columns (key, header, format), headed in the errors' ``unit``."""
+    return [
+        (key, headed(label, unit) if fmt.endswith(("f", "g")) else label, fmt)
+        for key, label, fmt in _columns_without_unit(basis)
+    ]
+
+
+def _columns_without_unit(basis: str) -> list[tuple[str, str, str]]:
     return [
         ("form", "form", ""),
         ("constants", "constants", "d"),
         ("splits_used", basis, "d"),
         ("degenerate_splits", "degenerate", "d"),
         ("wild_splits", "wild", "d"),
-        ("common_median_pct", "common median %", ".3f"),
-        ("median_pct", "median %", ".3f"),
-        ("trimmed_mean_pct", "trimmed mean %", ".3f"),
-        ("p90_pct", "p90 %", ".3f"),
-        ("worst_split_pct", "worst split %", ".4g"),
-        ("worst_cell_pct", "worst cell %", ".4g"),
-        ("noise_floor_pct", "noise floor %", ".3f"),
+        ("common_median", "common median", ".3f"),
+        ("median", "median", ".3f"),
+        ("trimmed_mean", "trimmed mean", ".3f"),
+        ("p90", "p90", ".3f"),
+        ("worst_split", "worst split", ".4g"),
+        ("worst_cell", "worst cell", ".4g"),
+        ("noise_floor", "noise floor", ".3f"),
     ]
 
 
-TAME_COLUMNS = [
-    ("form", "form", ""),
-    ("wild_splits", "wild", "d"),
-    ("median_pct", "median %", ".3f"),
-    ("tame_median_pct", "without: median %", ".3f"),
-    ("trimmed_mean_pct", "trimmed %", ".3f"),
-    ("tame_trimmed_mean_pct", "without: trimmed %", ".3f"),
-    ("p90_pct", "p90 %", ".3f"),
-    ("tame_p90_pct", "without: p90 %", ".3f"),
-]
+def tame_columns(unit: str = "%") -> list[tuple[str, str, str]]:
+    """The with-and-without-wild-fits table's columns, headed in the errors' ``unit``."""
+    return [("form", "form", ""), ("wild_splits", "wild", "d")] + [
+        (f"{pre}{key}", headed(f"{words}{label}", unit), ".3f")
+        for key, label in (("median", "median"), ("trimmed_mean", "trimmed"), ("p90", "p90"))
+        for pre, words in (("", ""), ("tame_", "without: "))
+    ]
 
 
 def guard_line(settings: dict) -> str:
@@ -363,18 +380,20 @@ def paired_heading(settings: dict, n_pairs: int, cells: int | None = None) -> st
 def render_comparison(cmp) -> str:
     s = cmp.settings
     basis = s.get("splits_used", "valid")
+    unit = cmp.error_metric["unit"]
     n_train = int(cmp.results["n_train"].min()) if len(cmp.results) else 0
     # the answer first: the conclusion, then the forms ranked by median held-out error
-    lines = [*cmp.conclusion, "", table(cmp.ranking, summary_columns(basis))]
-    lines += worst_notes(cmp.ranking.to_dict("records")[:1], cmp.results)
+    lines = [*cmp.conclusion, "", table(cmp.ranking, summary_columns(basis, unit))]
+    lines += worst_notes(cmp.ranking.to_dict("records")[:1], cmp.results, unit)
     lines += [f"warning: {w}" for w in getattr(cmp, "warnings", [])]
     lines += [
         "",
         data_line(cmp.data),
         f"{protocol_line(s, n_train, cmp.data['cells'])}; objective {s['objective']}; "
         f"weights {s.get('weights', 'cells')}; "
-        f"held-out error = {heldout_definition(s.get('heldout_weights'))}; noise floor = the "
-        "error of a predictor that knew each cell's true mean (from the seed spread); "
+        f"held-out error = {heldout_definition(s.get('heldout_weights'), metric=cmp.error_metric)}"
+        "; noise floor = the error of a predictor that knew each cell's true mean (from the "
+        "seed spread); "
         + common_note(cmp.summary.to_dict("records")),
         guard_line(s),
     ]
@@ -393,10 +412,10 @@ def render_comparison(cmp) -> str:
     if seed_line:
         lines += [seed_line]
     if cmp.summary["wild_splits"].sum():
-        lines += ["", "With and without the wild fits:", table(cmp.ranking, TAME_COLUMNS)]
+        lines += ["", "With and without the wild fits:", table(cmp.ranking, tame_columns(unit))]
     if len(cmp.paired):
         lines += ["", paired_heading(s, len(cmp.paired), cmp.data["cells"])]
-        lines += [f"  {verdict_sentence(r, basis)}" for r in cmp.paired.to_dict("records")]
+        lines += [f"  {verdict_sentence(r, basis, unit)}" for r in cmp.paired.to_dict("records")]
     wild = {k: v for k, v in (cmp.wild or {}).items() if v}
     if wild:
         lines += ["", "Wild extrapolation (named from the training fit alone):"]

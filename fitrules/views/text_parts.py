@@ -34,6 +34,23 @@ def fmt_p(p: float | None) -> str:
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
+def with_unit(value: float, spec: str, unit: str) -> str:
+    """``value`` formatted by ``spec`` and followed by its unit: ``3.200%``, ``0.012 nats``
+    or ``0.012`` (an error metric's unit is data in a result, not part of a column's name)."""
+    text = format(value, spec)
+    return text + unit if unit == "%" else f"{text} {unit}" if unit else text
+
+
+def headed(label: str, unit: str) -> str:
+    """A column header with its unit: ``median %``, ``median nats``, ``median``."""
+    return f"{label} {unit}" if unit else label
+
+
+def difference_unit(unit: str) -> str:
+    """What the difference of two errors is in: points of a percentage, else the unit."""
+    return "points" if unit == "%" else unit
+
+
 def table(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
     """Fixed-width table: columns are (key, header, format) with format '' for str()."""
     cells = [[h for _, h, _ in columns]]

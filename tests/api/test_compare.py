@@ -54,7 +54,7 @@ def test_verdict_column(default_comparison):
         else:
             assert r["verdict"] == "not distinguishable"
     assert verdict_of({"a": "x", "b": "y", "p": None, "p_holm": None}) == "no test"
-    assert verdict_of({"a": "x", "b": "y", "p": 0.01, "p_holm": 0.02, "median_diff_pct": 0.3,
+    assert verdict_of({"a": "x", "b": "y", "p": 0.01, "p_holm": 0.02, "median_diff": 0.3,
                        "ratio": None}) == "y predicts better"  # fmt: skip
 
 
@@ -80,7 +80,7 @@ def test_compare_flags_splits_that_leave_a_level_unfitted_by_name():
         h = float(col_level.split("=")[1])
         assert h not in set(c.cells.table["H"].iloc[row["train_cells"]])
         assert f"L0[{col_level}] not fitted" in reason
-        assert row["degenerate"] and np.isnan(row["heldout_error_pct"])
+        assert row["degenerate"] and np.isnan(row["heldout_error"])
     # splits that fit every level are scored as usual
     assert (~r["degenerate"]).sum() > 0
     assert set(c.summary["form"]) == {"comp_h", "composition"}
@@ -124,26 +124,26 @@ def test_the_headline_ranks_forms_on_the_splits_valid_for_every_form():
     free_omega's 1.152%; on the splits valid for every form it is third (held-out cells
     counted once each, as when the issue measured it)."""
     c = fr.compare(splits=300, heldout_weights="equal")
-    wide = c.results.pivot(index="split", columns="form", values="heldout_error_pct")
+    wide = c.results.pivot(index="split", columns="form", values="heldout_error")
     used = c.results.pivot(index="split", columns="form", values="used").astype(bool)
     common = used.all(axis=1)
     rows = c.summary.set_index("form")
     for name in wide.columns:
         assert rows.loc[name, "common_splits"] == int(common.sum())
-        assert rows.loc[name, "common_median_pct"] == pytest.approx(
+        assert rows.loc[name, "common_median"] == pytest.approx(
             float(np.median(wide.loc[common, name]))
         )
     assert set(rows["ranked_on"]) == {"common"}
-    order = rows["common_median_pct"].sort_values(kind="stable").index.tolist()
+    order = rows["common_median"].sort_values(kind="stable").index.tolist()
     assert c.ranking["form"].tolist() == order
-    own = rows["median_pct"].sort_values(kind="stable").index.tolist()
+    own = rows["median"].sort_values(kind="stable").index.tolist()
     assert own.index("composition_per_h") < own.index("free_omega")  # the misleading order
     assert order.index("composition_per_h") > order.index("free_omega")
     best, nxt = order[0], order[1]
     assert c.conclusion[0] == (
         f"{best} predicts the held-out cells best: median error "
-        f"{rows.loc[best, 'common_median_pct']:.3f}% over the {int(common.sum())} splits valid "
-        f"for every form (next {nxt}, {rows.loc[nxt, 'common_median_pct']:.3f}%)."
+        f"{rows.loc[best, 'common_median']:.3f}% over the {int(common.sum())} splits valid "
+        f"for every form (next {nxt}, {rows.loc[nxt, 'common_median']:.3f}%)."
     )
 
 
@@ -152,7 +152,7 @@ def test_too_few_common_splits_rank_on_each_forms_own_and_say_so():
     own valid splits, and the headline says so."""
     c = fr.compare(splits=20, forms=["composition", "composition_per_h"])
     assert set(c.summary["ranked_on"]) == {"own"}
-    meds = c.ranking["median_pct"].tolist()
+    meds = c.ranking["median"].tolist()
     assert meds == sorted(meds)
     n = int(c.summary["common_splits"].iloc[0])
     assert f"ranked on each form's own valid splits, since only {n} are valid" in c.conclusion[0]
@@ -165,12 +165,12 @@ def test_a_runaway_worst_split_of_the_winner_is_explained_under_the_table():
     the guard names its fit wild, and that the ranking reads medians."""
     c = fr.compare(splits=300, forms=["composition", "log_additive"])
     best = c.ranking.iloc[0]
-    assert best["worst_split_pct"] > 10 * best["median_pct"]
+    assert best["worst_split"] > 10 * best["median"]
     lines = str(c).splitlines()
     dashes = next(i for i, ln in enumerate(lines) if ln.startswith("-----"))
     note = lines[dashes + 3]
     mine = c.results[(c.results["form"] == best["form"]) & c.results["used"]]
-    top = mine.loc[mine["heldout_error_pct"].idxmax()]
-    assert note.startswith(f"note: {best['form']}'s worst split ({best['worst_split_pct']:.4g}%, ")
+    top = mine.loc[mine["heldout_error"].idxmax()]
+    assert note.startswith(f"note: {best['form']}'s worst split ({best['worst_split']:.4g}%, ")
     assert top["split_label"] in note
     assert ("the guard names wild" in note) == bool(top["wild"])

@@ -30,7 +30,7 @@ def test_notebook_session_on_an_in_memory_dataframe(df):
     c = fr.compare(g, forms=["composition", "omega_only", mine], splits=40)
     for table in (c.summary, c.paired, c.results, c.cell_errors):
         assert isinstance(table, pd.DataFrame) and len(table)
-    assert c.summary.set_index("form").loc["composition", "median_pct"] < 0.5
+    assert c.summary.set_index("form").loc["composition", "median"] < 0.5
     html = c._repr_html_()
     assert "<table" in html and "composition" in html and "Paired verdicts" in html
     assert "corrected resampled t" in str(c)

@@ -50,16 +50,16 @@ def test_same_command_twice_gives_byte_identical_json(synthetic_csv, tmp_path, c
     doc = json.loads(paths[0].read_text())
     assert {"results", "summary", "paired", "data"} <= set(doc)
     row = doc["results"][0]
-    assert {"split", "form", "heldout_error_pct", "degenerate", "reasons", "constants"} <= set(row)
+    assert {"split", "form", "heldout_error", "degenerate", "reasons", "constants"} <= set(row)
     assert {
         "splits_used",
         "degenerate_splits",
         "wild_splits",
-        "median_pct",
-        "trimmed_mean_pct",
-        "p90_pct",
-        "worst_split_pct",
-        "worst_cell_pct",
+        "median",
+        "trimmed_mean",
+        "p90",
+        "worst_split",
+        "worst_cell",
     } <= set(doc["summary"][0])
     assert {"a", "b", "a_better", "b_better", "ties", "n", "p", "p_holm", "ratio_ci"} <= set(
         doc["paired"][0]
@@ -244,7 +244,7 @@ def test_transfer_fits_one_grid_and_scores_another(tmp_path, capsys):
     doc = json.loads(out.read_text())
     (row,) = doc["results"]
     # the test grid sits 0.2 below the fitted one: the error is about 0.2 / 2.0 = 10%
-    assert row["heldout_error_pct"] == pytest.approx(10, rel=0.05)
+    assert row["heldout_error"] == pytest.approx(10, rel=0.05)
     assert doc["settings"]["protocol"].startswith("transfer:")
     assert doc["data"]["test"]["cells"] == 20
 

@@ -147,8 +147,8 @@ def test_rel_ls_does_not_notice_the_scale(tmp_path, capsys, scale):
         docs.append(json.loads(out.read_text()))
     ra, rb = docs[0]["results"], docs[1]["results"]
     assert [r["degenerate"] for r in ra] == [r["degenerate"] for r in rb]
-    ea = [r["heldout_error_pct"] for r in ra]
-    eb = [r["heldout_error_pct"] for r in rb]
+    ea = [r["heldout_error"] for r in ra]
+    eb = [r["heldout_error"] for r in rb]
     np.testing.assert_allclose(eb, ea, rtol=1e-5)
     L0a = docs[0]["full_fit"]["composition"]["constants"]["L0"]
     L0b = docs[1]["full_fit"]["composition"]["constants"]["L0"]

@@ -55,13 +55,13 @@ def fresh_report(tmp_path_factory):
 
 
 SUMMARY_KEYS = (
-    "common_median_pct",
-    "median_pct",
-    "trimmed_mean_pct",
-    "p90_pct",
-    "worst_split_pct",
-    "worst_cell_pct",
-    "noise_floor_pct",
+    "common_median",
+    "median",
+    "trimmed_mean",
+    "p90",
+    "worst_split",
+    "worst_cell",
+    "noise_floor",
 )
 
 

@@ -54,13 +54,13 @@ def test_box_weighted_error_is_the_mean_over_the_box_for_an_error_linear_in_each
     rel = 0.01 * (X["H"] / 6 + X["omega"] / 8)  # 0 at the low corner, 0.015 at the high one
     y = np.ones_like(rel)
     want = 100 * 0.01 * (0.5 + 0.25)  # the mean of a linear function over the box
-    box = heldout_errors(y, y + rel, box_weights(X))["heldout_error_pct"]
-    equal = heldout_errors(y, y + rel)["heldout_error_pct"]
+    box = heldout_errors(y, y + rel, box_weights(X))["heldout_error"]
+    equal = heldout_errors(y, y + rel)["heldout_error"]
     assert box == pytest.approx(want, rel=1e-12)
     assert equal == pytest.approx(want, rel=1e-12)  # linear and symmetric: both exact here
     # a convex error (largest at the edges, as a form's misfit is) is over-counted equally
     rel = 0.01 * ((X["H"] / 6 - 0.5) ** 2 + (X["omega"] / 4 - 0.5) ** 2)
     truth = 100 * 0.01 * (1 / 12 + 1 / 12)  # the mean of (u - 1/2)^2 over [0, 1], twice
-    box = heldout_errors(y, y + rel, box_weights(X))["heldout_error_pct"]
-    equal = heldout_errors(y, y + rel)["heldout_error_pct"]
+    box = heldout_errors(y, y + rel, box_weights(X))["heldout_error"]
+    equal = heldout_errors(y, y + rel)["heldout_error"]
     assert abs(box - truth) < abs(equal - truth)

@@ -176,7 +176,7 @@ def test_paired_verdict_counts_and_corrected_t():
     b = np.array([1.5, 2.5, 3.0, 3.0, 6.0])
     v = paired_verdict(a, b, n_train=7, n_test=13)
     assert (v["a_better"], v["b_better"], v["ties"], v["n"]) == (3, 1, 1, 5)
-    assert v["median_diff_pct"] == -0.5
+    assert v["median_diff"] == -0.5
     # by hand: log ratios, variance inflated by 1/J + n_test/n_train, t with J - 1 df
     d = np.log(a / b)
     se = np.sqrt(d.var(ddof=1) * (1 / 5 + 13 / 7))

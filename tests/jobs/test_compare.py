@@ -40,7 +40,7 @@ def test_true_rule_beats_a_wrong_one_on_held_out_cells(synthetic_csv):
     assert row["a"] == "composition"
     assert row["a_better"] > 0.9 * row["n"]
     summary = cmp.summary.set_index("form")
-    assert summary.loc["composition", "median_pct"] < summary.loc["omega_only", "median_pct"]
+    assert summary.loc["composition", "median"] < summary.loc["omega_only", "median"]
     full = cmp.full_fits["composition"].constants
     assert abs(full["b"] - TRUTH["b"]) < 0.05
 
@@ -64,7 +64,7 @@ def test_heldout_error_is_recomputable_from_constants(synthetic_csv, kind):
         pred = c["L0"] + c["a"] * t.omega[test] * (t.H[test] / 16) ** c["b"]
         rel = np.abs(pred - t.value[test]) / t.value[test]
         want = 100 * np.sum(w[test] * rel) / np.sum(w[test])
-        assert abs(row["heldout_error_pct"] - want) < 1e-9
+        assert abs(row["heldout_error"] - want) < 1e-9
 
 
 def test_compare_can_hold_out_seed_ids_and_names_both_protocols():
@@ -85,7 +85,7 @@ def test_compare_can_hold_out_seed_ids_and_names_both_protocols():
     b = compare(g, forms, RandomSplit(12, 1 / 3, 0), seeds="cells-and-seeds")
     assert a.settings["descriptive_protocol"]["held_out"].startswith("cells: every run")
     assert b.settings["descriptive_protocol"]["held_out"].startswith("cells and seeds: 3 folds")
-    assert not np.allclose(a.results["heldout_error_pct"], b.results["heldout_error_pct"])
+    assert not np.allclose(a.results["heldout_error"], b.results["heldout_error"])
     # the verdict protocol stays on cells: the same test either way
     assert a.paired["p"].iloc[0] == b.paired["p"].iloc[0]
     with pytest.raises(SplitError, match="^seeds 'bogus' is unknown"):
@@ -128,7 +128,7 @@ def test_held_out_errors_that_overflow_are_set_aside():
     from fitrules.engine.stats import paired_verdict
 
     errs = heldout_errors(np.array([1e-300, 2e-300]), np.array([1e300, 1e300]))
-    assert not np.isfinite(errs["heldout_error_pct"])
+    assert not np.isfinite(errs["heldout_error"])
     assert np.isfinite(heldout_errors(np.array([1.0, 2.0]), np.array([1e300, 1e300]))["rmse"])
     v = paired_verdict(np.array([1.0, np.inf, 2.0]), np.array([1.5, 1.0, 2.5]), 7, 13)
     assert v["ratio"] is None and v["p"] is None and "floating-point range" in v["test"]
@@ -173,7 +173,7 @@ def test_compare_reports_protocol_and_floor(grid):
     cmp = compare(grid, forms, LeaveOneLevelOut("H"))
     assert cmp.settings["protocol"] == "leave-one-level-out:H"
     assert len(cmp.results) == 8
-    assert (cmp.summary["noise_floor_pct"] > 0).all()
+    assert (cmp.summary["noise_floor"] > 0).all()
     assert list(cmp.results["split_label"].unique()) == [
         "H=1 held out",
         "H=4 held out",

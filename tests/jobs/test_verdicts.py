@@ -109,13 +109,13 @@ def test_guard_names_additives_runaway_splits(grid, seed, splits):
     """Runaways (held-out error over 10x the form's median) the span and uncertainty rules
     missed: errors 25, 55, 20 and 41%."""
     res = compare(grid, select_forms(["additive"]), RandomSplit(300, 1 / 3, seed)).results
-    med = res.loc[res["used"], "heldout_error_pct"].median()
+    med = res.loc[res["used"], "heldout_error"].median()
     for s in splits:
         row = res.iloc[s]
-        assert row["heldout_error_pct"] > 10 * med
+        assert row["heldout_error"] > 10 * med
         assert row["wild"] and row["excursion_pct"] > 10, row["guard_reasons"]
         assert any("cells not fitted lie" in g for g in row["guard_reasons"])
-    tame = res[res["used"] & (res["heldout_error_pct"] <= 10 * med)]
+    tame = res[res["used"] & (res["heldout_error"] <= 10 * med)]
     assert tame["wild"].mean() <= 0.05
 
 
@@ -131,13 +131,13 @@ def test_p_does_not_shrink_as_splits_are_added(grid):
 
 def test_summary_ranks_the_forms_as_the_paired_counts_do(default_cmp):
     """The summary's median and trimmed mean rank the forms as the paired win counts do."""
-    order = default_cmp.summary.sort_values("median_pct")["form"].tolist()
+    order = default_cmp.summary.sort_values("median")["form"].tolist()
     rank = {f: i for i, f in enumerate(order)}
     for r in default_cmp.paired.to_dict("records"):
         counts_say_a = r["a_better"] > r["b_better"]
         assert counts_say_a == (rank[r["a"]] < rank[r["b"]]), r
     # the trimmed mean orders them the same way (the mean did not: one split owned it)
-    assert default_cmp.summary.sort_values("trimmed_mean_pct")["form"].tolist() == order
+    assert default_cmp.summary.sort_values("trimmed_mean")["form"].tolist() == order
 
 
 def test_guard_names_every_runaway_and_few_others(default_cmp):
@@ -145,11 +145,11 @@ def test_guard_names_every_runaway_and_few_others(default_cmp):
     training fit alone, and at most 5% of the other splits of each form are. (A runaway is
     read at its worst cell: a split's mean, box-weighted, shrinks a runaway at a corner.)"""
     res = default_cmp.results[default_cmp.results["used"]]
-    runaway = res[res["worst_cell_pct"] > 100]
+    runaway = res[res["worst_cell"] > 100]
     named = {(r.form, r.split) for r in runaway.itertuples()}
     assert ("composition", 281) in named and ("free_omega", 108) in named
-    assert runaway["wild"].all(), runaway[["form", "split", "worst_cell_pct", "wild"]]
-    for form, df in res[res["worst_cell_pct"] <= 100].groupby("form"):
+    assert runaway["wild"].all(), runaway[["form", "split", "worst_cell", "wild"]]
+    for form, df in res[res["worst_cell"] <= 100].groupby("form"):
         assert df["wild"].mean() <= 0.05, (form, df["wild"].mean())
     # the message names the prediction and the cell
     assert any("predicts 164.2 at H=64, omega=15" in x for x in default_cmp.wild["composition"])

@@ -58,7 +58,7 @@ def test_committed_default_report_is_reproduced():
         # the unidentified direction at equal training objective, so only valid pairs' held-out
         # errors are compared
         if not a["degenerate"]:
-            assert a["heldout_error_pct"] == pytest.approx(b["heldout_error_pct"], rel=1e-9)
+            assert a["heldout_error"] == pytest.approx(b["heldout_error"], rel=1e-9)
 
 
 @pytest.mark.parametrize("name", ["default", "wide", "paired-ci", "fit-composition"])

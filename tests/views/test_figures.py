@@ -74,12 +74,13 @@ def _cmp(names=("a", "b"), n=200, runaway=1e6, degenerate=False, protocol="rando
             e[7] = runaway
         for s in range(n):
             rows.append({"split": s, "split_label": f"split {s}", "form": name,
-                         "heldout_error_pct": e[s], "degenerate": degenerate,
-                         "noise_floor_pct": 0.3})  # fmt: skip
+                         "heldout_error": e[s], "degenerate": degenerate,
+                         "noise_floor": 0.3})  # fmt: skip
     return SimpleNamespace(
         results=pd.DataFrame(rows),
         forms=[SimpleNamespace(name=x) for x in names],
         settings={"keep_degenerate": False, "n_splits": n, "protocol": protocol},
+        error_metric={"name": "relative", "unit": "%", "quantity": "|relative error|"},
     )
 
 

@@ -10,10 +10,10 @@ from fitrules.views.text import conclusion
 
 def test_no_pair_with_the_best_form():
     """With no paired verdicts the conclusion is two lines; with no valid split it says so."""
-    summary = [{"form": "a", "median_pct": 1.0, "splits_used": 9},
-               {"form": "b", "median_pct": 2.0, "splits_used": 9}]  # fmt: skip
+    summary = [{"form": "a", "median": 1.0, "splits_used": 9},
+               {"form": "b", "median": 2.0, "splits_used": 9}]  # fmt: skip
     assert len(conclusion(summary, [])) == 2
-    assert conclusion([{"form": "a", "median_pct": None, "splits_used": 0}], [])[0].startswith(
+    assert conclusion([{"form": "a", "median": None, "splits_used": 0}], [])[0].startswith(
         "No form has a valid split"
     )
 
@@ -27,5 +27,5 @@ def test_a_verdict_resting_on_few_splits_warns_and_says_why():
     (w,) = set_aside_warnings(summary, {"noE": {"optimiser did not converge": 261}}, 300)
     assert "261 of 300 splits set aside (261 x optimiser did not converge)" in w
     row = {"a": "chin", "b": "noE", "n": 39, "splits": 300, "a_better": 39, "b_better": 0,
-           "ties": 0, "median_diff_pct": -0.7, "p": None}  # fmt: skip
+           "ties": 0, "median_diff": -0.7, "p": None}  # fmt: skip
     assert "Warning: 261 of 300 splits were set aside" in verdict_sentence(row)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from fitrules.base.error_metrics import DEFAULT_ERROR_METRIC, ErrorMetric, error_metric
 from fitrules.base.errors import param
 from fitrules.base.limits import (
     HELDOUT_WEIGHTS,
@@ -60,6 +61,7 @@ def compare(
     weights: str = WEIGHTS[0],
     seeds: str = SEED_PROTOCOLS[0],
     heldout_weights: str = HELDOUT_WEIGHTS[0],
+    metric: str | ErrorMetric = DEFAULT_ERROR_METRIC,
 ) -> Comparison:
     """Fit every form on the same splits of ``grid``'s cells and score the held-out cells.
 
@@ -94,6 +96,11 @@ def compare(
     heldout_weights : ``box`` (default: each held-out cell by its share of the grid's box,
         :func:`fitrules.engine.metrics.box_weights`) or ``equal``: how a split's held-out
         cells count in its error, its noise floor and the verdicts.
+    metric : the held-out error's metric, a name of
+        :data:`fitrules.base.error_metrics.ERROR_METRICS` (default ``relative``: |relative
+        error| in percent) or an :class:`~fitrules.base.error_metrics.ErrorMetric`; the
+        summaries, verdicts, cell errors and noise floor are in its unit, which the result
+        records (:attr:`Comparison.error_metric`).
 
     Raises
     ------
@@ -103,6 +110,7 @@ def compare(
     splitter = splitter or RandomSplit()
     objective = objective or Objective()
     guard = guard or GuardOptions()
+    metric = error_metric(metric)
     bound, variables, cells = _bind_and_cells(grid, forms, test_grid, objective)
     n = len(cells)
     w = cell_weights(weights, cells.table, objective)
@@ -112,13 +120,15 @@ def compare(
     vsplit = verdict_splitter(splitter, n, verdict_train_frac) if random else None
     _check_compare_memory(bound, n, masks, vsplit, options, objective)
     hw = _heldout_weights(cells, heldout_weights)
-    floor, no_noise = noise_floor(cells, masks, hw)
+    floor, no_noise = noise_floor(cells, masks, hw, metric)
     held, seeds_note = (
         (None, "cells") if test_grid is not None else _held_seeds(grid, cells, seeds, splitter)
     )
     # the weights ride with the cells into every fit (fit.WEIGHT_KEY)
     X = cells.X if w is None else {**cells.X, WEIGHT_KEY: w}
-    fitting = _Fitting(X, cells.y, objective, options, guard, on_progress, keep_degenerate, hw)
+    fitting = _Fitting(
+        X, cells.y, objective, options, guard, on_progress, keep_degenerate, hw, metric
+    )
     results, full, unc, at_cell = _score_forms(bound, cells, masks, labels, floor, held, fitting)
     loo = _leaves_one_out(splitter, vsplit, n)
     verdict = _verdict_results(results, bound, vsplit, loo, n, fitting)
@@ -156,6 +166,7 @@ def compare(
         full_uncertainty=unc,
         verdict_results=verdict,
         seed_effect=grid_seed_effect(grid, variables) if test_grid is None else None,
+        error_metric=metric.as_dict(grid.unit),
     )
 
 
@@ -277,6 +288,7 @@ def _settings(
         "objective": fitting.objective.describe(),
         "weights": weights,
         "heldout_weights": heldout_weights,
+        "error_metric": fitting.metric.name,
         "keep_degenerate": bool(fitting.keep_degenerate),
         "splits_used": "all" if fitting.keep_degenerate else "valid",
         "guard": fitting.guard.describe(),

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from fitrules import __version__
+from fitrules.base.error_metrics import DEFAULT_ERROR_METRIC, ERROR_METRICS
 from fitrules.base.errors import FormError
 from fitrules.base.results import Views
 from fitrules.base.util import json_ready
@@ -95,6 +96,10 @@ class Comparison(Views, text=view("text.render_comparison"), html=view("html.com
         the verdict protocol has splits of its own.
     seed_effect : dict or None
         A per-seed effect shared across cells, if measurable.
+    error_metric : dict
+        The held-out error's metric: ``name``, ``unit`` (``"%"`` for the default relative
+        error) and ``quantity`` (``|relative error|``); every error column (``median``,
+        ``heldout_error``, ``noise_floor``, ...) is in this unit.
     conclusion : list of str
         The answer in at most three lines.
     ranking : DataFrame
@@ -118,6 +123,9 @@ class Comparison(Views, text=view("text.render_comparison"), html=view("html.com
     full_uncertainty: dict[str, JacobianUncertainty] = field(default_factory=dict)
     verdict_results: pd.DataFrame | None = None  # per (split, form) of the verdict protocol
     seed_effect: dict | None = None  # a per-seed effect shared across cells, if measurable
+    error_metric: dict = field(
+        default_factory=lambda: ERROR_METRICS[DEFAULT_ERROR_METRIC].as_dict()
+    )
 
     def __post_init__(self) -> None:
         table = SummaryTable(self.summary)
@@ -130,7 +138,11 @@ class Comparison(Views, text=view("text.render_comparison"), html=view("html.com
         notebook view and of report.md): the form with the lowest median held-out error,
         the rivals it beats with the corrected paired verdict, those it cannot be told
         apart from."""
-        return conclusion(self.summary.to_dict("records"), self.paired.to_dict("records"))
+        return conclusion(
+            self.summary.to_dict("records"),
+            self.paired.to_dict("records"),
+            self.error_metric["unit"],
+        )
 
     @property
     def ranking(self) -> pd.DataFrame:
@@ -144,6 +156,7 @@ class Comparison(Views, text=view("text.render_comparison"), html=view("html.com
                 "fitrules_version": __version__,
                 "data": self.data,
                 "settings": self.settings,
+                "error_metric": self.error_metric,
                 "forms": [f.to_dict() for f in self.forms],
                 "summary": self.summary.to_dict("records"),
                 "paired": self.paired.to_dict("records"),

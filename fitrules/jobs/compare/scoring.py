@@ -11,12 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from fitrules.base.error_metrics import ErrorMetric
 from fitrules.base.errors import SplitError, param
 from fitrules.base.limits import SEED_PROTOCOLS
 from fitrules.engine.fit import FitOptions, Objective, fit_all_cells, fit_splits
 from fitrules.engine.guard import GuardOptions, check_fits
 from fitrules.engine.intervals import jacobian_uncertainty
-from fitrules.engine.metrics import box_weights, heldout_errors, weighted_mean
+from fitrules.engine.metrics import RELATIVE, box_weights, heldout_errors, weighted_mean
 from fitrules.engine.stats import c4
 from fitrules.model.compiled import predict
 from fitrules.model.forms import Form
@@ -25,7 +26,10 @@ from fitrules.model.splits import RandomSplit
 
 
 def noise_floor(
-    cells: Cells, masks: np.ndarray, weights: np.ndarray | None = None
+    cells: Cells,
+    masks: np.ndarray,
+    weights: np.ndarray | None = None,
+    metric: ErrorMetric = RELATIVE,
 ) -> tuple[list[float | None], int]:
     """Per split, the held-out error of a predictor that knew every cell's true mean.
 
@@ -33,20 +37,23 @@ def noise_floor(
     expected absolute size is ``sigma / sqrt(n) * sqrt(2/pi)``. sigma is estimated by
     ``s / c4(n)``: the sample standard deviation of n seeds is biased low (E[s] = 0.886 sigma
     at n = 3), ``c4`` removes that bias for normal seed noise. The floor is the mean over the
-    held-out cells, relative to the cell value, in percent. Cells with one seed have no
+    held-out cells of that miss in ``metric`` (by default relative to the cell value, in
+    percent). Cells with one seed have no
     estimate and are left out (and counted). ``weights``: each cell's weight in the mean, as
     in the held-out error (:func:`fitrules.engine.metrics.box_weights`).
     """
     t = cells.table
     n = t["n_seeds"].to_numpy(float)
     sigma = t["std"].to_numpy(float) / c4(n)
-    rel = sigma / np.sqrt(n) * np.sqrt(2 / np.pi) / t["value"].abs().to_numpy(float)
-    known = np.isfinite(rel)
+    miss = sigma / np.sqrt(n) * np.sqrt(2 / np.pi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_cell = np.asarray(metric.per_cell(t["value"].to_numpy(float), miss), float)
+    known = np.isfinite(per_cell)
     out: list[float | None] = []
     for mask in masks:
         test = ~mask & known
         out.append(
-            100 * weighted_mean(rel[test], None if weights is None else weights[test])
+            metric.scale * weighted_mean(per_cell[test], None if weights is None else weights[test])
             if test.any()
             else None
         )
@@ -117,6 +124,7 @@ class _Fitting:
     on_progress: Callable[[int], None] | None
     keep_degenerate: bool
     heldout: np.ndarray | None = None  # each cell's weight in a held-out error (box_weights)
+    metric: ErrorMetric = RELATIVE  # what a held-out cell's error is
 
 
 def _score_forms(
@@ -158,7 +166,7 @@ def _score_forms(
         )
         unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
     results = pd.DataFrame(rows).drop(columns=["_mse"], errors="ignore")
-    usable = results["heldout_error_pct"].notna()
+    usable = results["heldout_error"].notna()
     if not fitting.keep_degenerate:
         usable &= ~results["degenerate"]
     results["used"] = usable
@@ -197,20 +205,20 @@ def _split_row(f, s, label, floor, mask, r, g, y_s, held, at_cell, fitting: _Fit
     if unfitted.any():  # a level with no training cell has no fitted constant
         pred = np.where(unfitted, np.nan, pred)
     hw = None if fitting.heldout is None else fitting.heldout[test]
-    errs = heldout_errors(y_s[test], pred, hw) if np.isfinite(pred).all() else None
+    errs = heldout_errors(y_s[test], pred, hw, fitting.metric) if np.isfinite(pred).all() else None
     if errs is None or not all(np.isfinite(v) for v in errs.values()):
         # a prediction that is not finite, or so large that its error overflows
         if not unfitted.any():  # else the split already names the unfitted level
             split_reasons.append("prediction is not finite on held-out cells")
-        errs = {"heldout_error_pct": np.nan, "worst_cell_pct": np.nan, "rmse": np.nan}
+        errs = {"heldout_error": np.nan, "worst_cell": np.nan, "rmse": np.nan}
     elif fitting.keep_degenerate or not split_reasons:
-        at_cell[f.name][s, test] = 100 * np.abs(pred - y_s[test]) / np.abs(y_s[test])
+        at_cell[f.name][s, test] = fitting.metric.cells(y_s[test], pred)
     return {
         "split": s,
         "split_label": label,
         "form": f.name,
         **errs,
-        "noise_floor_pct": floor,
+        "noise_floor": floor,
         "train_objective": r.objective,
         "cond": r.cond,
         "n_train": int(mask.sum()),
@@ -268,6 +276,6 @@ def _rescale_rows(rows: list[dict], at_cell: np.ndarray, excess: float) -> None:
         return
     factor = float(SeedHoldout.rescale(float(np.nanmean(mse)), excess))
     for r in rows:
-        for key in ("heldout_error_pct", "worst_cell_pct", "rmse"):
+        for key in ("heldout_error", "worst_cell", "rmse"):
             r[key] = r[key] * factor
     at_cell *= factor

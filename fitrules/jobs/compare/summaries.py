@@ -57,8 +57,8 @@ def _summarise(results: pd.DataFrame, forms: list[Form], keep_degenerate: bool):
     for f in forms:
         df = results[results["form"] == f.name]
         used = df[df["used"]]
-        e = used["heldout_error_pct"].to_numpy(float)
-        tame = used.loc[~used["wild"], "heldout_error_pct"].to_numpy(float)
+        e = used["heldout_error"].to_numpy(float)
+        tame = used.loc[~used["wild"], "heldout_error"].to_numpy(float)
         counts = Counter(_reason_key(x) for rs in df["reasons"] for x in rs)
         reasons[f.name] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         named = used[used["wild"]]
@@ -66,25 +66,25 @@ def _summarise(results: pd.DataFrame, forms: list[Form], keep_degenerate: bool):
             f"split {s}: {'; '.join(g)}"
             for s, g in zip(named["split"], named["guard_reasons"], strict=True)
         ]
-        fl = used["noise_floor_pct"].dropna().to_numpy(float)
+        fl = used["noise_floor"].dropna().to_numpy(float)
         on_common = used[used["split"].map(common).fillna(False).astype(bool)]
-        ec = on_common["heldout_error_pct"].to_numpy(float)
+        ec = on_common["heldout_error"].to_numpy(float)
         rows.append(
             {
                 "form": f.name,
                 "constants": len(f.constants),
                 "splits_used": int(len(e)),
                 "common_splits": n_common,
-                "common_median_pct": float(np.median(ec)) if len(ec) else np.nan,
+                "common_median": float(np.median(ec)) if len(ec) else np.nan,
                 "ranked_on": ranked_on,
                 "degenerate_splits": int(df["degenerate"].sum()),
                 "wild_splits": int(used["wild"].sum()),
                 **robust_summary(e),
-                "worst_split_pct": float(e.max()) if len(e) else np.nan,
-                "worst_cell_pct": float(used["worst_cell_pct"].max()) if len(e) else np.nan,
-                "noise_floor_pct": float(np.median(fl)) if len(fl) else np.nan,
+                "worst_split": float(e.max()) if len(e) else np.nan,
+                "worst_cell": float(used["worst_cell"].max()) if len(e) else np.nan,
+                "noise_floor": float(np.median(fl)) if len(fl) else np.nan,
                 **robust_summary(tame, "tame_"),
-                "mean_pct": float(e.mean()) if len(e) else np.nan,
+                "mean": float(e.mean()) if len(e) else np.nan,
             }
         )
     return pd.DataFrame(rows), reasons, wild
@@ -109,8 +109,8 @@ def _cell_table(cells: Cells, at_cell: dict) -> pd.DataFrame:
                     "value": float(cells.y[i]),
                     "form": f,
                     "splits": int(cnt[i]),
-                    "median_error_pct": float(med[i]),
-                    "mean_error_pct": float(mean[i]),
+                    "median_error": float(med[i]),
+                    "mean_error": float(mean[i]),
                 }
             )
     return pd.DataFrame(rows)

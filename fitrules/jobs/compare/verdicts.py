@@ -11,7 +11,7 @@ import pandas as pd
 
 from fitrules.base.errors import FormError, SplitError, param
 from fitrules.engine.fit import fit_splits
-from fitrules.engine.metrics import heldout_errors
+from fitrules.engine.metrics import RELATIVE, heldout_errors
 from fitrules.engine.stats import cells_verdict, holm, paired_verdict, units_verdict
 from fitrules.jobs.compare.scoring import _Fitting, _unfitted_levels
 from fitrules.model.compiled import predict
@@ -103,12 +103,14 @@ def parse_pairs(text: str | None, against: str | None, names: Sequence[str]):
     return family(names, pairs)
 
 
-VERDICT_COLUMNS = ["split", "form", "heldout_error_pct", "n_train", "n_test", "used", "reasons"]
+VERDICT_COLUMNS = ["split", "form", "heldout_error", "n_train", "n_test", "used", "reasons"]
 
 
-def _verdict_rows(f, X, y, masks, objective, options, on_progress, keep_degenerate, heldout=None):
-    """Held-out errors of one form on the verdict protocol's splits (cells weighted by
-    ``heldout``, as the descriptive splits' are)."""
+def _verdict_rows(
+    f, X, y, masks, objective, options, on_progress, keep_degenerate, heldout=None, metric=RELATIVE
+):
+    """Held-out errors of one form on the verdict protocol's splits, in ``metric`` (cells
+    weighted by ``heldout``, as the descriptive splits' are)."""
     fits = fit_splits(f, X, y, masks, objective, options, on_progress)
     rows = []
     for s, (mask, r) in enumerate(zip(masks, fits, strict=True)):
@@ -120,7 +122,7 @@ def _verdict_rows(f, X, y, masks, objective, options, on_progress, keep_degenera
             pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
             if np.isfinite(pred).all():
                 hw = None if heldout is None else heldout[test]
-                err = heldout_errors(y[test], pred, hw)["heldout_error_pct"]
+                err = heldout_errors(y[test], pred, hw, metric)["heldout_error"]
         if not np.isfinite(err):
             # a level with no training cell has no fitted constant: the split names it
             reasons.append(
@@ -133,7 +135,7 @@ def _verdict_rows(f, X, y, masks, objective, options, on_progress, keep_degenera
             {
                 "split": s,
                 "form": f.name,
-                "heldout_error_pct": err,
+                "heldout_error": err,
                 "n_train": int(mask.sum()),
                 "n_test": int(test.sum()),
                 "used": bool(np.isfinite(err) and (keep_degenerate or not reasons)),
@@ -175,6 +177,7 @@ def _verdict_results(
                 fitting.on_progress,
                 fitting.keep_degenerate,
                 fitting.heldout,
+                fitting.metric,
             )
             for f in bound
         ],
@@ -187,9 +190,9 @@ def _paired(
 ) -> pd.DataFrame:
     """Descriptive counts from ``results``; the test from ``verdict`` (the same table when
     the descriptive protocol is its own verdict protocol)."""
-    wide = results.pivot(index="split", columns="form", values="heldout_error_pct")
+    wide = results.pivot(index="split", columns="form", values="heldout_error")
     ok = results.pivot(index="split", columns="form", values="used")
-    vwide = verdict.pivot(index="split", columns="form", values="heldout_error_pct")
+    vwide = verdict.pivot(index="split", columns="form", values="heldout_error")
     vok = verdict.pivot(index="split", columns="form", values="used")
     n_train = int(verdict["n_train"].min())
     n_test = int(verdict["n_test"].min())
@@ -225,20 +228,20 @@ def _paired(
     return paired
 
 
-TEST_KEYS = ("test", "t", "df", "p", "ratio", "ratio_ci", "diff_ci_pct")
+TEST_KEYS = ("test", "t", "df", "p", "ratio", "ratio_ci", "diff_ci")
 
 
 def _deciding(cell_errors: pd.DataFrame, a: str, b: str, k: int = 3) -> list[dict]:
     """The cells where the two forms' median held-out errors differ most."""
     ea = cell_errors[cell_errors["form"] == a].set_index("cell_index")
     eb = cell_errors[cell_errors["form"] == b].set_index("cell_index")
-    d = (ea["median_error_pct"] - eb["median_error_pct"]).dropna()
+    d = (ea["median_error"] - eb["median_error"]).dropna()
     top = d.abs().sort_values(ascending=False, kind="stable").index[:k]
     return [
         {
             "cell": ea.loc[i, "cell"],
-            "a_pct": float(ea.loc[i, "median_error_pct"]),
-            "b_pct": float(eb.loc[i, "median_error_pct"]),
+            "a": float(ea.loc[i, "median_error"]),
+            "b": float(eb.loc[i, "median_error"]),
         }
         for i in top
     ]

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from fitrules.base import arguments as arg
+from fitrules.base.error_metrics import DEFAULT_ERROR_METRIC, ERROR_METRICS, error_metric
 from fitrules.base.errors import FitrulesError, param
 from fitrules.base.limits import (
     RANDOM_SPLITS,
@@ -37,6 +38,24 @@ from fitrules.jobs.options.groups import (
 )
 
 RULES = ("one-se", "best")  # how a search's inner ranking picks
+
+
+def _metric_help() -> str:
+    """The ``error_metric`` option's help, listing every metric of the registry."""
+    return "what a held-out cell's error is: " + "; ".join(
+        f"{m.name}{' (default)' if m.name == DEFAULT_ERROR_METRIC else ''}: {m.quantity}, in "
+        + (m.unit or "the grid's value units").replace("%", "%%")  # argparse's help is %-formatted
+        for m in ERROR_METRICS.values()
+    )
+
+
+ERROR_METRIC_OPTION = Option(
+    "error_metric",
+    DEFAULT_ERROR_METRIC,
+    help=_metric_help(),
+    check=lambda value, _name: error_metric(value),
+    cli=dict(choices=list(ERROR_METRICS)),
+)
 
 
 def _screen(text: str) -> int | str:
@@ -119,6 +138,7 @@ COMPARE = Command(
                 cli=dict(choices=list(SEED_PROTOCOLS)),
             ),
             HELDOUT_WEIGHTS_OPTION,
+            ERROR_METRIC_OPTION,
             Option(
                 "fit_data",
                 python=False,

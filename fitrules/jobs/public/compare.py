@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fitrules.base import arguments as arg
+from fitrules.base.error_metrics import ErrorMetric
 from fitrules.base.errors import FitrulesError, FormError, SplitError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import (
@@ -74,6 +75,7 @@ def compare(
     split: str = COMPARE.split, train_frac: float = COMPARE.train_frac, seed: int = COMPARE.seed,
     seeds: str = COMPARE.seeds, test_grid: GridLike | None = None,
     heldout_weights: str = COMPARE.heldout_weights,
+    error_metric: str | ErrorMetric = COMPARE.error_metric,
     # the fit
     objective: str = COMPARE.objective, delta: float = COMPARE.delta,
     weights: str = COMPARE.weights, fix: Fix = None, bounds: Bounds = None, by: str | None = None,
@@ -121,6 +123,12 @@ def compare(
         an edge of a variable and a quarter at a corner, so that a split's error estimates the
         mean error over configurations spread across the grid's range) or ``"equal"`` (each
         held-out cell once); see :func:`fitrules.engine.metrics.box_weights`.
+    error_metric : str or ErrorMetric, optional
+        What a held-out cell's error is: ``"relative"`` (default: |relative error|, in %),
+        ``"absolute"`` (|error|, in the grid's value units), another name of
+        :data:`fitrules.base.error_metrics.ERROR_METRICS`, or an
+        :class:`~fitrules.base.error_metrics.ErrorMetric` of your own. The result records it
+        (:attr:`Comparison.error_metric`) and every error it holds is in its unit.
     objective : {"rel_ls", "log_huber", "abs_ls"}, optional
         The training objective: relative least squares (default), Huber on the log, or
         absolute least squares.
@@ -185,7 +193,7 @@ def compare(
     --------
     >>> import fitrules as fr  # doctest: +SKIP
     >>> c = fr.compare(fr.load_grid("data/main.csv", where="lr == 3e-4"), splits=100)
-    >>> c.summary[["form", "median_pct"]]  # doctest: +SKIP
+    >>> c.summary[["form", "median"]]  # doctest: +SKIP
     """
     check(locals())
     g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
@@ -199,7 +207,7 @@ def compare(
                         on_progress=step, test_grid=test, guard=guard, level=level,
                         pairs=_family(chosen, pairs, against),
                         verdict_train_frac=verdict_train_frac, weights=weights, seeds=seeds,
-                        heldout_weights=heldout_weights)  # fmt: skip
+                        heldout_weights=heldout_weights, metric=error_metric)  # fmt: skip
     return _finished(cmp, g, test, tuning, chosen, splitter)
 
 

@@ -157,7 +157,7 @@ def _pick_at_budget(
         max_constants=b,
         n_candidates=int(allowed.sum()),
         outer_splits=int(valid.sum()),
-        **robust_summary(o_arr, "outer_"),
+        **robust_summary(o_arr, "outer_", "_pct"),
         inner_median_pct=float(np.median(i_arr)) if len(i_arr) else np.nan,
         optimism=_ratio(np.median(o_arr), np.median(i_arr)) if len(i_arr) else np.nan,
         most_picked=str(counts.index[0]) if len(counts) else None,

@@ -174,7 +174,7 @@ def _reference_table(
                 expression=f.expression,
                 n_constants=len(f.constants),
                 outer_splits=int(np.isfinite(e).sum()),
-                **robust_summary(e[np.isfinite(e)], "outer_"),
+                **robust_summary(e[np.isfinite(e)], "outer_", "_pct"),
                 inner_median_pct=_inner_median(sc.error[masks.inner].reshape(n_out, n_in)),
                 search_budget=best_b,
                 search_lower=int((at_best[both] < e[both]).sum()),
