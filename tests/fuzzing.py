@@ -738,6 +738,7 @@ def compare_cases(draw) -> Case:
     argv += d.maybe("--verdict-train-frac", ["0.9", "0.5", "3/4"], BAD_FRACTIONS, 6, 2)
     argv += d.maybe("--seeds", ["cells", "cells-and-seeds"], ["seeds", ""], 6, 2)
     argv += d.maybe("--heldout-weights", ["box", "equal"], ["trapezoid", ""], 6, 2)
+    argv += d.maybe("--error-metric", ["relative", "absolute"], ["percent", ""], 6, 2)
     if d.chance(6):
         argv.append(opt("--against", d.pick(["composition", "log_additive"], ["bogus", ""], 3)))
     if d.chance(6):
@@ -1699,6 +1700,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "level", [0.95, 0.9], BAD_LEVELS_API)
         _kw(d, kw, "seeds", ["cells", "cells-and-seeds"], ["bogus", 5, None])
         _kw(d, kw, "heldout_weights", ["box", "equal"], ["trapezoid", 5, None])
+        _kw(d, kw, "error_metric", ["relative", "absolute"], ["percent", 5, None, ["relative"]])
         _kw(d, kw, "progress", [None, False, True], ["yes", 2, 0.5], 6)
         return ApiCase(call, args, kw)
     if call == "allocate":

@@ -203,6 +203,7 @@ def _compare_probes() -> dict[str, Probe]:
         ),  # fmt: skip
         "seeds": Probe("cells-and-seeds"),
         "heldout_weights": Probe("equal"),
+        "error_metric": Probe("absolute"),
         "test_grid": Probe(
             _main_at("1e-3"),
             also={"split": "transfer", "splits": None},
@@ -537,9 +538,9 @@ def dropped_option_fails(tmp: Path) -> bool:
     shutil.copytree(src, copy / "fitrules", ignore=shutil.ignore_patterns("__pycache__"))
     api = copy / "fitrules" / "jobs" / "public" / "compare.py"
     text = api.read_text()
-    forwarded = "heldout_weights=heldout_weights)"
+    forwarded = "heldout_weights=heldout_weights,"
     assert text.count(forwarded) >= 1, "compare no longer forwards heldout_weights this way"
-    api.write_text(text.replace(forwarded, ")", 1))
+    api.write_text(text.replace(forwarded, "", 1))
     root = Path(__file__).resolve().parent.parent
     argv = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
             str(root / "tests" / "api" / "test_options_reach.py"),

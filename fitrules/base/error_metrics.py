@@ -84,7 +84,7 @@ def error_metric(name: str | ErrorMetric) -> ErrorMetric:
     """
     if isinstance(name, ErrorMetric):
         return name
-    if name not in ERROR_METRICS:
+    if not isinstance(name, str) or name not in ERROR_METRICS:
         raise FitrulesError(
             f"{param('error_metric')} {name!r} is unknown; allowed: {', '.join(ERROR_METRICS)}"
         )
