@@ -27,6 +27,7 @@ from fitrules.jobs.inputs import (
     tune_first,
 )
 from fitrules.jobs.options import FIT
+from fitrules.jobs.public.shared_docs import shared_params
 from fitrules.model.forms import Form
 from fitrules.model.grids import Grid
 
@@ -44,6 +45,7 @@ def check_runs(runs: int | None) -> None:
 
 
 @api_terms
+@shared_params
 def fit(
     grid: GridLike | None, form: FormLike, *,
     objective: str = FIT.objective, delta: float = FIT.delta, weights: str = FIT.weights,
@@ -60,22 +62,16 @@ def fit(
 
     Parameters
     ----------
-    grid : Grid, DataFrame, path or None
-        The results table, as :func:`load_grid` reads it; None is the default grid (the
-        committed main grid at inner learning rate 3e-4).
+    {grid}
     form : str or Form
         A name, ``"NAME = EXPR"`` or a :class:`Form`.
-    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
-        The training objective: relative least squares (default), Huber on the log, or
-        absolute least squares.
-    delta : float, optional
-        The Huber threshold of ``log_huber`` (default 1e-3).
+    {objective}
+    {delta}
     weights : {"cells", "runs", "inverse-variance"}, optional
         ``"cells"`` (default: each cell once), ``"runs"`` (each cell by its runs) or
         ``"inverse-variance"`` (by one over its squared standard error); see
         :func:`fitrules.engine.fit.cell_weights`.
-    fix : dict of str to float or sequence of str, optional
-        Constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
+    {fix}
     bounds : dict of str to (float, float) or sequence of str, optional
         Bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or ``["Nc=1e10..1e16"]`` (a
         wide positive range is searched on a log scale).
@@ -85,10 +81,8 @@ def fit(
         (``a[M=2]``).
     shared : sequence of str or str, optional
         The constants common to all groups (names, or ``"b,c"``).
-    tune : str or sequence of str, optional
-        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
-    tune_seeds : sequence of int or str, optional
-        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    {tune}
+    {tune_seeds}
     intervals : bool or {"bootstrap", "profile"}, optional
         ``True`` or ``"bootstrap"``: also refit on bootstrap replicates for intervals of the
         constants, and once per cell with that cell left out for prediction intervals that
@@ -111,12 +105,9 @@ def fit(
         each refit's Jacobian standard errors), ``"auto"`` (the percentile intervals of the
         residuals when any cell has a single run, else of the seeds), ``"seeds"`` or
         ``"residuals"``; see :mod:`fitrules.engine.intervals`.
-    resamples : int, optional
-        Bootstrap resamples (default 200).
-    seed : int, optional
-        Seed of the bootstrap (default 0).
-    level : float, optional
-        Level of the intervals (default 0.95).
+    {resamples}
+    {seed}
+    {level}
 
     Returns
     -------
