@@ -22,11 +22,10 @@ from fitrules.jobs.inputs import (
     as_grid,
     check_customising,
     check_objective,
-    customised,
     objective_and_guard,
-    tune_first,
 )
 from fitrules.jobs.options import COMPARE, RANDOM_SPLITS
+from fitrules.jobs.public.fit import grid_and_forms
 from fitrules.jobs.public.shared_docs import shared_params
 from fitrules.model.grids import Grid
 
@@ -176,8 +175,7 @@ def compare(
     >>> c.summary[["form", "median_pct"]]  # doctest: +SKIP
     """
     check(locals())
-    g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
-    chosen = customised(as_forms(forms), fix, bounds, by, shared)
+    g, tuning, chosen = grid_and_forms(grid, forms, tune, tune_seeds, fix, bounds, by, shared)
     splitter, test = _splitter(splits, split, train_frac, seed, g, test_grid)
     obj, guard = objective_and_guard(objective, delta, guard_span, guard_se, metric_range,
                                      guard_excursion)  # fmt: skip

@@ -16,13 +16,11 @@ from fitrules.jobs.inputs import (
     FormLike,
     GridLike,
     as_forms,
-    as_grid,
     check_customising,
     check_objective,
-    customised,
-    tune_first,
 )
 from fitrules.jobs.options import DESIGN
+from fitrules.jobs.public.fit import grid_and_forms
 from fitrules.jobs.public.shared_docs import shared_params
 
 
@@ -99,8 +97,7 @@ def design(
     check(locals())
     from fitrules.jobs.design import design as run_design
 
-    g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
-    chosen = customised(as_forms(forms), fix, bounds, by, shared)
+    g, tuning, chosen = grid_and_forms(grid, forms, tune, tune_seeds, fix, bounds, by, shared)
     budget, seeds, max_seeds, splits, resamples = (
         arg.count(v, n)
         for v, n in zip((budget, seeds, max_seeds, splits, resamples), COUNTS, strict=True)

@@ -121,8 +121,7 @@ def fit(
     >>> f.stderr["b"], f.intervals["b"]  # doctest: +SKIP
     """
     check(locals())
-    g, _ = tune_first(as_grid(grid), tune, tune_seeds)
-    (f,) = customised(as_forms(form), fix, bounds, by, shared)
+    g, _, (f,) = grid_and_forms(grid, form, tune, tune_seeds, fix, bounds, by, shared)
     fitted = _fitted(g, f.bind(g.columns, g.runs), objective=objective, delta=delta,
                      weights=weights, intervals=intervals, predict=predict, runs=runs,
                      bootstrap=bootstrap, resamples=resamples, seed=seed, level=level,
@@ -132,6 +131,13 @@ def fit(
                             [c.text for c in fitted.constraints.items]
                             if fitted.constraints else None)  # fmt: skip
     return made_from(fitted, g)
+
+
+def grid_and_forms(grid, forms, tune, tune_seeds, fix, bounds, by, shared):
+    """The grid read and tuned, its tuning (or None) and the forms read and given their fixed
+    values, bounds and groups: how fr.fit, fr.compare and fr.design begin."""
+    g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
+    return g, tuning, customised(as_forms(forms), fix, bounds, by, shared)
 
 
 def check(values: Mapping[str, Any]) -> None:
