@@ -10,11 +10,13 @@ from fitrules.base.errors import FitrulesError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import GridLike, as_grid, tune_first
 from fitrules.jobs.options import CI
+from fitrules.jobs.public.shared_docs import shared_params
 from fitrules.model.grids import Grid
 from fitrules.model.grids import load_grid as _load_grid
 
 
 @api_terms
+@shared_params
 def ci(
     grid: GridLike | None = None,
     baseline: str | None = None,
@@ -34,9 +36,7 @@ def ci(
 
     Parameters
     ----------
-    grid : Grid, DataFrame, path or None, optional
-        The results table, as :func:`load_grid` reads it; None is the default grid (the
-        committed main grid at inner learning rate 3e-4).
+    {grid}
     baseline : str, optional
         A selection, e.g. ``"algo=sync"``.
     treatment : str or sequence of str, optional
@@ -45,14 +45,11 @@ def ci(
         Compare every level of this column against the baseline.
     tune : str or sequence of str, optional
         Tune these factors per arm first (see :func:`tune`), e.g. ``tune="lr"``.
-    tune_seeds : sequence of int or str, optional
-        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
-    level : float, optional
-        Level of the intervals (default 0.95).
+    {tune_seeds}
+    {level}
     resamples : int, optional
         Bootstrap resamples (default 10,000).
-    seed : int, optional
-        Seed of the bootstrap (default 0).
+    {seed}
 
     Returns
     -------

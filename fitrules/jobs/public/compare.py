@@ -23,11 +23,11 @@ from fitrules.jobs.inputs import (
     as_grid,
     check_customising,
     check_objective,
-    customised,
     objective_and_guard,
-    tune_first,
 )
 from fitrules.jobs.options import COMPARE, RANDOM_SPLITS
+from fitrules.jobs.public.fit import grid_and_forms
+from fitrules.jobs.public.shared_docs import shared_params
 from fitrules.model.grids import Grid
 
 
@@ -68,6 +68,7 @@ def _left_out(names: Sequence[str], cwd: Path | None = None) -> list[str]:
 
 
 @api_terms
+@shared_params
 def compare(
     grid: GridLike | None = None, forms: FormLike | Sequence[FormLike] | None = None,
     splits: int | Any | None = None, *,
@@ -95,9 +96,7 @@ def compare(
 
     Parameters
     ----------
-    grid : Grid, DataFrame, path or None, optional
-        The results table, as :func:`load_grid` reads it; None is the default grid (the
-        committed main grid at inner learning rate 3e-4).
+    {grid}
     forms : str, Form or sequence of str or Form, optional
         Names, ``"NAME = EXPR"`` lines or :class:`Form` objects (default: the built-in
         forms).
@@ -129,34 +128,22 @@ def compare(
         :data:`fitrules.base.error_metrics.ERROR_METRICS`, or an
         :class:`~fitrules.base.error_metrics.ErrorMetric` of your own. The result records it
         (:attr:`Comparison.error_metric`) and every error it holds is in its unit.
-    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
-        The training objective: relative least squares (default), Huber on the log, or
-        absolute least squares.
-    delta : float, optional
-        The Huber threshold of ``log_huber`` (default 1e-3).
+    {objective}
+    {delta}
     weights : {"cells", "runs", "inverse-variance"}, optional
         How each cell counts in the fit: once (default), by its runs, or by one over its
         squared standard error. See :func:`fit`.
-    fix : dict of str to float or sequence of str, optional
-        Constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
-    bounds : dict of str to (float, float) or sequence of str, optional
-        Bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or ``["Nc=1e10..1e16"]``.
-    by : str, optional
-        Fit one form per level of this column, jointly.
+    {fix}
+    {bounds}
+    {by}
     shared : sequence of str or str, optional
         The constants common to all groups of ``by`` (names, or ``"b,c"``); see :func:`fit`.
-    tune : str or sequence of str, optional
-        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
-    tune_seeds : sequence of int or str, optional
-        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
-    guard_span : float, optional
-        Threshold of the wild-extrapolation guard (see :mod:`fitrules.engine.guard`).
-    guard_se : float, optional
-        Threshold of the wild-extrapolation guard.
-    guard_excursion : float, optional
-        Threshold of the wild-extrapolation guard.
-    metric_range : (float, float), optional
-        The plausible range of the metric, for the wild-extrapolation guard.
+    {tune}
+    {tune_seeds}
+    {guard_span}
+    {guard_se}
+    {guard_excursion}
+    {metric_range}
     keep_degenerate : bool, optional
         Keep flagged (split, form) pairs in summaries and verdicts.
     level : float, optional
@@ -196,8 +183,7 @@ def compare(
     >>> c.summary[["form", "median"]]  # doctest: +SKIP
     """
     check(locals())
-    g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
-    chosen = customised(as_forms(forms), fix, bounds, by, shared)
+    g, tuning, chosen = grid_and_forms(grid, forms, tune, tune_seeds, fix, bounds, by, shared)
     splitter, test = _splitter(splits, split, train_frac, seed, g, test_grid)
     obj, guard = objective_and_guard(objective, delta, guard_span, guard_se, metric_range,
                                      guard_excursion)  # fmt: skip

@@ -16,16 +16,16 @@ from fitrules.jobs.inputs import (
     FormLike,
     GridLike,
     as_forms,
-    as_grid,
     check_customising,
     check_objective,
-    customised,
-    tune_first,
 )
 from fitrules.jobs.options import DESIGN
+from fitrules.jobs.public.fit import grid_and_forms
+from fitrules.jobs.public.shared_docs import shared_params
 
 
 @api_terms
+@shared_params
 def design(
     grid: GridLike | None = None, forms: FormLike | Sequence[FormLike] | None = None,
     budget: int = DESIGN.budget, tune: str | Sequence[str] | None = None,
@@ -42,9 +42,7 @@ def design(
 
     Parameters
     ----------
-    grid : Grid, DataFrame, path or None, optional
-        The results table, as :func:`load_grid` reads it; None is the default grid (the
-        committed main grid at inner learning rate 3e-4).
+    {grid}
     forms : str, Form or sequence of str or Form, optional
         Two or more rival forms (names, ``"NAME = EXPR"`` or :class:`Form`), or one form with
         ``target=``.
@@ -53,8 +51,7 @@ def design(
     tune : str or sequence of str, optional
         Reduce the grid by tuning these factors first (see :func:`tune`); the batch then runs
         at every tuned level.
-    tune_seeds : sequence of int or str, optional
-        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    {tune_seeds}
     candidates : str, optional
         The cells to consider, e.g. ``"H=2,8,32;keep=1/32"`` (default: the grid's levels and
         geometric midpoints, minus the cells already run).
@@ -74,11 +71,8 @@ def design(
         Seed-bootstrap refits (default 100).
     seed : int, optional
         Seed of the splits and the bootstrap (default 0).
-    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
-        The training objective: relative least squares (default), Huber on the log, or
-        absolute least squares.
-    delta : float, optional
-        The Huber threshold of ``log_huber`` (default 1e-3).
+    {objective}
+    {delta}
     fix : dict of str to float or sequence of str, optional
         Constants held at a value, applied to every form, as for :func:`fit`.
     bounds : dict of str to (float, float) or sequence of str, optional
@@ -103,8 +97,7 @@ def design(
     check(locals())
     from fitrules.jobs.design import design as run_design
 
-    g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
-    chosen = customised(as_forms(forms), fix, bounds, by, shared)
+    g, tuning, chosen = grid_and_forms(grid, forms, tune, tune_seeds, fix, bounds, by, shared)
     budget, seeds, max_seeds, splits, resamples = (
         arg.count(v, n)
         for v, n in zip((budget, seeds, max_seeds, splits, resamples), COUNTS, strict=True)

@@ -27,6 +27,7 @@ from fitrules.jobs.inputs import (
     tune_first,
 )
 from fitrules.jobs.options import FIT
+from fitrules.jobs.public.shared_docs import shared_params
 from fitrules.model.forms import Form
 from fitrules.model.grids import Grid
 
@@ -44,6 +45,7 @@ def check_runs(runs: int | None) -> None:
 
 
 @api_terms
+@shared_params
 def fit(
     grid: GridLike | None, form: FormLike, *,
     objective: str = FIT.objective, delta: float = FIT.delta, weights: str = FIT.weights,
@@ -60,22 +62,16 @@ def fit(
 
     Parameters
     ----------
-    grid : Grid, DataFrame, path or None
-        The results table, as :func:`load_grid` reads it; None is the default grid (the
-        committed main grid at inner learning rate 3e-4).
+    {grid}
     form : str or Form
         A name, ``"NAME = EXPR"`` or a :class:`Form`.
-    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
-        The training objective: relative least squares (default), Huber on the log, or
-        absolute least squares.
-    delta : float, optional
-        The Huber threshold of ``log_huber`` (default 1e-3).
+    {objective}
+    {delta}
     weights : {"cells", "runs", "inverse-variance"}, optional
         ``"cells"`` (default: each cell once), ``"runs"`` (each cell by its runs) or
         ``"inverse-variance"`` (by one over its squared standard error); see
         :func:`fitrules.engine.fit.cell_weights`.
-    fix : dict of str to float or sequence of str, optional
-        Constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
+    {fix}
     bounds : dict of str to (float, float) or sequence of str, optional
         Bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or ``["Nc=1e10..1e16"]`` (a
         wide positive range is searched on a log scale).
@@ -85,10 +81,8 @@ def fit(
         (``a[M=2]``).
     shared : sequence of str or str, optional
         The constants common to all groups (names, or ``"b,c"``).
-    tune : str or sequence of str, optional
-        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
-    tune_seeds : sequence of int or str, optional
-        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    {tune}
+    {tune_seeds}
     intervals : bool or {"bootstrap", "profile"}, optional
         ``True`` or ``"bootstrap"``: also refit on bootstrap replicates for intervals of the
         constants, and once per cell with that cell left out for prediction intervals that
@@ -111,12 +105,9 @@ def fit(
         each refit's Jacobian standard errors), ``"auto"`` (the percentile intervals of the
         residuals when any cell has a single run, else of the seeds), ``"seeds"`` or
         ``"residuals"``; see :mod:`fitrules.engine.intervals`.
-    resamples : int, optional
-        Bootstrap resamples (default 200).
-    seed : int, optional
-        Seed of the bootstrap (default 0).
-    level : float, optional
-        Level of the intervals (default 0.95).
+    {resamples}
+    {seed}
+    {level}
 
     Returns
     -------
@@ -130,8 +121,7 @@ def fit(
     >>> f.stderr["b"], f.intervals["b"]  # doctest: +SKIP
     """
     check(locals())
-    g, _ = tune_first(as_grid(grid), tune, tune_seeds)
-    (f,) = customised(as_forms(form), fix, bounds, by, shared)
+    g, _, (f,) = grid_and_forms(grid, form, tune, tune_seeds, fix, bounds, by, shared)
     fitted = _fitted(g, f.bind(g.columns, g.runs), objective=objective, delta=delta,
                      weights=weights, intervals=intervals, predict=predict, runs=runs,
                      bootstrap=bootstrap, resamples=resamples, seed=seed, level=level,
@@ -141,6 +131,13 @@ def fit(
                             [c.text for c in fitted.constraints.items]
                             if fitted.constraints else None)  # fmt: skip
     return made_from(fitted, g)
+
+
+def grid_and_forms(grid, forms, tune, tune_seeds, fix, bounds, by, shared):
+    """The grid read and tuned, its tuning (or None) and the forms read and given their fixed
+    values, bounds and groups: how fr.fit, fr.compare and fr.design begin."""
+    g, tuning = tune_first(as_grid(grid), tune, tune_seeds)
+    return g, tuning, customised(as_forms(forms), fix, bounds, by, shared)
 
 
 def check(values: Mapping[str, Any]) -> None:

@@ -7,10 +7,12 @@ from pathlib import Path
 from fitrules.base import arguments as arg
 from fitrules.base.errors import api_terms
 from fitrules.jobs.inputs import GridLike, as_grid
+from fitrules.jobs.public.shared_docs import shared_params
 from fitrules.model.forms import Form
 
 
 @api_terms
+@shared_params
 def add_form(line: str, grid: GridLike | None = None, folder: str | Path | None = None) -> Form:
     """Add a form to ``forms.toml`` (of the working directory, or ``folder``): what
     ``fitrules forms add`` does. Later commands and calls find it by its name.
@@ -22,8 +24,7 @@ def add_form(line: str, grid: GridLike | None = None, folder: str | Path | None 
     grid : Grid, DataFrame or path, optional
         A grid to resolve the variables against (a name close to a column, "omgea", is
         refused); default: the default grid when the line names no variables.
-    folder : str or path, optional
-        The folder whose ``forms.toml`` holds the forms (default: the working one).
+    {folder}
 
     Returns
     -------
@@ -62,6 +63,7 @@ def check_add(line) -> Form:
 
 
 @api_terms
+@shared_params
 def remove_form(name: str, folder: str | Path | None = None) -> Path:
     """Remove a form from ``forms.toml`` (of the working directory, or ``folder``): what
     ``fitrules forms remove`` does. Returns the file's path.
@@ -70,8 +72,7 @@ def remove_form(name: str, folder: str | Path | None = None) -> Path:
     ----------
     name : str
         The name of the form to remove.
-    folder : str or path, optional
-        The folder whose ``forms.toml`` holds the forms (default: the working one).
+    {folder}
 
     Returns
     -------

@@ -24,6 +24,7 @@ from fitrules.jobs.inputs import (
 )
 from fitrules.jobs.options import PREDICT
 from fitrules.jobs.public.fit import _saved_call, _with_saved_values, check_runs, fit
+from fitrules.jobs.public.shared_docs import shared_params
 
 
 def _check_saved_fit_use(saved_fit, form, **fitting) -> None:
@@ -91,6 +92,7 @@ def point_text(at):
 
 
 @api_terms
+@shared_params
 def predict(
     grid: GridLike | None, form: FormLike | None, at: str | Mapping[str, float], *,
     ledger: str | Path, saved_fit: str | Path | None = None,
@@ -113,9 +115,7 @@ def predict(
 
     Parameters
     ----------
-    grid : Grid, DataFrame, path or None
-        The results table, as :func:`load_grid` reads it; None is the default grid (the
-        committed main grid at inner learning rate 3e-4).
+    {grid}
     form : str, Form or None
         A form's name, a ``"NAME = EXPR"`` line or a :class:`Form`; None with ``saved_fit``.
     at : str or dict of str to float
@@ -132,34 +132,23 @@ def predict(
         mean).
     tolerance : float, optional
         The relative error (percent) the prediction commits to, if any.
-    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
-        The training objective: relative least squares (default), Huber on the log, or
-        absolute least squares.
-    delta : float, optional
-        The Huber threshold of ``log_huber`` (default 1e-3).
+    {objective}
+    {delta}
     weights : {"cells", "runs", "inverse-variance"}, optional
         How each cell counts in the fit: once (default), by its runs, or by one over its
         squared standard error.
-    fix : dict of str to float or sequence of str, optional
-        Constants held at a value, ``{"alpha": 0.34}`` or ``["alpha=0.34"]``.
-    bounds : dict of str to (float, float) or sequence of str, optional
-        Bounds of nonlinear constants, ``{"Nc": (1e10, 1e16)}`` or ``["Nc=1e10..1e16"]``.
-    by : str, optional
-        Fit one form per level of this column, jointly.
+    {fix}
+    {bounds}
+    {by}
     shared : sequence of str or str, optional
         The constants common to all groups of ``by`` (names, or ``"b,c"``).
     bootstrap : {"studentized", "auto", "seeds", "residuals"}, optional
         The bootstrap of the intervals (default ``"studentized"``).
-    resamples : int, optional
-        Bootstrap resamples (default 200).
-    seed : int, optional
-        Seed of the bootstrap (default 0).
-    level : float, optional
-        Level of the intervals (default 0.95).
-    tune : str or sequence of str, optional
-        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
-    tune_seeds : sequence of int or str, optional
-        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    {resamples}
+    {seed}
+    {level}
+    {tune}
+    {tune_seeds}
     command : str, optional
         What made the record, kept in it (default ``"fr.predict"``).
 
@@ -230,6 +219,7 @@ def _predicted(g, saved, form, at: str, runs, fitting: dict):
 
 
 @api_terms
+@shared_params
 def score(
     grid: GridLike,
     ledger: str | Path,
@@ -248,15 +238,12 @@ def score(
     ----------
     grid : Grid, DataFrame or path
         The results table holding the new runs.
-    ledger : str or path
-        The ledger written by :func:`predict`.
+    {ledger}
     head : str, optional
         The head printed when the last prediction was written (``N:HASH``, or the hash alone):
         a ledger that lost or rewrote a record up to it is refused.
-    tune : str or sequence of str, optional
-        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
-    tune_seeds : sequence of int or str, optional
-        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    {tune}
+    {tune_seeds}
 
     Returns
     -------
@@ -301,13 +288,13 @@ def check_score(values: Mapping[str, Any]) -> None:
 
 
 @api_terms
+@shared_params
 def verify_ledger(ledger: str | Path, head: str | None = None):
     """Check a ledger's hash chain: what ``fitrules ledger verify`` does.
 
     Parameters
     ----------
-    ledger : str or path
-        The ledger written by :func:`predict`.
+    {ledger}
     head : str, optional
         The head kept elsewhere (``N:HASH``, or the hash alone); without it a removed last
         record or a rewritten chain cannot be detected.

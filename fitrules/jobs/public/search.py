@@ -23,11 +23,13 @@ from fitrules.jobs.inputs import (
     tune_first,
 )
 from fitrules.jobs.options import SEARCH
+from fitrules.jobs.public.shared_docs import shared_params
 from fitrules.model.forms import Form
 from fitrules.model.grids import Grid
 
 
 @api_terms
+@shared_params
 def search(
     grid: GridLike | None = None, *,
     # the grammar
@@ -58,9 +60,7 @@ def search(
 
     Parameters
     ----------
-    grid : Grid, DataFrame, path or None, optional
-        The results table, as :func:`load_grid` reads it; None is the default grid (the
-        committed main grid at inner learning rate 3e-4).
+    {grid}
     variables : sequence of str or str, optional
         Grid columns the forms may read (default: every varying numeric factor).
         The grammar (see :mod:`fitrules.engine.grammar`); replaces the value of ``grammar``.
@@ -125,23 +125,14 @@ def search(
         Points where the pick will be used (``"N=1e10,D=2e11"``, a dict, or a list): the pick's
         fit on all cells goes through the wild-extrapolation guard there, and a pick the guard
         names is shown with its warning.
-    objective : {"rel_ls", "log_huber", "abs_ls"}, optional
-        The training objective: relative least squares (default), Huber on the log, or
-        absolute least squares.
-    delta : float, optional
-        The Huber threshold of ``log_huber`` (default 1e-3).
-    guard_span : float, optional
-        Threshold of the wild-extrapolation guard (see :mod:`fitrules.engine.guard`).
-    guard_se : float, optional
-        Threshold of the wild-extrapolation guard.
-    guard_excursion : float, optional
-        Threshold of the wild-extrapolation guard.
-    metric_range : (float, float), optional
-        The plausible range of the metric, for the wild-extrapolation guard.
-    tune : str or sequence of str, optional
-        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
-    tune_seeds : sequence of int or str, optional
-        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    {objective}
+    {delta}
+    {guard_span}
+    {guard_se}
+    {guard_excursion}
+    {metric_range}
+    {tune}
+    {tune_seeds}
     jobs : int, optional
         Worker processes (default: the machine's cores, at most 8; 1 with a ``scheduler``);
         results do not depend on it.

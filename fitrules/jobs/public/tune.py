@@ -8,9 +8,11 @@ from typing import Any
 from fitrules.base.errors import FitrulesError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import GridLike, as_grid, tune_first
+from fitrules.jobs.public.shared_docs import shared_params
 
 
 @api_terms
+@shared_params
 def tune(grid: GridLike | None, factors: Sequence[str] | str, tune_seeds: Sequence | None = None):
     """Tune ``factors`` per configuration, choosing on some seeds and measuring on others.
 
@@ -39,9 +41,7 @@ def tune(grid: GridLike | None, factors: Sequence[str] | str, tune_seeds: Sequen
 
     Parameters
     ----------
-    grid : Grid, DataFrame, path or None
-        The results table, as :func:`load_grid` reads it; None is the default grid (the
-        committed main grid at inner learning rate 3e-4).
+    {grid}
     factors : str or sequence of str
         The column or columns to tune, e.g. ``["lr"]``.
     tune_seeds : sequence of int, optional
@@ -76,6 +76,7 @@ def tune(grid: GridLike | None, factors: Sequence[str] | str, tune_seeds: Sequen
 
 
 @api_terms
+@shared_params
 def validate(
     grid: GridLike | None = None,
     *,
@@ -91,13 +92,9 @@ def validate(
 
     Parameters
     ----------
-    grid : Grid, DataFrame, path or None, optional
-        The results table, as :func:`load_grid` reads it; None is the default grid (the
-        committed main grid at inner learning rate 3e-4).
-    tune : str or sequence of str, optional
-        Tune these factors first (see :func:`tune`), e.g. ``tune="lr"``.
-    tune_seeds : sequence of int or str, optional
-        The seeds to choose on when tuning; None cross-fits (see :func:`tune`).
+    {grid}
+    {tune}
+    {tune_seeds}
 
     Returns
     -------
