@@ -21,14 +21,19 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED, SIM_INT_LIMITS
-from fitrules.sim.common import check_settings, compress, trimmed_mean
+from fitrules.sim.common import (
+    AGGREGATORS,
+    COMPRESSORS,
+    MASKS,
+    check_settings,
+    compress,
+    compressor_omega,
+    trimmed_mean,
+)
 from fitrules.sim.corpus import Corpus
 from fitrules.sim.model import MLPShape, init_params, loss_and_grad, mean_loss
 
 ALGOS = ("diloco", "sync")
-COMPRESSORS = ("none", "randk", "topk")
-MASKS = ("independent", "shared")
-AGGREGATORS = ("mean", "median", "trimmed")
 INNER_OPTS = ("adam", "adamw", "sgd")
 
 
@@ -101,7 +106,7 @@ class RunConfig:
     @property
     def omega(self) -> float:
         """Variance factor of unbiased rand-k, 1/keep - 1; for top-k only a nominal label."""
-        return 1.0 / self.keep - 1.0 if self.compressor != "none" else 0.0
+        return compressor_omega(self.compressor, self.keep)
 
     def shape(self, vocab: int) -> MLPShape:
         return MLPShape(vocab=vocab, context=self.context, embed=self.embed, hidden=self.width)

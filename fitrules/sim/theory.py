@@ -35,15 +35,16 @@ from collections.abc import Mapping
 import numpy as np
 
 from fitrules.base.errors import TheoryError
+from fitrules.sim import quadratic
 
-MASKS = ("independent", "shared")
-# the harness's names (fitrules.sim.quadratic); the theory covers rand-k or none with the mean
-COMPRESSORS = ("none", "randk", "topk")
-AGGREGATORS = ("mean", "median", "trimmed")
+# the harness's choices (MASKS, COMPRESSORS, AGGREGATORS); the theory covers rand-k or none
+# with the mean
+from fitrules.sim.common import AGGREGATORS, COMPRESSORS, MASKS, compressor_omega
 
 
 def curvatures(spectrum: str, dim: int, curvature: float, condition: float) -> np.ndarray:
-    """The harness's Hessian eigenvalues (:func:`fitrules.sim.quadratic.curvatures`).
+    """The harness's Hessian eigenvalues (:func:`fitrules.sim.quadratic.curvatures`), its
+    arguments checked first.
 
     Parameters
     ----------
@@ -56,18 +57,13 @@ def curvatures(spectrum: str, dim: int, curvature: float, condition: float) -> n
     -------
     numpy.ndarray of ``dim`` eigenvalues, largest first.
     """
-    if spectrum not in ("constant", "linear", "geometric"):
+    if spectrum not in quadratic.SPECTRA:
         raise TheoryError(f"spectrum={spectrum!r} is unknown; allowed: constant, linear, geometric")
     dim = _int(dim, "dim", 1, 10_000_000)
     _positive(curvature, "curvature")
     if not _finite(condition) or condition < 1:
         raise TheoryError(f"condition={condition!r} must be a finite number >= 1")
-    lo = curvature / condition
-    if spectrum == "constant" or dim == 1:
-        return np.full(dim, float(curvature))
-    if spectrum == "linear":
-        return np.linspace(curvature, lo, dim)
-    return np.geomspace(curvature, lo, dim)
+    return quadratic.curvatures(spectrum, dim, curvature, condition)
 
 
 def _finite(v: object) -> bool:
@@ -590,7 +586,7 @@ def exact_loss(run: Mapping, rounds: tuple[int, int] | None = None) -> float:
     keep = num("keep")
     if not 0 < keep <= 1:
         raise TheoryError(f"keep={keep!r} is outside (0, 1]")
-    omega = 0.0 if run["compressor"] == "none" else 1.0 / keep - 1.0
+    omega = compressor_omega(run["compressor"], keep)
     s = curvatures(str(run["spectrum"]), num("dim"), num("curvature"), num("condition"))
     args = dict(
         lr=num("lr"), noise=num("noise"), H=num("H"), M=num("M"), omega=omega,
