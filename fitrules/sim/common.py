@@ -14,6 +14,8 @@ from fitrules.base.errors import SimError
 COMPRESSORS = ("none", "randk", "topk")
 MASKS = ("independent", "shared")
 AGGREGATORS = ("mean", "median", "trimmed")
+# the choices of the settings both harnesses have, in the order they are checked
+CHOICES = {"compressor": COMPRESSORS, "masks": MASKS, "aggregator": AGGREGATORS}
 
 
 def compressor_omega(compressor: str, keep: float) -> float:

@@ -21,15 +21,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED, SIM_INT_LIMITS
-from fitrules.sim.common import (
-    AGGREGATORS,
-    COMPRESSORS,
-    MASKS,
-    check_settings,
-    compress,
-    compressor_omega,
-    trimmed_mean,
-)
+from fitrules.sim.common import CHOICES, check_settings, compress, compressor_omega, trimmed_mean
 from fitrules.sim.corpus import Corpus
 from fitrules.sim.model import MLPShape, init_params, loss_and_grad, mean_loss
 
@@ -65,14 +57,7 @@ class RunConfig:
 
     def validate(self) -> RunConfig:
         """Return self, or raise :class:`SimError` naming the bad field and what is allowed."""
-        choices = {
-            "algo": ALGOS,
-            "compressor": COMPRESSORS,
-            "masks": MASKS,
-            "aggregator": AGGREGATORS,
-            "inner_opt": INNER_OPTS,
-        }
-        check_settings(self, choices)
+        check_settings(self, {"algo": ALGOS, **CHOICES, "inner_opt": INNER_OPTS})
         if not 0 < self.keep <= 1:
             raise SimError(f"keep={self.keep} is outside (0, 1]")
         for name, most in SIM_INT_LIMITS.items():

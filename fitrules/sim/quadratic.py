@@ -48,15 +48,7 @@ import numpy as np
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED, MAX_SIM_RUN_SECONDS
-from fitrules.sim.common import (
-    AGGREGATORS,
-    COMPRESSORS,
-    MASKS,
-    check_settings,
-    compress,
-    compressor_omega,
-    trimmed_mean,
-)
+from fitrules.sim.common import CHOICES, check_settings, compress, compressor_omega, trimmed_mean
 
 SPECTRA = ("constant", "linear", "geometric")
 INNER = ("auto", "aggregate", "exact", "steps")
@@ -111,9 +103,7 @@ class QuadConfig:
         choices = {
             "model": ("quadratic",),
             "spectrum": SPECTRA,
-            "compressor": COMPRESSORS,
-            "masks": MASKS,
-            "aggregator": AGGREGATORS,
+            **CHOICES,
             "inner": INNER,
             "attack": ATTACKS,
             "attack_mode": ATTACK_MODES,
