@@ -1,6 +1,6 @@
-"""What both harnesses (the MLP's and the quadratic's) do alike: a run's settings checked
-against their choices, compression (rand-k, and top-k with error feedback) and the trimmed
-mean."""
+"""What both harnesses (the MLP's and the quadratic's) do alike: the choices of compressor,
+masks and aggregator, a run's settings checked against their choices, compression (rand-k,
+and top-k with error feedback) and the trimmed mean."""
 
 from __future__ import annotations
 
@@ -10,6 +10,18 @@ from dataclasses import fields
 import numpy as np
 
 from fitrules.base.errors import SimError
+
+COMPRESSORS = ("none", "randk", "topk")
+MASKS = ("independent", "shared")
+AGGREGATORS = ("mean", "median", "trimmed")
+# the choices of the settings both harnesses have, in the order they are checked
+CHOICES = {"compressor": COMPRESSORS, "masks": MASKS, "aggregator": AGGREGATORS}
+
+
+def compressor_omega(compressor: str, keep: float) -> float:
+    """Relative variance of unbiased rand-k, 1/keep - 1 (0 without compression); for top-k
+    a nominal label."""
+    return 1.0 / keep - 1.0 if compressor != "none" else 0.0
 
 
 def check_settings(cfg, choices: dict[str, tuple[str, ...]]) -> None:

@@ -21,14 +21,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED, SIM_INT_LIMITS
-from fitrules.sim.common import check_settings, compress, trimmed_mean
+from fitrules.sim.common import CHOICES, check_settings, compress, compressor_omega, trimmed_mean
 from fitrules.sim.corpus import Corpus
 from fitrules.sim.model import MLPShape, init_params, loss_and_grad, mean_loss
 
 ALGOS = ("diloco", "sync")
-COMPRESSORS = ("none", "randk", "topk")
-MASKS = ("independent", "shared")
-AGGREGATORS = ("mean", "median", "trimmed")
 INNER_OPTS = ("adam", "adamw", "sgd")
 
 
@@ -60,14 +57,7 @@ class RunConfig:
 
     def validate(self) -> RunConfig:
         """Return self, or raise :class:`SimError` naming the bad field and what is allowed."""
-        choices = {
-            "algo": ALGOS,
-            "compressor": COMPRESSORS,
-            "masks": MASKS,
-            "aggregator": AGGREGATORS,
-            "inner_opt": INNER_OPTS,
-        }
-        check_settings(self, choices)
+        check_settings(self, {"algo": ALGOS, **CHOICES, "inner_opt": INNER_OPTS})
         if not 0 < self.keep <= 1:
             raise SimError(f"keep={self.keep} is outside (0, 1]")
         for name, most in SIM_INT_LIMITS.items():
@@ -101,7 +91,7 @@ class RunConfig:
     @property
     def omega(self) -> float:
         """Variance factor of unbiased rand-k, 1/keep - 1; for top-k only a nominal label."""
-        return 1.0 / self.keep - 1.0 if self.compressor != "none" else 0.0
+        return compressor_omega(self.compressor, self.keep)
 
     def shape(self, vocab: int) -> MLPShape:
         return MLPShape(vocab=vocab, context=self.context, embed=self.embed, hidden=self.width)

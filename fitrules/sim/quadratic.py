@@ -48,12 +48,9 @@ import numpy as np
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED, MAX_SIM_RUN_SECONDS
-from fitrules.sim.common import check_settings, compress, trimmed_mean
+from fitrules.sim.common import CHOICES, check_settings, compress, compressor_omega, trimmed_mean
 
 SPECTRA = ("constant", "linear", "geometric")
-COMPRESSORS = ("none", "randk", "topk")
-MASKS = ("independent", "shared")
-AGGREGATORS = ("mean", "median", "trimmed")
 INNER = ("auto", "aggregate", "exact", "steps")
 ATTACKS = ("signflip", "scale")
 ATTACK_MODES = ("independent", "coordinated")
@@ -106,9 +103,7 @@ class QuadConfig:
         choices = {
             "model": ("quadratic",),
             "spectrum": SPECTRA,
-            "compressor": COMPRESSORS,
-            "masks": MASKS,
-            "aggregator": AGGREGATORS,
+            **CHOICES,
             "inner": INNER,
             "attack": ATTACKS,
             "attack_mode": ATTACK_MODES,
@@ -195,7 +190,7 @@ class QuadConfig:
     @property
     def omega(self) -> float:
         """Relative variance of unbiased rand-k, 1/keep - 1; for top-k a nominal label."""
-        return 1.0 / self.keep - 1.0 if self.compressor != "none" else 0.0
+        return compressor_omega(self.compressor, self.keep)
 
 
 def _duration(seconds: float) -> str:
@@ -206,8 +201,8 @@ def curvatures(spectrum: str, dim: int, curvature: float, condition: float) -> n
     """The Hessian's eigenvalues, largest ``curvature``, smallest ``curvature/condition``.
 
     ``constant``: all equal to ``curvature``; ``linear``: evenly spaced; ``geometric``:
-    evenly spaced in log. :func:`fitrules.sim.theory.curvatures` is the same function (the
-    harness and the theory share only the table format; a test holds them equal).
+    evenly spaced in log. :func:`fitrules.sim.theory.curvatures` checks its arguments and
+    calls this one, so the theory's modes are the harness's.
     """
     lo = curvature / condition
     if spectrum == "constant" or dim == 1:

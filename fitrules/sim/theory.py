@@ -35,15 +35,16 @@ from collections.abc import Mapping
 import numpy as np
 
 from fitrules.base.errors import TheoryError
+from fitrules.sim import quadratic
 
-MASKS = ("independent", "shared")
-# the harness's names (fitrules.sim.quadratic); the theory covers rand-k or none with the mean
-COMPRESSORS = ("none", "randk", "topk")
-AGGREGATORS = ("mean", "median", "trimmed")
+# the harness's choices (MASKS, COMPRESSORS, AGGREGATORS); the theory covers rand-k or none
+# with the mean
+from fitrules.sim.common import AGGREGATORS, COMPRESSORS, MASKS, compressor_omega
 
 
 def curvatures(spectrum: str, dim: int, curvature: float, condition: float) -> np.ndarray:
-    """The harness's Hessian eigenvalues (:func:`fitrules.sim.quadratic.curvatures`).
+    """The harness's Hessian eigenvalues (:func:`fitrules.sim.quadratic.curvatures`), its
+    arguments checked first.
 
     Parameters
     ----------
@@ -56,18 +57,13 @@ def curvatures(spectrum: str, dim: int, curvature: float, condition: float) -> n
     -------
     numpy.ndarray of ``dim`` eigenvalues, largest first.
     """
-    if spectrum not in ("constant", "linear", "geometric"):
+    if spectrum not in quadratic.SPECTRA:
         raise TheoryError(f"spectrum={spectrum!r} is unknown; allowed: constant, linear, geometric")
     dim = _int(dim, "dim", 1, 10_000_000)
     _positive(curvature, "curvature")
     if not _finite(condition) or condition < 1:
         raise TheoryError(f"condition={condition!r} must be a finite number >= 1")
-    lo = curvature / condition
-    if spectrum == "constant" or dim == 1:
-        return np.full(dim, float(curvature))
-    if spectrum == "linear":
-        return np.linspace(curvature, lo, dim)
-    return np.geomspace(curvature, lo, dim)
+    return quadratic.curvatures(spectrum, dim, curvature, condition)
 
 
 def _finite(v: object) -> bool:
@@ -205,6 +201,15 @@ def _second_moment_map_unchecked(A, b, r, kappa) -> tuple[np.ndarray, np.ndarray
     return L, bb
 
 
+def _round_map(s: np.ndarray, p: dict, feedback: bool = True):
+    """Per mode at setting ``p``: one round's second-moment map L and noise loading bb
+    (:func:`_second_moment_map`), then r, kappa and sigma2 (:func:`_modes`). Without
+    ``feedback`` the map leaves out the compressor's state-dependent noise."""
+    A, b, r, kappa, sigma2 = _modes(s, p)
+    L, bb = _second_moment_map(A, b, r, kappa if feedback else 0.0 * r)
+    return L, bb, r, kappa, sigma2
+
+
 def _radii(L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The modes whose map is finite, and the spectral radius of the map of each of them."""
     with np.errstate(invalid="ignore", over="ignore"):
@@ -251,9 +256,7 @@ def second_moment_radius(
     """
     p = _settings(lr, 0.0, H, M, omega, outer_lr, outer_momentum, nesterov, masks)
     s = _curv(s)
-    A, b, r, kappa, _ = _modes(s, p)
-    L, _ = _second_moment_map(A, b, r, kappa)
-    ok, radius = _radii(L)
+    ok, radius = _radii(_round_map(s, p)[0])
     out = np.full(s.size, np.inf)
     out[ok] = radius
     return out
@@ -285,8 +288,7 @@ def variance_gain(
     """
     p = _settings(lr, 0.0, H, M, omega, outer_lr, outer_momentum, nesterov, masks)
     s = _curv(s)
-    A, b, r, kappa, _ = _modes(s, p)
-    L0, bb = _second_moment_map(A, b, r, 0.0 * r)
+    L0, bb, r, kappa, _ = _round_map(s, p, feedback=False)
     out = np.full(s.size, np.inf)
     ok, radius = _radii(L0)
     stable = np.flatnonzero(ok)[radius < 1]
@@ -342,8 +344,7 @@ def stationary_variance(
     """
     p = _settings(lr, noise, H, M, omega, outer_lr, outer_momentum, nesterov, masks)
     s = _curv(s)
-    A, b, r, kappa, sigma2 = _modes(s, p)
-    L, bb = _second_moment_map(A, b, r, kappa)
+    L, bb, _, _, sigma2 = _round_map(s, p)
     out = np.full(s.size, np.inf)
     ok, radius = _radii(L)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -472,8 +473,7 @@ def loss_curve(
         raise TheoryError(f"init={init!r} must be a finite number")
     uniq, inverse = np.unique(s_arr, return_inverse=True)
     weight = np.bincount(inverse, weights=s_arr) / 2
-    A, b, r, kappa, sigma2 = _modes(uniq, p)
-    L, bb = _second_moment_map(A, b, r, kappa)
+    L, bb, _, _, sigma2 = _round_map(uniq, p)
     m = np.zeros((uniq.size, 3))
     m[:, 0] = float(init) ** 2
     add = sigma2[:, None] * bb
@@ -590,7 +590,7 @@ def exact_loss(run: Mapping, rounds: tuple[int, int] | None = None) -> float:
     keep = num("keep")
     if not 0 < keep <= 1:
         raise TheoryError(f"keep={keep!r} is outside (0, 1]")
-    omega = 0.0 if run["compressor"] == "none" else 1.0 / keep - 1.0
+    omega = compressor_omega(run["compressor"], keep)
     s = curvatures(str(run["spectrum"]), num("dim"), num("curvature"), num("condition"))
     args = dict(
         lr=num("lr"), noise=num("noise"), H=num("H"), M=num("M"), omega=omega,
