@@ -126,16 +126,16 @@ def test_a_report_with_no_usable_split_draws_no_empty_legend(grid_csv, tmp_path,
 def test_a_report_whose_fit_on_all_cells_failed(grid_csv, tmp_path, capsys, monkeypatch):
     """The report's table of constants fitted on all cells says n/a for a failed fit."""
     from fitrules.engine.fit import FitResult
-    from fitrules.jobs.compare import scoring as cmp  # where compare looks fit_all_cells up
+    from fitrules.jobs.compare import scoring as cmp  # where compare looks the full fit up
 
-    real = cmp.fit_all_cells
+    real = cmp.fit
 
     def full_fit_fails(form, X, y, *a, **k):  # the fit on every cell
         out = real(form, X, y, *a, **k)
         nan = {c: float("nan") for c in out.constants}
         return FitResult(form.name, nan, float("inf"), len(y), False, np.inf, ["no fit"])
 
-    monkeypatch.setattr(cmp, "fit_all_cells", full_fit_fails)
+    monkeypatch.setattr(cmp, "fit", full_fit_fails)
     argv = ["compare", "--data", grid_csv, *SPLITS, "--forms", "composition"]
     code, _, err = run([*argv, "--report", tmp_path / "R"], capsys)
     assert code == 0, err

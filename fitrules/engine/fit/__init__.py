@@ -26,7 +26,7 @@ each split, and refits) and ``criteria`` (AIC, BIC, R^2).
 """
 
 from fitrules.engine.fit.criteria import information_criteria
-from fitrules.engine.fit.driver import fit, fit_all_cells, fit_splits, refit, value_scale
+from fitrules.engine.fit.driver import fit, fit_splits, refit, value_scale
 from fitrules.engine.fit.memory import fit_memory
 from fitrules.engine.fit.objective import Objective
 from fitrules.engine.fit.options import FitOptions, FitResult
@@ -39,7 +39,6 @@ __all__ = [
     "Objective",
     "cell_weights",
     "fit",
-    "fit_all_cells",
     "fit_memory",
     "fit_splits",
     "information_criteria",

@@ -335,7 +335,6 @@ def fit(
     )
 
 
-fit_all_cells = fit  # the name jobs/compare imports for the fit with its splits' candidates
 
 
 def refit(

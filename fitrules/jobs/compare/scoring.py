@@ -14,7 +14,7 @@ import pandas as pd
 from fitrules.base.error_metrics import ErrorMetric
 from fitrules.base.errors import SplitError, param
 from fitrules.base.limits import SEED_PROTOCOLS
-from fitrules.engine.fit import FitOptions, Objective, fit_all_cells, fit_splits
+from fitrules.engine.fit import FitOptions, Objective, fit, fit_splits
 from fitrules.engine.guard import GuardOptions, check_fits
 from fitrules.engine.intervals import jacobian_uncertainty
 from fitrules.engine.metrics import RELATIVE, box_weights, heldout_errors, weighted_mean
@@ -161,7 +161,7 @@ def _score_forms(
         if held is not None:
             _rescale_rows(rows[first:], at_cell[f.name], held["excess"])
         # never worse on all cells than a split's fit there (the splits explore other basins)
-        full[f.name] = fit_all_cells(
+        full[f.name] = fit(
             f, X, y, objective, options, candidates=[r.constants for r in fits]
         )
         unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
