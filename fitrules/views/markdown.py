@@ -68,6 +68,11 @@ def _num(x, f=".3f") -> str:
     return "n/a" if x is None else format(x, f)
 
 
+def _cell(text: str) -> str:
+    """``text`` in a markdown table's cell: its pipes (``|relative error|``) escaped."""
+    return text.replace("|", "\\|")
+
+
 def _unit_num(x, unit: str, f=".3f") -> str:
     return "n/a" if x is None else with_unit(x, f, unit)
 
@@ -353,6 +358,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
 
     ranked = sorted(doc["summary"], key=rank_value)
     unit, metric = error_unit(doc), doc.get("error_metric")
+    held_out = heldout_definition(s.get("heldout_weights"), metric=metric)
     lines = [
         f"# fitrules comparison: {', '.join(f['name'] for f in doc['forms'])}",
         "",
@@ -383,7 +389,7 @@ def _comparison_md(doc: dict, figs, command: str) -> str:
         f"(excluded: {', '.join(f'{v} {k}' for k, v in data['excluded'].items()) or 'none'}) |",
         *[f"| table | {n} |" for n in table_notes(data)],
         f"| protocol | {protocol_line(s, n_train, data['cells'])} |",
-        f"| held-out error | {heldout_definition(s.get('heldout_weights'), metric=metric)} |",
+        f"| held-out error | {_cell(held_out)} |",
         f"| objective | {s['objective']} |",
         f"| degenerate pairs | {'kept' if s['keep_degenerate'] else 'set aside'} |",
         f"| command | {code(command)} |",

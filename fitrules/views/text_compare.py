@@ -393,8 +393,7 @@ def render_comparison(cmp) -> str:
         f"weights {s.get('weights', 'cells')}; "
         f"held-out error = {heldout_definition(s.get('heldout_weights'), metric=cmp.error_metric)}"
         "; noise floor = the error of a predictor that knew each cell's true mean (from the "
-        "seed spread); "
-        + common_note(cmp.summary.to_dict("records")),
+        "seed spread); " + common_note(cmp.summary.to_dict("records")),
         guard_line(s),
     ]
     if s["protocol"] != "random":
