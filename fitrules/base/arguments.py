@@ -154,6 +154,19 @@ def callback(value: Any, name: str) -> None:
         raise FitrulesError(f"{name} {_shown(value)}: must be callable or None")
 
 
+def name_value_pairs(text: str) -> dict[str, str] | None:
+    """``"N=parameters, D=tokens"`` -> ``{"N": "parameters", "D": "tokens"}`` (backticks
+    around a name dropped); None when a part has no ``=`` or an empty side, for the caller to
+    refuse in its own words."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            return None
+        out[name.strip().strip("`")] = value.strip()
+    return out
+
+
 def seed_list(text: str, name: str) -> list[int]:
     """``"0,1,2"`` -> ``[0, 1, 2]``: distinct seeds, at least one.
 

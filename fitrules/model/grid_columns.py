@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fitrules.base.arguments import name_value_pairs
 from fitrules.base.errors import GridError, param
 
 METRIC_DEFAULTS = ("loss", "val_loss")
@@ -130,14 +131,11 @@ def parse_units(units: dict[str, str] | str | None, columns: list[str], label: s
     if units is None:
         return {}
     if isinstance(units, str):
-        pairs = {}
-        for part in filter(None, (p.strip() for p in units.split(","))):
-            name, sep, unit = part.partition("=")
-            if not sep or not name.strip() or not unit.strip():
-                raise GridError(
-                    f"{param('units')} {units!r}: expected NAME=UNIT pairs, e.g. N=parameters"
-                )
-            pairs[name.strip().strip("`")] = unit.strip()
+        pairs = name_value_pairs(units)
+        if pairs is None:
+            raise GridError(
+                f"{param('units')} {units!r}: expected NAME=UNIT pairs, e.g. N=parameters"
+            )
         units = pairs
     if not isinstance(units, dict):
         raise GridError(f"units: expected a dict of column -> unit, got {type(units).__name__}")

@@ -172,6 +172,7 @@ def parse_labels(labels: str | dict | None, what: str = "labels") -> dict[str, s
         For a pair without ``=`` or with an empty side, or a value that is neither text
         nor a dict of text.
     """
+    from fitrules.base.arguments import name_value_pairs
     from fitrules.base.errors import ReportError
 
     word = "label" if what == "labels" else "unit"
@@ -185,14 +186,11 @@ def parse_labels(labels: str | dict | None, what: str = "labels") -> dict[str, s
         return dict(labels)
     if not isinstance(labels, str):
         raise ReportError(f"{what} {labels!r}: expected 'COLUMN={word.upper()},...' or a dict")
-    out = {}
-    for part in filter(None, (p.strip() for p in labels.split(","))):
-        name, sep, label = part.partition("=")
-        if not sep or not name.strip() or not label.strip():
-            raise ReportError(
-                f"--{what} {labels!r}: expected COLUMN={word.upper()} pairs, e.g. {example}"
-            )
-        out[name.strip().strip("`")] = label.strip()
+    out = name_value_pairs(labels)
+    if out is None:
+        raise ReportError(
+            f"--{what} {labels!r}: expected COLUMN={word.upper()} pairs, e.g. {example}"
+        )
     return out
 
 

@@ -23,18 +23,20 @@ from fitrules.jobs.options.groups import (
     GUARD,
     HELDOUT_WEIGHTS_OPTION,
     INLINE_FORM,
+    JOBS,
     JSON,
     LEVEL_OPTION,
     OBJECTIVE,
     ON_PROGRESS,
     PROGRESS,
     REPORT,
+    SCHEDULER,
     TUNING,
     _one_of,
-    _processes,
     _real,
-    _scheduler,
     _true_false_or_none,
+    choice,
+    repeatable,
 )
 
 RULES = ("one-se", "best")  # how a search's inner ranking picks
@@ -117,25 +119,24 @@ COMPARE = Command(
                 "splits",
                 cli=dict(type=fraction, metavar="F"),
             ),
-            Option(
+            repeatable(
                 "split",
-                "random",
+                "PROTOCOL",
+                default="random",
                 help="random (default), leave-one-level-out:COL, extrapolate:COL, "
                 "extrapolate:COL:VALUE (fit below VALUE, score from it on; or "
                 "'extrapolate:COL>=VALUE' in quotes), extrapolate:COL[:VALUE],COL2[:VALUE2] "
                 "(beyond the grid in several columns at once), transfer (repeatable: one "
                 "section per protocol, never pooled)",
                 check=arg.text,
-                cli=dict(action="append", metavar="PROTOCOL"),
                 cli_default=None,
             ),
-            Option(
+            choice(
                 "seeds",
-                SEED_PROTOCOLS[0],
+                SEED_PROTOCOLS,
                 help="the held-out error's protocol: cells (default: every run of the training "
                 "and held-out cells) or cells-and-seeds (a third of the seed ids held out too, "
                 "so that the error is what new runs at new seed ids show)",
-                cli=dict(choices=list(SEED_PROTOCOLS)),
             ),
             HELDOUT_WEIGHTS_OPTION,
             ERROR_METRIC_OPTION,
@@ -376,13 +377,12 @@ SEARCH = Command(
                 help="seed of the outer and inner splits (%(default)s)",
                 cli=dict(type=int),
             ),
-            Option(
+            choice(
                 "rule",
-                "one-se",
+                RULES,
                 help="how the inner ranking picks: one-se (default: fewest constants within "
                 "one standard error of the best) or best",
                 check=_one_of(RULES),
-                cli=dict(choices=list(RULES)),
             ),
             Option(
                 "references",
@@ -394,19 +394,13 @@ SEARCH = Command(
                 cli=dict(metavar="NAMES"),
             ),
             INLINE_FORM.but(help="a reference form given inline (repeatable)"),
-            Option(
-                "jobs",
-                help="worker processes (default: the machine's cores; results do not depend on it)",
-                check=_processes,
-                cli=dict(type=int),
+            JOBS.but(
+                help="worker processes (default: the machine's cores; results do not depend on it)"
             ),
-            Option(
-                "scheduler",
+            SCHEDULER.but(
                 help="run the fits as tasks on a Dask cluster instead of --jobs processes: a "
                 "scheduler address (tcp://host:8786) or local:N for N local processes (the same "
-                'result); needs pip install "fitrules[distributed]"',
-                check=_scheduler,
-                cli=dict(metavar="ADDRESS"),
+                'result); needs pip install "fitrules[distributed]"'
             ),
             Option(
                 "screen",
@@ -417,12 +411,12 @@ SEARCH = Command(
                 cli=dict(metavar="K"),
                 parse=_screen,
             ),
-            Option(
+            repeatable(
                 "at",
+                '"N=1e10,D=2e11"',
                 help="a point where the pick will be used (repeatable): its fit on all cells "
                 "goes through the wild-extrapolation guard there, as compare's fits do at "
                 "held-out cells",
-                cli=dict(action="append", metavar='"N=1e10,D=2e11"'),
                 cli_default=[],
                 parse=lambda points: points or None,
             ),

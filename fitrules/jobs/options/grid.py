@@ -9,14 +9,15 @@ from fitrules.base import arguments as arg
 from fitrules.base.options import Command, Option, options
 from fitrules.jobs.options.groups import (
     DATA,
+    JOBS,
     JSON,
     LEVEL_OPTION,
     PAIRED_DATA_HELP,
     PROGRESS,
     REPORT,
+    SCHEDULER,
     TUNING,
-    _processes,
-    _scheduler,
+    repeatable,
 )
 
 VALIDATE = Command(
@@ -50,10 +51,10 @@ CI = Command(
             help='baseline runs, e.g. "algo=sync" (required with --data)',
             cli=dict(metavar="SEL"),
         ),
-        Option(
+        repeatable(
             "treatment",
+            "SEL",
             help='treatment runs, e.g. "algo=diloco,H=16,keep=1" (repeatable)',
-            cli=dict(action="append", metavar="SEL"),
             cli_default=[],
         ),
         Option(
@@ -101,20 +102,11 @@ SIMULATE = Command(
             help="results CSV to create or resume",
             cli=dict(type=Path, required=True),
         ),
-        Option(
-            "jobs",
-            "1",
-            help="worker processes (default %(default)s)",
-            check=_processes,
-            cli=dict(type=int),
-        ),
-        Option(
-            "scheduler",
+        JOBS.but(default="1", help="worker processes (default %(default)s)"),
+        SCHEDULER.but(
             help="run each run as a task on a Dask cluster instead: a scheduler address "
             "(tcp://host:8786) or local:N for N local processes; needs "
-            'pip install "fitrules[distributed]"',
-            check=_scheduler,
-            cli=dict(metavar="ADDRESS"),
+            'pip install "fitrules[distributed]"'
         ),
         Option(
             "cell",

@@ -1,5 +1,6 @@
 """The option groups several commands share (data, tuning, objective, fitting, guard,
-bootstrap, outputs), the checks they name, and load_grid's declaration, made from the data
+bootstrap, outputs), the checks they name, the kinds of option the declarations repeat (a real
+above a bound, a repeatable flag, a choice), and load_grid's declaration, made from the data
 group."""
 
 from __future__ import annotations
@@ -37,6 +38,66 @@ PAIRED_DATA_HELP = (
 )
 FORM_HELP = 'a form name (see "fitrules forms list") or an inline form "NAME = EXPR"'
 
+
+# ---------------------------------------------------------------- checks and kinds of option
+def _true_false_or_none(value, name: str) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise FitrulesError(f"{name} {value!r}: must be True, False or None")
+
+
+def _processes(value, name: str) -> None:
+    """None (the command's default) or a whole number of processes, 1 to MAX_SIM_JOBS."""
+    if value is not None:
+        arg.integer(value, name, 1, MAX_SIM_JOBS)
+
+
+def _scheduler(value, name: str) -> None:
+    """None, ``local:N`` or a scheduler's address, in a form Dask can dial."""
+    if arg.text(value, name, none=True) is not None:
+        from fitrules.sim.cluster import check_scheduler
+
+        check_scheduler(value)
+
+
+def _real(low: float | None = None, high: float | None = None):
+    return lambda v, n: arg.real(v, n, low, high)
+
+
+def _one_of(choices: tuple[str, ...]):
+    def check(value, name: str) -> None:
+        arg.text(value, name)
+        if value not in choices:
+            raise unknown(name, value, choices)
+
+    return check
+
+
+def unknown(name: str, value, choices) -> FitrulesError:
+    """The refusal of a value that is not one of ``choices``."""
+    return FitrulesError(f"{name} {value!r} is unknown; allowed: {', '.join(choices)}")
+
+
+def real_above(
+    name: str, limit: float, low: float, metavar: str | None = None, *, help: str
+) -> Option:
+    """A real number above ``low`` whose default is a shared limit, shown as typed."""
+    cli = dict(type=float) if metavar is None else dict(type=float, metavar=metavar)
+    return Option(name, as_typed(limit), help=help, check=_real(low), cli=cli)
+
+
+def repeatable(name: str, metavar: str, *, help: str, **more) -> Option:
+    """A flag given as often as wanted, its values collected in a list."""
+    return Option(name, help=help, cli=dict(action="append", metavar=metavar), **more)
+
+
+def choice(
+    name: str, choices: tuple[str, ...], *, help: str, default: str | None = None, check=None
+) -> Option:
+    """One of ``choices``: the first unless ``default`` says otherwise."""
+    first = choices[0] if default is None else default
+    return Option(name, first, help=help, check=check, cli=dict(choices=list(choices)))
+
+
 # ---------------------------------------------------------------- data (fr.load_grid)
 # the command line reads a grid with these; in Python they are load_grid's parameters
 DATA = in_group(
@@ -48,26 +109,26 @@ DATA = in_group(
         help="the column that names each run's seed (default: seed, when there is one)",
         cli=dict(metavar="COL"),
     ),
-    Option(
+    repeatable(
         "where",
-        (),
+        "COND",
+        default=(),
         help='keep rows where COND holds, e.g. "lr == 3e-4" (repeatable)',
-        cli=dict(action="append", metavar="COND"),
         cli_default=None,
     ),
-    Option(
+    repeatable(
         "derive",
-        (),
+        "NAME=EXPR",
+        default=(),
         help='add a column, e.g. "omega = 1/keep - 1" (repeatable; names with spaces in '
         'backticks: "N = `Model Size`")',
-        cli=dict(action="append", metavar="NAME=EXPR"),
         cli_default=[],
     ),
-    Option(
+    repeatable(
         "rename",
+        "OLD=NEW",
         help="rename a column as the table is read, e.g. inner_steps=H or compression.keep=keep "
         "(repeatable; before --derive and --where)",
-        cli=dict(action="append", metavar="OLD=NEW"),
     ),
     Option(
         "drop_duplicates",
@@ -112,11 +173,11 @@ def tune_seed_list(text: str | None) -> list[int] | None:
 
 TUNING = in_group(
     "tuning (choose a factor's level per configuration on some seeds, measure on others)",
-    Option(
+    repeatable(
         "tune",
+        "FACTOR",
         help="tune FACTOR (e.g. lr) per configuration of the other factors (repeatable: "
         "tuned jointly)",
-        cli=dict(action="append", metavar="FACTOR"),
     ),
     Option(
         "tune_seeds",
@@ -127,34 +188,27 @@ TUNING = in_group(
     ),
 )
 OBJECTIVE = (
-    Option(
+    choice(
         "objective",
-        OBJECTIVES[0],
+        OBJECTIVES,
         help="training objective (default rel_ls: relative least squares)",
         check=arg.text,
-        cli=dict(choices=list(OBJECTIVES)),
     ),
-    Option(
-        "delta",
-        as_typed(HUBER_DELTA),
-        help="Huber delta for log_huber (default %(default)s)",
-        check=lambda v, n: arg.real(v, n, 0.0),
-        cli=dict(type=float),
-    ),
+    real_above("delta", HUBER_DELTA, 0.0, help="Huber delta for log_huber (default %(default)s)"),
 )
 CONSTANTS = (
-    Option(
+    repeatable(
         "fix",
+        "NAME=VALUE",
         help="hold a constant at a value, e.g. alpha=0.34 (repeatable)",
-        cli=dict(action="append", metavar="NAME=VALUE"),
     ),
-    Option(
+    repeatable(
         "bounds",
+        "NAME=LOW..HIGH",
         # flag words: the flag's declaration
         flag="--bound",
         help="bounds of a nonlinear constant, e.g. 'Nc=1e10..1e16' (repeatable; a wide "
         "positive range is searched on a log scale)",
-        cli=dict(action="append", metavar="NAME=LOW..HIGH"),
     ),
     Option(
         "by",
@@ -172,41 +226,40 @@ CONSTANTS = (
 FITTING = in_group(
     "fitting",
     OBJECTIVE,
-    Option(
+    choice(
         "weights",
-        WEIGHTS[0],
+        WEIGHTS,
         help="how each cell's squared residual counts: cells (default, once each), runs (by "
         "its number of runs), inverse-variance (by 1/standard error^2)",
-        cli=dict(choices=list(WEIGHTS)),
     ),
     CONSTANTS,
 )
 GUARD = in_group(
     "wild-extrapolation guard (training fit and design only; fixed before scoring)",
-    Option(
+    real_above(
         "guard_span",
-        as_typed(GUARD_SPAN),
+        GUARD_SPAN,
+        1.0,
+        "X",
         help="name a fit whose predictions over the grid's cells spread more than X times "
         "its training values (default %(default)s)",
-        check=lambda v, n: arg.real(v, n, 1.0),
-        cli=dict(type=float, metavar="X"),
     ),
-    Option(
+    real_above(
         "guard_se",
-        as_typed(GUARD_SE),
+        GUARD_SE,
+        0.0,
+        "X",
         help="name a fit whose delta-method standard error exceeds X times a prediction "
         "(default %(default)s)",
-        check=lambda v, n: arg.real(v, n, 0.0),
-        cli=dict(type=float, metavar="X"),
     ),
-    Option(
+    real_above(
         "guard_excursion",
-        as_typed(GUARD_EXCURSION),
+        GUARD_EXCURSION,
+        0.0,
+        "PCT",
         help="name a fit whose predictions at the cells it did not fit lie on average more "
         "than PCT%% of the training values' level outside their range and their "
         "straight-line trend (default %(default)s)",
-        check=lambda v, n: arg.real(v, n, 0.0),
-        cli=dict(type=float, metavar="PCT"),
     ),
     Option(
         "metric_range",
@@ -225,13 +278,12 @@ def _metric_range(text: str | None):
     return parse_metric_range(text)
 
 
-HELDOUT_WEIGHTS_OPTION = Option(
+HELDOUT_WEIGHTS_OPTION = choice(
     "heldout_weights",
-    HELDOUT_WEIGHTS[0],
+    HELDOUT_WEIGHTS,
     help="how a split's held-out cells count in its error: box (default: by their share of "
     "the grid's box, half on an edge of a variable, a quarter at a corner, so that the error "
     "is what new configurations spread over the grid's range would show) or equal (each once)",
-    cli=dict(choices=list(HELDOUT_WEIGHTS)),
 )
 LEVEL_OPTION = Option(
     "level",
@@ -262,14 +314,14 @@ BOOTSTRAP = (
         help="bootstrap seed (%(default)s)",
         cli=dict(type=int),
     ),
-    Option(
+    choice(
         "bootstrap",
-        DEFAULT_BOOTSTRAP,
+        BOOTSTRAP_KINDS,
+        default=DEFAULT_BOOTSTRAP,
         help="studentized (default): the fit's residuals across cells, symmetric bootstrap-t "
         "intervals from each refit's standard errors; seeds: the runs within each cell, or "
         "residuals, with percentile intervals; auto: residuals when any cell has a single "
         "run, else seeds (percentile; the default before)",
-        cli=dict(choices=list(BOOTSTRAP_KINDS)),
     ),
 )
 JSON = Option(
@@ -280,25 +332,6 @@ JSON = Option(
     help="write the full result as JSON to PATH ('-' for stdout, instead of the text)",
     cli=dict(metavar="PATH"),
 )
-
-
-def _true_false_or_none(value, name: str) -> None:
-    if value is not None and not isinstance(value, bool):
-        raise FitrulesError(f"{name} {value!r}: must be True, False or None")
-
-
-def _processes(value, name: str) -> None:
-    """None (the command's default) or a whole number of processes, 1 to MAX_SIM_JOBS."""
-    if value is not None:
-        arg.integer(value, name, 1, MAX_SIM_JOBS)
-
-
-def _scheduler(value, name: str) -> None:
-    """None, ``local:N`` or a scheduler's address, in a form Dask can dial."""
-    if arg.text(value, name, none=True) is not None:
-        from fitrules.sim.cluster import check_scheduler
-
-        check_scheduler(value)
 
 
 PROGRESS = Option(
@@ -341,32 +374,19 @@ HEAD = Option(
     cli=dict(metavar="HASH"),
 )
 ON_PROGRESS = Option("on_progress", flag=None, check=arg.callback)
+# worker processes, or a Dask cluster instead; each command says what its default is
+JOBS = Option("jobs", check=_processes, cli=dict(type=int))
+SCHEDULER = Option("scheduler", check=_scheduler, cli=dict(metavar="ADDRESS"))
+# the JSON-lines ledger predict appends to and score and ledger verify read
+LEDGER_FILE = Option("ledger", cli=dict(type=Path, required=True))
 
 
-def _real(low: float | None = None, high: float | None = None):
-    return lambda v, n: arg.real(v, n, low, high)
-
-
-def _one_of(choices: tuple[str, ...]):
-    def check(value, name: str) -> None:
-        arg.text(value, name)
-        if value not in choices:
-            raise unknown(name, value, choices)
-
-    return check
-
-
-def unknown(name: str, value, choices) -> FitrulesError:
-    """The refusal of a value that is not one of ``choices``."""
-    return FitrulesError(f"{name} {value!r} is unknown; allowed: {', '.join(choices)}")
-
-
-INLINE_FORM = Option(
+INLINE_FORM = repeatable(
     "form",
+    '"NAME = EXPR"',
     python=False,
     help="a form given inline (repeatable); compared together with the --forms names, "
     "or on its own when --forms is not given (the built-in set is then left out)",
-    cli=dict(action="append", metavar='"NAME = EXPR"'),
     cli_default=[],
 )
 ONE_FORM = Option(

@@ -14,11 +14,14 @@ from fitrules.jobs.options.groups import (
     FITTING,
     HEAD,
     JSON,
+    LEDGER_FILE,
     OBJECTIVE,
     ONE_FORM,
     REPORT,
     RUNS,
     TUNING,
+    choice,
+    repeatable,
 )
 
 INTERVAL_METHODS = ("bootstrap", "profile")
@@ -56,11 +59,11 @@ FIT = Command(
                     nargs="?", const="bootstrap", choices=list(INTERVAL_METHODS), metavar="METHOD"
                 ),
             ),
-            Option(
+            repeatable(
                 "predict",
-                (),
+                '"H=8,keep=0.25"',
+                default=(),
                 help="prediction with interval at a point, in the grid or not (repeatable)",
-                cli=dict(action="append", metavar='"H=8,keep=0.25"'),
                 cli_default=[],
             ),
             RUNS,
@@ -68,14 +71,14 @@ FIT = Command(
         ),
         in_group(
             "constraints",
-            Option(
+            repeatable(
                 "constraints",
+                "'b > a'",
                 # flag words: the flag's declaration
                 flag="--constraint",
                 help="a linear constraint between constants, e.g. 'b > a', 'a + b = 1' or "
                 "'c >= 0.5*b' (repeatable); enforced by the optimiser, kept by --intervals "
                 "profile",
-                cli=dict(action="append", metavar="'b > a'"),
             ),
         ),
         JSON,
@@ -138,14 +141,13 @@ ALLOCATE = Command(
                 check=_budgets,
                 cli=dict(metavar="C"),
             ),
-            Option(
+            choice(
                 "intervals",
-                "covariance",
+                ("covariance", "bootstrap", "none"),
                 help="how the fit's uncertainty reaches the optimum: covariance (default: "
                 "delta method on the Jacobian covariance), bootstrap (the fit's bootstrap "
                 "refits, --resamples), none",
                 check=_allocate_intervals,
-                cli=dict(choices=["covariance", "bootstrap", "none"]),
             ),
         ),
         in_group(
@@ -194,11 +196,9 @@ PREDICT = Command(
             "record then commits only to its interval)",
             cli=dict(type=float, metavar="PCT"),
         ),
-        Option(
-            "ledger",
+        LEDGER_FILE.but(
             help="JSON-lines ledger to append to (created if missing; an existing one is "
-            "checked first)",
-            cli=dict(type=Path, required=True),
+            "checked first)"
         ),
         FITTING,
         in_group("interval", RUNS, BOOTSTRAP),
@@ -217,11 +217,7 @@ SCORE = Command(
     "score",
     "score ledger predictions against new results",
     options(
-        Option(
-            "ledger",
-            help="the JSON-lines ledger to score",
-            cli=dict(type=Path, required=True),
-        ),
+        LEDGER_FILE.but(help="the JSON-lines ledger to score"),
         HEAD,
         tuple(
             o.but(help="results table with the new runs (CSV or Parquet; required)")
@@ -250,11 +246,7 @@ LEDGER_VERIFY = Command(
     # flag words: a command's summary (help)
     "check the records, the chain and (--head) the head",
     options(
-        Option(
-            "ledger",
-            help="the JSON-lines ledger to check",
-            cli=dict(type=Path, required=True),
-        ),
+        LEDGER_FILE.but(help="the JSON-lines ledger to check"),
         HEAD,
     ),
     examples=("fitrules ledger verify --ledger predictions.jsonl --head HASH",),
