@@ -51,12 +51,12 @@ def _metric_help() -> str:
     )
 
 
-ERROR_METRIC_OPTION = Option(
+ERROR_METRIC_OPTION = choice(
     "error_metric",
-    DEFAULT_ERROR_METRIC,
+    tuple(ERROR_METRICS),
     help=_metric_help(),
+    default=DEFAULT_ERROR_METRIC,
     check=lambda value, _name: error_metric(value),
-    cli=dict(choices=list(ERROR_METRICS)),
 )
 
 
