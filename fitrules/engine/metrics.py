@@ -61,9 +61,10 @@ def heldout_errors(
     weights: np.ndarray | None = None,
     metric: ErrorMetric = RELATIVE,
 ) -> dict:
-    """Mean and worst error over cells in ``metric`` (by default |relative error| in percent),
-    and the RMSE; the mean and the RMSE weighted by ``weights`` (see :func:`box_weights`) when
-    given. The keys carry no unit: ``heldout_error``, ``worst_cell``, ``rmse``."""
+    """Mean and worst error over cells in ``metric`` (by default ``relative``, the absolute
+    relative error in percent), and the RMSE; the mean and the RMSE weighted by ``weights``
+    (see :func:`box_weights`) when given. The keys carry no unit: ``heldout_error``,
+    ``worst_cell``, ``rmse``."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         per_cell = np.asarray(metric.per_cell(y_true, y_pred - y_true), float)
         diff = np.abs(y_pred - y_true)

@@ -84,7 +84,7 @@ def heldout_definition(
     kind: str | None, where: str = "held-out cells", metric: dict | None = None
 ) -> str:
     """What a split's held-out error is, under the settings' ``heldout_weights``, in the
-    result's ``error_metric`` (by default |relative error| in %)."""
+    result's ``error_metric`` (by default the ``|relative error|`` in %)."""
     quantity = (metric or {}).get("quantity", "|relative error|")
     unit = (metric or {}).get("unit", "%") or "the grid's value units"
     if kind == "box":

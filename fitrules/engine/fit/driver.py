@@ -335,8 +335,6 @@ def fit(
     )
 
 
-
-
 def refit(
     form: Form,
     X: dict[str, np.ndarray],

@@ -97,8 +97,8 @@ def compare(
         :func:`fitrules.engine.metrics.box_weights`) or ``equal``: how a split's held-out
         cells count in its error, its noise floor and the verdicts.
     metric : the held-out error's metric, a name of
-        :data:`fitrules.base.error_metrics.ERROR_METRICS` (default ``relative``: |relative
-        error| in percent) or an :class:`~fitrules.base.error_metrics.ErrorMetric`; the
+        :data:`fitrules.base.error_metrics.ERROR_METRICS` (default ``relative``: the absolute
+        relative error in percent) or an :class:`~fitrules.base.error_metrics.ErrorMetric`; the
         summaries, verdicts, cell errors and noise floor are in its unit, which the result
         records (:attr:`Comparison.error_metric`).
 

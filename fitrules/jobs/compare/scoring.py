@@ -161,9 +161,7 @@ def _score_forms(
         if held is not None:
             _rescale_rows(rows[first:], at_cell[f.name], held["excess"])
         # never worse on all cells than a split's fit there (the splits explore other basins)
-        full[f.name] = fit(
-            f, X, y, objective, options, candidates=[r.constants for r in fits]
-        )
+        full[f.name] = fit(f, X, y, objective, options, candidates=[r.constants for r in fits])
         unc[f.name] = jacobian_uncertainty(f, X, y, full[f.name].constants, objective)
     results = pd.DataFrame(rows).drop(columns=["_mse"], errors="ignore")
     usable = results["heldout_error"].notna()

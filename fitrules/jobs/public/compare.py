@@ -123,8 +123,8 @@ def compare(
         mean error over configurations spread across the grid's range) or ``"equal"`` (each
         held-out cell once); see :func:`fitrules.engine.metrics.box_weights`.
     error_metric : str or ErrorMetric, optional
-        What a held-out cell's error is: ``"relative"`` (default: |relative error|, in %),
-        ``"absolute"`` (|error|, in the grid's value units), another name of
+        What a held-out cell's error is: ``"relative"`` (default: the absolute relative error,
+        in %), ``"absolute"`` (the absolute error, in the grid's value units), another name of
         :data:`fitrules.base.error_metrics.ERROR_METRICS`, or an
         :class:`~fitrules.base.error_metrics.ErrorMetric` of your own. The result records it
         (:attr:`Comparison.error_metric`) and every error it holds is in its unit.
