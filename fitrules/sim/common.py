@@ -99,6 +99,13 @@ def topk_with_feedback(d: np.ndarray, keep: float, error: np.ndarray) -> np.ndar
     return sent
 
 
+def check_limits(cfg, limits: dict[str, int]) -> None:
+    """Refuse an integer setting of ``cfg`` outside 1 to its entry in ``limits``."""
+    for name, most in limits.items():
+        if not 1 <= getattr(cfg, name) <= most:
+            raise SimError(f"{name}={getattr(cfg, name)} must be from 1 to {most:,}")
+
+
 def check_attack(cfg) -> None:
     """Refuse more attackers than workers, or an attack scale outside 0 to 1e6."""
     if not 0 <= cfg.attackers <= cfg.M:

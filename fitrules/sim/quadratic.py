@@ -55,6 +55,7 @@ from fitrules.sim.common import (
     aggregate,
     attack,
     check_attack,
+    check_limits,
     check_settings,
     compress,
     compressor_omega,
@@ -117,9 +118,7 @@ class QuadConfig:
             "attack_mode": ATTACK_MODES,
         }
         check_settings(self, choices)
-        for name, most in QUAD_INT_LIMITS.items():
-            if not 1 <= getattr(self, name) <= most:
-                raise SimError(f"{name}={getattr(self, name)} must be from 1 to {most:,}")
+        check_limits(self, QUAD_INT_LIMITS)
         if not 0 <= self.seed <= MAX_SEED:
             raise SimError(f"seed={self.seed} must be from 0 to 2**63 - 1")
         if not 0 < self.keep <= 1:
