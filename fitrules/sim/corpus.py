@@ -116,8 +116,9 @@ def read_text_corpus(path: Path | str) -> Corpus:
     """
     path = Path(path)
     if not path.is_file():
-        raise SimError(f"corpus={str(path)!r}: no such file; give a UTF-8 text file, or '' "
-                       "for the shipped Shakespeare slice")  # fmt: skip
+        what = "is a directory" if path.is_dir() else "no such file"
+        raise SimError(f"corpus={str(path)!r}: {what}; give a UTF-8 text file, or '' for the "
+                       "shipped Shakespeare slice")  # fmt: skip
     size = path.stat().st_size
     if size == 0:
         raise SimError(f"corpus={str(path)!r}: the file is empty; give a UTF-8 text file")
