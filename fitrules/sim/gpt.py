@@ -58,6 +58,10 @@ GPT_INT_LIMITS = {  # largest value of each integer setting of a transformer run
     "eval_windows": 1_000_000,
 }
 EVAL_CHUNK = 64  # validation windows per forward pass
+# resident memory torch adds to the process that runs a gpt run, besides the run's arrays:
+# 182 MiB on import and 91 MiB at the first steps of the tiniest run (a 2-core AMD EPYC VM,
+# torch 2.13 CPU); rounded up
+TORCH_BYTES = 300 * 2**20
 
 
 @dataclass(frozen=True)
@@ -139,17 +143,17 @@ class GPTConfig:
             )
 
     def memory(self, vocab: int | None = None) -> float:
-        """Bytes one run's largest arrays take: parameters, gradients, AdamW's state, deltas
-        and masks; the activations autograd keeps; the corpus. ``vocab`` is ignored (the
-        run's own corpus decides it)."""
+        """Bytes one run takes: parameters, gradients, AdamW's state, deltas and masks; the
+        activations autograd keeps; the corpus; torch itself (:data:`TORCH_BYTES`).
+        ``vocab`` is ignored (the run's own corpus decides it)."""
         corpus = self.text()
         V, D, T, L = corpus.vocab_size, self.width, self.context, self.layers
         P = self.shape(V).n_params
         state = 4.0 * P * (8 * self.M + 4)
         tokens = self.M * self.batch * T
-        acts = 4.0 * tokens * (L * (20 * D + 2 * self.heads * T) + 4 * V)
+        acts = 4.0 * tokens * (L * (20 * D + self.heads * T) + 4 * V)
         evals = 4.0 * EVAL_CHUNK * T * (L * (8 * D + self.heads * T) + 2 * V)
-        return state + acts + evals + 8.0 * (len(corpus.train) + len(corpus.valid))
+        return state + acts + evals + 8.0 * (len(corpus.train) + len(corpus.valid)) + TORCH_BYTES
 
     def describe(self) -> str:
         """The settings that size a run, for messages."""
