@@ -1310,6 +1310,23 @@ GOOD_CELLS += [
     f"{QTINY},compressor=topk,keep=0.5,inner=steps,H=2",
     f"{QTINY},lr=5,init=1",  # diverges: recorded, not an error
 ]
+# the transformer backend (issue 46): without PyTorch, one line asking for the gpt extra
+GPT_TINY = dict(model="gpt", layers=1, width=8, heads=2, context=8, batch=2, steps=2,
+                eval_windows=4, M=2)  # fmt: skip
+
+
+def gpt_cell(**settings) -> str:
+    """A tiny gpt cell with ``settings`` in place of (or besides) its own."""
+    return ",".join(f"{k}={v}" for k, v in {**GPT_TINY, **settings}.items())
+
+
+GTINY = gpt_cell()
+GOOD_CELLS += [
+    f"{GTINY},H=2,keep=0.5",
+    f"{GTINY},compressor=topk,keep=0.5,aggregator=median,attackers=1,attack_mode=coordinated",
+    f"{GTINY},algo=sync,weight_decay=0.1",
+    f"{GTINY},lr=1000,outer_lr=10",  # diverges: recorded, not an error
+]
 BAD_CELLS = [
     ",,,",
     "",
@@ -1335,6 +1352,20 @@ BAD_CELLS = [
     "model=quadratic,dim=10000000,rounds=10000000",
     "model=quadratic,dim=1000000,M=1,rounds=1000000,burn_in=0",  # hours: past the time limit
     f"H=\uff11\uff16,{TINY}",  # fullwidth digits, which int() reads
+    "model=gpt,model=gpt",
+    gpt_cell(heads=3),
+    gpt_cell(layers=0),
+    gpt_cell(context=5000),
+    gpt_cell(width=8192, layers=64, batch=16384),  # memory
+    f"{GTINY},embed=2",
+    f"{GTINY},lr=0",
+    f"{GTINY},weight_decay=-1",
+    f"{GTINY},attackers=3",
+    f"{GTINY},attack=noise",
+    f"{GTINY},algo=ring",
+    f"{GTINY},corpus=none.txt",
+    f"{GTINY},corpus=blank.csv",  # one blank line: a corpus too short for context 8
+    f"{GTINY},corpus=DIR",
 ]
 GOOD_SPEC = (
     f"seeds = [0]\n[fixed]\n{TINY.replace(',', chr(10))}\n[[block]]\n[block.factors]\nH = [1, 2]\n"
@@ -1343,8 +1374,18 @@ GOOD_QUAD_SPEC = (
     b'model = "quadratic"\nseeds = [0, 1]\n[fixed]\ndim = 8\nrounds = 6\nburn_in = 1\nM = 4\n'
     b'[[block]]\n[block.factors]\nkeep = [1.0, 0.25]\naggregator = ["mean", "median"]\n'
 )
+GOOD_GPT_SPEC = (
+    b'model = "gpt"\nseeds = [0, 1]\n[fixed]\nlayers = 1\nwidth = 8\nheads = 2\ncontext = 8\n'
+    b"batch = 2\nsteps = 4\neval_windows = 4\nM = 2\nH = 2\n"
+    b'[[block]]\n[block.factors]\nkeep = [1.0, 0.5]\naggregator = ["mean", "trimmed"]\n'
+)
 BAD_SPECS = [
     b'model = "cnn"\n',
+    b'model = "gpt"\n[fixed]\nmodel = "quadratic"\n',
+    b'model = "gpt"\n[fixed]\ndim = 4\n',
+    b'model = "gpt"\n[fixed]\nwidth = 10\nheads = 4\n',
+    b'model = "gpt"\n[fixed]\ncorpus = 5\n',
+    b'model = "gpt"\n[fixed]\ncorpus = "none.txt"\n',
     b"model = 5\n",
     b'model = "quadratic"\n[fixed]\nmodel = "mlp"\n',
     b'model = "quadratic"\n[[block]]\n[block.factors]\nmodel = ["quadratic"]\n',
@@ -1375,7 +1416,7 @@ def simulate_cases(draw) -> Case:
     files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n", "link.csv": LINK + b"gone/o.csv"}
     argv = ["simulate"]
     if d.chance(3):
-        files["s.toml"] = d.pick([GOOD_SPEC, GOOD_QUAD_SPEC], BAD_SPECS, 1)
+        files["s.toml"] = d.pick([GOOD_SPEC, GOOD_QUAD_SPEC, GOOD_GPT_SPEC], BAD_SPECS, 1)
         argv.append(d.pick(["s.toml"], ["DIR", "none.toml"], 3))
     if len(argv) == 1 or d.chance(2):
         argv.append(opt("--cell", d.pick(GOOD_CELLS, BAD_CELLS, 2)))

@@ -1,6 +1,6 @@
-"""What both harnesses (the MLP's and the quadratic's) do alike: the choices of compressor,
-masks and aggregator, a run's settings checked against their choices, compression (rand-k,
-and top-k with error feedback) and the trimmed mean."""
+"""What the harnesses (the MLP's, the quadratic's, the transformer's) do alike: the choices of
+compressor, masks and aggregator, a run's settings checked against their choices, compression
+(rand-k, and top-k with error feedback), attackers and the robust aggregators."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from fitrules.base.errors import SimError
 COMPRESSORS = ("none", "randk", "topk")
 MASKS = ("independent", "shared")
 AGGREGATORS = ("mean", "median", "trimmed")
-# the choices of the settings both harnesses have, in the order they are checked
+# the choices of the settings every harness has, in the order they are checked
 CHOICES = {"compressor": COMPRESSORS, "masks": MASKS, "aggregator": AGGREGATORS}
+ATTACKS = ("signflip", "scale")
+ATTACK_MODES = ("independent", "coordinated")
 
 
 def compressor_omega(compressor: str, keep: float) -> float:
@@ -95,3 +97,48 @@ def topk_with_feedback(d: np.ndarray, keep: float, error: np.ndarray) -> np.ndar
     sent[rows, idx] = acc[rows, idx]
     error[:] = acc - sent
     return sent
+
+
+def check_limits(cfg, limits: dict[str, int]) -> None:
+    """Refuse an integer setting of ``cfg`` outside 1 to its entry in ``limits``."""
+    for name, most in limits.items():
+        if not 1 <= getattr(cfg, name) <= most:
+            raise SimError(f"{name}={getattr(cfg, name)} must be from 1 to {most:,}")
+
+
+def check_attack(cfg) -> None:
+    """Refuse more attackers than workers, or an attack scale outside 0 to 1e6."""
+    if not 0 <= cfg.attackers <= cfg.M:
+        raise SimError(f"attackers={cfg.attackers} must be from 0 to M = {cfg.M}")
+    if not 0 <= cfg.attack_scale <= 1e6:
+        raise SimError(f"attack_scale={cfg.attack_scale} must be from 0 to 1e6")
+
+
+def attack(c: np.ndarray, cfg) -> np.ndarray:
+    """The messages ``c`` (one row per worker) with the first ``cfg.attackers`` rows replaced
+    by the attack: each its own message times ``-attack_scale`` (``signflip``) or
+    ``attack_scale`` (``scale``), or with ``attack_mode = "coordinated"`` all the same vector,
+    made from the honest workers' mean."""
+    n = cfg.attackers
+    if n == 0:
+        return c
+    sign = -1.0 if cfg.attack == "signflip" else 1.0
+    c = c.copy()
+    if cfg.attack_mode == "coordinated":
+        honest = c[n:].mean(axis=0) if n < cfg.M else c.mean(axis=0)
+        c[:n] = sign * cfg.attack_scale * honest[None, :]
+    else:
+        c[:n] *= sign * cfg.attack_scale
+    return c
+
+
+def aggregate(c: np.ndarray, cfg) -> np.ndarray:
+    """The messages ``c`` (one row per worker) aggregated by ``cfg.aggregator``: their mean,
+    coordinate-wise median or trimmed mean."""
+    if cfg.aggregator == "mean":
+        return c.mean(axis=0)
+    s = np.sort(c, axis=0)  # several times faster than np.median here, the same values
+    m = c.shape[0]
+    if cfg.aggregator == "median":
+        return s[m // 2] if m % 2 else 0.5 * (s[m // 2 - 1] + s[m // 2])
+    return trimmed_mean(s, cfg.trim)

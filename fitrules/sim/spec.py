@@ -16,8 +16,9 @@ A block may carry its own ``seeds`` list (a designed batch gives each cell its o
 
 ``model = "quadratic"`` (at the top level or in ``[fixed]``) makes every run a run of the
 noisy-quadratic backend, :class:`fitrules.sim.quadratic.QuadConfig`, whose fields are then the
-settings a spec may name; the default, ``model = "mlp"``, is the MLP harness
-(:class:`fitrules.sim.diloco.RunConfig`). One spec runs one model.
+settings a spec may name; ``model = "gpt"`` the PyTorch transformer's,
+:class:`fitrules.sim.gpt.GPTConfig` (needs the ``gpt`` extra); the default, ``model = "mlp"``,
+is the MLP harness (:class:`fitrules.sim.diloco.RunConfig`). One spec runs one model.
 """
 
 from __future__ import annotations
@@ -32,11 +33,20 @@ from typing import Any
 from fitrules.base.errors import SimError, param
 from fitrules.base.limits import MAX_SEED, MAX_SIM_RUNS, check_memory
 from fitrules.sim.diloco import RunConfig
+from fitrules.sim.gpt import GPTConfig, require_torch
 from fitrules.sim.quadratic import QuadConfig
 
 CONFIG_FIELDS = {f.name: f.type for f in fields(RunConfig)}
 QUAD_FIELDS = {f.name: f.type for f in fields(QuadConfig)}
-MODELS = {"mlp": (RunConfig, CONFIG_FIELDS), "quadratic": (QuadConfig, QUAD_FIELDS)}
+GPT_FIELDS = {f.name: f.type for f in fields(GPTConfig)}
+MODELS = {
+    "mlp": (RunConfig, CONFIG_FIELDS),
+    "quadratic": (QuadConfig, QUAD_FIELDS),
+    "gpt": (GPTConfig, GPT_FIELDS),
+}
+# what to reduce when a run of a backend would not fit in memory
+MEMORY_HINTS = {QuadConfig: "use a smaller dim or M",
+                GPTConfig: "use a smaller model, context, batch or M"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -114,12 +124,15 @@ def _seeds(value: object, where: str) -> list[int]:
 
 
 def check_runs(runs: tuple[RunConfig, ...], source: str) -> None:
-    """Refuse a spec whose single run would not fit in memory (checked before any run)."""
+    """Refuse a spec whose single run would not fit in memory, or needs PyTorch where it is
+    missing (checked before any run)."""
     from fitrules.sim.corpus import ALPHABET
 
-    if runs and isinstance(runs[0], QuadConfig):
+    if runs and isinstance(runs[0], GPTConfig):
+        require_torch()
+    if runs and type(runs[0]) in MEMORY_HINTS:
         worst = max(runs, key=lambda r: r.memory())
-        check_memory(worst.memory(), f"{source}: {worst.describe()}", "use a smaller dim or M")
+        check_memory(worst.memory(), f"{source}: {worst.describe()}", MEMORY_HINTS[type(worst)])
     elif runs:
         worst = max(runs, key=lambda r: r.memory(len(ALPHABET)))
         check_memory(
@@ -306,15 +319,15 @@ def cell_spec(cell: str, base: GridSpec | None = None, seeds: str | None = None)
         seed_list = _seeds(_seed_items(seeds), f"{param('seeds')} {seeds!r}")
         if len(seed_list) > MAX_SIM_RUNS:
             raise SimError(f"{param('seeds')}: more than {MAX_SIM_RUNS:,} seeds")
-    only_model = cls is QuadConfig and not cell.replace(",", "").strip()
+    only_model = cls is not RunConfig and not cell.replace(",", "").strip()
     values = base_values if only_model else parse_cell(cell, base_values, known=known)
     runs = tuple(_config({**values, "seed": s}, param("cell"), cls) for s in seed_list)
     check_runs(runs, param("cell"))
     named = {} if only_model else parse_cell(cell, known=known)
     desc = ",".join(f"{k}={v}" for k, v in named.items())
-    if cls is QuadConfig:
-        desc = ",".join(filter(None, ["model=quadratic", desc]))
-        values = {**values, "model": "quadratic"}
+    if cls is not RunConfig:
+        desc = ",".join(filter(None, [f"model={runs[0].model}", desc]))
+        values = {**values, "model": runs[0].model}
     # flag words: a spec file's comment
     text = f"# --cell {desc}\n" + "\n".join(f"{k} = {v!r}" for k, v in sorted(values.items()))
     return GridSpec(f"cell:{desc}", text + f"\nseeds = {seed_list!r}\n", runs)
@@ -329,7 +342,7 @@ def _cell_model(cell: str, base: GridSpec | None) -> tuple[str, type, dict]:
     base_cls = type(base.runs[0]) if base is not None else None
     if not named:
         cls = base_cls or RunConfig
-        return cell, cls, QUAD_FIELDS if cls is QuadConfig else CONFIG_FIELDS
+        return cell, cls, {f.name: f.type for f in fields(cls)}
     if len(named) > 1:
         raise SimError(f"{param('cell')}: 'model' is given twice")
     if named[0] not in MODELS:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from fitrules.sim import quadratic
+from fitrules.sim import gpt, quadratic
 from fitrules.sim.corpus import load_corpus
 from fitrules.sim.diloco import RunConfig, run
+from fitrules.sim.gpt import GPTConfig
 from fitrules.sim.quadratic import QuadConfig
 
 
@@ -16,10 +17,12 @@ def run_key(cfg: RunConfig) -> str:
     return json.dumps(asdict(cfg), sort_keys=True)
 
 
-def execute(cfg: RunConfig | QuadConfig, corpus=None) -> dict:
+def execute(cfg: RunConfig | QuadConfig | GPTConfig, corpus=None) -> dict:
     """One run's results row, by the backend its config belongs to."""
     if isinstance(cfg, QuadConfig):
         return quadratic.run(cfg)
+    if isinstance(cfg, GPTConfig):
+        return gpt.run(cfg)  # it reads its own corpus, and keeps torch to one thread
     return run(cfg, corpus if corpus is not None else load_corpus())
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import fitrules as fr
-from conftest import DATA
+from conftest import DATA, ROOT
 from fitrules.cli import main
 from helpers import refused, run, write_file
 
@@ -31,6 +31,26 @@ def test_without_dask_the_scheduler_is_one_line_with_the_install_command(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and 'pip install "fitrules[distributed]"' in err[0]
     assert not out.exists()
+
+
+def test_without_torch_a_gpt_spec_is_one_line_with_the_install_command(
+    tmp_path, capsys, monkeypatch
+):
+    """A gpt spec or cell without PyTorch installed is refused in one line giving the pip
+    install command, of an extra that exists, before any run: nothing is written."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("torch") for d in extras["optional-dependencies"]["gpt"])
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch fails
+    out = tmp_path / "g.csv"
+    spec = write_file(tmp_path / "g.toml", 'model = "gpt"\n[fixed]\nsteps = 2\n')
+    for argv in ([str(spec)], ["--cell", "model=gpt,steps=2"]):
+        assert main(["simulate", *argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ['fitrules simulate: error: model = "gpt" needs PyTorch: '
+                       'pip install "fitrules[gpt]"']  # fmt: skip
+        assert not out.exists()
 
 
 def test_negative_simulate_seed_leaves_no_file(tmp_path, capsys):

@@ -3,6 +3,7 @@ public name and every command, and the examples of every page run."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 import subprocess
@@ -74,6 +75,11 @@ EXPECT = {
         "printed": {
             "simulate main --cell H=4,keep=0.5,lr=3e-4 --seeds 0,1 --out cell.csv "
             "--scheduler local:2": "cell.csv: 2 runs",
+        },
+        # only with the gpt extra (tests/readme.py: needs_missing_torch)
+        "with torch": {
+            "simulate --cell model=gpt,layers=1,width=16,heads=2,context=16,steps=20 --seeds 0,1 "
+            "--out gpt.csv": "gpt.csv: 2 runs",
         },
     },
 }
@@ -211,7 +217,10 @@ def test_every_example_of_the_page_runs_from_the_wheel(page, installed, tmp_path
     expect = EXPECT[page.stem]
     for name in expect.get("files", []):
         assert (work / name).exists(), name
-    for command, texts in expect.get("printed", {}).items():
+    printed = dict(expect.get("printed", {}))
+    if importlib.util.find_spec("torch") is not None:
+        printed |= expect.get("with torch", {})
+    for command, texts in printed.items():
         for text in [texts] if isinstance(texts, str) else texts:
             assert text in outputs[command], (command, text, outputs[command])
 

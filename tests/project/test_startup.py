@@ -39,6 +39,18 @@ def test_compare_command_does_not_import_scipy_stats_statsmodels_or_matplotlib()
     assert not [m for m in HEAVY if m in loaded]
 
 
+def test_only_a_gpt_run_imports_torch():
+    """The command line's help and every module of the harness load without PyTorch, the
+    optional extra that only model = "gpt" needs."""
+    loaded = _modules_after(
+        "import io, contextlib\nfrom fitrules.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
+        "import fitrules.sim.runner, fitrules.sim.cluster, fitrules.sim.spec, fitrules.sim.gpt"
+    )
+    assert "fitrules.sim.gpt" in loaded and "torch" not in loaded
+
+
 def test_no_backend_is_forced_on_import():
     """Importing fitrules and its figure views keeps the matplotlib backend the user chose."""
     code = (

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from fitrules.base.errors import SimError
-from fitrules.sim import quadratic, runner, theory
+from fitrules.sim import common, quadratic, runner, theory
 from fitrules.sim.quadratic import QuadConfig
 from fitrules.sim.runner import simulate
 from fitrules.sim.spec import cell_spec, load_spec, parse_spec
@@ -205,5 +205,5 @@ def test_the_median_from_the_sort_is_numpys_median(M):
     """The aggregator sorts once for the median and the trimmed mean (faster than np.median);
     the values must be np.median's, bit for bit, so committed grids stay reproducible."""
     c = np.random.default_rng(M).standard_normal((M, 300))
-    got = quadratic._aggregate(c, QuadConfig(M=M, aggregator="median"))
+    got = common.aggregate(c, QuadConfig(M=M, aggregator="median"))
     np.testing.assert_array_equal(got, np.median(c, axis=0))
