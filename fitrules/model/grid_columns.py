@@ -35,6 +35,10 @@ NON_FACTORS = {
     "val_loss",
     "loss_final",  # the quadratic backend's outcomes
     "rounds_run",
+    "tokens",  # the GPT backend's record of its budget and corpus
+    "corpus_sha256",
+    "train_chars",
+    "valid_chars",
 }
 # Columns that record what a run produced: a form that read one would predict the metric
 # from an outcome of the same run, so no form may read them (nor the metric, nor the seed).

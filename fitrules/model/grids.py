@@ -80,6 +80,14 @@ __all__ = [
 ]
 
 
+def _in_nats(table) -> bool:
+    """Whether a harness table's losses are cross-entropies in nats: no model column (the
+    MLP's tables) or every run of the GPT backend."""
+    if "model" not in table.columns:
+        return True
+    return bool((table["model"].astype(str) == "gpt").all())
+
+
 def load_grid(
     source: Path | str | pd.DataFrame,
     metric: str | None = None,
@@ -199,12 +207,9 @@ def _build_grid(
         sha = hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
     elif path is not None:
         sha = sha256_file(path)
-    # the quadratic backend's tables (model = "quadratic") hold an excess loss, not nats
-    if (
-        unit is None
-        and all(c in columns_read for c in HARNESS_COLUMNS)
-        and ("model" not in columns_read)
-    ):
+    # the quadratic backend's tables (model = "quadratic") hold an excess loss, not nats; the
+    # MLP's (no model column) and the GPT's (model = "gpt") a cross-entropy in nats
+    if unit is None and all(c in columns_read for c in HARNESS_COLUMNS) and _in_nats(kept):
         unit = HARNESS_UNITS.get(metric)
     var_units = {k: u for k, u in HARNESS_VARIABLE_UNITS.items() if harness and k in kept.columns}
     var_units |= parse_units(units, list(kept.columns), label)

@@ -122,11 +122,14 @@ SIMULATE = Command(
         Option("quiet", False, flag=None, check=arg.flag),
         Option("command", flag=None, check=lambda v, n: arg.text(v, n, none=True)),
     ),
-    description="Run the numpy DiLoCo harness over a grid spec, appending "
+    description="Run a DiLoCo harness over a grid spec (model = mlp, the numpy twin; "
+    "quadratic, with exact theory; or gpt, a character-level transformer in PyTorch, with "
+    'pip install "fitrules[gpt]"), appending '
     "each finished run to --out (resumable), and write a manifest beside it. When "
     "stderr is not a terminal, a line of progress is printed at most every 10 seconds.",
     examples=(
         "fitrules simulate main --out runs.csv --jobs 2",
         "fitrules simulate main --cell 'H=8,keep=0.25' --out one.csv",
+        "fitrules simulate gpt --out gpt.csv --jobs 2",
     ),
 )
