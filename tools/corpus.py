@@ -151,32 +151,41 @@ def _printed(code: str, repo: Path, cwd: Path | None = None):
     return json.loads(res.stdout)
 
 
+# programs run in the checkout under test, printing JSON: every command's path in the parser
+# (for its --help), and the reports tools/rebuild.py makes (older checkouts kept them in the
+# package)
+HELP_PATHS = """
+import argparse, json
+from fitrules.cli import build_parser
+def walk(p, path):
+    yield path
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, q in a.choices.items():
+                yield from walk(q, path + [name])
+print(json.dumps(list(walk(build_parser(), []))))
+"""
+REPORT_LIST = """
+import json
+try:
+    from tools.rebuild import REPORTS
+except ImportError:
+    from fitrules.report.rebuild import REPORTS
+print(json.dumps(REPORTS))
+"""
+
+
 def _help_entries(repo: Path) -> dict[str, list[list[str]]]:
     """``--help`` of the program and of every command and action, from its parser."""
-    code = (
-        "import argparse, json\n"
-        "from fitrules.cli import build_parser\n"
-        "def walk(p, path):\n"
-        "    yield path\n"
-        "    for a in p._actions:\n"
-        "        if isinstance(a, argparse._SubParsersAction):\n"
-        "            for name, q in a.choices.items():\n"
-        "                yield from walk(q, path + [name])\n"
-        "print(json.dumps(list(walk(build_parser(), []))))\n"
-    )
-    return {"help " + " ".join(p): [_fitrules([*p, "--help"])] for p in _printed(code, repo)}
+    return {"help " + " ".join(p): [_fitrules([*p, "--help"])] for p in _printed(HELP_PATHS, repo)}
 
 
 def _report_entries(repo: Path) -> dict[str, list[list[str]]]:
-    code = (
-        "import json\n"
-        "try:\n    from tools.rebuild import REPORTS\n"
-        "except ImportError:\n    from fitrules.report.rebuild import REPORTS\n"
-        "print(json.dumps(REPORTS))\n"
-    )
     out = {}
-    for name, entry in _printed(code, repo, cwd=repo).items():
-        if isinstance(entry, list):  # a design loop: (loop, DIR, FORMS, BUDGET)
+    for name, entry in _printed(REPORT_LIST, repo, cwd=repo).items():
+        if isinstance(entry, list) and entry[0] == "script":  # a module of tools/ that writes one
+            out["report " + name] = [[sys.executable, "-m", entry[1]]]
+        elif isinstance(entry, list):  # a design loop: (loop, DIR, FORMS, BUDGET)
             _, target, forms, budget = entry
             loop = (
                 "import sys\ntry:\n    from tools.loop import run_loop\nexcept ImportError:\n"

@@ -30,18 +30,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED
-from fitrules.sim.common import (
-    ATTACK_MODES,
-    ATTACKS,
-    CHOICES,
-    aggregate,
-    attack,
-    check_attack,
-    check_limits,
-    check_settings,
-    compress,
-    compressor_omega,
-)
+from fitrules.sim import common
 from fitrules.sim.corpus import Corpus, load_corpus, read_text_corpus
 from fitrules.sim.diloco import ALGOS
 
@@ -98,10 +87,10 @@ class GPTConfig:
 
     def validate(self) -> GPTConfig:
         """Return self, or raise :class:`SimError` naming the bad field and what is allowed."""
-        choices = {"model": ("gpt",), "algo": ALGOS, **CHOICES, "attack": ATTACKS,
-                   "attack_mode": ATTACK_MODES}  # fmt: skip
-        check_settings(self, choices)
-        check_limits(self, GPT_INT_LIMITS)
+        choices = {"model": ("gpt",), "algo": ALGOS, **common.CHOICES,
+                   "attack": common.ATTACKS, "attack_mode": common.ATTACK_MODES}  # fmt: skip
+        common.check_settings(self, choices)
+        common.check_limits(self, GPT_INT_LIMITS)
         if self.width % self.heads:
             raise SimError(f"heads={self.heads} must divide width={self.width}")
         if not 0 <= self.seed <= MAX_SEED:
@@ -117,7 +106,7 @@ class GPTConfig:
             raise SimError(f"outer_momentum={self.outer_momentum} is outside [0, 1)")
         if not 0 <= self.trim < 0.5:
             raise SimError(f"trim={self.trim} is outside [0, 0.5)")
-        check_attack(self)
+        common.check_attack(self)
         self._check_corpus()
         return self
 
@@ -165,7 +154,7 @@ class GPTConfig:
     @property
     def omega(self) -> float:
         """Relative variance of unbiased rand-k, 1/keep - 1; for top-k a nominal label."""
-        return compressor_omega(self.compressor, self.keep)
+        return common.compressor_omega(self.compressor, self.keep)
 
     @property
     def tokens(self) -> int:
@@ -285,7 +274,8 @@ def _outer_step(workers, global_p, buf, cfg: GPTConfig, rng, error):
     """One DiLoCo outer step from the workers' parameters (M, P): compressed, attacked and
     aggregated deltas, Nesterov momentum; the workers restart from the new global model."""
     delta = workers - global_p
-    outer_grad = -aggregate(attack(compress(delta, cfg, rng, error, np.float32), cfg), cfg)
+    sent = common.attack(common.compress(delta, cfg, rng, error, np.float32), cfg)
+    outer_grad = -common.aggregate(sent, cfg)
     mu = np.float32(cfg.outer_momentum)
     buf = mu * buf + outer_grad
     step = outer_grad + mu * buf if cfg.nesterov else buf
