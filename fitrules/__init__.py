@@ -55,6 +55,8 @@ _PUBLIC = {
     "available_forms": "fitrules.model.forms",
     "BUILTIN_FORMS": "fitrules.model.forms",
     "Objective": "fitrules.engine.fit",
+    "ErrorMetric": "fitrules.base.error_metrics",
+    "ERROR_METRICS": "fitrules.base.error_metrics",
     "ci": "fitrules.api",
     "Comparison": "fitrules.jobs.compare",
     "FittedForm": "fitrules.jobs.fit",

@@ -46,12 +46,35 @@ class ErrorMetric:
     scale: float = 1.0
 
     def cells(self, value, prediction):
-        """Each cell's error, in the metric's unit."""
+        """Each cell's error, in the metric's unit.
+
+        Parameters
+        ----------
+        value : numpy.ndarray
+            The cells' measured values.
+        prediction : numpy.ndarray
+            A form's predictions at the same cells.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``scale * per_cell(value, prediction - value)``.
+        """
         return self.scale * self.per_cell(value, prediction - value)
 
     def as_dict(self, value_unit: str | None = None) -> dict:
-        """The metric as a result records it: name, unit (``value_unit``, the grid's, for a
-        metric in the value's unit) and quantity."""
+        """The metric as a result records it.
+
+        Parameters
+        ----------
+        value_unit : str, optional
+            The grid's value unit, the unit of a metric whose ``unit`` is None.
+
+        Returns
+        -------
+        dict
+            ``name``, ``unit`` and ``quantity``.
+        """
         unit = self.unit if self.unit is not None else (value_unit or "")
         return {"name": self.name, "unit": unit, "quantity": self.quantity}
 
@@ -76,6 +99,16 @@ DEFAULT_ERROR_METRIC = "relative"
 
 def error_metric(name: str | ErrorMetric) -> ErrorMetric:
     """The metric called ``name`` (an :class:`ErrorMetric` is returned as it is).
+
+    Parameters
+    ----------
+    name : str or ErrorMetric
+        A name of :data:`ERROR_METRICS`, or a metric.
+
+    Returns
+    -------
+    ErrorMetric
+        The metric.
 
     Raises
     ------
