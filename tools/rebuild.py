@@ -74,7 +74,7 @@ REPORTS: dict[str, str | tuple] = {
     # training over the paired seeds, the next runs designed; tools.gpt_report writes the two
     # claims the issue asks of it (excess loss linear in 1 + omega, the median under attack)
     "gpt-compare": "compare --data data/gpt.csv --where \"algo == 'diloco'\" --splits 300 "
-    "--report reports/gpt/compare",
+    "--train-frac 0.5 --report reports/gpt/compare",
     "gpt-ci": "ci --data data/gpt.csv --baseline algo=sync --treatment algo=diloco,H=16,keep=1 "
     "--report reports/gpt/ci",
     "gpt-design": "design --data data/gpt.csv --where \"algo == 'diloco'\" "

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT
 
+from conftest import ROOT
 from tools.gpt_report import attack_table, excess_lines
 
 
@@ -31,12 +31,15 @@ def test_an_excess_linear_in_one_plus_omega_has_r2_one_and_its_slope():
     assert lines["r2"].tolist() == pytest.approx([1.0, 1.0])
     assert lines["slope"].tolist() == pytest.approx([0.02, 0.02])
     assert lines["intercept"].tolist() == pytest.approx([-0.02, -0.02])
+    assert lines["rising"].all()
 
 
 def test_a_curved_excess_falls_short_of_the_bar():
     """An excess that grows with the cube of 1 + omega is not a line: R^2 below 0.95."""
     lines = excess_lines(_grid(lambda x, H: 0.01 * (x - 1) ** 3))
     assert (lines["r2"] < 0.95).all()
+    falling = excess_lines(_grid(lambda x, H: -0.01 * (x - 1)))
+    assert not falling["rising"].any()
 
 
 def test_the_seed_offsets_cancel_in_the_excess():
