@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -35,6 +34,28 @@ sys.path.insert(0, str(ROOT))
 from fitrules.sim.cluster import local_cluster  # noqa: E402
 from fitrules.sim.runner import simulate  # noqa: E402
 from fitrules.sim.spec import load_spec  # noqa: E402
+
+
+def pool_and_cluster(spec, tmp: Path, jobs: int, repeat: int):
+    """The grid ``spec`` run from scratch ``repeat`` times on ``jobs`` local processes and on a
+    LocalCluster of ``jobs`` workers (started apart): the best pool, start-up and grid times,
+    and the first round's two tables."""
+    pool_s, start_s, grid_s = [], [], []
+    for i in range(repeat):
+        t0 = time.perf_counter()
+        pool = simulate(spec, tmp / f"pool-{i}.csv", jobs=jobs, show_progress=False)
+        pool_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        with local_cluster(jobs) as cluster:
+            t1 = time.perf_counter()
+            out = tmp / f"cluster-{i}.csv"
+            dask = simulate(spec, out, scheduler=cluster.scheduler_address, show_progress=False)
+            t2 = time.perf_counter()
+        start_s.append(t1 - t0)
+        grid_s.append(t2 - t1)
+        if i == 0:
+            tables = pool, dask
+    return (min(pool_s), min(start_s), min(grid_s), *tables)
 
 
 def main() -> None:
@@ -45,25 +66,11 @@ def main() -> None:
     args = parser.parse_args()
 
     spec = load_spec(args.spec)
-    pool_s, start_s, grid_s = [], [], []
     with tempfile.TemporaryDirectory(prefix="fitrules-bench-cluster-") as tmp:
-        for i in range(args.repeat):
-            t0 = time.perf_counter()
-            simulate(spec, Path(tmp) / f"pool-{i}.csv", jobs=args.jobs, show_progress=False)
-            pool_s.append(time.perf_counter() - t0)
+        pool, start, grid, pool_table, cluster_table = pool_and_cluster(
+            spec, Path(tmp), args.jobs, args.repeat
+        )
 
-            t0 = time.perf_counter()
-            with local_cluster(args.jobs) as cluster:
-                t1 = time.perf_counter()
-                out = Path(tmp) / f"cluster-{i}.csv"
-                simulate(spec, out, scheduler=cluster.scheduler_address, show_progress=False)
-                t2 = time.perf_counter()
-            start_s.append(t1 - t0)
-            grid_s.append(t2 - t1)
-        pool_table = pd.read_csv(Path(tmp) / "pool-0.csv")
-        cluster_table = pd.read_csv(Path(tmp) / "cluster-0.csv")
-
-    pool, start, grid = min(pool_s), min(start_s), min(grid_s)
     diff = np.nanmax(np.abs(cluster_table["loss"] / pool_table["loss"] - 1))
     # Each run's own wall time, summed: tells slower runs apart from scheduling overhead.
     pool_runs, cluster_runs = pool_table["wall_s"].sum(), cluster_table["wall_s"].sum()

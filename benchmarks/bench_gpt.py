@@ -76,16 +76,21 @@ from fitrules.sim.diloco import RunConfig  # noqa: E402
 from fitrules.sim.gpt import GPTConfig, require_torch  # noqa: E402
 from fitrules.sim.tasks import execute, one_blas_thread  # noqa: E402
 
-# (full, --quick): settings of the cell both backends share, the GPT's model, the MLP's
-# (empty: its defaults), and the grid's fixed settings besides the GPT's model
+# the settings of the cell both backends share, the GPT's model, the MLP's (empty: its
+# defaults), and the grid's fixed settings besides the GPT's model; QUICK: --quick's changes
 SIZES = {
-    "cell": ("M=4,H=16,keep=0.5,batch=16,steps=64,seed=0", "M=2,H=4,keep=0.5,batch=4,steps=12"),
-    "gpt": ("layers=2,width=64,heads=4,context=64", "layers=1,width=16,heads=2,context=16"),
-    "mlp": ("", ""),
-    "grid": ("M=4,batch=16,steps=128", "M=2,batch=4,steps=8"),
-    "grid_H": ("4,16", "4,16"),
-    "grid_keep": ("1.0,0.5", "1.0,0.5"),
-    "grid_seeds": ("0", "0"),
+    "cell": "M=4,H=16,keep=0.5,batch=16,steps=64,seed=0",
+    "gpt": "layers=2,width=64,heads=4,context=64",
+    "mlp": "",
+    "grid": "M=4,batch=16,steps=128",
+    "grid_H": "4,16",
+    "grid_keep": "1.0,0.5",
+    "grid_seeds": "0",
+}
+QUICK = SIZES | {
+    "cell": "M=2,H=4,keep=0.5,batch=4,steps=12",
+    "gpt": "layers=1,width=16,heads=2,context=16",
+    "grid": "M=2,batch=4,steps=8",
 }
 # the sizes docs/tutorials/cluster.md quotes (layers=4, width=96: about 0.4M parameters)
 DEFAULT_SHAPES = [
@@ -300,12 +305,12 @@ def grid_spec_text(args) -> str:
 
 
 def bench_grid(args) -> None:
-    from fitrules.sim.cluster import _distributed, local_cluster
-    from fitrules.sim.runner import simulate
+    from bench_cluster import pool_and_cluster  # the same timing as bench_cluster.py's
+
+    from fitrules.sim.cluster import _distributed
     from fitrules.sim.spec import load_spec
 
     _distributed()  # one line now if Dask's distributed is missing
-    pool_s, start_s, grid_s = [], [], []
     with tempfile.TemporaryDirectory(prefix="fitrules-bench-gpt-") as tmp:
         path = Path(tmp) / "bench-gpt.toml"
         path.write_text(grid_spec_text(args))
@@ -315,24 +320,10 @@ def bench_grid(args) -> None:
               f"H = {levels(args.grid_H)} x keep = {levels(args.grid_keep)}, seeds "
               f"{levels(args.grid_seeds)}: {len(spec.runs)} runs; best of {args.repeat}; "
               f"{load()}")  # fmt: skip
-        for i in range(args.repeat):
-            # fresh outputs each round: both sides run every run from scratch
-            t0 = time.perf_counter()
-            pool = simulate(spec, Path(tmp) / f"pool-{i}.csv", jobs=args.jobs,
-                            show_progress=False)  # fmt: skip
-            pool_s.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            with local_cluster(args.jobs) as cluster:
-                t1 = time.perf_counter()
-                out = Path(tmp) / f"cluster-{i}.csv"
-                dask = simulate(spec, out, scheduler=cluster.scheduler_address, show_progress=False)
-                t2 = time.perf_counter()
-            start_s.append(t1 - t0)
-            grid_s.append(t2 - t1)
-            if i == 0:
-                tables = pool, dask
-    pool_t, dask_t = tables
-    best_pool, start, grid = min(pool_s), min(start_s), min(grid_s)
+        # fresh outputs each round: both sides run every run from scratch
+        best_pool, start, grid, pool_t, dask_t = pool_and_cluster(
+            spec, Path(tmp), args.jobs, args.repeat
+        )
     rows = [
         (f"processes (--jobs {args.jobs})", f"{best_pool:.2f} s"),
         (f"LocalCluster (local:{args.jobs}) start-up", f"{start:.2f} s"),
@@ -387,22 +378,22 @@ def main() -> None:
     parts = ("cell", "grid", "shapes")
     parser.add_argument("--only", choices=parts, help="one part only (shapes: see --shape)")
     # --cell, --gpt, --mlp and --grid change only the settings they name
-    parser.add_argument("--cell", help=f"settings both backends share ({SIZES['cell'][0]})")
-    parser.add_argument("--gpt", help=f"the GPT's model, cell and grid ({SIZES['gpt'][0]})")
+    parser.add_argument("--cell", help=f"settings both backends share ({SIZES['cell']})")
+    parser.add_argument("--gpt", help=f"the GPT's model, cell and grid ({SIZES['gpt']})")
     parser.add_argument("--mlp", help="the MLP's model settings (its defaults)")
     parser.add_argument("--warmup", type=int, default=5, help="steps not timed (5)")
-    parser.add_argument("--grid", help=f"the grid's fixed settings ({SIZES['grid'][0]})")
-    parser.add_argument("--grid-H", help=f"the grid's levels of H ({SIZES['grid_H'][0]})")
-    parser.add_argument("--grid-keep", help=f"levels of keep ({SIZES['grid_keep'][0]})")
-    parser.add_argument("--grid-seeds", help=f"the grid's seeds ({SIZES['grid_seeds'][0]})")
+    parser.add_argument("--grid", help=f"the grid's fixed settings ({SIZES['grid']})")
+    parser.add_argument("--grid-H", help=f"the grid's levels of H ({SIZES['grid_H']})")
+    parser.add_argument("--grid-keep", help=f"levels of keep ({SIZES['grid_keep']})")
+    parser.add_argument("--grid-seeds", help=f"the grid's seeds ({SIZES['grid_seeds']})")
     parser.add_argument("--jobs", type=int, default=2, help="processes on each side (2)")
     parser.add_argument("--repeat", type=int, default=1, help="grid rounds; the best kept (1)")
     parser.add_argument("--shape", action="append", help="GPT settings to time steps of")
     parser.add_argument("--steps", type=int, default=40, help="steps timed per --shape (40)")
     parser.add_argument("--run", action="append", default=[], help="GPT settings of a run")
     args = parser.parse_args()
-    for key, sizes in SIZES.items():
-        base, given = sizes[1 if args.quick else 0], getattr(args, key)
+    for key, base in (QUICK if args.quick else SIZES).items():
+        given = getattr(args, key)
         # settings given change the defaults' (a later key=value wins); levels replace them
         merge = key in ("cell", "gpt", "mlp", "grid") and given is not None
         setattr(args, key, f"{base},{given}" if merge else base if given is None else given)
