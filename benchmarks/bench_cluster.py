@@ -72,23 +72,27 @@ def main() -> None:
         )
 
     diff = np.nanmax(np.abs(cluster_table["loss"] / pool_table["loss"] - 1))
-    # Each run's own wall time, summed: tells slower runs apart from scheduling overhead.
-    pool_runs, cluster_runs = pool_table["wall_s"].sum(), cluster_table["wall_s"].sum()
     print(
         f"grid {spec.name!r}: {len(spec.runs)} runs, {args.jobs} processes, best of {args.repeat}"
     )
+    print_overhead(args.jobs, pool, start, grid, pool_table, cluster_table, "  ")
+    print(f"  largest relative loss difference, cluster vs pool: {diff:.1e}")
+
+
+def print_overhead(jobs, pool, start, grid, pool_table, cluster_table, indent: str) -> None:
+    """The pool's and the cluster's times, the cluster's overhead as ratios, and each side's
+    runs' own time summed (which tells slower runs apart from scheduling overhead)."""
     rows = [
-        (f"pool (jobs={args.jobs})", f"{pool:.2f} s"),
-        (f"cluster (local:{args.jobs}) start-up", f"{start:.2f} s"),
-        (f"cluster (local:{args.jobs}) grid", f"{grid:.2f} s"),
+        (f"pool (jobs={jobs})", f"{pool:.2f} s"),
+        (f"cluster (local:{jobs}) start-up", f"{start:.2f} s"),
+        (f"cluster (local:{jobs}) grid", f"{grid:.2f} s"),
         ("ratio grid / pool", f"{grid / pool:.2f}"),
         ("ratio (start-up + grid) / pool", f"{(start + grid) / pool:.2f}"),
-        ("runs' own time, pool", f"{pool_runs:.2f} s"),
-        ("runs' own time, cluster", f"{cluster_runs:.2f} s"),
+        ("runs' own time, pool", f"{pool_table['wall_s'].sum():.2f} s"),
+        ("runs' own time, cluster", f"{cluster_table['wall_s'].sum():.2f} s"),
     ]
     for label, value in rows:
-        print(f"  {label:<32} {value:>9}")
-    print(f"  largest relative loss difference, cluster vs pool: {diff:.1e}")
+        print(f"{indent}{label:<32} {value:>9}")
 
 
 if __name__ == "__main__":

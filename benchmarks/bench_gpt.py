@@ -305,7 +305,7 @@ def grid_spec_text(args) -> str:
 
 
 def bench_grid(args) -> None:
-    from bench_cluster import pool_and_cluster  # the same timing as bench_cluster.py's
+    from bench_cluster import pool_and_cluster, print_overhead  # as bench_cluster.py's
 
     from fitrules.sim.cluster import _distributed
     from fitrules.sim.spec import load_spec
@@ -324,17 +324,7 @@ def bench_grid(args) -> None:
         best_pool, start, grid, pool_t, dask_t = pool_and_cluster(
             spec, Path(tmp), args.jobs, args.repeat
         )
-    rows = [
-        (f"processes (--jobs {args.jobs})", f"{best_pool:.2f} s"),
-        (f"LocalCluster (local:{args.jobs}) start-up", f"{start:.2f} s"),
-        (f"LocalCluster (local:{args.jobs}) grid", f"{grid:.2f} s"),
-        ("LocalCluster / processes, with start-up", f"{(start + grid) / best_pool:.2f}"),
-        ("LocalCluster / processes, grid alone", f"{grid / best_pool:.2f}"),
-        ("runs' own time, processes", f"{pool_t['wall_s'].sum():.2f} s"),
-        ("runs' own time, LocalCluster", f"{dask_t['wall_s'].sum():.2f} s"),
-    ]
-    for label, value in rows:
-        print(f"   {label:<42} {value:>9}")
+    print_overhead(args.jobs, best_pool, start, grid, pool_t, dask_t, "   ")
     print(f"   tables identical: {same_tables(pool_t, dask_t)}")
 
 
