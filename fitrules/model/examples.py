@@ -62,7 +62,11 @@ def example_path(name: str, kind: str = "grid") -> Path:
 
     names = list_examples()
     if name not in names:
-        raise GridError(f"no shipped example {name!r}; examples: {', '.join(names)}")
+        import difflib
+
+        close = difflib.get_close_matches(str(name), names, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise GridError(f"no shipped example {name!r}{hint}; examples: {', '.join(names)}")
     kinds = {
         "grid": data_dir() / f"{name}.csv",
         "spec": data_dir() / "specs" / f"{name}.toml",

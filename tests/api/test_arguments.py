@@ -174,7 +174,7 @@ def test_a_bad_progress_argument_is_refused():
         (lambda g: fr.compare(g, splits=10, objective="x"), r"^objective 'x' is unknown"),
         (lambda g: fr.load_grid(fr.example_path("main"), where="H +"), r"^where 'H \+'"),
         (lambda g: fr.load_example("main", seed_col="rs"), r"no column 'rs' for seed_col"),
-        (lambda g: fr.load_example("mian"), r"no shipped example 'mian'; examples: main"),
+        (lambda g: fr.load_example("mian"), r"no shipped example 'mian' \(did you mean main"),
     ],
 )
 def test_api_errors_name_parameters_not_flags(call, match):
