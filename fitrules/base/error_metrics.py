@@ -20,7 +20,7 @@ from fitrules.base.errors import FitrulesError, param
 class ErrorMetric:
     """How a held-out cell's error is measured.
 
-    Attributes
+    Parameters
     ----------
     name : str
         The ``error_metric`` option's value.
