@@ -57,7 +57,17 @@ def attack_table(table: pd.DataFrame, vocab: int) -> tuple[pd.DataFrame, int | N
     return t, (int(broken.min()) if len(broken) else None)
 
 
-def _reading(lines: pd.DataFrame) -> list[str]:
+def _vocabulary(table: pd.DataFrame) -> int:
+    """The vocabulary size of the corpus the runs trained on (each row's, all the same)."""
+    from fitrules.sim.corpus import load_corpus, read_text_corpus
+
+    paths = [c if isinstance(c, str) else "" for c in table["corpus"].unique()]  # "" reads NaN
+    if len(paths) != 1:
+        raise SystemExit(f"runs on {len(paths)} corpora; the report reads one")
+    return (read_text_corpus(paths[0]) if paths[0] else load_corpus()).vocab_size
+
+
+def _reading(lines: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     """What the table says where the excess does not rise with 1 + omega."""
     flat = [r for r in lines.to_dict("records") if not r["rising"]]
     if not flat:
@@ -66,12 +76,19 @@ def _reading(lines: pd.DataFrame) -> list[str]:
     return [
         f"The excess does not rise steadily with 1 + omega at H = {where}: it falls below "
         "zero before it rises, or falls throughout. These runs share one inner learning rate "
-        "and the outer step of the MLP harness (lr 0.7, momentum 0.9), tuned for neither this "
+        f"and one outer step ({_settings(table, 'outer_lr', 'lr')}, "
+        f"{_settings(table, 'outer_momentum', 'momentum')}), tuned for neither this "
         "model nor each H; results about H and compression have reversed before once each "
         "setting was tuned, so this grid says how the untuned harness behaves, not yet what "
         "compression costs a tuned one.",
         "",
     ]
+
+
+def _settings(table: pd.DataFrame, column: str, name: str) -> str:
+    """``name`` and the value(s) the DiLoCo runs of ``table`` share in ``column``."""
+    values = sorted(table.loc[table["algo"] == "diloco", column].unique())
+    return f"{name} " + " or ".join(f"{v:g}" for v in values)
 
 
 def _manifest(csv: Path) -> dict:
@@ -84,7 +101,8 @@ def report(root: Path) -> str:
     grid, attack = root / "data" / "gpt.csv", root / "data" / "gpt_attack.csv"
     table, hostile = pd.read_csv(grid), pd.read_csv(attack)
     lines = excess_lines(table)
-    rows, broken = attack_table(hostile, vocab=37)
+    vocab = _vocabulary(hostile)
+    rows, broken = attack_table(hostile, vocab=vocab)
     m, ma = _manifest(grid), _manifest(attack)
     met = bool((lines["r2"] >= R2_BAR).all())
     out = [
@@ -123,12 +141,12 @@ def report(root: Path) -> str:
             f"{R2_BAR - worst['r2']:.3f} short of the bar."
         ),
         "",
-        *_reading(lines),
+        *_reading(lines, table),
         "## A median aggregator under attack",
         "",
         "16 workers, the coordinate-wise median; the first `attackers` workers send the honest "
         "workers' mean message sign-flipped and scaled by 10, all the same vector. Bounded: "
-        f"not diverged and below ln(37) = {math.log(37):.3f} nats, a uniform guess.",
+        f"not diverged and below ln({vocab}) = {math.log(vocab):.3f} nats, a uniform guess.",
         "",
         "| attackers | loss, nats | bounded |",
         "|---:|---:|---|",

@@ -66,8 +66,9 @@ def heldout_errors(
     (see :func:`box_weights`) when given. The keys carry no unit: ``heldout_error``,
     ``worst_cell``, ``rmse``."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        per_cell = np.asarray(metric.per_cell(y_true, y_pred - y_true), float)
-        diff = np.abs(y_pred - y_true)
+        residual = y_pred - y_true
+        per_cell = np.asarray(metric.per_cell(y_true, residual), float)
+        diff = np.abs(residual)
         rmse = float(np.sqrt(weighted_mean(diff**2, weights)))
         if not np.isfinite(rmse) and np.isfinite(diff).all():
             # squares of differences near the largest float overflow: scale them first
