@@ -64,6 +64,7 @@ from scipy import stats  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fitrules.base.error_metrics import ERROR_METRICS  # noqa: E402
 from fitrules.engine.stats import paired_verdict  # noqa: E402
 from fitrules.jobs.compare import compare  # noqa: E402
 from fitrules.jobs.ledger import compare_scored  # noqa: E402
@@ -98,6 +99,9 @@ def mixture(w):
 
 DENSE_H, DENSE_KEEP = np.meshgrid(2 ** np.arange(0, 6.01, 0.5), 2 ** np.arange(-4, 0.01, 1 / 3))
 DENSE = {"H": DENSE_H.ravel(), "omega": 1 / DENSE_KEEP.ravel() - 1}  # 13 x 13 = 169 cells
+
+
+METRIC = ERROR_METRICS["relative"]  # the held-out error of the verdicts (--error-metric)
 
 
 def old_p(cmp, a: str, b: str):
@@ -143,7 +147,7 @@ def null_rates(name, make, forms, n_grids, splits, train_frac, seed) -> dict:
     t0 = time.perf_counter()
     new, old = [], []
     for i in range(n_grids):
-        cmp = compare(make(rng), forms, RandomSplit(splits, train_frac, i))
+        cmp = compare(make(rng), forms, RandomSplit(splits, train_frac, i), metric=METRIC)
         new.append(cmp.paired.iloc[0]["p"])
         old.append(old_p(cmp, forms[0].name, forms[1].name)[0])
     rate = float(np.mean(np.array(new, float) < 0.05))
@@ -167,7 +171,7 @@ def fixed_design_weight(n_grids: int, splits: int, seed: int) -> tuple[float, fl
         logs = []
         for i in range(n_grids):
             grid = default_shaped_grid(rng, mixture(w))
-            cmp = compare(grid, forms, RandomSplit(splits, 1 / 3, i))
+            cmp = compare(grid, forms, RandomSplit(splits, 1 / 3, i), metric=METRIC)
             logs.append(math.log(cmp.paired.iloc[0]["ratio"]))
         means[w] = float(np.mean(logs))
     (w0, m0), (w1, m1) = means.items()
@@ -313,7 +317,9 @@ def small_section(n_null: int, n_power: int, splits: int, weights=(0.88, 0.9, 0.
         rng = np.random.default_rng(21 if name == "null" else 22)
         rej = right = none = 0
         for i in range(n):
-            cmp = compare(small_grid(rng, mixture(w)), forms, RandomSplit(splits, 1 / 3, i))
+            cmp = compare(
+                small_grid(rng, mixture(w)), forms, RandomSplit(splits, 1 / 3, i), metric=METRIC
+            )
             r = cmp.paired.iloc[0]
             if r["p"] is None:
                 none += 1
@@ -334,7 +340,7 @@ def small_section(n_null: int, n_power: int, splits: int, weights=(0.88, 0.9, 0.
 # ------------------------------------------------------------------ 2. power
 def true_ratio(cmp, truth) -> float:
     """Mean over the descriptive splits of log(err log_additive / err composition) on dense
-    new cells against the noise-free truth."""
+    new cells against the noise-free truth, each error in the metric the verdicts use."""
     target = truth(DENSE["H"], DENSE["omega"])
     res = cmp.results[cmp.results["used"]]
     err = {}
@@ -342,10 +348,7 @@ def true_ratio(cmp, truth) -> float:
         f = cmp.form(name)
         rows = res[res["form"] == name]
         err[name] = pd.Series(
-            [
-                float(np.mean(np.abs(predict(f, DENSE, c) - target) / target))
-                for c in rows["constants"]
-            ],
+            [float(np.mean(METRIC.cells(target, predict(f, DENSE, c)))) for c in rows["constants"]],
             index=rows["split"].to_numpy(),
         )
     both = err["composition"].index.intersection(err["log_additive"].index)
@@ -374,7 +377,9 @@ def power_section(n_grids: int, splits: int, weights: list[float], five: bool) -
         rivals: dict[str, list] = {n: [] for n in names if n != "composition"}
         for i in range(n_grids):
             truth = mixture(w)
-            cmp = compare(default_shaped_grid(rng, truth), forms, RandomSplit(splits, 1 / 3, i))
+            cmp = compare(
+                default_shaped_grid(rng, truth), forms, RandomSplit(splits, 1 / 3, i), metric=METRIC
+            )
             lr = true_ratio(cmp, truth)
             logs.append(lr)
             better = "composition" if lr > 0 else "log_additive"
@@ -517,6 +522,13 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--only", choices=["verdict", "small", "power", "holm", "score", "ci"], default=None
     )
+    ap.add_argument(
+        "--error-metric",
+        choices=list(ERROR_METRICS),
+        default="relative",
+        help="the held-out error compare's verdicts are made on, and the true ratios measured "
+        "in (relative)",
+    )
     ap.add_argument("--small-null", type=int, default=400, help="null grids of 1b (400)")
     ap.add_argument("--small-power", type=int, default=200, help="grids per power row of 1b")
     ap.add_argument("--small-weights", default="0.88,0.9,0.95", help="mixture weights of 1b")
@@ -543,6 +555,9 @@ def main(argv=None) -> int:
         help="splits per grid with all five forms (default 100: five forms cost 5x)",
     )
     args = ap.parse_args(argv)
+    global METRIC
+    METRIC = ERROR_METRICS[args.error_metric]
+    print(f"held-out error metric of the verdicts: {METRIC.name} ({METRIC.quantity})", flush=True)
     ok = True
     if args.only in (None, "verdict"):
         v = verdict_section(args.grids, args.splits)
