@@ -1053,7 +1053,8 @@ def ledger_cases(draw) -> Case:
     if saved:
         good = saved_fit_bytes()
         changed = good.replace(b'"sha256": "', b'"sha256": "0', 1)  # not the data's
-        files["fit.json"] = d.pick([good], [b"{}", b"not json", changed], 3)
+        mutated = d(saved_fit_texts())  # keys dropped, types swapped, values not finite
+        files["fit.json"] = d.pick([good], [b"{}", b"not json", changed, mutated], 3)
         form = [opt("--fit", d.pick(["fit.json"], ["none.json", "DIR", "l.jsonl"], 4))]
         if d.chance(8):
             form.append(opt("--form", "composition"))  # refused: one or the other
@@ -1079,6 +1080,113 @@ def saved_fit_bytes() -> bytes:
     import fitrules as fr
 
     return fr.fit(fr.load_example("main", where="lr == 3e-4"), "composition").to_json().encode()
+
+
+@functools.lru_cache(maxsize=1)
+def saved_fits() -> tuple[dict, ...]:
+    """Valid saved fits of the committed main grid at lr 3e-4, as records: the plain fit of
+    :func:`saved_fit_bytes`, one with a constant fixed and one with a bound open above (which
+    ``to_json`` writes as null)."""
+    import fitrules as fr
+
+    g = fr.load_example("main", where="lr == 3e-4")
+    texts = [
+        saved_fit_bytes().decode(),
+        fr.fit(g, "composition", fix={"b": 0.5}).to_json(),
+        fr.fit(g, "composition", bounds={"b": (0.0, float("inf"))}).to_json(),
+    ]
+    return tuple(json.loads(t) for t in texts)
+
+
+# the keys of a saved fit that load_fit reads; the others are made again by the refit
+SAVED_FIT_READ = ("form", "constants", "data", "call")
+ODD_VALUES = [None, True, False, 0, -1, 1.5, 1e308, 10**30, 10**400, "", "x", " ", "nan", "0x1p+0",
+              "\u00b5", "a\nb", [], {}, [1, "a"], {"a": 1}, ["x"], [[]], [None, None]]  # fmt: skip
+NONFINITE_JSON = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"]
+EXACT_EDITS = [3.0, -1.0, 0.0, 1 + 1e-7, 1 + 1e-3, "nan", "inf", "-inf", "0x", "zz", "", 5, None]
+
+
+def _key_paths(doc, where: tuple = ()) -> list[tuple]:
+    """Every key path of ``doc`` (list items by index), not inside the per-cell table."""
+    if not isinstance(doc, dict | list):
+        return []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc)
+    out = []
+    for k, v in items:
+        out.append((*where, k))
+        if (*where, k) != ("cells",):
+            out += _key_paths(v, (*where, k))
+    return out
+
+
+def _at(doc, path: tuple):
+    for k in path:
+        doc = doc[k]
+    return doc
+
+
+@st.composite
+def saved_fit_texts(draw) -> bytes:
+    """A saved fit (:func:`saved_fits`) as ``to_json`` wrote it, mutated one to three times: a
+    key dropped, a value of another type, a number made NaN or infinite, a value nested 1 to
+    100,000 deep, a text made 5,000 characters long, an exact constant or a constant edited."""
+    import copy
+
+    doc = copy.deepcopy(draw(st.sampled_from(saved_fits())))
+    texts: dict[str, str] = {}  # a marker in the record -> the JSON text it stands for
+    for i in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["drop", "swap", "nonfinite", "deepen", "long", "exact",
+                                     "constant"]))  # fmt: skip
+        exact = doc.get("call", {}).get("constants_exact") if isinstance(doc.get("call"), dict) \
+            else None  # fmt: skip
+        if kind in ("exact", "constant"):
+            table = exact if kind == "exact" else doc.get("constants")
+            if isinstance(table, dict) and table:
+                name = draw(st.sampled_from(sorted(table)))
+                edit = draw(st.sampled_from(EXACT_EDITS))
+                try:
+                    number = float.fromhex(table[name]) if kind == "exact" else float(table[name])
+                except (TypeError, ValueError, OverflowError):
+                    number = None
+                if isinstance(edit, float) and number is not None:
+                    table[name] = (number * edit).hex() if kind == "exact" else number * edit
+                else:
+                    table[name] = edit
+            continue
+        paths = _key_paths(doc)
+        read = [p for p in paths if p[0] in SAVED_FIT_READ]
+        if not paths:
+            break
+        path = draw(st.sampled_from(read if read and not draw(st.integers(0, 4)) == 0
+                                    else paths))  # fmt: skip
+        parent, key = _at(doc, path[:-1]), path[-1]
+        marker = f"@@{i}@@"
+        if kind == "drop":
+            del parent[key]
+        elif kind == "swap":
+            parent[key] = draw(st.sampled_from(ODD_VALUES))
+        elif kind == "nonfinite":
+            texts[marker], parent[key] = draw(st.sampled_from(NONFINITE_JSON)), marker
+        elif kind == "deepen":
+            depth = draw(st.sampled_from([1, 2, 70, 2000, 100_000]))
+            left, right = draw(st.sampled_from([("[", "]"), ('{"k": ', "}")]))
+            texts[marker] = left * depth + json.dumps(parent[key]) + right * depth
+            parent[key] = marker
+        else:
+            old = parent[key]
+            parent[key] = (old if isinstance(old, str) and draw(st.booleans()) else "") + "x" * 5000
+    text = json.dumps(doc)
+    for marker, value in texts.items():
+        text = text.replace(json.dumps(marker), value)
+    return text.encode()
+
+
+@st.composite
+def saved_fit_cases(draw) -> Case:
+    """``fitrules predict --fit`` of a mutated saved fit (:func:`saved_fit_texts`)."""
+    files = {"fit.json": draw(saved_fit_texts())}
+    argv = ["predict", "--fit=fit.json", "--at=H=8,keep=0.25", "--ledger=l.jsonl"]
+    return Case(argv, files)
 
 
 @st.composite

@@ -67,10 +67,15 @@ def test_the_text_prints_each_budget_with_intervals(tmp_path, capsys):
         (["--cost", "6*N*T"], "cost '6\\*N\\*T' names T, which form 'chin' does not read"),
         (["--cost", "N+D"], "is not a product"),
         (["--intervals", "jackknife"], "invalid choice"),
+        # issue 61: options allocate would not use were accepted and ignored
+        (["--resamples", "50"], "--resamples would be ignored"),
+        (["--bootstrap-seed", "3"], "--bootstrap-seed would be ignored"),
+        (["--intervals", "none", "--level", "0.9"], "--level 0.9 would be ignored"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, capsys, extra, match):
-    """A bad budget, cost or interval method: exit 2, one line naming it, no file written."""
+    """A bad budget, cost or interval method, or an option allocate would ignore: exit 2, one
+    line naming it, no file written."""
     chinchilla_runs(0).to_csv(tmp_path / "runs.csv", index=False)
     argv = ["allocate", "--data", tmp_path / "runs.csv", "--form",
             "chin(N, D) = E + A/N**alpha + B/D**beta", "--json", tmp_path / "a.json", *extra]

@@ -23,8 +23,9 @@ from fitrules.jobs.inputs import (
     tune_first,
 )
 from fitrules.jobs.options import PREDICT
-from fitrules.jobs.public.fit import _saved_call, _with_saved_values, check_runs, fit
+from fitrules.jobs.public.fit import check_runs, fit, saved_call, with_saved_values
 from fitrules.jobs.public.shared_docs import shared_params
+from fitrules.jobs.saved_fit import read_saved_fit
 
 
 def _check_saved_fit_use(saved_fit, form, **fitting) -> None:
@@ -161,8 +162,9 @@ def predict(
     Raises
     ------
     FitrulesError
-        For a bad option (named), a ledger that was tampered with or cannot be written, or
-        a point that gives no value of a variable.
+        For a bad option (named), a ledger that was tampered with or cannot be written, a
+        point that gives no value of a variable, or a ``saved_fit`` that :func:`load_fit`
+        would refuse (a ``SavedFitError`` naming the file, before anything is written).
 
     Examples
     --------
@@ -174,10 +176,11 @@ def predict(
     from fitrules.views.text import table_notes
 
     ledger_path = arg.path(ledger, "ledger")
-    saved = None if saved_fit is None else _saved_call(arg.path(saved_fit, "saved_fit"), grid)
-    g = _beside_ledger(as_grid(grid if saved is None else saved[2]), ledger_path)
+    saved = None if saved_fit is None else read_saved_fit(arg.path(saved_fit, "saved_fit"))
+    call = None if saved is None else saved_call(saved, grid)
+    g = _beside_ledger(as_grid(grid if call is None else call[0]), ledger_path)
     fitting = {k: v for k, v in locals().items() if k in FIT_OPTIONS}
-    g, fitted, used = _predicted(g, saved, form, point_text(at), runs, fitting)
+    g, fitted, used = _predicted(g, saved, call, form, point_text(at), runs, fitting)
     record = prediction_record(fitted, g, objective=used["objective"], level=used["level"],
                                resamples=used["resamples"], runs=runs, tolerance=tolerance,
                                command=command or "fr.predict")  # fmt: skip
@@ -203,15 +206,15 @@ def _beside_ledger(g, ledger_path: Path):
     return g
 
 
-def _predicted(g, saved, form, at: str, runs, fitting: dict):
+def _predicted(g, saved, call, form, at: str, runs, fitting: dict):
     """The grid (tuned), the fit predicting ``at`` and the options it was made with: the
-    saved fit's (made again on its data) or ``fitting``'s."""
+    saved fit's (``call``, made again on its data) or ``fitting``'s."""
     from fitrules.model.forms import resolve_form
 
     if saved is not None:
-        doc, label, _, form, kw = saved
+        _, form, kw = call
         kw = {**kw, "intervals": False}  # the prediction's own interval is made below
-        return g, _with_saved_values(doc, label, fit(g, form, predict=[at], runs=runs, **kw)), kw
+        return g, with_saved_values(saved, fit(g, form, predict=[at], runs=runs, **kw)), kw
     form = resolve_form(form) if isinstance(form, str) else form
     tune, tune_seeds = fitting.pop("tune"), fitting.pop("tune_seeds")
     g, _ = tune_first(g, tune, tune_seeds)
