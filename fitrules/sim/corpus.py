@@ -150,6 +150,11 @@ class CorpusFacts:
         return float(self.chars * self.dtype.itemsize + READ_OVERHEAD_BYTES)
 
 
+def corpus_label(setting: str) -> str:
+    """How a message names the corpus of a ``corpus`` setting."""
+    return f"corpus={setting!r}" + (f" (the shipped {CORPUS_FILE})" if not setting else "")
+
+
 def corpus_facts(setting: str) -> CorpusFacts:
     """The facts of the corpus a ``corpus`` setting names: ``""`` the shipped slice, else a
     text file (read in blocks of :data:`READ_CHUNK`, never whole; see

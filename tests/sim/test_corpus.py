@@ -1,28 +1,67 @@
-"""The corpus a gpt run reads (fitrules.sim.corpus): a text file read in blocks into one small
-array, within its memory estimate; a file over the cap, or one that is not a regular file,
-refused without waiting. No PyTorch needed."""
+"""The corpus a gpt run reads (fitrules.sim.corpus) and the grid that reads it: a text file read
+in blocks into one small array, within its memory estimate; what is not a regular file refused
+without waiting; a table and its manifest tied to the version of the corpus its runs read.
+
+Without PyTorch: the runs here are made by the gpt backend with its training replaced (the
+``untrained`` fixture), so the default suite covers the corpus's part of a grid; the same with
+real training is in tests/sim/test_gpt.py."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fitrules.base import limits
 from fitrules.base.errors import LimitError, SimError
-from fitrules.sim import corpus
-from fitrules.sim.spec import cell_spec
+from fitrules.sim import corpus, gpt, runner
+from fitrules.sim import spec as spec_module
+from fitrules.sim.runner import simulate
+from fitrules.sim.spec import cell_spec, parse_spec
+
+SETTINGS = """
+layers = 1
+width = 16
+heads = 2
+context = 16
+batch = 4
+steps = 3
+eval_windows = 8
+M = 2
+H = 2
+"""
+
+
+def _spec(corpus_setting: str, seeds=(0, 1)) -> str:
+    return (f'name = "c"\nmodel = "gpt"\nseeds = {list(seeds)}\n[fixed]{SETTINGS}'
+            f'corpus = "{corpus_setting}"\n')  # fmt: skip
 
 
 def _text(seed: int, n: int = 4_000) -> str:
     """Seeded text of ``n`` characters, some of them outside ASCII."""
     rng = np.random.default_rng(seed)
     return "".join(rng.choice(list("abcdefgh é—\n"), size=n))
+
+
+@pytest.fixture
+def untrained(monkeypatch):
+    """gpt runs without PyTorch: each run reads its corpus and writes its row as a real run
+    does, but its training is skipped (zero parameters, a loss of 1)."""
+
+    def train(cfg, text, history=None):
+        return np.zeros(cfg.shape(text.vocab_size).n_params, np.float32), np.ones(cfg.M), False
+
+    monkeypatch.setattr(gpt, "train", train)
+    monkeypatch.setattr(gpt, "mean_loss", lambda params, text, cfg: 1.0)
+    monkeypatch.setattr(runner, "require_torch", lambda: None)
+    monkeypatch.setattr(spec_module, "require_torch", lambda: None)
 
 
 def _reference(raw: bytes) -> tuple[np.ndarray, str]:
@@ -176,3 +215,120 @@ def test_a_file_changed_between_the_two_passes_is_refused(tmp_path):
     path.write_text("xyzxyz\n" * 100)  # the same size
     with pytest.raises(SimError, match="changed while it was read"):
         corpus._read_text(name, key)
+
+
+def test_a_grid_resumed_after_its_corpus_changed_is_refused(tmp_path, monkeypatch, untrained):
+    """A gpt grid stopped in its second run, resumed after its corpus file was edited, is
+    refused in one line naming the file and both sha256s, with the table untouched (its cut-off
+    line too); with the file restored it resumes to the table of an uninterrupted grid."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.txt").write_text(_text(0), encoding="utf-8")
+    spec = parse_spec(_spec("c.txt"), "c.toml")
+    whole = simulate(spec, tmp_path / "whole.csv", show_progress=False)
+    out = tmp_path / "cut.csv"
+    lines = whole.to_csv(index=False).splitlines(keepends=True)
+    out.write_text("".join(lines[:2]) + lines[2][:40])  # the second run cut off mid-write
+    before = out.read_bytes()
+    old = hashlib.sha256((tmp_path / "c.txt").read_bytes()).hexdigest()
+    (tmp_path / "c.txt").write_text(_text(1), encoding="utf-8")
+    new = hashlib.sha256((tmp_path / "c.txt").read_bytes()).hexdigest()
+    with pytest.raises(SimError) as info:
+        simulate(spec, out, show_progress=False)
+    assert str(info.value) == (
+        f"{out}: its runs read corpus='c.txt' with sha256 {old[:12]}, but the file has sha256 "
+        f"{new[:12]} now; restore the file, or write to a new out"
+    )
+    assert out.read_bytes() == before and not runner.manifest_path(out).exists()
+    (tmp_path / "c.txt").write_text(_text(0), encoding="utf-8")
+    again = simulate(spec, out, show_progress=False)
+    pd.testing.assert_frame_equal(again.drop(columns="wall_s"), whole.drop(columns="wall_s"))
+
+
+def test_a_finished_grid_rerun_after_its_corpus_changed_is_refused(tmp_path, untrained):
+    """Rerunning a finished gpt grid after its corpus changed is refused too: the table stays
+    the record of the version its runs read."""
+    path = tmp_path / "c.txt"
+    path.write_text(_text(0), encoding="utf-8")
+    spec = parse_spec(_spec(str(path), seeds=[0]), "c.toml")
+    simulate(spec, tmp_path / "t.csv", show_progress=False)
+    path.write_text(_text(1), encoding="utf-8")
+    with pytest.raises(SimError, match="its runs read corpus=.* restore the file"):
+        simulate(spec, tmp_path / "t.csv", show_progress=False)
+
+
+def test_a_run_that_read_a_corpus_changed_mid_grid_is_failed_not_mixed(tmp_path, untrained):
+    """A corpus edited while a grid runs: the runs that read the new version are failed and
+    named, the table holds only runs of the version the grid started with, and a rerun with
+    the file restored completes it."""
+    path = tmp_path / "c.txt"
+    path.write_text(_text(0), encoding="utf-8")
+    first = hashlib.sha256(path.read_bytes()).hexdigest()
+    spec = parse_spec(_spec(str(path), seeds=[0, 1, 2]), "c.toml")
+    out = tmp_path / "t.csv"
+
+    def edit(row):
+        path.write_text(_text(1), encoding="utf-8")
+
+    with pytest.raises(SimError, match=r"2 run\(s\) failed: seed=1: SimError: it read "
+                       rf"corpus='.*c.txt' with sha256 \w{{12}}, not the {first[:12]} of the "
+                       "grid's other runs"):  # fmt: skip
+        simulate(spec, out, show_progress=False, on_run=edit)
+    assert pd.read_csv(out)["corpus_sha256"].tolist() == [first]
+    path.write_text(_text(0), encoding="utf-8")
+    table = simulate(spec, out, show_progress=False)
+    assert table["corpus_sha256"].eq(first).all() and len(table) == 3
+
+
+def test_the_manifest_names_the_corpus_the_runs_read(tmp_path, untrained):
+    """A gpt grid's manifest records the sha256 of the file its runs read; of two corpora,
+    each by its setting; a quadratic grid's, which reads none, records none."""
+    one, two = tmp_path / "one.txt", tmp_path / "two.txt"
+    one.write_text(_text(0), encoding="utf-8")
+    two.write_text(_text(1), encoding="utf-8")
+    sha = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (one, two)}
+    simulate(parse_spec(_spec(str(one), seeds=[0]), "c.toml"), tmp_path / "a.csv",
+             show_progress=False)  # fmt: skip
+    manifest = json.loads((tmp_path / "a.manifest.json").read_text())
+    assert manifest["corpus_sha256"] == sha[one] and "corpora" not in manifest
+    both = _spec(str(one), seeds=[0]) + f'[[block]]\n[[block]]\n[block.fixed]\ncorpus = "{two}"\n'
+    simulate(parse_spec(both, "c.toml"), tmp_path / "b.csv", show_progress=False)
+    manifest = json.loads((tmp_path / "b.manifest.json").read_text())
+    assert manifest["corpus_sha256"] is None
+    assert manifest["corpora"] == {str(one): sha[one], str(two): sha[two]}
+    quad = 'model = "quadratic"\nseeds = [0]\n[fixed]\ndim = 4\nrounds = 4\nburn_in = 1\n'
+    simulate(parse_spec(quad, "q.toml"), tmp_path / "q.csv", show_progress=False)
+    assert json.loads((tmp_path / "q.manifest.json").read_text())["corpus_sha256"] is None
+
+
+def test_a_manifest_that_named_another_corpus_is_written_again(tmp_path, untrained):
+    """A finished gpt grid whose manifest names another corpus than its runs read (as
+    manifests did before) gets a manifest naming theirs when rerun; the table is unchanged."""
+    path = tmp_path / "c.txt"
+    path.write_text(_text(0), encoding="utf-8")
+    spec = parse_spec(_spec(str(path), seeds=[0]), "c.toml")
+    out = tmp_path / "t.csv"
+    simulate(spec, out, show_progress=False)
+    manifest = runner.manifest_path(out)
+    wrong = json.loads(manifest.read_text()) | {"corpus_sha256": corpus.load_corpus().sha256}
+    manifest.write_text(json.dumps(wrong))
+    before = out.read_bytes()
+    simulate(spec, out, show_progress=False)
+    assert json.loads(manifest.read_text())["corpus_sha256"] == (
+        hashlib.sha256(path.read_bytes()).hexdigest()
+    )
+    assert out.read_bytes() == before
+
+
+def test_a_gpt_table_is_another_models_runs_not_a_stranger(tmp_path, untrained):
+    """A gpt table given as the output of an MLP or quadratic spec is refused as another
+    model's runs, not as a table fitrules simulate did not write."""
+    path = tmp_path / "c.txt"
+    path.write_text(_text(0), encoding="utf-8")
+    out = tmp_path / "g.csv"
+    simulate(parse_spec(_spec(str(path), seeds=[0]), "c.toml"), out, show_progress=False)
+    for text in ('seeds = [0]\n[fixed]\nsteps = 4\nwidth = 8\n',
+                 'model = "quadratic"\nseeds = [0]\n[fixed]\ndim = 4\n'):  # fmt: skip
+        with pytest.raises(SimError) as info:
+            simulate(parse_spec(text, "o.toml"), out, show_progress=False)
+        assert "not written by" not in str(info.value)
+        assert "holds runs without the setting" in str(info.value)
