@@ -1474,6 +1474,14 @@ BAD_CELLS = [
     f"{GTINY},corpus=none.txt",
     f"{GTINY},corpus=blank.csv",  # one blank line: a corpus too short for context 8
     f"{GTINY},corpus=DIR",
+    # corpus file kinds (issue 61): none is opened, waited on or read for ever
+    f"{GTINY},corpus=fifo.txt",
+    f"{GTINY},corpus=/dev/zero",
+    f"{GTINY},corpus=/dev/null",
+    f"{GTINY},corpus=empty.txt",
+    f"{GTINY},corpus=latin1.txt",
+    f"{GTINY},corpus=cut.txt",  # a character cut off at the end
+    f"{GTINY},corpus=gone.txt",  # a link to nothing
 ]
 GOOD_SPEC = (
     f"seeds = [0]\n[fixed]\n{TINY.replace(',', chr(10))}\n[[block]]\n[block.factors]\nH = [1, 2]\n"
@@ -1517,11 +1525,75 @@ BAD_SPECS = [
 ]
 
 
+# corpus files of every kind a gpt cell or spec may name (issue 61)
+CORPUS_TEXT = b"to be, or not to be, that is the question;\n" * 40
+CORPUS_FILES = {
+    "c.txt": CORPUS_TEXT,
+    "clink.txt": LINK + b"c.txt",  # a link to a good corpus: read through
+    "gone.txt": LINK + b"nowhere.txt",
+    "fifo.txt": FIFO,
+    "empty.txt": b"",
+    "latin1.txt": "caf\u00e9 ".encode("latin-1") * 100,
+    "cut.txt": CORPUS_TEXT + "\u00e9".encode()[:1],
+}
+GOOD_CELLS += [f"{GTINY},corpus=c.txt", f"{GTINY},corpus=clink.txt,H=2"]
+CORPUS_SPEC = (
+    'name = "c"\nmodel = "gpt"\nseeds = [0, 1]\n[fixed]\nlayers = 1\nwidth = 8\nheads = 2\n'
+    'context = 8\nbatch = 2\nsteps = 4\neval_windows = 4\nM = 2\nH = 2\ncorpus = "c.txt"\n'
+)
+
+
+def corpus_table(corpus: bytes, seeds=(0,)) -> bytes:
+    """The table a first invocation of :data:`CORPUS_SPEC` left after the runs of ``seeds``,
+    its runs having read ``corpus`` (columns as the gpt backend and the runner write them)."""
+    import csv
+    from dataclasses import asdict
+
+    from fitrules.sim.gpt import GPTConfig
+
+    out = io.StringIO()
+    writer = None
+    for seed in seeds:
+        cfg = GPTConfig(layers=1, width=8, heads=2, context=8, batch=2, steps=4, eval_windows=4,
+                        M=2, H=2, corpus="c.txt", seed=seed)  # fmt: skip
+        chars = len(corpus.decode())
+        row = asdict(cfg) | {
+            "omega": 0.0, "n_params": 1, "tokens": cfg.tokens, "loss": 2.5, "train_loss": 2.5,
+            "diverged": False, "corpus_sha256": hashlib.sha256(corpus).hexdigest(),
+            "train_chars": int(chars * 0.9), "valid_chars": chars - int(chars * 0.9),
+            "wall_s": 0.1, "spec": "c",
+            "spec_sha256": hashlib.sha256(CORPUS_SPEC.encode()).hexdigest(),
+        }  # fmt: skip
+        if writer is None:
+            writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n")
+            writer.writeheader()
+        writer.writerow(row)
+    return out.getvalue().encode()
+
+
+def _corpus_resume(d: Draw, files: dict[str, bytes]) -> Case:
+    """A gpt grid on a corpus file resumed from the table its first invocation left: the file
+    as its runs read it (the grid goes on), or edited since (refused, the table untouched:
+    one table never mixes two versions of a corpus)."""
+    files["c.toml"] = CORPUS_SPEC.encode()
+    edited = d.chance(2)
+    read = CORPUS_TEXT.replace(b"question", b"problem!") if edited else CORPUS_TEXT
+    table = corpus_table(read)
+    if d.hostile and d.chance(2):  # the second run cut off mid-write
+        table += corpus_table(read, seeds=(1,)).splitlines(keepends=True)[1][:30]
+    files["o.csv"] = table
+    why = "its corpus file was edited after the runs in o.csv read it" if edited else ""
+    return Case(["simulate", "c.toml", "--out=o.csv"], files, ["DIR"], must_refuse=why)
+
+
 @st.composite
 def simulate_cases(draw) -> Case:
     d = Draw(draw)
     # link.csv: a dangling link (runs went through it before the final rewrite refused it)
-    files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n", "link.csv": LINK + b"gone/o.csv"}
+    files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n", "link.csv": LINK + b"gone/o.csv",
+             **CORPUS_FILES}  # fmt: skip
+    if d.chance(5):
+        return _corpus_resume(d, files)
     argv = ["simulate"]
     if d.chance(3):
         files["s.toml"] = d.pick([GOOD_SPEC, GOOD_QUAD_SPEC, GOOD_GPT_SPEC], BAD_SPECS, 1)
