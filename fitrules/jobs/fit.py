@@ -8,7 +8,7 @@ same numbers.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -165,6 +165,9 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
     constraints : Constraints or None
         The linear constraints between constants the fit kept
         (:class:`fitrules.engine.constraints.Constraints`), and which were active.
+    misfit_source : callable or None
+        Without intervals asked for, what makes the leave-one-cell-out refits that
+        :attr:`prediction_heldout` gives on first use.
 
     Examples
     --------
@@ -196,6 +199,31 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
     # intervals="profile": profile-likelihood intervals instead of the bootstrap's
     profile: ProfileFit | None = None
     constraints: Constraints | None = None
+    # without intervals asked for: what makes the leave-one-cell-out refits on first use
+    # (a function of nothing), and what it made
+    misfit_source: Callable[[], HeldOut | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+    _misfit: HeldOut | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def prediction_heldout(self) -> HeldOut | None:
+        """The leave-one-cell-out refits every prediction's interval reads: the fit's own
+        (:attr:`heldout`) when intervals were asked for, else made once on first use, so
+        that a bare ``predict`` gives the same interval and extrapolation words as the
+        command line and the ledger (None when they cannot be made: constraints, or too few
+        cells)."""
+        if self.heldout is not None:
+            return self.heldout
+        if self._misfit is None and self.misfit_source is not None:
+            source, self.misfit_source = self.misfit_source, None
+            self._misfit = source()
+        return self._misfit
+
+    def keep_heldout(self, heldout: HeldOut) -> None:
+        """Keep ``heldout`` as the refits :attr:`prediction_heldout` gives, without counting
+        as intervals asked for (a saved fit made again without data)."""
+        self._misfit, self.misfit_source = heldout, None
 
     @property
     def interval_method(self) -> ProfileFit | BootstrapFit | None:
@@ -402,13 +430,14 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
         se = float(self.uncertainty.prediction_se(self.form, X, self.constants)[0])
         out: dict = {"given": given, "point": at, "prediction": value, "stderr": se}
         out["interval"], out["interval_kind"], out["level"] = None, None, None
-        if self.heldout is not None:
-            h = self.heldout.predict_at(at, runs)
+        held = self.prediction_heldout
+        if held is not None:
+            h = held.predict_at(at, runs)
             out["interval"] = h["interval"]
             out["interval_kind"] = f"held-out misfit: {h['covers']}"
             out["interval_grid_seeds"] = h["interval_grid_seeds"]
             out["interval_grid_seeds_kind"] = f"held-out misfit: {COVERS_GRID_SEEDS}"
-            out["level"] = self.heldout.level
+            out["level"] = held.level
             if runs is not None:
                 out["runs"] = int(runs)
                 out["interval_runs"] = h["interval_runs"]
@@ -439,7 +468,9 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
 
     def to_dict(self, cells: bool = True) -> dict:
         """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out
-        the per-cell table (observed values, predictions, residuals).
+        the per-cell table (observed values, predictions, residuals) and the ``standalone``
+        ingredients (which hold the cells too) that :func:`fitrules.load_fit` makes the fit
+        from with no data beside it.
 
         Parameters
         ----------
@@ -472,7 +503,11 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
         if self.call is not None:
             out["call"] = {**self.call, "constants_exact": _exact_constants(self.constants)}
         if cells:
+            from fitrules.jobs.standalone import standalone_record
+
             out["cells"] = self.residuals.to_dict("records")
+            # what fitrules.load_fit makes the fit from with no data beside it
+            out["standalone"] = standalone_record(self)
         if self.bootstrap is not None:
             b = self.bootstrap
             out["bootstrap"] = {

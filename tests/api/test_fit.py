@@ -488,3 +488,15 @@ def test_a_saved_fit_refuses_changed_data_in_one_line(tmp_path):
         fr.load_fit(tmp_path / "c.json")
     with pytest.raises(FitrulesError, match="no such file"):
         fr.load_fit(tmp_path / "none.json")
+
+
+def test_a_bare_predict_says_what_the_ledger_route_says():
+    """Issue 64 item 4 (issue 66): a bare f.predict on a fit without intervals printed only
+    a standard error while the ledger gave an interval and "beyond"; now every route gives the
+    same interval and extrapolation words."""
+    g = fr.load_grid(composition_grid(seeds=3))
+    bare = fr.fit(g, "composition").predict(H=256, keep=0.25)
+    asked = fr.fit(g, "composition", intervals=True).predict(H=256, keep=0.25)
+    assert bare["interval"] == asked["interval"] and bare["interval"] is not None
+    assert bare["extrapolation"] == asked["extrapolation"] == {"H": pytest.approx(4.0)}
+    assert "beyond" in str(bare)
