@@ -2243,7 +2243,8 @@ def _saved_fit(token, root: Path):
         if token == "changed":  # a copy, so that the grid the checker watches stays
             table.write_bytes((root / "g.csv").read_bytes())
         f = fr.fit(str(table), "composition")
-        text = f.to_json(root / "fit.json")
+        text = f.to_json()
+        f.to_json(root / "fit.json")
         if token == "changed":
             with open(table, "a") as fh:  # other bytes: another sha256
                 fh.write("\n")

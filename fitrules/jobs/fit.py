@@ -93,19 +93,19 @@ class Prediction(dict):
         """The prediction as a plain dict, JSON-ready (NaN becomes null)."""
         return json_ready({"form": self.form, **self})
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The JSON text of :meth:`to_dict`; written to ``path`` too when given (atomically,
+    def to_json(self, path: str | Path | None = None) -> str | None:
+        """The JSON text of :meth:`to_dict`; with ``path``, written there instead (atomically,
         never over one of the files the fit was made from).
 
         Parameters
         ----------
         path : str or path, optional
-            The file to write as well.
+            The file to write.
 
         Returns
         -------
-        str
-            The JSON text.
+        str or None
+            The JSON text; None when it was written to ``path``.
         """
         from fitrules.base.outputs import inputs_of
         from fitrules.base.util import atomic_write_text
@@ -113,6 +113,7 @@ class Prediction(dict):
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         if path is not None:
             atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
+            return None
         return text
 
 
@@ -204,7 +205,6 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
     misfit_source: Callable[[], HeldOut | None] | None = field(
         default=None, repr=False, compare=False
     )
-    _misfit: HeldOut | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def prediction_heldout(self) -> HeldOut | None:
@@ -215,15 +215,21 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
         cells)."""
         if self.heldout is not None:
             return self.heldout
-        if self._misfit is None and self.misfit_source is not None:
+        if self.misfit_source is not None:
             source, self.misfit_source = self.misfit_source, None
-            self._misfit = source()
-        return self._misfit
+            self._made_heldout = source()
+        return getattr(self, "_made_heldout", None)
 
     def keep_heldout(self, heldout: HeldOut) -> None:
         """Keep ``heldout`` as the refits :attr:`prediction_heldout` gives, without counting
-        as intervals asked for (a saved fit made again without data)."""
-        self._misfit, self.misfit_source = heldout, None
+        as intervals asked for (a saved fit made again without data).
+
+        Parameters
+        ----------
+        heldout : HeldOut
+            The leave-one-cell-out refits.
+        """
+        self._made_heldout, self.misfit_source = heldout, None
 
     @property
     def interval_method(self) -> ProfileFit | BootstrapFit | None:

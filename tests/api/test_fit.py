@@ -460,7 +460,8 @@ def test_a_saved_fit_with_intervals_gives_the_same_intervals(tmp_path):
     intervals and prediction intervals are the saved fit's."""
     g = fr.load_example("main", where="lr == 3e-4")
     f = fr.fit(g, "composition", intervals=True, resamples=30, seed=7)
-    h = fr.load_fit(f.to_json(tmp_path / "f.json") and tmp_path / "f.json")
+    f.to_json(tmp_path / "f.json")
+    h = fr.load_fit(tmp_path / "f.json")
     assert h.intervals == f.intervals
     assert h.predict(H=8, keep=0.25, runs=3) == f.predict(H=8, keep=0.25, runs=3)
 
