@@ -229,3 +229,11 @@ def test_the_frontier_at_one_budget_marks_each_optimum_with_its_interval():
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "fitted cells: N against their cost" in labels
     plt.close(ax.figure)
+
+
+def test_a_label_equal_to_its_unit_is_not_repeated():
+    """Issue 66: a column labelled by its own unit read "experts (experts)"; now "experts",
+    while a label that differs from its unit keeps it."""
+    with figures.axis_labels({"M": "experts"}, {"M": "experts", "N": "parameters"}):
+        assert figures.unit_label("M", None) == "experts"
+        assert figures.unit_label("N", None) == "N (parameters)"
