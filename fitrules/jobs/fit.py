@@ -327,13 +327,21 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
 
     @property
     def table(self) -> pd.DataFrame:
-        """One row per constant: value, standard error (Jacobian), bootstrap interval."""
+        """One row per constant: value, standard error (Jacobian), and with intervals their
+        ``low`` and ``high`` and the method that made them (``interval``: the profile
+        likelihood's or the bootstrap's kind)."""
         rows = []
         iv = self.intervals
+        method = self.interval_method
+        kind = None
+        if method is not None:
+            kind = (method.interval_kind if self.profile is not None
+                    else f"{self.bootstrap.kind} bootstrap, {method.interval_kind}")  # fmt: skip
         for c, v in self.constants.items():
             row = {"constant": c, "value": v, "stderr": self.stderr[c]}
             if iv is not None:
                 row["low"], row["high"] = iv[c]
+                row["interval"] = kind
             rows.append(row)
         return pd.DataFrame(rows)
 

@@ -467,8 +467,11 @@ def test_a_saved_fit_with_intervals_gives_the_same_intervals(tmp_path):
 
 
 def test_a_saved_fit_refuses_changed_data_in_one_line(tmp_path):
-    """Data that is not the bytes the fit was made from is refused with one line naming the
-    file; a fit of a DataFrame needs data=; a file that is not a saved fit is refused."""
+    """Data given to check a saved fit that is not the bytes the fit was made from is
+    refused with one line naming the file; a fit of a DataFrame saved without its cells needs
+    data= (with them it travels alone); a file that is not a saved fit is refused."""
+    import json
+
     t = composition_grid()
     csv = tmp_path / "g.csv"
     t.to_csv(csv, index=False)
@@ -477,12 +480,13 @@ def test_a_saved_fit_refuses_changed_data_in_one_line(tmp_path):
     t.loc[0, "loss"] += 0.01
     t.to_csv(csv, index=False)
     with pytest.raises(FitrulesError) as err:
-        fr.load_fit(tmp_path / "f.json")
+        fr.load_fit(tmp_path / "f.json", data=csv)
     msg = str(err.value)
     assert "\n" not in msg and "g.csv: not the data" in msg and "sha256" in msg
+    assert fr.load_fit(tmp_path / "f.json").constants == f.constants  # no data read
     mem = fr.fit(composition_grid(), "composition")
     with pytest.raises(FitrulesError, match="a table in memory; give it again with data="):
-        fr.load_fit(mem.to_json())
+        fr.load_fit(json.dumps(mem.to_dict(cells=False)))
     assert fr.load_fit(mem.to_json(), data=composition_grid()).constants == mem.constants
     (tmp_path / "c.json").write_text(fr.compare(splits=3, forms=["composition"]).to_json())
     with pytest.raises(FitrulesError, match="not a fit saved by FittedForm.to_json"):
@@ -501,3 +505,13 @@ def test_a_bare_predict_says_what_the_ledger_route_says():
     assert bare["interval"] == asked["interval"] and bare["interval"] is not None
     assert bare["extrapolation"] == asked["extrapolation"] == {"H": pytest.approx(4.0)}
     assert "beyond" in str(bare)
+
+
+@pytest.mark.parametrize("intervals, kind", [
+    (True, "studentized bootstrap, symmetric bootstrap-t"), ("profile", "profile likelihood")])
+def test_the_constants_table_names_its_interval_method(intervals, kind):
+    """Issue 66: f.table's low and high did not say which intervals they were; now each row
+    names the method."""
+    g = fr.load_example("main", where="lr == 3e-4")
+    t = fr.fit(g, "composition", intervals=intervals, resamples=20).table
+    assert set(t["interval"]) == {kind}
