@@ -6,7 +6,8 @@ reads: read, parsed, and its structure checked once before any of it is used.
 something else is refused in one line that names the file, the key, its value and what is
 allowed (:class:`~fitrules.base.errors.SavedFitError`), not with a ``KeyError`` or a
 ``TypeError`` from inside the refit. Keys the loader does not read (the per-cell table, the
-information criteria, the intervals) are not checked: the refit makes them again.
+information criteria, the intervals as printed) are not checked; the ``standalone``
+ingredients a fit is made from without its data are (:data:`STANDALONE`).
 """
 
 from __future__ import annotations

@@ -240,29 +240,32 @@ SAVED_FIT_RTOL = 1e-6  # a refit's constants within this of the saved ones are t
 
 
 def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
-    """A fit saved by :meth:`FittedForm.to_json`, made again from its data.
+    """A fit saved by :meth:`FittedForm.to_json`: from the file alone, or refitted on its
+    data to check it.
 
     The saved file records the form (with its fixed values, bounds and groups), the fit's
-    arguments and the data's sha256. Its structure is checked first, once, against
-    :data:`fitrules.jobs.saved_fit.SAVED_FIT` (every key the loader reads and what each may
-    hold). The data is read again (from the recorded path, or ``data``) and must be the same
-    bytes; the form is refitted with the recorded arguments, and its constants must equal
-    the saved ones, both the decimals and their exact values (``call.constants_exact``), so
-    predictions, standard errors and intervals are those of the saved fit.
+    arguments, the data's sha256 and (unless saved without its cells) the fit's ingredients
+    (``standalone``: the cells, the Jacobian covariance, the leave-one-cell-out and
+    bootstrap refits, in exact hexadecimal floats). Its structure is checked first, once,
+    against :data:`fitrules.jobs.saved_fit.SAVED_FIT`. Without ``data`` the fit is made from
+    its ingredients: no table is read and nothing is refitted, so it predicts, allocates and
+    renders exactly as the saved one did. With ``data`` (or for a file without ingredients,
+    from the recorded path) the data must be the same bytes; the form is refitted with the
+    recorded arguments, and its constants must equal the saved ones, both the decimals and
+    their exact values (``call.constants_exact``).
 
     Parameters
     ----------
     source : str or Path
         The JSON file ``to_json(path)`` wrote, or its text.
     data : Grid, DataFrame or path, optional
-        The table the fit was made from, when it is not at the recorded path (a fit of a
-        DataFrame, or a file moved); read with the recorded ``where``, ``derive``, metric
-        and seed column unless it is a Grid.
+        The table the fit was made from, to check the fit against it by a refit; read with
+        the recorded ``where``, ``derive``, metric and seed column unless it is a Grid.
 
     Returns
     -------
     FittedForm
-        The saved fit, refitted on its data.
+        The saved fit.
 
     Raises
     ------
