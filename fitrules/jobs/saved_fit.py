@@ -6,7 +6,8 @@ reads: read, parsed, and its structure checked once before any of it is used.
 something else is refused in one line that names the file, the key, its value and what is
 allowed (:class:`~fitrules.base.errors.SavedFitError`), not with a ``KeyError`` or a
 ``TypeError`` from inside the refit. Keys the loader does not read (the per-cell table, the
-information criteria, the intervals) are not checked: the refit makes them again.
+information criteria, the intervals as printed) are not checked; the ``standalone``
+ingredients a fit is made from without its data are (:data:`STANDALONE`).
 """
 
 from __future__ import annotations
@@ -106,6 +107,143 @@ SHA256 = Leaf("64 hexadecimal digits, or null",
                                       is not None))  # fmt: skip
 TEXTS = ListOf("a list of text", TEXT)
 
+
+
+def _float_hex(v: Any) -> bool:
+    """Text ``float.fromhex`` reads: a double's hexadecimal text, or nan, inf, -inf."""
+    if not isinstance(v, str) or len(v) > 40:
+        return False
+    try:
+        float.fromhex(v)
+    except (ValueError, OverflowError):
+        return False
+    return True
+
+
+HEX = Leaf("the hexadecimal text of a float (float.hex, e.g. '0x1.8p+1', or 'nan', 'inf', "
+           "'-inf')", _float_hex)  # fmt: skip
+FLAG = Leaf("true or false", lambda v: isinstance(v, bool))
+WHOLES = ListOf("a list of whole numbers", WHOLE)
+ARRAY = Table(
+    "an array: a table of its shape, its values (hexadecimal floats) and optionally its dtype",
+    {
+        "shape": WHOLES,
+        "values": ListOf("a list of hexadecimal floats", HEX),
+        "dtype": _choice(("float64", "int64")),
+    },
+    optional=("dtype",),
+)
+ARRAY_OR_NULL = Either("an array or null", (ARRAY, NULL))
+SEED_OFFSET = Table(
+    "a table of the grid's seed offset",
+    {"var": HEX, "df": WHOLE, "var_run": HEX, "shares": ARRAY, "seeds": TEXTS,
+     "relative": FLAG, "shared_var": HEX, "method": TEXT},
+)  # fmt: skip
+OFFSET_OR_NULL = Either("a seed offset or null", (SEED_OFFSET, NULL))
+EDGE = Table(
+    "a table of one edge's held-out residuals, its cells, their variances and the refit's",
+    {"residuals": ARRAY, "cells": WHOLES, "se2": ARRAY, "s2": HEX},
+)
+# what predicts, allocates and renders a fit with no data beside it (FittedForm.to_dict,
+# fitrules.jobs.standalone): every array as exactly as it was, in hexadecimal floats
+STANDALONE = Table(
+    "a table of the fit's ingredients (constants' order, cells, result, uncertainty, ...)",
+    {
+        "constants": ListOf("a list of one or more constant names", TEXT, 1),
+        "cells": Table(
+            "a table of the fitted cells (variables, metric, units, columns)",
+            {
+                "variables": TEXTS,
+                "metric": TEXT,
+                "units": NamesTo("a table of variable names to units", TEXT),
+                "columns": NamesTo("a table of column names to arrays or lists of text",
+                                   Either("an array or a list of text", (ARRAY, TEXTS)), 1),
+            },  # fmt: skip
+        ),
+        "result": Table(
+            "a table of the fit's objective, cells, convergence, condition and reasons",
+            {"objective": HEX, "n_train": WHOLE, "converged": FLAG, "cond": HEX,
+             "reasons": TEXTS},
+        ),  # fmt: skip
+        "uncertainty": Table(
+            "a table of the Jacobian covariance, residual sd, dof, rank and note",
+            {"covariance": ARRAY, "residual_sd": HEX, "dof": WHOLE, "rank": WHOLE,
+             "note": TEXT},
+        ),  # fmt: skip
+        "derive": TEXTS,
+        "harness": FLAG,
+        "unit": Either("text or null", (TEXT, NULL)),
+        "heldout": Either(
+            "a table of the leave-one-cell-out refits or null",
+            (
+                Table(
+                    "a table of the leave-one-cell-out refits",
+                    {
+                        "asked": FLAG,
+                        "draws": ARRAY,
+                        "residuals": ARRAY,
+                        "noise": Table(
+                            "a table of the seed noise (cv, runs, cells, method)",
+                            {"cv": HEX, "runs": WHOLE, "cells": WHOLE, "method": TEXT},
+                        ),
+                        "relative": FLAG,
+                        "level": NUMBER,
+                        "robust": FLAG,
+                        "offset": OFFSET_OR_NULL,
+                        "response": ARRAY_OR_NULL,
+                        "offset_note": TEXT,
+                        "edges": NamesTo(
+                            "a table of variable names to [low edge, high edge]",
+                            ListOf("[low edge, high edge], each a table or null",
+                                   Either("an edge or null", (EDGE, NULL)), 2),
+                        ),  # fmt: skip
+                    },
+                ),
+                NULL,
+            ),
+        ),
+        "seed_offset": OFFSET_OR_NULL,
+        "offset_response": ARRAY_OR_NULL,
+        "bootstrap": Either(
+            "a table of the bootstrap's refits or null",
+            (
+                Table(
+                    "a table of the bootstrap's refits",
+                    {"level": NUMBER, "resamples": WHOLE, "seed": WHOLE, "draws": ARRAY,
+                     "failed": WHOLE, "single_run_cells": WHOLE, "kind": _choice(BOOTSTRAP_KINDS),
+                     "reason": TEXT, "covariance": ARRAY_OR_NULL,
+                     "covariances": ARRAY_OR_NULL},
+                ),  # fmt: skip
+                NULL,
+            ),
+        ),
+        "profile": Either(
+            "a table of the profile-likelihood intervals or null",
+            (
+                Table(
+                    "a table of the profile-likelihood intervals",
+                    {
+                        "constants": TEXTS,
+                        "intervals": NamesTo("a table of constant names to [low, high]",
+                                             ListOf("[low, high]", HEX, 2)),
+                        "notes": NamesTo("a table of constant names to text", TEXT),
+                        "level": NUMBER,
+                        "dof": WHOLE,
+                        "threshold": HEX,
+                        "objective": HEX,
+                        "refits": WHOLE,
+                        "wald_se": NamesTo("a table of constant names to numbers", HEX),
+                        "calibration": TEXT,
+                        "better": Either("a number or null", (HEX, NULL)),
+                        "constrained": TEXTS,
+                    },  # fmt: skip
+                ),
+                NULL,
+            ),
+        ),
+    },
+)
+
 SAVED_FIT = Table(
     "a table (JSON object) with form, constants, data and call",
     {
@@ -170,8 +308,9 @@ SAVED_FIT = Table(
             optional=("constraints", "constants_exact"),
         ),
         "fitrules_version": Either("text or null", (TEXT, NULL)),
+        "standalone": STANDALONE,
     },
-    optional=("fitrules_version",),
+    optional=("fitrules_version", "standalone"),
 )
 
 

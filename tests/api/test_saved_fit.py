@@ -55,10 +55,23 @@ def test_an_edited_exact_constant_is_refused_naming_it_and_both_values(tmp_path)
     doc = _saved()
     a = _hex(doc, "a")
     doc["call"]["constants_exact"]["a"] = (3 * a).hex()
+    doc.pop("standalone")  # refitted from its data (a fit saved without its cells)
     line = _refused(json.dumps(doc), tmp_path, r"the refit's a = \S+ is not the saved \S+ "
                                                r"\(call\.constants_exact")  # fmt: skip
     now, saved = (float(x) for x in re.findall(r"= (\S+) is not the saved (\S+) ", line)[0])
     assert saved == 3 * a and now == pytest.approx(a, rel=1e-6)
+
+
+def test_an_edited_exact_constant_is_refused_without_data_too(tmp_path):
+    """A fit made from its standalone ingredients (no refit) still refuses an exact constant
+    that is not its decimal, naming the constant and both values."""
+    doc = _saved()
+    a = _hex(doc, "a")
+    doc["call"]["constants_exact"]["a"] = (3 * a).hex()
+    line = _refused(json.dumps(doc), tmp_path, r"the exact \(call\.constants_exact\) a = \S+ "
+                                               r"is not the saved \S+ \(constants")  # fmt: skip
+    now, saved = (float(x) for x in re.findall(r"= (\S+) is not the saved (\S+) ", line)[0])
+    assert now == 3 * a and saved == pytest.approx(a, rel=1e-6)
 
 
 def test_an_exact_constant_changed_below_the_refits_tolerance_is_refused(tmp_path):
@@ -102,6 +115,12 @@ LONG = "x" * 5000
 
 def _long_data_path(doc):
     doc["data"]["path"] = doc["call"]["grid"]["path"] = LONG
+    doc.pop("standalone")  # read from its data, as a fit saved without its cells is
+
+
+def _unparsed_where(doc):
+    doc["call"]["grid"]["where"] = ["lr =="]
+    doc.pop("standalone")
 
 
 MALFORMED = [  # a name, an edit of the saved record or a text, and what the line must say
@@ -141,9 +160,18 @@ MALFORMED = [  # a name, an edit of the saved record or a text, and what the lin
      r"constants lacks 'a', a constant of form 'composition' \(L0, a, b\)"),
     ("an expression that does not parse", _set("L0 + a*", "form", "expression"),
      r"form 'composition': cannot parse 'L0 \+ a\*'"),
-    ("a where that does not parse", _set(["lr =="], "call", "grid", "where"),
+    ("a where that does not parse", _unparsed_where,
      r"where 'lr ==': cannot parse"),
     ("a level out of range", _set(1.5, "call", "level"), r": as saved, level 1\.5: must be"),
+    ("a covariance value not a float's text", _set(["x"] * 9, "standalone", "uncertainty",
+                                                   "covariance", "values"),
+     r"standalone\.uncertainty\.covariance\.values\[0\] is 'x'; it must be the hexadecimal"),
+    ("held-out draws of another shape", _set([2, 3], "standalone", "heldout", "draws", "shape"),
+     r"standalone does not fit together \(ValueError: .*\); load it with data="),
+    ("no standalone.cells", _drop("standalone", "cells"),
+     r"standalone\.cells is missing; it must be a table of the fitted cells"),
+    ("an edge not a table", _set([1, None], "standalone", "heldout", "edges", "H"),
+     r"standalone\.heldout\.edges\.H\[0\] is 1; it must be an edge or null"),
     ("not a table", "[1, 2]",
      r"not a fit saved by FittedForm\.to_json \(no form, constants, data, call\)"),
     ("an integer of 5,000 digits", '{"form": ' + "9" * 5000 + "}", r"not JSON a fit can be"),
@@ -218,3 +246,27 @@ def test_load_fit_loads_or_raises_the_documented_exception(tmp_path):
 
     run()
     assert seen["refused"] > 0, seen  # a strategy that made only valid fits would pass vacuously
+
+
+@pytest.mark.parametrize("intervals", [False, True, "profile"])
+def test_a_saved_fit_travels_without_its_data(intervals, tmp_path):
+    """Issue 66: a fit of a table in memory could be loaded only with data= and a refit; now
+    its saved file alone gives the same constants, table, predictions (interval and
+    extrapolation words) and text, exactly, with no data and no refit."""
+    import pandas as pd
+
+    g = fr.load_example("main", where="lr == 3e-4")
+    frame = pd.read_csv(g.source)
+    frame = frame[frame["lr"] == 3e-4]
+    f = fr.fit(frame, "composition", intervals=intervals, resamples=30)
+    path = tmp_path / "fit.json"
+    f.to_json(path)
+    loaded = fr.load_fit(path)
+    assert loaded.constants == f.constants
+    pd.testing.assert_frame_equal(loaded.table, f.table)
+    for at in ({"H": 8, "keep": 0.25}, {"H": 256, "keep": 0.5}):
+        assert dict(loaded.predict(at, runs=2)) == dict(f.predict(at, runs=2))
+    far = str(loaded.predict(H=256, keep=0.5))
+    assert "95% interval" in far and "H 4x beyond" in far, far
+    assert loaded.text() == f.text()
+    assert loaded.to_dict() == f.to_dict()

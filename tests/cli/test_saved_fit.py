@@ -133,3 +133,61 @@ def test_predict_with_a_mutated_saved_fit_exits_0_or_2_with_one_line():
 
     run()
     assert kinds.get("refused", 0) > 0, kinds  # the strategy reaches the refusals
+
+
+CHINCHILLA = ROOT.parent / "shared" / "external" / "chinchilla_epoch_svg_extracted.csv"
+
+
+@pytest.mark.skipif(not CHINCHILLA.exists(), reason="shared/external data not present")
+@pytest.mark.slow  # builds and installs the wheel (shared with the README's test), fits 240 cells
+def test_a_new_users_saved_fit_travels_without_its_table(installed):
+    """Issue 66, the new user's path: fit Epoch's Chinchilla table from the installed command,
+    save the fit, delete the table; a new process loads the fit and predicts at (7e10, 1.4e12)
+    with its interval and "N 4.3x beyond", and allocate --fit at 5.76e23 writes a report whose
+    frontier figure marks N* and D*."""
+    import shutil
+
+    from readme import run_ok
+
+    _, bin_, work, env = installed
+    here = work / "travel"
+    here.mkdir()
+    shutil.copy(CHINCHILLA, here / "chinchilla.csv")
+    run_ok([bin_ / "fitrules", "fit", "--data", "chinchilla.csv", "--derive", "N = `Model Size`",
+            "--derive", "D = `Training FLOP`/(6*N)", "--where", "loss < 3.42",
+            "--form", "chinchilla(N, D) = E + A/N**alpha + B/D**beta",
+            "--objective", "log_huber", "--json", "fit.json"], here, env)  # fmt: skip
+    (here / "chinchilla.csv").unlink()
+    script = ("import fitrules as fr\n"
+              "print(fr.load_fit('fit.json').predict(N=7e10, D=1.4e12))\n")  # fmt: skip
+    said = run_ok([bin_ / "python", "-c", script], here, env).stdout
+    assert "1.9734" in said and "95% interval for the configuration's mean" in said, said
+    assert "1.5525 to 2.2425" in said and "N 4.33x beyond, D 4.41x beyond" in said, said
+    printed = run_ok([bin_ / "fitrules", "predict", "--fit", "fit.json", "--at",
+                      "N=7e10,D=1.4e12"], here, env).stdout  # fmt: skip
+    assert printed.strip() == said.strip()
+    run_ok([bin_ / "fitrules", "allocate", "--fit", "fit.json", "--budgets", "5.76e23",
+            "--report", "rep"], here, env)  # fmt: skip
+    assert "![the loss-optimal frontier of chinchilla](frontier.png)" in (
+        here / "rep" / "report.md").read_text()
+    assert (here / "rep" / "frontier.png").stat().st_size > 10_000
+    (row,) = json.loads((here / "rep" / "results.json").read_text())["allocation"]
+    assert row["N"] == pytest.approx(7.32e10, rel=1e-3) and row["N_low"] < row["N"] < row["N_high"]
+    assert not (here / "chinchilla.csv").exists()
+
+
+def test_predict_from_a_saved_fit_prints_without_a_ledger(tmp_path, capsys):
+    """Issue 66: predict --fit needed --ledger; now it prints the prediction (interval and
+    extrapolation words, as f.predict gives them) and writes nothing."""
+    import fitrules as fr
+    from helpers import run
+
+    g = fr.load_example("main", where="lr == 3e-4")
+    f = fr.fit(g, "composition")
+    f.to_json(tmp_path / "fit.json")
+    code, out, _ = run(["predict", "--fit", tmp_path / "fit.json", "--at", "H=256,keep=0.5"],
+                       capsys)  # fmt: skip
+    assert code == 0
+    assert out.strip() == str(f.predict(H=256, keep=0.5))
+    assert "95% interval" in out and "H 4x beyond" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.json"]

@@ -205,6 +205,8 @@ def _fitted(g: Grid, f: Form, *, objective, delta, weights, intervals, predict, 
         fitted.heldout, fitted.seed_offset, fitted.offset_response = _misfit_parts(
             g, f, cells, result, obj, level, w
         )
+    elif not cons:  # made on a bare predict's first use: every route gives its interval
+        fitted.misfit_source = lambda: _misfit_or_none(g, f, cells, result, obj, level, w)
     if profile:
         from fitrules.engine.profile import profile_intervals
 
@@ -238,29 +240,32 @@ SAVED_FIT_RTOL = 1e-6  # a refit's constants within this of the saved ones are t
 
 
 def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
-    """A fit saved by :meth:`FittedForm.to_json`, made again from its data.
+    """A fit saved by :meth:`FittedForm.to_json`: from the file alone, or refitted on its
+    data to check it.
 
     The saved file records the form (with its fixed values, bounds and groups), the fit's
-    arguments and the data's sha256. Its structure is checked first, once, against
-    :data:`fitrules.jobs.saved_fit.SAVED_FIT` (every key the loader reads and what each may
-    hold). The data is read again (from the recorded path, or ``data``) and must be the same
-    bytes; the form is refitted with the recorded arguments, and its constants must equal
-    the saved ones, both the decimals and their exact values (``call.constants_exact``), so
-    predictions, standard errors and intervals are those of the saved fit.
+    arguments, the data's sha256 and (unless saved without its cells) the fit's ingredients
+    (``standalone``: the cells, the Jacobian covariance, the leave-one-cell-out and
+    bootstrap refits, in exact hexadecimal floats). Its structure is checked first, once,
+    against :data:`fitrules.jobs.saved_fit.SAVED_FIT`. Without ``data`` the fit is made from
+    its ingredients: no table is read and nothing is refitted, so it predicts, allocates and
+    renders exactly as the saved one did. With ``data`` (or for a file without ingredients,
+    from the recorded path) the data must be the same bytes; the form is refitted with the
+    recorded arguments, and its constants must equal the saved ones, both the decimals and
+    their exact values (``call.constants_exact``).
 
     Parameters
     ----------
     source : str or Path
         The JSON file ``to_json(path)`` wrote, or its text.
     data : Grid, DataFrame or path, optional
-        The table the fit was made from, when it is not at the recorded path (a fit of a
-        DataFrame, or a file moved); read with the recorded ``where``, ``derive``, metric
-        and seed column unless it is a Grid.
+        The table the fit was made from, to check the fit against it by a refit; read with
+        the recorded ``where``, ``derive``, metric and seed column unless it is a Grid.
 
     Returns
     -------
     FittedForm
-        The saved fit, refitted on its data.
+        The saved fit.
 
     Raises
     ------
@@ -284,21 +289,35 @@ def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
     >>> fr.load_fit("fit.json").predict(H=8, keep=0.25)  # doctest: +SKIP
     """
     saved = read_saved_fit(source)
+    if data is None and "standalone" in saved.doc:
+        return standalone(saved, source)
     g, form, arguments = saved_call(saved, data)
     with saved.refusals():
         refit = fit(g, form, **arguments)
     return with_saved_values(saved, refit)
 
 
-def saved_call(saved: SavedFit, data) -> tuple[Grid, Form, dict]:
-    """A saved fit's data read again (the same bytes, or refused in one line), its form and
-    the arguments of :func:`fit` that made it; what the record holds is refused in the
-    file's name (:meth:`SavedFit.refusals`), the data given as ``data`` in its own."""
-    from fitrules.model.grids import IN_MEMORY
+def standalone(saved: SavedFit, source=None) -> FittedForm:
+    """The fit ``saved`` records, made from its ``standalone`` ingredients: no data read,
+    no refit; its constants as exactly as saved (checked against their decimals)."""
+    from fitrules.jobs.standalone import standalone_fit
 
-    doc, label = saved.doc, saved.label
-    call, recorded, spec = doc["call"], doc["data"], doc["form"]
-    read = call["grid"]
+    form, _, _ = _saved_form(saved)
+    doc = saved.doc
+    exact = doc["call"].get("constants_exact") or {}
+    now = {n: float.fromhex(exact[n]) if n in exact else doc["constants"].get(n, math.nan)
+           for n in doc["standalone"]["constants"]}  # fmt: skip
+    constants = _checked_constants(saved, form.name, now, "the exact (call.constants_exact)")
+    fitted = standalone_fit(saved, form, constants)
+    is_path = not (isinstance(source, str) and source.lstrip().startswith("{"))
+    return made_from(fitted, source if is_path and source is not None else None)
+
+
+def _saved_form(saved: SavedFit) -> tuple[Form, Form, dict]:
+    """A saved fit's form as given (with its fixed values, bounds and groups), the form
+    :func:`fit` is handed, and the arguments of :func:`fit` that made it; what the record
+    holds is refused in the file's name."""
+    call, spec = saved.doc["call"], saved.doc["form"]
     bounds = spec.get("bounds") or {}
     arguments = dict(
         objective=call["objective"], delta=call["delta"], weights=call["weights"],
@@ -314,6 +333,20 @@ def saved_call(saved: SavedFit, data) -> tuple[Grid, Form, dict]:
     with saved.refusals():
         form = Form(spec["name"], spec["expression"], tuple(spec["variables"]))
         check(arguments | {"form": form})
+        custom = customised([form], arguments["fix"], arguments["bounds"], arguments["by"],
+                            arguments["shared"])[0]  # fmt: skip
+    return custom, form, arguments
+
+
+def saved_call(saved: SavedFit, data) -> tuple[Grid, Form, dict]:
+    """A saved fit's data read again (the same bytes, or refused in one line), its form and
+    the arguments of :func:`fit` that made it; what the record holds is refused in the
+    file's name (:meth:`SavedFit.refusals`), the data given as ``data`` in its own."""
+    from fitrules.model.grids import IN_MEMORY
+
+    doc, label = saved.doc, saved.label
+    recorded, read = doc["data"], doc["call"]["grid"]
+    _, form, arguments = _saved_form(saved)
     if data is None:
         if recorded["path"] in (None, IN_MEMORY):
             raise SavedFitError(
@@ -356,6 +389,12 @@ def _read_again(data: GridLike, read: dict) -> Grid:
 
 
 def _saved_constants(saved: SavedFit, refit) -> dict[str, float]:
+    """The saved constants, checked against the refit's (see :func:`_checked_constants`)."""
+    return _checked_constants(saved, refit.form.name, refit.result.constants)
+
+
+def _checked_constants(saved: SavedFit, form_name: str, fitted: dict,
+                       whose: str = "the refit's") -> dict[str, float]:  # fmt: skip
     """The saved constants, each as exactly as saved (``call.constants_exact``, else the
     decimal), once the decimal and the exact value are both the refit's (within
     :data:`SAVED_FIT_RTOL`) and the decimal is the exact value rounded as ``to_json``
@@ -365,20 +404,19 @@ def _saved_constants(saved: SavedFit, refit) -> dict[str, float]:
 
     doc, label = saved.doc, saved.label
     decimals, exact = doc["constants"], doc["call"].get("constants_exact") or {}
-    fitted = refit.result.constants
     names = ", ".join(fitted)
     for key, table in (("constants", decimals), ("call.constants_exact", exact)):
         for name in table:
             if name not in fitted:
                 raise SavedFitError(
                     f"{label}: {key} names {shown(name)}, which is not a constant of form "
-                    f"{refit.form.name!r} ({names})"
+                    f"{form_name!r} ({names})"
                 )
     out = {}
     for name, now in fitted.items():
         if name not in decimals:
             raise SavedFitError(
-                f"{label}: constants lacks {name!r}, a constant of form {refit.form.name!r} "
+                f"{label}: constants lacks {name!r}, a constant of form {form_name!r} "
                 f"({names}); a saved fit records every one"
             )
         value = float.fromhex(exact[name]) if name in exact else None
@@ -387,7 +425,7 @@ def _saved_constants(saved: SavedFit, refit) -> dict[str, float]:
                 now, saved_value, rel_tol=SAVED_FIT_RTOL, abs_tol=1e-300
             ):
                 raise SavedFitError(
-                    f"{label}: the refit's {name} = {now!r} is not the saved {saved_value!r} "
+                    f"{label}: {whose} {name} = {now!r} is not the saved {saved_value!r} "
                     f"({key}; saved by fitrules {str(doc.get('fitrules_version'))[:40]}, this "
                     f"is {__version__})"
                 )
@@ -501,6 +539,16 @@ def _fit_data(g: Grid, f: Form, cells) -> dict:
         "excluded": g.summary()["excluded"],
         **g.handling(f.bound_variables),
     }
+
+
+def _misfit_or_none(g, f, cells, result, obj, level, w):
+    """The leave-one-cell-out refits of a fit made without intervals, at the fit's level
+    (checked by then), or None when there can be none (too few cells or refits): the
+    prediction then gives its standard error alone, as before."""
+    try:
+        return _misfit_parts(g, f, cells, result, obj, arg.level(level), w)[0]
+    except FitrulesError:
+        return None
 
 
 def _misfit_parts(g, f, cells, result, obj, level, w):
