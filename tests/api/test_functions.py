@@ -56,7 +56,7 @@ def test_notebook_session_on_an_in_memory_dataframe(df):
     p = f.predict(H=8, keep=0.25)
     assert p["point"] == {"H": 8.0, "omega": 3.0}
     assert p["interval"][0] < p["prediction"] < p["interval"][1] and p["stderr"] > 0
-    assert list(f.table.columns) == ["constant", "value", "stderr", "low", "high"]
+    assert list(f.table.columns) == ["constant", "value", "stderr", "low", "high", "interval"]
     assert "<table" in f._repr_html_() and "standard errors: from the Jacobian" in str(f)
     ax = f.plot_residuals("omega")
     assert isinstance(ax, plt.Axes)

@@ -181,18 +181,23 @@ def predict(
     >>> e.record["interval"]  # doctest: +SKIP
     """
     check(locals())
+    fitting = {k: v for k, v in locals().items() if k in FIT_OPTIONS}
+    if ledger is None:
+        return _prediction(grid, saved_fit, form, point_text(at), runs, fitting)
+    return _recorded(grid, saved_fit, form, point_text(at), arg.path(ledger, "ledger"), runs,
+                     tolerance, command, fitting)  # fmt: skip
+
+
+def _recorded(grid, saved_fit, form, at: str, ledger_path: Path, runs, tolerance, command,
+              fitting: dict):  # fmt: skip
+    """The prediction at ``at`` appended to the ledger at ``ledger_path``: its LedgerEntry."""
     from fitrules.jobs.ledger import LedgerEntry, append_prediction, prediction_record
     from fitrules.views.text import table_notes
 
-    if ledger is None:
-        fitting = {k: v for k, v in locals().items() if k in FIT_OPTIONS}
-        return _prediction(grid, saved_fit, form, point_text(at), runs, fitting)
-    ledger_path = arg.path(ledger, "ledger")
     saved = None if saved_fit is None else read_saved_fit(arg.path(saved_fit, "saved_fit"))
     call = None if saved is None else saved_call(saved, grid)
     g = _beside_ledger(as_grid(grid if call is None else call[0]), ledger_path)
-    fitting = {k: v for k, v in locals().items() if k in FIT_OPTIONS}
-    g, fitted, used = _predicted(g, saved, call, form, point_text(at), runs, fitting)
+    g, fitted, used = _predicted(g, saved, call, form, at, runs, fitting)
     record = prediction_record(fitted, g, objective=used["objective"], level=used["level"],
                                resamples=used["resamples"], runs=runs, tolerance=tolerance,
                                command=command or "fr.predict")  # fmt: skip
