@@ -1307,6 +1307,11 @@ BAD_GRAMMARS = [b'terms = "x"\n', b"colour = 1\n", b"terms = [\n", b"terms = 0\n
 BIG_SEARCHES = [
     ["--variables", "H,omega", "--factors", "power,linear,inverse,sqrt,log,saturating",
      "--terms", "6", "--max-constants", "12", "--max-nonlinear", "3", "--first-constants", "12"],
+    # the same grammar growing from 4 constants: every step counts (issue 61); interactions
+    # pinned, since with one variable a term the grammar is small enough to run
+    ["--variables", "H,omega", "--factors", "power,linear,inverse,sqrt,log,saturating",
+     "--terms", "6", "--max-constants", "12", "--max-nonlinear", "3", "--first-constants", "4",
+     "--interactions", "2"],
     ["--split", "random", "--splits", "100000", "--inner-splits", "100000", "--yes"],
     ["--inner-splits", "100001"],
 ]  # fmt: skip
@@ -2072,6 +2077,9 @@ def api_cases(draw) -> ApiCase:
             big = d(st.sampled_from([  # each refused whatever the other arguments
                 dict(terms=6, max_constants=12, max_nonlinear=3, variables=["H", "omega"],
                      factors=None, grammar=None, first_constants=12),
+                # the same grammar growing from 4 constants: every step counts (issue 61)
+                dict(terms=6, max_constants=12, max_nonlinear=3, variables=["H", "omega"],
+                     factors=None, grammar=None, first_constants=4, interactions=2),
                 dict(split="random", splits=100_000, inner_splits=100_000, yes=True),
                 dict(inner_splits=100_001),
             ]))  # fmt: skip

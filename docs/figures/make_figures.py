@@ -106,8 +106,8 @@ def _design_and_ledger():
 def _search():
     import fitrules as fr
 
-    # the page's first command: `fitrules search` on the default grid
-    s = fr.search(fr.load_example("main", where="lr == 3e-4"), progress=False, jobs=2)
+    # the page's first command: `fitrules search --yes` on the default grid
+    s = fr.search(fr.load_example("main", where="lr == 3e-4"), progress=False, jobs=2, yes=True)
     yield "search-front.png", s.plot_front()
 
 

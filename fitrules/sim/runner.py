@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from contextlib import ExitStack
 from dataclasses import fields
 from datetime import UTC, datetime
@@ -37,6 +37,7 @@ from fitrules import __version__
 from fitrules.base.errors import SimError, param
 from fitrules.base.limits import MAX_SIM_JOBS, check_count, check_memory
 from fitrules.base.outputs import link_refusal
+from fitrules.base.processes import submit_all, worker_pool
 from fitrules.base.util import atomic_write_text, progress
 from fitrules.sim.corpus import corpus_facts, corpus_label, load_corpus
 from fitrules.sim.diloco import RunConfig, run
@@ -380,19 +381,18 @@ def _run_here(todo: Iterable[RunConfig], checkpoint: _Checkpoint) -> None:
             checkpoint.append(row)
 
 
-def _run_pool(todo: Iterable[RunConfig], jobs: int, checkpoint: _Checkpoint) -> None:
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=one_blas_thread)
-    try:
-        futures = {pool.submit(_one, cfg): cfg for cfg in todo}
+def _run_pool(todo: list[RunConfig], jobs: int, checkpoint: _Checkpoint) -> None:
+    # On an interrupt (or an error in on_run) the runs in flight are killed and those not yet
+    # started dropped: the finished runs are in the output, and a rerun makes the others. The
+    # executor's own shutdown waited for the runs in flight, minutes each (issue 61).
+    with worker_pool(jobs, one_blas_thread) as pool:
+        futures = dict(zip(submit_all(pool, _one, todo), todo, strict=True))
         for fut in as_completed(futures):
             err = fut.exception()
             if err is None:
                 checkpoint.append(fut.result())
             else:
                 checkpoint.fail(futures[fut], err)
-    finally:
-        # On an interrupt, runs not yet started are dropped rather than run for nothing.
-        pool.shutdown(cancel_futures=True)
 
 
 def simulate(

@@ -610,10 +610,9 @@ def plan_sentence(plan, seconds: float | None, jobs: int) -> str:
         f"{jobs} {p}"
     )
     if plan.growth:
-        more = sum(n for _, n, _ in plan.growth)
-        secs = sum(t for _, _, t in plan.growth) / max(1, jobs)
         out += (
             f"; while the front keeps falling, up to {plan.growth[-1][0]} constants: "
-            f"{more:,} more forms, about {estimate_text(secs)} more"
+            f"{plan.more_candidates:,} more forms, about {estimate_text(plan.more_wall(jobs))} "
+            "more"
         )
     return out

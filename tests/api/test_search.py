@@ -343,6 +343,50 @@ def test_a_confirmed_search_prints_its_estimate_before_any_fit(grid_csv):
     assert plan.n_candidates == sum(plan.by_nonlinear.values()) > 0
 
 
+def test_a_growing_grammar_over_the_candidate_cap_raises_before_its_first_step():
+    """fr.search raises LimitError, before on_plan and any fit and with yes=True too, when the
+    steps a growing budget may take hold more candidates than the cap: from 4 constants up
+    to 12 (terms 6, max_nonlinear 3), 767,539 forms in all (issue 61: the cap was checked
+    one step at a time, and the first step, 1,380 forms, started)."""
+
+    def on_plan(plan, seconds):
+        raise Stop
+
+    for yes in (False, True):
+        with pytest.raises(LimitError, match=r"proposes 767,539 candidates up to 12 constants"):
+            fr.search(None, variables="H,omega", terms=6, max_constants=12, max_nonlinear=3,
+                      yes=yes, on_plan=on_plan)  # fmt: skip
+
+
+def test_the_unconfirmed_time_limit_holds_for_every_step_the_budget_may_grow_to(monkeypatch):
+    """A search whose first step fits in the 15 minutes a search runs unconfirmed, and each
+    further step too, but not all of them (the plan line announces them all) raises LimitError
+    before any fit, naming the whole estimate and ``yes``; with yes=True it starts (issue 61).
+    Each pilot fit is made to cost 0.01 s a mask: about 8 min for the first step (3 constants)
+    and 12 min more for the steps to 5."""
+    from fitrules.jobs.search import plan as planning
+
+    monkeypatch.setattr(planning, "_pilot_seconds", lambda *args, **kwargs: (0.0, 0.01))
+    plans = []
+
+    def on_plan(plan, seconds):
+        plans.append((plan, seconds))
+        raise Stop
+
+    grow = dict(terms=2, first_constants=3, max_constants=5, jobs=1, on_plan=on_plan)
+    with pytest.raises(LimitError) as refusal:
+        fr.search(None, **grow)
+    assert not plans
+    why = str(refusal.value)
+    assert re.search(r"growing up to 5 constants .* would take about (19|20) min", why), why
+    assert "more than the 15 min 00 s a search runs unconfirmed" in why and "pass yes" in why
+    with pytest.raises(Stop):
+        fr.search(None, **grow, yes=True)
+    (plan, seconds), = plans
+    assert seconds < 15 * 60 and all(t < 15 * 60 for _, _, t in plan.growth)
+    assert seconds + plan.more_wall(1) > 15 * 60
+
+
 def test_limit_error_is_a_documented_error():
     """LimitError is a FitrulesError."""
     assert issubclass(LimitError, fr.FitrulesError)

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT
 from helpers import at_once, slowed
+from tools.stop_at_random import STATUS, WORDS, stop_once
 
 
 def test_concurrent_form_adds_lose_no_form(tmp_path, monkeypatch):
@@ -90,6 +91,43 @@ def test_a_signal_during_search_leaves_complete_outputs_or_none(tmp_path, sig, c
     if out["R"].exists():
         assert (out["R"] / "report.md").exists() or not any(out["R"].iterdir())
     assert not [p for p in tmp_path.rglob("*") if "partial" in p.name]
+
+
+@pytest.mark.timing
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["group", "process"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("command", ["search", "simulate"])
+def test_a_stop_ends_every_worker_at_once(tmp_path, command, sig, target):
+    """A two-process search or simulate sent SIGTERM or SIGINT while its workers are busy (to
+    its process group, as `timeout` and Ctrl-C do, or to its process) exits within 10 s with
+    its status and one line, no process of its group left alive and no partial output.
+
+    Issue 61: searches stopped by `timeout` waited for their workers' chunks, or for ever (a
+    worker reading a pipe its stopped parent no longer fed); a simulation waited for its
+    runs in flight."""
+    stop = stop_once(command, sig, target, tmp_path, delay=0.0, busy=2.0)
+    assert not stop.finished_first, stop
+    assert stop.seconds is not None and stop.seconds < 10, stop
+    assert stop.code == STATUS[sig], stop
+    assert stop.last_line == f"fitrules {command}: {WORDS[sig]}", stop
+    assert "Traceback" not in stop.stderr, stop.stderr
+    assert stop.left == [], stop
+    assert stop.partial == [], stop
+
+
+@pytest.mark.timing
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("command", ["search", "simulate"])
+def test_the_workers_die_with_a_parent_killed_with_sigkill(tmp_path, command):
+    """`kill -9` of a two-process search or simulate, which no handler sees, leaves no worker
+    alive within 2 s: each dies with its parent (before, they ran on, and then waited for
+    tasks for ever)."""
+    stop = stop_once(command, signal.SIGKILL, "process", tmp_path, delay=0.0, busy=2.0,
+                     settle=2.0)  # fmt: skip
+    assert not stop.finished_first and stop.code == -signal.SIGKILL, stop
+    assert stop.left == [], stop
 
 
 def test_two_simulations_to_one_table_leave_one_complete_table(tmp_path):

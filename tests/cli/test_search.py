@@ -3,6 +3,8 @@ fit, refusals in one line."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -38,6 +40,33 @@ def test_large_grammar_is_refused_before_any_candidate_is_made(grid_csv, tmp_pat
         capsys, tmp_path, rf"proposes 767,539 candidates, more than the {MAX_SEARCH_CANDIDATES:,}",
     )  # fmt: skip
     assert "--terms" in line and "--max-nonlinear" in line
+
+
+@pytest.mark.timing  # "before it starts" is read off this process's CPU clock
+@pytest.mark.parametrize("yes", [[], ["--yes"]], ids=["unconfirmed", "yes"])
+def test_a_growing_grammar_over_the_cap_is_refused_before_its_first_step(
+    grid_csv, tmp_path, capsys, monkeypatch, yes
+):
+    """Every step a growing budget may take counts towards the candidate cap, before anything
+    runs and whatever --yes: from 4 constants up to 12 (--terms 6 --max-nonlinear 3), 767,539
+    forms, is refused in one line, exit 2, within 20 s of CPU.
+
+    Issue 61: the cap was checked one step at a time, and this search started its first step
+    (1,380 forms), its plan line announcing 766,159 more."""
+    from fitrules.jobs.search import job
+
+    def started(*args, **kwargs):
+        raise AssertionError("the search started")
+
+    monkeypatch.setattr(job, "nested_masks", started)
+    t0 = time.process_time()
+    line = refused(
+        ["search", "--data", grid_csv, "--variables", "H,omega", "--terms", "6",
+         "--max-constants", "12", "--max-nonlinear", "3", *yes], capsys, tmp_path,
+        rf"proposes 767,539 candidates up to 12 constants, more than the {MAX_SEARCH_CANDIDATES:,}",
+    )  # fmt: skip
+    assert time.process_time() - t0 < 20
+    assert "--max-constants (12)" in line and "--first-constants" not in line
 
 
 def test_default_grammar_on_a_wide_table_is_refused(wide_csv, tmp_path, capsys):

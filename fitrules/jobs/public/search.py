@@ -148,7 +148,9 @@ def search(
     yes : bool, optional
         Run a search estimated to take longer than
         :data:`fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS` (else refused before any fit,
-        naming what would shrink it); the candidate and memory limits hold either way.
+        naming what would shrink it); the candidate and memory limits hold either way. The
+        candidates and the time are counted for every step the budget may grow to, up to
+        ``max_constants``, before the first runs.
     on_plan : callable, optional
         Called with the plan and the seconds the fits should take (again before each step of a
         growing budget, with that step's plan).

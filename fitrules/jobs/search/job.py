@@ -97,7 +97,8 @@ def run_search(
 
     ``outer`` is a splitter of :mod:`fitrules.model.splits`. Before any candidate is made the
     search's cost is counted from the grammar and options (:func:`plan_search`) and checked
-    (:func:`check_plan`: a search estimated above the time budget runs only with ``yes``);
+    (:func:`check_plan`, for the first step and every step the budget may grow to: a search
+    estimated above the time budget runs only with ``yes``);
     ``on_plan(plan, seconds)`` is then called with the estimated seconds of the fits on
     ``jobs`` processes; ``on_progress(k)`` after each ``k`` candidates done (first while
     pruning, then while fitting: ``2 x`` the candidates in all; a staged search then reports
@@ -232,7 +233,7 @@ def _check_search_plan(
     # what nested_masks and the candidates would refuse, refused before the plan is shown
     _check_candidates(plan.n_generated, plan.n_candidates, plan.min_train)
     if on_plan is not None:
-        on_plan(plan, plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1))))
+        on_plan(plan, plan.wall(jobs))
 
 
 def _propose(

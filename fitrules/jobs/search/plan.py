@@ -59,6 +59,19 @@ class Plan:
     step: int | None = None  # a growing budget's step: the constants of its candidates
     n_references: int = 0  # reference forms competing beside the grammar's (in n_candidates)
 
+    @property
+    def more_candidates(self) -> int:
+        """Candidates of the further steps of a growing budget (:attr:`growth`)."""
+        return sum(n for _, n, _ in self.growth)
+
+    def wall(self, jobs: int) -> float:
+        """Estimated seconds of this plan's fits on ``jobs`` processes."""
+        return self.seconds / max(1, min(jobs, max(self.n_candidates, 1)))
+
+    def more_wall(self, jobs: int) -> float:
+        """Estimated seconds of the further steps' fits on ``jobs`` processes."""
+        return sum(t for _, _, t in self.growth) / max(1, jobs)
+
 
 SEARCH_WORKER_BYTES = 120 * 2**20
 # flag words: a benchmark's command line
@@ -202,7 +215,11 @@ def check_plan(
     """Refuse a search beyond the limits, naming what would shrink it: more candidates
     than :data:`~fitrules.base.limits.MAX_SEARCH_CANDIDATES`, more memory than the budget, or
     (unless ``yes``) an estimated time above
-    :data:`~fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS`.
+    :data:`~fitrules.base.limits.SEARCH_TIME_BUDGET_SECONDS`. The candidates and the time
+    are those of the whole plan: every further step of a growing budget (:attr:`Plan.growth`)
+    counts, since the plan line announces them and the search may take each one (issue 61:
+    checked one step at a time, a grammar of 767,539 candidates ran unconfirmed). The memory
+    is the first step's; each further step is checked again before it runs.
 
     Raises
     ------
@@ -213,15 +230,29 @@ def check_plan(
     hint = ", ".join(f"{k} {v}" for k, v in shrink.items())
     # flag words: also a search's growth stop (growth.py), a text Python shows as it is
     split_options = ("--splits", "--inner-splits")
-    grammar_hint = ", ".join(f"{k} {v}" for k, v in shrink.items() if k not in split_options)
+    # the whole plan holds every budget up to max_constants, whatever the first step's: a
+    # lower first_constants shrinks that step's memory, not the plan's candidates or time
+    first = "--first-constants"  # flag words: as above
+    grammar_hint = ", ".join(
+        f"{k} {v}" for k, v in shrink.items() if k not in split_options and k != first
+    )
+    whole_hint = ", ".join(f"{k} {v}" for k, v in shrink.items() if k != first)
     what = (
         f"search of {plan.n_generated:,} candidates x {plan.fits_per_candidate:,} nested fits "
         f"on {plan.n_cells:,} cells"
     )
-    if plan.n_generated > MAX_SEARCH_CANDIDATES:
+    whole, upto = what, ""
+    if plan.growth:
+        upto = f" up to {plan.growth[-1][0]} constants"
+        whole += (
+            f", growing{upto} while the front keeps falling ({plan.more_candidates:,} more "
+            "candidates),"
+        )
+    if plan.n_generated + plan.more_candidates > MAX_SEARCH_CANDIDATES:
         raise LimitError(
-            f"the grammar proposes {plan.n_generated:,} candidates, more than the "
-            f"{MAX_SEARCH_CANDIDATES:,} a search makes; lower {grammar_hint}"
+            f"the grammar proposes {plan.n_generated + plan.more_candidates:,} candidates"
+            f"{upto}, more than the {MAX_SEARCH_CANDIDATES:,} a search makes; lower "
+            f"{grammar_hint}"
         )
     memory, where = search_memory(plan, jobs, scheduler)
     reduce = [f"lower {hint}"] if hint else []
@@ -229,14 +260,14 @@ def check_plan(
         # flag words: also a search's growth stop (growth.py), a text Python shows as it is
         reduce.append("use fewer --jobs or a smaller local:N")
     check_memory(memory, f"{what} {where}", ", or ".join(reduce))
-    wall = plan.seconds / max(1, min(jobs, max(plan.n_candidates, 1)))
+    wall = plan.wall(jobs) + plan.more_wall(jobs)
     if wall > SEARCH_TIME_BUDGET_SECONDS and not yes:
         p = "process" if jobs == 1 else "processes"
         raise LimitError(
-            f"{what} would take about {estimate_text(wall)} on {jobs} {p}, more than the "
+            f"{whole} would take about {estimate_text(wall)} on {jobs} {p}, more than the "
             f"{estimate_text(SEARCH_TIME_BUDGET_SECONDS)} a search runs unconfirmed; lower "
             # flag words: also a search's growth stop (growth.py), a text Python shows as it is
-            f"{hint}, or pass --yes to run it anyway"
+            f"{whole_hint}, or pass --yes to run it anyway"
         )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fitrules.base.processes import fork_context, submit_all, worker_pool
+
 # what the workers read: the forms, cells, masks and settings, set once per process; changed in
 # place only, since the tasks (staging) import this very dict
 _STATE: dict = {}
@@ -68,17 +70,13 @@ def _run(tasks: list[list[int]], worker, state: dict, jobs: int, on_done, client
             _STATE.clear()
             _STATE.update(saved)
         return results
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    # fork where there is one: a script without a __main__ guard, or a notebook, is not
-    # re-imported by the workers (spawn and forkserver would run it again)
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    with ProcessPoolExecutor(
-        jobs, mp_context=ctx, initializer=_set_state, initargs=(state,)
-    ) as pool:
-        for t, r in zip(tasks, pool.map(worker, tasks), strict=True):
-            results += r
+    # a pool that a stop (Ctrl-C, SIGTERM, an error in on_done) kills at once: the executor's
+    # own shutdown waited for the chunks in flight, and a search stopped by `timeout` never
+    # exited (issue 61)
+    with worker_pool(jobs, _set_state, (state,), fork_context()) as pool:
+        futures = submit_all(pool, worker, tasks)
+        for t, f in zip(tasks, futures, strict=True):
+            results += f.result()
             on_done(len(t))
     return results
 
