@@ -22,6 +22,8 @@ from fitrules.model.grid_columns import (
     _plain,
     _shown,
     classify_within_cells,
+    digits_note,
+    first_non_number,
     level_list,
     per_run_columns,
     rounding_twins,
@@ -373,9 +375,10 @@ class Grid:
             self._check_not_derived_from_outcome(v)
             col = self.runs[v]
             if col.dtype.kind not in "biuf":
+                i = first_non_number(col)
                 raise GridError(
                     f"{where}: column {v!r} is read by a form but is not numeric "
-                    f"(e.g. {_shown(col.iloc[0])})"
+                    f"({_shown(col.iloc[i])} in {self.line_of(i)}{digits_note(col.iloc[i])})"
                 )
             if col.isna().any():
                 i = int(np.flatnonzero(col.isna().to_numpy())[0])
@@ -505,7 +508,7 @@ class Grid:
             for c in self.factors
             if c not in varying and len(self.runs)  # every run may have been set aside
         }
-        levels = {c: sorted(self.runs[c].unique().tolist()) for c in varying}
+        levels = {c: _sorted_levels(self.runs[c]) for c in varying}
         by = self.cells_by
         if by:
             counts = self.runs.groupby(by, dropna=False).size()
@@ -517,6 +520,11 @@ class Grid:
             "sha256": self.sha256,
             "rows_read": self.rows_read,
             **({"duplicates_dropped": self.duplicates_dropped} if self.duplicates_dropped else {}),
+            **(
+                {"numbers_from_text": list(self.numbers_from_text)}
+                if self.numbers_from_text
+                else {}
+            ),
             "filtered_out": self.filtered_out,
             "runs": len(self.runs),
             "excluded": self.excluded["reason"].value_counts().sort_index().to_dict()
@@ -546,6 +554,23 @@ class Grid:
     def cells_by(self) -> list[str]:
         """The columns a cell is a combination of: the varying factors and continuous columns."""
         return self.varying_factors + self.continuous
+
+
+def _sorted_levels(col: pd.Series) -> list:
+    """The distinct values of ``col`` in order, a missing one last as nan (a column of text
+    with an empty cell holds text and a missing value, which do not sort together)."""
+    values = col.unique().tolist()
+    present = [v for v in values if not _missing(v)]
+    try:
+        out = sorted(present)
+    except TypeError:  # values of two kinds, which no reader leaves in one column
+        out = sorted(present, key=repr)
+    return out + [float("nan")] * (len(present) < len(values))
+
+
+def _missing(v: object) -> bool:
+    missing = pd.isna(v)
+    return bool(missing) if isinstance(missing, bool | np.bool_) else False
 
 
 def derived_inputs(grid: Grid) -> set[str]:

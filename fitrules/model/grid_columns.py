@@ -209,12 +209,29 @@ def level_list(col: pd.Series) -> str:
     return shown + (f", ... ({len(levels)} levels)" if more > 0 else "")
 
 
+def first_non_number(col: pd.Series) -> int:
+    """The position of the first value of ``col`` that is not a number (0 if none is)."""
+    text = col.map(lambda v: v.strip() if isinstance(v, str) else v)
+    numbers = pd.to_numeric(text, errors="coerce")
+    bad = numbers.isna().to_numpy() & col.notna().to_numpy()
+    return int(np.flatnonzero(bad)[0]) if bad.any() else 0
+
+
+def digits_note(value: Any) -> str:
+    """Why text made of another script's digits (fullwidth ``'１２'``) is no number, or ""."""
+    if isinstance(value, str) and any(ch.isdigit() and not ch.isascii() for ch in value):
+        return "; digits of other scripts (fullwidth '１２') are text: write ASCII digits"
+    return ""
+
+
 def to_float(col: pd.Series) -> pd.Series:
-    """``col`` as floats: text becomes NaN, an integer beyond double precision +-inf."""
+    """``col`` as floats: text that is not a number as pandas reads one (fullwidth digits
+    included) becomes NaN, an integer beyond double precision +-inf."""
 
     def one(v: Any) -> float:
         try:
-            return float(v)
+            # text as pandas reads it: Python's float() would take '１２' and '1_0'
+            return float(pd.to_numeric(v.strip()) if isinstance(v, str) else v)
         except OverflowError:
             return -np.inf if str(v).lstrip().startswith("-") else np.inf
         except (TypeError, ValueError):
@@ -224,6 +241,15 @@ def to_float(col: pd.Series) -> pd.Series:
         return pd.to_numeric(col, errors="coerce").astype(float)
     except (OverflowError, TypeError, ValueError):
         return col.map(one).astype(float)
+
+
+def beyond_doubles(label: str, column: str, value: Any, index: Any) -> GridError:
+    """The refusal of a number no double holds (a 400-digit integer, ``1e400``), which a
+    reader would otherwise take as an infinity or keep as an integer no form can use."""
+    return GridError(
+        f"{label}: column {column!r} has {_shown(value)} in line {_line(index)}, beyond the "
+        "largest double; allowed: numbers within +-1.8e308"
+    )
 
 
 def _shown(v: Any, limit: int = 40) -> str:
