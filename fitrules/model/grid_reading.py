@@ -15,6 +15,7 @@ from fitrules.base.errors import GridError
 from fitrules.model.grid_columns import HARNESS_COLUMNS, _line, _shown, beyond_doubles
 
 IN_MEMORY = "DataFrame"
+A_TABLE = "a results table (CSV, Parquet or JSON lines)"  # what a data file must be
 
 DEFAULT_GRID = "main.csv"
 DEFAULT_WHERE = ("lr == 3e-4",)
@@ -46,6 +47,8 @@ def display_path(path: Path) -> str:
     from fitrules.base.paths import packaged_data_dir, project_root
 
     path = Path(path)
+    if path.parts[:2] == ("/", "dev"):  # a device's name is the same on every machine
+        return str(path)
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError):  # a loop of links: shown as given
@@ -88,15 +91,9 @@ def _read(path: Path) -> pd.DataFrame:
     label = display_path(path)
     if not path.exists():
         raise GridError(f"{label}: file not found")
-    if path.is_dir():
-        raise GridError(f"{label}: is a directory; give a results table (CSV or Parquet)")
-    if not path.is_file():  # a pipe with no writer would wait forever; a device never ends
-        raise GridError(
-            f"{label}: is not a regular file (a pipe, socket or device); give a results table "
-            "(CSV or Parquet) saved to a file"
-        )
-    from fitrules.base.inputs import check_table_size
+    from fitrules.base.inputs import check_file, check_table_size
 
+    check_file(path, label, GridError, A_TABLE)  # before anything opens it
     check_table_size(path, label, GridError)  # a gzip bomb is counted while streaming
     parquet = path.suffix.lower() in (".parquet", ".pq")
     from fitrules.model import formats

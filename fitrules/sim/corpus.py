@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from fitrules.base.errors import SimError
+from fitrules.base.inputs import check_file
 
 PLAYS = (
     "hamlet",
@@ -115,10 +116,12 @@ def read_text_corpus(path: Path | str) -> Corpus:
         Naming the file and the setting, if it is missing, empty, too large or not UTF-8.
     """
     path = Path(path)
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "no such file"
-        raise SimError(f"corpus={str(path)!r}: {what}; give a UTF-8 text file, or '' for the "
-                       "shipped Shakespeare slice")  # fmt: skip
+    if not path.exists():
+        raise SimError(f"corpus={str(path)!r}: no such file; give a UTF-8 text file, or '' for "
+                       "the shipped Shakespeare slice")  # fmt: skip
+    # a directory, a pipe (a read would wait for ever) or a device: refused before it is opened
+    check_file(path, f"corpus={str(path)!r}", SimError,
+               "a UTF-8 text file, or '' for the shipped Shakespeare slice")  # fmt: skip
     size = path.stat().st_size
     if size == 0:
         raise SimError(f"corpus={str(path)!r}: the file is empty; give a UTF-8 text file")

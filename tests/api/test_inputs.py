@@ -14,7 +14,7 @@ import pytest
 
 import fitrules as fr
 from conftest import composition_grid
-from fitrules.base.errors import FormError, GridError
+from fitrules.base.errors import FitrulesError, FormError, GridError
 from helpers import refused
 
 
@@ -236,3 +236,33 @@ def test_a_text_column_with_an_empty_cell_is_summarised(tmp_path):
     levels = v.facts["levels"]["opt"]
     assert levels[:2] == ["adam", "sgd"] and len(levels) == 3 and np.isnan(levels[2])
     assert "opt (3): adam, sgd, missing" in str(v)
+
+
+NOT_A_FILE = {
+    "directory": r"is a directory; give {what}$",
+    "fifo": r"is not a regular file but a named pipe \(FIFO\), which a read would wait on for "
+    r"ever; give {what}$",
+    "device": r"is not a regular file but a device, which a read may never finish; give {what}$",
+}
+
+
+@pytest.mark.parametrize("kind", list(NOT_A_FILE))
+def test_a_data_file_that_is_no_regular_file_is_refused_unread(tmp_path, kind):
+    """A directory, a named pipe or a device given as a results table or a saved fit is
+    refused before it is opened, each in its own words (load_fit said "no such file")."""
+    if kind == "device":
+        if not os.path.exists("/dev/zero"):
+            pytest.skip("no /dev/zero")
+        path = "/dev/zero"
+    else:
+        path = str(tmp_path / "x")
+        os.mkdir(path) if kind == "directory" else os.mkfifo(path)
+    shown = "/dev/zero" if kind == "device" else path.rsplit("/", 1)[1]
+    table = NOT_A_FILE[kind].format(what=r"a results table \(CSV, Parquet or JSON lines\)")
+    with pytest.raises(GridError, match=f"{shown}: {table}"):
+        fr.load_grid(path)
+    with pytest.raises(GridError, match=f"{shown}: {table}"):
+        fr.validate(path)
+    fit = NOT_A_FILE[kind].format(what="the file FittedForm.to_json wrote")
+    with pytest.raises(FitrulesError, match=f"{path}: {fit}"):
+        fr.load_fit(path)

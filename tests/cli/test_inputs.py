@@ -184,3 +184,32 @@ def test_a_text_factor_with_an_empty_cell_on_the_command_line(tmp_path, capsys):
     path = _table(tmp_path, "g.csv", "opt", ["adam", "sgd", None])
     code, out, err = run(["validate", "--data", path], capsys)
     assert code == 0 and err == "" and "opt (3): adam, sgd, missing" in out, err
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device"])
+def test_a_data_file_that_is_no_regular_file_on_the_command_line(tmp_path, capsys, kind):
+    """A directory, a named pipe or /dev/zero as --data, as a saved --fit or as a corpus is
+    refused unread, each in its own line (the saved fit and the corpus said "no such file")."""
+    if kind == "device":
+        if not os.path.exists("/dev/zero"):
+            pytest.skip("no /dev/zero")
+        path, shown = "/dev/zero", "/dev/zero"
+        why = "is not a regular file but a device, which a read may never finish"
+    else:
+        path = tmp_path / "x"
+        os.mkdir(path) if kind == "directory" else os.mkfifo(path)
+        shown = "x"
+        why = (
+            "is a directory"
+            if kind == "directory"
+            else r"is not a regular file but a named pipe \(FIFO\), which a read would wait on"
+        )
+    _refused_alone(["validate", "--data", path], capsys, tmp_path,
+                   rf"validate: error: {shown}: {why}.*; give a results table")  # fmt: skip
+    _refused_alone(["predict", "--fit", path, "--at", "H=8,keep=0.25", "--ledger",
+                    tmp_path / "l.jsonl"], capsys, tmp_path,
+                   rf"predict: error: .*{shown}: {why}.*; give the file FittedForm\.to_json "
+                   "wrote")  # fmt: skip
+    _refused_alone(["simulate", "--cell", f"model=gpt,corpus={path}", "--out",
+                    tmp_path / "o.csv"], capsys, tmp_path,
+                   rf"corpus='.*{shown}': {why}.*; give a UTF-8 text file")  # fmt: skip

@@ -353,17 +353,17 @@ def _saved_fit(source) -> tuple[dict, str]:
     is not a file or text that ``FittedForm.to_json`` wrote."""
     import json
 
+    from fitrules.base.inputs import read_text
+
     if isinstance(source, str) and source.lstrip().startswith("{"):
         label, text = "the saved fit", source
     elif isinstance(source, str | Path):
         path = Path(source)
         label = str(source)
-        if not path.is_file():
+        if not path.exists():
             raise FitrulesError(f"{label}: no such file (give the path to_json wrote)")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise FitrulesError(f"{label}: cannot be read ({err})") from None
+        # a directory, a pipe or a device is refused in its own words before it is opened
+        text = read_text(path, label, FitrulesError, what="the file FittedForm.to_json wrote")
     else:
         raise FitrulesError(f"source {source!r}: give the path of a saved fit or its JSON text")
     try:
