@@ -84,39 +84,51 @@ def _line(index: int) -> int:
 MAX_POOLED_LEVELS = 12
 
 
-def per_run_columns(runs: pd.DataFrame, skip: set) -> list[str]:
-    """Text columns (names, ids, paths, timestamps) with a different value in every run."""
+def _distinct_counts(runs: pd.DataFrame, distinct: pd.Series | None) -> pd.Series:
+    """Each column's number of distinct values (a missing value counts as one): ``distinct``
+    when the caller counted them already, else counted here in one pass."""
+    return runs.nunique(dropna=False) if distinct is None else distinct
+
+
+def per_run_columns(runs: pd.DataFrame, skip: set, distinct: pd.Series | None = None) -> list[str]:
+    """Text columns (names, ids, paths, timestamps) with a different value in every run
+    (``distinct``: each column's count of distinct values, when known)."""
     if len(runs) < 2:
         return []
-    return [
-        c
-        for c in runs.columns
-        if c not in skip
-        and runs[c].dtype.kind not in "biufc"
-        and runs[c].nunique(dropna=False) == len(runs)
-    ]
+    text = [c for c, dtype in runs.dtypes.items() if c not in skip and dtype.kind not in "biufc"]
+    if not text:
+        return []
+    n = _distinct_counts(runs[text], distinct)
+    return [c for c in text if n[c] == len(runs)]
 
 
-def classify_within_cells(runs: pd.DataFrame, variables: tuple[str, ...], skip: set) -> dict:
+def classify_within_cells(
+    runs: pd.DataFrame,
+    variables: tuple[str, ...],
+    skip: set,
+    distinct: pd.Series | None = None,
+) -> dict:
     """Columns no form reads that vary within some cell over ``variables``: per-run labels
     (``ignored``) or factor-like columns whose levels the cell means pool (``pooled``).
 
     A column is factor-like when it has few levels (at most ``MAX_POOLED_LEVELS``, and fewer
     than half the runs) and each level occurs in at least two cells: an optimiser, a
     learning rate, a hardware type. Ids, names, paths, timestamps and per-run measurements
-    have a level per run, or levels confined to one cell.
+    have a level per run, or levels confined to one cell. ``distinct``: each column's count
+    of distinct values, when the caller has it (a column with one value varies nowhere).
     """
     ignored: list[str] = []
     pooled: dict[str, list] = {}
     if not variables or len(runs) == 0:
         return {"ignored": ignored, "pooled": pooled}
+    n = _distinct_counts(runs, distinct)
     groups = runs.groupby(list(variables), sort=True, dropna=False)
     for c in runs.columns:
-        if c in variables or c in skip:
+        if c in variables or c in skip or n[c] < 2:
             continue
         if not (groups[c].nunique(dropna=False) > 1).any():
             continue
-        n_levels = runs[c].nunique(dropna=False)
+        n_levels = int(n[c])
         pairs = runs[[*variables, c]].drop_duplicates()
         cells_per_level = pairs.groupby(c, dropna=False).size()
         if (

@@ -144,12 +144,11 @@ def _plain_dtypes(df: pd.DataFrame, label: str) -> pd.DataFrame:
     GridError
         For a cell holding a list, array, tuple, set or table (Parquet list columns).
     """
-    narrow = [c for c in df.columns if df[c].dtype.kind == "f" and df[c].dtype.itemsize < 8]
+    dtypes = df.dtypes  # once: a wide table has thousands of columns
+    narrow = [c for c, t in dtypes.items() if t.kind == "f" and t.itemsize < 8]
     if narrow:
         df = df.astype({c: float for c in narrow})
-    for c in df.columns:
-        if df[c].dtype != object:
-            continue
+    for c in [c for c, t in dtypes.items() if pd.api.types.is_object_dtype(t)]:
         nested = df[c].map(lambda v: isinstance(v, list | tuple | set | dict | np.ndarray))
         if nested.any():
             i = int(np.flatnonzero(nested.to_numpy())[0])
