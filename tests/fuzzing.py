@@ -3,7 +3,9 @@
 
 A case is a command line plus the files it reads (a grid, a forms.toml, a ledger, a spec),
 drawn from strategies for hostile and careless input: grids with duplicate and odd headers,
-non-finite, extreme, tiny and huge values, cut-off lines and stray bytes; expressions from a
+non-finite, extreme, tiny and huge values, cut-off lines and stray bytes, and columns that
+mix numbers with other kinds of value (numbers and words as JSON strings, fullwidth digits,
+integers beyond 64 bits or beyond any double) in CSV, JSON lines and Parquet; expressions from a
 grammar (deep, long, odd literals, forbidden syntax); random options of every command;
 random ledgers (valid chains, then records dropped, swapped, edited with or without their
 hashes recomputed, or lines that are not records) and heads.
@@ -300,6 +302,12 @@ HOSTILE_VALUES = [
     " 3 ",
     '"1,5"',
 ]
+# a cell of a column that otherwise holds numbers (issue 61): a number written as a JSON
+# string ('"""4"""' is the CSV cell '"4"', which JSON lines read as the string "4"), a word
+# as a JSON string, digits of another script, integers beyond 64 bits (exact as a double or
+# not) and beyond any double, a number beyond the doubles, and a blank
+MIXED_VALUES = ['"""4"""', '"""0.5"""', '"""sync"""', "１２", "４", "9" * 400, str(2**70),
+                str(2**70 + 1), "-" + "9" * 30, "1e400", ""]  # fmt: skip
 ODD_NAMES = ["H", "keep", "loss", "seed", " H", "H ", "", "a b", "loss.1", "é", "omega", "lr"]
 BASE_HEADER = ["H", "keep", "omega", "seed", "loss", "diverged"]
 SCALES = [1.0, 1.0, 1.0, 1e-300, 1e-30, 1e-5, 1e30, 1e90]
@@ -308,13 +316,15 @@ SCALES = [1.0, 1.0, 1.0, 1e-300, 1e-30, 1e-5, 1e30, 1e90]
 @st.composite
 def grid_bytes(draw, hostile: bool = False) -> bytes:
     """A results table: a rule plus noise at some scale (tiny and huge scales are valid);
-    a hostile one may be a table of anything, or carry odd headers, bad values, a missing
+    a hostile one may be a table of anything, or carry odd headers, bad values, a column
+    mixing numbers with other kinds of value (:data:`MIXED_VALUES`: numbers and words as
+    JSON strings, fullwidth digits, integers beyond 64 bits or beyond any double), a missing
     column, a ragged or cut-off row, or bytes that are not UTF-8."""
     d = Draw(draw, hostile)
     if d.hostile and d.chance(6):
         ncols = d(st.integers(1, 5))
         header = d(st.lists(st.sampled_from(ODD_NAMES), min_size=ncols, max_size=ncols))
-        cell = st.sampled_from(HOSTILE_VALUES + ["1", "2.5", "4"])
+        cell = st.sampled_from(HOSTILE_VALUES + MIXED_VALUES + ["1", "2.5", "4"])
         rows = d(st.lists(st.lists(cell, min_size=ncols, max_size=ncols), max_size=5))
         return ("\n".join(",".join(r) for r in [header, *rows]) + "\n").encode()
     hs = d(st.lists(st.sampled_from([1, 2, 4, 8, 16, 64]), min_size=3, max_size=4, unique=True))
@@ -342,10 +352,15 @@ def grid_bytes(draw, hostile: bool = False) -> bytes:
                     rows.append(row)
     if d.hostile:
         for _ in range(d(st.integers(1, 3))):
-            kind = d(st.sampled_from(["value", "value", "rename", "drop", "ragged", "bytes"]))
+            kind = d(st.sampled_from(["value", "value", "mixed", "mixed", "mixed", "rename",
+                                      "drop", "ragged", "bytes"]))  # fmt: skip
             if kind == "value":
                 r, c = d(st.integers(0, len(rows) - 1)), d(st.integers(0, len(header) - 1))
                 rows[r][c] = d(st.sampled_from(HOSTILE_VALUES))
+            elif kind == "mixed":  # one column mixes numbers with other kinds of value
+                c = d(st.integers(0, len(header) - 1))
+                for r in d(st.lists(st.integers(0, len(rows) - 1), min_size=1, max_size=4)):
+                    rows[r][c] = d(st.sampled_from(MIXED_VALUES))
             elif kind == "rename":
                 header[d(st.integers(0, len(header) - 1))] = d(st.sampled_from(ODD_NAMES))
             elif kind == "drop" and len(header) > 1:
@@ -581,8 +596,12 @@ def _data(d: Draw) -> tuple[list[str], dict[str, bytes]]:
     files: dict[str, bytes] = {}
     if d.chance(12):  # a tracker's export (issue 43: no fuzzer had reached them)
         return _export(d)
-    if d.chance(10):
-        args: list[str] = []  # the committed default grid
+    if d.chance(6):  # a column of numbers and other kinds of value (issue 61)
+        name, data = d(mixed_table())
+        files[name] = data
+        args: list[str] = [opt("--data", name)]
+    elif d.chance(10):
+        args = []  # the committed default grid
     elif d.chance(12):  # a shipped grid by name (or a name that is none)
         args = [opt("--data", d.pick(["main", "wide", "smoke"], ["mian", "specs", "main.csv"]))]
     else:
@@ -616,6 +635,37 @@ RENAMES = ["H=H", "omega=w", "seed=run_seed", "keep=compression.keep"]
 BAD_RENAMES = ["H", "=H", "nope=H", "H=seed", "H=", "a=b=c"]
 
 
+@st.composite
+def mixed_table(draw) -> tuple[str, bytes]:
+    """A clean results table with one column mixing numbers with other kinds of value
+    (:data:`MIXED_VALUES` in up to four runs), as JSON lines (where numbers and strings
+    really mix), CSV or Parquet (the column stored as text): its name and bytes. Before
+    issue 61, 1 and "1" in one JSON-lines column crashed validate, and a 400-digit integer
+    in a factor passed validate and crashed fit --by."""
+    import csv as csvlib
+
+    d = Draw(draw, False)
+    rows = list(csvlib.reader(io.StringIO(d(grid_bytes(False)).decode())))
+    header, body = rows[0], rows[1:]
+    c = d(st.integers(0, len(header) - 1))
+    for r in d(st.lists(st.integers(0, len(body) - 1), min_size=1, max_size=4)):
+        body[r][c] = d(st.sampled_from(MIXED_VALUES))
+    text = ("\n".join(",".join(r) for r in [header, *body]) + "\n").encode()
+    kind = d(st.sampled_from(["jsonl", "jsonl", "csv", "parquet"]))
+    if kind == "jsonl":
+        return "g.jsonl", _as_json_lines(text) or text
+    if kind == "parquet":
+        try:
+            import pandas as pd
+
+            buf = io.BytesIO()
+            pd.read_csv(io.BytesIO(text), dtype={header[c]: str}).to_parquet(buf)
+            return "g.parquet", buf.getvalue()
+        except ImportError:  # no pyarrow: the CSV
+            pass
+    return "g.csv", text
+
+
 def _as_json_lines(csv: bytes) -> bytes | None:
     """The CSV table as JSON lines (one object a run), or None if it does not parse."""
     import csv as csvlib
@@ -641,15 +691,18 @@ def _as_json_lines(csv: bytes) -> bytes | None:
     return ("\n".join(out) + "\n").encode()
 
 
-PARQUET_CHANGES = ["index", "index", "multiindex", "float16", "float32", "list", "plain"]
-HOSTILE_PARQUET_CHANGES = ["complex", "bool_metric", "index_clash"]
+PARQUET_CHANGES = ["index", "index", "multiindex", "float16", "float32", "list", "plain",
+                   "text"]  # fmt: skip
+HOSTILE_PARQUET_CHANGES = ["complex", "bool_metric", "index_clash", "text_mixed"]
 
 
 @st.composite
 def parquet_bytes(draw, csv: bytes, hostile: bool = False) -> bytes | None:
     """The table ``csv`` as Parquet with a change: a named index (which holds data), narrow
-    floats, a list column; hostile: a complex or true/false metric, an index named like a
-    column. None when the table cannot be written as Parquet (or pyarrow is missing)."""
+    floats, a list column, a column of numbers stored as text; hostile: a complex or
+    true/false metric, an index named like a column, a text column of numbers with one value
+    of another kind (a word, fullwidth digits, a 400-digit integer). None when the table
+    cannot be written as Parquet (or pyarrow is missing)."""
     d = Draw(draw, hostile)
     change = d.pick(PARQUET_CHANGES, HOSTILE_PARQUET_CHANGES, 2)
     try:
@@ -667,6 +720,13 @@ def parquet_bytes(draw, csv: bytes, hostile: bool = False) -> bytes | None:
                 df = df.astype({c: change for c in cols if df[c].dtype.kind == "f"})
             elif change == "list":
                 df["tags"] = [[1, 2]] * len(df)
+            elif change in ("text", "text_mixed") and cols:  # numbers stored as text (MLflow)
+                c = d(st.sampled_from(cols))
+                df[c] = df[c].astype(str)
+                if change == "text_mixed":  # and one value of another kind among them
+                    df.loc[df.index[d(st.integers(0, len(df) - 1))], c] = d(
+                        st.sampled_from(MIXED_VALUES)
+                    )
             elif change == "complex" and "loss" in cols:
                 df["loss"] = df["loss"].astype(complex)
             elif change == "bool_metric" and "loss" in cols:
@@ -882,8 +942,8 @@ def validate_cases(draw) -> Case:
     data, files = _data(d)
     out, dirs, more = _outputs(d, report=False)
     files.update(more)
-    if data and data[0].startswith("--data=") and d.chance(2):
-        data = ["g.csv", *data[1:]]
+    if data and data[0].startswith("--data=") and d.chance(2):  # the table as positional
+        data = [data[0].split("=", 1)[1], *data[1:]]
     if d.hostile and d.chance(6):
         data = [d(st.sampled_from(["DIR", "missing.csv", "EXISTING/notes.txt"]))]
     return Case(["validate", *data, *out], files, dirs)
@@ -1742,12 +1802,27 @@ def _frames():
         "df_nan_H": good.assign(H=good["H"].where(good["H"] > 1, np.nan)),
         "df_float16": good.astype({"H": "float16", "keep": "float16", "omega": "float16"}),
         "df_two_lrs_indexed": tuned.set_index("lr"),
+        # a column of 1 and "1" (JSON lines, a DataFrame): numbers (issue 61)
+        "df_mixed_numbers": good.astype({"H": object}).assign(
+            H=[str(h) if i % 2 else h for i, h in enumerate(good["H"])]
+        ),
+        # fullwidth digits in a column no form reads: a text factor
+        "df_fullwidth": good.assign(opt=["１２" if s else "４" for s in good["seed"]]),
+        # an integer beyond 64 bits that a double holds exactly: read as that double
+        "df_exact_int": good.assign(opt=pd.Series([2**70] * len(good), dtype=object)),
+        # refused: numbers and a word in one column, integers no double holds
+        "df_mixed_text": good.astype({"H": object}).assign(
+            H=["sync" if i == 7 else h for i, h in enumerate(good["H"])]
+        ),
+        "df_huge_int": good.assign(opt=pd.Series([1, 10**400] * (len(good) // 2), dtype=object)),
+        "df_inexact_int": good.assign(opt=pd.Series([2**70 + 1] * len(good), dtype=object)),
     }
 
 
 # two learning rates behind a named index: a column, pooled and reported (issue 21)
 GOOD_GRID_TOKENS = [
-    "df", "df", "grid", "path", None, "df_index", "df_float16", "df_two_lrs_indexed"
+    "df", "df", "grid", "path", None, "df_index", "df_float16", "df_two_lrs_indexed",
+    "df_mixed_numbers", "df_fullwidth", "df_exact_int",
 ]  # fmt: skip
 BAD_GRID_TOKENS = [
     "df_complex",
@@ -1755,6 +1830,9 @@ BAD_GRID_TOKENS = [
     "df_text",
     "df_list",
     "df_empty",
+    "df_mixed_text",
+    "df_huge_int",
+    "df_inexact_int",
     "missing.csv",
     5,
     [1, 2],

@@ -29,14 +29,20 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
-def check_file(path: Path | str, label: str, error: type[FitrulesError]) -> os.stat_result:
-    """The stat of ``path`` if it is a regular file; else ``error`` naming ``label``.
+def check_file(
+    path: Path | str, label: str, error: type[FitrulesError], what: str = "a file"
+) -> os.stat_result:
+    """The stat of ``path`` if it is a regular file; else ``error`` naming ``label``, what
+    the path is instead and ``what`` to give.
+
+    Nothing is opened: a named pipe with no writer would make a read wait for ever, and a
+    device such as ``/dev/zero`` never ends.
 
     Raises
     ------
     FitrulesError
         (of the class given) for a missing path, a directory, a named pipe, a socket or a
-        device.
+        device, each in its own words.
     """
     try:
         st = os.stat(path)
@@ -44,13 +50,21 @@ def check_file(path: Path | str, label: str, error: type[FitrulesError]) -> os.s
         raise error(f"{label}: cannot be read (no such file)") from None
     except OSError as err:
         raise error(f"{label}: cannot be read ({err.strerror or type(err).__name__})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise error(f"{label}: is a directory; give a file")
-    if not stat.S_ISREG(st.st_mode):
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise error(f"{label}: is a directory; give {what}")
+    if stat.S_ISFIFO(mode):
         raise error(
-            f"{label}: is not a regular file (a pipe, socket or device, which may never end "
-            "or never start); give a file"
+            f"{label}: is not a regular file but a named pipe (FIFO), which a read would wait "
+            f"on for ever; give {what}"
         )
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise error(
+            f"{label}: is not a regular file but a device, which a read may never finish; "
+            f"give {what}"
+        )
+    if not stat.S_ISREG(mode):
+        raise error(f"{label}: is not a regular file but a socket; give {what}")
     return st
 
 
@@ -59,8 +73,10 @@ def read_text(
     label: str,
     error: type[FitrulesError],
     max_bytes: int = MAX_INPUT_BYTES,
+    what: str = "a file",
 ) -> str:
-    """The UTF-8 text of the regular file ``path``, at most ``max_bytes`` long.
+    """The UTF-8 text of the regular file ``path``, at most ``max_bytes`` long (``what``:
+    the file expected, for the refusal of anything else).
 
     Raises
     ------
@@ -68,7 +84,7 @@ def read_text(
         (of the class given) for anything :func:`check_file` refuses, a file longer than
         ``max_bytes`` (also one that grows while it is read) or text that is not UTF-8.
     """
-    st = check_file(path, label, error)
+    st = check_file(path, label, error, what)
     too_big = error(
         f"{label}: {_size(st.st_size)}, more than the {_size(max_bytes)} such a file may have"
     )

@@ -423,7 +423,8 @@ def read_saved_fit(source: Any) -> SavedFit:
     elif isinstance(source, str | Path):
         label = str(source) if len(str(source)) <= 200 else shown(str(source))
         try:  # a saved fit holds a row per cell of its table: the table's limit bounds it
-            text = read_text(source, label, SavedFitError, MAX_TABLE_BYTES)
+            text = read_text(source, label, SavedFitError, MAX_TABLE_BYTES,
+                             what="the file FittedForm.to_json wrote")
         except SavedFitError:
             raise
         except ValueError as err:  # a NUL character, which no path holds

@@ -294,6 +294,14 @@ def looks_like_json(path: Path) -> bool:
     return head[:1] in (b"{", b"[")
 
 
+def _json_float(text: str) -> float | str:
+    """A JSON number with a fraction or exponent; one beyond the largest double (``1e400``)
+    is kept as it is written, for the loader to refuse by column and line, not read as an
+    infinity (``Infinity`` itself is a constant, not a number)."""
+    value = float(text)
+    return value if value not in (float("inf"), float("-inf")) else text
+
+
 def read_json_runs(path: Path, label: str) -> pd.DataFrame:
     """A JSON-lines file (one run an object), or a JSON array of runs, as a table: nested
     objects flattened with dots (``{"config": {"seed": 0}}`` -> ``config.seed``), as
@@ -313,7 +321,7 @@ def read_json_runs(path: Path, label: str) -> pd.DataFrame:
     records: list[Any]
     if stripped.startswith("["):
         try:
-            records = json.loads(stripped)
+            records = json.loads(stripped, parse_float=_json_float)
         except (ValueError, RecursionError) as err:
             raise GridError(f"{label}: not valid JSON ({err})") from None
         where = [f"item {i + 1}" for i in range(len(records))] if isinstance(records, list) else []
@@ -323,7 +331,7 @@ def read_json_runs(path: Path, label: str) -> pd.DataFrame:
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                records.append(json.loads(line, parse_float=_json_float))
             except (ValueError, RecursionError) as err:
                 raise GridError(
                     f"{label}: line {n} is not JSON ({err}); a JSON-lines table holds one "

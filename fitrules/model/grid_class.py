@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ from fitrules.model.grid_columns import (
     _plain,
     _shown,
     classify_within_cells,
+    digits_note,
+    first_non_number,
     level_list,
     per_run_columns,
     rounding_twins,
@@ -202,20 +205,44 @@ class Grid:
     def columns(self) -> list[str]:
         return list(self.runs.columns)
 
+    # What each column is (a factor, a per-run label, an outcome, a continuous column) is
+    # worked out once per grid, with each column's count of distinct values taken in one
+    # pass: the runs of a grid never change once it is made, and validate, compare and fit
+    # ask for these many times (a table of 20,000 columns took minutes when each property
+    # walked every column again).
+    @cached_property
+    def _distinct(self) -> pd.Series:
+        """Each column's number of distinct values, a missing value counting as one."""
+        return self.runs.nunique(dropna=False)
+
+    @cached_property
+    def _with_missing(self) -> pd.Series:
+        """Whether each column has a missing value."""
+        return self.runs.isna().any()
+
+    @cached_property
+    def _non_factors(self) -> frozenset[str]:
+        from fitrules.model.formats import tracker_metadata
+
+        base = set(NON_FACTORS) if self.harness else set(OUTCOMES)
+        return frozenset(base | tracker_metadata(list(self.runs.columns)))
+
     @property
     def non_factors(self) -> set[str]:
         """Columns that are never design factors: outcomes, and in a table the harness wrote,
         its bookkeeping columns too."""
-        from fitrules.model.formats import tracker_metadata
+        return set(self._non_factors)
 
-        base = set(NON_FACTORS) if self.harness else set(OUTCOMES)
-        return base | tracker_metadata(list(self.runs.columns))
+    @cached_property
+    def _per_run(self) -> tuple[str, ...]:
+        return tuple(per_run_columns(self.runs, {self.metric, self.seed, *self._non_factors},
+                                     self._distinct))  # fmt: skip
 
     @property
     def per_run(self) -> list[str]:
         """Text columns with a different value in every run (names, ids, paths, timestamps):
         they label runs, never cells, and are ignored (and listed once)."""
-        return per_run_columns(self.runs, {self.metric, self.seed, *self.non_factors})
+        return list(self._per_run)
 
     def run_columns(self, variables: Sequence[str]) -> dict:
         """What happens to the columns no form reads that vary within a cell of ``variables``.
@@ -233,7 +260,10 @@ class Grid:
             several cells), whose levels each cell's mean pools, with their levels.
         """
         return classify_within_cells(
-            self.runs, tuple(dict.fromkeys(variables)), {self.metric, self.seed, *self.non_factors}
+            self.runs,
+            tuple(dict.fromkeys(variables)),
+            {self.metric, self.seed, *self._non_factors},
+            self._distinct,
         )
 
     def handling(self, variables: Sequence[str]) -> dict:
@@ -271,59 +301,71 @@ class Grid:
         ids, a different value in every run (a design value repeats across a cell's seeds).
         They are left out of the default variables and of the cell count; a form or
         ``--variables`` that names one still reads it."""
-        skip = {self.metric, self.seed, *self.non_factors, *self.per_run}
+        return dict(self._outcome_like)
+
+    @cached_property
+    def _outcome_like(self) -> dict[str, str]:
+        skip = {self.metric, self.seed, *self._non_factors, *self._per_run}
         out: dict[str, str] = {}
         own = _name_words(self.metric) - GENERIC_WORDS
-        replicated = self._replicated()
-        for c in self.runs.columns:
-            col = self.runs[c]
-            if c in skip or col.dtype.kind not in "iuf" or col.nunique(dropna=False) < 2:
+        replicated = self._replicated
+        n = len(self.runs)
+        for c, dtype in self.runs.dtypes.items():
+            if c in skip or dtype.kind not in "iuf" or self._distinct[c] < 2:
                 continue
             words = _name_words(c)
             if words & own:
                 out[c] = f"named like the metric {self.metric!r}"
             elif words & METRIC_WORDS:
                 out[c] = f"named like a metric ({sorted(words & METRIC_WORDS)[0]!r})"
-            elif replicated and col.dtype.kind == "f" and col.nunique() == len(col):
+            elif replicated and dtype.kind == "f" and self._all_distinct(c, n):
                 out[c] = "a value per run, while the grid's settings repeat across seed ids"
         return out
 
+    def _all_distinct(self, c: str, n: int) -> bool:
+        """A different value in every one of the ``n`` runs, none missing."""
+        return bool(self._distinct[c] == n and not self._with_missing[c])
+
+    @cached_property
     def _replicated(self) -> bool:
         """Whether some setting was run at two or more seed ids: runs that agree in every
         column that repeats (all but the metric and the columns with a value per run)."""
         if self.seed is None or len(self.runs) < 2:
             return False
-        skip = {self.metric, self.seed, *self.non_factors, *self.per_run}
+        skip = {self.metric, self.seed, *self._non_factors, *self._per_run}
+        # a column with one value splits no group: only the columns that vary are keys
         keys = [
-            c
-            for c in self.runs.columns
-            if c not in skip and self.runs[c].nunique(dropna=False) < len(self.runs)
+            c for c in self.runs.columns if c not in skip and 1 < self._distinct[c] < len(self.runs)
         ]
         if not keys:
             return self.runs[self.seed].nunique() > 1
         seeds = self.runs.groupby(keys, dropna=False)[self.seed].nunique()
         return bool((seeds > 1).any())
 
+    @cached_property
+    def _factors(self) -> tuple[str, ...]:
+        out = []
+        skip = {self.metric, self.seed, *self._non_factors, *self._per_run, *self._outcome_like}
+        n = len(self.runs)
+        for c, dtype in self.runs.dtypes.items():
+            if c in skip:
+                continue
+            continuous = dtype.kind == "f" and n > 3 and self._all_distinct(c, n)
+            # values that differ only by rounding are one level written twice, not a
+            # continuous column: as a factor they are reported, never pooled
+            if not continuous or rounding_twins(self.runs[c]) is not None:
+                out.append(c)
+        return tuple(out)
+
     @property
     def factors(self) -> list[str]:
         """Design columns: everything but the metric, seed, outcome/bookkeeping columns,
         columns that look like another outcome (:attr:`outcome_like`) and per-run labels."""
-        out = []
-        skip = {self.metric, self.seed, *self.non_factors, *self.per_run, *self.outcome_like}
-        for c in self.runs.columns:
-            if c in skip:
-                continue
-            col = self.runs[c]
-            continuous = col.dtype.kind == "f" and len(col) > 3 and col.nunique() == len(col)
-            # values that differ only by rounding are one level written twice, not a
-            # continuous column: as a factor they are reported, never pooled
-            if not continuous or rounding_twins(col) is not None:
-                out.append(c)
-        return out
+        return list(self._factors)
 
     @property
     def varying_factors(self) -> list[str]:
-        return [c for c in self.factors if self.runs[c].nunique(dropna=False) > 1]
+        return [c for c in self._factors if self._distinct[c] > 1]
 
     def cells(self, variables: Sequence[str], positive: bool = False) -> Cells:
         """Reduce the runs to cells over ``variables`` (mean, seed count, standard error).
@@ -373,9 +415,10 @@ class Grid:
             self._check_not_derived_from_outcome(v)
             col = self.runs[v]
             if col.dtype.kind not in "biuf":
+                i = first_non_number(col)
                 raise GridError(
                     f"{where}: column {v!r} is read by a form but is not numeric "
-                    f"(e.g. {_shown(col.iloc[0])})"
+                    f"({_shown(col.iloc[i])} in {self.line_of(i)}{digits_note(col.iloc[i])})"
                 )
             if col.isna().any():
                 i = int(np.flatnonzero(col.isna().to_numpy())[0])
@@ -483,13 +526,15 @@ class Grid:
     def continuous(self) -> list[str]:
         """Design columns with a different value in every run (e.g. a compute budget): not
         factors, but a cell is one value of them."""
+        return list(self._continuous)
+
+    @cached_property
+    def _continuous(self) -> tuple[str, ...]:
         skip = {
-            self.metric, self.seed, *self.non_factors, *self.factors, *self.per_run,
-            *self.outcome_like,
+            self.metric, self.seed, *self._non_factors, *self._factors, *self._per_run,
+            *self._outcome_like,
         }  # fmt: skip
-        return [
-            c for c in self.runs.columns if c not in skip and self.runs[c].nunique(dropna=False) > 1
-        ]
+        return tuple(c for c in self.runs.columns if c not in skip and self._distinct[c] > 1)
 
     def summary(self) -> dict:
         """Runs, cells, levels per factor, seeds per cell, excluded rows.
@@ -505,7 +550,7 @@ class Grid:
             for c in self.factors
             if c not in varying and len(self.runs)  # every run may have been set aside
         }
-        levels = {c: sorted(self.runs[c].unique().tolist()) for c in varying}
+        levels = {c: _sorted_levels(self.runs[c]) for c in varying}
         by = self.cells_by
         if by:
             counts = self.runs.groupby(by, dropna=False).size()
@@ -517,6 +562,11 @@ class Grid:
             "sha256": self.sha256,
             "rows_read": self.rows_read,
             **({"duplicates_dropped": self.duplicates_dropped} if self.duplicates_dropped else {}),
+            **(
+                {"numbers_from_text": list(self.numbers_from_text)}
+                if self.numbers_from_text
+                else {}
+            ),
             "filtered_out": self.filtered_out,
             "runs": len(self.runs),
             "excluded": self.excluded["reason"].value_counts().sort_index().to_dict()
@@ -546,6 +596,23 @@ class Grid:
     def cells_by(self) -> list[str]:
         """The columns a cell is a combination of: the varying factors and continuous columns."""
         return self.varying_factors + self.continuous
+
+
+def _sorted_levels(col: pd.Series) -> list:
+    """The distinct values of ``col`` in order, a missing one last as nan (a column of text
+    with an empty cell holds text and a missing value, which do not sort together)."""
+    values = col.unique().tolist()
+    present = [v for v in values if not _missing(v)]
+    try:
+        out = sorted(present)
+    except TypeError:  # values of two kinds, which no reader leaves in one column
+        out = sorted(present, key=repr)
+    return out + [float("nan")] * (len(present) < len(values))
+
+
+def _missing(v: object) -> bool:
+    missing = pd.isna(v)
+    return bool(missing) if isinstance(missing, bool | np.bool_) else False
 
 
 def derived_inputs(grid: Grid) -> set[str]:

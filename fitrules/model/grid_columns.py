@@ -84,39 +84,51 @@ def _line(index: int) -> int:
 MAX_POOLED_LEVELS = 12
 
 
-def per_run_columns(runs: pd.DataFrame, skip: set) -> list[str]:
-    """Text columns (names, ids, paths, timestamps) with a different value in every run."""
+def _distinct_counts(runs: pd.DataFrame, distinct: pd.Series | None) -> pd.Series:
+    """Each column's number of distinct values (a missing value counts as one): ``distinct``
+    when the caller counted them already, else counted here in one pass."""
+    return runs.nunique(dropna=False) if distinct is None else distinct
+
+
+def per_run_columns(runs: pd.DataFrame, skip: set, distinct: pd.Series | None = None) -> list[str]:
+    """Text columns (names, ids, paths, timestamps) with a different value in every run
+    (``distinct``: each column's count of distinct values, when known)."""
     if len(runs) < 2:
         return []
-    return [
-        c
-        for c in runs.columns
-        if c not in skip
-        and runs[c].dtype.kind not in "biufc"
-        and runs[c].nunique(dropna=False) == len(runs)
-    ]
+    text = [c for c, dtype in runs.dtypes.items() if c not in skip and dtype.kind not in "biufc"]
+    if not text:
+        return []
+    n = _distinct_counts(runs[text], distinct)
+    return [c for c in text if n[c] == len(runs)]
 
 
-def classify_within_cells(runs: pd.DataFrame, variables: tuple[str, ...], skip: set) -> dict:
+def classify_within_cells(
+    runs: pd.DataFrame,
+    variables: tuple[str, ...],
+    skip: set,
+    distinct: pd.Series | None = None,
+) -> dict:
     """Columns no form reads that vary within some cell over ``variables``: per-run labels
     (``ignored``) or factor-like columns whose levels the cell means pool (``pooled``).
 
     A column is factor-like when it has few levels (at most ``MAX_POOLED_LEVELS``, and fewer
     than half the runs) and each level occurs in at least two cells: an optimiser, a
     learning rate, a hardware type. Ids, names, paths, timestamps and per-run measurements
-    have a level per run, or levels confined to one cell.
+    have a level per run, or levels confined to one cell. ``distinct``: each column's count
+    of distinct values, when the caller has it (a column with one value varies nowhere).
     """
     ignored: list[str] = []
     pooled: dict[str, list] = {}
     if not variables or len(runs) == 0:
         return {"ignored": ignored, "pooled": pooled}
+    n = _distinct_counts(runs, distinct)
     groups = runs.groupby(list(variables), sort=True, dropna=False)
     for c in runs.columns:
-        if c in variables or c in skip:
+        if c in variables or c in skip or n[c] < 2:
             continue
         if not (groups[c].nunique(dropna=False) > 1).any():
             continue
-        n_levels = runs[c].nunique(dropna=False)
+        n_levels = int(n[c])
         pairs = runs[[*variables, c]].drop_duplicates()
         cells_per_level = pairs.groupby(c, dropna=False).size()
         if (
@@ -209,12 +221,29 @@ def level_list(col: pd.Series) -> str:
     return shown + (f", ... ({len(levels)} levels)" if more > 0 else "")
 
 
+def first_non_number(col: pd.Series) -> int:
+    """The position of the first value of ``col`` that is not a number (0 if none is)."""
+    text = col.map(lambda v: v.strip() if isinstance(v, str) else v)
+    numbers = pd.to_numeric(text, errors="coerce")
+    bad = numbers.isna().to_numpy() & col.notna().to_numpy()
+    return int(np.flatnonzero(bad)[0]) if bad.any() else 0
+
+
+def digits_note(value: Any) -> str:
+    """Why text made of another script's digits (fullwidth ``'１２'``) is no number, or ""."""
+    if isinstance(value, str) and any(ch.isdigit() and not ch.isascii() for ch in value):
+        return "; digits of other scripts (fullwidth '１２') are text: write ASCII digits"
+    return ""
+
+
 def to_float(col: pd.Series) -> pd.Series:
-    """``col`` as floats: text becomes NaN, an integer beyond double precision +-inf."""
+    """``col`` as floats: text that is not a number as pandas reads one (fullwidth digits
+    included) becomes NaN, an integer beyond double precision +-inf."""
 
     def one(v: Any) -> float:
         try:
-            return float(v)
+            # text as pandas reads it: Python's float() would take '１２' and '1_0'
+            return float(pd.to_numeric(v.strip()) if isinstance(v, str) else v)
         except OverflowError:
             return -np.inf if str(v).lstrip().startswith("-") else np.inf
         except (TypeError, ValueError):
@@ -224,6 +253,15 @@ def to_float(col: pd.Series) -> pd.Series:
         return pd.to_numeric(col, errors="coerce").astype(float)
     except (OverflowError, TypeError, ValueError):
         return col.map(one).astype(float)
+
+
+def beyond_doubles(label: str, column: str, value: Any, index: Any) -> GridError:
+    """The refusal of a number no double holds (a 400-digit integer, ``1e400``), which a
+    reader would otherwise take as an infinity or keep as an integer no form can use."""
+    return GridError(
+        f"{label}: column {column!r} has {_shown(value)} in line {_line(index)}, beyond the "
+        "largest double; allowed: numbers within +-1.8e308"
+    )
 
 
 def _shown(v: Any, limit: int = 40) -> str:

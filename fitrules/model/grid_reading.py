@@ -3,6 +3,7 @@ header checked and its rows labelled by their line in the file; and the grids sh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,10 @@ import numpy as np
 import pandas as pd
 
 from fitrules.base.errors import GridError
-from fitrules.model.grid_columns import HARNESS_COLUMNS, _line
+from fitrules.model.grid_columns import HARNESS_COLUMNS, _line, _shown, beyond_doubles
 
 IN_MEMORY = "DataFrame"
+A_TABLE = "a results table (CSV, Parquet or JSON lines)"  # what a data file must be
 
 DEFAULT_GRID = "main.csv"
 DEFAULT_WHERE = ("lr == 3e-4",)
@@ -45,6 +47,8 @@ def display_path(path: Path) -> str:
     from fitrules.base.paths import packaged_data_dir, project_root
 
     path = Path(path)
+    if path.parts[:2] == ("/", "dev"):  # a device's name is the same on every machine
+        return str(path)
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError):  # a loop of links: shown as given
@@ -87,15 +91,9 @@ def _read(path: Path) -> pd.DataFrame:
     label = display_path(path)
     if not path.exists():
         raise GridError(f"{label}: file not found")
-    if path.is_dir():
-        raise GridError(f"{label}: is a directory; give a results table (CSV or Parquet)")
-    if not path.is_file():  # a pipe with no writer would wait forever; a device never ends
-        raise GridError(
-            f"{label}: is not a regular file (a pipe, socket or device); give a results table "
-            "(CSV or Parquet) saved to a file"
-        )
-    from fitrules.base.inputs import check_table_size
+    from fitrules.base.inputs import check_file, check_table_size
 
+    check_file(path, label, GridError, A_TABLE)  # before anything opens it
     check_table_size(path, label, GridError)  # a gzip bomb is counted while streaming
     parquet = path.suffix.lower() in (".parquet", ".pq")
     from fitrules.model import formats
@@ -146,12 +144,11 @@ def _plain_dtypes(df: pd.DataFrame, label: str) -> pd.DataFrame:
     GridError
         For a cell holding a list, array, tuple, set or table (Parquet list columns).
     """
-    narrow = [c for c in df.columns if df[c].dtype.kind == "f" and df[c].dtype.itemsize < 8]
+    dtypes = df.dtypes  # once: a wide table has thousands of columns
+    narrow = [c for c, t in dtypes.items() if t.kind == "f" and t.itemsize < 8]
     if narrow:
         df = df.astype({c: float for c in narrow})
-    for c in df.columns:
-        if df[c].dtype != object:
-            continue
+    for c in [c for c, t in dtypes.items() if pd.api.types.is_object_dtype(t)]:
         nested = df[c].map(lambda v: isinstance(v, list | tuple | set | dict | np.ndarray))
         if nested.any():
             i = int(np.flatnonzero(nested.to_numpy())[0])
@@ -164,38 +161,222 @@ def _plain_dtypes(df: pd.DataFrame, label: str) -> pd.DataFrame:
     return df.copy()
 
 
-def _numbers_from_text(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
-    """Text columns whose every value parses as a number, read as numbers, and their names.
+# ---------------------------------------------------------------- one kind of value a column
+# Text that counts as a missing number among numbers (as the metric's check reads it), and
+# the words for an infinity; any other text that pandas does not parse as a number is text.
+_MISSING_TEXT = ("", "nan")
+_INFINITY = ("inf", "infinity")
+# integers beyond this range are no 64-bit integer: read as a double only where one is exact
+_INT_RANGE = (-(2**63), 2**64)
+# an integer written with more digits than a 64-bit one has is read with Python's int(),
+# never through a double (ASCII digits only: other scripts' digits are text)
+_LONG_INTEGER = re.compile(r"[+-]?[0-9]{19,}")
+
+
+def _kind(v: Any) -> str | None:
+    """What a cell holds: ``"number"``, ``"text"``, ``"true/false"`` or its type's name;
+    None for a missing value."""
+    if isinstance(v, str):
+        return "text"
+    if isinstance(v, bool | np.bool_):
+        return "true/false"
+    if isinstance(v, int | float | np.integer | np.floating):
+        return None if v != v else "number"
+    missing = pd.isna(v)
+    if isinstance(missing, bool | np.bool_) and missing:
+        return None
+    return type(v).__name__
+
+
+def _kinds(col: pd.Series) -> tuple[list[str | None], list[str]]:
+    """Each cell's kind (None where missing) and the kinds present, in the order of the rows."""
+    if isinstance(col.dtype, pd.StringDtype):
+        kinds: list[str | None] = [None if m else "text" for m in col.isna().to_numpy()]
+    else:
+        kinds = [_kind(v) for v in col.to_numpy(dtype=object)]
+    return kinds, list(dict.fromkeys(k for k in kinds if k is not None))
+
+
+def _numbers(col: pd.Series, name: str, label: str) -> tuple[pd.Series | None, int]:
+    """``col`` (numbers, numbers written as text, missing values) as int64 or float64, and
+    -1; or None and the position of the first text that is not a number.
+
+    Raises
+    ------
+    GridError
+        For a number beyond the largest double (a 400-digit integer, ``1e400``), or an integer
+        beyond 64 bits that no double holds exactly.
+    """
+    cells = col.to_numpy(dtype=object)
+    values = cells.copy()
+    rest: list[int] = []  # text for pandas to parse
+    for i, v in enumerate(cells):
+        if not isinstance(v, str):
+            continue
+        t = v.strip()
+        if t.lower().lstrip("+-") in _MISSING_TEXT:
+            values[i] = np.nan
+        elif _LONG_INTEGER.fullmatch(t):
+            values[i] = int(t)
+        else:
+            values[i] = t
+            rest.append(i)
+    if rest:
+        parsed = pd.to_numeric(pd.Series(values[rest], dtype=object), errors="coerce")
+        numbers = parsed.to_numpy(dtype=float)
+        bad = np.isnan(numbers)
+        if bad.any():
+            return None, rest[int(np.flatnonzero(bad)[0])]
+        for i, x in zip(rest, numbers, strict=True):
+            if np.isinf(x) and values[i].lower().lstrip("+-") not in _INFINITY:
+                raise beyond_doubles(label, name, cells[i], col.index[i])
+        values[rest] = parsed.to_numpy(dtype=object)
+    _exact_doubles(values, col, _INT_RANGE, name, label)
+    out = pd.to_numeric(pd.Series(values, index=col.index, dtype=object))
+    if out.dtype == object:  # beyond int64 beside a negative or missing value: no uint64
+        values = out.to_numpy(dtype=object)
+        _exact_doubles(values, col, (-(2**63), 2**63), name, label)
+        out = pd.to_numeric(pd.Series(values, index=col.index, dtype=object))
+    return out, -1
+
+
+def _exact_doubles(
+    values: np.ndarray, col: pd.Series, within: tuple[int, int], name: str, label: str
+) -> None:
+    """Each integer of ``values`` outside ``within`` made the double that is exactly it, in
+    place (a double only where it is exact); else refused, naming the cell of ``col``."""
+    for i, v in enumerate(values):
+        if isinstance(v, int | np.integer) and not within[0] <= v < within[1]:
+            values[i] = _exact_double(int(v), col.iloc[i], name, label, col.index[i])
+
+
+def _exact_double(v: int, cell: Any, name: str, label: str, index: Any) -> float:
+    """The double that is exactly the integer ``v``; else refused, naming the cell."""
+    try:
+        f = float(v)
+    except OverflowError:
+        raise beyond_doubles(label, name, cell, index) from None
+    if int(f) != v:
+        raise GridError(
+            f"{label}: column {name!r} has {_shown(cell)} in line {_line(index)}, an integer "
+            f"beyond 64 bits that no double holds exactly; allowed: integers within 64 bits, "
+            f"larger ones a double holds exactly (2**70), or a number written with an "
+            f"exponent ({f:.6e}), read as the nearest double"
+        )
+    return f
+
+
+def _what(kind: str, kinds: set) -> str:
+    """A kind of value as a message names it."""
+    if kind == "number":
+        return "numbers"
+    if kind == "text":
+        return "text that is not a number" if "number" in kinds else "text"
+    return kind if kind == "true/false" else f"{kind} values"
+
+
+def check_mixed(df: pd.DataFrame, mixed: dict, metric: str | None, label: str) -> None:
+    """Refuse a column that holds two kinds of value (``mixed``, from :func:`_settle_types`,
+    under the table's names after any rename), other than ``metric``, whose own check
+    refuses text in the words of a metric.
+
+    Raises
+    ------
+    GridError
+        Naming the column, one value of each kind and their lines.
+    """
+    for name, (first, other, kinds) in mixed.items():
+        if name == metric or name not in df.columns:
+            continue
+        col = df[name]
+        raise GridError(
+            f"{label}: column {name!r} mixes {_what(kinds[0], set(kinds))} "
+            f"({_shown(col[first])} in line {_line(first)}) and {_what(kinds[1], set(kinds))} "
+            f"({_shown(col[other])} in line {_line(other)}); a column holds one kind of value: "
+            "write each of its values as a number, or each as text"
+        )
+
+
+def _settle_types(
+    df: pd.DataFrame, label: str
+) -> tuple[pd.DataFrame, tuple[str, ...], dict[str, tuple]]:
+    """Each column of one kind of value: numbers, text or true/false; the names of the
+    columns whose numbers were (some or all) written as text; and the columns that hold two
+    kinds of value, each with the labels of its first value of two kinds and the kinds
+    (left as they are, for :func:`check_mixed` to refuse by the column's role).
 
     A CSV is parsed into numbers by pandas; a Parquet file, a JSON export or a DataFrame
     (``mlflow.search_runs()`` stores parameters as text) may hold ``'20000000'`` where a
-    number is meant, and a form could not read it (issue 44). Empty text counts as missing;
-    a column with any value that is not a number (``'sync'``, ``'1e-3x'``) stays text, and a
-    column of booleans stays as it is."""
+    number is meant, and a form could not read it (issue 44). A column whose every value is
+    a number or a number written as text (``1`` and ``"1"`` in JSON lines) is read as
+    numbers; empty text and ``nan`` count as missing. A column of text with any value that
+    is not a number (``'sync'``, ``'1e-3x'``, fullwidth ``'１２'``) stays text, and a column
+    of booleans stays as it is. An integer beyond 64 bits (an object column of Python ints)
+    is read as a double where one holds it exactly.
+
+    Raises
+    ------
+    GridError
+        For a number beyond the largest double, or an integer beyond 64 bits that no double
+        holds exactly, naming the column, the value and its line.
+    """
     converted = {}
-    for c in df.columns:
+    from_text = []
+    mixed: dict[str, tuple] = {}
+    for c, dtype in df.dtypes.items():
+        if not pd.api.types.is_object_dtype(dtype) and not isinstance(dtype, pd.StringDtype):
+            continue
         col = df[c]
-        if col.dtype.kind != "O" and not isinstance(col.dtype, pd.StringDtype):
+        kinds, present = _kinds(col)
+        if not present:
             continue
-        vals = col.dropna()
-        if not len(vals) or not vals.map(lambda v: isinstance(v, str)).all():
-            continue
-        text = vals.str.strip()
-        text = text[text != ""]
-        if not len(text):
-            continue
-        try:
-            pd.to_numeric(text, errors="raise")
-        except (ValueError, TypeError):
-            continue
-        stripped = col.map(lambda v: v.strip() if isinstance(v, str) else v)
-        converted[c] = pd.to_numeric(stripped.replace("", np.nan), errors="coerce")
+        if set(present) <= {"number", "text"}:
+            values, bad = _numbers(col, str(c), label)
+            if values is not None:
+                converted[c] = values
+                if "text" in present:
+                    from_text.append(str(c))
+            elif "number" in present:
+                first = kinds.index("number")
+                mixed[str(c)] = (col.index[first], col.index[bad], ("number", "text"))
+        elif len(present) > 1:
+            first, other = (col.index[kinds.index(k)] for k in present[:2])
+            mixed[str(c)] = (first, other, tuple(present[:2]))
     if not converted:
-        return df, ()
-    out = df.copy()
-    for c, v in converted.items():
-        out[c] = v
-    return out, tuple(converted)
+        return df, (), mixed
+    # the columns replaced at once: one assignment a column would leave the frame in pieces
+    # (pandas warns past 100), and a wide table has thousands
+    numbers = pd.DataFrame(converted, index=df.index)
+    out = pd.concat([df.drop(columns=list(converted)), numbers], axis=1)[list(df.columns)]
+    return out, tuple(from_text), mixed
+
+
+def _overflowed_floats(df: pd.DataFrame, path: Path, label: str) -> None:
+    """Refuse a number in a CSV that pandas read as an infinity although its text is no
+    infinity (``1e400``, or a 400-digit integer in a column of decimals).
+
+    Raises
+    ------
+    GridError
+        Naming the column, the value as written and its line.
+    """
+    floats = [i for i, dtype in enumerate(df.dtypes) if dtype.kind == "f"]
+    if not floats:
+        return
+    with np.errstate(invalid="ignore"):
+        inf = np.isinf(df.iloc[:, floats].to_numpy(float)).any(axis=0)
+    if not inf.any():
+        return
+    positions = [p for p, has in zip(floats, inf, strict=True) if has]
+    text = pd.read_csv(path, usecols=positions, dtype=str, keep_default_na=False)
+    for p in positions:
+        written = text.iloc[:, positions.index(p)].str.strip()
+        values = df.iloc[:, p].to_numpy(float)
+        spelled = written.str.lower().str.lstrip("+-").isin(_INFINITY).to_numpy()
+        overflow = np.isinf(values) & ~spelled
+        if overflow.any():
+            r = int(np.flatnonzero(overflow)[0])
+            raise beyond_doubles(label, str(df.columns[p]), written.iloc[r], df.index[r])
 
 
 def _csv_lines(path: Path, n_rows: int) -> np.ndarray | None:
@@ -271,4 +452,6 @@ def _read_table(path: Path | None, frame: pd.DataFrame | None, label: str) -> pd
             lines = _csv_lines(path, len(df))
         if lines is not None:  # rows labelled so that _line(label) is the line in the file
             df.index = pd.Index(lines - 2)
+        if not formats.is_json(path):
+            _overflowed_floats(df, path, label)
     return _plain_dtypes(df, label)

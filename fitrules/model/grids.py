@@ -34,6 +34,7 @@ from fitrules.model.grid_columns import (
     HARNESS_COLUMNS,
     HARNESS_UNITS,
     HARNESS_VARIABLE_UNITS,
+    METRIC_DEFAULTS,
     _plain,
     level_list,
     parse_units,
@@ -53,8 +54,9 @@ from fitrules.model.grid_reading import (
     IN_MEMORY,
     _check_arguments,
     _index_as_columns,
-    _numbers_from_text,
     _read_table,
+    _settle_types,
+    check_mixed,
     default_grid,
     display_path,
     written_by_harness,
@@ -149,6 +151,10 @@ def load_grid(
         row a cell), a column that looks like the seed (``config.seed``) when no seed column
         is named, and an exact copy of a row without ``drop_duplicates``. Rows whose status
         column (``State``, ``status``) says crashed or failed are set aside as excluded.
+        Also a column that mixes numbers with text that is not a number (``1`` and
+        ``"sync"`` in JSON lines; ``1`` and ``"1"`` are read as numbers), a number beyond
+        the largest double (a 400-digit integer, ``1e400``), an integer beyond 64 bits that
+        no double holds exactly, and a data file that is a directory, a pipe or a device.
         See ``docs/input-formats.md``.
 
     Examples
@@ -185,11 +191,16 @@ def _build_grid(
 ) -> Grid:
     """The phases of ``load_grid`` once its arguments are checked: read, derive, check, filter."""
     df = _read_table(path, frame, label)
-    df, from_text = _numbers_from_text(df)
+    df, from_text, mixed = _settle_types(df, label)
     rows_read, columns_read = len(df), list(df.columns)
     from fitrules.model import formats
 
-    df = formats.apply_renames(df, formats.parse_renames(rename), label)
+    renames = formats.parse_renames(rename)
+    df = formats.apply_renames(df, renames, label)
+    # a column of two kinds of value is refused before anything reads it; the metric's own
+    # check refuses text in a metric's words
+    named = metric or next((m for m in METRIC_DEFAULTS if m in df.columns), None)
+    check_mixed(df, {renames.get(c, c): v for c, v in mixed.items()}, named, label)
     # an exact copy of a run that names its seed is the run exported twice; without a seed
     # column identical rows may be repeats whose metric was rounded: refused only with one
     has_seed = (seed_col or "seed") in df.columns

@@ -195,7 +195,9 @@ def _check_text_file(path: Path) -> tuple[str, tuple[int, ...]]:
     from fitrules.base.inputs import check_file
 
     label = f"corpus={str(path)!r}"
-    st = check_file(path, label, SimError)  # a directory, pipe or device: never opened
+    # a directory, a pipe (a read would wait for ever) or a device: refused, never opened
+    st = check_file(path, label, SimError,
+                    "a UTF-8 text file, or '' for the shipped Shakespeare slice")
     if st.st_size == 0:
         raise SimError(f"{label}: the file is empty; give a UTF-8 text file")
     if st.st_size > MAX_CORPUS_BYTES:

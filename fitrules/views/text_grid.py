@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from fitrules.views.text_parts import seed_effect_sentence
+from fitrules.views.text_parts import numbers_note, seed_effect_sentence
 
 MAX_LEVELS = 12  # a factor with more levels is shown by its count and range
 
@@ -46,6 +46,7 @@ def render_summary(summary: dict) -> str:
         + "filtered out by --where: "  # flag words: advice shown on both faces
         f"{summary['filtered_out']}; runs kept: {summary['runs']}",
         "excluded: " + (", ".join(f"{v} {k}" for k, v in summary["excluded"].items()) or "none"),
+        *([numbers_note(summary["numbers_from_text"])] if summary.get("numbers_from_text") else []),
         f"metric: {summary['metric']} (range {summary['metric_range'][0]:.4g} to "
         f"{summary['metric_range'][1]:.4g}{unit}); {seeds}",
         f"cells: {summary['cells']} (distinct combinations of "

@@ -75,14 +75,18 @@ def table(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
+def numbers_note(columns: list[str]) -> str:
+    """The line naming the columns whose numbers the table stored (some or all) as text."""
+    return f"read as numbers: {', '.join(columns)} (numbers stored as text in the table)"
+
+
 def table_notes(data: dict) -> list[str]:
     """Lines on how a table was taken: rows filtered out, columns ignored or pooled."""
     from fitrules.model.grids import pooled_note
 
     out = []
     if data.get("numbers_from_text"):
-        cols = ", ".join(data["numbers_from_text"])
-        out.append(f"read as numbers: {cols} (numbers stored as text in the table)")
+        out.append(numbers_note(data["numbers_from_text"]))
     if data.get("duplicates_dropped"):
         n = data["duplicates_dropped"]
         out.append(

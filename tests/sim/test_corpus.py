@@ -177,9 +177,9 @@ def test_a_file_over_the_cap_is_refused_before_it_is_read(tmp_path, monkeypatch)
 @pytest.mark.parametrize(
     "kind, match",
     [
-        ("directory", r"corpus='.*': is a directory; give a file"),
-        ("fifo", r"corpus='.*': is not a regular file \(a pipe, socket or device"),
-        ("/dev/zero", r"corpus='/dev/zero': is not a regular file \(a pipe, socket or device"),
+        ("directory", r"corpus='.*': is a directory; give a UTF-8 text file"),
+        ("fifo", r"corpus='.*': is not a regular file but a named pipe \(FIFO\)"),
+        ("/dev/zero", r"corpus='/dev/zero': is not a regular file but a device"),
         ("missing", r"corpus='.*': cannot be read \(no such file\)"),
     ],
 )
