@@ -791,6 +791,11 @@ def fit_cases(draw) -> Case:
     if d.chance(3):
         form = d(form_lines(d.hostile))
     argv = ["fit", *data, opt("--form", form)]
+    if d.chance(5):  # issue 66: a saved fit alone (no --data), or beside what it refuses
+        files["fit.json"] = saved_fit_bytes()
+        argv = ["fit", opt("--fit", d.pick(["fit.json"], ["none.json", "DIR", "l.jsonl"], 4))]
+        argv += d.maybe("--data", ["main"], (), 8)
+        argv += d.maybe("--form", ["composition"], (), 8)
     argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], (), 4)
     argv += _form_options(d)
     if d.chance(3):
