@@ -13,7 +13,7 @@ hashes recomputed, or lines that are not records) and heads.
 The property, checked by :func:`check`: the command, run in-process through
 ``fitrules.cli.main`` in a fresh working directory, either exits 0 with finite output (no
 NaN or infinity printed, JSON that parses strictly, nothing on stderr but simulate's
-progress lines), or exits 2 with
+progress lines, search's estimates and the note of a form that shadows another), or exits 2 with
 exactly one line on stderr and no file created or changed; ``compare --strict`` may exit 1
 with its documented line. Never a traceback, never an uncaught exception, never a warning.
 """
@@ -40,6 +40,10 @@ from fitrules.cli import main
 
 PROGRESS_LINE = re.compile(
     r"^\S.*: \d+ of \d+ runs done \(\d+ of this invocation diverged\), \d+ s$"
+)
+NOTE_LINE = re.compile(  # a user's form that takes a built-in's (or forms.toml's) name
+    r"^fitrules [a-z-]+( [a-z-]+)?: note: form '.*' = .* shadows the "
+    r"(built-in|forms\.toml's) form of that name \(.*\); the one given here is used$"
 )
 ESTIMATE_LINE = re.compile(  # search, before it starts and before each step of its budget
     r"^fitrules search(, the front still falling: growing to \d+ constants)?: "
@@ -223,12 +227,16 @@ def check(case: Case) -> Outcome:
             return Outcome(f"exit{code}", code, stderr[-2000:])
         if case.must_refuse:
             return Outcome("accepted", code, case.must_refuse)
-        # the one thing allowed on stderr at exit 0: simulate's progress lines, which it prints
-        # when stderr is not a terminal so that a long grid is never silent in a log file
+        # what is allowed on stderr at exit 0: simulate's progress lines, which it prints when
+        # stderr is not a terminal so that a long grid is never silent in a log file, search's
+        # estimates, and the note of a form that shadows another
         noise = [
             ln
             for ln in lines
-            if ln.strip() and not PROGRESS_LINE.match(ln) and not ESTIMATE_LINE.match(ln)
+            if ln.strip()
+            and not PROGRESS_LINE.match(ln)
+            and not ESTIMATE_LINE.match(ln)
+            and not NOTE_LINE.match(ln)
         ]
         if noise:
             return Outcome("stderr", code, stderr[-2000:])
@@ -456,7 +464,7 @@ def form_lines(draw, hostile: bool = False) -> str:
         return f"x = {d(st.sampled_from(GOOD_FORMS))}"
     if d.chance(3):
         return f"x = {d(st.sampled_from(ONE_FACTOR_FORMS))}"
-    name = d.pick(["x", "mine"], ["composition", "1bad", "a-b", "", "my form"], 3)
+    name = d.pick(["x", "mine", "composition"], ["1bad", "a-b", "", "my form"], 3)
     declared = d.pick(["", "(H, omega)"], ["(H)", "(`my var`)", "(H, H)", "(zz)"], 3)
     return f"{name}{declared} = {d(odd_expressions)}"
 
@@ -843,6 +851,11 @@ def fit_cases(draw) -> Case:
     if d.chance(3):
         form = d(form_lines(d.hostile))
     argv = ["fit", *data, opt("--form", form)]
+    if d.chance(5):  # issue 66: a saved fit alone (no --data), or beside what it refuses
+        files["fit.json"] = saved_fit_bytes()
+        argv = ["fit", opt("--fit", d.pick(["fit.json"], ["none.json", "DIR", "l.jsonl"], 4))]
+        argv += d.maybe("--data", ["main"], (), 8)
+        argv += d.maybe("--form", ["composition"], (), 8)
     argv += d.maybe("--objective", ["rel_ls", "log_huber", "abs_ls"], (), 4)
     argv += _form_options(d)
     if d.chance(3):

@@ -90,6 +90,12 @@ class LimitError(FitrulesError, ValueError):
     """A request exceeds a documented size limit (see :mod:`fitrules.base.limits`)."""
 
 
+class FitrulesNote(UserWarning):
+    """Something a caller should know that changes no result's validity (a user's form that
+    takes the name of a built-in one): a warning in Python, a ``note:`` line on the command
+    line."""
+
+
 class UsageError(FitrulesError):
     """The command line itself is malformed (unknown option, missing value, bad type)."""
 

@@ -8,7 +8,7 @@ import sys
 import threading
 from contextlib import contextmanager
 
-from fitrules.base.errors import FitrulesError, UsageError, command_line
+from fitrules.base.errors import FitrulesError, FitrulesNote, UsageError, command_line
 from fitrules.cli import io
 from fitrules.cli.flags import command_flags
 from fitrules.cli.parser import build_parser
@@ -58,6 +58,28 @@ def _headless():
         os.environ.pop("MPLBACKEND", None)
 
 
+@contextmanager
+def _notes(name: list[str]):
+    """A :class:`FitrulesNote` the library warns of is one ``fitrules CMD: note: ...`` line on
+    stderr, once however often it is given; other warnings are shown as Python shows them."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", FitrulesNote)
+        shown, said = warnings.showwarning, set()
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, FitrulesNote):
+                if str(message) not in said:
+                    said.add(str(message))
+                    print(f"{name[0]}: note: {_one_line(message)}", file=sys.stderr)
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
@@ -77,10 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     outputs = Outputs()
     name = "fitrules"
-    with _sigterm_as_interrupt(), _headless(), command_line() as flags:
+    shown_as = [name]  # the command's name in a note's line, once it is known
+    with _sigterm_as_interrupt(), _headless(), _notes(shown_as), command_line() as flags:
         try:
             args = parser.parse_args(io.ARGV)
-            name = f"fitrules {args.command}"
+            name = shown_as[0] = f"fitrules {args.command}"
             flags.update(command_flags(args.func))  # an error's parameters, as this command's flags
             args.outputs = outputs
             from fitrules.cli.commands import HANDLERS  # the library, once the line is parsed

@@ -148,10 +148,33 @@ def search(args) -> int:
     return 0
 
 
+def _form_or_saved_fit(args) -> None:
+    """Refuse both or neither of --form and --fit, and --data beside --fit."""
+    if (args.saved_fit is None) == (args.form is None):
+        raise FitrulesError("give --form (fitted here on --data) or --fit FILE (a saved fit)")
+    if args.saved_fit is not None and args.data is not None:
+        raise FitrulesError(
+            "--fit FILE brings its fit and its grid's ranges: leave --data out, or fit here "
+            "with --form"
+        )
+
+
 def fit(args) -> int:
     from fitrules.model.forms import resolve_form
 
-    fitting.check(declared.FIT.from_args(args))
+    options = declared.FIT.from_args(args)
+    _form_or_saved_fit(args)
+    if args.saved_fit is not None:  # a saved fit: its text and predictions, nothing refitted
+        fitting.check_saved(options)
+        take_outputs(args)
+        fitted = api.load_fit(args.saved_fit)
+        fitting.with_predictions(fitted, options["predict"], options["runs"])
+        if args.report is not None:  # only once everything above has succeeded
+            write_report(args, fitted.report, args.report, args.force, command_text(),
+                         args.cells)  # fmt: skip
+        emit(args, str(fitted), lambda: fitted.to_dict(args.cells))
+        return 0
+    fitting.check(options)
     form = resolve_form(args.form)
     take_outputs(args)
     grid = load(args, forms=[form] if hasattr(form, "bind") else ())
@@ -166,13 +189,7 @@ def allocate(args) -> int:
     from fitrules.model.forms import resolve_form
 
     allocating.check(declared.ALLOCATE.from_args(args))
-    if (args.saved_fit is None) == (args.form is None):
-        raise FitrulesError("give --form (fitted here on --data) or --fit FILE (a saved fit)")
-    if args.saved_fit is not None and args.data is not None:
-        raise FitrulesError(
-            "--fit FILE brings its fit and its grid's ranges: leave --data out, or fit here "
-            "with --form"
-        )
+    _form_or_saved_fit(args)
     form = api.load_fit(args.saved_fit) if args.saved_fit else resolve_form(args.form)
     take_outputs(args)
     grid = None if args.saved_fit else load(args)

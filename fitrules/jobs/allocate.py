@@ -193,6 +193,36 @@ class Allocation(
             )
         return self.table[hit].iloc[0].to_dict()
 
+    def to_latex(self) -> str:
+        """The allocation's table as a LaTeX ``tabular`` for a paper: per budget, each
+        variable's optimum (with its interval, when made), the ratio of the two, the fitted
+        loss and how far the optimum lies outside the grid, in 4 significant digits; the head
+        of :meth:`text` (the form, the cost, the exponents, what the intervals carry) is ``%``
+        comments above it (:mod:`fitrules.views.latex`: plain LaTeX, no package needed).
+
+        Returns
+        -------
+        str
+            The table, ending in a newline.
+
+        Examples
+        --------
+        >>> print(fr.allocate(runs, law, budgets=1e23).to_latex())  # doctest: +SKIP
+        """
+        from fitrules.views.latex import escape, tabular
+
+        x, y = self.variables
+        headers = {"budget": "budget $C$", "ratio": f"{escape(y)}/{escape(x)}"}
+        for v in (x, y):
+            headers |= {v: f"{escape(v)}*", f"{v}_low": f"{escape(v)}* low",
+                        f"{v}_high": f"{escape(v)}* high"}  # fmt: skip
+        shown = ["budget", x, f"{x}_low", f"{x}_high", y, f"{y}_low", f"{y}_high", "ratio",
+                 "loss", "extrapolation"]  # fmt: skip
+        t = self.table[[c for c in shown if c in self.table]]
+        t = t.drop(columns=[c for c in t if c != "extrapolation" and t[c].isna().all()])
+        head = self.text().split("\n\n", 1)[0].splitlines()
+        return tabular(t, headers, head)
+
     def to_dict(self) -> dict:
         f = self.fit
         return json_ready(

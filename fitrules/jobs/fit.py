@@ -480,6 +480,35 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
         consts = ", ".join(f"{k}={v:.4g}" for k, v in self.constants.items())
         return f"FittedForm({self.form.name}: {consts}; {len(self.cells)} cells)"
 
+    def to_latex(self) -> str:
+        """The constants table (:attr:`table`) as a LaTeX ``tabular`` for a paper: each
+        constant's value, standard error and, with intervals, its interval, in 4 significant
+        digits; the form, where the standard errors come from and the intervals' method are
+        ``%`` comments above it, for the caption (:mod:`fitrules.views.latex`: plain
+        LaTeX, no package needed).
+
+        Returns
+        -------
+        str
+            The table, ending in a newline.
+
+        Examples
+        --------
+        >>> print(fr.fit(g, "composition", intervals=True).to_latex())  # doctest: +SKIP
+        """
+        from fitrules.views.latex import tabular
+
+        t = self.table
+        notes = [f"form {self.form.name} = {self.form.expression}",
+                 "standard error: from the Jacobian at the fit"]  # fmt: skip
+        headers = {"stderr": "standard error"}
+        if "interval" in t:
+            level = f"{self.interval_method.level:.0%}".replace("%", r"\%")
+            notes.append(f"{self.interval_method.level:.0%} intervals: {t['interval'].iloc[0]}")
+            headers |= {"low": f"{level} low", "high": f"{level} high"}
+            t = t.drop(columns="interval")
+        return tabular(t, headers, notes)
+
     def to_dict(self, cells: bool = True) -> dict:
         """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out
         the per-cell table (observed values, predictions, residuals) and the ``standalone``

@@ -97,16 +97,21 @@ def _check_names(forms: list[Form]) -> None:
 def _one_form(f, pool: dict, cwd: Path | None) -> Form:
     """One form as given: a Form, a ``"NAME = EXPR"`` line or a name (found in ``pool``,
     which the first name fills with the forms available)."""
-    from fitrules.model.forms import available_forms, did_you_mean, parse_form_line
+    from fitrules.model.forms import (
+        available_forms,
+        did_you_mean,
+        note_shadowing,
+        parse_form_line,
+    )
 
-    if isinstance(f, Form):
-        return f
-    if isinstance(f, str) and "=" in f:
-        return parse_form_line(f, "forms")
-    if not isinstance(f, str):
+    if not isinstance(f, Form | str):
         raise FormError(f"a form is a name, 'NAME = EXPR' or a fitrules.Form, not {f!r}")
     if not pool:
         pool.update(available_forms(cwd))
+    if isinstance(f, Form) or "=" in f:
+        form = f if isinstance(f, Form) else parse_form_line(f, "forms")
+        note_shadowing(form, pool)  # a user's form may take a built-in's name
+        return form
     if f not in pool:
         raise FormError(
             f"unknown form {f!r}{did_you_mean(f, pool)}; available: {', '.join(pool)} "

@@ -78,22 +78,46 @@ def parse_form_line(line: str, source: str = "--form") -> Form:
 def resolve_form(text: str, cwd: Path | None = None) -> Form:
     """A form given on the command line: a known name, or inline ``"NAME = EXPR"``.
 
-    An inline form may not take the name of a built-in form or of one in ``forms.toml``.
+    An inline form may take the name of a built-in form or of one in ``forms.toml``: it is
+    used in that one's place, with a note (:func:`note_shadowing`).
     """
     if "=" not in text:
         return select_forms([text], cwd=cwd)[0]
     form = parse_form_line(text)
-    _check_new_name(form.name, available_forms(cwd))
+    note_shadowing(form, available_forms(cwd))
     return form
 
 
-def _check_new_name(name: str, pool: Mapping[str, Form]) -> None:
-    if name in pool:
-        where = "built-in" if name in BUILTIN_FORMS else f"in {FORMS_FILE}"
-        raise FormError(
-            f"--form {name!r}: a form of that name already exists ({where}: "
-            f"{pool[name].expression}); give the inline form another name"
-        )
+def note_shadowing(form: Form, pool: Mapping[str, Form]) -> None:
+    """Warn (:class:`~fitrules.base.errors.FitrulesNote`) when a user's ``form`` takes the
+    name of another form of ``pool`` (a built-in one or one in ``forms.toml``): the user's
+    form is the one used under that name."""
+    other = pool.get(form.name)
+    if other is None or other.expression == form.expression:  # the same form, given again
+        return
+    import warnings
+
+    from fitrules.base.errors import FitrulesNote
+
+    where = "built-in" if form.name in BUILTIN_FORMS else f"{FORMS_FILE}'s"
+    warnings.warn(
+        f"form {form.name!r} = {form.expression} shadows the {where} form of that name "
+        f"({other.expression}); the one given here is used",
+        FitrulesNote,
+        stacklevel=_callers_level(),
+    )
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside fitrules, for a warning issued by the
+    function that calls this: Python shows the caller's line, not the package's."""
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _form_from_toml(name: str, value: object, source: str) -> Form:
@@ -186,7 +210,7 @@ def select_forms(
     pool = available_forms(cwd)
     added = [parse_form_line(line) for line in extra]
     for f in added:
-        _check_new_name(f.name, pool)
+        note_shadowing(f, pool)
     inline = {f.name: f for f in added}
     if names:
         chosen = []

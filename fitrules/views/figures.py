@@ -685,23 +685,9 @@ def residual_map(cells, form, constants, x: str, y: str, lim: float | None = Non
     return ax
 
 
-DODGE = 0.6  # the forms' points at one level span this fraction of the smallest gap
-
-
-def _dodge(xs: np.ndarray, i: int, n: int) -> np.ndarray:
-    """``xs`` shifted sideways for the ``i``-th of ``n`` series: all series at a level stay
-    within ``DODGE / 2`` of the smallest gap between levels (in log space on a log axis), so
-    the levels never interleave and no point moves past a neighbouring level."""
-    log = scale_log(xs)
-    t = np.log10(xs) if log else xs
-    levels = np.unique(t)
-    if len(levels) < 2:
-        gap = 1.0 if not log else 0.1
-    else:
-        gap = float(np.min(np.diff(levels)))
-    shift = (i - (n - 1) / 2) / max(n - 1, 1) * DODGE * gap
-    shifted = t + shift
-    return 10**shifted if log else shifted
+# the forms' residuals at one cell share its x; each form has its own marker, so that two
+# points at one place are both seen
+MARKERS = "osD^v<>p"
 
 
 def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
@@ -718,16 +704,14 @@ def residuals_vs(cells, fits: Sequence[tuple], x: str, ax=None):
     ranges = [robust_range(r, log=False, fence=RESIDUAL_FENCE) for r in res]
     lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
     lo, hi = min(lo, -abs(hi) * 0.05), max(hi, abs(lo) * 0.05)
-    jitter = len(fits) > 1 and cells.table[x].nunique() <= 12
     n_off = 0
     for i, ((f, _), r) in enumerate(zip(fits, res, strict=True)):
         rc, off = clip_to(r, lo, hi)
-        xi = xs
-        if jitter:  # few levels: spread the forms sideways so their points do not overlap
-            xi = _dodge(xs, i, len(fits))
-        ax.scatter(xi[~off], rc[~off], s=14, alpha=0.7, color=f"C{i}", label=f.name)
+        marker = MARKERS[i % len(MARKERS)]
+        ax.scatter(xs[~off], rc[~off], s=16, alpha=0.6, color=f"C{i}", marker=marker,
+                   label=f.name)  # fmt: skip
         if off.any():
-            ax.scatter(xi[off], rc[off], s=30, edgecolors=f"C{i}", **EDGE)
+            ax.scatter(xs[off], rc[off], s=30, edgecolors=f"C{i}", **EDGE)
             n_off += int(off.sum())
     if n_off:
         worst = float(np.max(np.abs(np.concatenate(res))))
@@ -762,14 +746,17 @@ def _groups(t: pd.DataFrame, by: list[str]) -> tuple[pd.Series, dict]:
             log = scale_log(col.to_numpy(float))
             vals = np.log10(col) if log else col
             bins = pd.qcut(vals, min(4, MAX_GROUPS), duplicates="drop")
-            edges = bins.map(
-                lambda iv, log=log: (10**iv.left, 10**iv.right) if log else (iv.left, iv.right)
-            )
+            # a bin is named by the levels it holds (its lowest and highest), not by the
+            # quantile edges that cut it, which are no level of the grid
+            lows = col.groupby(bins, observed=True).transform("min")
+            highs = col.groupby(bins, observed=True).transform("max")
             keys.append(
                 pd.Series(
-                    [f"{name} {level_text(lo)} to {level_text(hi)}" for lo, hi in edges],
+                    [f"{name} = {level_text(lo)}" if lo == hi
+                     else f"{name} {level_text(lo)} to {level_text(hi)}"
+                     for lo, hi in zip(lows, highs, strict=True)],
                     index=t.index,
-                )
+                )  # fmt: skip
             )
     key = keys[0] if len(keys) == 1 else pd.concat(keys, axis=1).agg("; ".join, axis=1)
     at = {k: {v: float(np.median(t.loc[key == k, v])) for v in by} for k in key.unique()}
@@ -780,7 +767,8 @@ def curves_vs(cells, form, constants, x: str, unit: str | None = None, ax=None, 
     """Cell values against ``x`` with the fitted form as lines.
 
     One colour per level of the form's other variables (binned into a few quantile groups
-    when they have many levels, the line then drawn at the group's median). A form that
+    when they have many levels, each named by the lowest and highest level it holds, the line
+    then drawn at the group's median). A form that
     reads only ``x`` gets one line. ``band``, when given, maps the variables (a dict of
     arrays) to the (low, high) prediction interval there, shaded around each line.
     """

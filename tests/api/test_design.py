@@ -53,6 +53,9 @@ def test_public_api_design_takes_names_and_a_dataframe():
     d = fr.design(frame, ["composition", "log_additive"], budget=6, splits=20, resamples=20)
     assert 0 < d.chosen["runs"].sum() <= 6
     assert json.dumps(d.to_dict(), allow_nan=False)
+    # issue 66: it said "data: None"; a table in memory is named as compare and fit name it
+    assert str(d).splitlines()[0].startswith("data: DataFrame (sha256 ")
+    assert d.to_dict()["data"]["path"] == "DataFrame"
 
 
 def test_design_leaves_out_levels_a_per_level_form_cannot_predict():

@@ -119,13 +119,22 @@ def test_bounds_on_a_linear_constant_are_refused(grid_csv, tmp_path, capsys, mon
     refused(argv, capsys, tmp_path, "bounds given for 'a', which enters linearly")
 
 
-def test_an_inline_form_may_not_shadow_a_builtin(grid_csv, tmp_path, capsys):
-    """An inline form named like a built-in form is refused by compare and fit."""
-    for argv in (
-        ["compare", *SPLITS, "--form", "composition = L0 + a*omega*H"],
-        ["fit", "--form", "additive = L0 + a*omega*H"],
+def test_an_inline_form_may_shadow_a_builtin_with_a_note(grid_csv, tmp_path, capsys, monkeypatch):
+    """An inline form named like a built-in form (or one of forms.toml) is the one compare and
+    fit use, with one note line on stderr naming the form it shadows."""
+    _in_folder_with_forms_toml(tmp_path, monkeypatch, MINE)
+    for argv, shadowed in (
+        (["compare", *SPLITS, "--form", "composition = L0 + a*omega*H"], "built-in"),
+        (["fit", "--form", "additive(H, omega) = L0 + a*omega*H"], "built-in"),
+        (["fit", "--form", "mine = L0 + a*omega"], "forms.toml's"),
     ):
-        refused([*argv, "--data", grid_csv], capsys, tmp_path, "already exists \\(built-in")
+        code, out, err = run([*argv, "--data", grid_csv], capsys)
+        assert code == 0, err
+        (note,) = err.strip().splitlines()
+        assert note.startswith(f"fitrules {argv[0]}: note: form ") and shadowed in note
+        assert "the one given here is used" in note
+        if argv[0] == "fit":  # the user's expression is the one fitted
+            assert argv[-1].split("= ")[1] in out
 
 
 def test_variables_declared_in_backticks(tmp_path, capsys):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
@@ -80,3 +82,19 @@ def test_the_checker_tells_each_outcome_apart(monkeypatch):
         assert fuzzing.check(fuzzing.Case(["validate"])).kind == kind, func.__name__
     monkeypatch.setitem(commands.HANDLERS, "validate", two_lines)
     assert fuzzing.check(fuzzing.Case(["validate"])).kind == "refused"  # main joins lines
+
+
+def test_the_checker_allows_the_note_of_a_shadowing_form_only(monkeypatch):
+    """At exit 0 the note of a form named like a built-in is allowed on stderr; another line
+    there is a failure."""
+    from fitrules.cli import commands
+
+    shadowing = fuzzing.Case(["fit", "--form=composition = L0 + a*omega"])
+    assert fuzzing.check(shadowing).kind == "ok"
+
+    def says_more(args):
+        print("fitrules validate: note: something else", file=sys.stderr)
+        return 0
+
+    monkeypatch.setitem(commands.HANDLERS, "validate", says_more)
+    assert fuzzing.check(fuzzing.Case(["validate"])).kind == "stderr"

@@ -191,3 +191,30 @@ def test_predict_from_a_saved_fit_prints_without_a_ledger(tmp_path, capsys):
     assert out.strip() == str(f.predict(H=256, keep=0.5))
     assert "95% interval" in out and "H 4x beyond" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.json"]
+
+
+def test_fit_of_a_saved_fit_predicts_from_it(tmp_path, capsys):
+    """Issue 66: fit --fit FILE --predict P printed "--form required"; now it prints the saved
+    fit and its predictions (as f.predict gives them) without data or a refit, and refuses,
+    in one line, --form or --data beside it and a fitting option it would ignore."""
+    import fitrules as fr
+    from helpers import run
+
+    g = fr.load_example("main", where="lr == 3e-4")
+    f = fr.fit(g, "composition")
+    saved = tmp_path / "fit.json"
+    f.to_json(saved)
+    code, out, err = run(["fit", "--fit", saved, "--predict", "H=256,keep=0.5",
+                          "--predict", "H=8,keep=0.25", "--runs", "3"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert out.startswith(str(f).split("\n", 1)[0])  # the saved fit's text: its data line
+    for at in ({"H": 256, "keep": 0.5}, {"H": 8, "keep": 0.25}):
+        said = str(f.predict(at, runs=3))  # "composition: prediction at ...", in the fit's text
+        assert said.removeprefix("composition: ") in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.json"]
+    base = ["fit", "--fit", str(saved), "--predict", "H=8,keep=0.25"]
+    refused([*base, "--form", "composition"], capsys, tmp_path, "give --form .* or --fit FILE")
+    refused([*base, "--data", "main"], capsys, tmp_path, "leave --data out")
+    refused([*base, "--intervals", "--objective", "log_huber"], capsys, tmp_path,
+            "--objective, --intervals would be ignored: a saved fit brings its fit")  # fmt: skip
+    refused(["fit"], capsys, tmp_path, "give --form .* or --fit FILE")

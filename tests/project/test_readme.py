@@ -52,7 +52,30 @@ def test_every_readme_example_runs_from_the_wheel_in_an_empty_directory(installe
     assert "data: data/main.csv" in main and "where lr == 3e-4" in main
     assert "composition" in main and "corrected resampled t" in main
     assert list(shell.iterdir()) == []  # the main job and the python block read, never write
-    (python,) = [out for key, out in outputs.items() if "import fitrules" in key]
+    (python,) = [out for key, out in outputs.items() if 'load_example("main"' in key]
     (answer,) = blocks("text", README)  # the answer the README quotes is the one printed
     assert answer.strip() and python.startswith(answer)
     assert "prediction at H=8, keep=0.25" in python
+    (law,) = [out for key, out in outputs.items() if "N, D" in key]
+    assert "exponents: N* ~ C^" in law and law.startswith("allocate: chinchilla")
+    assert "chinchilla predicts the held-out cells best" in law and "shared" in law
+    index = run_examples(ROOT / "docs" / "index.md", bin_, shell, scripts, env)
+    assert all("predicts the held-out cells best" in out for out in index.values())
+    assert list(shell.iterdir()) == []
+
+
+def test_the_first_screen_asks_both_questions():
+    """The README's first screen and the docs index each show the DiLoCo question and the
+    scaling-law one (a law fitted to N x D runs, its allocation at a budget, two laws
+    compared) as Python that runs; the index's scaling-law example is the README's."""
+    first_screen = README.read_text().split("\n## From Python", 1)[0]
+    index = (ROOT / "docs" / "index.md").read_text()
+    law = [b for b in blocks("python", README) if "N, D" in b]
+    assert len(law) == 1 and law[0] in first_screen
+    for call in ("fr.allocate(", "fr.compare(", "budgets="):
+        assert call in law[0]
+    assert "fitrules compare --splits 300" in first_screen
+    assert law[0] in blocks("python", ROOT / "docs" / "index.md")
+    assert any("composition" in b and "fr.compare(" in b
+               for b in blocks("python", ROOT / "docs" / "index.md"))  # fmt: skip
+    assert index.index("composition") < index.index("N, D")

@@ -108,20 +108,37 @@ def h_keep_tuning():
     plt.close("all")
 
 
-def test_residual_offsets_stay_within_half_the_gap_between_levels(cmp):
-    """Forms' residuals are offset within half the gap between levels, each form on its own side.
-
-    The offset that separated forms was +-2 units where omega levels are 1 apart."""
+def test_forms_residuals_share_their_cells_x_told_apart_by_marker(cmp):
+    """Every form's residual at a cell is drawn at the cell's own x (issue 66: two forms were
+    dodged by half a log step, off the level they belong to), each form with its marker."""
     ax = cmp.plot_residuals("omega")
-    levels = np.unique(cmp.cells.table["omega"])
-    gap = np.min(np.diff(levels))
-    xs = np.concatenate([c.get_offsets()[:, 0] for c in ax.collections])
-    nearest = levels[np.abs(xs[:, None] - levels[None, :]).argmin(1)]
-    assert np.all(np.abs(xs - nearest) <= figures.DODGE / 2 * gap + 1e-9)
-    assert xs.min() > levels.min() - gap / 2  # no point at omega = -2
-    # each form keeps its side: the series are ordered the same way at every level
-    firsts = [c.get_offsets()[:, 0] for c in ax.collections[:2]]
-    assert np.all(firsts[0] < firsts[1])
+    levels = set(np.round(cmp.cells.table["omega"].to_numpy(float), 12))
+    drawn = [c for c in ax.collections if c.get_label() in {f.name for f in cmp.forms}]
+    assert len(drawn) == len(cmp.forms) > 1
+    for c in drawn:
+        assert set(np.round(c.get_offsets()[:, 0], 12)) <= levels, c.get_label()
+    xs = [tuple(np.sort(c.get_offsets()[:, 0])) for c in drawn]
+    assert len(set(xs)) == 1  # every form at the same x positions
+    paths = [c.get_paths()[0].vertices.round(6).tobytes() for c in drawn]
+    assert len(set(paths)) == len(drawn)  # one marker a form
+
+
+def test_grouped_curves_name_their_bins_by_levels():
+    """A variable of many levels, binned, is named in the legend by the lowest and highest
+    level each bin holds (issue 66: "experts 1.995 to 7.998", qcut's edges, no level)."""
+    rng = np.random.default_rng(0)
+    H, experts = (a.ravel() for a in np.meshgrid([1, 4, 16, 64], [2, 3, 4, 5, 6, 7, 8]))
+    loss = 2 + 0.1 * H**0.3 / experts * np.exp(0.005 * rng.standard_normal(H.size))
+    f = api.fit(pd.DataFrame({"H": H, "experts": experts, "loss": loss}),
+                "moe(H, experts) = L0 + a*H**b/experts")  # fmt: skip
+    ax = f.plot_curves("H")
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    groups = [t for t in labels if t.startswith("experts")]  # beside "data" and the fit's
+    assert len(groups) >= 3, labels
+    for label in groups:
+        m = re.fullmatch(r"experts (?:= (\S+)|(\S+) to (\S+))", label)
+        assert m, label
+        assert all(v in {"2", "3", "4", "5", "6", "7", "8"} for v in m.groups() if v), label
 
 
 def test_the_paired_caption_leads_with_the_verdict(cmp):

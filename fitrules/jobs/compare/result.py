@@ -49,6 +49,13 @@ class SummaryTable(pd.DataFrame):
         return Text(str(owner))
 
 
+# the summary's columns a LaTeX table shows by default, and those in the error's unit
+LATEX_COLUMNS = ("form", "constants", "splits_used", "median", "trimmed_mean", "p90",
+                 "noise_floor")  # fmt: skip
+ERROR_COLUMNS = ("common_median", "median", "trimmed_mean", "p90", "worst_split", "worst_cell",
+                 "noise_floor", "tame_median", "tame_trimmed_mean", "tame_p90", "mean")  # fmt: skip
+
+
 @dataclass
 class Comparison(Views, text=view("text.render_comparison"), html=view("html.comparison_html")):
     """The outcome of comparing forms on paired splits.
@@ -148,6 +155,43 @@ class Comparison(Views, text=view("text.render_comparison"), html=view("html.com
     def ranking(self) -> pd.DataFrame:
         """:attr:`summary` ranked by median held-out error (what every view shows)."""
         return ranked(pd.DataFrame(self.summary))
+
+    def to_latex(self, columns: Sequence[str] | None = None) -> str:
+        """The summary, ranked (:attr:`ranking`), as a LaTeX ``tabular`` for a paper: one row
+        per form, in 4 significant digits, the error columns headed with the error's unit;
+        the conclusion is ``%`` comments above it, for the caption
+        (:mod:`fitrules.views.latex`: plain LaTeX, no package needed).
+
+        Parameters
+        ----------
+        columns : sequence of str, optional
+            Columns of :attr:`summary` to show (default: form, constants, splits_used,
+            median, trimmed_mean, p90, noise_floor).
+
+        Returns
+        -------
+        str
+            The table, ending in a newline.
+
+        Examples
+        --------
+        >>> print(fr.compare(g, forms=["composition", "additive"]).to_latex())  # doctest: +SKIP
+        """
+        from fitrules.base.errors import FitrulesError
+        from fitrules.views.latex import escape, tabular
+
+        columns = list(columns or LATEX_COLUMNS)
+        unknown = [c for c in columns if c not in self.summary.columns]
+        if unknown:
+            raise FitrulesError(
+                f"columns {unknown}: not columns of the summary; it has "
+                f"{', '.join(self.summary.columns)}"
+            )
+        unit = escape(self.error_metric["unit"])
+        headers = {c: f"{escape(c)} ({unit})" for c in columns if c in ERROR_COLUMNS}
+        notes = [f"held-out {self.error_metric['quantity']} in {self.error_metric['unit']}",
+                 *self.conclusion]  # fmt: skip
+        return tabular(self.ranking[columns], headers, notes)
 
     def to_dict(self) -> dict:
         """Everything, JSON-ready (NaN and infinities become null)."""

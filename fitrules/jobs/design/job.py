@@ -180,7 +180,7 @@ def design(
 def _design_data(grid: Grid, cells: Cells, variables: tuple[str, ...]) -> dict:
     """What the design was made from: the grid, its cells and the variables' units."""
     return {
-        "path": str(grid.path) if grid.path else None,
+        "path": grid.label,  # the file, or "DataFrame": as compare and fit record it
         "sha256": grid.sha256,
         "where": list(grid.where),
         "derive": list(grid.derive),

@@ -42,7 +42,16 @@ FIT = Command(
     "fit one form on all cells",
     options(
         DATA,
-        ONE_FORM,
+        ONE_FORM.but(cli=dict(metavar='NAME or "NAME = EXPR"')),
+        Option(
+            "saved_fit",
+            # flag words: the flag's declaration
+            flag="--fit",
+            python=False,
+            help="print a fit saved by fit --json or to_json (FILE), and its --predict points, "
+            "in place of --form and --data: no data is read and nothing is refitted",
+            cli=dict(type=Path, metavar="FILE"),
+        ),
         TUNING,
         FITTING,
         in_group(
@@ -101,6 +110,7 @@ FIT = Command(
     examples=(
         "fitrules fit --form composition --intervals --predict 'H=8,keep=0.25' --runs 3",
         "fitrules fit --form 'mine = L0 + a*omega**c' --report reports/fit-mine",
+        "fitrules fit --fit fit.json --predict 'H=8,keep=0.25' --runs 3",
     ),
 )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,21 +141,64 @@ def grid_and_forms(grid, forms, tune, tune_seeds, fix, bounds, by, shared):
     return g, tuning, customised(as_forms(forms), fix, bounds, by, shared)
 
 
+# what a saved fit uses of fit's options: the points to predict and the new runs of their
+# intervals (its form and data are the saved fit's)
+SAVED_FIT_USES = ("grid", "form", "predict", "runs")
+
+
+def check_saved(values: Mapping[str, Any]) -> None:
+    """Refuse what a saved fit (the command line's ``fit`` of a saved fit) would not use:
+    every fitting, interval and bootstrap option given away from its default, since the saved
+    fit brings its fit and its intervals; the points and runs are checked as :func:`check`
+    checks them."""
+    v = {o.name: o.value for o in FIT.python} | dict(values)
+    given = [o.name for o in FIT.python
+             if o.name not in SAVED_FIT_USES and _differs(v[o.name], o.value)]  # fmt: skip
+    if given:
+        raise FitrulesError(
+            f"{', '.join(map(param, given))} would be ignored: a saved fit brings its fit and "
+            f"its intervals; leave them out, or fit here with {param('form')}"
+        )
+    _check_points(v["predict"])
+    check_runs(v["runs"])
+
+
+def _differs(value, default) -> bool:
+    """Whether an option's ``value`` is not its ``default`` (an empty list is no value)."""
+    if default is None or default == ():
+        return value is not None and len(value if isinstance(value, Sized) else [0]) > 0
+    return not (type(value) is type(default) and value == default)
+
+
+def with_predictions(fitted: FittedForm, predict=(), runs: int | None = None) -> FittedForm:
+    """``fitted`` (a saved fit, loaded) with its predictions at the points ``predict``, each
+    with the interval of ``runs`` new runs when given, as :func:`fit` makes them."""
+    fitted.predictions = [fitted.predict(p, runs) for p in predict]
+    return fitted
+
+
+def _check_points(given) -> None:
+    """Refuse a point of ``predict`` written wrong (a dict is checked against the grid's
+    columns, later)."""
+    from fitrules.engine.intervals import parse_point
+
+    for point in given if isinstance(given, list | tuple) else [given]:
+        if isinstance(point, str):
+            parse_point(point)
+
+
 def check(values: Mapping[str, Any]) -> None:
     """Refuse what ``values`` (fr.fit's arguments) gives before any grid is read: the command
     line calls this before it takes its outputs, fr.fit first. The command line's checks
     come first, so that a value two checks refuse is refused in its words."""
-    from fitrules.engine.intervals import check_bootstrap_options, parse_point
+    from fitrules.engine.intervals import check_bootstrap_options
 
     v = {o.name: o.value for o in FIT.python} | dict(values)
     check_objective(v["objective"], v["delta"])
     check_customising(v["fix"], v["bounds"], v["by"], v["shared"])
     if v["intervals"] or v["predict"]:
         check_bootstrap_options(v["resamples"], v["seed"], v["level"])
-        given = v["predict"]
-        for point in given if isinstance(given, list | tuple) else [given]:
-            if isinstance(point, str):  # a dict is checked against the grid's columns
-                parse_point(point)
+        _check_points(v["predict"])
     check_runs(v["runs"])
     FIT.check(v)
     arg.text(v["bootstrap"], "bootstrap")
