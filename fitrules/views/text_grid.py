@@ -9,11 +9,28 @@ from fitrules.views.text_parts import numbers_note, seed_effect_sentence
 MAX_LEVELS = 12  # a factor with more levels is shown by its count and range
 
 
+BIG_INTEGER = 10**6  # integers from here on print as numbers do: 1.653e+07, not 16527360
+
+
+def _digits(values: list) -> int:
+    """The fewest significant digits (4 at least, 6 as ``:g`` at most unless more are needed)
+    that print the large integers of ``values`` apart."""
+    big = sorted({x for x in values if isinstance(x, int) and abs(x) >= BIG_INTEGER})
+    for digits in range(4, 18):
+        if len({f"{x:.{digits}g}" for x in big}) == len(big):
+            return digits
+    return 17
+
+
 def _levels_line(name: str, values: list) -> str:
+    digits = _digits(values)
+
     def show(x) -> str:
         if isinstance(x, float) and not math.isfinite(x):
             # an empty cell of the table is a level of its own: named, never printed as nan
             return "missing" if math.isnan(x) else ("+" if x > 0 else "-") + "infinite"
+        if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= BIG_INTEGER:
+            return f"{x:.{digits}g}"  # as the figures' axes and the floats beside them
         return f"{x:g}" if isinstance(x, float) else str(x)
 
     finite = [x for x in values if not (isinstance(x, float) and not math.isfinite(x))]
