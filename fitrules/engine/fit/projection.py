@@ -8,7 +8,6 @@ import numpy as np
 
 from fitrules.engine.fit.objective import Objective
 from fitrules.engine.fit.weights import _root_weights, _weights
-from fitrules.model import expr as ex
 from fitrules.model.compiled import CompiledForm
 
 
@@ -24,9 +23,10 @@ def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray):
     }
     env.update({c: thetas[..., i][..., None] for i, c in enumerate(s.nonlinear)})
     with np.errstate(all="ignore"):
-        cols = [np.broadcast_to(ex.evaluate(b, env), (*lead, n)) for b in s.basis]
+        *values, offset = cf.pieces(env)
+        cols = [np.broadcast_to(b, (*lead, n)) for b in values]
         basis = np.stack(cols, axis=-1) if cols else np.zeros((*lead, n, 0))
-        offset = np.broadcast_to(ex.evaluate(s.offset, env), (*lead, n)).astype(float)
+        offset = np.broadcast_to(offset, (*lead, n)).astype(float)
     finite = np.isfinite(basis).all(axis=-1) & np.isfinite(offset)
     basis = np.where(finite[..., None], basis, 0.0)
     offset = np.where(finite, offset, 0.0)
