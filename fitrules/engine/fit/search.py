@@ -201,9 +201,13 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
     step = span / max(2, round(len(thetas) ** (1 / thetas.shape[1])) - 1)
     picked = [int(order[0])]
     # look further down the ranking when many starts are wanted (a single fit on all cells)
-    for i in order[1 : max(200, 40 * n_starts)]:
-        if len(picked) >= n_starts:
+    candidates = order[1 : max(200, 40 * n_starts)]
+    # greedily, in rank order, each candidate far from every start picked before it: the
+    # candidates still far from all picked ones, and the first of them picked, per round
+    far = np.ones(len(candidates), bool)
+    while len(picked) < n_starts:
+        far &= np.any(np.abs(thetas[candidates] - thetas[picked[-1]]) > 2.5 * step, axis=1)
+        if not far.any():
             break
-        if np.all(np.any(np.abs(thetas[picked] - thetas[i]) > 2.5 * step, axis=1)):
-            picked.append(int(i))
+        picked.append(int(candidates[np.argmax(far)]))
     return picked
