@@ -11,55 +11,79 @@ from fitrules.engine.fit.weights import _root_weights, _weights
 from fitrules.model.compiled import CompiledForm
 
 
-def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray):
-    """Basis (..., n, k), offset (..., n) and finiteness at nonlinear values (..., q)."""
+def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray, axes=None):
+    """Basis (..., n, k), offset (..., n) and finiteness at nonlinear values (..., q).
+
+    ``axes``: when ``thetas`` (T, L, q) is each row's full grid of m values per constant
+    (L = m^q, the first constant's index varying slowest), those values, (T, m) per constant:
+    each constant then rides on an axis of its own, so a term of one constant (``omega**c``)
+    is evaluated at m points, not at L, with the same values.
+    """
     s = cf.s
     lead = thetas.shape[:-1]
     n = next(iter(X.values())).shape[-1]
+    shape = lead if axes is None else (lead[0], *(a.shape[1] for a in axes))
     # X values are (n,) shared by all rows, or (T, n): each row its own (training) cells
     env = {
-        v: X[v].reshape(X[v].shape[:-1] + (1,) * (len(lead) + 1 - X[v].ndim) + (n,))
+        v: X[v].reshape(X[v].shape[:-1] + (1,) * (len(shape) + 1 - X[v].ndim) + (n,))
         for v in cf.form.bound_variables
     }
-    env.update({c: thetas[..., i][..., None] for i, c in enumerate(s.nonlinear)})
+    if axes is None:
+        env.update({c: thetas[..., i][..., None] for i, c in enumerate(s.nonlinear)})
+    else:
+        q = len(axes)
+        for i, c in enumerate(s.nonlinear):
+            env[c] = axes[i].reshape((len(axes[i]),) + (1,) * i + (-1,) + (1,) * (q - i))
     with np.errstate(all="ignore"):
         *values, offset = cf.pieces(env)
-        cols = [np.broadcast_to(b, (*lead, n)) for b in values]
-        basis = np.stack(cols, axis=-1) if cols else np.zeros((*lead, n, 0))
-        offset = np.broadcast_to(offset, (*lead, n)).astype(float)
+        cols = [np.broadcast_to(b, (*shape, n)) for b in values]
+        basis = np.stack(cols, axis=-1) if cols else np.zeros((*shape, n, 0))
+        offset = np.broadcast_to(offset, (*shape, n)).astype(float)
+        basis = basis.reshape((*lead, n, basis.shape[-1]))
+        offset = offset.reshape((*lead, n))
     finite = np.isfinite(basis).all(axis=-1) & np.isfinite(offset)
     basis = np.where(finite[..., None], basis, 0.0)
     offset = np.where(finite, offset, 0.0)
     return basis, offset, finite
 
 
-def _solve_small_symmetric(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Solve stacks of symmetric 1x1, 2x2 or 3x3 systems by cofactors, element-wise.
+def _small_symmetric_solver(A: np.ndarray):
+    """The solver of stacks of symmetric 1x1, 2x2 or 3x3 systems ``A``, by cofactors,
+    element-wise: a function of right-hand sides (..., k) to solutions (..., k).
 
     Batched LAPACK calls cost about a microsecond per tiny matrix; these formulas handle a
-    grid x splits stack in a few passes over flat arrays.
+    grid x splits stack in a few passes over flat arrays. The cofactors are made once for
+    every right-hand side (the solve and its refinement step share them).
     """
     k = A.shape[-1]
-    r = [rhs[..., i] for i in range(k)]
     if k == 1:
-        return (r[0] / A[..., 0, 0])[..., None]
+        a = A[..., 0, 0]
+        return lambda r: (r[..., 0] / a)[..., None]
     if k == 2:
         a, b, d = A[..., 0, 0], A[..., 0, 1], A[..., 1, 1]
-        det = a * d - b * b
-        return np.stack([(d * r[0] - b * r[1]) / det, (a * r[1] - b * r[0]) / det], axis=-1)
+        det2 = a * d - b * b
+        return lambda r: np.stack(
+            [(d * r[..., 0] - b * r[..., 1]) / det2, (a * r[..., 1] - b * r[..., 0]) / det2],
+            axis=-1,
+        )
     a, b, c = A[..., 0, 0], A[..., 0, 1], A[..., 0, 2]
     d, e, f = A[..., 1, 1], A[..., 1, 2], A[..., 2, 2]
     c00, c01, c02 = d * f - e * e, c * e - b * f, b * e - c * d
     c11, c12, c22 = a * f - c * c, b * c - a * e, a * d - b * b
     det = a * c00 + b * c01 + c * c02
-    return np.stack(
-        [
-            (c00 * r[0] + c01 * r[1] + c02 * r[2]) / det,
-            (c01 * r[0] + c11 * r[1] + c12 * r[2]) / det,
-            (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det,
-        ],
-        axis=-1,
-    )
+
+    def solve(rhs: np.ndarray) -> np.ndarray:
+        r = [rhs[..., i] for i in range(3)]
+        return np.stack(
+            [
+                (c00 * r[0] + c01 * r[1] + c02 * r[2]) / det,
+                (c01 * r[0] + c11 * r[1] + c12 * r[2]) / det,
+                (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det,
+            ],
+            axis=-1,
+        )
+
+    return solve
 
 
 def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -71,8 +95,9 @@ def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     Ar = A + ridge * np.eye(k)
     if k <= 3:
         with np.errstate(all="ignore"):
-            c = _solve_small_symmetric(Ar, rhs)
-            return c + _solve_small_symmetric(Ar, rhs - (A * c[..., None, :]).sum(-1))
+            solve = _small_symmetric_solver(Ar)
+            c = solve(rhs)
+            return c + solve(rhs - (A * c[..., None, :]).sum(-1))
     c = np.linalg.solve(Ar, rhs[..., None])
     c = c + np.linalg.solve(Ar, rhs[..., None] - A @ c)
     return c[..., 0]
@@ -182,12 +207,13 @@ def _profile(g: _GridPieces, masks):
     return out, c
 
 
-def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
+def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas, axes=None):
     """As :func:`_profile`, each row t with its own training mask and points ``thetas[t]``.
 
-    ``thetas`` (T, L, q); ``masks`` (T, n). Returns objective (T, L), coefficients (T, L, k).
+    ``thetas`` (T, L, q); ``masks`` (T, n); ``axes``: see :func:`_evaluate_pieces`. Returns
+    objective (T, L), coefficients (T, L, k).
     """
-    basis, offset, finite = _evaluate_pieces(cf, X, thetas)  # (T, L, n, k), (T, L, n)
+    basis, offset, finite = _evaluate_pieces(cf, X, thetas, axes)  # (T, L, n, k), (T, L, n)
     norm = np.sqrt((basis**2).sum(axis=2, keepdims=True))
     norm = np.where(norm > 0, norm, 1.0)
     bs = basis / norm

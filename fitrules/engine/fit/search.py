@@ -68,6 +68,9 @@ def _search_scale(s: Structure, theta: np.ndarray) -> np.ndarray:
 FULL_STENCIL_MAX_Q = 3  # up to 3 nonlinear constants the local window is a full 3^q grid
 
 
+STEPS = np.linspace(-1, 1, 3)  # a full window's offsets along each axis, in steps
+
+
 def _stencil(q: int) -> tuple[np.ndarray, int]:
     """Offsets of the local search window and the index of its centre.
 
@@ -75,8 +78,7 @@ def _stencil(q: int) -> tuple[np.ndarray, int]:
     way along each axis (2q + 1 points), so the cost grows linearly with q, not as 3^q.
     """
     if q <= FULL_STENCIL_MAX_Q:
-        offsets = np.linspace(-1, 1, 3)
-        local = np.stack([a.ravel() for a in np.meshgrid(*[offsets] * q, indexing="ij")], axis=1)
+        local = np.stack([a.ravel() for a in np.meshgrid(*[STEPS] * q, indexing="ij")], axis=1)
         return local, (len(local) - 1) // 2
     eye = np.eye(q)
     return np.concatenate([np.zeros((1, q)), eye, -eye]), 0
@@ -112,9 +114,15 @@ def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOpt
         if len(idx) == 0:
             break
         grid = np.clip(theta[idx, None, :] + local[None] * h[idx, None, :], lo, hi)
+        # a full window is a grid per constant: each constant's three values, once
+        axes = (
+            [np.clip(theta[idx, i, None] + STEPS * h[idx, i, None], lo[i], hi[i]) for i in range(q)]
+            if q <= FULL_STENCIL_MAX_Q
+            else None
+        )
         Xi = {v: a[idx] if a.ndim == 2 else a for v, a in X.items()}
         vals, coefs = _profile_rows(
-            cf, Xi, y[idx] if y.ndim == 2 else y, masks[idx], objective, grid
+            cf, Xi, y[idx] if y.ndim == 2 else y, masks[idx], objective, grid, axes
         )
         # keep the current point on ties so a flat direction does not drift
         vals[:, centre] -= 1e-15 * np.abs(vals[:, centre])
