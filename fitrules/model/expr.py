@@ -341,11 +341,16 @@ def evaluate(node: Node, env: Mapping[str, Any]) -> Any:
     if node.op == "is":  # only made by level expansion: 1.0 where COLUMN == level, else 0.0
         return np.equal(evaluate(node.args[0], env), node.value).astype(float)
     if node.op == "at":
-        raise ExpressionError(
-            f"{node.value}[{node.args[0].value}] must be expanded over the levels of "
-            f"{node.args[0].value} before it is evaluated (bind the form to a grid)"
-        )
+        raise _unexpanded(node)
     return _NUMPY[node.op](*(evaluate(a, env) for a in node.args))
+
+
+def _unexpanded(node: Node) -> ExpressionError:
+    """The error of evaluating ``c[COLUMN]`` before the form was bound to a grid."""
+    return ExpressionError(
+        f"{node.value}[{node.args[0].value}] must be expanded over the levels of "
+        f"{node.args[0].value} before it is evaluated (bind the form to a grid)"
+    )
 
 
 def _indicator(a: Any, level: float) -> Any:
@@ -383,10 +388,7 @@ def _compiled(nodes: tuple[Node, ...], label: str) -> Callable[..., tuple]:
         if node.op == "name":
             code = f"env[{node.value!r}]"
         elif node.op == "at":
-            raise ExpressionError(
-                f"{node.value}[{node.args[0].value}] must be expanded over the levels of "
-                f"{node.args[0].value} before it is evaluated (bind the form to a grid)"
-            )
+            raise _unexpanded(node)
         else:
             args = [ref(a) for a in node.args]
             if node.op == "xlogy":
