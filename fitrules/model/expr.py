@@ -419,7 +419,7 @@ def _compiled(nodes: tuple[Node, ...], label: str) -> Callable[..., tuple]:
     body.append(f"return ({''.join(o + ', ' for o in outs)})")
     src = "def compiled(env):\n" + "".join(f"    {b}\n" for b in body)
     namespace: dict[str, Any] = {"_F": _NUMPY, "_xlogy": xlogy, "_indicator": _indicator}
-    exec(compile(src, f"<compiled {label}>", "exec"), namespace)  # noqa: S102 (from the tree)
+    exec(compile(src, f"<compiled {label}>", "exec"), namespace)  # source made from the tree
     fn = namespace["compiled"]
     fn.source = src
     return fn
