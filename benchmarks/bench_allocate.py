@@ -63,8 +63,9 @@ def coverage(method: str, grids: int, noise: float, resamples: int, seed: int) -
     for _ in range(grids):
         g = fr.load_grid(grid(rng, noise))
         try:
-            a = fr.allocate(g, LAW, budgets=list(BUDGETS), intervals=method,
-                            resamples=resamples)  # fmt: skip
+            # the bootstrap's refits only with its intervals (allocate refuses them otherwise)
+            boot = {"resamples": resamples} if method == "bootstrap" else {}
+            a = fr.allocate(g, LAW, budgets=list(BUDGETS), intervals=method, **boot)
         except fr.FitrulesError:
             failed += 1
             continue

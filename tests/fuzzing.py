@@ -854,14 +854,29 @@ def allocate_runs_bytes(draw, hostile: bool = False) -> bytes:
     return ("N,D,loss\n" + "\n".join(rows) + "\n").encode()
 
 
+@functools.lru_cache(maxsize=1)
+def allocate_fit_bytes() -> bytes:
+    """A fit of the allocate grid, as ``to_json`` writes it (made once)."""
+    import declared
+
+    import fitrules as fr
+
+    return fr.fit(declared.allocate_runs(), ALLOCATE_FORMS[0]).to_json().encode()
+
+
 @st.composite
 def allocate_cases(draw) -> Case:
     d = Draw(draw)
     files = {"n.csv": d(allocate_runs_bytes(d.hostile))}
-    out, dirs, more = _outputs(d, report=False)
+    out, dirs, more = _outputs(d)
     files.update(more)
     form = d.pick(ALLOCATE_FORMS, BAD_ALLOCATE_FORMS, 4)
     argv = ["allocate", "--data=n.csv", opt("--form", form)]
+    if d.chance(5):  # issue 66: a saved fit alone (no --data), or beside what it refuses
+        files["fit.json"] = allocate_fit_bytes()
+        argv = ["allocate", opt("--fit", d.pick(["fit.json"], ["none.json", "DIR", "n.csv"], 4))]
+        argv += d.maybe("--data", ["n.csv"], (), 8)
+        argv += d.maybe("--form", [ALLOCATE_FORMS[0]], (), 8)
     argv += d.maybe("--cost", COSTS, BAD_COSTS, 3, 2)
     argv += d.maybe("--budgets", BUDGETS, BAD_BUDGETS, 2, 2)
     argv += d.maybe("--objective", ["rel_ls", "log_huber"], (), 4)
@@ -1068,7 +1083,8 @@ def ledger_cases(draw) -> Case:
     if saved:
         good = saved_fit_bytes()
         changed = good.replace(b'"sha256": "', b'"sha256": "0', 1)  # not the data's
-        files["fit.json"] = d.pick([good], [b"{}", b"not json", changed], 3)
+        mutated = d(saved_fit_texts())  # keys dropped, types swapped, values not finite
+        files["fit.json"] = d.pick([good], [b"{}", b"not json", changed, mutated], 3)
         form = [opt("--fit", d.pick(["fit.json"], ["none.json", "DIR", "l.jsonl"], 4))]
         if d.chance(8):
             form.append(opt("--form", "composition"))  # refused: one or the other
@@ -1078,7 +1094,8 @@ def ledger_cases(draw) -> Case:
         *data,
         *form,
         opt("--at", d.pick(POINTS, BAD_POINTS, 2)),
-        opt("--ledger", ledger),
+        # issue 66: without a ledger the prediction is printed and nothing written
+        *([] if d.chance(5) else [opt("--ledger", ledger)]),
         opt("--resamples", d.pick([20], [5, 10**9], 6)),
     ]
     argv += d.maybe("--bootstrap", list(BOOTSTRAP_KINDS), ["bogus"], 4, 2)
@@ -1094,6 +1111,113 @@ def saved_fit_bytes() -> bytes:
     import fitrules as fr
 
     return fr.fit(fr.load_example("main", where="lr == 3e-4"), "composition").to_json().encode()
+
+
+@functools.lru_cache(maxsize=1)
+def saved_fits() -> tuple[dict, ...]:
+    """Valid saved fits of the committed main grid at lr 3e-4, as records: the plain fit of
+    :func:`saved_fit_bytes`, one with a constant fixed and one with a bound open above (which
+    ``to_json`` writes as null)."""
+    import fitrules as fr
+
+    g = fr.load_example("main", where="lr == 3e-4")
+    texts = [
+        saved_fit_bytes().decode(),
+        fr.fit(g, "composition", fix={"b": 0.5}).to_json(),
+        fr.fit(g, "composition", bounds={"b": (0.0, float("inf"))}).to_json(),
+    ]
+    return tuple(json.loads(t) for t in texts)
+
+
+# the keys of a saved fit that load_fit reads; the others are made again by the refit
+SAVED_FIT_READ = ("form", "constants", "data", "call")
+ODD_VALUES = [None, True, False, 0, -1, 1.5, 1e308, 10**30, 10**400, "", "x", " ", "nan", "0x1p+0",
+              "\u00b5", "a\nb", [], {}, [1, "a"], {"a": 1}, ["x"], [[]], [None, None]]  # fmt: skip
+NONFINITE_JSON = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"]
+EXACT_EDITS = [3.0, -1.0, 0.0, 1 + 1e-7, 1 + 1e-3, "nan", "inf", "-inf", "0x", "zz", "", 5, None]
+
+
+def _key_paths(doc, where: tuple = ()) -> list[tuple]:
+    """Every key path of ``doc`` (list items by index), not inside the per-cell table."""
+    if not isinstance(doc, dict | list):
+        return []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc)
+    out = []
+    for k, v in items:
+        out.append((*where, k))
+        if (*where, k) != ("cells",):
+            out += _key_paths(v, (*where, k))
+    return out
+
+
+def _at(doc, path: tuple):
+    for k in path:
+        doc = doc[k]
+    return doc
+
+
+@st.composite
+def saved_fit_texts(draw) -> bytes:
+    """A saved fit (:func:`saved_fits`) as ``to_json`` wrote it, mutated one to three times: a
+    key dropped, a value of another type, a number made NaN or infinite, a value nested 1 to
+    100,000 deep, a text made 5,000 characters long, an exact constant or a constant edited."""
+    import copy
+
+    doc = copy.deepcopy(draw(st.sampled_from(saved_fits())))
+    texts: dict[str, str] = {}  # a marker in the record -> the JSON text it stands for
+    for i in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["drop", "swap", "nonfinite", "deepen", "long", "exact",
+                                     "constant"]))  # fmt: skip
+        exact = doc.get("call", {}).get("constants_exact") if isinstance(doc.get("call"), dict) \
+            else None  # fmt: skip
+        if kind in ("exact", "constant"):
+            table = exact if kind == "exact" else doc.get("constants")
+            if isinstance(table, dict) and table:
+                name = draw(st.sampled_from(sorted(table)))
+                edit = draw(st.sampled_from(EXACT_EDITS))
+                try:
+                    number = float.fromhex(table[name]) if kind == "exact" else float(table[name])
+                except (TypeError, ValueError, OverflowError):
+                    number = None
+                if isinstance(edit, float) and number is not None:
+                    table[name] = (number * edit).hex() if kind == "exact" else number * edit
+                else:
+                    table[name] = edit
+            continue
+        paths = _key_paths(doc)
+        read = [p for p in paths if p[0] in SAVED_FIT_READ]
+        if not paths:
+            break
+        path = draw(st.sampled_from(read if read and not draw(st.integers(0, 4)) == 0
+                                    else paths))  # fmt: skip
+        parent, key = _at(doc, path[:-1]), path[-1]
+        marker = f"@@{i}@@"
+        if kind == "drop":
+            del parent[key]
+        elif kind == "swap":
+            parent[key] = draw(st.sampled_from(ODD_VALUES))
+        elif kind == "nonfinite":
+            texts[marker], parent[key] = draw(st.sampled_from(NONFINITE_JSON)), marker
+        elif kind == "deepen":
+            depth = draw(st.sampled_from([1, 2, 70, 2000, 100_000]))
+            left, right = draw(st.sampled_from([("[", "]"), ('{"k": ', "}")]))
+            texts[marker] = left * depth + json.dumps(parent[key]) + right * depth
+            parent[key] = marker
+        else:
+            old = parent[key]
+            parent[key] = (old if isinstance(old, str) and draw(st.booleans()) else "") + "x" * 5000
+    text = json.dumps(doc)
+    for marker, value in texts.items():
+        text = text.replace(json.dumps(marker), value)
+    return text.encode()
+
+
+@st.composite
+def saved_fit_cases(draw) -> Case:
+    """``fitrules predict --fit`` of a mutated saved fit (:func:`saved_fit_texts`)."""
+    files = {"fit.json": draw(saved_fit_texts())}
+    argv = ["predict", "--fit=fit.json", "--at=H=8,keep=0.25", "--ledger=l.jsonl"]
+    return Case(argv, files)
 
 
 @st.composite
@@ -1381,6 +1505,14 @@ BAD_CELLS = [
     f"{GTINY},corpus=none.txt",
     f"{GTINY},corpus=blank.csv",  # one blank line: a corpus too short for context 8
     f"{GTINY},corpus=DIR",
+    # corpus file kinds (issue 61): none is opened, waited on or read for ever
+    f"{GTINY},corpus=fifo.txt",
+    f"{GTINY},corpus=/dev/zero",
+    f"{GTINY},corpus=/dev/null",
+    f"{GTINY},corpus=empty.txt",
+    f"{GTINY},corpus=latin1.txt",
+    f"{GTINY},corpus=cut.txt",  # a character cut off at the end
+    f"{GTINY},corpus=gone.txt",  # a link to nothing
 ]
 GOOD_SPEC = (
     f"seeds = [0]\n[fixed]\n{TINY.replace(',', chr(10))}\n[[block]]\n[block.factors]\nH = [1, 2]\n"
@@ -1424,11 +1556,75 @@ BAD_SPECS = [
 ]
 
 
+# corpus files of every kind a gpt cell or spec may name (issue 61)
+CORPUS_TEXT = b"to be, or not to be, that is the question;\n" * 40
+CORPUS_FILES = {
+    "c.txt": CORPUS_TEXT,
+    "clink.txt": LINK + b"c.txt",  # a link to a good corpus: read through
+    "gone.txt": LINK + b"nowhere.txt",
+    "fifo.txt": FIFO,
+    "empty.txt": b"",
+    "latin1.txt": "caf\u00e9 ".encode("latin-1") * 100,
+    "cut.txt": CORPUS_TEXT + "\u00e9".encode()[:1],
+}
+GOOD_CELLS += [f"{GTINY},corpus=c.txt", f"{GTINY},corpus=clink.txt,H=2"]
+CORPUS_SPEC = (
+    'name = "c"\nmodel = "gpt"\nseeds = [0, 1]\n[fixed]\nlayers = 1\nwidth = 8\nheads = 2\n'
+    'context = 8\nbatch = 2\nsteps = 4\neval_windows = 4\nM = 2\nH = 2\ncorpus = "c.txt"\n'
+)
+
+
+def corpus_table(corpus: bytes, seeds=(0,)) -> bytes:
+    """The table a first invocation of :data:`CORPUS_SPEC` left after the runs of ``seeds``,
+    its runs having read ``corpus`` (columns as the gpt backend and the runner write them)."""
+    import csv
+    from dataclasses import asdict
+
+    from fitrules.sim.gpt import GPTConfig
+
+    out = io.StringIO()
+    writer = None
+    for seed in seeds:
+        cfg = GPTConfig(layers=1, width=8, heads=2, context=8, batch=2, steps=4, eval_windows=4,
+                        M=2, H=2, corpus="c.txt", seed=seed)  # fmt: skip
+        chars = len(corpus.decode())
+        row = asdict(cfg) | {
+            "omega": 0.0, "n_params": 1, "tokens": cfg.tokens, "loss": 2.5, "train_loss": 2.5,
+            "diverged": False, "corpus_sha256": hashlib.sha256(corpus).hexdigest(),
+            "train_chars": int(chars * 0.9), "valid_chars": chars - int(chars * 0.9),
+            "wall_s": 0.1, "spec": "c",
+            "spec_sha256": hashlib.sha256(CORPUS_SPEC.encode()).hexdigest(),
+        }  # fmt: skip
+        if writer is None:
+            writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n")
+            writer.writeheader()
+        writer.writerow(row)
+    return out.getvalue().encode()
+
+
+def _corpus_resume(d: Draw, files: dict[str, bytes]) -> Case:
+    """A gpt grid on a corpus file resumed from the table its first invocation left: the file
+    as its runs read it (the grid goes on), or edited since (refused, the table untouched:
+    one table never mixes two versions of a corpus)."""
+    files["c.toml"] = CORPUS_SPEC.encode()
+    edited = d.chance(2)
+    read = CORPUS_TEXT.replace(b"question", b"problem!") if edited else CORPUS_TEXT
+    table = corpus_table(read)
+    if d.hostile and d.chance(2):  # the second run cut off mid-write
+        table += corpus_table(read, seeds=(1,)).splitlines(keepends=True)[1][:30]
+    files["o.csv"] = table
+    why = "its corpus file was edited after the runs in o.csv read it" if edited else ""
+    return Case(["simulate", "c.toml", "--out=o.csv"], files, ["DIR"], must_refuse=why)
+
+
 @st.composite
 def simulate_cases(draw) -> Case:
     d = Draw(draw)
     # link.csv: a dangling link (runs went through it before the final rewrite refused it)
-    files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n", "link.csv": LINK + b"gone/o.csv"}
+    files = {"blank.csv": b"\n", "junk.csv": b"a,b\n1,2\n", "link.csv": LINK + b"gone/o.csv",
+             **CORPUS_FILES}  # fmt: skip
+    if d.chance(5):
+        return _corpus_resume(d, files)
     argv = ["simulate"]
     if d.chance(3):
         files["s.toml"] = d.pick([GOOD_SPEC, GOOD_QUAD_SPEC, GOOD_GPT_SPEC], BAD_SPECS, 1)
@@ -2150,7 +2346,8 @@ def _saved_fit(token, root: Path):
         if token == "changed":  # a copy, so that the grid the checker watches stays
             table.write_bytes((root / "g.csv").read_bytes())
         f = fr.fit(str(table), "composition")
-        text = f.to_json(root / "fit.json")
+        text = f.to_json()
+        f.to_json(root / "fit.json")
         if token == "changed":
             with open(table, "a") as fh:  # other bytes: another sha256
                 fh.write("\n")

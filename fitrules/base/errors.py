@@ -74,6 +74,18 @@ class LedgerError(FitrulesError):
     """A predictions ledger is malformed or was tampered with."""
 
 
+class SavedFitError(FitrulesError, ValueError):
+    """A saved fit (``FittedForm.to_json``) cannot be loaded: the file cannot be read, is
+    malformed (a key missing, a value of the wrong type, a number not finite), or is not the
+    fit its data makes again.
+
+    Its message names the file's keys, which are the fit's parameters' names, so it reads
+    the same on both faces (``call.level``, never a command's flag)."""
+
+    def __str__(self) -> str:
+        return in_api_terms(_MARK.sub(r"\1", Exception.__str__(self)))
+
+
 class LimitError(FitrulesError, ValueError):
     """A request exceeds a documented size limit (see :mod:`fitrules.base.limits`)."""
 

@@ -75,15 +75,17 @@ class Views:
     def _repr_html_(self) -> str:
         return self.html()
 
-    def to_json(self, path=None) -> str:
-        """The JSON text of :meth:`to_dict`; written to ``path`` too when given (atomically,
-        never over one of the files the result was made from)."""
+    def to_json(self, path=None) -> str | None:
+        """The JSON text of :meth:`to_dict`; with ``path``, written there instead (atomically,
+        never over one of the files the result was made from) and None returned, so that a
+        notebook cell that saves prints nothing."""
         from fitrules.base.outputs import inputs_of
         from fitrules.base.util import atomic_write_text
 
         text = json.dumps(json_ready(self.to_dict()), indent=1, allow_nan=False) + "\n"
         if path is not None:
             atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
+            return None
         return text
 
 

@@ -175,9 +175,19 @@ def allocate(args) -> int:
     from fitrules.model.forms import resolve_form
 
     allocating.check(declared.ALLOCATE.from_args(args))
-    form = resolve_form(args.form)
+    if (args.saved_fit is None) == (args.form is None):
+        raise FitrulesError("give --form (fitted here on --data) or --fit FILE (a saved fit)")
+    if args.saved_fit is not None and args.data is not None:
+        raise FitrulesError(
+            "--fit FILE brings its fit and its grid's ranges: leave --data out, or fit here "
+            "with --form"
+        )
+    form = api.load_fit(args.saved_fit) if args.saved_fit else resolve_form(args.form)
     take_outputs(args)
-    result = api.allocate(load(args), **declared.ALLOCATE.from_args(args, form=form))
+    grid = None if args.saved_fit else load(args)
+    result = api.allocate(grid, **declared.ALLOCATE.from_args(args, form=form))
+    if args.report is not None:  # only once everything above has succeeded
+        write_report(args, result.report, args.report, args.force, command_text())
     emit(args, result.text(), result.to_dict)
     return 0
 
@@ -300,6 +310,9 @@ def predict(args) -> int:
     # before any fit; a saved fit reads the data it recorded unless --data names it
     grid = load(args) if args.saved_fit is None or args.data is not None else None
     entry = api.predict(grid, **options)
+    if args.ledger is None:  # nothing written: the prediction is the output
+        print(entry)
+        return 0
     say(args, entry.sentence)
     for note in entry.notes:
         say(args, note)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,7 +21,8 @@ from fitrules.base.errors import FitrulesError
 from fitrules.base.results import Result
 from fitrules.base.util import json_ready
 from fitrules.jobs.options.groups import unknown
-from fitrules.jobs.result_docs import figure_doc, view
+from fitrules.jobs.reports import report_target
+from fitrules.jobs.result_docs import figure_doc, report_doc, view
 
 INTERVALS = ("covariance", "bootstrap", "none")
 MAX_BUDGETS = 1000
@@ -221,6 +224,23 @@ class Allocation(
         a = self.exponents[x]["value"]
         return (f"Allocation({self.fit.form.name}, cost {self.cost.text}: {x}* ~ C^{a:.4g}, "
                 f"{len(self.table)} budgets)")  # fmt: skip
+
+    @report_doc
+    def report(
+        self,
+        target: str | Path,
+        force: bool = False,
+        command: str = "",
+        figure_format: str | Sequence[str] | None = None,
+        labels: str | dict | None = None,
+    ) -> Path:
+        """Write a report directory: report.md (the allocation in words and its table),
+        the frontier figure (frontier.png, and svg or pdf with ``figure_format``) and
+        results.json; ``labels`` names columns on the axes."""
+        from fitrules.views.markdown import allocation_report
+
+        with report_target(self, target, "target", figure_format, labels) as path:
+            return allocation_report(self, path, command, force)
 
     @figure_doc
     def plot_frontier(self, ax=None, labels=None, units=None):

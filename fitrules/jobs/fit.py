@@ -8,7 +8,7 @@ same numbers.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,19 +93,19 @@ class Prediction(dict):
         """The prediction as a plain dict, JSON-ready (NaN becomes null)."""
         return json_ready({"form": self.form, **self})
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The JSON text of :meth:`to_dict`; written to ``path`` too when given (atomically,
+    def to_json(self, path: str | Path | None = None) -> str | None:
+        """The JSON text of :meth:`to_dict`; with ``path``, written there instead (atomically,
         never over one of the files the fit was made from).
 
         Parameters
         ----------
         path : str or path, optional
-            The file to write as well.
+            The file to write.
 
         Returns
         -------
-        str
-            The JSON text.
+        str or None
+            The JSON text; None when it was written to ``path``.
         """
         from fitrules.base.outputs import inputs_of
         from fitrules.base.util import atomic_write_text
@@ -113,6 +113,7 @@ class Prediction(dict):
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         if path is not None:
             atomic_write_text(Path(path), text, "path", inputs=inputs_of(self))
+            return None
         return text
 
 
@@ -165,6 +166,9 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
     constraints : Constraints or None
         The linear constraints between constants the fit kept
         (:class:`fitrules.engine.constraints.Constraints`), and which were active.
+    misfit_source : callable or None
+        Without intervals asked for, what makes the leave-one-cell-out refits that
+        :attr:`prediction_heldout` gives on first use.
 
     Examples
     --------
@@ -196,6 +200,36 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
     # intervals="profile": profile-likelihood intervals instead of the bootstrap's
     profile: ProfileFit | None = None
     constraints: Constraints | None = None
+    # without intervals asked for: what makes the leave-one-cell-out refits on first use
+    # (a function of nothing), and what it made
+    misfit_source: Callable[[], HeldOut | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @property
+    def prediction_heldout(self) -> HeldOut | None:
+        """The leave-one-cell-out refits every prediction's interval reads: the fit's own
+        (:attr:`heldout`) when intervals were asked for, else made once on first use, so
+        that a bare ``predict`` gives the same interval and extrapolation words as the
+        command line and the ledger (None when they cannot be made: constraints, or too few
+        cells)."""
+        if self.heldout is not None:
+            return self.heldout
+        if self.misfit_source is not None:
+            source, self.misfit_source = self.misfit_source, None
+            self._made_heldout = source()
+        return getattr(self, "_made_heldout", None)
+
+    def keep_heldout(self, heldout: HeldOut) -> None:
+        """Keep ``heldout`` as the refits :attr:`prediction_heldout` gives, without counting
+        as intervals asked for (a saved fit made again without data).
+
+        Parameters
+        ----------
+        heldout : HeldOut
+            The leave-one-cell-out refits.
+        """
+        self._made_heldout, self.misfit_source = heldout, None
 
     @property
     def interval_method(self) -> ProfileFit | BootstrapFit | None:
@@ -293,13 +327,21 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
 
     @property
     def table(self) -> pd.DataFrame:
-        """One row per constant: value, standard error (Jacobian), bootstrap interval."""
+        """One row per constant: value, standard error (Jacobian), and with intervals their
+        ``low`` and ``high`` and the method that made them (``interval``: the profile
+        likelihood's or the bootstrap's kind)."""
         rows = []
         iv = self.intervals
+        method = self.interval_method
+        kind = None
+        if method is not None:
+            kind = (method.interval_kind if self.profile is not None
+                    else f"{self.bootstrap.kind} bootstrap, {method.interval_kind}")  # fmt: skip
         for c, v in self.constants.items():
             row = {"constant": c, "value": v, "stderr": self.stderr[c]}
             if iv is not None:
                 row["low"], row["high"] = iv[c]
+                row["interval"] = kind
             rows.append(row)
         return pd.DataFrame(rows)
 
@@ -402,13 +444,14 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
         se = float(self.uncertainty.prediction_se(self.form, X, self.constants)[0])
         out: dict = {"given": given, "point": at, "prediction": value, "stderr": se}
         out["interval"], out["interval_kind"], out["level"] = None, None, None
-        if self.heldout is not None:
-            h = self.heldout.predict_at(at, runs)
+        held = self.prediction_heldout
+        if held is not None:
+            h = held.predict_at(at, runs)
             out["interval"] = h["interval"]
             out["interval_kind"] = f"held-out misfit: {h['covers']}"
             out["interval_grid_seeds"] = h["interval_grid_seeds"]
             out["interval_grid_seeds_kind"] = f"held-out misfit: {COVERS_GRID_SEEDS}"
-            out["level"] = self.heldout.level
+            out["level"] = held.level
             if runs is not None:
                 out["runs"] = int(runs)
                 out["interval_runs"] = h["interval_runs"]
@@ -439,7 +482,9 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
 
     def to_dict(self, cells: bool = True) -> dict:
         """Everything, JSON-ready (NaN and infinities become null); ``cells=False`` leaves out
-        the per-cell table (observed values, predictions, residuals).
+        the per-cell table (observed values, predictions, residuals) and the ``standalone``
+        ingredients (which hold the cells too) that :func:`fitrules.load_fit` makes the fit
+        from with no data beside it.
 
         Parameters
         ----------
@@ -472,7 +517,11 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
         if self.call is not None:
             out["call"] = {**self.call, "constants_exact": _exact_constants(self.constants)}
         if cells:
+            from fitrules.jobs.standalone import standalone_record
+
             out["cells"] = self.residuals.to_dict("records")
+            # what fitrules.load_fit makes the fit from with no data beside it
+            out["standalone"] = standalone_record(self)
         if self.bootstrap is not None:
             b = self.bootstrap
             out["bootstrap"] = {

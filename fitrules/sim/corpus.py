@@ -10,8 +10,11 @@ backend (:mod:`fitrules.sim.gpt`) may read any UTF-8 text file instead
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import lzma
+import os
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from fitrules.base.errors import SimError
+from fitrules.base.limits import check_memory
 
 PLAYS = (
     "hamlet",
@@ -103,42 +107,168 @@ def load_corpus(path: Path | None = None) -> Corpus:
 
 
 MAX_CORPUS_BYTES = 2**30  # of a text file given as a corpus: far above a character-level run
+READ_CHUNK = 2**18  # bytes of a corpus file decoded at a time
+# every code point: what the first pass marks as seen and the second maps to codes
+_CODE_POINTS = 0x110000
+# memory a read takes besides the characters' codes: a block's bytes, its text (up to 4 bytes
+# a character), its code points (4) and numpy's index of them (8); the mask of characters
+# seen (1 byte a code point) and the table from code points to codes (up to 4). Measured
+# (tests/sim/test_corpus.py): a 7 MiB text's read peaks within it.
+READ_OVERHEAD_BYTES = 17 * READ_CHUNK + 5 * _CODE_POINTS
+
+
+@dataclass(frozen=True)
+class CorpusFacts:
+    """What a corpus is without its characters: its length, vocabulary and sha256, all a
+    spec's checks and memory estimates need (:func:`corpus_facts` reads a file in blocks)."""
+
+    chars: int
+    vocab: str
+    sha256: str
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def train_chars(self) -> int:
+        return int(self.chars * (1 - VALIDATION_FRACTION))
+
+    @property
+    def valid_chars(self) -> int:
+        return self.chars - self.train_chars
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Of the characters' codes: the smallest unsigned integer that holds the
+        vocabulary's indices (a byte for up to 256 distinct characters)."""
+        return np.min_scalar_type(max(self.vocab_size - 1, 0))
+
+    @property
+    def read_bytes(self) -> float:
+        """Memory that reading the file whole takes: its codes and one block in decoding."""
+        return float(self.chars * self.dtype.itemsize + READ_OVERHEAD_BYTES)
+
+
+def corpus_label(setting: str) -> str:
+    """How a message names the corpus of a ``corpus`` setting."""
+    return f"corpus={setting!r}" + (f" (the shipped {CORPUS_FILE})" if not setting else "")
+
+
+def corpus_facts(setting: str) -> CorpusFacts:
+    """The facts of the corpus a ``corpus`` setting names: ``""`` the shipped slice, else a
+    text file (read in blocks of :data:`READ_CHUNK`, never whole; see
+    :func:`read_text_corpus` for what is refused)."""
+    if not setting:
+        c = load_corpus()
+        return CorpusFacts(len(c.train) + len(c.valid), c.vocab, c.sha256)
+    path, key = _check_text_file(Path(setting))
+    return _facts(path, key)
 
 
 def read_text_corpus(path: Path | str) -> Corpus:
     """Any UTF-8 text file as a corpus: its vocabulary is its sorted distinct characters, and
     the last :data:`VALIDATION_FRACTION` of it is validation, as in :func:`load_corpus`.
 
+    The file is read twice in blocks: once for its length, vocabulary and sha256
+    (:func:`corpus_facts`), once into one array of :attr:`CorpusFacts.dtype`, whose size is
+    checked against the memory budget first; nothing larger than a block is held besides, so
+    a file at :data:`MAX_CORPUS_BYTES` needs at most 4 GiB (2 for up to 65,536 distinct
+    characters, 1 for up to 256).
+
     Raises
     ------
     SimError
-        Naming the file and the setting, if it is missing, empty, too large or not UTF-8.
+        Naming the file and the setting, if it is missing, not a regular file (a directory,
+        pipe or device), empty, larger than :data:`MAX_CORPUS_BYTES`, not UTF-8, too large
+        for the memory free, or changed while it was read.
+    LimitError
+        When its codes would not fit in memory.
     """
-    path = Path(path)
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "no such file"
-        raise SimError(f"corpus={str(path)!r}: {what}; give a UTF-8 text file, or '' for the "
-                       "shipped Shakespeare slice")  # fmt: skip
-    size = path.stat().st_size
-    if size == 0:
-        raise SimError(f"corpus={str(path)!r}: the file is empty; give a UTF-8 text file")
-    if size > MAX_CORPUS_BYTES:
-        raise SimError(f"corpus={str(path)!r}: the file has {size:,} bytes, more than the "
+    path_text, key = _check_text_file(Path(path))
+    return _read_text(path_text, key)
+
+
+def _check_text_file(path: Path) -> tuple[str, tuple[int, ...]]:
+    """``path`` as text and what identifies this version of it (device, inode, size and
+    times key the caches), once it is a regular, non-empty file within the cap."""
+    from fitrules.base.inputs import check_file
+
+    label = f"corpus={str(path)!r}"
+    st = check_file(path, label, SimError)  # a directory, pipe or device: never opened
+    if st.st_size == 0:
+        raise SimError(f"{label}: the file is empty; give a UTF-8 text file")
+    if st.st_size > MAX_CORPUS_BYTES:
+        raise SimError(f"{label}: the file has {st.st_size:,} bytes, more than the "
                        f"{MAX_CORPUS_BYTES:,} a corpus may have")  # fmt: skip
-    return _read_text(str(path), size, path.stat().st_mtime_ns)
+    return str(path), (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-@lru_cache(maxsize=4)
-def _read_text(path: str, size: int, mtime_ns: int) -> Corpus:
-    """:func:`read_text_corpus` once per version of a file (its size and time key the cache)."""
-    raw = Path(path).read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise SimError(f"corpus={path!r}: is not UTF-8 text (byte {err.start:,})") from None
-    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    vocab, codes = np.unique(points, return_inverse=True)
-    codes = codes.astype(np.int32)
-    cut = int(len(codes) * (1 - VALIDATION_FRACTION))
-    vocab_text = "".join(map(chr, vocab.tolist()))
-    return Corpus(codes[:cut], codes[cut:], vocab_text, hashlib.sha256(raw).hexdigest())
+def _code_points(path: str, size: int, digest):
+    """Yield the code points of each block of the file's first ``size`` bytes (a uint8 array
+    for a block of ASCII, else uint32), adding the bytes to ``digest`` (a sha256).
+
+    Opened without waiting (a pipe put there since the check would block) and refused unless
+    it is still a regular file; at most ``size`` bytes are read."""
+    label = f"corpus={path!r}"
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    done, bad = 0, None
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise SimError(f"{label}: was replaced by something that is not a regular file")
+        while done < size and (block := fh.read(min(READ_CHUNK, size - done))):
+            digest.update(block)
+            pending = decoder.getstate()[0]
+            try:
+                if not pending and block.isascii():
+                    points = np.frombuffer(block, dtype=np.uint8)
+                else:
+                    points = np.frombuffer(decoder.decode(block).encode("utf-32-le"), np.uint32)
+            except UnicodeDecodeError as err:
+                bad = done - len(pending) + err.start
+                break
+            done += len(block)
+            yield points
+    pending = decoder.getstate()[0]
+    if bad is None and pending:  # a character cut off at the end
+        bad = done - len(pending)
+    if bad is not None:
+        raise SimError(f"{label}: is not UTF-8 text (byte {bad:,})")
+
+
+@lru_cache(maxsize=8)
+def _facts(path: str, key: tuple[int, ...]) -> CorpusFacts:
+    """First pass: length, vocabulary and sha256, once per version of a file (``key``)."""
+    seen = np.zeros(_CODE_POINTS, dtype=bool)
+    digest = hashlib.sha256()
+    chars = 0
+    for points in _code_points(path, key[2], digest):
+        seen[points] = True
+        chars += len(points)
+    vocab = "".join(map(chr, np.flatnonzero(seen).tolist()))
+    return CorpusFacts(chars, vocab, digest.hexdigest())
+
+
+# one corpus at a time: a process that trains on two keeps only the one it reads now
+@lru_cache(maxsize=1)
+def _read_text(path: str, key: tuple[int, ...]) -> Corpus:
+    """Second pass: the codes, checked against the memory budget before they are made."""
+    facts = _facts(path, key)
+    label = f"corpus={path!r}"
+    check_memory(facts.read_bytes, f"{label}: reading its {facts.chars:,} characters",
+                 "give a smaller corpus file")  # fmt: skip
+    lookup = np.zeros(_CODE_POINTS, dtype=facts.dtype)
+    lookup[[ord(ch) for ch in facts.vocab]] = np.arange(facts.vocab_size)
+    codes = np.empty(facts.chars, dtype=facts.dtype)
+    digest = hashlib.sha256()
+    at = 0
+    for points in _code_points(path, key[2], digest):
+        if at + len(points) > facts.chars:  # longer than at the first pass
+            at = facts.chars + 1
+            break
+        np.take(lookup, points, out=codes[at : at + len(points)], mode="clip")
+        at += len(points)
+    if at != facts.chars or digest.hexdigest() != facts.sha256:
+        raise SimError(f"{label}: changed while it was read; rerun once it is written")
+    cut = facts.train_chars
+    return Corpus(codes[:cut], codes[cut:], facts.vocab, facts.sha256)

@@ -31,7 +31,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from fitrules.base.errors import SimError
 from fitrules.base.limits import MAX_SEED
 from fitrules.sim import common
-from fitrules.sim.corpus import Corpus, load_corpus, read_text_corpus
+from fitrules.sim.corpus import Corpus, CorpusFacts, corpus_facts, load_corpus, read_text_corpus
 from fitrules.sim.diloco import ALGOS
 
 NEEDS_TORCH = 'model = "gpt" needs PyTorch: pip install "fitrules[gpt]"'
@@ -111,38 +111,45 @@ class GPTConfig:
         return self
 
     def text(self) -> Corpus:
-        """The run's corpus: the shipped slice, or the file ``corpus`` names."""
+        """The run's corpus: the shipped slice, or the file ``corpus`` names, read whole."""
         return read_text_corpus(self.corpus) if self.corpus else load_corpus()
+
+    def facts(self) -> CorpusFacts:
+        """The run's corpus's length, vocabulary and sha256, without holding its text: what
+        the checks and estimates made before any run read."""
+        return corpus_facts(self.corpus)
 
     def shape(self, vocab: int | None = None) -> GPTShape:
         """The model's sizes (the vocabulary is the corpus's unless given)."""
-        vocab = self.text().vocab_size if vocab is None else vocab
+        vocab = self.facts().vocab_size if vocab is None else vocab
         return GPTShape(vocab, self.layers, self.width, self.heads, self.context)
 
     def _check_corpus(self) -> None:
-        """Refuse a corpus that is missing, empty, not UTF-8, or too short for a training
-        window in each worker's shard and a validation window."""
-        corpus = self.text()
-        if len(corpus.train) // self.M <= self.context or len(corpus.valid) <= self.context:
+        """Refuse a corpus that is missing, not a regular file, empty, larger than the cap,
+        not UTF-8, or too short for a training window in each worker's shard and a
+        validation window."""
+        corpus = self.facts()
+        if corpus.train_chars // self.M <= self.context or corpus.valid_chars <= self.context:
             raise SimError(
-                f"corpus={self.corpus!r}: {len(corpus.train):,} training and "
-                f"{len(corpus.valid):,} validation characters are too few for context="
+                f"corpus={self.corpus!r}: {corpus.train_chars:,} training and "
+                f"{corpus.valid_chars:,} validation characters are too few for context="
                 f"{self.context} and M={self.M}; each worker's shard and the validation part "
                 "need more than context characters"
             )
 
     def memory(self, vocab: int | None = None) -> float:
         """Bytes one run takes: parameters, gradients, AdamW's state, deltas and masks; the
-        activations autograd keeps; the corpus; torch itself (:data:`TORCH_BYTES`).
-        ``vocab`` is ignored (the run's own corpus decides it)."""
-        corpus = self.text()
+        activations autograd keeps; the corpus, as it is read (:attr:`CorpusFacts.read_bytes`);
+        torch itself (:data:`TORCH_BYTES`). ``vocab`` is ignored (the run's own corpus decides
+        it)."""
+        corpus = self.facts()
         V, D, T, L = corpus.vocab_size, self.width, self.context, self.layers
         P = self.shape(V).n_params
         state = 4.0 * P * (8 * self.M + 4)
         tokens = self.M * self.batch * T
         acts = 4.0 * tokens * (L * (20 * D + self.heads * T) + 4 * V)
         evals = 4.0 * EVAL_CHUNK * T * (L * (8 * D + self.heads * T) + 2 * V)
-        return state + acts + evals + 8.0 * (len(corpus.train) + len(corpus.valid)) + TORCH_BYTES
+        return state + acts + evals + corpus.read_bytes + TORCH_BYTES
 
     def describe(self) -> str:
         """The settings that size a run, for messages."""

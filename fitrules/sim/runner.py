@@ -16,6 +16,7 @@ the grid.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import subprocess
@@ -37,7 +38,7 @@ from fitrules.base.errors import SimError, param
 from fitrules.base.limits import MAX_SIM_JOBS, check_count, check_memory
 from fitrules.base.outputs import link_refusal
 from fitrules.base.util import atomic_write_text, progress
-from fitrules.sim.corpus import load_corpus
+from fitrules.sim.corpus import corpus_facts, corpus_label, load_corpus
 from fitrules.sim.diloco import RunConfig, run
 from fitrules.sim.gpt import GPTConfig, require_torch
 from fitrules.sim.quadratic import QuadConfig
@@ -55,7 +56,8 @@ def _config_class(spec_or_row: GridSpec | dict) -> type:
     return MODELS[model][0] if model in MODELS else RunConfig
 
 
-def _row_key(row: dict) -> str:
+def _row_config(row: dict) -> RunConfig | QuadConfig | GPTConfig:
+    """The config of a results row, from its settings' columns."""
     values = {}
     cls = _config_class(row)
     for f in fields(cls):
@@ -66,7 +68,29 @@ def _row_key(row: dict) -> str:
         else:
             v = {"int": int, "float": float, "str": str}[kind](v)
         values[f.name] = v
-    return run_key(cls(**values))
+    return cls(**values)
+
+
+def _row_key(row: dict) -> str:
+    return run_key(_row_config(row))
+
+
+def _corpora(spec: GridSpec) -> dict[str, str]:
+    """The sha256 of each corpus a gpt spec's runs read, by their ``corpus`` setting, as the
+    files are now; empty for the other backends (the MLP reads the shipped slice, which
+    changes only with fitrules, and the quadratic none)."""
+    runs: tuple = spec.runs  # of one config class (GridSpec's annotation names the MLP's)
+    settings = sorted({cfg.corpus for cfg in runs if isinstance(cfg, GPTConfig)})
+    return {setting: corpus_facts(setting).sha256 for setting in settings}
+
+
+def _corpus_changed(out: Path, setting: str, was: str, now: str) -> SimError:
+    """The refusal of a table whose runs read another version of a corpus than the file
+    holds now: each corpus of a grid is one version, so that one table is one experiment."""
+    return SimError(
+        f"{out}: its runs read {corpus_label(setting)} with sha256 {was[:12]}, but the file "
+        f"has sha256 {now[:12]} now; restore the file, or write to a new {param('out')}"
+    )
 
 
 def _one(cfg: RunConfig | QuadConfig | GPTConfig) -> dict:
@@ -135,16 +159,9 @@ def check_out(out: Path, jobs: int = 1) -> None:
             ) from None
 
 
-def _drop_cut_off_row(out: Path) -> None:
-    """A run killed while appending leaves a last line without its newline: drop that line
-    (its run is simply made again), keeping every complete row."""
-    with open(out, "rb") as fh:
-        data = fh.read()
-    if data and not data.endswith(b"\n"):
-        os.truncate(out, data.rfind(b"\n") + 1)
-
-
-def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
+def _existing(out: Path, spec: GridSpec, corpora: dict[str, str]) -> dict[str, dict]:
+    """The runs already in ``out``, by their keys, when they are runs of ``spec`` that read
+    the corpora it reads now (``corpora``, from :func:`_corpora`); else a refusal."""
     if not out.exists() or out.stat().st_size == 0:
         return {}
     try:
@@ -162,14 +179,25 @@ def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
             f"{out}: exists and is not a results table ({msg}); refusing to touch it"
         ) from None
     key_fields = [f.name for f in fields(_config_class(spec))]
-    if "spec_sha256" not in table.columns or set(key_fields) - set(table.columns):
+    if "spec_sha256" not in table.columns:
         raise SimError(
             f"{out}: exists and was not written by 'fitrules simulate'; choose another "
             f"{param('out')}"
         )
-    _drop_cut_off_row(out)
+    missing = [name for name in key_fields if name not in table.columns]
+    if missing:  # simulate's table of another backend (a gpt table for an MLP spec)
+        raise SimError(
+            f"{out}: holds runs without the setting {missing[0]!r} that the runs of spec "
+            f"{spec.name!r} have (another model's runs, or an older fitrules's); refusing to "
+            f"mix them; choose another {param('out')}"
+        )
+    # a run killed while appending leaves a last line without its newline: that line is
+    # dropped (its run is simply made again), once the complete rows are found to be this
+    # grid's; a refusal leaves the file as it was
+    data = out.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
     try:
-        table = pd.read_csv(out, keep_default_na=False)
+        table = pd.read_csv(io.BytesIO(complete), keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         msg = " ".join(str(err).split())
         raise SimError(
@@ -190,6 +218,12 @@ def _existing(out: Path, spec: GridSpec) -> dict[str, dict]:
             raise SimError(
                 f"{out}: line {i + 2} is not a complete run; refusing to touch the file"
             ) from None
+        if "corpus_sha256" in r and str(r["corpus"]) in corpora:
+            now = corpora[str(r["corpus"])]
+            if str(r["corpus_sha256"]) != now:
+                raise _corpus_changed(out, str(r["corpus"]), str(r["corpus_sha256"]), now)
+    if len(complete) < len(data):
+        os.truncate(out, len(complete))
     return out_rows
 
 
@@ -197,13 +231,17 @@ LOG_EVERY_S = 10.0
 
 
 def _finished(out: Path, spec: GridSpec) -> bool:
-    """``out`` holds every run of ``spec`` in spec order, with its manifest beside it."""
+    """``out`` holds every run of ``spec`` in spec order, with its manifest beside it naming
+    the corpus they read (a manifest that names another is written again)."""
     try:
         manifest = json.loads(manifest_path(out).read_text())
         table = pd.read_csv(out, keep_default_na=False)
     except (OSError, ValueError):
         return False
     if manifest.get("spec_sha256") != spec.sha256 or manifest.get("runs") != len(spec.runs):
+        return False
+    record = _corpus_record(spec, table)
+    if any(v is not None and manifest.get(k) != v for k, v in record.items()):
         return False
     keys = [_row_key(r) for r in table.to_dict("records")]
     return keys == [run_key(cfg) for cfg in spec.runs]
@@ -231,8 +269,10 @@ class _Checkpoint:
         show_progress: bool | None,
         on_run: Callable[[dict], None] | None,
         log: Callable[[str], None] | None = None,
+        corpora: dict[str, str] | None = None,
     ) -> None:
         self.out, self.spec, self.done, self.on_run = out, spec, done, on_run
+        self.corpora = corpora or {}  # the sha256 of each corpus the grid's runs must read
         self.show_progress = show_progress
         # a line of progress every LOG_EVERY_S seconds when no bar is shown (stderr not a
         # terminal): a long grid is never silent in a log file
@@ -240,7 +280,7 @@ class _Checkpoint:
         self.log = None if bar_shown else log
         self._t0 = self._last_log = time.perf_counter()
         self._diverged = 0
-        self.failed: list[tuple[RunConfig, str]] = []
+        self.failed: list[tuple[RunConfig | QuadConfig | GPTConfig, str]] = []
         self._stack = ExitStack()
         self._writer: csv.DictWriter | None = None
 
@@ -265,10 +305,20 @@ class _Checkpoint:
         self._stack.close()
 
     def append(self, row: dict) -> None:
-        """Write one finished run (its row from :func:`fitrules.sim.diloco.run`)."""
+        """Write one finished run (its row from :func:`fitrules.sim.diloco.run`); a run that
+        read another version of its corpus than the grid's is failed instead, so that the
+        table never mixes two."""
         row = {**row, "spec": self.spec.name, "spec_sha256": self.spec.sha256}
         key = _row_key(row)
         if key in self.done:
+            return
+        want = self.corpora.get(str(row.get("corpus")))
+        if want is not None and row.get("corpus_sha256") != want:
+            self.fail(_row_config(row), SimError(
+                f"it read {corpus_label(str(row['corpus']))} with sha256 "
+                f"{str(row['corpus_sha256'])[:12]}, not the {want[:12]} of the grid's other "
+                "runs (the file changed while the grid ran, or a worker reads another copy)"
+            ))  # fmt: skip
             return
         fh = self._fh
         if fh is None:
@@ -298,7 +348,7 @@ class _Checkpoint:
         if self.on_run is not None:
             self.on_run(row)
 
-    def fail(self, cfg: RunConfig, err: BaseException) -> None:
+    def fail(self, cfg: RunConfig | QuadConfig | GPTConfig, err: BaseException) -> None:
         """Record a run that raised; :func:`simulate` names it when the grid ends."""
         message = " ".join(f"{type(err).__name__}: {err}".split())
         self.failed.append((cfg, message[:300]))
@@ -406,7 +456,8 @@ def simulate(
 
         target = cluster.parse_scheduler(scheduler)
     corpus = load_corpus()
-    done = _existing(out, spec)
+    corpora = _corpora(spec)
+    done = _existing(out, spec, corpora)
     todo = [cfg for cfg in spec.runs if run_key(cfg) not in done]
     if not todo and _finished(out, spec):
         return pd.read_csv(out)
@@ -415,11 +466,28 @@ def simulate(
             require_torch()  # one line now, not one failed run each
         check_memory(*_memory_estimate(todo, jobs, target, corpus.vocab_size))
     t0 = time.perf_counter()
-    where = _run_todo(out, spec, done, todo, jobs, scheduler, show_progress, on_run, log)
+    where = _run_todo(out, spec, done, todo, jobs, scheduler, show_progress, on_run, log, corpora)
     table = pd.DataFrame([done[run_key(cfg)] for cfg in spec.runs])
     atomic_write_text(out, table.to_csv(index=False))
-    _write_manifest(out, spec, command, corpus.sha256, table, len(todo), where, t0)
+    _write_manifest(out, spec, command, table, len(todo), where, t0)
     return table
+
+
+def _corpus_record(spec: GridSpec, table: pd.DataFrame) -> dict:
+    """What the manifest says of the corpus the runs read: ``corpus_sha256``, the sha256 of
+    the one corpus every run read (None when they read none, as the quadratic's, or several);
+    and for a gpt grid of several corpora ``corpora``, each ``corpus`` setting's sha256. A
+    gpt run's is the one its row records, the text it trained on."""
+    kind = _config_class(spec)
+    if kind is QuadConfig:
+        return {"corpus_sha256": None}
+    if kind is not GPTConfig:
+        return {"corpus_sha256": load_corpus().sha256}
+    pairs = table[["corpus", "corpus_sha256"]].drop_duplicates().astype(str)
+    corpora = dict(zip(pairs["corpus"], pairs["corpus_sha256"], strict=True))
+    if len(corpora) == 1:
+        return {"corpus_sha256": next(iter(corpora.values()))}
+    return {"corpus_sha256": None, "corpora": dict(sorted(corpora.items()))}
 
 
 def _memory_estimate(
@@ -456,9 +524,11 @@ def _run_todo(
     show_progress: bool | None,
     on_run: Callable[[dict], None] | None,
     log: Callable[[str], None] | None,
+    corpora: dict[str, str],
 ) -> dict:
-    """Run ``todo`` here, in a pool or on the cluster, each run checkpointed as it ends;
-    where they ran, for the manifest."""
+    """Run ``todo`` here, in a pool or on the cluster, each run checkpointed as it ends (a
+    gpt run only if it read the version of its corpus in ``corpora``); where they ran, for
+    the manifest."""
     # The manifest names where the runs ran: the local jobs, or the scheduler and its workers
     # with the runs each finished this time.
     where: dict = {"jobs": jobs} if scheduler is None else {"scheduler": scheduler, "workers": {}}
@@ -469,7 +539,9 @@ def _run_todo(
 
             client = stack.enter_context(cluster.connect(scheduler))
             workers = dict.fromkeys(cluster.check_workers(client), 0)
-        checkpoint = stack.enter_context(_Checkpoint(out, spec, done, show_progress, on_run, log))
+        checkpoint = stack.enter_context(
+            _Checkpoint(out, spec, done, show_progress, on_run, log, corpora)
+        )
         if client is not None:
             ran = cluster.run_grid(client, todo, checkpoint.append, checkpoint.fail)
             where["workers"] = dict(sorted({**workers, **ran}.items()))
@@ -486,13 +558,13 @@ def _write_manifest(
     out: Path,
     spec: GridSpec,
     command: str | None,
-    corpus_sha256: str,
     table: pd.DataFrame,
     n_todo: int,
     where: dict,
     t0: float,
 ) -> None:
-    """Write the manifest beside ``out``: the spec, the command, where and how long."""
+    """Write the manifest beside ``out``: the spec, the command, the corpus the runs read,
+    where and how long."""
     manifest = {
         "spec_name": spec.name,
         "spec_sha256": spec.sha256,
@@ -500,7 +572,7 @@ def _write_manifest(
         "command": command or " ".join(sys.argv),
         "fitrules_version": __version__,
         "git_commit": _git_commit(),
-        "corpus_sha256": corpus_sha256,
+        **_corpus_record(spec, table),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "runs": len(table),
         "runs_this_invocation": n_todo,

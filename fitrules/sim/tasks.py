@@ -13,7 +13,7 @@ from fitrules.sim.gpt import GPTConfig
 from fitrules.sim.quadratic import QuadConfig
 
 
-def run_key(cfg: RunConfig) -> str:
+def run_key(cfg: RunConfig | QuadConfig | GPTConfig) -> str:
     return json.dumps(asdict(cfg), sort_keys=True)
 
 

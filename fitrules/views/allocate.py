@@ -113,19 +113,30 @@ def frontier(a, ax=None):
         _, ax = plt.subplots(figsize=(7.0, 4.5), layout="constrained")
     t = a.table
     C = t["budget"].to_numpy(float)
+    pct = round(100 * a.level)
     for v, colour in zip(a.variables, ("C0", "C1"), strict=True):
         val = t[v].to_numpy(float)
         lo, hi = a.grid_range[v]
         inside = (val >= lo * (1 - 1e-9)) & (val <= hi * (1 + 1e-9))
-        ax.plot(C, val, color=colour, ls="--", lw=1.2)
-        shown = np.where(inside, val, np.nan)
-        ax.plot(C, shown, color=colour, lw=2.2, label=f"{v}* (solid: within the grid's range)")
         low, high = t[f"{v}_low"].to_numpy(float), t[f"{v}_high"].to_numpy(float)
-        if np.isfinite(low).any():
-            ax.fill_between(C, low, high, color=colour, alpha=0.2, lw=0)
+        ends = np.isfinite(low) & np.isfinite(high)
+        if len(C) == 1:  # one budget: a line of one point draws nothing, so mark it
+            err = np.array([[val[0] - low[0]], [high[0] - val[0]]]) if ends[0] else None
+            ax.errorbar(C, val, yerr=err, fmt="o", color=colour, ms=7, capsize=4,
+                        mfc=colour if inside[0] else "white",
+                        label=f"{v}* = {val[0]:.3g}" + (f" ({pct}% interval)" if ends[0] else "")
+                        + ("" if inside[0] else ", beyond the grid's range"))  # fmt: skip
+        else:
+            ax.plot(C, val, color=colour, ls="--", lw=1.2)
+            shown = np.where(inside, val, np.nan)
+            ax.plot(C, shown, color=colour, lw=2.2,
+                    label=f"{v}* (solid: within the grid's range)")  # fmt: skip
+            if ends.any():
+                ax.fill_between(C, low, high, color=colour, alpha=0.2, lw=0,
+                                label=f"{v}* {pct}% interval")  # fmt: skip
         cells = a.fit.cells.X
         ax.scatter(a.cost.of(cells[a.cost.x], cells[a.cost.y]), cells[v], s=8, color=colour,
-                   alpha=0.35)  # fmt: skip
+                   alpha=0.35, label=f"fitted cells: {v} against their cost")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(f"budget C = {a.cost.text}")

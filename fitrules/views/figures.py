@@ -217,11 +217,12 @@ def shown_name(name: str) -> str:
 
 
 def unit_label(name: str, unit: str | None) -> str:
-    """``"loss (nats)"``, or ``"loss"`` when the unit is not known; a column given a label
-    or a unit (:func:`axis_labels`, ``--labels``) is named by them."""
+    """``"loss (nats)"``, or ``"loss"`` when the unit is not known or is the label itself
+    (``"experts"``, not ``"experts (experts)"``); a column given a label or a unit
+    (:func:`axis_labels`, ``--labels``) is named by them."""
     unit = (_units.get() or {}).get(name, unit)
     shown = shown_name(name)
-    return f"{shown} ({unit})" if unit else shown
+    return f"{shown} ({unit})" if unit and unit.strip() != shown.strip() else shown
 
 
 MAX_LEVEL_TICKS = 12  # a variable with at most this many levels is ticked at each level

@@ -730,6 +730,25 @@ def fit_report(fitted, target: Path, command: str, force: bool = False, cells: b
     return write_report_dir(target, build, force)
 
 
+def allocation_report(a, target: Path, command: str, force: bool = False) -> Path:
+    """Report of an allocation: the text the command line prints, its table, the frontier
+    figure (the optimum marked with its interval at every budget) and results.json."""
+    doc = json_ready(a.to_dict())
+
+    def build(d: Path) -> None:
+        figures.save(a.plot_frontier(), d / "frontier.png")
+        lines = [f"# Allocation of {a.fit.form.name}", ""]
+        if command:
+            lines += [f"command: {code(command)}", ""]
+        lines += ["```", a.text(), "```", "",
+                  f"![the loss-optimal frontier of {a.fit.form.name}](frontier.png)", "",
+                  "Results: `results.json`.", ""]  # fmt: skip
+        (d / "report.md").write_text("\n".join(lines))
+        (d / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+
+    return write_report_dir(target, build, force)
+
+
 def _data_rows(data: dict) -> list[str]:
     """The head of a report's table of what it read: the file, its hash, filters, derived."""
     where = " and ".join(data["where"]) or "none"

@@ -95,7 +95,8 @@ def test_the_views_render_the_same_table(allocation, tmp_path):
         assert budget in text
     assert "N* ~ C^" in text and "delta method" in text
     assert "<table" in a._repr_html_()
-    doc = json.loads(a.to_json(tmp_path / "a.json"))
+    assert a.to_json(tmp_path / "a.json") is None
+    doc = json.loads((tmp_path / "a.json").read_text())
     assert len(doc["allocation"]) == 5
     assert doc["exponents"]["N"]["value"] == pytest.approx(a.exponents["N"]["value"], rel=1e-9)
     assert doc["cost"]["expression"] == "6*N*D"
@@ -141,6 +142,36 @@ def test_bootstrap_intervals_of_a_fit_without_a_bootstrap_are_refused(runs):
     with pytest.raises(FitrulesError, match="needs a fit with a bootstrap"):
         fr.allocate(None, f, intervals="bootstrap")
 
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(resamples=50), "resamples would be ignored: the bootstrap's options are used only "
+                             "with intervals 'bootstrap'"),
+        (dict(seed=3, bootstrap="seeds"), "seed, bootstrap would be ignored"),
+        (dict(intervals="none", resamples=50), "resamples would be ignored"),
+        (dict(intervals="none", level=0.9), "level 0.9 would be ignored: intervals 'none' makes "
+                                            "no intervals"),
+    ],
+)  # fmt: skip
+def test_an_option_allocate_would_not_use_is_refused(runs, kwargs, match):
+    """Issue 61: the bootstrap's options beside covariance or no intervals, and the level
+    beside none, were accepted and ignored; now refused in one line naming them."""
+    with pytest.raises(FitrulesError, match=match) as info:
+        fr.allocate(runs, LAW, budgets="1e20", **kwargs)
+    assert len(str(info.value).splitlines()) == 1
+
+
+def test_a_fitted_form_refuses_the_options_of_a_fit_it_does_not_make(runs):
+    """A fitted form brings its fit and its bootstrap: fitting and bootstrap options beside it
+    were ignored, now refused; the level, which its intervals use, is not."""
+    f = fr.fit(runs, LAW, intervals=True, resamples=20)
+    for kwargs in (dict(objective="log_huber"), dict(fix={"alpha": 0.3}),
+                   dict(intervals="bootstrap", resamples=30)):  # fmt: skip
+        with pytest.raises(FitrulesError, match="would be ignored: a fitted form brings its fit"):
+            fr.allocate(None, f, budgets="1e20", **kwargs)
+    assert fr.allocate(None, f, budgets="1e20", level=0.9).level == 0.9
 
 
 def test_a_budget_without_an_optimum_is_said_so_and_the_others_stand(runs):

@@ -460,14 +460,18 @@ def test_a_saved_fit_with_intervals_gives_the_same_intervals(tmp_path):
     intervals and prediction intervals are the saved fit's."""
     g = fr.load_example("main", where="lr == 3e-4")
     f = fr.fit(g, "composition", intervals=True, resamples=30, seed=7)
-    h = fr.load_fit(f.to_json(tmp_path / "f.json") and tmp_path / "f.json")
+    f.to_json(tmp_path / "f.json")
+    h = fr.load_fit(tmp_path / "f.json")
     assert h.intervals == f.intervals
     assert h.predict(H=8, keep=0.25, runs=3) == f.predict(H=8, keep=0.25, runs=3)
 
 
 def test_a_saved_fit_refuses_changed_data_in_one_line(tmp_path):
-    """Data that is not the bytes the fit was made from is refused with one line naming the
-    file; a fit of a DataFrame needs data=; a file that is not a saved fit is refused."""
+    """Data given to check a saved fit that is not the bytes the fit was made from is
+    refused with one line naming the file; a fit of a DataFrame saved without its cells needs
+    data= (with them it travels alone); a file that is not a saved fit is refused."""
+    import json
+
     t = composition_grid()
     csv = tmp_path / "g.csv"
     t.to_csv(csv, index=False)
@@ -476,15 +480,38 @@ def test_a_saved_fit_refuses_changed_data_in_one_line(tmp_path):
     t.loc[0, "loss"] += 0.01
     t.to_csv(csv, index=False)
     with pytest.raises(FitrulesError) as err:
-        fr.load_fit(tmp_path / "f.json")
+        fr.load_fit(tmp_path / "f.json", data=csv)
     msg = str(err.value)
     assert "\n" not in msg and "g.csv: not the data" in msg and "sha256" in msg
+    assert fr.load_fit(tmp_path / "f.json").constants == f.constants  # no data read
     mem = fr.fit(composition_grid(), "composition")
     with pytest.raises(FitrulesError, match="a table in memory; give it again with data="):
-        fr.load_fit(mem.to_json())
+        fr.load_fit(json.dumps(mem.to_dict(cells=False)))
     assert fr.load_fit(mem.to_json(), data=composition_grid()).constants == mem.constants
     (tmp_path / "c.json").write_text(fr.compare(splits=3, forms=["composition"]).to_json())
     with pytest.raises(FitrulesError, match="not a fit saved by FittedForm.to_json"):
         fr.load_fit(tmp_path / "c.json")
     with pytest.raises(FitrulesError, match="no such file"):
         fr.load_fit(tmp_path / "none.json")
+
+
+def test_a_bare_predict_says_what_the_ledger_route_says():
+    """Issue 64 item 4 (issue 66): a bare f.predict on a fit without intervals printed only
+    a standard error while the ledger gave an interval and "beyond"; now every route gives the
+    same interval and extrapolation words."""
+    g = fr.load_grid(composition_grid(seeds=3))
+    bare = fr.fit(g, "composition").predict(H=256, keep=0.25)
+    asked = fr.fit(g, "composition", intervals=True).predict(H=256, keep=0.25)
+    assert bare["interval"] == asked["interval"] and bare["interval"] is not None
+    assert bare["extrapolation"] == asked["extrapolation"] == {"H": pytest.approx(4.0)}
+    assert "beyond" in str(bare)
+
+
+@pytest.mark.parametrize("intervals, kind", [
+    (True, "studentized bootstrap, symmetric bootstrap-t"), ("profile", "profile likelihood")])
+def test_the_constants_table_names_its_interval_method(intervals, kind):
+    """Issue 66: f.table's low and high did not say which intervals they were; now each row
+    names the method."""
+    g = fr.load_example("main", where="lr == 3e-4")
+    t = fr.fit(g, "composition", intervals=intervals, resamples=20).table
+    assert set(t["interval"]) == {kind}

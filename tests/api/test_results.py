@@ -42,7 +42,8 @@ def test_predict_returns_a_result_that_renders(tmp_path):
     assert p.summary() == str(p)
     assert repr(p).startswith("Prediction(composition at H=8, keep=0.25: ")
     assert "fitrules prediction" in p._repr_html_()
-    doc = json.loads(p.to_json(tmp_path / "p.json"))
+    assert p.to_json(tmp_path / "p.json") is None  # issue 66: a notebook cell prints nothing
+    doc = json.loads(p.to_json())
     assert doc["form"] == "composition" and doc["point"] == {"H": 8.0, "omega": 3.0}
     assert json.loads((tmp_path / "p.json").read_text()) == doc
 

@@ -67,11 +67,61 @@ def test_the_text_prints_each_budget_with_intervals(tmp_path, capsys):
         (["--cost", "6*N*T"], "cost '6\\*N\\*T' names T, which form 'chin' does not read"),
         (["--cost", "N+D"], "is not a product"),
         (["--intervals", "jackknife"], "invalid choice"),
+        # issue 61: options allocate would not use were accepted and ignored
+        (["--resamples", "50"], "--resamples would be ignored"),
+        (["--bootstrap-seed", "3"], "--bootstrap-seed would be ignored"),
+        (["--intervals", "none", "--level", "0.9"], "--level 0.9 would be ignored"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, capsys, extra, match):
-    """A bad budget, cost or interval method: exit 2, one line naming it, no file written."""
+    """A bad budget, cost or interval method, or an option allocate would ignore: exit 2, one
+    line naming it, no file written."""
     chinchilla_runs(0).to_csv(tmp_path / "runs.csv", index=False)
     argv = ["allocate", "--data", tmp_path / "runs.csv", "--form",
             "chin(N, D) = E + A/N**alpha + B/D**beta", "--json", tmp_path / "a.json", *extra]
     refused(argv, capsys, tmp_path, match)  # fmt: skip
+
+
+def _saved_law(tmp_path):
+    """A fit of the allocate grid saved to fit.json, the grid's file then removed."""
+    import fitrules as fr
+    from declared import ALLOCATE_LAW, allocate_runs
+
+    table = tmp_path / "runs.csv"
+    allocate_runs().to_csv(table, index=False)
+    f = fr.fit(table, ALLOCATE_LAW)
+    assert f.to_json(tmp_path / "fit.json") is None
+    table.unlink()
+    return f, tmp_path / "fit.json"
+
+
+def test_allocate_from_a_saved_fit_writes_a_report_with_the_frontier(tmp_path, capsys):
+    """Issue 66: allocate had no --fit and no --report; now a saved fit alone (its table gone)
+    allocates, and the report holds the text, results.json and the frontier figure."""
+    import fitrules as fr
+
+    f, saved = _saved_law(tmp_path)
+    code, out, _ = run(["allocate", "--fit", saved, "--budgets", "1e21", "--report",
+                        tmp_path / "rep"], capsys)  # fmt: skip
+    assert code == 0
+    expected = fr.allocate(None, f, budgets=1e21)
+    assert expected.text() in out
+    rep = tmp_path / "rep"
+    assert "](frontier.png)" in (rep / "report.md").read_text()
+    assert (rep / "frontier.png").exists()
+    got = json.loads((rep / "results.json").read_text())["allocation"][0]
+    assert got["N"] == pytest.approx(expected.table["N"][0], rel=1e-9)
+
+
+@pytest.mark.parametrize("extra, match", [
+    ([], r"give --form \(fitted here on --data\) or --fit FILE"),
+    (["--form", "chin(N, D) = E + A/N**alpha + B/D**beta"],
+     r"give --form \(fitted here on --data\) or --fit FILE"),
+    (["--data", "runs.csv"], r"--fit FILE brings its fit and its grid's ranges: leave --data"),
+    (["--objective", "log_huber"], r"objective would be ignored: a fitted form brings its fit"),
+])  # fmt: skip
+def test_allocate_with_a_saved_fit_refuses_what_it_would_ignore(extra, match, tmp_path, capsys):
+    """--fit with --form or --data, or a fitting option, would be ignored: one line."""
+    _, saved = _saved_law(tmp_path)
+    argv = ["allocate", *(["--fit", saved] if extra != [] else []), *extra]
+    refused(argv, capsys, tmp_path, match)

@@ -165,6 +165,28 @@ def test_spec_out_on_a_grid_the_harness_did_not_write_is_refused(grid_csv, tmp_p
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".partial")]
 
 
+def test_spec_out_on_a_gpt_grid_is_a_gpt_spec(tmp_path, capsys):
+    """--spec-out on the committed gpt grid (its DiLoCo runs) writes a spec of gpt runs at the
+    grid's settings (the shipped corpus included), rather than calling the grid one fitrules
+    simulate did not write."""
+    import tomllib
+
+    from fitrules.sim.gpt import GPTConfig
+
+    spec_out = tmp_path / "runs.toml"
+    code, out, err = run(["design", "--data", DATA / "gpt.csv", "--where", "algo == 'diloco'",
+                          "--forms", "composition,additive", "--budget", "6",
+                          "--spec-out", spec_out, *FAST_DESIGN], capsys)  # fmt: skip
+    assert code == 0, err
+    doc = tomllib.loads(spec_out.read_text())
+    grid = pd.read_csv(DATA / "gpt.csv", keep_default_na=False).iloc[0]
+    assert doc["fixed"]["model"] == "gpt" and doc["fixed"]["corpus"] == ""
+    for block in doc["block"]:
+        run_cfg = GPTConfig(**doc["fixed"], **block["fixed"])
+        assert run_cfg.validate() == run_cfg
+        assert all(getattr(run_cfg, k) == grid[k] for k in ("layers", "width", "steps", "lr"))
+
+
 def test_design_takes_forms_that_read_fewer_variables(tmp_path, capsys):
     """design takes a form that reads only omega beside one that reads H and omega."""
     code, out, err = run(["design", "--forms", "omega_only,composition", *FAST_DESIGN,

@@ -102,6 +102,30 @@ def test_a_corpus_file_brings_its_own_characters_and_split(tmp_path):
     assert np.isfinite(row["loss"]) and row["loss"] < np.log(len(text.vocab))
 
 
+def test_a_grid_on_a_corpus_file_is_tied_to_the_version_its_runs_read(tmp_path, monkeypatch):
+    """A grid on a corpus file, stopped after one run and resumed after the file was edited,
+    is refused naming the file and both sha256s; restored, it resumes to the uninterrupted
+    table, and its manifest records the file's sha256 (not the shipped slice's)."""
+    monkeypatch.chdir(tmp_path)
+    good = ("to be, or not to be, that is the question: " * 80).encode()
+    (tmp_path / "c.txt").write_bytes(good)
+    spec = parse_spec(SPEC + 'corpus = "c.txt"\n', "g.toml")
+    whole = simulate(spec, tmp_path / "whole.csv", show_progress=False)
+    sha = hashlib.sha256(good).hexdigest()
+    assert json.loads((tmp_path / "whole.manifest.json").read_text())["corpus_sha256"] == sha
+    whole.iloc[:1].to_csv(tmp_path / "cut.csv", index=False)
+    (tmp_path / "c.txt").write_bytes(good.replace(b"question", b"problem!"))
+    edited = hashlib.sha256((tmp_path / "c.txt").read_bytes()).hexdigest()
+    refusal = (rf"cut.csv: its runs read corpus='c.txt' with sha256 {sha[:12]}, but the file "
+               rf"has sha256 {edited[:12]} now; restore")  # fmt: skip
+    with pytest.raises(SimError, match=refusal):
+        simulate(spec, tmp_path / "cut.csv", show_progress=False)
+    (tmp_path / "c.txt").write_bytes(good)
+    again = simulate(spec, tmp_path / "cut.csv", show_progress=False)
+    pd.testing.assert_frame_equal(whole.drop(columns="wall_s"), again.drop(columns="wall_s"),
+                                  check_exact=True)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "cell, match",
     [
@@ -115,7 +139,9 @@ def test_a_corpus_file_brings_its_own_characters_and_split(tmp_path):
         ("attack=noise", r"attack='noise' is unknown; allowed: signflip, scale"),
         ("keep=0", r"keep=0.0 is outside \(0, 1\]"),
         ("embed=4", r"unknown factor 'embed'"),
-        ("corpus=missing.txt", r"corpus='missing.txt': no such file"),
+        ("corpus=missing.txt", r"corpus='missing.txt': cannot be read \(no such file\)"),
+        ("corpus=.", r"corpus='.': is a directory"),
+        ("corpus=/dev/zero", r"corpus='/dev/zero': is not a regular file"),
         ("corpus=empty.txt", r"corpus='empty.txt': the file is empty"),
         ("corpus=short.txt", r"too few for context=64 and M=4"),
         ("corpus=latin1.txt", r"corpus='latin1.txt': is not UTF-8 text \(byte 2\)"),

@@ -204,3 +204,36 @@ def test_scale_variables_are_told_from_others():
 def test_levels_are_written_as_people_write_them(value, text):
     """Levels read 2e7 and 3e-4, not 2e+07 or 0.0003."""
     assert figures.level_text(value) == text
+
+
+def test_the_frontier_at_one_budget_marks_each_optimum_with_its_interval():
+    """Issue 66: plot_frontier(budgets=one) drew only the runs (a line of one point is
+    invisible) although its legend promised N* and D*; now each optimum is a marker with its
+    interval, and the legend names the runs' scatter too."""
+    from declared import ALLOCATE_LAW, allocate_runs
+
+    a = fr.allocate(allocate_runs(), ALLOCATE_LAW, budgets=1e21)
+    ax = a.plot_frontier()
+    for v in ("N", "D"):
+        (drawn,) = [c for c in ax.containers if c.get_label().startswith(f"{v}* = ")]
+        marker = drawn.lines[0]
+        assert marker.get_marker() == "o"
+        assert list(marker.get_xdata()) == [1e21]
+        assert marker.get_ydata()[0] == pytest.approx(a.table[v][0])
+        assert "95% interval" in drawn.get_label()
+    # the interval's bars: one vertical segment per optimum, from low to high
+    bars = [c for c in ax.collections if c.__class__.__name__ == "LineCollection"]
+    spans = sorted(tuple(seg[:, 1]) for c in bars for seg in c.get_segments())
+    expected = sorted((a.table[f"{v}_low"][0], a.table[f"{v}_high"][0]) for v in ("N", "D"))
+    assert spans == [pytest.approx(e) for e in expected]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "fitted cells: N against their cost" in labels
+    plt.close(ax.figure)
+
+
+def test_a_label_equal_to_its_unit_is_not_repeated():
+    """Issue 66: a column labelled by its own unit read "experts (experts)"; now "experts",
+    while a label that differs from its unit keeps it."""
+    with figures.axis_labels({"M": "experts"}, {"M": "experts", "N": "parameters"}):
+        assert figures.unit_label("M", None) == "experts"
+        assert figures.unit_label("N", None) == "N (parameters)"

@@ -47,7 +47,7 @@ def _parse_values(text: str, name: str) -> list[float]:
 def integer_variables(grid: Grid, variables: tuple[str, ...]) -> set[str]:
     """Variables that take whole numbers: integer columns of the grid, and integer settings
     of the harness (a run cannot be made at H=1.414)."""
-    fields = _run_fields()
+    fields = _run_fields(grid)
     return {
         v for v in variables if grid.runs[v].dtype.kind in "iub" or str(fields.get(v, "")) == "int"
     }
@@ -181,7 +181,14 @@ def cell_label(row, variables) -> str:
     return ", ".join(f"{v}={_fmt(row[v])}" for v in variables)
 
 
-def _run_fields() -> dict:
-    from fitrules.sim.spec import CONFIG_FIELDS
+def _run_fields(grid: Grid | None = None) -> dict:
+    """The harness's settings and their types: those of the model a grid's ``model`` column
+    names (``fitrules simulate`` writes one for the gpt and quadratic backends), else the
+    MLP's."""
+    from fitrules.sim.spec import CONFIG_FIELDS, MODELS
 
+    if grid is not None and "model" in grid.runs.columns:
+        models = set(grid.runs["model"].astype(str))
+        if len(models) == 1 and (model := models.pop()) in MODELS:
+            return dict(MODELS[model][1])
     return dict(CONFIG_FIELDS)

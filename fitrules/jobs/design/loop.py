@@ -17,10 +17,10 @@ def _toml_value(v) -> str:
     return repr(v)
 
 
-def run_cells(d: Design) -> list[dict] | None:
+def run_cells(d: Design, grid: Grid | None = None) -> list[dict] | None:
     """The chosen cells as harness settings (``omega`` becomes ``keep``), or None when a
-    variable is not a setting of ``fitrules simulate``."""
-    fields = _run_fields()
+    variable is not a setting of ``fitrules simulate`` (of the model ``grid``'s runs name)."""
+    fields = _run_fields(grid)
     out = []
     for r in d.chosen.to_dict("records"):
         cell = {}
@@ -37,10 +37,10 @@ def run_cells(d: Design) -> list[dict] | None:
 
 def no_spec_reason(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> str | None:
     """Why :func:`batch_spec` gives no spec for this batch, or None when it gives one."""
-    fields = _run_fields()
+    fields = _run_fields(grid)
     if not len(d.chosen):
         return "no cell was chosen"
-    if run_cells(d) is None:
+    if run_cells(d, grid) is None:
         other = [v for v in d.variables if v not in fields and v != "omega"]
         verb = "is" if len(other) == 1 else "are"
         return f"{', '.join(other)} {verb} not a setting of the harness"
@@ -53,9 +53,16 @@ def no_spec_reason(d: Design, grid: Grid, tuned: dict[str, list] | None = None) 
         )
     varying = set(d.variables) | {"keep"} | set(tuned or {})
     for c in fields:
-        if c != "seed" and c not in varying and grid.runs[c].nunique() != 1:
+        if c != "seed" and c not in varying and _setting(grid, c, fields).nunique() != 1:
             return f"the setting {c!r} varies in the grid and no form reads it"
     return None
+
+
+def _setting(grid: Grid, name: str, fields: dict):
+    """The grid's column of a setting; a text setting's empty cells are the empty text
+    (``corpus = ""``, the shipped slice), not missing values."""
+    column = grid.runs[name]
+    return column.astype(object).fillna("") if str(fields[name]) == "str" else column
 
 
 def batch_spec(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> str | None:
@@ -63,16 +70,16 @@ def batch_spec(d: Design, grid: Grid, tuned: dict[str, list] | None = None) -> s
     per cell with its own fresh seeds (above every seed in the grid), and for a tuned grid
     every level of the tuned factors. None when the grid was not made by the harness (see
     :func:`no_spec_reason`)."""
-    cells = run_cells(d)
+    cells = run_cells(d, grid)
     if cells is None or no_spec_reason(d, grid, tuned) is not None:
         return None
-    fields = _run_fields()
+    fields = _run_fields(grid)
     varying = set(d.variables) | {"keep"} | set(tuned or {})
     fixed = {}
     for c in fields:
         if c == "seed" or c in varying:
             continue
-        v = grid.runs[c].unique()[0]
+        v = _setting(grid, c, fields).unique()[0]
         fixed[c] = v.item() if hasattr(v, "item") else v
     first = int(d.data["seed_max"] or -1) + 1
     forms = ", ".join(f.name for f in d.forms)

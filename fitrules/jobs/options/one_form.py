@@ -122,7 +122,16 @@ ALLOCATE = Command(
     "the loss-optimal split of a budget between two variables (N and D for 6*N*D)",
     options(
         DATA,
-        ONE_FORM,
+        ONE_FORM.but(cli=dict(metavar='NAME or "NAME = EXPR"')),
+        Option(
+            "saved_fit",
+            # flag words: the flag's declaration
+            flag="--fit",
+            python=False,
+            help="allocate with a fit saved by fit --json or to_json (FILE), in place of "
+            "--form and --data: no data is read and nothing is refitted",
+            cli=dict(type=Path, metavar="FILE"),
+        ),
         in_group(
             "allocation",
             Option(
@@ -157,6 +166,7 @@ ALLOCATE = Command(
         ),
         in_group("intervals", BOOTSTRAP),
         JSON,
+        REPORT,
     ),
     description="Fit a form in two variables whose product a cost names (a law "
     "E + A/N**alpha + B/D**beta and the compute 6*N*D), then give for each budget the "
@@ -167,12 +177,14 @@ ALLOCATE = Command(
     examples=(
         "fitrules allocate --data runs.csv --form 'chin(N, D) = E + A/N**alpha + B/D**beta' "
         "--objective log_huber --budgets 1e20:1e24:5",
+        "fitrules allocate --fit fit.json --budgets 5.76e23 --report reports/allocation",
     ),
 )
 
 PREDICT = Command(
     "predict",
-    "write a prediction to a ledger before the run",
+    # flag words: a command's summary (help)
+    "predict a cell with its interval; with --ledger, write it there before the run",
     options(
         DATA,
         TUNING,
@@ -198,7 +210,8 @@ PREDICT = Command(
         ),
         LEDGER_FILE.but(
             help="JSON-lines ledger to append to (created if missing; an existing one is "
-            "checked first)"
+            "checked first); without it the prediction is printed and nothing is written",
+            cli=dict(type=Path),
         ),
         FITTING,
         in_group("interval", RUNS, BOOTSTRAP),
@@ -210,6 +223,7 @@ PREDICT = Command(
     "prediction to an append-only, hash-chained ledger.",
     examples=(
         "fitrules predict --form composition --at 'H=8,keep=0.25' --ledger predictions.jsonl",
+        "fitrules predict --fit fit.json --at 'N=7e10,D=1.4e12'",
     ),
 )
 

@@ -46,7 +46,8 @@ def allocate(
         The results table (``None``: the default grid, or with a fitted ``form``).
     form : str, Form or FittedForm
         A name, ``"NAME = EXPR"``, a :class:`Form`, or a :class:`FittedForm` (then ``grid``
-        is None and the fitting options are not used).
+        is None, and the fitting and bootstrap options, which it would not use, are
+        refused).
     cost : str
         The cost of a run, a product of powers of two of the form's variables
         (``"6*N*D"``, the training compute of a language model).
@@ -56,7 +57,9 @@ def allocate(
     intervals : {"covariance", "bootstrap", "none"}
         ``"covariance"`` (the delta method on the fit's Jacobian covariance),
         ``"bootstrap"`` (percentiles over the fit's bootstrap refits: ``resamples``,
-        ``seed``, ``bootstrap``) or ``"none"``. Both carry the constants' uncertainty only.
+        ``seed``, ``bootstrap``, which are refused with the other two, as they would be
+        ignored) or ``"none"`` (``level`` is then refused). Both carry the constants'
+        uncertainty only.
     objective : str
         The training objective, as for :func:`fit`.
     delta : float
@@ -85,8 +88,8 @@ def allocate(
     ------
     FitrulesError
         For a budget that is not positive, a cost that names a variable the form does not
-        read or is not a product of powers, or a fitted loss that does not fall in both
-        variables.
+        read or is not a product of powers, a fitted loss that does not fall in both
+        variables, or an option given that would be ignored (see ``intervals``).
 
     Examples
     --------
@@ -131,3 +134,46 @@ def check(values: Mapping[str, Any]) -> None:
                 "intervals 'bootstrap' needs a fit with a bootstrap: fit with intervals=True, "
                 "or use intervals='covariance'"
             )
+    _check_used(v)
+
+
+# the options that set the fit's bootstrap, and those that make the fit
+BOOTSTRAP_OPTIONS = ("resamples", "seed", "bootstrap")
+FITTING_OPTIONS = ("objective", "delta", "weights", "fix", "bounds")
+
+
+def _given(v: Mapping[str, Any], name: str) -> bool:
+    """Whether the option ``name`` was given a value other than its default."""
+    value, default = v[name], getattr(ALLOCATE, name)
+    if default is None:
+        return value is not None
+    same = isinstance(value, type(default)) and not isinstance(value, bool) and value == default
+    return not same
+
+
+def _check_used(v: Mapping[str, Any]) -> None:
+    """Refuse an option allocate would not use (it would be silently ignored): the bootstrap's
+    options unless the intervals are the bootstrap's of a fit made here, the level when no
+    intervals are made, the fitting options with a form already fitted."""
+    from fitrules.jobs.fit import FittedForm
+
+    if isinstance(v["form"], FittedForm):
+        given = [n for n in FITTING_OPTIONS + BOOTSTRAP_OPTIONS if _given(v, n)]
+        if given:
+            raise FitrulesError(
+                f"{', '.join(map(param, given))} would be ignored: a fitted form brings its "
+                "fit (and its bootstrap); leave them out, or give the form to fit it here"
+            )
+    elif v["intervals"] != "bootstrap":
+        given = [n for n in BOOTSTRAP_OPTIONS if _given(v, n)]
+        if given:
+            raise FitrulesError(
+                f"{', '.join(map(param, given))} would be ignored: the bootstrap's options are "
+                f"used only with {param('intervals')} 'bootstrap'; leave them out, or ask for "
+                "those intervals"
+            )
+    if v["intervals"] == "none" and _given(v, "level"):
+        raise FitrulesError(
+            f"{param('level')} {v['level']!r} would be ignored: {param('intervals')} 'none' "
+            "makes no intervals; leave it out"
+        )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fitrules.base import arguments as arg
-from fitrules.base.errors import FitrulesError, FormError, api_terms, param
+from fitrules.base.errors import FitrulesError, FormError, SavedFitError, api_terms, param
 from fitrules.base.results import made_from
 from fitrules.jobs.inputs import (
     Bounds,
@@ -28,6 +28,7 @@ from fitrules.jobs.inputs import (
 )
 from fitrules.jobs.options import FIT
 from fitrules.jobs.public.shared_docs import shared_params
+from fitrules.jobs.saved_fit import SavedFit, read_saved_fit, shown
 from fitrules.model.forms import Form
 from fitrules.model.grids import Grid
 
@@ -204,6 +205,8 @@ def _fitted(g: Grid, f: Form, *, objective, delta, weights, intervals, predict, 
         fitted.heldout, fitted.seed_offset, fitted.offset_response = _misfit_parts(
             g, f, cells, result, obj, level, w
         )
+    elif not cons:  # made on a bare predict's first use: every route gives its interval
+        fitted.misfit_source = lambda: _misfit_or_none(g, f, cells, result, obj, level, w)
     if profile:
         from fitrules.engine.profile import profile_intervals
 
@@ -237,33 +240,47 @@ SAVED_FIT_RTOL = 1e-6  # a refit's constants within this of the saved ones are t
 
 
 def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
-    """A fit saved by :meth:`FittedForm.to_json`, made again from its data.
+    """A fit saved by :meth:`FittedForm.to_json`: from the file alone, or refitted on its
+    data to check it.
 
     The saved file records the form (with its fixed values, bounds and groups), the fit's
-    arguments and the data's sha256. The data is read again (from the recorded path, or
-    ``data``) and must be the same bytes; the form is refitted with the recorded arguments,
-    and its constants must equal the saved ones, so predictions, standard errors and
-    intervals are those of the saved fit.
+    arguments, the data's sha256 and (unless saved without its cells) the fit's ingredients
+    (``standalone``: the cells, the Jacobian covariance, the leave-one-cell-out and
+    bootstrap refits, in exact hexadecimal floats). Its structure is checked first, once,
+    against :data:`fitrules.jobs.saved_fit.SAVED_FIT`. Without ``data`` the fit is made from
+    its ingredients: no table is read and nothing is refitted, so it predicts, allocates and
+    renders exactly as the saved one did. With ``data`` (or for a file without ingredients,
+    from the recorded path) the data must be the same bytes; the form is refitted with the
+    recorded arguments, and its constants must equal the saved ones, both the decimals and
+    their exact values (``call.constants_exact``).
 
     Parameters
     ----------
     source : str or Path
         The JSON file ``to_json(path)`` wrote, or its text.
     data : Grid, DataFrame or path, optional
-        The table the fit was made from, when it is not at the recorded path (a fit of a
-        DataFrame, or a file moved); read with the recorded ``where``, ``derive``, metric
-        and seed column unless it is a Grid.
+        The table the fit was made from, to check the fit against it by a refit; read with
+        the recorded ``where``, ``derive``, metric and seed column unless it is a Grid.
 
     Returns
     -------
     FittedForm
-        The saved fit, refitted on its data.
+        The saved fit.
 
     Raises
     ------
+    SavedFitError
+        (:class:`fitrules.base.errors.SavedFitError`, a :class:`FitrulesError` and a
+        ``ValueError``) in one line that names the file: for a path that cannot be read,
+        text that is not JSON, a record that lacks a key the loader reads or holds a value
+        there that it does not allow (a wrong type, a number that is not finite, a choice it
+        does not know; the line names the key, the value and what is allowed), a form or
+        arguments that the fit refuses, data at the recorded path that is not what the fit
+        was made from (its sha256 differs), or a refit whose constants differ from the
+        saved ones or from their exact values.
     FitrulesError
-        For a file that is not a saved fit, data that is not what the fit was made from
-        (its sha256 differs), or a refit whose constants differ from the saved ones.
+        For ``data`` that cannot be read with the recorded ``where``, ``derive``, metric and
+        seed column.
 
     Examples
     --------
@@ -271,113 +288,165 @@ def load_fit(source: str | Path, data: GridLike | None = None) -> FittedForm:
     >>> f.to_json("fit.json")  # doctest: +SKIP
     >>> fr.load_fit("fit.json").predict(H=8, keep=0.25)  # doctest: +SKIP
     """
-    doc, label, g, form, arguments = _saved_call(source, data)
-    refit = fit(g, form, **arguments)
-    return _with_saved_values(doc, label, refit)
+    saved = read_saved_fit(source)
+    if data is None and "standalone" in saved.doc:
+        return standalone(saved, source)
+    g, form, arguments = saved_call(saved, data)
+    with saved.refusals():
+        refit = fit(g, form, **arguments)
+    return with_saved_values(saved, refit)
 
 
-def _saved_call(source, data) -> tuple[dict, str, Grid, Form, dict]:
-    """A saved fit's record, a label for messages, its data read again (the same bytes, or
-    refused in one line), its form and the arguments of :func:`fit` that made it."""
-    from fitrules.model.grids import IN_MEMORY
+def standalone(saved: SavedFit, source=None) -> FittedForm:
+    """The fit ``saved`` records, made from its ``standalone`` ingredients: no data read,
+    no refit; its constants as exactly as saved (checked against their decimals)."""
+    from fitrules.jobs.standalone import standalone_fit
 
-    doc, label = _saved_fit(source)
-    call, saved = doc["call"], doc["data"]
-    read = call["grid"]
-    if data is None:
-        if saved.get("path") in (None, IN_MEMORY):
-            raise FitrulesError(
-                f"{label}: the fit was made from a table in memory; give it again with data="
-            )
-        # as given then (relative to that working directory), else where it was then
-        data = saved["path"]
-        if not Path(data).is_file() and read.get("path") and Path(read["path"]).is_file():
-            data = read["path"]
-    if isinstance(data, Grid):
-        g = data
-    else:
-        g = load_grid(data, metric=read["metric"], where=tuple(read["where"]),
-                      derive=tuple(read["derive"]), seed_col=read["seed_col"],
-                      unit=read["unit"])  # fmt: skip
-    if g.sha256 != saved.get("sha256"):
-        raise FitrulesError(
-            f"{g.label}: not the data {label} was fitted on (sha256 "
-            f"{str(saved.get('sha256'))[:12]} saved, {str(g.sha256)[:12]} now); refit it "
-            "with fitrules.fit, or give the data it was made from with data="
-        )
-    spec = doc["form"]
-    form = Form(spec["name"], spec["expression"], tuple(spec["variables"]))
+    form, _, _ = _saved_form(saved)
+    doc = saved.doc
+    exact = doc["call"].get("constants_exact") or {}
+    now = {n: float.fromhex(exact[n]) if n in exact else doc["constants"].get(n, math.nan)
+           for n in doc["standalone"]["constants"]}  # fmt: skip
+    constants = _checked_constants(saved, form.name, now, "the exact (call.constants_exact)")
+    fitted = standalone_fit(saved, form, constants)
+    is_path = not (isinstance(source, str) and source.lstrip().startswith("{"))
+    return made_from(fitted, source if is_path and source is not None else None)
+
+
+def _saved_form(saved: SavedFit) -> tuple[Form, Form, dict]:
+    """A saved fit's form as given (with its fixed values, bounds and groups), the form
+    :func:`fit` is handed, and the arguments of :func:`fit` that made it; what the record
+    holds is refused in the file's name."""
+    call, spec = saved.doc["call"], saved.doc["form"]
+    bounds = spec.get("bounds") or {}
     arguments = dict(
         objective=call["objective"], delta=call["delta"], weights=call["weights"],
         fix=spec.get("fixed"),
-        bounds={k: tuple(v) for k, v in spec.get("bounds", {}).items()} or None,
+        # json_ready wrote an infinite bound as null: no bound on that side
+        bounds={k: (-math.inf if lo is None else lo, math.inf if hi is None else hi)
+                for k, (lo, hi) in bounds.items()} or None,
         by=spec.get("by"), shared=spec.get("shared"), tune=call["tune"],
         tune_seeds=call["tune_seeds"], intervals=call["intervals"],
         bootstrap=call["bootstrap"], resamples=call["resamples"], seed=call["seed"],
         level=call["level"], constraints=call.get("constraints"),
     )  # fmt: skip
-    return doc, label, g, form, arguments
+    with saved.refusals():
+        form = Form(spec["name"], spec["expression"], tuple(spec["variables"]))
+        check(arguments | {"form": form})
+        custom = customised([form], arguments["fix"], arguments["bounds"], arguments["by"],
+                            arguments["shared"])[0]  # fmt: skip
+    return custom, form, arguments
 
 
-def _check_saved_constants(doc: dict, label: str, refit) -> None:
-    """Refuse a refit whose constants are not the saved ones."""
-    from fitrules import __version__
+def saved_call(saved: SavedFit, data) -> tuple[Grid, Form, dict]:
+    """A saved fit's data read again (the same bytes, or refused in one line), its form and
+    the arguments of :func:`fit` that made it; what the record holds is refused in the
+    file's name (:meth:`SavedFit.refusals`), the data given as ``data`` in its own."""
+    from fitrules.model.grids import IN_MEMORY
 
-    for name, value in doc["constants"].items():
-        now = refit.constants.get(name)
-        if now is None or value is None or not math.isclose(now, value, rel_tol=SAVED_FIT_RTOL,
-                                                            abs_tol=1e-300):  # fmt: skip
-            raise FitrulesError(
-                f"{label}: the refit's {name} = {now!r} is not the saved {value!r} (saved by "
-                f"fitrules {doc.get('fitrules_version')}, this is {__version__})"
+    doc, label = saved.doc, saved.label
+    recorded, read = doc["data"], doc["call"]["grid"]
+    _, form, arguments = _saved_form(saved)
+    if data is None:
+        if recorded["path"] in (None, IN_MEMORY):
+            raise SavedFitError(
+                f"{label}: the fit was made from a table in memory; give it again with data="
             )
+        # as given then (relative to that working directory), else where it was then
+        places = list(dict.fromkeys(p for p in (recorded["path"], read["path"]) if p))
+        data = next((p for p in places if _is_file(p)), None)
+        if data is None:
+            raise SavedFitError(
+                f"{label}: the data it was fitted on is not at "
+                f"{' nor at '.join(map(shown, places))}; give it with data="
+            )
+        with saved.refusals():
+            g = _read_again(data, read)
+    else:
+        g = data if isinstance(data, Grid) else _read_again(data, read)
+    if g.sha256 != recorded["sha256"]:
+        raise SavedFitError(
+            f"{g.label}: not the data {label} was fitted on (sha256 "
+            f"{str(recorded['sha256'])[:12]} saved, {str(g.sha256)[:12]} now); refit it "
+            "with fitrules.fit, or give the data it was made from with data="
+        )
+    return g, form, arguments
 
 
-def _with_saved_values(doc: dict, label: str, refit):
+def _is_file(path: str) -> bool:
+    """Whether ``path`` names a file; False for a name the system refuses (too long)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _read_again(data: GridLike, read: dict) -> Grid:
+    """``data`` read as the saved fit's grid was (``read``: its ``call.grid``)."""
+    return load_grid(data, metric=read["metric"], where=tuple(read["where"]),
+                     derive=tuple(read["derive"]), seed_col=read["seed_col"],
+                     unit=read["unit"])  # fmt: skip
+
+
+def _saved_constants(saved: SavedFit, refit) -> dict[str, float]:
+    """The saved constants, checked against the refit's (see :func:`_checked_constants`)."""
+    return _checked_constants(saved, refit.form.name, refit.result.constants)
+
+
+def _checked_constants(saved: SavedFit, form_name: str, fitted: dict,
+                       whose: str = "the refit's") -> dict[str, float]:  # fmt: skip
+    """The saved constants, each as exactly as saved (``call.constants_exact``, else the
+    decimal), once the decimal and the exact value are both the refit's (within
+    :data:`SAVED_FIT_RTOL`) and the decimal is the exact value rounded as ``to_json``
+    rounds; else refused in one line naming the constant and both values."""
+    from fitrules import __version__
+    from fitrules.base.util import SIGNIFICANT
+
+    doc, label = saved.doc, saved.label
+    decimals, exact = doc["constants"], doc["call"].get("constants_exact") or {}
+    names = ", ".join(fitted)
+    for key, table in (("constants", decimals), ("call.constants_exact", exact)):
+        for name in table:
+            if name not in fitted:
+                raise SavedFitError(
+                    f"{label}: {key} names {shown(name)}, which is not a constant of form "
+                    f"{form_name!r} ({names})"
+                )
+    out = {}
+    for name, now in fitted.items():
+        if name not in decimals:
+            raise SavedFitError(
+                f"{label}: constants lacks {name!r}, a constant of form {form_name!r} "
+                f"({names}); a saved fit records every one"
+            )
+        value = float.fromhex(exact[name]) if name in exact else None
+        for saved_value, key in ((decimals[name], "constants"), (value, "call.constants_exact")):
+            if saved_value is not None and not math.isclose(
+                now, saved_value, rel_tol=SAVED_FIT_RTOL, abs_tol=1e-300
+            ):
+                raise SavedFitError(
+                    f"{label}: {whose} {name} = {now!r} is not the saved {saved_value!r} "
+                    f"({key}; saved by fitrules {str(doc.get('fitrules_version'))[:40]}, this "
+                    f"is {__version__})"
+                )
+        if value is not None and float(f"{value:.{SIGNIFICANT}g}") != decimals[name]:
+            raise SavedFitError(
+                f"{label}: the saved {name} = {decimals[name]!r} (constants) is not its exact "
+                f"value {exact[name]} = {value!r} (call.constants_exact) rounded; one of them "
+                "was changed"
+            )
+        out[name] = float(decimals[name]) if value is None else value
+    return out
+
+
+def with_saved_values(saved: SavedFit, refit):
     """``refit`` checked against the saved constants and then given the saved values
     themselves (a refit may differ in the last digits, e.g. with the number of threads), so
     that it predicts exactly what the saved fit did; its predictions made again."""
-    _check_saved_constants(doc, label, refit)
-    exact = doc["call"].get("constants_exact") or {}
-    saved_values = {
-        k: float.fromhex(exact[k]) if k in exact else float(doc["constants"][k])
-        for k in refit.result.constants
-    }
-    refit.result = dataclasses.replace(refit.result, constants=saved_values)
+    constants = _saved_constants(saved, refit)
+    refit.result = dataclasses.replace(refit.result, constants=constants)
     refit.predictions = [refit.predict(p["point"], p.get("runs")) for p in refit.predictions]
     return refit
-
-
-def _saved_fit(source) -> tuple[dict, str]:
-    """The saved fit's record and a label for messages; refused in one line when ``source``
-    is not a file or text that ``FittedForm.to_json`` wrote."""
-    import json
-
-    if isinstance(source, str) and source.lstrip().startswith("{"):
-        label, text = "the saved fit", source
-    elif isinstance(source, str | Path):
-        path = Path(source)
-        label = str(source)
-        if not path.is_file():
-            raise FitrulesError(f"{label}: no such file (give the path to_json wrote)")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise FitrulesError(f"{label}: cannot be read ({err})") from None
-    else:
-        raise FitrulesError(f"source {source!r}: give the path of a saved fit or its JSON text")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise FitrulesError(f"{label}: not JSON ({err.msg}, line {err.lineno})") from None
-    need = ("form", "constants", "data", "call")
-    if not isinstance(doc, dict) or any(k not in doc for k in need):
-        missing = [k for k in need if not isinstance(doc, dict) or k not in doc]
-        raise FitrulesError(
-            f"{label}: not a fit saved by FittedForm.to_json (no {', '.join(missing)}); "
-            "a fit saved before fitrules recorded its arguments must be refitted"
-        )
-    return doc, label
 
 
 def _prediction_points(predict, f: Form, g: Grid) -> list:
@@ -470,6 +539,16 @@ def _fit_data(g: Grid, f: Form, cells) -> dict:
         "excluded": g.summary()["excluded"],
         **g.handling(f.bound_variables),
     }
+
+
+def _misfit_or_none(g, f, cells, result, obj, level, w):
+    """The leave-one-cell-out refits of a fit made without intervals, at the fit's level
+    (checked by then), or None when there can be none (too few cells or refits): the
+    prediction then gives its standard error alone, as before."""
+    try:
+        return _misfit_parts(g, f, cells, result, obj, arg.level(level), w)[0]
+    except FitrulesError:
+        return None
 
 
 def _misfit_parts(g, f, cells, result, obj, level, w):

@@ -23,8 +23,9 @@ from fitrules.jobs.inputs import (
     tune_first,
 )
 from fitrules.jobs.options import PREDICT
-from fitrules.jobs.public.fit import _saved_call, _with_saved_values, check_runs, fit
+from fitrules.jobs.public.fit import check_runs, fit, saved_call, with_saved_values
 from fitrules.jobs.public.shared_docs import shared_params
+from fitrules.jobs.saved_fit import read_saved_fit
 
 
 def _check_saved_fit_use(saved_fit, form, **fitting) -> None:
@@ -75,6 +76,11 @@ def check(values: Mapping[str, Any]) -> None:
     # flag words: Python reads --at as `predict` (param('at') would say at)
     parse_point(arg.text(point_text(v["at"]), "at"), "--at")
     check_runs(v["runs"])
+    if v["ledger"] is None and tolerance is not None:
+        raise FitrulesError(
+            f"{param('tolerance')} {tolerance} would be ignored: a tolerance is recorded in "
+            f"the ledger; give {param('ledger')} too, or leave it out"
+        )
     PREDICT.check(v)
     _check_saved_fit_use(v["saved_fit"], v["form"], **{k: v[k] for k in SAVED_FIT_GIVES})
 
@@ -95,7 +101,7 @@ def point_text(at):
 @shared_params
 def predict(
     grid: GridLike | None, form: FormLike | None, at: str | Mapping[str, float], *,
-    ledger: str | Path, saved_fit: str | Path | None = None,
+    ledger: str | Path | None = None, saved_fit: str | Path | None = None,
     runs: int | None = None, tolerance: float | None = None,
     objective: str = PREDICT.objective, delta: float = PREDICT.delta,
     weights: str = PREDICT.weights, fix: Fix = None, bounds: Bounds = None,
@@ -120,13 +126,16 @@ def predict(
         A form's name, a ``"NAME = EXPR"`` line or a :class:`Form`; None with ``saved_fit``.
     at : str or dict of str to float
         The configuration predicted, ``"H=8,keep=0.25"`` or ``{"H": 8, "keep": 0.25}``.
-    ledger : str or path
-        The ledger file (created if absent).
+    ledger : str or path, optional
+        The ledger file (created if absent). Without it nothing is written and the
+        :class:`~fitrules.jobs.fit.Prediction` is returned: the same value, interval and
+        extrapolation words.
     saved_fit : str or path, optional
         A fit saved by :meth:`FittedForm.to_json` (``fitrules fit --json``): the prediction
         is made with its form and fit options on the data it was made from (checked, as
         :func:`load_fit` does; ``grid`` gives the data when it is not at the recorded path),
-        in place of ``form`` and the fitting options, which are then refused.
+        in place of ``form`` and the fitting options, which are then refused. Without a
+        ledger and without ``grid`` the saved fit alone predicts (no data read, no refit).
     runs : int, optional
         The number of new runs whose mean will be measured (default: the configuration's
         mean).
@@ -154,15 +163,17 @@ def predict(
 
     Returns
     -------
-    fitrules.jobs.ledger.LedgerEntry
+    fitrules.jobs.ledger.LedgerEntry or Prediction
         ``.record`` (as appended, with its id and hashes), ``.head`` (keep it elsewhere),
-        ``.fitted``; ``print(e)`` says what was recorded.
+        ``.fitted``; ``print(e)`` says what was recorded. Without a ledger, the
+        prediction (:meth:`FittedForm.predict`).
 
     Raises
     ------
     FitrulesError
-        For a bad option (named), a ledger that was tampered with or cannot be written, or
-        a point that gives no value of a variable.
+        For a bad option (named), a ledger that was tampered with or cannot be written, a
+        point that gives no value of a variable, or a ``saved_fit`` that :func:`load_fit`
+        would refuse (a ``SavedFitError`` naming the file, before anything is written).
 
     Examples
     --------
@@ -173,11 +184,15 @@ def predict(
     from fitrules.jobs.ledger import LedgerEntry, append_prediction, prediction_record
     from fitrules.views.text import table_notes
 
+    if ledger is None:
+        fitting = {k: v for k, v in locals().items() if k in FIT_OPTIONS}
+        return _prediction(grid, saved_fit, form, point_text(at), runs, fitting)
     ledger_path = arg.path(ledger, "ledger")
-    saved = None if saved_fit is None else _saved_call(arg.path(saved_fit, "saved_fit"), grid)
-    g = _beside_ledger(as_grid(grid if saved is None else saved[2]), ledger_path)
+    saved = None if saved_fit is None else read_saved_fit(arg.path(saved_fit, "saved_fit"))
+    call = None if saved is None else saved_call(saved, grid)
+    g = _beside_ledger(as_grid(grid if call is None else call[0]), ledger_path)
     fitting = {k: v for k, v in locals().items() if k in FIT_OPTIONS}
-    g, fitted, used = _predicted(g, saved, form, point_text(at), runs, fitting)
+    g, fitted, used = _predicted(g, saved, call, form, point_text(at), runs, fitting)
     record = prediction_record(fitted, g, objective=used["objective"], level=used["level"],
                                resamples=used["resamples"], runs=runs, tolerance=tolerance,
                                command=command or "fr.predict")  # fmt: skip
@@ -203,15 +218,31 @@ def _beside_ledger(g, ledger_path: Path):
     return g
 
 
-def _predicted(g, saved, form, at: str, runs, fitting: dict):
+def _prediction(grid, saved_fit, form, at: str, runs, fitting: dict):
+    """The prediction at ``at`` with no ledger: from the saved fit alone (or checked on
+    ``grid`` when given), else from ``form`` fitted on ``grid``."""
+    from fitrules.jobs.public.fit import load_fit
+    from fitrules.model.forms import resolve_form
+
+    if saved_fit is not None:
+        fitted = load_fit(arg.path(saved_fit, "saved_fit"), grid)
+    else:
+        form = resolve_form(form) if isinstance(form, str) else form
+        tune, tune_seeds = fitting.pop("tune"), fitting.pop("tune_seeds")
+        g, _ = tune_first(as_grid(grid), tune, tune_seeds)
+        fitted = fit(g, form, **fitting)
+    return fitted.predict(at, runs)
+
+
+def _predicted(g, saved, call, form, at: str, runs, fitting: dict):
     """The grid (tuned), the fit predicting ``at`` and the options it was made with: the
-    saved fit's (made again on its data) or ``fitting``'s."""
+    saved fit's (``call``, made again on its data) or ``fitting``'s."""
     from fitrules.model.forms import resolve_form
 
     if saved is not None:
-        doc, label, _, form, kw = saved
+        _, form, kw = call
         kw = {**kw, "intervals": False}  # the prediction's own interval is made below
-        return g, _with_saved_values(doc, label, fit(g, form, predict=[at], runs=runs, **kw)), kw
+        return g, with_saved_values(saved, fit(g, form, predict=[at], runs=runs, **kw)), kw
     form = resolve_form(form) if isinstance(form, str) else form
     tune, tune_seeds = fitting.pop("tune"), fitting.pop("tune_seeds")
     g, _ = tune_first(g, tune, tune_seeds)

@@ -102,7 +102,19 @@ class Search(Result, text=view("search.render_search"), html=view("html.search_h
 
         return search_dict(self)
 
-    def to_json(self, path: str | Path | None = None) -> str:
+    def to_json(self, path: str | Path | None = None) -> str | None:
+        """The JSON text of :meth:`to_dict`; with ``path``, written there instead.
+
+        Parameters
+        ----------
+        path : str or path, optional
+            The file to write.
+
+        Returns
+        -------
+        str or None
+            The JSON text; None when it was written to ``path``.
+        """
         import json
 
         from fitrules.base.util import json_ready
@@ -112,6 +124,7 @@ class Search(Result, text=view("search.render_search"), html=view("html.search_h
             from fitrules.base.outputs import inputs_of, write_text
 
             write_text(Path(path), text + "\n", "path", inputs=inputs_of(self))
+            return None
         return text
 
     def __repr__(self) -> str:
