@@ -194,22 +194,20 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
     values, c = _profile(pieces, on_grid)
     if objective.kind == "log_huber" and len(thetas) > 1:
         values = _huber_rescore(pieces, pieces.y, on_grid, objective, values, c)
-    coefs = c / pieces.norm[:, 0, None, :]
     q = len(cf.non_idx)
     rows, gidx = [], []
     n_train = int(masks.sum(axis=1).max(initial=1))
     extra = min(options.start_budget // max(n_asked, 1), options.start_cells // max(n_train, 1))
     n_starts = max(options.n_starts, extra)
-    for si in range(S):
-        for gi in _starts(values[:, si], thetas, cf.s, n_starts):
-            rows.append(si)
-            gidx.append(gi)
+    for si, picked in enumerate(_starts(values, thetas, cf.s, n_starts)):
+        rows += [si] * len(picked)
+        gidx += picked
     rows_a, gidx_a = np.array(rows, int), np.array(gidx, int)
     x = np.full((len(rows), cf.p), np.nan)
     val = values[gidx_a, rows_a] if len(rows) else np.zeros(0)
     moving = np.zeros(len(rows), bool)
     if len(rows):
-        x[:, cf.lin_idx] = coefs[gidx_a, rows_a]
+        x[:, cf.lin_idx] = c[gidx_a, rows_a] / pieces.norm[gidx_a, 0, :]
         x[:, cf.non_idx] = thetas[gidx_a]
         if objective.kind == "log_huber" or (q and n_train > GRID_CELLS):
             # no exact projection for Huber, and over many cells a few Gauss-Newton steps

@@ -47,43 +47,60 @@ def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray, axes=None):
     return basis, offset, finite
 
 
-def _small_symmetric_solver(A: np.ndarray):
-    """The solver of stacks of symmetric 1x1, 2x2 or 3x3 systems ``A``, by cofactors,
-    element-wise: a function of right-hand sides (..., k) to solutions (..., k).
+def _small_symmetric_solve(A: np.ndarray, ridge: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Solve stacks of symmetric 1x1, 2x2 or 3x3 systems ``A + ridge * I`` for ``rhs``
+    (..., k) by cofactors, element-wise, with one step of iterative refinement against ``A``.
 
     Batched LAPACK calls cost about a microsecond per tiny matrix; these formulas handle a
     grid x splits stack in a few passes over flat arrays. The cofactors are made once for
-    every right-hand side (the solve and its refinement step share them).
+    the solve and its refinement, and every product and sum is a flat array of the stack's
+    shape: no (..., k, k) temporary, and no reduction over an axis of length k (numpy's
+    reductions over tiny axes cost more than the arithmetic). The sums keep the order of
+    ``(A * c[..., None, :]).sum(-1)``, so the results are the same to the bit.
     """
     k = A.shape[-1]
+    zero = ridge * 0.0  # what ridge * I adds off the diagonal (nan where ridge is not finite)
+
+    def el(i: int, j: int) -> np.ndarray:
+        return A[..., i, j] + (ridge if i == j else zero)
+
+    r = [rhs[..., i] for i in range(k)]
     if k == 1:
-        a = A[..., 0, 0]
-        return lambda r: (r[..., 0] / a)[..., None]
-    if k == 2:
-        a, b, d = A[..., 0, 0], A[..., 0, 1], A[..., 1, 1]
+        a = el(0, 0)
+
+        def solve(r0):
+            return (r0 / a,)
+
+    elif k == 2:
+        a, b, d = el(0, 0), el(0, 1), el(1, 1)
         det2 = a * d - b * b
-        return lambda r: np.stack(
-            [(d * r[..., 0] - b * r[..., 1]) / det2, (a * r[..., 1] - b * r[..., 0]) / det2],
-            axis=-1,
-        )
-    a, b, c = A[..., 0, 0], A[..., 0, 1], A[..., 0, 2]
-    d, e, f = A[..., 1, 1], A[..., 1, 2], A[..., 2, 2]
-    c00, c01, c02 = d * f - e * e, c * e - b * f, b * e - c * d
-    c11, c12, c22 = a * f - c * c, b * c - a * e, a * d - b * b
-    det = a * c00 + b * c01 + c * c02
 
-    def solve(rhs: np.ndarray) -> np.ndarray:
-        r = [rhs[..., i] for i in range(3)]
-        return np.stack(
-            [
-                (c00 * r[0] + c01 * r[1] + c02 * r[2]) / det,
-                (c01 * r[0] + c11 * r[1] + c12 * r[2]) / det,
-                (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det,
-            ],
-            axis=-1,
-        )
+        def solve(r0, r1):
+            return (d * r0 - b * r1) / det2, (a * r1 - b * r0) / det2
 
-    return solve
+    else:
+        a, b, c = el(0, 0), el(0, 1), el(0, 2)
+        d, e, f = el(1, 1), el(1, 2), el(2, 2)
+        c00, c01, c02 = d * f - e * e, c * e - b * f, b * e - c * d
+        c11, c12, c22 = a * f - c * c, b * c - a * e, a * d - b * b
+        det = a * c00 + b * c01 + c * c02
+
+        def solve(r0, r1, r2):
+            return (
+                (c00 * r0 + c01 * r1 + c02 * r2) / det,
+                (c01 * r0 + c11 * r1 + c12 * r2) / det,
+                (c02 * r0 + c12 * r1 + c22 * r2) / det,
+            )
+
+    x = solve(*r)
+    resid = []
+    for i in range(k):
+        acc = A[..., i, 0] * x[0]
+        for j in range(1, k):
+            acc = acc + A[..., i, j] * x[j]
+        resid.append(r[i] - acc)
+    dx = solve(*resid)
+    return np.stack([x[i] + dx[i] for i in range(k)], axis=-1)
 
 
 def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -91,13 +108,11 @@ def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     k = A.shape[-1]
     if k == 0:
         return np.zeros(rhs.shape)
-    ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1)[..., None, None] + 1e-300
-    Ar = A + ridge * np.eye(k)
+    ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1) + 1e-300
     if k <= 3:
         with np.errstate(all="ignore"):
-            solve = _small_symmetric_solver(Ar)
-            c = solve(rhs)
-            return c + solve(rhs - (A * c[..., None, :]).sum(-1))
+            return _small_symmetric_solve(A, ridge, rhs)
+    Ar = A + ridge[..., None, None] * np.eye(k)
     c = np.linalg.solve(Ar, rhs[..., None])
     c = c + np.linalg.solve(Ar, rhs[..., None] - A @ c)
     return c[..., 0]
@@ -160,6 +175,8 @@ class _GridPieces:
         return basis / self.norm[idx], offset
 
 
+PROFILE_BLOCK = 1 << 17  # grid points x splits x k^2 solved at once in _profile
+
 GRID_CELLS = 8192  # above this many cells the shared grid is scored on a spread of them
 
 
@@ -199,9 +216,16 @@ def _profile(g: _GridPieces, masks):
         rhs += np.einsum("gnk,gn,sn->gsk", bs, wt, m, optimize=True)
         tt += (wt * target) @ m.T
         bad |= (~finite).astype(float) @ m.T > 0
-    c = _solve(A, rhs)  # (G, S, k)
-    out = tt - 2 * np.einsum("gsk,gsk->gs", c, rhs)
-    out += np.einsum("gsk,gskj,gsj->gs", c, A, c)
+    # solved a block of grid points at a time: the dozens of element-wise passes of the
+    # small solves then stay in the processor's cache (each point's values are its own)
+    c = np.empty((G, S, k))
+    out = np.empty((G, S))
+    step = max(1, PROFILE_BLOCK // max(S * max(k, 1) ** 2, 1))
+    for a in range(0, G, step):
+        b = slice(a, a + step)
+        c[b] = _solve(A[b], rhs[b])
+        out[b] = tt[b] - 2 * np.einsum("gsk,gsk->gs", c[b], rhs[b])
+        out[b] += np.einsum("gsk,gskj,gsj->gs", c[b], A[b], c[b])
     out = np.maximum(out, 0.0)
     out[bad | ~np.isfinite(out)] = np.inf
     return out, c

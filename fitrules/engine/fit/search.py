@@ -184,14 +184,17 @@ def _huber_rescore(g: _GridPieces, y, masks, objective, values, c, keep: int = 6
     return out
 
 
-def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int) -> list[int]:
-    """Indices of the best grid points from separate basins (at least 2.5 steps apart)."""
-    order = np.argsort(values, kind="stable")
-    order = order[np.isfinite(values[order])]
-    if len(order) == 0:
+def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int) -> list[list[int]]:
+    """Per split (a column of ``values``, (G, S)), the indices of the best grid points from
+    separate basins (at least 2.5 steps apart)."""
+    G, S = values.shape
+    if S == 0:
         return []
+    # one stable sort of every column: the same order as each column's own stable sort
+    orders = np.argsort(values, axis=0, kind="stable").T  # (S, G)
+    ranked = np.take_along_axis(values.T, orders, axis=1)
     if thetas.shape[1] == 0:
-        return [int(order[0])]
+        return [[int(o[0])] if np.isfinite(r[0]) else [] for o, r in zip(orders, ranked)]
     logs, floors = _log_axes(s), _floors(s)
     lo_s, hi_s = np.array(s.start_lo), np.array(s.start_hi)
     if logs.any() or floors.any():  # basins are apart in log units on a log-scale axis
@@ -207,15 +210,23 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
             )
     span = np.maximum(hi_s - lo_s, 1e-12)
     step = span / max(2, round(len(thetas) ** (1 / thetas.shape[1])) - 1)
-    picked = [int(order[0])]
     # look further down the ranking when many starts are wanted (a single fit on all cells)
-    candidates = order[1 : max(200, 40 * n_starts)]
-    # greedily, in rank order, each candidate far from every start picked before it: the
-    # candidates still far from all picked ones, and the first of them picked, per round
-    far = np.ones(len(candidates), bool)
-    while len(picked) < n_starts:
-        far &= np.any(np.abs(thetas[candidates] - thetas[picked[-1]]) > 2.5 * step, axis=1)
-        if not far.any():
-            break
-        picked.append(int(candidates[np.argmax(far)]))
-    return picked
+    depth = max(200, 40 * n_starts)
+    out = []
+    for order, ranked_values in zip(orders, ranked):
+        order = order[np.isfinite(ranked_values)]  # non-finite values sort last
+        if len(order) == 0:
+            out.append([])
+            continue
+        picked = [int(order[0])]
+        candidates = order[1:depth]
+        # greedily, in rank order, each candidate far from every start picked before it: the
+        # candidates still far from all picked ones, and the first of them picked, per round
+        far = np.ones(len(candidates), bool)
+        while len(picked) < n_starts:
+            far &= np.any(np.abs(thetas[candidates] - thetas[picked[-1]]) > 2.5 * step, axis=1)
+            if not far.any():
+                break
+            picked.append(int(candidates[np.argmax(far)]))
+        out.append(picked)
+    return out
