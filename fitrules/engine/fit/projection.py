@@ -36,14 +36,20 @@ def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray, axes=None):
             env[c] = axes[i].reshape((len(axes[i]),) + (1,) * i + (-1,) + (1,) * (q - i))
     with np.errstate(all="ignore"):
         *values, offset = cf.pieces(env)
+        # finiteness checked on each piece before it is broadcast (a term of one constant
+        # is checked at its m values, not at the L points of the window)
+        finite = np.isfinite(offset)
+        for b in values:
+            finite = finite & np.isfinite(b)
         cols = [np.broadcast_to(b, (*shape, n)) for b in values]
         basis = np.stack(cols, axis=-1) if cols else np.zeros((*shape, n, 0))
         offset = np.broadcast_to(offset, (*shape, n)).astype(float)
         basis = basis.reshape((*lead, n, basis.shape[-1]))
         offset = offset.reshape((*lead, n))
-    finite = np.isfinite(basis).all(axis=-1) & np.isfinite(offset)
-    basis = np.where(finite[..., None], basis, 0.0)
-    offset = np.where(finite, offset, 0.0)
+    finite = np.broadcast_to(finite, (*shape, n)).reshape((*lead, n))
+    if not finite.all():
+        basis = np.where(finite[..., None], basis, 0.0)
+        offset = np.where(finite, offset, 0.0)
     return basis, offset, finite
 
 
@@ -241,9 +247,13 @@ def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas, a
     norm = np.sqrt((basis**2).sum(axis=2, keepdims=True))
     norm = np.where(norm > 0, norm, 1.0)
     bs = basis / norm
+    # every cell of every row (the local search gathers each row's training cells): the
+    # products with the mask and the selections by it are left out, their values the same
+    full = bool(masks.all())
     m = masks.astype(float)  # (T, n)
     yb = y if y.ndim == 1 else y[:, None, :]  # y is (n,) or per row (T, n)
-    sw = m * _weights(objective, y, X)  # square root of the row weights
+    w = _weights(objective, y, X)
+    sw = np.broadcast_to(w, m.shape) if full else m * w  # square root of the row weights
     bw = np.swapaxes(bs * sw[:, None, :, None], -1, -2)  # (T, L, k, n)
     A = bw @ np.swapaxes(bw, -1, -2)
     rhs = (bw @ (sw[:, None, :] * (yb - offset))[..., None])[..., 0]
@@ -252,8 +262,10 @@ def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas, a
     with np.errstate(all="ignore"):
         rw = np.asarray(_root_weights(X))
         rw = rw[..., None, :] if rw.ndim else rw
-        r = np.where(m[:, None, :] > 0, objective.residuals(pred, yb) * rw, 0.0)
+        r = objective.residuals(pred, yb) * rw
+        if not full:
+            r = np.where(m[:, None, :] > 0, r, 0.0)
         out = objective.value(r, axis=2)
-    bad = ((~finite) & (m[:, None, :] > 0)).any(axis=2)
+    bad = ((~finite) if full else ((~finite) & (m[:, None, :] > 0))).any(axis=2)
     out[bad | ~np.isfinite(out)] = np.inf
     return out, c / norm[:, :, 0, :]
