@@ -441,6 +441,21 @@ def _extend(children):
     )
 
 
+# expressions the forms' grammar accepts: names, numbers, + - * / **, unary minus, log, exp, sqrt
+valid_expressions = st.recursive(
+    st.sampled_from(["H", "omega", "keep", "L0", "a", "b", "c", "0", "1", "16", "2.5", "1e-3"]),
+    lambda children: st.one_of(
+        st.tuples(children, st.sampled_from(["+", "-", "*", "/", "**"]), children).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})"
+        ),
+        children.map(lambda c: f"-{c}"),
+        st.tuples(st.sampled_from(["log", "exp", "sqrt"]), children).map(
+            lambda t: f"{t[0]}({t[1]})"
+        ),
+    ),
+    max_leaves=12,
+)
+
 # expressions from a grammar: valid ones and every way to be wrong (deep, long, odd
 # literals, calls, attributes, subscripts, lambdas)
 grammar = st.recursive(st.sampled_from(NAMES + LITERALS), _extend, max_leaves=10)

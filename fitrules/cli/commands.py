@@ -82,19 +82,28 @@ def compare(args) -> int:
                 results.append(api.compare(load(args, args.fit_data), **options))
             else:
                 results.append(api.compare(grid, **options))
-    payloads = [r.to_dict() for r in results]
-    payload = payloads[0] if len(payloads) == 1 else {"protocols": payloads}
     text = "\n\n".join(render_comparison(r) for r in results)
     if results[0].tuning is not None:
         text = render_tuning(results[0].tuning) + "\n\n" + text
+
+    made: list[dict] = []
+
+    def payloads() -> list[dict]:  # built once, and only for an output that asks for it
+        if not made:
+            made.extend(r.to_dict() for r in results)
+        return made
+
+    def payload() -> dict:
+        return payloads()[0] if len(results) == 1 else {"protocols": payloads()}
+
     if args.report is not None:
         from fitrules.views.markdown import comparison_report, protocols_report
 
         if len(results) == 1:
-            write_report(args, comparison_report, results[0], payloads[0], args.report,
+            write_report(args, comparison_report, results[0], payloads()[0], args.report,
                          command_text(), args.force, results[0].tuning)  # fmt: skip
         else:
-            write_report(args, protocols_report, results, payloads, args.report, command_text(),
+            write_report(args, protocols_report, results, payloads(), args.report, command_text(),
                          args.force)  # fmt: skip
         text += f"\n\nreport written to {args.report}/report.md"
     emit(args, text, payload)

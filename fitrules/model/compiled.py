@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from fitrules.base.errors import FitrulesError
 from fitrules.model import expr as ex
 from fitrules.model.forms import Form, Structure, level_of
+
+
+_CODE: dict[int, dict] = {}  # id of a structure -> its generated code, while it lives
 
 
 class CompiledForm:
@@ -26,6 +31,27 @@ class CompiledForm:
         self.levels = {k: np.array(v, float) for k, v in (form.levels or {}).items()}
         # per-level constants: which level (column, value) pairs each one belongs to
         self.level_of = {c: level_of(c) for c in self.s.constants if level_of(c)}
+
+    def _code(self, what: str):
+        """Generated numpy code (:func:`~fitrules.model.expr.compile_nodes`) of the value,
+        the Jacobian's columns or the projection's pieces, made once per bound form (kept
+        with its structure, which a form makes once)."""
+        memo = _CODE.get(id(self.s))
+        if memo is None:  # kept beside the structure, not in it: forms stay picklable
+            memo = _CODE[id(self.s)] = {}
+            weakref.finalize(self.s, _CODE.pop, id(self.s), None)
+        if what not in memo:
+            nodes = {
+                "value": (self.form.tree,),
+                "jacobian": self.s.gradient,
+                "pieces": (*self.s.basis, self.s.offset),
+            }[what]
+            memo[what] = ex.compile_nodes(nodes, f"{self.form.name} ({what})")
+        return memo[what]
+
+    def pieces(self, env: dict) -> tuple:
+        """The basis of each linear constant, then the offset, on ``env`` (names -> values)."""
+        return self._code("pieces")(env)
 
     def unknown_levels(self, X: dict[str, np.ndarray]) -> np.ndarray | bool:
         """True where a point's level of a per-level column has no constant of its own."""
@@ -56,7 +82,7 @@ class CompiledForm:
     def predict(self, X: dict[str, np.ndarray], params: np.ndarray) -> np.ndarray:
         """Predictions; NaN at a level of a per-level column that has no constant."""
         with np.errstate(all="ignore"):
-            out = ex.evaluate(self.form.tree, self.env(X, params))
+            (out,) = self._code("value")(self.env(X, params))
         out = np.broadcast_to(out, self._shape(X, params)).astype(float)
         if self.levels:
             out = np.where(self.unknown_levels(X), np.nan, out)
@@ -67,7 +93,7 @@ class CompiledForm:
         env = self.env(X, params)
         shape = self._shape(X, params)
         with np.errstate(all="ignore"):
-            cols = [np.broadcast_to(ex.evaluate(g, env), shape) for g in self.s.gradient]
+            cols = [np.broadcast_to(g, shape) for g in self._code("jacobian")(env)]
         return np.stack(cols, axis=-1).astype(float)
 
 

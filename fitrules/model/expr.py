@@ -13,10 +13,11 @@ split of a sum into terms so that constants entering linearly can be projected o
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -340,11 +341,88 @@ def evaluate(node: Node, env: Mapping[str, Any]) -> Any:
     if node.op == "is":  # only made by level expansion: 1.0 where COLUMN == level, else 0.0
         return np.equal(evaluate(node.args[0], env), node.value).astype(float)
     if node.op == "at":
-        raise ExpressionError(
-            f"{node.value}[{node.args[0].value}] must be expanded over the levels of "
-            f"{node.args[0].value} before it is evaluated (bind the form to a grid)"
-        )
+        raise _unexpanded(node)
     return _NUMPY[node.op](*(evaluate(a, env) for a in node.args))
+
+
+def _unexpanded(node: Node) -> ExpressionError:
+    """The error of evaluating ``c[COLUMN]`` before the form was bound to a grid."""
+    return ExpressionError(
+        f"{node.value}[{node.args[0].value}] must be expanded over the levels of "
+        f"{node.args[0].value} before it is evaluated (bind the form to a grid)"
+    )
+
+
+def _indicator(a: Any, level: float) -> Any:
+    return np.equal(a, level).astype(float)
+
+
+def compile_nodes(nodes: Sequence[Node], label: str = "expression") -> Callable[..., tuple]:
+    """One Python function that evaluates every node of ``nodes`` on an environment.
+
+    ``compile_nodes(nodes)(env)`` returns the tuple ``(evaluate(n, env) for n in nodes)``
+    with the same values: the generated code makes the same numpy calls on the same operands,
+    but each distinct subexpression once (a Jacobian's columns share the form's powers), with
+    no walk of the tree, and each intermediate array freed after its last use.
+
+    The source is generated from the parsed tree only: names become string keys of ``env``
+    (``env['H']``), numbers their ``repr`` (which reads back as the same double), operations
+    the numpy functions :func:`evaluate` calls. Nothing of the user's text is compiled, so
+    this keeps the guarantee of the AST whitelist.
+    """
+    return _compiled(tuple(nodes), label)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(nodes: tuple[Node, ...], label: str) -> Callable[..., tuple]:
+    lines: list[str] = []
+    temps: dict[Node, str] = {}
+    named: set[str] = set()
+    uses: dict[str, int] = {}  # temp -> index of the line that reads it last
+
+    def ref(node: Node) -> str:
+        if node.op in ("num", "str"):
+            return repr(node.value)
+        if node in temps:
+            return temps[node]
+        if node.op == "name":
+            code = f"env[{node.value!r}]"
+        elif node.op == "at":
+            raise _unexpanded(node)
+        else:
+            args = [ref(a) for a in node.args]
+            if node.op == "xlogy":
+                code = f"_xlogy({args[0]}, {args[1]})"
+            elif node.op == "is":
+                code = f"_indicator({args[0]}, {float(node.value)!r})"
+            elif node.op in _NUMPY:
+                code = f"_F[{node.op!r}]({', '.join(args)})"
+            else:
+                raise ExpressionError(f"cannot evaluate {node.op!r}")
+        name = f"t{len(temps)}"
+        for a in args if node.op != "name" else ():
+            if a in named:
+                uses[a] = len(lines)  # the line about to be added reads it
+        temps[node] = name
+        named.add(name)
+        lines.append(f"{name} = {code}")
+        return name
+
+    outs = [ref(n) for n in nodes]
+    body = []
+    kept = set(outs)
+    for i, line in enumerate(lines):
+        body.append(line)
+        done = [t for t, last in uses.items() if last == i and t not in kept]
+        if done:
+            body.append("del " + ", ".join(done))
+    body.append(f"return ({''.join(o + ', ' for o in outs)})")
+    src = "def compiled(env):\n" + "".join(f"    {b}\n" for b in body)
+    namespace: dict[str, Any] = {"_F": _NUMPY, "_xlogy": xlogy, "_indicator": _indicator}
+    exec(compile(src, f"<compiled {label}>", "exec"), namespace)  # source made from the tree
+    fn = namespace["compiled"]
+    fn.source = src
+    return fn
 
 
 # ------------------------------------------------------------------ simplification

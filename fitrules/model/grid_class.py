@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -71,6 +73,22 @@ def _fmt(v: object) -> str:
     if isinstance(v, float | np.floating):
         return f"{float(v):g}"
     return str(v)
+
+
+def _once(method: Callable) -> Callable:
+    """Computed once per grid and handed out as a copy: a grid's runs do not change, and
+    its column classification (per-run, outcome-like, factor and continuous columns) reads
+    every column several times (a fit's data block made 724 column look-ups a fit)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args):
+        memo = self.__dict__.setdefault("_memo", {})  # a frozen dataclass: not a field
+        key = (method.__name__, *(tuple(a) if isinstance(a, list | tuple) else a for a in args))
+        if key not in memo:
+            memo[key] = method(self, *args)
+        return copy.deepcopy(memo[key])
+
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -239,11 +257,13 @@ class Grid:
                                      self._distinct))  # fmt: skip
 
     @property
+    @_once
     def per_run(self) -> list[str]:
         """Text columns with a different value in every run (names, ids, paths, timestamps):
         they label runs, never cells, and are ignored (and listed once)."""
         return list(self._per_run)
 
+    @_once
     def run_columns(self, variables: Sequence[str]) -> dict:
         """What happens to the columns no form reads that vary within a cell of ``variables``.
 
@@ -294,6 +314,7 @@ class Grid:
         }
 
     @property
+    @_once
     def outcome_like(self) -> dict[str, str]:
         """Numeric columns that look like another outcome of each run, not a design column,
         with why: a name that shares a word with the metric or names a metric (``loss_indist``
@@ -358,12 +379,14 @@ class Grid:
         return tuple(out)
 
     @property
+    @_once
     def factors(self) -> list[str]:
         """Design columns: everything but the metric, seed, outcome/bookkeeping columns,
         columns that look like another outcome (:attr:`outcome_like`) and per-run labels."""
         return list(self._factors)
 
     @property
+    @_once
     def varying_factors(self) -> list[str]:
         return [c for c in self._factors if self._distinct[c] > 1]
 
@@ -523,6 +546,7 @@ class Grid:
             )
 
     @property
+    @_once
     def continuous(self) -> list[str]:
         """Design columns with a different value in every run (e.g. a compute budget): not
         factors, but a cell is one value of them."""
@@ -536,6 +560,7 @@ class Grid:
         }  # fmt: skip
         return tuple(c for c in self.runs.columns if c not in skip and self._distinct[c] > 1)
 
+    @_once
     def summary(self) -> dict:
         """Runs, cells, levels per factor, seeds per cell, excluded rows.
 

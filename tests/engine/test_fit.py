@@ -176,6 +176,36 @@ def test_well_posed_splits_are_not_flagged(tmp_path):
             assert not r.reasons, (t, r)
 
 
+def test_each_distinct_training_set_is_fitted_once(tmp_path, monkeypatch):
+    """Splits that repeat a training set are fitted once, and each gets the fit, its own copy,
+    equal to the fit of the distinct sets alone."""
+    from fitrules.engine.fit import driver
+
+    grid = _grid(tmp_path, noise=0.002)
+    cells = grid.cells(["H", "omega"])
+    form = BUILTIN_FORMS["free_omega"].bind(grid.columns)
+    masks = RandomSplit(120, 0.9, seed=0).masks(len(cells))  # 18 of 20 cells: repeats
+    distinct = np.unique(masks, axis=0)
+    assert 32 <= len(distinct) < len(masks)  # as many starts a split either way
+    fitted = []
+    chunk = driver._fit_chunk
+
+    def counted(cf, X, y, m, *a):
+        fitted.append(len(m))
+        return chunk(cf, X, y, m, *a)
+
+    monkeypatch.setattr(driver, "_fit_chunk", counted)
+    results = fit_splits(form, cells.X, cells.y, masks)
+    assert sum(fitted) == len(distinct)
+    alone = fit_splits(form, cells.X, cells.y, distinct)
+    for mask, r in zip(masks, results, strict=True):
+        (i,) = np.flatnonzero((distinct == mask).all(axis=1))
+        assert r.objective == alone[i].objective and r.constants == alone[i].constants
+    same = next(ix for m in masks if len(ix := np.flatnonzero((masks == m).all(axis=1))) > 1)
+    results[same[0]].constants["L0"] = -1.0
+    assert results[same[1]].constants["L0"] != -1.0
+
+
 def test_too_few_cells_is_a_reason():
     """Three training cells for three constants are flagged with a reason saying so."""
     x = np.array([1.0, 2.0, 3.0])

@@ -3,9 +3,14 @@ unparsing."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
+import fuzzing
+from conftest import composition_grid
 from fitrules.base.errors import ExpressionError
 from fitrules.model import expr as ex
+from fitrules.model.compiled import CompiledForm
+from fitrules.model.forms import BUILTIN_FORMS
 
 
 @pytest.mark.parametrize(
@@ -107,3 +112,52 @@ def test_terms_split_signs():
         (1.0, "c"),
         (-1.0, "d"),
     ]
+
+
+# ------------------------------------------------------------------ generated code
+def _env(names, rng, lead=()):
+    """Each name on values of both signs, zero and large ones (NaN and inf paths too)."""
+    pool = np.array([0.0, -1.5, 0.3, 1.0, 2.0, 7.5, 16.0, 1e5, -3e-3, 64.0])
+    return {n: rng.choice(pool, size=(*lead, 10)) for n in names}
+
+
+def _same(a, b) -> None:
+    a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
+    np.testing.assert_array_equal(a, b)  # bit for bit, NaN where NaN
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_FORMS))
+def test_compiled_form_equals_the_tree_walk_on_builtin_forms(name):
+    """A built-in form's generated code gives the tree walk's value, Jacobian and projection
+    pieces bit for bit, for a batch of constants."""
+    rng = np.random.default_rng(0)
+    runs = composition_grid().assign(M=lambda t: t["H"] / 2, outer_lr=0.7)
+    form = BUILTIN_FORMS[name].bind(list(runs.columns), runs)
+    cf = CompiledForm(form)
+    X = {v: rng.choice(runs[v].unique(), 12) for v in form.bound_variables}
+    P = rng.normal(size=(5, cf.p))
+    env = cf.env(X, P)
+    with np.errstate(all="ignore"):
+        _same(cf.predict(X, P), ex.evaluate(form.tree, env))
+        J = cf.jacobian(X, P)
+        for j, g in enumerate(cf.s.gradient):
+            _same(J[..., j], ex.evaluate(g, env))
+        for got, node in zip(cf.pieces(env), (*cf.s.basis, cf.s.offset), strict=True):
+            _same(got, ex.evaluate(node, env))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)  # the same cases on every run
+@given(text=fuzzing.valid_expressions)
+def test_compiled_code_equals_the_tree_walk_on_random_expressions(text):
+    """For any expression of the forms' grammar (tests/fuzzing.py), the generated code of it
+    and of its derivatives gives the tree walk's values bit for bit."""
+    tree = ex.parse(text)
+    names = ex.names(tree)
+    nodes = [tree] + [ex.diff(tree, n) for n in names]
+    env = _env(names, np.random.default_rng(len(text)), lead=(3, 1))
+    with np.errstate(all="ignore"):
+        want = [ex.evaluate(n, env) for n in nodes]
+        got = ex.compile_nodes(nodes)(env)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        _same(a, b)

@@ -272,3 +272,18 @@ def test_a_named_index_is_a_column_through_the_api():
 def test_keep_levels_fixture_matches_main_grid():
     """The fixture's keep levels are those of the committed main grid."""
     assert sorted(pd.read_csv(DATA / "main.csv")["keep"].unique()) == sorted(KEEP_LEVELS)
+
+
+def test_a_grids_summary_is_made_once_and_handed_out_as_a_copy(monkeypatch):
+    """Grid.summary reads the runs once per grid; changing what it returned changes nothing."""
+    from fitrules.model import grid_class
+
+    grid = load_grid(DATA / "main.csv", where="lr == 3e-4")
+    calls = []
+    per_run = grid_class.per_run_columns
+    monkeypatch.setattr(grid_class, "per_run_columns", lambda *a: calls.append(1) or per_run(*a))
+    first = grid.summary()
+    levels = list(first["levels"]["H"])
+    first["levels"]["H"].append(-1)
+    assert grid.summary()["levels"]["H"] == levels
+    assert len(calls) == 1

@@ -24,6 +24,10 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
     with np.errstate(divide="ignore"):
         cond = np.where(sv_full.min(axis=1) > 0, smax / sv_full.min(axis=1), np.inf)
     validity = _validity(cf, X, safe)
+    # which splits can have a design or a bound reason, for all splits at once: the loop
+    # below then makes their sentences only where there is one
+    one_value = _one_value(cf, X, masks)
+    at_bound = np.any(_near_bounds(cf, params), axis=(0, 2))
     out = []
     for si in range(len(masks)):
         mask = masks[si]
@@ -44,11 +48,12 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
         weak = {names[j] for j in np.flatnonzero(colnorm[si] == 0) if names[j] not in idle}
         for i in np.flatnonzero(null_si):
             weak |= {names[j] for j in np.flatnonzero(np.abs(vt_si[i]) > 0.1)}
-        design = _design_reasons(cf, X, mask, weak)
+        design = _design_reasons(cf, X, mask, weak) if one_value[si] else []
         reasons.extend(design)
         if not design and n >= p_eff:
             reasons += _rank_reasons(cf, params[si], null_si, cond_si, vt_si, sv_si, weak, p_eff)
-        reasons += _bound_reasons(cf, params[si])
+        if at_bound[si]:
+            reasons += _bound_reasons(cf, params[si])
         if not converged[si]:
             reasons.append("optimiser did not converge")
         if validity[si]:
@@ -150,15 +155,35 @@ def _rank_reasons(
     return []
 
 
+def _one_value(cf: CompiledForm, X, masks: np.ndarray) -> np.ndarray:
+    """Per split, whether its training cells hold some variable the form reads at one value
+    (what :func:`_design_reasons` names)."""
+    out = np.zeros(len(masks), bool)
+    for v in cf.form.bound_variables:
+        lo = np.where(masks, X[v], np.inf).min(axis=1, initial=np.inf)
+        hi = np.where(masks, X[v], -np.inf).max(axis=1, initial=-np.inf)
+        out |= lo == hi
+    return out
+
+
+def _near_bounds(cf: CompiledForm, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of constants ``x`` (..., p), which are at their lower and at their upper
+    bound: near it relative to the bound itself (a range over decades, A in [540, 4e15], is
+    not "at" 540 when A = 1e8)."""
+    lo, hi = np.array(cf.s.lower), np.array(cf.s.upper)
+    with np.errstate(invalid="ignore"):
+        near_lo = np.isfinite(lo) & (x - lo <= 1e-6 * np.maximum(1.0, np.abs(lo)))
+        near_hi = np.isfinite(hi) & (hi - x <= 1e-6 * np.maximum(1.0, np.abs(hi)))
+    return near_lo, near_hi
+
+
 def _bound_reasons(cf: CompiledForm, x: np.ndarray) -> list[str]:
     """A reason per constant at one of its bounds, with how to widen it."""
     lo, hi = np.array(cf.s.lower), np.array(cf.s.upper)
     reasons = []
+    near = _near_bounds(cf, x)
     for j, c in enumerate(cf.s.constants):
-        # near a bound relative to the bound itself: a range over decades (A in
-        # [540, 4e15]) is not "at" 540 when A = 1e8
-        near_lo = np.isfinite(lo[j]) and x[j] - lo[j] <= 1e-6 * max(1.0, abs(lo[j]))
-        near_hi = np.isfinite(hi[j]) and hi[j] - x[j] <= 1e-6 * max(1.0, abs(hi[j]))
+        near_lo, near_hi = near[0][j], near[1][j]
         if near_lo or near_hi:
             kind = "bound"
             if base_name(c) not in cf.form.bounds and c in cf.form.ranges:

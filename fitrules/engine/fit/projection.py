@@ -8,58 +8,105 @@ import numpy as np
 
 from fitrules.engine.fit.objective import Objective
 from fitrules.engine.fit.weights import _root_weights, _weights
-from fitrules.model import expr as ex
 from fitrules.model.compiled import CompiledForm
 
 
-def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray):
-    """Basis (..., n, k), offset (..., n) and finiteness at nonlinear values (..., q)."""
+def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray, axes=None):
+    """Basis (..., n, k), offset (..., n) and finiteness at nonlinear values (..., q).
+
+    ``axes``: when ``thetas`` (T, L, q) is each row's full grid of m values per constant
+    (L = m^q, the first constant's index varying slowest), those values, (T, m) per constant:
+    each constant then rides on an axis of its own, so a term of one constant (``omega**c``)
+    is evaluated at m points, not at L, with the same values.
+    """
     s = cf.s
     lead = thetas.shape[:-1]
     n = next(iter(X.values())).shape[-1]
+    shape = lead if axes is None else (lead[0], *(a.shape[1] for a in axes))
     # X values are (n,) shared by all rows, or (T, n): each row its own (training) cells
     env = {
-        v: X[v].reshape(X[v].shape[:-1] + (1,) * (len(lead) + 1 - X[v].ndim) + (n,))
+        v: X[v].reshape(X[v].shape[:-1] + (1,) * (len(shape) + 1 - X[v].ndim) + (n,))
         for v in cf.form.bound_variables
     }
-    env.update({c: thetas[..., i][..., None] for i, c in enumerate(s.nonlinear)})
+    if axes is None:
+        env.update({c: thetas[..., i][..., None] for i, c in enumerate(s.nonlinear)})
+    else:
+        q = len(axes)
+        for i, c in enumerate(s.nonlinear):
+            env[c] = axes[i].reshape((len(axes[i]),) + (1,) * i + (-1,) + (1,) * (q - i))
     with np.errstate(all="ignore"):
-        cols = [np.broadcast_to(ex.evaluate(b, env), (*lead, n)) for b in s.basis]
-        basis = np.stack(cols, axis=-1) if cols else np.zeros((*lead, n, 0))
-        offset = np.broadcast_to(ex.evaluate(s.offset, env), (*lead, n)).astype(float)
-    finite = np.isfinite(basis).all(axis=-1) & np.isfinite(offset)
-    basis = np.where(finite[..., None], basis, 0.0)
-    offset = np.where(finite, offset, 0.0)
+        *values, offset = cf.pieces(env)
+        # finiteness checked on each piece before it is broadcast (a term of one constant
+        # is checked at its m values, not at the L points of the window)
+        finite = np.isfinite(offset)
+        for b in values:
+            finite = finite & np.isfinite(b)
+        cols = [np.broadcast_to(b, (*shape, n)) for b in values]
+        basis = np.stack(cols, axis=-1) if cols else np.zeros((*shape, n, 0))
+        offset = np.broadcast_to(offset, (*shape, n)).astype(float)
+        basis = basis.reshape((*lead, n, basis.shape[-1]))
+        offset = offset.reshape((*lead, n))
+    finite = np.broadcast_to(finite, (*shape, n)).reshape((*lead, n))
+    if not finite.all():
+        basis = np.where(finite[..., None], basis, 0.0)
+        offset = np.where(finite, offset, 0.0)
     return basis, offset, finite
 
 
-def _solve_small_symmetric(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Solve stacks of symmetric 1x1, 2x2 or 3x3 systems by cofactors, element-wise.
+def _small_symmetric_solve(A: np.ndarray, ridge: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Solve stacks of symmetric 1x1, 2x2 or 3x3 systems ``A + ridge * I`` for ``rhs``
+    (..., k) by cofactors, element-wise, with one step of iterative refinement against ``A``.
 
     Batched LAPACK calls cost about a microsecond per tiny matrix; these formulas handle a
-    grid x splits stack in a few passes over flat arrays.
+    grid x splits stack in a few passes over flat arrays. The cofactors are made once for
+    the solve and its refinement, and every product and sum is a flat array of the stack's
+    shape: no (..., k, k) temporary, and no reduction over an axis of length k (numpy's
+    reductions over tiny axes cost more than the arithmetic). The sums keep the order of
+    ``(A * c[..., None, :]).sum(-1)``, so the results are the same to the bit.
     """
     k = A.shape[-1]
+    zero = ridge * 0.0  # what ridge * I adds off the diagonal (nan where ridge is not finite)
+
+    def el(i: int, j: int) -> np.ndarray:
+        return A[..., i, j] + (ridge if i == j else zero)
+
     r = [rhs[..., i] for i in range(k)]
     if k == 1:
-        return (r[0] / A[..., 0, 0])[..., None]
-    if k == 2:
-        a, b, d = A[..., 0, 0], A[..., 0, 1], A[..., 1, 1]
-        det = a * d - b * b
-        return np.stack([(d * r[0] - b * r[1]) / det, (a * r[1] - b * r[0]) / det], axis=-1)
-    a, b, c = A[..., 0, 0], A[..., 0, 1], A[..., 0, 2]
-    d, e, f = A[..., 1, 1], A[..., 1, 2], A[..., 2, 2]
-    c00, c01, c02 = d * f - e * e, c * e - b * f, b * e - c * d
-    c11, c12, c22 = a * f - c * c, b * c - a * e, a * d - b * b
-    det = a * c00 + b * c01 + c * c02
-    return np.stack(
-        [
-            (c00 * r[0] + c01 * r[1] + c02 * r[2]) / det,
-            (c01 * r[0] + c11 * r[1] + c12 * r[2]) / det,
-            (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det,
-        ],
-        axis=-1,
-    )
+        a = el(0, 0)
+
+        def solve(r0):
+            return (r0 / a,)
+
+    elif k == 2:
+        a, b, d = el(0, 0), el(0, 1), el(1, 1)
+        det2 = a * d - b * b
+
+        def solve(r0, r1):
+            return (d * r0 - b * r1) / det2, (a * r1 - b * r0) / det2
+
+    else:
+        a, b, c = el(0, 0), el(0, 1), el(0, 2)
+        d, e, f = el(1, 1), el(1, 2), el(2, 2)
+        c00, c01, c02 = d * f - e * e, c * e - b * f, b * e - c * d
+        c11, c12, c22 = a * f - c * c, b * c - a * e, a * d - b * b
+        det = a * c00 + b * c01 + c * c02
+
+        def solve(r0, r1, r2):
+            return (
+                (c00 * r0 + c01 * r1 + c02 * r2) / det,
+                (c01 * r0 + c11 * r1 + c12 * r2) / det,
+                (c02 * r0 + c12 * r1 + c22 * r2) / det,
+            )
+
+    x = solve(*r)
+    resid = []
+    for i in range(k):
+        acc = A[..., i, 0] * x[0]
+        for j in range(1, k):
+            acc = acc + A[..., i, j] * x[j]
+        resid.append(r[i] - acc)
+    dx = solve(*resid)
+    return np.stack([x[i] + dx[i] for i in range(k)], axis=-1)
 
 
 def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -67,12 +114,11 @@ def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     k = A.shape[-1]
     if k == 0:
         return np.zeros(rhs.shape)
-    ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1)[..., None, None] + 1e-300
-    Ar = A + ridge * np.eye(k)
+    ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1) + 1e-300
     if k <= 3:
         with np.errstate(all="ignore"):
-            c = _solve_small_symmetric(Ar, rhs)
-            return c + _solve_small_symmetric(Ar, rhs - (A * c[..., None, :]).sum(-1))
+            return _small_symmetric_solve(A, ridge, rhs)
+    Ar = A + ridge[..., None, None] * np.eye(k)
     c = np.linalg.solve(Ar, rhs[..., None])
     c = c + np.linalg.solve(Ar, rhs[..., None] - A @ c)
     return c[..., 0]
@@ -135,6 +181,8 @@ class _GridPieces:
         return basis / self.norm[idx], offset
 
 
+PROFILE_BLOCK = 1 << 17  # grid points x splits x k^2 solved at once in _profile
+
 GRID_CELLS = 8192  # above this many cells the shared grid is scored on a spread of them
 
 
@@ -174,26 +222,38 @@ def _profile(g: _GridPieces, masks):
         rhs += np.einsum("gnk,gn,sn->gsk", bs, wt, m, optimize=True)
         tt += (wt * target) @ m.T
         bad |= (~finite).astype(float) @ m.T > 0
-    c = _solve(A, rhs)  # (G, S, k)
-    out = tt - 2 * np.einsum("gsk,gsk->gs", c, rhs)
-    out += np.einsum("gsk,gskj,gsj->gs", c, A, c)
+    # solved a block of grid points at a time: the dozens of element-wise passes of the
+    # small solves then stay in the processor's cache (each point's values are its own)
+    c = np.empty((G, S, k))
+    out = np.empty((G, S))
+    step = max(1, PROFILE_BLOCK // max(S * max(k, 1) ** 2, 1))
+    for a in range(0, G, step):
+        b = slice(a, a + step)
+        c[b] = _solve(A[b], rhs[b])
+        out[b] = tt[b] - 2 * np.einsum("gsk,gsk->gs", c[b], rhs[b])
+        out[b] += np.einsum("gsk,gskj,gsj->gs", c[b], A[b], c[b])
     out = np.maximum(out, 0.0)
     out[bad | ~np.isfinite(out)] = np.inf
     return out, c
 
 
-def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
+def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas, axes=None):
     """As :func:`_profile`, each row t with its own training mask and points ``thetas[t]``.
 
-    ``thetas`` (T, L, q); ``masks`` (T, n). Returns objective (T, L), coefficients (T, L, k).
+    ``thetas`` (T, L, q); ``masks`` (T, n); ``axes``: see :func:`_evaluate_pieces`. Returns
+    objective (T, L), coefficients (T, L, k).
     """
-    basis, offset, finite = _evaluate_pieces(cf, X, thetas)  # (T, L, n, k), (T, L, n)
+    basis, offset, finite = _evaluate_pieces(cf, X, thetas, axes)  # (T, L, n, k), (T, L, n)
     norm = np.sqrt((basis**2).sum(axis=2, keepdims=True))
     norm = np.where(norm > 0, norm, 1.0)
     bs = basis / norm
+    # every cell of every row (the local search gathers each row's training cells): the
+    # products with the mask and the selections by it are left out, their values the same
+    full = bool(masks.all())
     m = masks.astype(float)  # (T, n)
     yb = y if y.ndim == 1 else y[:, None, :]  # y is (n,) or per row (T, n)
-    sw = m * _weights(objective, y, X)  # square root of the row weights
+    w = _weights(objective, y, X)
+    sw = np.broadcast_to(w, m.shape) if full else m * w  # square root of the row weights
     bw = np.swapaxes(bs * sw[:, None, :, None], -1, -2)  # (T, L, k, n)
     A = bw @ np.swapaxes(bw, -1, -2)
     rhs = (bw @ (sw[:, None, :] * (yb - offset))[..., None])[..., 0]
@@ -202,8 +262,10 @@ def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas):
     with np.errstate(all="ignore"):
         rw = np.asarray(_root_weights(X))
         rw = rw[..., None, :] if rw.ndim else rw
-        r = np.where(m[:, None, :] > 0, objective.residuals(pred, yb) * rw, 0.0)
+        r = objective.residuals(pred, yb) * rw
+        if not full:
+            r = np.where(m[:, None, :] > 0, r, 0.0)
         out = objective.value(r, axis=2)
-    bad = ((~finite) & (m[:, None, :] > 0)).any(axis=2)
+    bad = ((~finite) if full else ((~finite) & (m[:, None, :] > 0))).any(axis=2)
     out[bad | ~np.isfinite(out)] = np.inf
     return out, c / norm[:, :, 0, :]

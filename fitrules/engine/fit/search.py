@@ -68,6 +68,9 @@ def _search_scale(s: Structure, theta: np.ndarray) -> np.ndarray:
 FULL_STENCIL_MAX_Q = 3  # up to 3 nonlinear constants the local window is a full 3^q grid
 
 
+STEPS = np.linspace(-1, 1, 3)  # a full window's offsets along each axis, in steps
+
+
 def _stencil(q: int) -> tuple[np.ndarray, int]:
     """Offsets of the local search window and the index of its centre.
 
@@ -75,8 +78,7 @@ def _stencil(q: int) -> tuple[np.ndarray, int]:
     way along each axis (2q + 1 points), so the cost grows linearly with q, not as 3^q.
     """
     if q <= FULL_STENCIL_MAX_Q:
-        offsets = np.linspace(-1, 1, 3)
-        local = np.stack([a.ravel() for a in np.meshgrid(*[offsets] * q, indexing="ij")], axis=1)
+        local = np.stack([a.ravel() for a in np.meshgrid(*[STEPS] * q, indexing="ij")], axis=1)
         return local, (len(local) - 1) // 2
     eye = np.eye(q)
     return np.concatenate([np.zeros((1, q)), eye, -eye]), 0
@@ -112,9 +114,15 @@ def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOpt
         if len(idx) == 0:
             break
         grid = np.clip(theta[idx, None, :] + local[None] * h[idx, None, :], lo, hi)
+        # a full window is a grid per constant: each constant's three values, once
+        axes = (
+            [np.clip(theta[idx, i, None] + STEPS * h[idx, i, None], lo[i], hi[i]) for i in range(q)]
+            if q <= FULL_STENCIL_MAX_Q
+            else None
+        )
         Xi = {v: a[idx] if a.ndim == 2 else a for v, a in X.items()}
         vals, coefs = _profile_rows(
-            cf, Xi, y[idx] if y.ndim == 2 else y, masks[idx], objective, grid
+            cf, Xi, y[idx] if y.ndim == 2 else y, masks[idx], objective, grid, axes
         )
         # keep the current point on ties so a flat direction does not drift
         vals[:, centre] -= 1e-15 * np.abs(vals[:, centre])
@@ -176,14 +184,17 @@ def _huber_rescore(g: _GridPieces, y, masks, objective, values, c, keep: int = 6
     return out
 
 
-def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int) -> list[int]:
-    """Indices of the best grid points from separate basins (at least 2.5 steps apart)."""
-    order = np.argsort(values, kind="stable")
-    order = order[np.isfinite(values[order])]
-    if len(order) == 0:
+def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int) -> list[list[int]]:
+    """Per split (a column of ``values``, (G, S)), the indices of the best grid points from
+    separate basins (at least 2.5 steps apart)."""
+    G, S = values.shape
+    if S == 0:
         return []
+    # one stable sort of every column: the same order as each column's own stable sort
+    orders = np.argsort(values, axis=0, kind="stable").T  # (S, G)
+    ranked = np.take_along_axis(values.T, orders, axis=1)
     if thetas.shape[1] == 0:
-        return [int(order[0])]
+        return [[int(o[0])] if np.isfinite(r[0]) else [] for o, r in zip(orders, ranked)]
     logs, floors = _log_axes(s), _floors(s)
     lo_s, hi_s = np.array(s.start_lo), np.array(s.start_hi)
     if logs.any() or floors.any():  # basins are apart in log units on a log-scale axis
@@ -199,11 +210,23 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
             )
     span = np.maximum(hi_s - lo_s, 1e-12)
     step = span / max(2, round(len(thetas) ** (1 / thetas.shape[1])) - 1)
-    picked = [int(order[0])]
     # look further down the ranking when many starts are wanted (a single fit on all cells)
-    for i in order[1 : max(200, 40 * n_starts)]:
-        if len(picked) >= n_starts:
-            break
-        if np.all(np.any(np.abs(thetas[picked] - thetas[i]) > 2.5 * step, axis=1)):
-            picked.append(int(i))
-    return picked
+    depth = max(200, 40 * n_starts)
+    out = []
+    for order, ranked_values in zip(orders, ranked):
+        order = order[np.isfinite(ranked_values)]  # non-finite values sort last
+        if len(order) == 0:
+            out.append([])
+            continue
+        picked = [int(order[0])]
+        candidates = order[1:depth]
+        # greedily, in rank order, each candidate far from every start picked before it: the
+        # candidates still far from all picked ones, and the first of them picked, per round
+        far = np.ones(len(candidates), bool)
+        while len(picked) < n_starts:
+            far &= np.any(np.abs(thetas[candidates] - thetas[picked[-1]]) > 2.5 * step, axis=1)
+            if not far.any():
+                break
+            picked.append(int(candidates[np.argmax(far)]))
+        out.append(picked)
+    return out

@@ -19,7 +19,7 @@ from fitrules.engine.guard import GuardOptions, check_fits
 from fitrules.engine.intervals import jacobian_uncertainty
 from fitrules.engine.metrics import RELATIVE, box_weights, heldout_errors, weighted_mean
 from fitrules.engine.stats import c4
-from fitrules.model.compiled import predict
+from fitrules.model.compiled import CompiledForm
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells, Grid
 from fitrules.model.splits import RandomSplit
@@ -153,10 +153,12 @@ def _score_forms(
         first = len(rows)
         fits = _fit_descriptive(f, masks, held, fitting)
         guarded = check_fits(f, X, y, masks, fits, objective, fitting.guard, cell_labels)
-        for s, (mask, r, g) in enumerate(zip(masks, fits, guarded, strict=True)):
+        for s, (mask, r, g, pred) in enumerate(
+            zip(masks, fits, guarded, predictions(f, X, fits), strict=True)
+        ):
             y_s = y if held is None else held["folds"][s % len(held["folds"])]["y_test"]
             rows.append(
-                _split_row(f, s, labels[s], floor[s], mask, r, g, y_s, held, at_cell, fitting)
+                _split_row(f, s, labels[s], floor[s], mask, r, g, y_s, held, at_cell, fitting, pred)
             )
         if held is not None:
             _rescale_rows(rows[first:], at_cell[f.name], held["excess"])
@@ -190,15 +192,32 @@ def _fit_descriptive(f: Form, masks: np.ndarray, held: dict | None, fitting: _Fi
     return fits
 
 
-def _split_row(f, s, label, floor, mask, r, g, y_s, held, at_cell, fitting: _Fitting) -> dict:
-    """One (split, form) row: held-out errors, the fit's diagnostics, the guard's verdict."""
+PREDICTION_ELEMENTS = 1 << 20  # splits x cells predicted at once
+
+
+def predictions(f: Form, X: dict, fits: list):
+    """Each fit's predictions at every cell, one row a fit, made a block of fits at a time by
+    the form's generated code (NaN for a fit with no finite objective)."""
+    cf = CompiledForm(f)
+    n = len(next(iter(X.values())))
+    step = max(1, PREDICTION_ELEMENTS // max(n, 1))
+    for a in range(0, len(fits), step):
+        P = np.array(
+            [[r.constants.get(c, np.nan) for c in cf.s.constants] for r in fits[a : a + step]],
+            float,
+        ).reshape(-1, cf.p)
+        P[[not np.isfinite(r.objective) for r in fits[a : a + step]]] = np.nan
+        with np.errstate(all="ignore"):
+            yield from cf.predict(X, P)
+
+
+def _split_row(f, s, label, floor, mask, r, g, y_s, held, at_cell, fitting: _Fitting, pred) -> dict:
+    """One (split, form) row: held-out errors, the fit's diagnostics, the guard's verdict;
+    ``pred`` is the fit's prediction at every cell."""
     X = fitting.X
     test = ~mask
     split_reasons = list(r.reasons)
-    if np.isfinite(r.objective):
-        pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
-    else:
-        pred = np.full(test.sum(), np.nan)
+    pred = pred[test]
     unfitted = _unfitted_levels(f, X, mask, test)
     if unfitted.any():  # a level with no training cell has no fitted constant
         pred = np.where(unfitted, np.nan, pred)

@@ -13,8 +13,7 @@ from fitrules.base.errors import FormError, SplitError, param
 from fitrules.engine.fit import fit_splits
 from fitrules.engine.metrics import RELATIVE, heldout_errors
 from fitrules.engine.stats import cells_verdict, holm, paired_verdict, units_verdict
-from fitrules.jobs.compare.scoring import _Fitting, _unfitted_levels
-from fitrules.model.compiled import predict
+from fitrules.jobs.compare.scoring import _Fitting, _unfitted_levels, predictions
 from fitrules.model.forms import Form
 from fitrules.model.splits import RandomSplit
 from fitrules.views.text_compare import verdict_of
@@ -113,13 +112,13 @@ def _verdict_rows(
     weighted by ``heldout``, as the descriptive splits' are)."""
     fits = fit_splits(f, X, y, masks, objective, options, on_progress)
     rows = []
-    for s, (mask, r) in enumerate(zip(masks, fits, strict=True)):
+    for s, (mask, r, pred) in enumerate(zip(masks, fits, predictions(f, X, fits), strict=True)):
         test = ~mask
         reasons = list(r.reasons)
         err = np.nan
         unfitted = _unfitted_levels(f, X, mask, test)
         if np.isfinite(r.objective) and not unfitted.any():
-            pred = predict(f, {v: a[test] for v, a in X.items()}, r.constants)
+            pred = pred[test]
             if np.isfinite(pred).all():
                 hw = None if heldout is None else heldout[test]
                 err = heldout_errors(y[test], pred, hw, metric)["heldout_error"]

@@ -1,0 +1,338 @@
+"""What `fitrules compare` costs in CPU, against the import of its libraries, in one run (issue 63).
+
+    python benchmarks/bench_engine.py                 # compare at 30, 300 and 3,000 splits
+    python benchmarks/bench_engine.py --why           # ... and where a 300-split run goes
+    python benchmarks/bench_engine.py --published     # ... and one fit of each published law
+    python benchmarks/bench_engine.py --objectives now.csv [--against before.csv]
+
+Every time is CPU seconds of a child process (user + system, ``getrusage`` of the children),
+not wall time: the development machine is shared, and CPU is what load stretches least. Each
+command runs ``--repeat`` times, interleaved with the others, and the smallest time counts.
+Printed: the import baseline (``python -c "import numpy, scipy.optimize, pandas"``), the
+command at 30, 300 and 3,000 splits, its fixed cost and cost a split (the straight line through
+the 30- and 3,000-split times) and each time's ratio to the baseline.
+
+``--why``: one 300-split run in a child, instrumented: the CPU of the whole command and of its
+fits (per form: calls, splits asked, distinct training sets among them), the calls of the
+tree-walking evaluator (``fitrules.model.expr.evaluate``, recursive calls counted), the CPU
+spent building the JSON payload, and the pyarrow modules the run imports beyond those pandas
+itself imports.
+
+``--published``: one ``fr.fit`` of each published law whose grid is present (as
+``bench_published.py`` fits it, without its reference), CPU per fit and the calls of
+``Grid.summary`` it makes.
+
+``--objectives PATH``: the training objective of every case of ``bench_fit_corpus.py``
+(``--seeds``, default 8) and of every published law present, written to PATH; with
+``--against OLD``, compared case by case with an older file: the engine may change only where
+an objective stays within 1e-9 relative or goes down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BASELINE = "import numpy, scipy.optimize, pandas"
+SPLITS = (30, 300, 3000)
+TOL = 1e-9
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def child_cpu(argv: list[str]) -> tuple[float, str]:
+    """CPU seconds (user + system) of one child process, and its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(argv, env=_env(), cwd=ROOT, capture_output=True, text=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, out.stdout
+
+
+def compare_cpu(splits: tuple[int, ...], repeat: int) -> dict:
+    """The smallest CPU of each command over ``repeat`` interleaved rounds."""
+    cmds = {"baseline": [sys.executable, "-c", BASELINE]}
+    for n in splits:
+        cmds[n] = [sys.executable, "-m", "fitrules", "compare", "--splits", str(n), "--no-progress"]
+    best: dict = {k: float("inf") for k in cmds}
+    first_lines = None
+    for _ in range(repeat):
+        for k, argv in cmds.items():
+            cpu, out = child_cpu(argv)
+            best[k] = min(best[k], cpu)
+            if k == 300:
+                first_lines = out.splitlines()[:2]
+    best["first_lines"] = first_lines
+    return best
+
+
+def print_compare(best: dict, splits: tuple[int, ...]) -> None:
+    base = best["baseline"]
+    print(f'import baseline (python -c "{BASELINE}"): {base:.2f} CPU s')
+    for n in splits:
+        ratio = best[n] / base
+        print(f"fitrules compare --splits {n:>5,}: {best[n]:6.2f} CPU s  ({ratio:.2f}x baseline)")
+    lo, hi = min(splits), max(splits)
+    per = (best[hi] - best[lo]) / (hi - lo)
+    print(
+        f"per split: {1000 * per:.2f} ms CPU (the line through {lo:,} and {hi:,} splits); "
+        f"fixed: {best[lo] - lo * per:.2f} CPU s ({(best[lo] - lo * per) / base:.2f}x the baseline)"
+    )
+    if best.get("first_lines"):
+        print("first lines at 300 splits:")
+        for line in best["first_lines"]:
+            print("  " + line)
+
+
+# ------------------------------------------------------------------ --why (in a child)
+def why_child() -> None:
+    import io
+    from contextlib import redirect_stdout
+
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+    import scipy.optimize  # noqa: F401
+
+    baseline_modules = set(sys.modules)
+    import fitrules.jobs.compare.result as result_mod
+    import fitrules.jobs.compare.scoring as scoring
+    import fitrules.jobs.compare.verdicts as verdicts
+    import fitrules.model.expr as ex
+    from fitrules.cli.app import main
+
+    fits: dict = {}
+    calls = {"evaluate": 0, "payload_s": 0.0, "payloads": 0}
+    original = ex.evaluate
+
+    def counted(node, env):
+        calls["evaluate"] += 1
+        return original(node, env)
+
+    ex.evaluate = counted
+
+    def timed_fit(fn, where):
+        def wrapper(form, X, y, masks, *a, **k):
+            import numpy as np
+
+            t0 = time.process_time()
+            out = fn(form, X, y, masks, *a, **k)
+            row = fits.setdefault(form.name, {"calls": 0, "splits": 0, "distinct": 0, "cpu": 0.0})
+            row["calls"] += 1
+            row["splits"] += len(masks)
+            row["distinct"] += len(np.unique(np.asarray(masks, bool), axis=0))
+            row["cpu"] += time.process_time() - t0
+            return out
+
+        return wrapper
+
+    scoring.fit_splits = timed_fit(scoring.fit_splits, "descriptive")
+    verdicts.fit_splits = timed_fit(verdicts.fit_splits, "verdict")
+    to_dict = result_mod.Comparison.to_dict
+
+    def timed_to_dict(self, *a, **k):
+        t0 = time.process_time()
+        out = to_dict(self, *a, **k)
+        calls["payload_s"] += time.process_time() - t0
+        calls["payloads"] += 1
+        return out
+
+    result_mod.Comparison.to_dict = timed_to_dict
+    t0 = time.process_time()
+    with redirect_stdout(io.StringIO()):
+        try:
+            main(["compare", "--splits", "300", "--no-progress"])
+        except SystemExit:
+            pass
+    total = time.process_time() - t0
+    extra = sorted(m for m in set(sys.modules) - baseline_modules if m.startswith("pyarrow"))
+    print(json.dumps({"total": total, "fits": fits, **calls, "pyarrow": extra}))
+
+
+def print_why() -> None:
+    out = subprocess.run(
+        [sys.executable, __file__, "--_why-child"], env=_env(), cwd=ROOT,
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    w = json.loads(out.splitlines()[-1])
+    fit_cpu = sum(r["cpu"] for r in w["fits"].values())
+    n_fits = sum(r["splits"] for r in w["fits"].values())
+    n_distinct = sum(r["distinct"] for r in w["fits"].values())
+    print(f"--why, one 300-split run in a child after its imports: {w['total']:.2f} CPU s")
+    print(
+        f"  fits: {fit_cpu:.2f} CPU s ({fit_cpu / w['total']:.0%}), {n_fits:,} fits asked "
+        f"({n_distinct:,} distinct training sets), {1000 * fit_cpu / max(n_fits, 1):.2f} ms a fit"
+    )
+    for name, r in sorted(w["fits"].items(), key=lambda kv: -kv[1]["cpu"]):
+        print(
+            f"    {name:<18} {r['cpu']:5.2f} CPU s  {r['splits']:>5} fits, "
+            f"{r['distinct']:>5} distinct training sets"
+        )
+    print(f"  tree-walking evaluations (expr.evaluate, recursive calls counted): {w['evaluate']:,}")
+    print(f"  JSON payload built {w['payloads']} time(s), {w['payload_s']:.2f} CPU s")
+    print(f"  pyarrow modules imported beyond pandas' own: {', '.join(w['pyarrow']) or 'none'}")
+
+
+# ------------------------------------------------------------------ published laws
+def _catalogue():
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(ROOT))
+    import bench_published as bp
+
+    catalogue = tomllib.loads(bp.CATALOGUE.read_text())
+    dirs = [ROOT / "data" / "external", ROOT.parent / "shared" / "external"]
+    return bp, catalogue, dirs
+
+
+def published_fits(repeat: int = 1):
+    """(name, CPU s per fit, Grid.summary calls per fit, objective) of each published law."""
+    import numpy as np
+    import pandas as pd
+
+    import fitrules as fr
+    from fitrules.model import grid_class
+
+    bp, catalogue, dirs = _catalogue()
+    calls = {"summary": 0}
+    original = grid_class.Grid.summary
+
+    def counted(self, *a, **k):
+        calls["summary"] += 1
+        return original(self, *a, **k)
+
+    grid_class.Grid.summary = counted
+    out = []
+    for name, entry, path in bp.present(list(catalogue), catalogue, dirs):
+        table = pd.read_csv(path)
+        for d in entry.get("derive", []):
+            col, expr = d.split("=", 1)
+            table[col.strip()] = table.eval(expr.strip())
+        by = entry.get("group")
+        groups = [None] if not by else sorted(table[by].unique().tolist())
+        opts = bp.plain_fit_options(entry, entry["form"])
+        for g in groups:
+            where = [entry["train"]] + ([f"`{entry['group']}` == {g!r}"] if g is not None else [])
+            rows = table.query(" and ".join(f"({w})" for w in where))
+            seed_col = "run" if "run" in rows else None
+            grid = fr.load_grid(rows, metric=entry["metric"], seed_col=seed_col)
+            best, objective = float("inf"), None
+            calls["summary"] = 0
+            with np.errstate(all="ignore"):
+                for _ in range(repeat):
+                    t0 = time.process_time()
+                    f = fr.fit(grid, entry["form"], **opts)
+                    best = min(best, time.process_time() - t0)
+                    objective = f.result.objective
+            key = name if g is None else f"{name}[{g}]"
+            out.append((key, best, calls["summary"] / repeat, objective))
+    return out
+
+
+def print_published(repeat: int) -> None:
+    print(f"--published: one fr.fit of each published law (the smallest CPU of {repeat} fits)")
+    for key, cpu, summaries, obj in published_fits(repeat):
+        print(
+            f"  {key:<45} {1000 * cpu:8.1f} ms CPU  Grid.summary calls {summaries:5.0f}  "
+            f"objective {obj:.12g}"
+        )
+
+
+# ------------------------------------------------------------------ objectives
+def objectives(seeds: int) -> dict[str, float]:
+    import numpy as np
+
+    sys.path.insert(0, str(HERE))
+    import bench_fit_corpus as bc
+
+    from fitrules.engine.fit import Objective, fit
+    from fitrules.model.forms import parse_form_line
+
+    out = {}
+    for i, case in enumerate(bc.corpus(range(seeds))):
+        _, variables = bc._split(case.form)
+        form = parse_form_line(case.form)
+        if case.bounds:
+            from dataclasses import replace
+
+            form = replace(form, bounds=case.bounds)
+        form = form.bind(case.table.columns, case.table)
+        X = {v: case.table[v].to_numpy(float) for v in variables}
+        y = case.table[case.metric].to_numpy(float)
+        with np.errstate(all="ignore"):
+            r = fit(form, X, y, Objective(case.objective))
+        out[f"corpus/{i}/{case.family}/{case.objective}"] = r.objective
+    for key, _, _, obj in published_fits(1):
+        out[f"published/{key}"] = obj
+    return out
+
+
+def write_objectives(path: str, seeds: int, against: str | None) -> int:
+    import pandas as pd
+
+    t0 = time.process_time()
+    now = objectives(seeds)
+    cpu = time.process_time() - t0
+    pd.Series(now, name="objective").rename_axis("case").to_csv(path, float_format="%.17g")
+    print(f"{len(now)} objectives written to {path} ({cpu:.1f} CPU s)")
+    if against is None:
+        return 0
+    old = pd.read_csv(against, index_col="case")["objective"]
+    worse, lower, same = [], 0, 0
+    for case, v in now.items():
+        if case not in old.index:
+            continue
+        o = float(old[case])
+        if v <= o * (1 + TOL) + 1e-300 or (v != v and o != o):
+            if v < o * (1 - TOL):
+                lower += 1
+            else:
+                same += 1
+        else:
+            worse.append((case, o, v))
+    print(f"against {against}: {same} within {TOL:g} relative, {lower} lower, {len(worse)} higher")
+    for case, o, v in worse:
+        print(f"  higher: {case}: {o:.12g} -> {v:.12g} ({v / o - 1:+.3g})")
+    return 1 if worse else 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; the smallest CPU counts (3)")
+    ap.add_argument("--splits", default="30,300,3000", help="split counts (30,300,3000)")
+    ap.add_argument("--why", action="store_true", help="where a 300-split run's CPU goes")
+    ap.add_argument("--published", action="store_true", help="one fit of each published law")
+    ap.add_argument("--objectives", metavar="PATH", help="write every corpus and law's objective")
+    ap.add_argument("--against", metavar="OLD", help="with --objectives: compare with an old file")
+    ap.add_argument("--seeds", type=int, default=8, help="corpus seeds for --objectives (8)")
+    ap.add_argument("--_why-child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args._why_child:
+        why_child()
+        return 0
+    if args.objectives:
+        return write_objectives(args.objectives, args.seeds, args.against)
+    splits = tuple(int(s) for s in args.splits.split(","))
+    print(f"python {sys.version.split()[0]}; load average at start {os.getloadavg()[0]:.1f}; "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")  # fmt: skip
+    print_compare(compare_cpu(splits, args.repeat), splits)
+    if args.why:
+        print_why()
+    if args.published:
+        print_published(args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
