@@ -67,6 +67,17 @@
    at distinct N and D with no repeats (inside and at twice the largest N); each under the
    right form and a wrong one.
 
+9. **The allocation under a misfit the runs cannot show** (``--only allocation_misfit``,
+   issue 64): 60 scattered runs of Hoffmann's law or of one whose D term is a sum of two
+   power laws flattening past the runs, 0.5% noise; ``fr.allocate`` with the Chinchilla form
+   alone and with ``family="default"``; coverage of N* at 10x and 100x the largest run's
+   compute and of the exponent (``--single-form``: the form alone).
+10. **One seed id in every cell under wrong forms** (``--only one_seed_wrong``): an 8 H x 3
+   keep grid (keeps 1, 1/4, 1/16), one run a cell; the right form and two wrong ones bending
+   either way; inside, one level beyond in H and in keep.
+11. **What 3 seed ids allow** (``--only seed_info``): the interval over new seed ids at the
+   interior points, its width against the rms error, beside an oracle knowing the seed sd.
+
 Every coverage is printed with its number of draws. Everything is seeded.
 """
 
@@ -990,6 +1001,12 @@ def _allocation_grid(args) -> dict:
         out["family"] = [(r["N_forms_low"], r["N"], r["N_forms_high"]) for r in rows]
         e = a.family_exponents["N"]
         out["family_exp"] = (e["low"], e["value"], e["high"])
+        # the hull: the given form's interval and the kept forms' answers
+        out["hull"] = [(min(r["N_low"], r["N_forms_min"]), r["N"],
+                        max(r["N_high"], r["N_forms_max"])) for r in rows]  # fmt: skip
+        k = a.forms[a.forms["kept"]]["exponent"]
+        out["hull_exp"] = (min(out["single_exp"][0], k.min()), out["single_exp"][1],
+                           max(out["single_exp"][2], k.max()))  # fmt: skip
     return out
 
 
@@ -1020,13 +1037,17 @@ def section_allocation_misfit(grids: int, seed: int, family: bool) -> dict:
             res = list(pool.map(_allocation_grid, jobs))
         refused = sum("refused" in r for r in res)
         res = [r for r in res if "refused" not in r]
-        kinds = ["single"] + (["family"] if family else [])
+        kinds = ["single"] + (["family", "hull"] if family else [])
+        names = {"single": "Chinchilla form",
+                 "family": "default family: union of the kept forms' intervals",
+                 "hull": "default family: the form's interval and the kept forms' answers"}
         for kind in kinds:
-            name = "Chinchilla form" if kind == "single" else "default family (forms not told apart)"
+            name = names[kind]
             for j, where in enumerate(("N* at 10x", "N* at 100x")):
                 hits = [r[kind][j][0] <= r["truth"][j] <= r[kind][j][2] for r in res]
                 ratio = np.median([r[kind][j][1] / r["truth"][j] for r in res])
-                width = np.median([r[kind][j][2] / r[kind][j][0] for r in res])
+                with np.errstate(divide="ignore"):  # a union's low end may be 0
+                    width = np.median([np.float64(r[kind][j][2]) / r[kind][j][0] for r in res])
                 _print_cov(out, (label, name, where), hits, ratio, width)
             hits = [r[f"{kind}_exp"][0] <= r["exponent"] <= r[f"{kind}_exp"][2] for r in res]
             width = np.median([r[f"{kind}_exp"][2] - r[f"{kind}_exp"][0] for r in res])
@@ -1045,6 +1066,146 @@ def _print_cov(out: dict, key: tuple, hits: list, ratio: float, width: float) ->
           f"{width:.3g} |", flush=True)  # fmt: skip
 
 
+# ------------------------------------------------------------------ 10 and 11
+# Issue 64: one seed id in every cell under wrong forms, and what 3 seed ids allow.
+ONE_SEED_POINTS = {  # label -> (point, where)
+    "H=8, keep=1/8": ({"H": 8.0, "omega": 7.0}, "interior"),
+    "H=32, keep=1/2": ({"H": 32.0, "omega": 1.0}, "interior"),
+    "H=256, keep=1/4": ({"H": 256.0, "omega": 3.0}, "beyond in H"),
+    "H=128, keep=1/64": ({"H": 128.0, "omega": 63.0}, "beyond in keep"),
+}
+
+
+def _one_seed_grid(args) -> dict:
+    """One 8 H x 3 keep grid (keeps 1, 1/4, 1/16), one seed id in every cell, the
+    shared-seeds noise; per point: (covers, width %, error %) of the interval for the mean at
+    the grid's seed id and of the one over new seed ids."""
+    seed, power, resamples, c = args
+    rng = np.random.default_rng(seed)
+    truth = _two_var(c, power)
+    levels = {"H": (1, 2, 4, 8, 16, 32, 64, 128), "omega": (0.0, 3.0, 15.0)}
+    g, u = _factorial_grid(rng, truth, levels, 1, *NOISE_MODELS["shared seeds"])
+    pts = [p for p, _ in ONE_SEED_POINTS.values()]
+    try:
+        f = api.fit(g, "composition", predict=pts, resamples=resamples, intervals=True,
+                    seed=int(rng.integers(2**31)))  # fmt: skip
+    except fr_errors.FitrulesError as e:
+        return {"refused": str(e)}
+    out = {}
+    for (label, (p, _)), pr in zip(ONE_SEED_POINTS.items(), f.predictions, strict=True):
+        mu = float(truth({k: np.array([v]) for k, v in p.items()})[0])
+        for key, target, iv in (("at the grid's seed id", mu * (1 + u[0]),
+                                 pr.get("interval_grid_seeds")),
+                                ("over new seed ids", mu, pr.get("interval"))):  # fmt: skip
+            if iv is None or iv[0] is None:
+                continue
+            lo, hi = iv
+            out[(label, key)] = (lo <= target <= hi, 100 * (hi - lo) / mu,
+                                 100 * (pr["prediction"] - target) / mu)  # fmt: skip
+    return out
+
+
+def section_one_seed_wrong(grids: int, seed: int, resamples: int) -> dict:
+    """Coverage, width and rms error on an 8 H x 3 keep grid (keeps 1, 1/4, 1/16) with one
+    seed id in every cell, under the right form and two wrong ones bending either way, inside
+    the grid and one level beyond in H and in keep."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    real = api.as_grid(None)
+    _, _, c = _truths(real)
+    print(
+        f"\n10. One seed id in every cell, wrong forms (issue 64): {grids} grids per truth, "
+        "H in {1, 2, ..., 128} x keep in {1, 1/4, 1/16}, one seed id, the shared-seeds noise "
+        f"of 5; composition fitted ({resamples} resamples); truths: composition, and the same "
+        "with omega**0.8 and omega**1.25 (wrong forms); nominal 0.95; SE = binomial standard "
+        "error"
+    )
+    print("| truth | point | interval for the mean | coverage (grids) | SE | median full width % "
+          "| rms error % | width / rms |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    out: dict = {}
+    for label, power in (("right form", 1.0), ("wrong: omega**0.8", 0.8),
+                         ("wrong: omega**1.25", 1.25)):  # fmt: skip
+        t0 = time.perf_counter()
+        jobs = [([seed, 10, int(100 * power), i], power, resamples, c) for i in range(grids)]
+        with ProcessPoolExecutor(2) as pool:
+            res = list(pool.map(_one_seed_grid, jobs))
+        refused = sum("refused" in r for r in res)
+        for key in dict.fromkeys(k for r in res if "refused" not in r for k in r):
+            v = [r[key] for r in res if key in r]
+            hits = [x[0] for x in v]
+            n = len(hits)
+            p = float(np.mean(hits))
+            width = float(np.median([x[1] for x in v]))
+            rms = float(np.sqrt(np.mean(np.square([x[2] for x in v]))))
+            where = ONE_SEED_POINTS[key[0]][1]
+            out[(label, key)] = {"coverage": p, "grids": n, "width": width, "rms": rms}
+            print(f"| {label} | {where}: {key[0]} | {key[1]} | {p:.3f} ({n}) | "
+                  f"{math.sqrt(p * (1 - p) / n):.3f} | {width:.3f} | {rms:.3f} | "
+                  f"{width / rms if rms else math.nan:.2f} |", flush=True)  # fmt: skip
+        print(f"<!-- {label}: {grids} grids, {refused} refused, "
+              f"{time.perf_counter() - t0:.0f} s -->", flush=True)  # fmt: skip
+    return out
+
+
+def _seed_info_grid(args) -> dict:
+    """One default-design grid, 3 seed ids, shared-seeds noise, the right form: per interior
+    point, fitrules' interval over new seed ids (covers, width, error) and the oracle's (the
+    seed sd known: a normal interval of the mean of 3 seed effects and the prediction's own
+    run noise ignored)."""
+    seed, resamples = args
+    rng = np.random.default_rng(seed)
+    right, _, _ = _truths(api.as_grid(None))
+    g, u = _seeded_grid(rng, right, "shared seeds")
+    at = [f"H={h:g},keep={k!r}" for h, k in SEED_INTERIOR.values()]
+    f = api.fit(g, "composition", predict=at, resamples=resamples, seed=int(rng.integers(2**31)))
+    shared, _ = NOISE_MODELS["shared seeds"]
+    out = {}
+    for (label, (h, k)), pr in zip(SEED_INTERIOR.items(), f.predictions, strict=True):
+        mu = float(right(h, _omega(k)))
+        lo, hi = pr["interval"]
+        err = 100 * (pr["prediction"] - mu) / mu
+        out[label] = (lo <= mu <= hi, 100 * (hi - lo) / mu, err)
+        half = stats.norm.ppf(0.975) * shared / math.sqrt(3) * pr["prediction"]
+        out[label + " (oracle)"] = (abs(pr["prediction"] - mu) <= half, 100 * 2 * half / mu, err)
+    return out
+
+
+def section_seed_info(grids: int, seed: int, resamples: int) -> dict:
+    """3 seed ids, interior points, the right form: fitrules' interval for the configuration's
+    mean over new seed ids, its width against the prediction's rms error, beside an interval
+    that knows the seed sd (what outside information could give at best)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    print(
+        f"\n11. What 3 seed ids allow (issue 64): {grids} grids, the default design (20 cells x "
+        "3 seed ids), shared-seeds noise of 5, composition (right form) fitted; the interval "
+        "for the configuration's mean over new seed ids at the interior points, and an oracle "
+        "that knows the seed effect's sd (normal, 1.96 sd/sqrt(3) about the prediction); "
+        "nominal 0.95; SE = binomial standard error"
+    )
+    print("| point | interval | coverage (grids) | SE | median full width % | rms error % | "
+          "width / rms |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|")
+    t0 = time.perf_counter()
+    jobs = [([seed, 11, i], resamples) for i in range(grids)]
+    with ProcessPoolExecutor(2) as pool:
+        res = list(pool.map(_seed_info_grid, jobs))
+    out: dict = {}
+    for key in res[0]:
+        v = [r[key] for r in res]
+        p = float(np.mean([x[0] for x in v]))
+        width = float(np.median([x[1] for x in v]))
+        rms = float(np.sqrt(np.mean(np.square([x[2] for x in v]))))
+        name = "seed sd known (oracle)" if key.endswith("(oracle)") else "fitrules, the grid alone"
+        out[key] = {"coverage": p, "grids": len(v), "width": width, "rms": rms}
+        print(f"| {key.replace(' (oracle)', '')} | {name} | {p:.3f} ({len(v)}) | "
+              f"{math.sqrt(p * (1 - p) / len(v)):.3f} | {width:.3f} | {rms:.3f} | "
+              f"{width / rms:.2f} |", flush=True)  # fmt: skip
+    print(f"<!-- {grids} grids, {time.perf_counter() - t0:.0f} s -->", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--grids", type=int, default=200, help="synthetic grids per truth (200)")
@@ -1058,7 +1219,7 @@ def main() -> None:
     ap.add_argument(
         "--only",
         choices=["synthetic", "constants", "harness", "robust", "seeds", "wrong-forms", "loops",
-                 "designs", "allocation_misfit"],  # fmt: skip
+                 "designs", "allocation_misfit", "one_seed_wrong", "seed_info"],  # fmt: skip
         default=None,
     )
     ap.add_argument(
@@ -1089,6 +1250,10 @@ def main() -> None:
         section_designs(args.grids, args.seed, args.resamples)
     if args.only in (None, "allocation_misfit"):
         section_allocation_misfit(args.grids, args.seed, not args.single_form)
+    if args.only in (None, "one_seed_wrong"):
+        section_one_seed_wrong(args.grids, args.seed, args.resamples)
+    if args.only in (None, "seed_info"):
+        section_seed_info(args.grids, args.seed, args.resamples)
     print(f"\n<!-- total {time.perf_counter() - t0:.0f} s -->")
 
 
