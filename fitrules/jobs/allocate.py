@@ -366,7 +366,10 @@ def _with_family(alone: Allocation, family: Sequence, cost_text, budgets, interv
     names = [n for (n, _), k in zip(fits, kept, strict=True) if k]
     bare = [n for (n, a), k in zip(fits, kept, strict=True)
             if k and not np.isfinite(a.table[f"{x}_low"].to_numpy(float)).all()]  # fmt: skip
-    if bare:
+    if intervals == "none":
+        notes.append("no intervals asked for: the range over the forms is the range of their "
+                     "answers, with no interval of any form in it")
+    elif bare:
         notes.append(f"{', '.join(bare)} gave no interval (a constant at a bound, or the "
                      "covariance singular): the interval over forms takes their answers alone")
     notes.append(f"{len(names)} of {len(fits)} candidate forms are not told apart by the grid "

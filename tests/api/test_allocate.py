@@ -253,3 +253,16 @@ def test_a_family_beside_a_fitted_form_is_refused(runs):
     f = fr.fit(runs, LAW)
     with pytest.raises(FitrulesError, match="family 'default' fits each candidate form"):
         fr.allocate(None, f, budgets="1e20", family="default")
+
+
+def test_a_family_without_intervals_spans_the_forms_answers_and_says_so(runs):
+    """With intervals 'none' the range over the family's forms is their answers' range, and
+    the text says no form's interval is in it (not that the forms gave none)."""
+    a = fr.allocate(runs, LAW, budgets="1e20,1e22", intervals="none", family="default")
+    kept = a.forms[a.forms["kept"]]
+    for r in a.table.to_dict("records"):
+        at = kept[kept["budget"] == r["budget"]]["N"]
+        assert r["N_forms_low"] == pytest.approx(at.min())
+        assert r["N_forms_high"] == pytest.approx(at.max())
+    assert any("no intervals asked for: the range over the forms" in n for n in a.notes)
+    assert not any("gave no interval" in n for n in a.notes)
