@@ -67,6 +67,17 @@
    at distinct N and D with no repeats (inside and at twice the largest N); each under the
    right form and a wrong one.
 
+9. **The allocation under a misfit the runs cannot show** (``--only allocation_misfit``,
+   issue 64): 60 scattered runs of Hoffmann's law or of one whose D term is a sum of two
+   power laws flattening past the runs, 0.5% noise; ``fr.allocate`` with the Chinchilla form
+   alone and with ``family="default"``; coverage of N* at 10x and 100x the largest run's
+   compute and of the exponent (``--single-form``: the form alone).
+10. **One seed id in every cell under wrong forms** (``--only one_seed_wrong``): an 8 H x 3
+   keep grid (keeps 1, 1/4, 1/16), one run a cell; the right form and two wrong ones bending
+   either way; inside, one level beyond in H and in keep.
+11. **What 3 seed ids allow** (``--only seed_info``): the interval over new seed ids at the
+   interior points, its width against the rms error, beside an oracle knowing the seed sd.
+
 Every coverage is printed with its number of draws. Everything is seeded.
 """
 
@@ -934,6 +945,267 @@ def section_designs(grids: int, seed: int, resamples: int) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ 9
+# Issue 64: the allocation when the law is slightly wrong in a way the runs cannot show.
+MISFIT_D = (20000.0, 0.5, 4.0, 0.08)  # the D term B1/D**b1 + B2/D**b2: flattens past the runs
+ALLOC_FORM = "chin(N, D) = E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)"
+
+
+def _alloc_truth(N, D, misfit: bool):
+    if not misfit:
+        return _hoffmann(N, D)
+    b1, e1, b2, e2 = MISFIT_D
+    return HOFFMANN["E"] + HOFFMANN["A"] * N ** -HOFFMANN["alpha"] + b1 * D**-e1 + b2 * D**-e2
+
+
+def _true_optimum(budget: float, misfit: bool) -> float:
+    """The truth's N* along C = 6 N D (a bounded search in log N)."""
+    from scipy.optimize import minimize_scalar
+
+    def loss(logn):
+        n = math.exp(logn)
+        return float(_alloc_truth(n, budget / (6 * n), misfit))
+
+    r = minimize_scalar(loss, bounds=(math.log(1e5), math.log(1e17)), method="bounded",
+                        options={"xatol": 1e-9})  # fmt: skip
+    return math.exp(r.x)
+
+
+def _allocation_grid(args) -> dict:
+    """One scattered grid (60 runs, 0.5% noise) of a truth, allocated at 10x and 100x the
+    largest run's compute: per budget, the truth's N*, each interval's (low, centre, high),
+    and the exponent's."""
+    seed, misfit, family = args
+    rng = np.random.default_rng(seed)
+    n = 60
+    N = np.exp(rng.uniform(np.log(1e7), np.log(1e9), n))
+    D = np.exp(rng.uniform(np.log(1e9), np.log(1e11), n))
+    y = _alloc_truth(N, D, misfit) * (1 + 0.005 * rng.standard_normal(n))
+    g = load_grid("scattered.csv", frame=pd.DataFrame({"N": N, "D": D, "loss": y}))
+    top = float((6 * N * D).max())
+    budgets = [10 * top, 100 * top]
+    ref = math.sqrt(budgets[0] * budgets[1])
+    up, dn = _true_optimum(ref * 1.01, misfit), _true_optimum(ref / 1.01, misfit)
+    out = {"truth": [_true_optimum(b, misfit) for b in budgets],
+           "exponent": math.log(up / dn) / math.log(1.01**2)}  # fmt: skip
+    try:
+        kw = {"family": "default"} if family else {}
+        a = api.allocate(g, ALLOC_FORM, budgets=budgets, **kw)
+    except fr_errors.FitrulesError as e:
+        return out | {"refused": str(e)}
+    rows = [a.at(b) for b in budgets]
+    out["single"] = [(r["N_low"], r["N"], r["N_high"]) for r in rows]
+    e = a.exponents["N"]
+    out["single_exp"] = (e["low"], e["value"], e["high"])
+    if family:
+        out["family"] = [(r["N_forms_low"], r["N"], r["N_forms_high"]) for r in rows]
+        e = a.family_exponents["N"]
+        out["family_exp"] = (e["low"], e["value"], e["high"])
+        # the hull: the given form's interval and the kept forms' answers
+        out["hull"] = [(min(r["N_low"], r["N_forms_min"]), r["N"],
+                        max(r["N_high"], r["N_forms_max"])) for r in rows]  # fmt: skip
+        k = a.forms[a.forms["kept"]]["exponent"]
+        out["hull_exp"] = (min(out["single_exp"][0], k.min()), out["single_exp"][1],
+                           max(out["single_exp"][2], k.max()))  # fmt: skip
+    return out
+
+
+def section_allocation_misfit(grids: int, seed: int, family: bool) -> dict:
+    """Coverage of N* at 10x and 100x the largest run's compute and of the allocation
+    exponent, for a Hoffmann truth (right form) and one whose D term is a sum of two power
+    laws flattening past the runs (rms misfit about 0.06% against 0.5% noise)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    print(
+        f"\n9. The allocation under a misfit the runs cannot show (issue 64): {grids} grids per "
+        "truth, 60 runs at log-uniform N in [1e7, 1e9] and D in [1e9, 1e11], 0.5% noise; "
+        "truths: Hoffmann's law (right form) and the same with the D term "
+        f"{MISFIT_D[0]:g}/D**{MISFIT_D[1]:g} + {MISFIT_D[2]:g}/D**{MISFIT_D[3]:g} (flattens "
+        "past the runs); the Chinchilla form fitted (`fr.allocate`, covariance intervals"
+        + (", and `family=\"default\"`" if family else "") + "); budgets 10x and 100x the "
+        "largest run's 6ND; nominal 0.95; SE = binomial standard error"
+    )
+    print("| truth | interval | target | coverage (grids) | SE | median N*/truth | "
+          "median high/low |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|")
+    out: dict = {}
+    for misfit in (False, True):
+        t0 = time.perf_counter()
+        label = "D term two power laws (misfit)" if misfit else "Hoffmann (right form)"
+        jobs = [([seed, 64, int(misfit), i], misfit, family) for i in range(grids)]
+        with ProcessPoolExecutor(2) as pool:
+            res = list(pool.map(_allocation_grid, jobs))
+        refused = sum("refused" in r for r in res)
+        res = [r for r in res if "refused" not in r]
+        kinds = ["single"] + (["family", "hull"] if family else [])
+        names = {"single": "Chinchilla form",
+                 "family": "default family: union of the kept forms' intervals",
+                 "hull": "default family: the form's interval and the kept forms' answers"}
+        for kind in kinds:
+            name = names[kind]
+            for j, where in enumerate(("N* at 10x", "N* at 100x")):
+                hits = [r[kind][j][0] <= r["truth"][j] <= r[kind][j][2] for r in res]
+                ratio = np.median([r[kind][j][1] / r["truth"][j] for r in res])
+                with np.errstate(divide="ignore"):  # a union's low end may be 0
+                    width = np.median([np.float64(r[kind][j][2]) / r[kind][j][0] for r in res])
+                _print_cov(out, (label, name, where), hits, ratio, width)
+            hits = [r[f"{kind}_exp"][0] <= r["exponent"] <= r[f"{kind}_exp"][2] for r in res]
+            width = np.median([r[f"{kind}_exp"][2] - r[f"{kind}_exp"][0] for r in res])
+            _print_cov(out, (label, name, "exponent a (N* ~ C^a)"), hits, math.nan, width)
+        print(f"<!-- {label}: {len(res)} grids, {refused} refused, "
+              f"{time.perf_counter() - t0:.0f} s -->", flush=True)  # fmt: skip
+    return out
+
+
+def _print_cov(out: dict, key: tuple, hits: list, ratio: float, width: float) -> None:
+    n = len(hits)
+    p = float(np.mean(hits)) if n else math.nan
+    se = math.sqrt(p * (1 - p) / n) if n else math.nan
+    out[key] = {"coverage": p, "grids": n, "se": se, "ratio": ratio, "width": width}
+    print(f"| {key[0]} | {key[1]} | {key[2]} | {p:.3f} ({n}) | {se:.3f} | {ratio:.3g} | "
+          f"{width:.3g} |", flush=True)  # fmt: skip
+
+
+# ------------------------------------------------------------------ 10 and 11
+# Issue 64: one seed id in every cell under wrong forms, and what 3 seed ids allow.
+ONE_SEED_POINTS = {  # label -> (point, where)
+    "H=8, keep=1/8": ({"H": 8.0, "omega": 7.0}, "interior"),
+    "H=32, keep=1/2": ({"H": 32.0, "omega": 1.0}, "interior"),
+    "H=256, keep=1/4": ({"H": 256.0, "omega": 3.0}, "beyond in H"),
+    "H=128, keep=1/64": ({"H": 128.0, "omega": 63.0}, "beyond in keep"),
+}
+
+
+def _one_seed_grid(args) -> dict:
+    """One 8 H x 3 keep grid (keeps 1, 1/4, 1/16), one seed id in every cell, the
+    shared-seeds noise; per point: (covers, width %, error %) of the interval for the mean at
+    the grid's seed id and of the one over new seed ids."""
+    seed, power, resamples, c = args
+    rng = np.random.default_rng(seed)
+    truth = _two_var(c, power)
+    levels = {"H": (1, 2, 4, 8, 16, 32, 64, 128), "omega": (0.0, 3.0, 15.0)}
+    g, u = _factorial_grid(rng, truth, levels, 1, *NOISE_MODELS["shared seeds"])
+    pts = [p for p, _ in ONE_SEED_POINTS.values()]
+    try:
+        f = api.fit(g, "composition", predict=pts, resamples=resamples, intervals=True,
+                    seed=int(rng.integers(2**31)))  # fmt: skip
+    except fr_errors.FitrulesError as e:
+        return {"refused": str(e)}
+    out = {}
+    for (label, (p, _)), pr in zip(ONE_SEED_POINTS.items(), f.predictions, strict=True):
+        mu = float(truth({k: np.array([v]) for k, v in p.items()})[0])
+        for key, target, iv in (("at the grid's seed id", mu * (1 + u[0]),
+                                 pr.get("interval_grid_seeds")),
+                                ("over new seed ids", mu, pr.get("interval"))):  # fmt: skip
+            if iv is None or iv[0] is None:
+                continue
+            lo, hi = iv
+            out[(label, key)] = (lo <= target <= hi, 100 * (hi - lo) / mu,
+                                 100 * (pr["prediction"] - target) / mu)  # fmt: skip
+    return out
+
+
+def section_one_seed_wrong(grids: int, seed: int, resamples: int) -> dict:
+    """Coverage, width and rms error on an 8 H x 3 keep grid (keeps 1, 1/4, 1/16) with one
+    seed id in every cell, under the right form and two wrong ones bending either way, inside
+    the grid and one level beyond in H and in keep."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    real = api.as_grid(None)
+    _, _, c = _truths(real)
+    print(
+        f"\n10. One seed id in every cell, wrong forms (issue 64): {grids} grids per truth, "
+        "H in {1, 2, ..., 128} x keep in {1, 1/4, 1/16}, one seed id, the shared-seeds noise "
+        f"of 5; composition fitted ({resamples} resamples); truths: composition, and the same "
+        "with omega**0.8 and omega**1.25 (wrong forms); nominal 0.95; SE = binomial standard "
+        "error"
+    )
+    print("| truth | point | interval for the mean | coverage (grids) | SE | median full width % "
+          "| rms error % | width / rms |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    out: dict = {}
+    for label, power in (("right form", 1.0), ("wrong: omega**0.8", 0.8),
+                         ("wrong: omega**1.25", 1.25)):  # fmt: skip
+        t0 = time.perf_counter()
+        jobs = [([seed, 10, int(100 * power), i], power, resamples, c) for i in range(grids)]
+        with ProcessPoolExecutor(2) as pool:
+            res = list(pool.map(_one_seed_grid, jobs))
+        refused = sum("refused" in r for r in res)
+        for key in dict.fromkeys(k for r in res if "refused" not in r for k in r):
+            v = [r[key] for r in res if key in r]
+            hits = [x[0] for x in v]
+            n = len(hits)
+            p = float(np.mean(hits))
+            width = float(np.median([x[1] for x in v]))
+            rms = float(np.sqrt(np.mean(np.square([x[2] for x in v]))))
+            where = ONE_SEED_POINTS[key[0]][1]
+            out[(label, key)] = {"coverage": p, "grids": n, "width": width, "rms": rms}
+            print(f"| {label} | {where}: {key[0]} | {key[1]} | {p:.3f} ({n}) | "
+                  f"{math.sqrt(p * (1 - p) / n):.3f} | {width:.3f} | {rms:.3f} | "
+                  f"{width / rms if rms else math.nan:.2f} |", flush=True)  # fmt: skip
+        print(f"<!-- {label}: {grids} grids, {refused} refused, "
+              f"{time.perf_counter() - t0:.0f} s -->", flush=True)  # fmt: skip
+    return out
+
+
+def _seed_info_grid(args) -> dict:
+    """One default-design grid, 3 seed ids, shared-seeds noise, the right form: per interior
+    point, fitrules' interval over new seed ids (covers, width, error) and the oracle's (the
+    seed sd known: a normal interval of the mean of 3 seed effects and the prediction's own
+    run noise ignored)."""
+    seed, resamples = args
+    rng = np.random.default_rng(seed)
+    right, _, _ = _truths(api.as_grid(None))
+    g, u = _seeded_grid(rng, right, "shared seeds")
+    at = [f"H={h:g},keep={k!r}" for h, k in SEED_INTERIOR.values()]
+    f = api.fit(g, "composition", predict=at, resamples=resamples, seed=int(rng.integers(2**31)))
+    shared, _ = NOISE_MODELS["shared seeds"]
+    out = {}
+    for (label, (h, k)), pr in zip(SEED_INTERIOR.items(), f.predictions, strict=True):
+        mu = float(right(h, _omega(k)))
+        lo, hi = pr["interval"]
+        err = 100 * (pr["prediction"] - mu) / mu
+        out[label] = (lo <= mu <= hi, 100 * (hi - lo) / mu, err)
+        half = stats.norm.ppf(0.975) * shared / math.sqrt(3) * pr["prediction"]
+        out[label + " (oracle)"] = (abs(pr["prediction"] - mu) <= half, 100 * 2 * half / mu, err)
+    return out
+
+
+def section_seed_info(grids: int, seed: int, resamples: int) -> dict:
+    """3 seed ids, interior points, the right form: fitrules' interval for the configuration's
+    mean over new seed ids, its width against the prediction's rms error, beside an interval
+    that knows the seed sd (what outside information could give at best)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    print(
+        f"\n11. What 3 seed ids allow (issue 64): {grids} grids, the default design (20 cells x "
+        "3 seed ids), shared-seeds noise of 5, composition (right form) fitted; the interval "
+        "for the configuration's mean over new seed ids at the interior points, and an oracle "
+        "that knows the seed effect's sd (normal, 1.96 sd/sqrt(3) about the prediction); "
+        "nominal 0.95; SE = binomial standard error"
+    )
+    print("| point | interval | coverage (grids) | SE | median full width % | rms error % | "
+          "width / rms |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|")
+    t0 = time.perf_counter()
+    jobs = [([seed, 11, i], resamples) for i in range(grids)]
+    with ProcessPoolExecutor(2) as pool:
+        res = list(pool.map(_seed_info_grid, jobs))
+    out: dict = {}
+    for key in res[0]:
+        v = [r[key] for r in res]
+        p = float(np.mean([x[0] for x in v]))
+        width = float(np.median([x[1] for x in v]))
+        rms = float(np.sqrt(np.mean(np.square([x[2] for x in v]))))
+        name = "seed sd known (oracle)" if key.endswith("(oracle)") else "fitrules, the grid alone"
+        out[key] = {"coverage": p, "grids": len(v), "width": width, "rms": rms}
+        print(f"| {key.replace(' (oracle)', '')} | {name} | {p:.3f} ({len(v)}) | "
+              f"{math.sqrt(p * (1 - p) / len(v)):.3f} | {width:.3f} | {rms:.3f} | "
+              f"{width / rms:.2f} |", flush=True)  # fmt: skip
+    print(f"<!-- {grids} grids, {time.perf_counter() - t0:.0f} s -->", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--grids", type=int, default=200, help="synthetic grids per truth (200)")
@@ -947,7 +1219,7 @@ def main() -> None:
     ap.add_argument(
         "--only",
         choices=["synthetic", "constants", "harness", "robust", "seeds", "wrong-forms", "loops",
-                 "designs"],  # fmt: skip
+                 "designs", "allocation_misfit", "one_seed_wrong", "seed_info"],  # fmt: skip
         default=None,
     )
     ap.add_argument(
@@ -956,6 +1228,8 @@ def main() -> None:
         default=Path(tempfile.gettempdir()) / "fitrules-bench-intervals",
         help="the harness's runs are written (and reused) here",
     )
+    ap.add_argument("--single-form", action="store_true",
+                    help="section 9 without the default family (the form as given only)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     if args.only in (None, "synthetic"):
@@ -974,6 +1248,12 @@ def main() -> None:
         section_loops()
     if args.only in (None, "designs"):
         section_designs(args.grids, args.seed, args.resamples)
+    if args.only in (None, "allocation_misfit"):
+        section_allocation_misfit(args.grids, args.seed, not args.single_form)
+    if args.only in (None, "one_seed_wrong"):
+        section_one_seed_wrong(args.grids, args.seed, args.resamples)
+    if args.only in (None, "seed_info"):
+        section_seed_info(args.grids, args.seed, args.resamples)
     print(f"\n<!-- total {time.perf_counter() - t0:.0f} s -->")
 
 

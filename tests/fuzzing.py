@@ -957,6 +957,7 @@ def allocate_cases(draw) -> Case:
     argv += d.maybe("--bound", ["alpha=0.05..1"], ["alpha=1..0", "q=1..2"], 8, 2)
     kind = d.pick(["covariance", "bootstrap", "none"], ["jackknife", ""], 4)
     argv.append(opt("--intervals", kind))
+    argv += d.maybe("--family", ["none", "default"], ["all", ""], 8, 2)
     argv += d.maybe("--level", ["0.9", "0.95"], BAD_LEVELS, 4, 2)
     if kind == "bootstrap":
         argv.append(opt("--resamples", d.pick([20, 25], [5, 0, 10**9], 6)))
@@ -2057,6 +2058,7 @@ def api_cases(draw) -> ApiCase:
         _kw(d, kw, "budgets", ["1e20", [1e19, 1e21], 1e20, "1e18:1e24:3", _np_int(10**18)],
             [-1, 0, NAN, "x", [], [1e20, -1], True, "1:2:1", None, {}], 3)  # fmt: skip
         _kw(d, kw, "intervals", ["covariance", "none"], ["x", 5, None])
+        _kw(d, kw, "family", ["none", "default"], ["all", 5, None, ["default"]], 8)
         _kw(d, kw, "level", [0.9, 0.95], BAD_LEVELS_API)
         return ApiCase(call, (form,), kw)
     if call in ("fit", "predict"):

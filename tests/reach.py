@@ -322,6 +322,7 @@ def _allocate_probes() -> dict[str, Probe]:
         "weights": Probe("runs", also=seeded),
         "budgets": Probe("1e21"),
         "intervals": Probe("none"),
+        "family": Probe("default"),
         "fix": Probe({"alpha": 0.3}),
         "bounds": Probe({"alpha": (0.3, 0.32)}),
         "resamples": Probe(40, also={"intervals": "bootstrap"}),

@@ -95,6 +95,37 @@ def _budget(item, name: str, value, allowed: str) -> float:
     return v
 
 
+FAMILIES = ("none", "default")
+FAMILY_LEVEL = 0.95  # the F test's level that tells a candidate form apart
+
+
+def default_family(x: str, y: str, sx: float, sy: float) -> list[tuple[str, str, dict]]:
+    """The stated default family of scaling laws in ``x`` and ``y`` (each read relative to a
+    scale: ``sx``, ``sy``, the grid's geometric means to one significant figure): (name,
+    expression, bounds) of the Chinchilla form, one with an x-y interaction, a sum of two
+    power laws in y, the same in x, and a power law in y broken at a fitted y (its exponent
+    changing to another beyond it)."""
+    u, v = f"({x}/{sx:.0e})", f"({y}/{sy:.0e})"
+    base = f"E + A*{u}**(-alpha) + B*{v}**(-beta)"
+    exps = {"alpha": (0.01, 3.0), "beta": (0.01, 3.0)}
+    return [
+        ("chinchilla", base, exps),
+        ("interaction", f"{base} + G*{u}**(-alpha)*{v}**(-beta)", exps),
+        (f"two_power_{y}", f"E + A*{u}**(-alpha) + B*({v}**(-beta) + c*{v}**(-gamma))",
+         exps | {"c": (0.0, 100.0), "gamma": (0.0, 3.0)}),
+        (f"two_power_{x}", f"E + A*({u}**(-alpha) + c*{u}**(-gamma)) + B*{v}**(-beta)",
+         exps | {"c": (0.0, 100.0), "gamma": (0.0, 3.0)}),
+        (f"broken_{y}", f"E + A*{u}**(-alpha) + B*{v}**(-beta)*(1 + {v}/k)**(beta - gamma)",
+         exps | {"k": (1e-3, 1e3), "gamma": (0.0, 3.0)}),
+    ]  # fmt: skip
+
+
+def check_family(value, name: str) -> None:
+    """The declared check of ``family``."""
+    if not isinstance(value, str) or value not in FAMILIES:
+        raise unknown(name, value, FAMILIES)
+
+
 def check_budgets(value, name: str) -> None:
     """The declared check of ``budgets``."""
     parse_budgets(value, name)
@@ -140,6 +171,16 @@ class Allocation(
         Bootstrap refits used.
     notes : list of str
         What the table's reader should know (extrapolation, budgets without an optimum).
+    forms : DataFrame or None
+        With ``family="default"``: one row per candidate form and budget, each form's
+        answer and interval (``N``, ``N_low``, ``N_high``, ...), its exponent, residual sum
+        of squares, constants counted, and whether the grid tells it apart from the
+        best-fitting one (``kept``: it does not). With a family the table gains, per
+        variable, the interval over the kept forms (``N_forms_low``, ``N_forms_high``: the
+        union of their intervals) and the range of their answers (``N_forms_min``,
+        ``N_forms_max``).
+    family_exponents : dict
+        With a family: per variable, the exponent's interval over the kept forms.
     refits : str
         With bootstrap intervals, the bootstrap whose refits they read (its kind, resamples
         and seed, as the fit describes it); empty otherwise.
@@ -158,6 +199,8 @@ class Allocation(
     draws: int = 0
     notes: list[str] = field(default_factory=list)
     refits: str = ""
+    forms: pd.DataFrame | None = None
+    family_exponents: dict = field(default_factory=dict)
 
     @property
     def interval_kind(self) -> str:
@@ -246,6 +289,9 @@ class Allocation(
                 "grid_range": {k: list(v) for k, v in self.grid_range.items()},
                 "allocation": self.table.to_dict("records"),
                 "notes": self.notes,
+                **({"forms": self.forms.to_dict("records"),
+                    "family_exponents": self.family_exponents}
+                   if self.forms is not None else {}),  # fmt: skip
             }
         )
 
@@ -284,9 +330,96 @@ class Allocation(
             return frontier(self, ax)
 
 
-def run(fitted, cost_text: str, budgets, intervals: str, level: float) -> Allocation:
+def run(fitted, cost_text: str, budgets, intervals: str, level: float,
+        family: Sequence = ()) -> Allocation:  # fmt: skip
     """The allocation of ``fitted`` (a FittedForm; with a bootstrap when ``intervals`` is
-    ``"bootstrap"``) along ``cost_text`` at ``budgets``."""
+    ``"bootstrap"``) along ``cost_text`` at ``budgets``; ``family``: (name, FittedForm or
+    the reason it has none) of the other candidate forms, each allocated the same way."""
+    alone = _run_one(fitted, cost_text, budgets, intervals, level)
+    if not family:
+        return alone
+    return _with_family(alone, family, cost_text, budgets, intervals, level)
+
+
+def _with_family(alone: Allocation, family: Sequence, cost_text, budgets, intervals, level):
+    """``alone`` with the candidate forms' answers, which of them the grid tells apart
+    (:func:`fitrules.engine.intervals.candidates.not_told_apart`), the interval over those
+    it does not, and a note when they disagree by more than the form's own interval."""
+    from fitrules.engine.intervals.candidates import not_told_apart, span
+
+    x, y = alone.variables
+    fits: list[tuple[str, object]] = [(alone.fit.form.name + " (given)", alone)]
+    notes = []
+    for name, f in family:
+        if isinstance(f, str):
+            notes.append(f"candidate form {name!r} was left out: {f}")
+            continue
+        try:
+            a = _run_one(f, cost_text, budgets, intervals, level)
+        except FitrulesError as e:
+            notes.append(f"candidate form {name!r} was left out: {e}")
+            continue
+        # the given form again (the user's law is one of the family): once is enough
+        same = np.allclose(a.table[x].to_numpy(float), alone.table[x].to_numpy(float),
+                           rtol=1e-6, equal_nan=True)  # fmt: skip
+        if not (same and len(f.constants) == len(alone.fit.constants)):
+            fits.append((name, a))
+    rss = [a.fit.information["rss"] for _, a in fits]
+    p = [len(a.fit.constants) for _, a in fits]
+    kept = not_told_apart(rss, p, len(alone.fit.cells.y), FAMILY_LEVEL)
+    rows = []
+    for (name, a), k, r, pk in zip(fits, kept, rss, p, strict=True):
+        t = a.table.copy()
+        t.insert(0, "form", name)
+        t["exponent"] = a.exponents[x]["value"]
+        t["exponent_low"], t["exponent_high"] = a.exponents[x]["low"], a.exponents[x]["high"]
+        t["rss"], t["constants"], t["kept"] = r, pk, bool(k)
+        rows.append(t)
+    forms = pd.concat(rows, ignore_index=True)
+    table = alone.table.copy()
+    for v in (x, y):
+        cols = [np.stack([a.table[f"{v}{s}"].to_numpy(float) for _, a in fits])
+                for s in ("_low", "", "_high")]  # fmt: skip
+        out = np.array([span(cols[0][:, i], cols[1][:, i], cols[2][:, i], kept)
+                        for i in range(len(table))])  # fmt: skip
+        for j, s in enumerate(("_forms_low", "_forms_high", "_forms_min", "_forms_max")):
+            table[f"{v}{s}"] = out[:, j]
+    e = np.array([[a.exponents[x][k] for k in ("low", "value", "high")] for _, a in fits])
+    elo, ehi, _, _ = span(e[:, 0], e[:, 1], e[:, 2], kept)
+    # along a cost k x^p y^q, a loss falling in both puts x* ~ C^a with 0 <= a <= 1/p
+    elo, ehi = max(elo, 0.0), min(ehi, 1 / alone.cost.p)
+    # y* ~ C^b with p a + q b = 1 along the cost k x^p y^q
+    cp, cq = alone.cost.p, alone.cost.q
+    family_exponents = {x: {"value": alone.exponents[x]["value"], "low": elo, "high": ehi},
+                        y: {"value": alone.exponents[y]["value"], "low": (1 - cp * ehi) / cq,
+                            "high": (1 - cp * elo) / cq}}  # fmt: skip
+    names = [n for (n, _), k in zip(fits, kept, strict=True) if k]
+    bare = [n for (n, a), k in zip(fits, kept, strict=True)
+            if k and not np.isfinite(a.table[f"{x}_low"].to_numpy(float)).all()]  # fmt: skip
+    if intervals == "none":
+        notes.append("no intervals asked for: the range over the forms is the range of their "
+                     "answers, with no interval of any form in it")
+    elif bare:
+        notes.append(f"{', '.join(bare)} gave no interval (a constant at a bound, or the "
+                     "covariance singular): the interval over forms takes their answers alone")
+    notes.append(f"{len(names)} of {len(fits)} candidate forms are not told apart by the grid "
+                 f"(F test of their residual sums at {1 - FAMILY_LEVEL:g}): {', '.join(names)}")
+    for i, b in enumerate(table["budget"]):
+        lo, hi = table[f"{x}_forms_min"][i], table[f"{x}_forms_max"][i]
+        wide = table[f"{x}_high"][i] / table[f"{x}_low"][i]
+        if np.isfinite(lo) and hi / lo > wide:
+            notes.append(
+                f"at C={b:.3g} the forms the grid cannot tell apart disagree on {x}* by "
+                f"{hi / lo:.3g}x ({lo:.3g} to {hi:.3g}), more than the given form's interval "
+                f"is wide ({wide:.3g}x): the form, not the noise, limits this answer"
+            )
+    alone.table, alone.forms, alone.family_exponents = table, forms, family_exponents
+    alone.notes = alone.notes + notes
+    return alone
+
+
+def _run_one(fitted, cost_text: str, budgets, intervals: str, level: float) -> Allocation:
+    """The allocation of one fitted form."""
     from fitrules.engine.allocation import (
         Allocator,
         delta_intervals,
@@ -346,8 +479,9 @@ def run(fitted, cost_text: str, budgets, intervals: str, level: float) -> Alloca
         centre = [opt.x, opt.y, opt.y / opt.x, opt.loss][k]
         lo, hi = lo_hi[:, k, 0], lo_hi[:, k, 1]
         table[name] = centre
-        table[f"{name}_low"] = np.exp(lo) if log else lo
-        table[f"{name}_high"] = np.exp(hi) if log else hi
+        with np.errstate(over="ignore"):  # an interval beyond floats is infinite
+            table[f"{name}_low"] = np.exp(lo) if log else lo
+            table[f"{name}_high"] = np.exp(hi) if log else hi
     table["extrapolation"] = [_outside(grid_range, {x: opt.x[i], y: opt.y[i]}) for i in range(b)]
     table["reason"] = opt.reason
     exponents = {

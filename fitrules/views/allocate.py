@@ -80,8 +80,31 @@ def render_allocation(a) -> str:
         f"grid's range: {x} {xl:.3g} to {xh:.3g}, {y} {yl:.3g} to {yh:.3g}; an optimum outside "
         "it is an extrapolation of the form (its intervals do not carry the form's misfit)",
     ]
+    lines += _family_lines(a)
     lines += a.notes
     return "\n".join(lines)
+
+
+def _family_lines(a) -> list[str]:
+    """Each candidate form's answer at each budget, and the interval over those kept."""
+    if a.forms is None:
+        return []
+    x, _ = a.variables
+    pct = round(100 * a.level)
+    out = ["", f"candidate forms ({x}* at each budget; kept: the grid does not tell it apart "
+           "from the best-fitting form):"]  # fmt: skip
+    for name, t in a.forms.groupby("form", sort=False):
+        answers = ", ".join(f"{r[x]:.4g} {_iv(r[f'{x}_low'], r[f'{x}_high'])}".rstrip()
+                            for r in t.to_dict("records"))  # fmt: skip
+        kept = "kept" if t["kept"].iloc[0] else "told apart"
+        out.append(f"  {name} ({kept}, {t['constants'].iloc[0]} constants): {answers}; "
+                   f"{x}* ~ C^{t['exponent'].iloc[0]:.4f}")  # fmt: skip
+    over = ", ".join(f"C={r['budget']:.3g}: {_iv(r[f'{x}_forms_low'], r[f'{x}_forms_high'])}"
+                     for r in a.table.to_dict("records"))  # fmt: skip
+    e = a.family_exponents[x]
+    out.append(f"{pct}% interval of {x}* over the kept forms (the union of their intervals): "
+               f"{over}; exponent {_iv(e['low'], e['high'])}")  # fmt: skip
+    return out
 
 
 def allocation_html(a) -> str:
@@ -99,6 +122,7 @@ def allocation_html(a) -> str:
         html_p(_exp_line(a)),
         html_p(f"intervals ({round(100 * a.level)}%): {a.interval_kind}"),
         html_table(a.table[cols], {c: "{:.4g}".format for c in cols[:-2]}),
+        *[html_p(n.strip()) for n in _family_lines(a) if n],
         *[html_p(n) for n in a.notes],
     ]
     return "\n".join(parts)

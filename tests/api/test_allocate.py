@@ -187,3 +187,82 @@ def test_a_budget_without_an_optimum_is_said_so_and_the_others_stand(runs):
     text = str(a)
     assert NONFINITE.search(text) is None, text
     assert "1 budget(s) have no optimum" in text
+
+
+def _flattening_runs(seed: int):
+    """60 scattered runs of Hoffmann's law whose D term is a sum of two power laws that
+    flattens past the runs (rms misfit of the Chinchilla form about 0.06%), 0.5% noise; and
+    the truth's N* at C = 1e22 (the search that benchmarks/bench_intervals.py section 9 uses)."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+    from scipy.optimize import minimize_scalar
+
+    def truth(N, D):
+        return 1.69 + 406.4 * N**-0.34 + 20000 * D**-0.5 + 4 * D**-0.08
+
+    rng = np.random.default_rng(seed)
+    N = np.exp(rng.uniform(np.log(1e7), np.log(1e9), 60))
+    D = np.exp(rng.uniform(np.log(1e9), np.log(1e11), 60))
+    y = truth(N, D) * (1 + 0.005 * rng.standard_normal(60))
+    r = minimize_scalar(lambda v: float(truth(math.exp(v), 1e22 / (6 * math.exp(v)))),
+                        bounds=(math.log(1e5), math.log(1e17)), method="bounded",
+                        options={"xatol": 1e-9})  # fmt: skip
+    return fr.load_grid(pd.DataFrame({"N": N, "D": D, "loss": y})), math.exp(r.x)
+
+
+def test_the_family_interval_covers_a_flattening_truth_the_form_alone_misses():
+    """On a seeded grid whose law flattens past the runs, the Chinchilla form's interval for
+    N* at 10x beyond misses the truth, the interval over the family's forms covers it, and
+    the text says so when the forms' answers disagree by more than the form's interval is
+    wide (how often each covers, over 100 grids: benchmarks/bench_intervals.py --only
+    allocation_misfit)."""
+    g, n_true = _flattening_runs(0)
+    law = "chin(N, D) = E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)"
+    a = fr.allocate(g, law, budgets=1e22, family="default")
+    r = a.at(1e22)
+    assert not r["N_low"] <= n_true <= r["N_high"]
+    assert r["N_forms_low"] <= n_true <= r["N_forms_high"]
+    assert r["N_forms_low"] <= r["N_forms_min"] <= r["N"] <= r["N_forms_max"] <= r["N_forms_high"]
+    assert set(a.forms["form"]) >= {"chin (given)", "interaction", "two_power_D", "broken_D"}
+    spread, wide = r["N_forms_max"] / r["N_forms_min"], r["N_high"] / r["N_low"]
+    said = any("disagree on N* by" in n and "the form, not the noise" in n for n in a.notes)
+    assert said == (spread > wide)
+    assert any("not told apart by the grid" in n for n in a.notes)
+    assert "candidate forms" in str(a) and "forms" in a.to_dict()
+    alone = fr.allocate(g, law, budgets=1e22)
+    assert alone.forms is None and "forms" not in alone.to_dict()
+    assert alone.at(1e22)["N"] == pytest.approx(r["N"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "family, match",
+    [("all", "family 'all' is unknown; allowed: none, default"),
+     (None, "family None is unknown"), (["default"], "family \\['default'\\] is unknown")],
+)  # fmt: skip
+def test_an_unknown_family_is_refused(runs, family, match):
+    """A family that is not one of the stated ones is refused in one line naming it."""
+    with pytest.raises(FitrulesError, match=match) as info:
+        fr.allocate(runs, LAW, budgets="1e20", family=family)
+    assert len(str(info.value).splitlines()) == 1
+
+
+def test_a_family_beside_a_fitted_form_is_refused(runs):
+    """The family's forms are fitted to the grid, which a fitted form does not bring."""
+    f = fr.fit(runs, LAW)
+    with pytest.raises(FitrulesError, match="family 'default' fits each candidate form"):
+        fr.allocate(None, f, budgets="1e20", family="default")
+
+
+def test_a_family_without_intervals_spans_the_forms_answers_and_says_so(runs):
+    """With intervals 'none' the range over the family's forms is their answers' range, and
+    the text says no form's interval is in it (not that the forms gave none)."""
+    a = fr.allocate(runs, LAW, budgets="1e20,1e22", intervals="none", family="default")
+    kept = a.forms[a.forms["kept"]]
+    for r in a.table.to_dict("records"):
+        at = kept[kept["budget"] == r["budget"]]["N"]
+        assert r["N_forms_low"] == pytest.approx(at.min())
+        assert r["N_forms_high"] == pytest.approx(at.max())
+    assert any("no intervals asked for: the range over the forms" in n for n in a.notes)
+    assert not any("gave no interval" in n for n in a.notes)

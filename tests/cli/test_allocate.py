@@ -59,6 +59,27 @@ def test_the_text_prints_each_budget_with_intervals(tmp_path, capsys):
     assert "exponents: N* ~ C^" in out
 
 
+
+def test_the_default_family_prints_each_forms_answer_and_the_interval_over_them(
+    tmp_path, capsys
+):
+    """--family default: each candidate form's N* and exponent, which the grid keeps, the
+    interval over the kept forms, nothing printed as nan or inf; the JSON holds the forms."""
+    chinchilla_runs(0).to_csv(tmp_path / "runs.csv", index=False)
+    argv = ["allocate", "--data", tmp_path / "runs.csv", "--form",
+            "chin(N, D) = E + A/N**alpha + B/D**beta", "--budgets", "1e20,1e22",
+            "--family", "default"]  # fmt: skip
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert NONFINITE.search(out) is None, out
+    assert "candidate forms" in out and "interval of N* over the kept forms" in out
+    for name in ("chin (given)", "interaction", "two_power_D", "two_power_N", "broken_D"):
+        assert f"  {name} (" in out
+    code, out, err = run([*argv, "--json", "-"], capsys)
+    doc = json.loads(out)
+    assert {r["form"] for r in doc["forms"]} >= {"chin (given)", "broken_D"}
+    assert all(r["N_forms_low"] <= r["N"] <= r["N_forms_high"] for r in doc["allocation"])
+
 @pytest.mark.parametrize(
     "extra, match",
     [
@@ -67,6 +88,7 @@ def test_the_text_prints_each_budget_with_intervals(tmp_path, capsys):
         (["--cost", "6*N*T"], "cost '6\\*N\\*T' names T, which form 'chin' does not read"),
         (["--cost", "N+D"], "is not a product"),
         (["--intervals", "jackknife"], "invalid choice"),
+        (["--family", "all"], "invalid choice"),
         # issue 61: options allocate would not use were accepted and ignored
         (["--resamples", "50"], "--resamples would be ignored"),
         (["--bootstrap-seed", "3"], "--bootstrap-seed would be ignored"),

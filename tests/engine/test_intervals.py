@@ -404,7 +404,8 @@ def test_beyond_an_edge_the_interval_adds_its_one_step_extrapolation_misfit():
     """Issue 42: one level beyond in keep under a wrong form (truth omega**0.8, composition
     fitted) the interval at the grid's seed ids covered 0.58 of the time. Each edge's cells
     are predicted by the form fitted without them; that miss, per step, grows with the
-    steps beyond (squared), and is zero inside the cells."""
+    steps beyond (squared) or, where more, with how much further the form changes past the
+    edge than across its last step (issue 64), and is zero inside the cells."""
     truth = {"L0": 2.0, "a": 0.01, "b": 0.5}
     t = composition_grid(noise=0.001)
     t["loss"] = truth["L0"] + truth["a"] * t["omega"] ** 0.8 * (t["H"] / 16) ** truth["b"]
@@ -414,7 +415,21 @@ def test_beyond_an_edge_the_interval_adds_its_one_step_extrapolation_misfit():
     X = {"H": np.array([8.0, 16.0, 16.0, 16.0]), "omega": np.array([3.0, 15.0, 31.0, 63.0])}
     e = h.edge_var(X)
     assert e[0] == 0 and e[1] == 0 and e[2] > 0
-    assert e[3] == pytest.approx(4 * e[2])  # two steps beyond: four times one step's
+    # omega 31 and 63 after 7, 15: one and two steps beyond on the log scale; the form,
+    # linear in omega, changes 16 and 48 past the edge where it changed 8 across the last
+    # step, so the variance follows that growth (relative: over the prediction there)
+    from fitrules.engine.intervals.extrapolation import edge_growth
+    from fitrules.model.compiled import predict
+
+    def at(om):
+        return float(predict(f.form, {"H": np.array([16.0]), "omega": np.array([om])},
+                             f.constants)[0])  # fmt: skip
+
+    g = [float(edge_growth(np.array([at(om) - at(15)]), np.array([at(15) - at(7)]),
+                           np.array([at(15)]), np.array([at(om)]))[0])
+         for om in (31.0, 63.0)]  # fmt: skip
+    assert g[1] > 4 * g[0] > 4
+    assert e[3] / e[2] == pytest.approx(max(4, g[1]) / max(1, g[0]), rel=1e-9)
     right = composition_grid(noise=0.001)
     r = fr.fit(fr.load_grid(right), "composition", predict=["H=16,keep=0.03125"], resamples=20)
     assert r.heldout.edge_var(X)[2] < 0.2 * e[2]  # the right form extrapolates its edge

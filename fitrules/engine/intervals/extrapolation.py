@@ -39,23 +39,51 @@ def edge_step_variances(edges: dict, own: np.ndarray) -> dict:
 
 
 def beyond_edge_terms(
-    pos: np.ndarray, cells: np.ndarray, variables, edges: dict, step_var: dict
-) -> tuple[np.ndarray, np.ndarray]:
+    pos: np.ndarray, cells: np.ndarray, variables, edges: dict, step_var: dict,
+    growth: dict | None = None,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Variance added at each point (design positions ``pos``) beyond the cells (``cells``),
-    and its degrees of freedom: per variable, the steps beyond its edge squared times that
-    edge's ``step_var`` (:func:`edge_step_variances`), summed; the degrees of freedom are
-    the fewest cells of an edge the point lies beyond, less one (see ``HeldOut.edge_terms``)."""
+    and its degrees of freedom: per variable, the steps beyond its edge squared (or, where
+    larger, that side's ``growth`` at the point: see :func:`edge_growth`) times that edge's
+    ``step_var`` (:func:`edge_step_variances`), summed; the degrees of freedom are the
+    fewest cells of an edge the point lies beyond, less one (see ``HeldOut.edge_terms``)."""
     lo, hi = cells.min(axis=0), cells.max(axis=0)
     total, df = np.zeros(len(pos)), np.full(len(pos), np.inf)
+    growth = growth or {}
     for j, v in enumerate(variables):
         if v not in step_var:
             continue
         steps = (np.maximum(lo[j] - pos[:, j], 0), np.maximum(pos[:, j] - hi[j], 0))
         for side, (d, var) in enumerate(zip(steps, step_var[v], strict=True)):
             hit = d > 0
-            total[hit] += d[hit] ** 2 * var
+            factor = d**2
+            if v in growth:
+                factor = np.fmax(factor, growth[v][side])
+            total[hit] += factor[hit] * var
             df[hit] = np.minimum(df[hit], max(len(edges[v][side][0]) - 1, 1))
     return total, np.where(np.isfinite(df), df, 0.0)
+
+
+def edge_growth(beyond: np.ndarray, edge: np.ndarray, scale_edge: np.ndarray,
+                scale_point: np.ndarray) -> np.ndarray:  # fmt: skip
+    """How much more the form changes from its edge to each point than across its last
+    step inside the cells, squared, on the residuals' scale: ``(|beyond| / |edge| *
+    scale_edge / scale_point)^2`` (NaN where the last step does not change the form).
+
+    A wrong form's misfit one level beyond grows with what it is asked to extrapolate, not
+    with the count of levels: with keeps 1, 1/4, 1/16, keep 1/64 is one level beyond on the
+    log scale, yet a form linear in omega = 1/keep - 1 extrapolates 48 units past the edge
+    where the edge's refit extrapolated 12 (issue 64: the interval at the grid's seed id
+    covered 0.31 and 0.00 there under two wrong forms, 100 grids each, without it).
+
+    Examples
+    --------
+    >>> edge_growth(np.array([4.0]), np.array([1.0]), np.array([1.0]), np.array([2.0]))
+    array([4.])
+    """
+    with np.errstate(all="ignore"):
+        g = (np.abs(beyond) / np.abs(edge) * scale_edge / scale_point) ** 2
+    return np.where(np.isfinite(g), g, np.nan)
 
 
 def extrapolation_ratios(point: dict[str, float], variables, X: dict[str, np.ndarray]) -> dict:

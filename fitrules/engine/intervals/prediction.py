@@ -17,6 +17,7 @@ from fitrules.base.util import spread_unit
 from fitrules.engine.intervals.design import design_axes, design_position, gaussian_weights
 from fitrules.engine.intervals.extrapolation import (
     beyond_edge_terms,
+    edge_growth,
     edge_step_variances,
     extrapolation_ratios,
 )
@@ -261,8 +262,33 @@ class HeldOut:
         all n - p residuals."""
         pos = self._design_position(X)
         return beyond_edge_terms(
-            pos, self._cell_positions, self.form.bound_variables, self.edges, self._edge_step_var
-        )
+            pos, self._cell_positions, self.form.bound_variables, self.edges,
+            self._edge_step_var, self._edge_growth(X),
+        )  # fmt: skip
+
+    def _edge_growth(self, X: dict[str, np.ndarray]) -> dict:
+        """Per factorial variable, (low side, high side) of :func:`edge_growth` at each
+        point: the full fit's change from the edge level to the point against its change
+        across the last step inside (the point's other variables held)."""
+        out = {}
+        cells = self._cells_X
+        for v, (_, levels, step) in zip(self.form.bound_variables, self._axes, strict=True):
+            vals = np.unique(cells[v])
+            if step is not None or len(vals) < 2:
+                continue  # a scattered variable counts steps of its range already
+            x = np.asarray(X[v], float)
+            sides = []
+            for edge, inner in ((vals[0], vals[1]), (vals[-1], vals[-2])):
+                at = {k: np.asarray(a, float) for k, a in X.items()}
+                f_point = predict(self.form, at, self.constants)
+                at[v] = np.full_like(x, edge)
+                f_edge = predict(self.form, at, self.constants)
+                at[v] = np.full_like(x, inner)
+                f_inner = predict(self.form, at, self.constants)
+                sides.append(edge_growth(f_point - f_edge, f_edge - f_inner,
+                                         self._scale(f_edge), self._scale(f_point)))  # fmt: skip
+            out[v] = tuple(sides)
+        return out
 
     def edge_var(self, X: dict[str, np.ndarray]) -> np.ndarray:
         """The variance part of :meth:`edge_terms`."""

@@ -121,6 +121,12 @@ def _budgets(value, name: str) -> None:
     check_budgets(value, name)
 
 
+def _family(value, name: str) -> None:
+    from fitrules.jobs.allocate import check_family
+
+    check_family(value, name)
+
+
 def _allocate_intervals(value, name: str) -> None:
     from fitrules.jobs.allocate import check_intervals
 
@@ -167,6 +173,15 @@ ALLOCATE = Command(
                 "delta method on the Jacobian covariance), bootstrap (the fit's bootstrap "
                 "refits, --resamples), none",
                 check=_allocate_intervals,
+            ),
+            choice(
+                "family",
+                ("none", "default"),
+                help="candidate forms beside the given one: none (default), or default (the "
+                "Chinchilla form, one with an interaction, sums of two power laws in either "
+                "variable, a broken power law), each fitted and allocated, with the interval "
+                "over the forms the grid cannot tell apart",
+                check=_family,
             ),
         ),
         in_group(

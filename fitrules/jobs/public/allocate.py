@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the result types, for annotations only
 def allocate(
     grid: GridLike | None, form: FormLike | FittedForm, *,
     cost: str = ALLOCATE.cost, budgets: str | float | Sequence[float] = ALLOCATE.budgets,
-    intervals: str = ALLOCATE.intervals,
+    intervals: str = ALLOCATE.intervals, family: str = ALLOCATE.family,
     objective: str = ALLOCATE.objective, delta: float = ALLOCATE.delta,
     weights: str = ALLOCATE.weights, fix: Fix = None, bounds: Bounds = None,
     resamples: int = ALLOCATE.resamples, level: float = ALLOCATE.level,
@@ -60,6 +60,15 @@ def allocate(
         ``seed``, ``bootstrap``, which are refused with the other two, as they would be
         ignored) or ``"none"`` (``level`` is then refused). Both carry the constants'
         uncertainty only.
+    family : {"none", "default"}
+        ``"default"``: beside ``form``, the default family of scaling laws in the cost's
+        two variables (the Chinchilla form, one with an interaction, a sum of two power laws
+        in either variable, a power law in the second broken at a fitted value), each fitted
+        with the same options and allocated; the result gains each form's answer
+        (``.forms``), the interval over the forms the grid cannot tell apart (an F test of
+        their residual sums against the best-fitting one's) and a note wherever they
+        disagree by more than ``form``'s own interval is wide. Needs the grid (not a fitted
+        form).
     objective : str
         The training objective, as for :func:`fit`.
     delta : float
@@ -107,8 +116,35 @@ def allocate(
         fitted = fit(grid, form, objective=objective, delta=delta, weights=weights, fix=fix,
                      bounds=bounds, intervals=intervals == "bootstrap", resamples=resamples,
                      seed=seed, level=level, bootstrap=bootstrap)  # fmt: skip
-    result = run(fitted, cost, budgets, intervals, level)
+    result = run(fitted, cost, budgets, intervals, level,
+                 _family_fits(grid, fitted, cost, family, objective, delta, weights, intervals,
+                              resamples, seed, level, bootstrap))  # fmt: skip
     return made_from(result, *getattr(fitted, "inputs", ()))
+
+
+def _family_fits(grid, fitted, cost, family, objective, delta, weights, intervals, resamples,
+                 seed, level, bootstrap) -> list:  # fmt: skip
+    """(name, FittedForm or why it has none) of each candidate form of ``family``."""
+    import numpy as np
+
+    from fitrules.engine.allocation import parse_cost
+    from fitrules.jobs.allocate import default_family
+
+    if family == "none":
+        return []
+    c = parse_cost(cost, fitted.form.bound_variables, fitted.form.name)
+    X = fitted.cells.X
+    scale = {v: float(np.exp(np.log(np.asarray(X[v], float)).mean())) for v in (c.x, c.y)}
+    out: list = []
+    for name, expr, bounds in default_family(c.x, c.y, scale[c.x], scale[c.y]):
+        try:
+            out.append((name, fit(grid, f"{name} = {expr}", objective=objective, delta=delta,
+                                  weights=weights, bounds=bounds,
+                                  intervals=intervals == "bootstrap", resamples=resamples,
+                                  seed=seed, level=level, bootstrap=bootstrap)))  # fmt: skip
+        except FitrulesError as e:
+            out.append((name, str(e)))
+    return out
 
 
 def check(values: Mapping[str, Any]) -> None:
@@ -127,6 +163,11 @@ def check(values: Mapping[str, Any]) -> None:
         check_bootstrap_options(v["resamples"], v["seed"], v["level"])
     ALLOCATE.check(v)
     if isinstance(v["form"], FittedForm):
+        if v["family"] != "none":
+            raise FitrulesError(
+                f"{param('family')} {v['family']!r} fits each candidate form to the grid, "
+                "which a fitted form does not bring: give the grid and the form"
+            )
         if v.get("grid") is not None:
             raise FitrulesError("give the grid or a fitted form, not both (grid=None with a fit)")
         if v["intervals"] == "bootstrap" and v["form"].bootstrap is None:
