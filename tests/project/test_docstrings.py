@@ -95,8 +95,10 @@ def documented(doc, section: str) -> list[str]:
 
 
 def is_prose(type_: str) -> bool:
-    """A type slot that holds a sentence or more than a short type."""
-    return len(type_) > MAX_TYPE or bool(PROSE.search(type_))
+    """A type slot that holds a sentence or more than a short type (the quoted values of a
+    choice, such as ``{"none", "default"}``, are values, not words of a sentence)."""
+    words = re.sub(r""""[^"]*"|'[^']*'""", '""', type_)
+    return len(type_) > MAX_TYPE or bool(PROSE.search(words))
 
 
 def entries():

@@ -60,7 +60,7 @@ def allocate(
         ``seed``, ``bootstrap``, which are refused with the other two, as they would be
         ignored) or ``"none"`` (``level`` is then refused). Both carry the constants'
         uncertainty only.
-    family : {"none", "default"}
+    family : {"none", "default"}, optional
         ``"default"``: beside ``form``, the default family of scaling laws in the cost's
         two variables (the Chinchilla form, one with an interaction, a sum of two power laws
         in either variable, a power law in the second broken at a fitted value), each fitted
