@@ -355,7 +355,10 @@ def _point_mask(runs: pd.DataFrame, point: dict) -> np.ndarray | None:
 
 
 def _identity(value) -> str:
-    """A run's seed id as text: 3, 3.0 and "3" are the same seed."""
+    """A run's seed id as text: 3, 3.0 and "3" are the same seed; "３" (fullwidth) and "1_0",
+    which the tables read as text, are not numbers (Python's float() would make them 3 and 10)."""
+    if isinstance(value, str) and (not value.isascii() or "_" in value):
+        return value
     try:
         f = float(value)
         return repr(int(f)) if f.is_integer() else repr(f)

@@ -65,3 +65,13 @@ def test_score_does_not_take_a_shared_seed_offset_for_evidence():
     fresh = [[str(3 + 3 * c + i) for i in range(3)] for c in range(20)]
     row = compare_scored(_scores(values, fresh, truth - 0.01, truth + 0.01)).iloc[0]
     assert "runs independent given cells" in row["units"]
+
+
+def test_a_seed_id_is_a_number_only_as_the_tables_read_one():
+    """3, 3.0 and "3" are one seed; a fullwidth "３" or "1_0", which the tables keep as text,
+    is not seed 3 or 10 (Python's float() reads both as numbers)."""
+    from fitrules.jobs.ledger import _identity
+
+    assert _identity(3) == _identity(3.0) == _identity("3") == "3"
+    assert _identity("３") != _identity(3) and _identity("1_0") != _identity(10)
+    assert _identity("s1") == "s1" and _identity(2.5) == "2.5"
