@@ -257,19 +257,10 @@ def objectives(seeds: int) -> dict[str, float]:
     import bench_fit_corpus as bc
 
     from fitrules.engine.fit import Objective, fit
-    from fitrules.model.forms import parse_form_line
 
     out = {}
     for i, case in enumerate(bc.corpus(range(seeds))):
-        _, variables = bc._split(case.form)
-        form = parse_form_line(case.form)
-        if case.bounds:
-            from dataclasses import replace
-
-            form = replace(form, bounds=case.bounds)
-        form = form.bind(case.table.columns, case.table)
-        X = {v: case.table[v].to_numpy(float) for v in variables}
-        y = case.table[case.metric].to_numpy(float)
+        form, X, y = bc.case_inputs(case)
         with np.errstate(all="ignore"):
             r = fit(form, X, y, Objective(case.objective))
         out[f"corpus/{i}/{case.family}/{case.objective}"] = r.objective

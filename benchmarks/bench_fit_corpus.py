@@ -195,8 +195,10 @@ def corpus(seeds: range) -> list[Case]:
     return cases
 
 
-def run_case(case: Case, starts: int, seed: int) -> dict:
-    expr, variables = _split(case.form)
+def case_inputs(case: Case):
+    """The case's bound form (its bounds applied), its variables' columns and its metric:
+    what ``fit(form, X, y, objective)`` takes (also bench_engine.py's objectives)."""
+    _, variables = _split(case.form)
     form = parse_form_line(case.form)
     if case.bounds:
         from dataclasses import replace
@@ -204,7 +206,12 @@ def run_case(case: Case, starts: int, seed: int) -> dict:
         form = replace(form, bounds=case.bounds)
     form = form.bind(case.table.columns, case.table)
     X = {v: case.table[v].to_numpy(float) for v in variables}
-    y = case.table[case.metric].to_numpy(float)
+    return form, X, case.table[case.metric].to_numpy(float)
+
+
+def run_case(case: Case, starts: int, seed: int) -> dict:
+    expr, variables = _split(case.form)
+    form, X, y = case_inputs(case)
     t0 = time.perf_counter()
     r = fit(form, X, y, Objective(case.objective))
     t_fr = time.perf_counter() - t0

@@ -26,6 +26,17 @@ from fitrules.jobs.options.groups import (
 
 INTERVAL_METHODS = ("bootstrap", "profile")
 
+# a fit saved by `fit --json` or `to_json`, read in place of a form (and, for fit and
+# allocate, of the data): declared once, each command saying what it does with it
+SAVED_FIT_FILE = Option(
+    "saved_fit",
+    # flag words: the flag's declaration and predict's help
+    flag="--fit",
+    help="predict with a fit saved by fit --json or to_json (FILE): its form and fit "
+    "options, on the data it was made from (checked), in place of --form",
+    cli=dict(type=Path, metavar="FILE"),
+)
+
 
 def _interval_method(value, name: str) -> None:
     """``intervals``: False or True (the bootstrap), or a method's name."""
@@ -43,14 +54,11 @@ FIT = Command(
     options(
         DATA,
         ONE_FORM.but(cli=dict(metavar='NAME or "NAME = EXPR"')),
-        Option(
-            "saved_fit",
-            # flag words: the flag's declaration
-            flag="--fit",
+        SAVED_FIT_FILE.but(
             python=False,
+            # flag words: the option's help
             help="print a fit saved by fit --json or to_json (FILE), and its --predict points, "
             "in place of --form and --data: no data is read and nothing is refitted",
-            cli=dict(type=Path, metavar="FILE"),
         ),
         TUNING,
         FITTING,
@@ -139,14 +147,11 @@ ALLOCATE = Command(
     options(
         DATA,
         ONE_FORM.but(cli=dict(metavar='NAME or "NAME = EXPR"')),
-        Option(
-            "saved_fit",
-            # flag words: the flag's declaration
-            flag="--fit",
+        SAVED_FIT_FILE.but(
             python=False,
+            # flag words: the option's help
             help="allocate with a fit saved by fit --json or to_json (FILE), in place of "
             "--form and --data: no data is read and nothing is refitted",
-            cli=dict(type=Path, metavar="FILE"),
         ),
         in_group(
             "allocation",
@@ -214,14 +219,7 @@ PREDICT = Command(
         DATA,
         TUNING,
         ONE_FORM.but(cli=dict(metavar='NAME or "NAME = EXPR"')),
-        Option(
-            "saved_fit",
-            # flag words: the flag's declaration
-            flag="--fit",
-            help="predict with a fit saved by fit --json or to_json (FILE): its form and fit "
-            "options, on the data it was made from (checked), in place of --form",
-            cli=dict(type=Path, metavar="FILE"),
-        ),
+        SAVED_FIT_FILE,
         Option(
             "at",
             help="the cell predicted",
