@@ -3,6 +3,7 @@ SIGTERM handled as Ctrl-C, figures drawn headless."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -84,6 +85,18 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+def _one_blas_thread() -> None:
+    """One OpenBLAS thread for the command, unless the environment already chose.
+
+    A fit's linear algebra is thousands of tiny products (k x k systems for a handful of
+    constants), which threads only spin on: on 2 cores, ``compare --splits 300`` took 35%
+    more CPU with two threads and no less wall time (benchmarks/bench_engine.py). Set before
+    numpy is first imported, which the command line does only after parsing; ``simulate``
+    keeps the library's default (its models are larger).
+    """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; every error is one line on stderr and exit status 2.
 
@@ -105,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(io.ARGV)
             name = shown_as[0] = f"fitrules {args.command}"
             flags.update(command_flags(args.func))  # an error's parameters, as this command's flags
+            if args.command != "simulate":
+                _one_blas_thread()
             args.outputs = outputs
             from fitrules.cli.commands import HANDLERS  # the library, once the line is parsed
 

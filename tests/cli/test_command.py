@@ -55,3 +55,25 @@ def test_quiet(synthetic_csv, capsys):
     """compare --quiet succeeds and prints nothing on stdout or stderr."""
     code, out, err = run(["compare", "--data", synthetic_csv, "--splits", 5, "--quiet"], capsys)
     assert code == 0 and out == "" and err == ""
+
+
+@pytest.mark.parametrize(("preset", "seen"), [(None, "1"), ("2", "2")])
+def test_one_blas_thread_unless_the_environment_chose(monkeypatch, preset, seen):
+    """The command's job runs with one OpenBLAS thread (its products are tiny), unless the
+    user's environment set OPENBLAS_NUM_THREADS, which wins."""
+    import os
+
+    from fitrules.cli import app, commands
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", preset or "")  # restored after the test
+    if preset is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    seen_by_job = []
+
+    def job(args):
+        seen_by_job.append(os.environ.get("OPENBLAS_NUM_THREADS"))
+        return 0
+
+    monkeypatch.setitem(commands.HANDLERS, "compare", job)
+    assert app.main(["compare"]) == 0
+    assert seen_by_job == [seen]

@@ -229,8 +229,12 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
                     )
                 step = np.where(logs, thetas[gidx_a] * (ratio - 1), step)
                 step = np.where(floors > 0, np.abs(thetas[gidx_a]) * (signed - 1), step)
+            # a fit on all cells (few splits) keeps the plain search: its constants are the
+            # ones quoted, and on a flat ridge (a rank-deficient law) the plain path goes
+            # further; the many splits of a comparison take the model-guided one
+            guided = n_asked > POLISH_SPLITS
             theta, lin, val, moving = _refine(
-                cf, X, y, masks[rows_a], objective, thetas[gidx_a], step, options
+                cf, X, y, masks[rows_a], objective, thetas[gidx_a], step, options, guided
             )
             x[:, cf.non_idx], x[:, cf.lin_idx] = theta, lin
     converged = ~moving

@@ -84,14 +84,23 @@ def _stencil(q: int) -> tuple[np.ndarray, int]:
     return np.concatenate([np.zeros((1, q)), eye, -eye]), 0
 
 
-def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOptions):
-    """Local pattern search on the profiled objective, every row at once.
+def _refine(
+    cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOptions, guided: bool = True
+):
+    """Local pattern search on the profiled objective, every row at once, guided by the
+    quadratic its window's values define.
 
-    Each round scores a small grid of +-h around each row's point. When the best point is on
-    the window's edge the window moves without shrinking (the optimum lies further out);
-    otherwise it shrinks. Rows stop at ``resolution`` x their start range. Returns the
-    nonlinear values, the linear constants, the objective, and which rows were still moving
-    when the rounds ran out.
+    Each round scores a small grid of +-h around each row's point. The full window of up to
+    three constants holds the central differences of a quadratic model; where that model is
+    convex and its minimum lies inside the window, the next window is centred there at a
+    quarter of the step (Newton's step on the profile). Otherwise, when the best point is on
+    the window's edge the window moves without shrinking (the optimum lies further out; on
+    the edge again after a move, the step doubles), and else it shrinks by half. A row keeps the best point it has scored, so a model that
+    misleads costs a round, never the result. Rows stop at ``resolution`` x their start range
+    (after scoring the last model's point). ``guided=False``: the plain search (no model,
+    no doubling), whose path along a flat ridge is the one earlier versions took. Returns
+    the nonlinear values, the linear constants, the objective, and which rows were still
+    moving when the rounds ran out.
     """
     T, q = theta0.shape
     counts = masks.sum(axis=1)
@@ -104,11 +113,15 @@ def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOpt
     lo = np.array(cf.s.lower)[cf.non_idx]
     hi = np.array(cf.s.upper)[cf.non_idx]
     local, centre = _stencil(q)
-    theta = theta0.copy()
+    model = _QuadraticModel(q) if guided and q <= FULL_STENCIL_MAX_Q else None
+    grow = 2.0 if guided else 1.0
+    theta = theta0.copy()  # each row's window centre
+    best = theta0.copy()  # ... and the best point it has scored
     h = np.broadcast_to(np.asarray(step, float), (T, q)).copy()
     val = np.full(T, np.inf)
     lin = np.zeros((T, len(cf.lin_idx)))
     active = np.ones(T, bool)
+    moved = np.zeros(T, bool)
     for _ in range(opts.max_rounds):
         idx = np.flatnonzero(active)
         if len(idx) == 0:
@@ -126,16 +139,76 @@ def _refine(cf: CompiledForm, X, y, masks, objective, theta0, step, opts: FitOpt
         )
         # keep the current point on ties so a flat direction does not drift
         vals[:, centre] -= 1e-15 * np.abs(vals[:, centre])
-        best = np.argmin(vals, axis=1)
+        b = np.argmin(vals, axis=1)
         rows = np.arange(len(idx))
-        theta[idx] = grid[rows, best]
-        val[idx], lin[idx] = vals[rows, best], coefs[rows, best]
-        on_edge = (np.abs(local[best]) == 1) & (theta[idx] > lo) & (theta[idx] < hi)
-        shrink = ~on_edge.any(axis=1)
-        h[idx[shrink]] *= 0.5
-        span = _search_scale(cf.s, theta[idx])
-        active[idx] = (h[idx] > opts.resolution * span).any(axis=1)
-    return theta, lin, val, active
+        vb = vals[rows, b]
+        gain = vb < val[idx]
+        kept = idx[gain]
+        best[kept], val[kept], lin[kept] = grid[rows[gain], b[gain]], vb[gain], coefs[rows, b][gain]
+        on_edge = (np.abs(local[b]) == 1) & (grid[rows, b] > lo) & (grid[rows, b] < hi)
+        was = h[idx].copy()
+        # where the window did not beat the best point (a model's step that misled), back to it
+        theta[idx] = np.where(gain[:, None], grid[rows, b], best[idx])
+        move = gain & on_edge.any(axis=1)
+        # on the edge again after a move: the optimum is far (a constant running away), and
+        # the window doubles rather than crawling there a step at a time
+        h[idx] = np.where(move[:, None], np.where(moved[idx, None], was * grow, was), was * 0.5)
+        moved[idx] = move
+        newton = np.zeros(len(idx), bool)
+        if model is not None:
+            c = grid[:, centre]  # the window's centre, inside the bounds
+            inside = ((c - was > lo) & (c + was < hi)).all(axis=1)  # no point of it clipped
+            u, newton = model.step(vals, inside & gain)
+            theta[idx[newton]] = c[newton] + u[newton] * was[newton]
+            h[idx[newton]] = was[newton] * 0.25
+        span = _search_scale(cf.s, best[idx])
+        fine = (was <= opts.resolution * span).all(axis=1)
+        active[idx] = (h[idx] > opts.resolution * span).any(axis=1) | (newton & ~fine)
+    return best, lin, val, active
+
+
+class _QuadraticModel:
+    """The quadratic through a full 3^q window's values (central differences), in units of
+    the window's step, and its Newton step where it is convex."""
+
+    def __init__(self, q: int) -> None:
+        self.q = q
+        weights = 3 ** np.arange(q - 1, -1, -1)  # the first constant varies slowest
+
+        def at(offset) -> int:
+            return int(np.dot(np.asarray(offset) + 1, weights))
+
+        eye = np.eye(q, dtype=int)
+        self.zero = at(np.zeros(q, int))
+        self.plus = [at(eye[i]) for i in range(q)]
+        self.minus = [at(-eye[i]) for i in range(q)]
+        self.cross = [
+            (i, j, at(eye[i] + eye[j]), at(eye[i] - eye[j]), at(eye[j] - eye[i]), at(-eye[i] - eye[j]))
+            for i in range(q)
+            for j in range(i + 1, q)
+        ]
+
+    def step(self, vals: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, the model's minimum as an offset from the centre (in steps) and whether
+        to take it: allowed, every value finite, the model convex, the minimum in the window."""
+        q = self.q
+        f0 = vals[:, self.zero]
+        g = np.stack([(vals[:, p] - vals[:, m]) / 2 for p, m in zip(self.plus, self.minus)], -1)
+        H = np.zeros((len(vals), q, q))
+        for i in range(q):
+            H[:, i, i] = vals[:, self.plus[i]] - 2 * f0 + vals[:, self.minus[i]]
+        for i, j, pp, pm, mp, mm in self.cross:
+            H[:, i, j] = H[:, j, i] = (vals[:, pp] - vals[:, pm] - vals[:, mp] + vals[:, mm]) / 4
+        ok = allowed & np.isfinite(vals).all(axis=1)
+        # convex: every leading principal minor positive
+        for k in range(1, q + 1):
+            with np.errstate(all="ignore"):
+                ok &= np.linalg.det(np.where(ok[:, None, None], H, np.eye(q))[:, :k, :k]) > 0
+        u = np.zeros((len(vals), q))
+        if ok.any():
+            u[ok] = np.linalg.solve(H[ok], -g[ok][..., None])[..., 0]
+        ok &= np.isfinite(u).all(axis=1) & (np.abs(u) <= 1).all(axis=1)
+        return u, ok
 
 
 def _push_to_bounds(cf: CompiledForm, X, y, masks, objective, theta_start, x, val):
