@@ -22,6 +22,11 @@ itself imports.
 ``bench_published.py`` fits it, without its reference), CPU per fit and the calls of
 ``Grid.summary`` it makes.
 
+``--split-objectives PATH``: every split fit's training objective of ``compare --splits
+300`` on the default grid (3,600 fits), written to PATH; with ``--against OLD``, counted as
+within 1e-9 relative, lower or higher than an older file's, fits flagged degenerate apart
+(their constants are not identified, so their path along a flat direction may differ).
+
 ``--objectives PATH``: the training objective of every case of ``bench_fit_corpus.py``
 (``--seeds``, default 8) and of every published law present, written to PATH; with
 ``--against OLD``, compared case by case with an older file: the engine may change only where
@@ -298,6 +303,58 @@ def write_objectives(path: str, seeds: int, against: str | None) -> int:
     return 1 if worse else 0
 
 
+# ------------------------------------------------------------------ split objectives
+def split_objectives(splits: int) -> tuple[list[str], list[float], list[bool]]:
+    """Every split fit's (form, training objective, flagged) of one ``compare`` on the
+    default grid, in the order the job asks for them."""
+    import contextlib
+    import io
+
+    import fitrules.jobs.compare.scoring as scoring
+    import fitrules.jobs.compare.verdicts as verdicts
+
+    names, values, flagged = [], [], []
+    original = scoring.fit_splits
+
+    def recorded(form, *a, **k):
+        fits = original(form, *a, **k)
+        names.extend(form.name for _ in fits)
+        values.extend(r.objective for r in fits)
+        flagged.extend(bool(r.reasons) for r in fits)
+        return fits
+
+    scoring.fit_splits = verdicts.fit_splits = recorded
+    from fitrules.cli import main as cli
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        cli(["compare", "--splits", str(splits), "--no-progress"])
+    return names, values, flagged
+
+
+def write_split_objectives(path: str, splits: int, against: str | None) -> int:
+    """Write every split fit's objective to ``path``; with ``against``, count the fits that
+    end higher, lower or the same (1e-9 relative) as an older file's, flagged apart."""
+    import pandas as pd
+
+    names, values, flagged = split_objectives(splits)
+    now = pd.DataFrame({"form": names, "objective": values, "flagged": flagged})
+    now.to_csv(path, index_label="fit", float_format="%.17g")
+    print(f"{len(now)} split fits of compare --splits {splits} written to {path}")
+    if against is None:
+        return 0
+    old = pd.read_csv(against, index_col="fit")
+    if len(old) != len(now) or (old["form"] != now["form"]).any():
+        print(f"{against} holds other fits ({len(old)}): not comparable")
+        return 1
+    rel = (now["objective"] - old["objective"]) / old["objective"].abs().clip(lower=1e-300)
+    for label, rows in (("not flagged", ~now["flagged"]), ("flagged", now["flagged"])):
+        r = rel[rows]
+        print(f"  {label:>11}: {len(r):5d} fits; {int((r.abs() <= TOL).sum())} within {TOL:g}, "
+              f"{int((r < -TOL).sum())} lower, {int((r > TOL).sum())} higher"
+              f" (largest rise {max(r.max(), 0.0):.2g})")  # fmt: skip
+    return 1 if (rel[~now["flagged"]] > TOL).any() else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="rounds; the smallest CPU counts (3)")
@@ -307,6 +364,8 @@ def main(argv=None) -> int:
     ap.add_argument("--objectives", metavar="PATH", help="write every corpus and law's objective")
     ap.add_argument("--against", metavar="OLD", help="with --objectives: compare with an old file")
     ap.add_argument("--seeds", type=int, default=8, help="corpus seeds for --objectives (8)")
+    ap.add_argument("--split-objectives", metavar="PATH",
+                    help="write every split fit's objective of compare --splits 300")
     ap.add_argument("--_why-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._why_child:
@@ -314,6 +373,8 @@ def main(argv=None) -> int:
         return 0
     if args.objectives:
         return write_objectives(args.objectives, args.seeds, args.against)
+    if args.split_objectives:
+        return write_split_objectives(args.split_objectives, 300, args.against)
     splits = tuple(int(s) for s in args.splits.split(","))
     print(f"python {sys.version.split()[0]}; load average at start {os.getloadavg()[0]:.1f}; "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")  # fmt: skip
