@@ -1014,8 +1014,6 @@ def section_allocation_misfit(grids: int, seed: int, family: bool) -> dict:
     """Coverage of N* at 10x and 100x the largest run's compute and of the allocation
     exponent, for a Hoffmann truth (right form) and one whose D term is a sum of two power
     laws flattening past the runs (rms misfit about 0.06% against 0.5% noise)."""
-    from concurrent.futures import ProcessPoolExecutor
-
     print(
         f"\n9. The allocation under a misfit the runs cannot show (issue 64): {grids} grids per "
         "truth, 60 runs at log-uniform N in [1e7, 1e9] and D in [1e9, 1e11], 0.5% noise; "
@@ -1033,8 +1031,7 @@ def section_allocation_misfit(grids: int, seed: int, family: bool) -> dict:
         t0 = time.perf_counter()
         label = "D term two power laws (misfit)" if misfit else "Hoffmann (right form)"
         jobs = [([seed, 64, int(misfit), i], misfit, family) for i in range(grids)]
-        with ProcessPoolExecutor(2) as pool:
-            res = list(pool.map(_allocation_grid, jobs))
+        res = _map(_allocation_grid, jobs)
         refused = sum("refused" in r for r in res)
         res = [r for r in res if "refused" not in r]
         kinds = ["single"] + (["family", "hull"] if family else [])
@@ -1055,6 +1052,19 @@ def section_allocation_misfit(grids: int, seed: int, family: bool) -> dict:
         print(f"<!-- {label}: {len(res)} grids, {refused} refused, "
               f"{time.perf_counter() - t0:.0f} s -->", flush=True)  # fmt: skip
     return out
+
+
+WORKERS = 1  # processes for sections 9-11 (``--workers``)
+
+
+def _map(fn, jobs) -> list:
+    """``fn`` over ``jobs`` in ``WORKERS`` processes (in this one when 1)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    if WORKERS <= 1:
+        return [fn(j) for j in jobs]
+    with ProcessPoolExecutor(WORKERS) as pool:
+        return list(pool.map(fn, jobs))
 
 
 def _print_cov(out: dict, key: tuple, hits: list, ratio: float, width: float) -> None:
@@ -1109,8 +1119,6 @@ def section_one_seed_wrong(grids: int, seed: int, resamples: int) -> dict:
     """Coverage, width and rms error on an 8 H x 3 keep grid (keeps 1, 1/4, 1/16) with one
     seed id in every cell, under the right form and two wrong ones bending either way, inside
     the grid and one level beyond in H and in keep."""
-    from concurrent.futures import ProcessPoolExecutor
-
     real = api.as_grid(None)
     _, _, c = _truths(real)
     print(
@@ -1128,8 +1136,7 @@ def section_one_seed_wrong(grids: int, seed: int, resamples: int) -> dict:
                          ("wrong: omega**1.25", 1.25)):  # fmt: skip
         t0 = time.perf_counter()
         jobs = [([seed, 10, int(100 * power), i], power, resamples, c) for i in range(grids)]
-        with ProcessPoolExecutor(2) as pool:
-            res = list(pool.map(_one_seed_grid, jobs))
+        res = _map(_one_seed_grid, jobs)
         refused = sum("refused" in r for r in res)
         for key in dict.fromkeys(k for r in res if "refused" not in r for k in r):
             v = [r[key] for r in res if key in r]
@@ -1175,8 +1182,6 @@ def section_seed_info(grids: int, seed: int, resamples: int) -> dict:
     """3 seed ids, interior points, the right form: fitrules' interval for the configuration's
     mean over new seed ids, its width against the prediction's rms error, beside an interval
     that knows the seed sd (what outside information could give at best)."""
-    from concurrent.futures import ProcessPoolExecutor
-
     print(
         f"\n11. What 3 seed ids allow (issue 64): {grids} grids, the default design (20 cells x "
         "3 seed ids), shared-seeds noise of 5, composition (right form) fitted; the interval "
@@ -1189,8 +1194,7 @@ def section_seed_info(grids: int, seed: int, resamples: int) -> dict:
     print("|---|---|---:|---:|---:|---:|---:|")
     t0 = time.perf_counter()
     jobs = [([seed, 11, i], resamples) for i in range(grids)]
-    with ProcessPoolExecutor(2) as pool:
-        res = list(pool.map(_seed_info_grid, jobs))
+    res = _map(_seed_info_grid, jobs)
     out: dict = {}
     for key in res[0]:
         v = [r[key] for r in res]
@@ -1230,7 +1234,10 @@ def main() -> None:
     )
     ap.add_argument("--single-form", action="store_true",
                     help="section 9 without the default family (the form as given only)")
+    ap.add_argument("--workers", type=int, default=1, help="processes for sections 9-11 (1)")
     args = ap.parse_args()
+    global WORKERS
+    WORKERS = args.workers
     t0 = time.perf_counter()
     if args.only in (None, "synthetic"):
         section_synthetic(args.grids, args.seed, args.resamples)
