@@ -28,7 +28,13 @@ from fitrules.engine.intervals.misfit import (
     neighbour_excess,
 )
 from fitrules.engine.intervals.noise import SeedNoise
-from fitrules.engine.intervals.offset import NO_SHARED_IDS, SeedOffset, offset_var_at
+from fitrules.engine.intervals.offset import (
+    GIVEN_DF,
+    NO_SHARED_IDS,
+    POOL_METHOD,
+    SeedOffset,
+    offset_var_at,
+)
 from fitrules.model.compiled import CompiledForm, predict
 from fitrules.model.forms import Form
 
@@ -506,7 +512,7 @@ class HeldOut:
         if self.offset is None or not math.isfinite(off) or off <= 0:
             return None
         k = len(self.offset.seeds)
-        if k >= FEW_IDS:
+        if k >= FEW_IDS or self.offset.df >= GIVEN_DF:  # a given sd: more ids change nothing
             return None
         half = _half([(var_mean, df), (off, self.offset.df)], self.level)
         q = float(stats.t.ppf(0.5 + self.level / 2, self.offset.df))
@@ -575,8 +581,7 @@ class HeldOut:
             + (
                 f"; intervals for a mean over new seed ids add the grid's seed offset (one "
                 f"seed id's shared effect {f * math.sqrt(self.offset.shared_var):.3g}{unit}, "
-                f"{len(self.offset.seeds)} ids, t quantile on {self.offset.df} degrees of "
-                "freedom)"
+                f"{len(self.offset.seeds)} ids, {self._offset_source()})"
                 if self.offset is not None
                 else f"; {NO_SHARED_IDS}, so the mean over new seed ids and at the grid's "
                 "seed ids coincide"
@@ -584,6 +589,13 @@ class HeldOut:
                 else f"; {self.offset_note}"
             )
         )
+
+    def _offset_source(self) -> str:
+        """Where the seed offset's variance came from, in words."""
+        if self.offset.df >= GIVEN_DF:
+            return "its sd as the user gave it, taken as known: a normal quantile"
+        pooled = " pooled with the slices named" if self.offset.method == POOL_METHOD else ""
+        return f"t quantile on {self.offset.df} degrees of freedom{pooled}"
 
     def to_dict(self) -> dict:
         return {
