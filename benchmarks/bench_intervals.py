@@ -76,7 +76,11 @@
    keep grid (keeps 1, 1/4, 1/16), one run a cell; the right form and two wrong ones bending
    either way; inside, one level beyond in H and in keep.
 11. **What 3 seed ids allow** (``--only seed_info``): the interval over new seed ids at the
-   interior points, its width against the rms error, beside an oracle knowing the seed sd.
+   interior points from the grid alone, with ``seed_sd`` given and with ``seed_pool`` over
+   other slices (alike, and with seed sds 4x apart: refused or covering), its width against
+   the rms error, beside an oracle knowing the seed sd. Sections 9 to 11 run in
+   ``--workers`` processes (1 by default); section 9 also prints how often the F test kept
+   the given form.
 
 Every coverage is printed with its number of draws. Everything is seeded.
 """
@@ -1005,6 +1009,9 @@ def _allocation_grid(args) -> dict:
         # the hull: the given form's interval and the kept forms' answers
         out["hull"] = [(min(r["N_low"], r["N_forms_min"]), r["N"],
                         max(r["N_high"], r["N_forms_max"])) for r in rows]  # fmt: skip
+        given = a.forms[a.forms["form"].str.endswith("(given)")]
+        out["given_kept"] = bool(given["kept"].iloc[0])  # the F test keeps the given form
+        out["kept_forms"] = int(a.forms.drop_duplicates("form")["kept"].sum())
         k = a.forms[a.forms["kept"]]["exponent"]
         out["hull_exp"] = (min(out["single_exp"][0], k.min()), out["single_exp"][1],
                            max(out["single_exp"][2], k.max()))  # fmt: skip
@@ -1050,6 +1057,15 @@ def section_allocation_misfit(grids: int, seed: int, family: bool) -> dict:
             hits = [r[f"{kind}_exp"][0] <= r["exponent"] <= r[f"{kind}_exp"][2] for r in res]
             width = np.median([r[f"{kind}_exp"][2] - r[f"{kind}_exp"][0] for r in res])
             _print_cov(out, (label, name, "exponent a (N* ~ C^a)"), hits, math.nan, width)
+        if family and res:
+            kept = [r["given_kept"] for r in res]
+            p = float(np.mean(kept))
+            what = ("nominal at least 0.95: it is the truth" if not misfit
+                    else "no form of the family is the truth")  # fmt: skip
+            print(f"<!-- {label}: the F test (5%) kept the Chinchilla form in {p:.3f} of "
+                  f"{len(kept)} grids (SE {math.sqrt(p * (1 - p) / len(kept)):.3f}; {what}); "
+                  f"median forms kept {np.median([r['kept_forms'] for r in res]):g} -->",
+                  flush=True)  # fmt: skip
         print(f"<!-- {label}: {len(res)} grids, {refused} refused, "
               f"{time.perf_counter() - t0:.0f} s -->", flush=True)  # fmt: skip
     return out
