@@ -652,8 +652,13 @@ def _slice(g: Grid, where: str) -> Grid:
             f"{param('seed_pool')} {where!r}: {g.label} was given as a table in memory, and a "
             "slice is read from the grid's file; load the grid from its file"
         )
-    return load_grid(g.source, metric=g.metric, where=[where], derive=list(g.derive),
-                     seed_col=g.seed)  # fmt: skip
+    try:
+        return load_grid(g.source, metric=g.metric, where=[where], derive=list(g.derive),
+                         seed_col=g.seed)  # fmt: skip
+    except FitrulesError as e:  # its words name the filter as where's
+        raise FitrulesError(
+            f"{param('seed_pool')} {where!r}, a slice of {g.label}'s file: {e}"
+        ) from None
 
 
 def _misfit_parts(g, f, cells, result, obj, level, w, seeds=(None, None)):
