@@ -417,6 +417,10 @@ def test_one_seed_id_beyond_an_edge_that_shows_a_misfit_the_misfit_grows_as_a_cu
     truth = 2.15 + 0.01 * 63**1.25 * 8**0.54
     lo, hi = p["interval_grid_seeds"]
     assert lo <= truth <= hi
+    # the same design with the seed sd given from outside keeps the rule
+    given = fr.fit(fr.load_grid("w.csv", frame=pd.DataFrame(rows)), "composition",
+                   seed_sd=0.005).predict(H=128, keep=1 / 64)  # fmt: skip
+    assert given["misfit_shown_beyond"] == ["omega"] and given["interval"] is not None
     right = [dict(r, loss=(2.15 + 0.01 * r["omega"] * (r["H"] / 16) ** 0.54)
                   * (1 + 0.003 * rng.standard_normal())) for r in rows]  # fmt: skip
     r = fr.fit(fr.load_grid("r.csv", frame=pd.DataFrame(right)), "composition")

@@ -294,7 +294,8 @@ class HeldOut:
         repeats the refit's Jacobian variance understates its extrapolation error there, and
         the test showed a right form's edges in 2 of 5 small composition grids; those grids'
         intervals keep the edge term as it was."""
-        if not self.one_id:
+        single = self.one_id or (self.offset is not None and len(self.offset.seeds) == 1)
+        if not single:  # (one id with its sd given: the same design)
             return {}
         return edge_misfit_shown(self.edges, self._own_var())
 
