@@ -76,7 +76,11 @@
    keep grid (keeps 1, 1/4, 1/16), one run a cell; the right form and two wrong ones bending
    either way; inside, one level beyond in H and in keep.
 11. **What 3 seed ids allow** (``--only seed_info``): the interval over new seed ids at the
-   interior points, its width against the rms error, beside an oracle knowing the seed sd.
+   interior points from the grid alone, with ``seed_sd`` given and with ``seed_pool`` over
+   other slices (alike, and with seed sds 4x apart: refused or covering), its width against
+   the rms error, beside an oracle knowing the seed sd. Sections 9 to 11 run in
+   ``--workers`` processes (1 by default); section 9 also prints how often the F test kept
+   the given form.
 
 Every coverage is printed with its number of draws. Everything is seeded.
 """
@@ -305,11 +309,12 @@ SEED_INTERIOR = {"H=8, keep=1/4": (8.0, 0.25), "H=32, keep=2/3": (32.0, 2 / 3),
 SEED_BEYOND = {"H=256, keep=1/4": (256.0, 0.25)}  # one level (x4) beyond the largest H
 
 
-def _seeded_grid(rng, truth, model: str, groups=None, seeds: int = 3):
-    """The default grid's design under a noise model; ``groups``: a column M whose levels
-    scale the truth by 1 + 0.02 (M - 1), every level with the same seed ids. Returns the grid
-    and the seed effects drawn (the grid's average seed offset is their mean)."""
-    shared, run = NOISE_MODELS[model]
+def _seeded_grid(rng, truth, model: str, groups=None, seeds: int = 3, scale: float = 1.0):
+    """The default grid's design under a noise model (its sds times ``scale``); ``groups``: a
+    column M whose levels scale the truth by 1 + 0.02 (M - 1), every level with the same seed
+    ids. Returns the grid and the seed effects drawn (the grid's average seed offset is their
+    mean)."""
+    shared, run = (scale * v for v in NOISE_MODELS[model])
     u = shared * rng.standard_normal(seeds)
     H, Om = np.meshgrid(H_LEVELS, OMEGA_LEVELS, indexing="ij")
     H, Om = H.ravel().astype(float), Om.ravel()
@@ -1004,6 +1009,9 @@ def _allocation_grid(args) -> dict:
         # the hull: the given form's interval and the kept forms' answers
         out["hull"] = [(min(r["N_low"], r["N_forms_min"]), r["N"],
                         max(r["N_high"], r["N_forms_max"])) for r in rows]  # fmt: skip
+        given = a.forms[a.forms["form"].str.endswith("(given)")]
+        out["given_kept"] = bool(given["kept"].iloc[0])  # the F test keeps the given form
+        out["kept_forms"] = int(a.forms.drop_duplicates("form")["kept"].sum())
         k = a.forms[a.forms["kept"]]["exponent"]
         out["hull_exp"] = (min(out["single_exp"][0], k.min()), out["single_exp"][1],
                            max(out["single_exp"][2], k.max()))  # fmt: skip
@@ -1014,8 +1022,6 @@ def section_allocation_misfit(grids: int, seed: int, family: bool) -> dict:
     """Coverage of N* at 10x and 100x the largest run's compute and of the allocation
     exponent, for a Hoffmann truth (right form) and one whose D term is a sum of two power
     laws flattening past the runs (rms misfit about 0.06% against 0.5% noise)."""
-    from concurrent.futures import ProcessPoolExecutor
-
     print(
         f"\n9. The allocation under a misfit the runs cannot show (issue 64): {grids} grids per "
         "truth, 60 runs at log-uniform N in [1e7, 1e9] and D in [1e9, 1e11], 0.5% noise; "
@@ -1033,8 +1039,7 @@ def section_allocation_misfit(grids: int, seed: int, family: bool) -> dict:
         t0 = time.perf_counter()
         label = "D term two power laws (misfit)" if misfit else "Hoffmann (right form)"
         jobs = [([seed, 64, int(misfit), i], misfit, family) for i in range(grids)]
-        with ProcessPoolExecutor(2) as pool:
-            res = list(pool.map(_allocation_grid, jobs))
+        res = _map(_allocation_grid, jobs)
         refused = sum("refused" in r for r in res)
         res = [r for r in res if "refused" not in r]
         kinds = ["single"] + (["family", "hull"] if family else [])
@@ -1052,9 +1057,31 @@ def section_allocation_misfit(grids: int, seed: int, family: bool) -> dict:
             hits = [r[f"{kind}_exp"][0] <= r["exponent"] <= r[f"{kind}_exp"][2] for r in res]
             width = np.median([r[f"{kind}_exp"][2] - r[f"{kind}_exp"][0] for r in res])
             _print_cov(out, (label, name, "exponent a (N* ~ C^a)"), hits, math.nan, width)
+        if family and res:
+            kept = [r["given_kept"] for r in res]
+            p = float(np.mean(kept))
+            what = ("nominal at least 0.95: it is the truth" if not misfit
+                    else "no form of the family is the truth")  # fmt: skip
+            print(f"<!-- {label}: the F test (5%) kept the Chinchilla form in {p:.3f} of "
+                  f"{len(kept)} grids (SE {math.sqrt(p * (1 - p) / len(kept)):.3f}; {what}); "
+                  f"median forms kept {np.median([r['kept_forms'] for r in res]):g} -->",
+                  flush=True)  # fmt: skip
         print(f"<!-- {label}: {len(res)} grids, {refused} refused, "
               f"{time.perf_counter() - t0:.0f} s -->", flush=True)  # fmt: skip
     return out
+
+
+WORKERS = 1  # processes for sections 9-11 (``--workers``)
+
+
+def _map(fn, jobs) -> list:
+    """``fn`` over ``jobs`` in ``WORKERS`` processes (in this one when 1)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    if WORKERS <= 1:
+        return [fn(j) for j in jobs]
+    with ProcessPoolExecutor(WORKERS) as pool:
+        return list(pool.map(fn, jobs))
 
 
 def _print_cov(out: dict, key: tuple, hits: list, ratio: float, width: float) -> None:
@@ -1109,8 +1136,6 @@ def section_one_seed_wrong(grids: int, seed: int, resamples: int) -> dict:
     """Coverage, width and rms error on an 8 H x 3 keep grid (keeps 1, 1/4, 1/16) with one
     seed id in every cell, under the right form and two wrong ones bending either way, inside
     the grid and one level beyond in H and in keep."""
-    from concurrent.futures import ProcessPoolExecutor
-
     real = api.as_grid(None)
     _, _, c = _truths(real)
     print(
@@ -1128,8 +1153,7 @@ def section_one_seed_wrong(grids: int, seed: int, resamples: int) -> dict:
                          ("wrong: omega**1.25", 1.25)):  # fmt: skip
         t0 = time.perf_counter()
         jobs = [([seed, 10, int(100 * power), i], power, resamples, c) for i in range(grids)]
-        with ProcessPoolExecutor(2) as pool:
-            res = list(pool.map(_one_seed_grid, jobs))
+        res = _map(_one_seed_grid, jobs)
         refused = sum("refused" in r for r in res)
         for key in dict.fromkeys(k for r in res if "refused" not in r for k in r):
             v = [r[key] for r in res if key in r]
@@ -1148,60 +1172,108 @@ def section_one_seed_wrong(grids: int, seed: int, resamples: int) -> dict:
     return out
 
 
+SEED_INFO_ROWS = {  # key -> what the interval knows beyond the grid
+    "alone": "fitrules, the grid alone",
+    "prior": "seed_sd given (the truth's shared sd)",
+    "pooled": "seed_pool: a slice alike",
+    "pooled, 4 slices": "seed_pool: 4 slices alike",
+    "pooled, slice 4x quieter": "seed_pool: a slice whose seed sds are 1/4 the grid's",
+    "pooled, slice 4x noisier": "seed_pool: a slice whose seed sds are 4x the grid's",
+    "oracle": "seed sd known (oracle)",
+}
+
+
 def _seed_info_grid(args) -> dict:
     """One default-design grid, 3 seed ids, shared-seeds noise, the right form: per interior
-    point, fitrules' interval over new seed ids (covers, width, error) and the oracle's (the
-    seed sd known: a normal interval of the mean of 3 seed effects and the prediction's own
-    run noise ignored)."""
+    point and row of :data:`SEED_INFO_ROWS`, (covers, width, error) of the interval over new
+    seed ids (None: refused): the grid alone; the seed sd given; the seed variance pooled
+    with another slice of the same design drawn alike, with seed sds 1/4 and 4x the grid's;
+    and the oracle's (the seed sd known: a normal interval of the mean of 3 seed effects and
+    the prediction's own run noise ignored)."""
+    import tempfile
+
     seed, resamples = args
     rng = np.random.default_rng(seed)
     right, _, _ = _truths(api.as_grid(None))
     g, u = _seeded_grid(rng, right, "shared seeds")
     at = [f"H={h:g},keep={k!r}" for h, k in SEED_INTERIOR.values()]
-    f = api.fit(g, "composition", predict=at, resamples=resamples, seed=int(rng.integers(2**31)))
+    fit_seed = int(rng.integers(2**31))
     shared, _ = NOISE_MODELS["shared seeds"]
+    fits = {"alone": api.fit(g, "composition", predict=at, resamples=resamples, seed=fit_seed),
+            "prior": api.fit(g, "composition", predict=at, resamples=resamples, seed=fit_seed,
+                             seed_sd=shared)}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, scale, count in (("pooled", 1.0, 1), ("pooled, 4 slices", 1.0, 4),
+                                  ("pooled, slice 4x quieter", 0.25, 1),
+                                  ("pooled, slice 4x noisier", 4.0, 1)):  # fmt: skip
+            others = [_seeded_grid(rng, right, "shared seeds", scale=scale)[0].runs
+                      for _ in range(count)]  # fmt: skip
+            path = Path(tmp) / f"{key}.csv"
+            pd.concat([g.runs.assign(slice=0)]
+                      + [o.assign(slice=i + 1) for i, o in enumerate(others)]).to_csv(path)
+            try:
+                fits[key] = api.fit(load_grid(path, where="slice == 0"), "composition",
+                                    predict=at, resamples=resamples, seed=fit_seed,
+                                    seed_pool=[f"slice == {i + 1}" for i in range(count)])
+            except fr_errors.FitrulesError:
+                fits[key] = None
     out = {}
-    for (label, (h, k)), pr in zip(SEED_INTERIOR.items(), f.predictions, strict=True):
+    for j, (label, (h, k)) in enumerate(SEED_INTERIOR.items()):
         mu = float(right(h, _omega(k)))
-        lo, hi = pr["interval"]
+        for key, f in fits.items():
+            if f is None:
+                out[(label, key)] = None
+                continue
+            pr = f.predictions[j]
+            lo, hi = pr["interval"]
+            err = 100 * (pr["prediction"] - mu) / mu
+            out[(label, key)] = (lo <= mu <= hi, 100 * (hi - lo) / mu, err)
+        pr = fits["alone"].predictions[j]
         err = 100 * (pr["prediction"] - mu) / mu
-        out[label] = (lo <= mu <= hi, 100 * (hi - lo) / mu, err)
         half = stats.norm.ppf(0.975) * shared / math.sqrt(3) * pr["prediction"]
-        out[label + " (oracle)"] = (abs(pr["prediction"] - mu) <= half, 100 * 2 * half / mu, err)
+        out[(label, "oracle")] = (abs(pr["prediction"] - mu) <= half, 100 * 2 * half / mu, err)
     return out
 
 
 def section_seed_info(grids: int, seed: int, resamples: int) -> dict:
     """3 seed ids, interior points, the right form: fitrules' interval for the configuration's
-    mean over new seed ids, its width against the prediction's rms error, beside an interval
-    that knows the seed sd (what outside information could give at best)."""
-    from concurrent.futures import ProcessPoolExecutor
-
+    mean over new seed ids from the grid alone, with the seed sd given (``seed_sd``) and with
+    the seed variance pooled over another slice (``seed_pool``: alike, and with seed sds 4x
+    apart, where pooling is refused or must still cover), its width against the prediction's
+    rms error, beside an interval that knows the seed sd (what outside information could
+    give at best)."""
     print(
-        f"\n11. What 3 seed ids allow (issue 64): {grids} grids, the default design (20 cells x "
-        "3 seed ids), shared-seeds noise of 5, composition (right form) fitted; the interval "
-        "for the configuration's mean over new seed ids at the interior points, and an oracle "
-        "that knows the seed effect's sd (normal, 1.96 sd/sqrt(3) about the prediction); "
-        "nominal 0.95; SE = binomial standard error"
+        f"\n11. What 3 seed ids allow, and outside information (issue 64): {grids} grids, the "
+        "default design (20 cells x 3 seed ids), shared-seeds noise of 5, composition (right "
+        "form) fitted; the interval for the configuration's mean over new seed ids at the "
+        "interior points: from the grid alone; with `seed_sd` the truth's shared sd; with "
+        "`seed_pool` other slices of the same design drawn with independent seed effects "
+        "(1 and 4 alike, and 1 with both seed sds 1/4 and 4x the grid's: refused or covering); "
+        "and an "
+        "oracle that knows the seed effect's sd (normal, 1.96 sd/sqrt(3) about the "
+        "prediction); nominal 0.95; SE = binomial standard error; rms error over the grids "
+        "the row covers"
     )
-    print("| point | interval | coverage (grids) | SE | median full width % | rms error % | "
-          "width / rms |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| point | interval | refused (grids) | coverage (grids) | SE | median full width % | "
+          "rms error % | width / rms |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     t0 = time.perf_counter()
     jobs = [([seed, 11, i], resamples) for i in range(grids)]
-    with ProcessPoolExecutor(2) as pool:
-        res = list(pool.map(_seed_info_grid, jobs))
+    res = _map(_seed_info_grid, jobs)
     out: dict = {}
     for key in res[0]:
-        v = [r[key] for r in res]
-        p = float(np.mean([x[0] for x in v]))
-        width = float(np.median([x[1] for x in v]))
-        rms = float(np.sqrt(np.mean(np.square([x[2] for x in v]))))
-        name = "seed sd known (oracle)" if key.endswith("(oracle)") else "fitrules, the grid alone"
-        out[key] = {"coverage": p, "grids": len(v), "width": width, "rms": rms}
-        print(f"| {key.replace(' (oracle)', '')} | {name} | {p:.3f} ({len(v)}) | "
-              f"{math.sqrt(p * (1 - p) / len(v)):.3f} | {width:.3f} | {rms:.3f} | "
-              f"{width / rms:.2f} |", flush=True)  # fmt: skip
+        given = [r[key] for r in res if r[key] is not None]
+        refused = len(res) - len(given)
+        n = len(given)
+        p = float(np.mean([x[0] for x in given])) if n else math.nan
+        width = float(np.median([x[1] for x in given])) if n else math.nan
+        rms = float(np.sqrt(np.mean(np.square([x[2] for x in given])))) if n else math.nan
+        se = math.sqrt(p * (1 - p) / n) if n else math.nan
+        out[key] = {"coverage": p, "grids": n, "refused": refused, "width": width, "rms": rms,
+                    "se": se}  # fmt: skip
+        print(f"| {key[0]} | {SEED_INFO_ROWS[key[1]]} | {refused} ({len(res)}) | {p:.3f} ({n}) "
+              f"| {se:.3f} | {width:.3f} | {rms:.3f} | {width / rms:.2f} |",
+              flush=True)  # fmt: skip
     print(f"<!-- {grids} grids, {time.perf_counter() - t0:.0f} s -->", flush=True)
     return out
 
@@ -1230,7 +1302,10 @@ def main() -> None:
     )
     ap.add_argument("--single-form", action="store_true",
                     help="section 9 without the default family (the form as given only)")
+    ap.add_argument("--workers", type=int, default=1, help="processes for sections 9-11 (1)")
     args = ap.parse_args()
+    global WORKERS
+    WORKERS = args.workers
     t0 = time.perf_counter()
     if args.only in (None, "synthetic"):
         section_synthetic(args.grids, args.seed, args.resamples)

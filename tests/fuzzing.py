@@ -887,6 +887,10 @@ def fit_cases(draw) -> Case:
         argv += d.maybe("--bootstrap-seed", [0, 7], BAD_SEEDS, 4, 2)
         argv += d.maybe("--bootstrap", list(BOOTSTRAP_KINDS), ["bogus", ""], 4, 2)
         argv += d.maybe("--runs", [1, 3], BAD_RUNS, 4, 2)
+        # issue 64: a seed sd from outside the grid, or the seed variance pooled over slices
+        argv += d.maybe("--seed-sd", ["0.005", "0.02"], ["0", "-0.01", "nan", "x"], 6, 2)
+        argv += d.maybe("--seed-pool", ["lr == 1e-3", "lr == 3e-4"], ["lr ==", "", "nope > 1"],
+                        6, 2)  # fmt: skip
     return Case(argv + out, files, dirs)
 
 

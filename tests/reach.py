@@ -246,7 +246,25 @@ def _fit_probes() -> dict[str, Probe]:
         "seed": Probe(1, also={**boot, "bootstrap": "residuals", "resamples": 30}),
         "bootstrap": Probe("residuals", also={**boot, "resamples": 30}),
         "constraints": Probe("a >= 0.05", also={"intervals": "profile"}),
+        "seed_sd": Probe(0.005, also=boot),
+        "seed_pool": Probe("slice == 1", also={**boot, "grid": Lazy(_twin_slices)}),
     }
+
+
+def _twin_slices():
+    """The main grid's lr == 3e-4 runs as slice 0 of a file whose slice 1 is a copy with
+    0.1% more noise (seed noise alike, so that fit's seed_pool pools them), read at slice 0."""
+    import tempfile
+
+    import numpy as np
+
+    runs = fr.load_example("main", **MAIN).runs
+    other = runs.assign(loss=runs["loss"] * (1 + 0.001 * np.random.default_rng(0).standard_normal(
+        len(runs))))  # fmt: skip
+    both = __import__("pandas").concat([runs.assign(slice=0), other.assign(slice=1)])
+    path = Path(tempfile.mkdtemp()) / "twins.csv"
+    both.to_csv(path, index=False)
+    return fr.load_grid(path, where="slice == 0")
 
 
 def _design_probes() -> dict[str, Probe]:

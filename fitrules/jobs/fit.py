@@ -397,7 +397,10 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
             show it (None without intervals); ``interval_runs`` for the mean of ``runs`` new
             runs; ``constants_interval``: the bootstrap interval, which carries only the
             constants' uncertainty, as if the form were exactly true; ``extrapolation``:
-            each variable outside the fitted cells' range, with how far (a ratio >= 1).
+            each variable outside the fitted cells' range, with how far (a ratio >= 1);
+            ``misfit_shown_beyond``: those in which the point lies beyond an edge whose
+            refit without it misses by more than noise (the form is wrong there, and the
+            interval takes its misfit to grow as a missed curvature would).
 
         Raises
         ------
@@ -467,6 +470,7 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
             out["misfit_sd_pooled"] = h["misfit_sd_pooled"]
             out["extrapolation_sd"] = h["extrapolation_sd"]
             out["extrapolation"] = h["extrapolation"]
+            out["misfit_shown_beyond"] = h["misfit_shown_beyond"]
         if self.bootstrap is not None:
             out["constants_interval"] = self.bootstrap.predict_at(at)["interval"]
             out["constants_interval_kind"] = (

@@ -299,13 +299,15 @@ SAVED_FIT = Table(
                 "seed": WHOLE,
                 "level": NUMBER,
                 "constraints": Either("a list of constraints (text) or null", (TEXTS, NULL)),
+                "seed_sd": Either("a number or null", (NUMBER, NULL)),
+                "seed_pool": Either("a list of filters (text) or null", (TEXTS, NULL)),
                 "constants_exact": NamesTo(
                     "a table of constant names to their exact values",
                     Leaf("the hexadecimal text of a finite float (float.hex, e.g. "
                          "'0x1.8p+1')", _hex_float),  # fmt: skip
                 ),
             },
-            optional=("constraints", "constants_exact"),
+            optional=("constraints", "constants_exact", "seed_sd", "seed_pool"),
         ),
         "fitrules_version": Either("text or null", (TEXT, NULL)),
         "standalone": STANDALONE,

@@ -142,6 +142,13 @@ def prediction_line(p: dict) -> str:
         line += "; outside the fitted cells: " + ", ".join(
             f"{k} {v:.3g}x beyond" for k, v in p["extrapolation"].items()
         )
+    if p.get("misfit_shown_beyond"):
+        line += (
+            f"; beyond an edge in {', '.join(p['misfit_shown_beyond'])} where the form, "
+            "fitted without the edge cells, misses them by more than noise: the form is "
+            "wrong there, and the interval takes its misfit to grow as a missed curvature "
+            "would"
+        )
     return line + ")"
 
 

@@ -507,6 +507,26 @@ def test_a_bare_predict_says_what_the_ledger_route_says():
     assert "beyond" in str(bare)
 
 
+def test_a_bare_predict_beyond_a_scattered_grid_prints_its_interval_and_how_far():
+    """Issue 64 item 4 as the issue drew it: a bare f.predict beyond the largest N and D of
+    Chinchilla-shaped runs printed only "1.9734 (standard error 0.0072)"; the printed line
+    now carries the 95% interval and each variable's ratio beyond the fitted cells."""
+    rng = np.random.default_rng(0)
+    N, D = np.exp(rng.uniform(np.log(1e7), np.log(1e9), (2, 60)) + [[0], [np.log(100)]])
+    y = (1.69 + 406.4 * N**-0.34 + 410.7 * D**-0.28) * (1 + 0.005 * rng.standard_normal(60))
+    g = fr.load_grid("s.csv", frame=pd.DataFrame({"N": N, "D": D, "loss": y}))
+    f = fr.fit(g, "chin(N, D) = E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)")
+    p = f.predict(N=4 * N.max(), D=5 * D.max())
+    lo, hi = p["interval"]
+    assert lo < p["prediction"] < hi
+    text = str(p)
+    assert f"95% interval for the configuration's mean over new seed ids {lo:.5g} to {hi:.5g}" \
+        in text
+    assert "outside the fitted cells: N 4x beyond, D 5x beyond" in text
+    inside = str(f.predict(N=1e8, D=1e10))
+    assert "95% interval" in inside and "beyond" not in inside
+
+
 @pytest.mark.parametrize("intervals, kind", [
     (True, "studentized bootstrap, symmetric bootstrap-t"), ("profile", "profile likelihood")])
 def test_the_constants_table_names_its_interval_method(intervals, kind):

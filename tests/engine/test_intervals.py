@@ -400,6 +400,33 @@ def test_without_repeats_the_run_noise_is_read_from_the_residuals_roughness():
     assert math.isnan(fr.fit(g, "composition", intervals=True, resamples=20).heldout.roughness_var)
 
 
+def test_one_seed_id_beyond_an_edge_that_shows_a_misfit_the_misfit_grows_as_a_curvature():
+    """Issue 64: with one seed id in every cell (8 H x 3 keep, keeps 1, 1/4, 1/16) and the
+    truth's omega term omega**1.25, the interval one level beyond in keep covered 0.49 (100
+    grids): the keep edge's refit misses by far more than noise, so its misfit is taken to
+    grow as a missed curvature would (the growth squared), and the text says so; a right
+    form's edges show no misfit on the same grid."""
+    rng = np.random.default_rng(0)
+    rows = [{"H": H, "keep": 1 / (1 + om), "omega": om, "seed": 0,
+             "loss": (2.15 + 0.01 * om**p * (H / 16) ** 0.54) * (1 + 0.003 * rng.standard_normal())}
+            for p in (1.25,) for H in (1, 2, 4, 8, 16, 32, 64, 128) for om in (0.0, 3.0, 15.0)]
+    wrong = fr.fit(fr.load_grid("w.csv", frame=pd.DataFrame(rows)), "composition")
+    p = wrong.predict(H=128, keep=1 / 64)
+    assert p["misfit_shown_beyond"] == ["omega"]
+    assert "misses them by more than noise" in str(p)
+    truth = 2.15 + 0.01 * 63**1.25 * 8**0.54
+    lo, hi = p["interval_grid_seeds"]
+    assert lo <= truth <= hi
+    # the same design with the seed sd given from outside keeps the rule
+    given = fr.fit(fr.load_grid("w.csv", frame=pd.DataFrame(rows)), "composition",
+                   seed_sd=0.005).predict(H=128, keep=1 / 64)  # fmt: skip
+    assert given["misfit_shown_beyond"] == ["omega"] and given["interval"] is not None
+    right = [dict(r, loss=(2.15 + 0.01 * r["omega"] * (r["H"] / 16) ** 0.54)
+                  * (1 + 0.003 * rng.standard_normal())) for r in rows]  # fmt: skip
+    r = fr.fit(fr.load_grid("r.csv", frame=pd.DataFrame(right)), "composition")
+    assert r.predict(H=128, keep=1 / 64)["misfit_shown_beyond"] == []
+
+
 def test_beyond_an_edge_the_interval_adds_its_one_step_extrapolation_misfit():
     """Issue 42: one level beyond in keep under a wrong form (truth omega**0.8, composition
     fitted) the interval at the grid's seed ids covered 0.58 of the time. Each edge's cells

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fitrules.base.errors import FitrulesError, param
 from fitrules.engine.fit import Objective
 from fitrules.engine.intervals.noise import SeedNoise, seed_noise
 from fitrules.model.compiled import CompiledForm
@@ -106,6 +107,21 @@ def seed_offset(
     >>> round(100 * math.sqrt(off.var), 3)  # one seed's shared effect, % of the value
     ... # doctest: +SKIP
     """
+    parts = _offset_anova(grid, cells, objective, noise)
+    if parts is None:
+        return None
+    a, relative, shares = parts
+    return SeedOffset(
+        float(a["ms_seed"] / a["q"]), int(a["df_seed"]), float(a["ms_e"]), shares,
+        tuple(str(s) for s in a["seeds"]), relative,
+        max(float((a["ms_seed"] - a["ms_e"]) / a["q"]), 0.0),
+    )  # fmt: skip
+
+
+def _offset_anova(grid: Grid, cells: Cells, objective: Objective | None, noise: SeedNoise | None):
+    """The cells x seed ids ANOVA of the runs relative to their cell's value (see
+    :func:`seed_offset`), whether it is relative, and each cell's share of each seed id; None
+    when there is none."""
     from fitrules.engine.stats import _crossed_anova
 
     if grid.seed is None or grid.seed not in grid.runs.columns:
@@ -139,14 +155,121 @@ def seed_offset(
     np.add.at(counts, (cell, si), 1.0)
     tot = counts.sum(axis=1, keepdims=True)
     shares = np.divide(counts, tot, out=np.zeros_like(counts), where=tot > 0)
-    return SeedOffset(
-        float(a["ms_seed"] / a["q"]), int(a["df_seed"]), float(a["ms_e"]), shares,
-        tuple(str(s) for s in a["seeds"]), relative,
-        max(float((a["ms_seed"] - a["ms_e"]) / a["q"]), 0.0),
-    )  # fmt: skip
+    return a, relative, shares
+
+
+GIVEN_DF = 10**6  # a seed sd the user gives is taken as known: a normal quantile
+POOL_TEST_SIZE = 0.05  # the variance-ratio tests that refuse to pool unlike slices
+GIVEN_METHOD = (
+    "one seed id's shared effect as the user gave it (taken as known: a normal quantile), "
+    "plus this grid's run noise over the seed ids' effective count"
+)
+POOL_METHOD = (
+    "the seed mean squares of this grid and of the slices named, each over its effective "
+    "count, pooled by their degrees of freedom, after two-sided F tests of each slice's "
+    "per-run variance and seed variance against this grid's found no difference at 5% "
+    "(Bonferroni over the tests)"
+)
+
+
+def given_seed_offset(
+    grid: Grid, cells: Cells, sd: float, objective: Objective | None = None,
+    noise: SeedNoise | None = None,
+) -> SeedOffset | None:  # fmt: skip
+    """The seed offset with one seed id's shared effect given (``sd``, relative to the value;
+    absolute under ``abs_ls``) rather than estimated from the grid's few seed ids: its
+    variance is ``sd**2`` plus the grid's run noise over the ids' effective count, on
+    :data:`GIVEN_DF` degrees of freedom (a normal quantile). With one seed id in every cell
+    (no estimate at all) every cell carries that id's whole effect. None when no seed id is
+    shared across cells (nothing for ``sd`` to stand for)."""
+    parts = _offset_anova(grid, cells, objective, noise)
+    relative = (objective or Objective()).kind != "abs_ls"
+    if parts is None:
+        ids = _one_id(grid, cells)
+        if ids is None:
+            return None
+        return SeedOffset(sd**2, GIVEN_DF, 0.0, np.ones((len(cells), 1)), ids, relative, 0.0,
+                          GIVEN_METHOD)  # fmt: skip
+    a, relative, shares = parts
+    return SeedOffset(sd**2 + float(a["ms_e"] / a["q"]), GIVEN_DF, float(a["ms_e"]), shares,
+                      tuple(str(s) for s in a["seeds"]), relative, sd**2,
+                      GIVEN_METHOD)  # fmt: skip
+
+
+def _one_id(grid: Grid, cells: Cells) -> tuple[str] | None:
+    """The seed id when every run of ``cells`` has the same one, else None."""
+    if grid.seed is None or grid.seed not in grid.runs.columns or len(cells) < 2:
+        return None
+    ids = grid.runs[grid.seed].dropna().astype(str).unique()
+    return (str(ids[0]),) if len(ids) == 1 else None
+
+
+def pooled_seed_offset(
+    grid: Grid, cells: Cells, slices, objective: Objective | None = None,
+    noise: SeedNoise | None = None,
+) -> SeedOffset:  # fmt: skip
+    """The seed offset with its variance pooled over ``slices`` ((label, Grid) pairs: other
+    slices of comparable runs), which narrows the t quantile of a grid with few seed ids.
+
+    Each slice's cells x seed ids ANOVA is made on the same variables; each slice's per-run
+    variance and seed variance are compared with this grid's by two-sided F tests, and
+    pooling is refused when any rejects at :data:`POOL_TEST_SIZE` (Bonferroni over the
+    tests): slices whose seed effects differ cannot lend theirs.
+
+    Raises
+    ------
+    FitrulesError
+        When this grid or a slice has no seed effect shared across cells, or a slice's seed
+        noise differs from this grid's.
+    """
+    from scipy import stats
+
+    from fitrules.engine.intervals.noise import robust_cells
+
+    own = _offset_anova(grid, cells, objective, noise)
+    if own is None:
+        raise _nothing_to_pool("", no_offset_reason(grid, cells))
+    a, relative, shares = own
+    found = []
+    for label, g in slices:
+        sc = robust_cells(g, cells.variables, objective)
+        b = _offset_anova(g, sc, objective, None)
+        if b is None:
+            raise _nothing_to_pool(f" {label!r}", no_offset_reason(g, sc))
+        found.append((label, b[0]))
+    size = POOL_TEST_SIZE / (2 * len(found))
+    for label, b in found:
+        for what, num, den, d1, d2 in (
+            ("per-run", b["ms_e"], a["ms_e"], b["df_e"], a["df_e"]),
+            ("shared", b["ms_seed"] / b["q"], a["ms_seed"] / a["q"], b["df_seed"], a["df_seed"]),
+        ):  # fmt: skip
+            with np.errstate(all="ignore"):
+                F = num / den
+            ok = bool(np.isfinite(F) and F > 0)
+            p = float(2 * min(stats.f.cdf(F, d1, d2), stats.f.sf(F, d1, d2))) if ok else 0.0
+            if not p > size:
+                raise FitrulesError(
+                    f"{param('seed_pool')} {label!r}: its {what} seed variance is {F:.3g} "
+                    f"times this grid's (F test p = {p:.2g}, below {size:.2g}): slices whose "
+                    f"seed noise differs cannot be pooled; leave it out, or give "
+                    f"{param('seed_sd')}"
+                )
+    runs = [a] + [b for _, b in found]
+    df = sum(int(r["df_seed"]) for r in runs)
+    var = sum(r["ms_seed"] / r["q"] * r["df_seed"] for r in runs) / df
+    shared = sum(max((r["ms_seed"] - r["ms_e"]) / r["q"], 0.0) * r["df_seed"] for r in runs) / df
+    return SeedOffset(float(var), df, float(a["ms_e"]), shares,
+                      tuple(str(s) for s in a["seeds"]), relative, float(shared),
+                      POOL_METHOD)  # fmt: skip
 
 
 NO_SHARED_IDS = "no seed id is shared across cells"
+
+
+def _nothing_to_pool(label: str, why: str) -> FitrulesError:
+    """The refusal of a grid or slice with no seed effect to pool (``label``: the slice's,
+    with a leading space, or empty for the grid itself)."""
+    return FitrulesError(f"{param('seed_pool')}{label}: {why}; nothing to pool")
 
 
 def no_offset_reason(grid: Grid, cells: Cells) -> str:

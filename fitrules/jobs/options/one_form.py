@@ -85,6 +85,22 @@ FIT = Command(
             ),
             RUNS,
             BOOTSTRAP,
+            Option(
+                "seed_sd",
+                help="one seed id's shared effect as an sd relative to the loss (e.g. 0.005), "
+                "known from outside the grid: intervals over new seed ids take it as known "
+                "instead of estimating it from the grid's few seed ids",
+                check=lambda v, n: v is None or arg.real(v, n, 0.0),
+                cli=dict(type=float, metavar="SD"),
+            ),
+            repeatable(
+                "seed_pool",
+                "'lr == 1e-3'",
+                help="a filter naming another slice of the data file whose seed variance is "
+                "pooled with the grid's (repeatable); refused when the slices' seed noise "
+                "differs (F tests at 5%%)",
+                check=lambda v, n: arg.texts(v, n),
+            ),
         ),
         in_group(
             "constraints",

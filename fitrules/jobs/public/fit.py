@@ -57,6 +57,7 @@ def fit(
     intervals: bool | str = False, predict: str | dict | Sequence[str | dict] = (),
     runs: int | None = None, bootstrap: str = FIT.bootstrap, resamples: int = FIT.resamples,
     seed: int = FIT.seed, level: float = FIT.level,
+    seed_sd: float | None = None, seed_pool: str | Sequence[str] | None = None,
     constraints: str | Sequence[str] | None = None,
 ):  # fmt: skip
     """Fit one form on every cell of a grid, with standard errors and optional intervals.
@@ -109,6 +110,18 @@ def fit(
     {resamples}
     {seed}
     {level}
+    seed_sd : float, optional
+        One seed id's shared effect as an sd relative to the value (absolute under
+        ``abs_ls``), when known from outside the grid (earlier runs, a paper): the intervals
+        for a mean over new seed ids take it as known (a normal quantile) instead of
+        estimating it from the grid's few seed ids; with one seed id in every cell it gives
+        them an interval at all (see
+        :func:`~fitrules.engine.intervals.offset.given_seed_offset`).
+    seed_pool : str or sequence of str, optional
+        Filters (like ``where``, e.g. ``"lr == 1e-3"``) each naming another slice of the
+        grid's file whose seed variance is pooled with the grid's, for more degrees of
+        freedom; refused when a slice's seed noise differs from the grid's (F tests at 5%,
+        see :func:`~fitrules.engine.intervals.offset.pooled_seed_offset`).
 
     Returns
     -------
@@ -126,11 +139,11 @@ def fit(
     fitted = _fitted(g, f.bind(g.columns, g.runs), objective=objective, delta=delta,
                      weights=weights, intervals=intervals, predict=predict, runs=runs,
                      bootstrap=bootstrap, resamples=resamples, seed=seed, level=level,
-                     constraints=constraints)  # fmt: skip
+                     constraints=constraints, seeds=(seed_sd, seed_pool))  # fmt: skip
     fitted.call = _fit_call(g, objective, delta, weights, tune, tune_seeds, fitted.call,
                             bootstrap, resamples, seed, level,
                             [c.text for c in fitted.constraints.items]
-                            if fitted.constraints else None)  # fmt: skip
+                            if fitted.constraints else None, (seed_sd, seed_pool))  # fmt: skip
     return made_from(fitted, g)
 
 
@@ -209,9 +222,10 @@ def check(values: Mapping[str, Any]) -> None:
 
 
 def _fitted(g: Grid, f: Form, *, objective, delta, weights, intervals, predict, runs, bootstrap,
-            resamples, seed, level, constraints) -> FittedForm:  # fmt: skip
+            resamples, seed, level, constraints, seeds=(None, None)) -> FittedForm:  # fmt: skip
     """``f`` (bound) fitted on every cell of ``g``, with the intervals and predictions asked
-    for; its ``call`` is what its intervals were (True, False or "profile")."""
+    for (``seeds``: fit's ``seed_sd`` and ``seed_pool``); its ``call`` is what its intervals
+    were (True, False or "profile")."""
     from fitrules.engine.fit import Objective, cell_weights
     from fitrules.engine.intervals import robust_cells
     from fitrules.jobs.fit import FittedForm
@@ -246,10 +260,13 @@ def _fitted(g: Grid, f: Form, *, objective, delta, weights, intervals, predict, 
     fitted.constraints = cons or None
     if with_intervals and not cons:
         fitted.heldout, fitted.seed_offset, fitted.offset_response = _misfit_parts(
-            g, f, cells, result, obj, level, w
+            g, f, cells, result, obj, level, w, seeds
         )
     elif not cons:  # made on a bare predict's first use: every route gives its interval
-        fitted.misfit_source = lambda: _misfit_or_none(g, f, cells, result, obj, level, w)
+        if seeds[0] is not None or seeds[1]:  # refused now, not at the first predict
+            _seeds_offset(g, f, cells, obj, seeds)
+        fitted.misfit_source = lambda: _misfit_or_none(g, f, cells, result, obj, level, w,
+                                                       seeds)  # fmt: skip
     if profile:
         from fitrules.engine.profile import profile_intervals
 
@@ -261,7 +278,7 @@ def _fitted(g: Grid, f: Form, *, objective, delta, weights, intervals, predict, 
 
 
 def _fit_call(g, objective, delta, weights, tune, tune_seeds, intervals, bootstrap, resamples,
-              seed, level, constraints=None) -> dict:  # fmt: skip
+              seed, level, constraints=None, seeds=(None, None)) -> dict:  # fmt: skip
     """What :func:`load_fit` needs to make a fit again: how its grid was read (the form's
     own setup, fixed values, bounds and groups, is in the form's record) and the fit's
     arguments."""
@@ -276,6 +293,8 @@ def _fit_call(g, objective, delta, weights, tune, tune_seeds, intervals, bootstr
         "intervals": intervals if intervals == "profile" else bool(intervals),
         "bootstrap": bootstrap, "resamples": resamples, "seed": seed, "level": level,
         "constraints": constraints,
+        **({"seed_sd": seeds[0]} if seeds[0] is not None else {}),
+        **({"seed_pool": _filters(seeds[1])} if seeds[1] else {}),
     }  # fmt: skip
 
 
@@ -372,6 +391,7 @@ def _saved_form(saved: SavedFit) -> tuple[Form, Form, dict]:
         tune_seeds=call["tune_seeds"], intervals=call["intervals"],
         bootstrap=call["bootstrap"], resamples=call["resamples"], seed=call["seed"],
         level=call["level"], constraints=call.get("constraints"),
+        seed_sd=call.get("seed_sd"), seed_pool=call.get("seed_pool"),
     )  # fmt: skip
     with saved.refusals():
         form = Form(spec["name"], spec["expression"], tuple(spec["variables"]))
@@ -584,17 +604,64 @@ def _fit_data(g: Grid, f: Form, cells) -> dict:
     }
 
 
-def _misfit_or_none(g, f, cells, result, obj, level, w):
+def _misfit_or_none(g, f, cells, result, obj, level, w, seeds=(None, None)):
     """The leave-one-cell-out refits of a fit made without intervals, at the fit's level
     (checked by then), or None when there can be none (too few cells or refits): the
     prediction then gives its standard error alone, as before."""
     try:
-        return _misfit_parts(g, f, cells, result, obj, arg.level(level), w)[0]
+        return _misfit_parts(g, f, cells, result, obj, arg.level(level), w, seeds)[0]
     except FitrulesError:
         return None
 
 
-def _misfit_parts(g, f, cells, result, obj, level, w):
+def _filters(pool) -> list[str]:
+    """``seed_pool`` as a list of filters."""
+    return [pool] if isinstance(pool, str) else list(pool or ())
+
+
+def _seeds_offset(g, f, cells, obj, seeds, noise=None):
+    """The grid's seed offset: estimated from its seed ids, or as ``seeds`` (fit's
+    ``seed_sd`` and ``seed_pool``) say: a given sd, or the variance pooled over slices of
+    the grid's file."""
+    from fitrules.engine.intervals import seed_offset
+    from fitrules.engine.intervals.offset import given_seed_offset, pooled_seed_offset
+
+    sd, pool = seeds
+    if sd is not None:
+        off = given_seed_offset(g, cells, float(sd), obj, noise)
+        if off is None:
+            raise FitrulesError(
+                f"{param('seed_sd')} {sd!r}: no seed id is shared across {g.label}'s cells "
+                "(no seed column, or fresh ids per cell), so there is no seed effect for it "
+                "to stand for"
+            )
+        return off
+    if pool:
+        return pooled_seed_offset(g, cells, [(w, _slice(g, w)) for w in _filters(pool)],
+                                  obj, noise)  # fmt: skip
+    return seed_offset(g, cells, obj, noise)
+
+
+def _slice(g: Grid, where: str) -> Grid:
+    """The slice of ``g``'s file that ``where`` selects (``g``'s derived columns, metric
+    and seed column; its own filters replaced by ``where``)."""
+    from fitrules.model.grids import load_grid
+
+    if g.source is None or not Path(g.source).is_file():
+        raise FitrulesError(
+            f"{param('seed_pool')} {where!r}: {g.label} was given as a table in memory, and a "
+            "slice is read from the grid's file; load the grid from its file"
+        )
+    try:
+        return load_grid(g.source, metric=g.metric, where=[where], derive=list(g.derive),
+                         seed_col=g.seed)  # fmt: skip
+    except FitrulesError as e:  # its words name the filter as where's
+        raise FitrulesError(
+            f"{param('seed_pool')} {where!r}, a slice of {g.label}'s file: {e}"
+        ) from None
+
+
+def _misfit_parts(g, f, cells, result, obj, level, w, seeds=(None, None)):
     """The leave-one-cell-out misfit of the fit, the effect the grid's seed ids share
     across cells (which the fit absorbed) and the fit's response to it."""
     from fitrules.engine.intervals import (
@@ -603,11 +670,10 @@ def _misfit_parts(g, f, cells, result, obj, level, w):
         no_offset_reason,
         offset_response,
         seed_noise,
-        seed_offset,
     )
 
     noise = seed_noise(g, f.bound_variables, obj)
-    offset = seed_offset(g, cells, obj, noise)
+    offset = _seeds_offset(g, f, cells, obj, seeds, noise)
     note = NO_SHARED_IDS if offset is not None else no_offset_reason(g, cells)
     heldout = heldout_fit(f, cells, result.constants, noise, obj, level, offset=offset,
                           offset_note=note)  # fmt: skip
