@@ -70,6 +70,8 @@ def test_a_given_seed_sd_gives_one_id_grids_an_interval_over_new_ids():
 
 
 def test_a_seed_sd_needs_a_seed_effect_shared_across_cells():
+    """A seed sd given for a grid without seed ids shared across cells is refused: there is
+    no seed effect for it to stand for."""
     g = fr.load_grid("g.csv", frame=_shared_seeds().drop(columns="seed"))
     with pytest.raises(FitrulesError, match="no seed effect for it to stand for"):
         fr.fit(g, "composition", seed_sd=0.005)
@@ -77,6 +79,7 @@ def test_a_seed_sd_needs_a_seed_effect_shared_across_cells():
 
 @pytest.mark.parametrize("bad", [0, -0.01, float("nan"), "0.005"])
 def test_a_seed_sd_must_be_a_positive_number(bad):
+    """Zero, negative, NaN and text seed sds are refused naming seed_sd."""
     with pytest.raises(FitrulesError, match="seed_sd"):
         fr.fit(composition_grid(), "composition", seed_sd=bad)
 
@@ -108,6 +111,8 @@ def test_slices_whose_seed_noise_differs_are_refused(tmp_path):
 
 
 def test_a_pool_needs_the_grid_in_a_file():
+    """Pooling reads the other slices from the grid's file; a table in memory is refused in
+    words."""
     g = fr.load_grid("g.csv", frame=_shared_seeds())
     with pytest.raises(FitrulesError, match="a table in memory"):
         fr.fit(g, "composition", seed_pool="slice == 1")
