@@ -27,6 +27,7 @@ itself imports.
 300`` on the default grid (3,600 fits), written to PATH; with ``--against OLD``, counted as
 within 1e-9 relative, lower or higher than an older file's, fits flagged degenerate apart
 (their constants are not identified, so their path along a flat direction may differ).
+
 ``--fair``: each published law present (one fit per group where the authors fitted per group)
 and each family of the corpus (``--seeds`` seeds) against a careful scipy user: the same
 objective written in numpy (``reference.Problem``), a single random start's rate p of reaching
