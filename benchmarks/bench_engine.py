@@ -4,6 +4,7 @@
     python benchmarks/bench_engine.py --why           # ... and where a 300-split run goes
     python benchmarks/bench_engine.py --published     # ... and one fit of each published law
     python benchmarks/bench_engine.py --objectives now.csv [--against before.csv]
+    python benchmarks/bench_engine.py --fair --trials 20 --seeds 1   # against a fair baseline
 
 Every time is CPU seconds of a child process (user + system, ``getrusage`` of the children),
 not wall time: the development machine is shared, and CPU is what load stretches least. Each
@@ -26,6 +27,16 @@ itself imports.
 300`` on the default grid (3,600 fits), written to PATH; with ``--against OLD``, counted as
 within 1e-9 relative, lower or higher than an older file's, fits flagged degenerate apart
 (their constants are not identified, so their path along a flat direction may differ).
+
+``--fair``: each published law present (one fit per group where the authors fitted per group)
+and each family of the corpus (``--seeds`` seeds) against a careful scipy user: the same
+objective written in numpy (``reference.Problem``), a single random start's rate p of reaching
+the best known objective (within 1e-6 relative) measured over ``--trials`` seeded starts, and
+k = ceil(log(0.001)/log(1 - p)) starts actually run (restarted until 99.9% sure; their CPU
+is the baseline's, see ``reference.restart_until_sure``); the same with lmfit on the published
+laws. Printed per law and family: fitrules' CPU (the smallest of ``--repeat`` fits), each
+baseline's p, k, CPU and ratio, the objectives side by side, and the totals against the
+200-start reference (200 / trials times the trials' CPU).
 
 ``--objectives PATH``: the training objective of every case of ``bench_fit_corpus.py``
 (``--seeds``, default 8) and of every published law present, written to PATH; with
@@ -201,24 +212,14 @@ def _catalogue():
     return bp, catalogue, dirs
 
 
-def published_fits(repeat: int = 1):
-    """(name, CPU s per fit, Grid.summary calls per fit, objective) of each published law."""
-    import numpy as np
+def published_groups():
+    """(grid name, key, catalogue entry, training rows, grid, fit options) of each fit of a
+    published law whose grid is present: one per group where the authors fitted per group."""
     import pandas as pd
 
     import fitrules as fr
-    from fitrules.model import grid_class
 
     bp, catalogue, dirs = _catalogue()
-    calls = {"summary": 0}
-    original = grid_class.Grid.summary
-
-    def counted(self, *a, **k):
-        calls["summary"] += 1
-        return original(self, *a, **k)
-
-    grid_class.Grid.summary = counted
-    out = []
     for name, entry, path in bp.present(list(catalogue), catalogue, dirs):
         table = pd.read_csv(path)
         for d in entry.get("derive", []):
@@ -232,16 +233,43 @@ def published_fits(repeat: int = 1):
             rows = table.query(" and ".join(f"({w})" for w in where))
             seed_col = "run" if "run" in rows else None
             grid = fr.load_grid(rows, metric=entry["metric"], seed_col=seed_col)
-            best, objective = float("inf"), None
-            calls["summary"] = 0
-            with np.errstate(all="ignore"):
-                for _ in range(repeat):
-                    t0 = time.process_time()
-                    f = fr.fit(grid, entry["form"], **opts)
-                    best = min(best, time.process_time() - t0)
-                    objective = f.result.objective
             key = name if g is None else f"{name}[{g}]"
-            out.append((key, best, calls["summary"] / repeat, objective))
+            yield name, key, entry, rows, grid, opts
+
+
+def _timed_fit(grid, form, opts, repeat):
+    """The smallest CPU of ``repeat`` ``fr.fit`` calls, and the last fit."""
+    import numpy as np
+
+    import fitrules as fr
+
+    best, f = float("inf"), None
+    with np.errstate(all="ignore"):
+        for _ in range(repeat):
+            t0 = time.process_time()
+            f = fr.fit(grid, form, **opts)
+            best = min(best, time.process_time() - t0)
+    return best, f
+
+
+def published_fits(repeat: int = 1):
+    """(name, CPU s per fit, Grid.summary calls per fit, objective) of each published law."""
+    from fitrules.model import grid_class
+
+    calls = {"summary": 0}
+    original = grid_class.Grid.summary
+
+    def counted(self, *a, **k):
+        calls["summary"] += 1
+        return original(self, *a, **k)
+
+    grid_class.Grid.summary = counted
+    out = []
+    for _, key, entry, _, grid, opts in published_groups():
+        calls["summary"] = 0
+        best, f = _timed_fit(grid, entry["form"], opts, repeat)
+        out.append((key, best, calls["summary"] / repeat, f.result.objective))
+    grid_class.Grid.summary = original
     return out
 
 
@@ -252,6 +280,143 @@ def print_published(repeat: int) -> None:
             f"  {key:<45} {1000 * cpu:8.1f} ms CPU  Grid.summary calls {summaries:5.0f}  "
             f"objective {obj:.12g}"
         )
+
+
+# ------------------------------------------------------------------ --fair
+def _fair_case(problem, x_fitrules, cpu_fitrules: float, trials: int, seed: int, repeat: int,
+               with_lmfit: bool) -> dict:  # fmt: skip
+    """One fit against the restart-until-sure baselines (``reference.restart_until_sure``):
+    scipy ``least_squares`` and lmfit, the best known objective the smallest of fitrules'
+    and every trial's."""
+    import reference as ref
+
+    obj = problem.value(x_fitrules)
+    runs = {"scipy": ref.trials(problem, trials, seed)}
+    if with_lmfit:
+        runs["lmfit"] = ref.trials(problem, trials, seed, ref.lmfit_start)
+    best = min([obj] + [float(v.min()) for v, _ in runs.values()])
+    finish = {"scipy": None, "lmfit": ref.lmfit_start}
+    out = {"fitrules_cpu": cpu_fitrules, "fitrules": obj, "best": best,
+           "fitrules_hit": bool(obj <= best + ref.HIT * abs(best))}  # fmt: skip
+    for name, (vals, cpu) in runs.items():
+        out[name] = ref.restart_until_sure(problem, vals, cpu, best, seed, 1, finish[name])
+    return out
+
+
+def fair_published(trials: int, seed: int, repeat: int, with_lmfit: bool):
+    """(grid name, :func:`_fair_case` row) of each fit of a published law present."""
+    import reference as ref
+
+    bp, _, _ = _catalogue()
+    for name, _, entry, rows, grid, opts in published_groups():
+        cpu, f = _timed_fit(grid, entry["form"], opts, repeat)
+        head, expr = entry["form"].split("=", 1)
+        variables = head[head.index("(") + 1 : head.index(")")].replace(" ", "").split(",")
+        constants = list(f.form.structure.constants)
+        X = {v: rows[v].to_numpy(float) for v in variables}
+        problem = ref.Problem(expr.strip(), variables, constants, X,
+                              rows[entry["metric"]].to_numpy(float), entry["objective"],
+                              opts.get("bounds"), start_box=bp._box(entry, constants))  # fmt: skip
+        x = [f.constants[c] for c in constants]
+        yield name, _fair_case(problem, x, cpu, trials, seed, repeat, with_lmfit)
+
+
+def fair_corpus(seeds: int, trials: int, seed: int, repeat: int, with_lmfit: bool):
+    """(family, :func:`_fair_case` row) of each case of ``bench_fit_corpus.py``."""
+    import numpy as np
+
+    import bench_fit_corpus as bc
+    import reference as ref
+
+    from fitrules.engine.fit import Objective, fit
+
+    for case in bc.corpus(range(seeds)):
+        form, X, y = bc.case_inputs(case)
+        cpu = float("inf")
+        with np.errstate(all="ignore"):
+            for _ in range(repeat):
+                t0 = time.process_time()
+                r = fit(form, X, y, Objective(case.objective))
+                cpu = min(cpu, time.process_time() - t0)
+        problem = ref.Problem(X=X, y=y, **bc.reference_inputs(case, form))
+        x = [r.constants[c] for c in form.structure.constants]
+        yield case.family, _fair_case(problem, x, cpu, trials, seed, repeat, with_lmfit)
+
+
+def _fair_group(rows: list[dict], trials: int) -> dict:
+    """One line of the table: the sums over a grid's fits (or a family's cases)."""
+    out = {"fits": len(rows), "fitrules_cpu": sum(r["fitrules_cpu"] for r in rows),
+           "fitrules": sum(r["fitrules"] for r in rows),
+           "misses": sum(not r["fitrules_hit"] for r in rows),
+           "ref200": sum(r["scipy"]["trials_cpu"] for r in rows) * 200 / trials}  # fmt: skip
+    for side in ("scipy", "lmfit"):
+        if side in rows[0]:
+            b = [r[side] for r in rows]
+            out[side] = {"cpu": sum(x["cpu"] for x in b), "objective": sum(x["objective"] for x in b),
+                         "p": (min(x["p"] for x in b), max(x["p"] for x in b)),
+                         "k": sum(x["k"] or 0 for x in b),
+                         "never": sum(x["k"] is None for x in b)}  # fmt: skip
+    return out
+
+
+def _fair_cells(g: dict, side: str) -> str:
+    b = g.get(side)
+    if b is None:
+        return " | | | |"
+    p = f"{b['p'][0]:.2f}" if b["p"][0] == b["p"][1] else f"{b['p'][0]:.2f}-{b['p'][1]:.2f}"
+    k = f"{b['k']}" + (f" (+{b['never']} never)" if b["never"] else "")
+    ge = ">=" if b["never"] else ""
+    return (f" {p} | {k} | {ge}{b['cpu']:.3f} | {ge}{b['cpu'] / g['fitrules_cpu']:.2f}x |"
+            f" {b['objective']:.6g} |")  # fmt: skip
+
+
+def print_fair(seeds: int, trials: int, seed: int, repeat: int, with_lmfit: bool) -> None:
+    """The published laws and the corpus against scipy and lmfit restarted until 99.9% sure."""
+    import platform
+
+    print(f"--fair: python {sys.version.split()[0]}, {platform.machine()}, "
+          f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}; p from "
+          f"{trials} single starts (seed {seed}), k = ceil(log(0.001)/log(1 - p)) starts run "
+          f"from seed {seed + 1} once; CPU seconds (process_time), fitrules the smallest of "
+          f"{repeat} fits; 200-start reference CPU = 200/trials x the trials' CPU; lmfit on "
+          "the published laws only")  # fmt: skip
+    head = ("| {what} | fits | fitrules CPU s | fitrules objective | misses | scipy p | scipy k | "
+            "scipy CPU s | scipy/fitrules | scipy objective |"
+            + (" lmfit p | lmfit k | lmfit CPU s | lmfit/fitrules | lmfit objective |"
+               if with_lmfit else ""))  # fmt: skip
+    totals = {}
+    for label, plural, lm, source in (
+        ("published law", "published laws", with_lmfit,
+         fair_published(trials, seed, repeat, with_lmfit)),
+        ("corpus family", "corpus families", False, fair_corpus(seeds, trials, seed, repeat, False)),
+    ):  # fmt: skip
+        by: dict = {}
+        for key, row in source:
+            by.setdefault(key, []).append(row)
+        groups = {k: _fair_group(v, trials) for k, v in by.items()}
+        line = head.format(what=label) if lm else head.format(what=label).split(" lmfit p |")[0]
+        print()
+        print(line)
+        print("|---" + "|---:" * (line.count("|") - 2) + "|")
+        for key, g in groups.items():
+            print(f"| {key} | {g['fits']} | {g['fitrules_cpu']:.3f} | {g['fitrules']:.6g} | "
+                  f"{g['misses']} |" + _fair_cells(g, "scipy")
+                  + (_fair_cells(g, "lmfit") if lm else ""))  # fmt: skip
+        fast = sum(g["fitrules_cpu"] <= g["scipy"]["cpu"] for g in groups.values())
+        fr_cpu = sum(g["fitrules_cpu"] for g in groups.values())
+        sc_cpu = sum(g["scipy"]["cpu"] for g in groups.values())
+        ref200 = sum(g["ref200"] for g in groups.values())
+        totals[label] = (fr_cpu, ref200)
+        print(f"{plural}: fitrules at least as fast as scipy restarted until sure on {fast} of "
+              f"{len(groups)}; total CPU fitrules {fr_cpu:.2f} s, scipy until sure "
+              f"{sc_cpu:.2f} s ({sc_cpu / fr_cpu:.2f}x), 200-start reference {ref200:.1f} s "
+              f"({ref200 / fr_cpu:.0f}x); fitrules above the best known objective (1e-6 "
+              f"relative) on {sum(g['misses'] for g in groups.values())} of "
+              f"{sum(g['fits'] for g in groups.values())} fits")  # fmt: skip
+    fr_cpu = sum(t[0] for t in totals.values())
+    ref200 = sum(t[1] for t in totals.values())
+    print(f"published laws and corpus together: fitrules {fr_cpu:.2f} CPU s, the 200-start "
+          f"reference {ref200:.1f} CPU s ({ref200 / fr_cpu:.0f}x)")
 
 
 # ------------------------------------------------------------------ objectives
@@ -366,10 +531,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=8, help="corpus seeds for --objectives (8)")
     ap.add_argument("--split-objectives", metavar="PATH",
                     help="write every split fit's objective of compare --splits 300")
+    ap.add_argument("--fair", action="store_true",
+                    help="published laws and corpus against scipy/lmfit restarted until sure")
+    ap.add_argument("--trials", type=int, default=30,
+                    help="--fair: single starts that measure a start's hit rate (30)")
+    ap.add_argument("--no-lmfit", action="store_true", help="--fair: scipy only")
     ap.add_argument("--_why-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._why_child:
         why_child()
+        return 0
+    if args.fair:
+        sys.path.insert(0, str(HERE))
+        print_fair(args.seeds, args.trials, 0, args.repeat, not args.no_lmfit)
         return 0
     if args.objectives:
         return write_objectives(args.objectives, args.seeds, args.against)

@@ -209,20 +209,26 @@ def case_inputs(case: Case):
     return form, X, case.table[case.metric].to_numpy(float)
 
 
-def run_case(case: Case, starts: int, seed: int) -> dict:
+def reference_inputs(case: Case, form) -> dict:
+    """The case as the reference reads it: expression, variables, constants, bounds and
+    starting box (the arguments of ``reference.multistart`` and ``reference.Problem``)."""
     expr, variables = _split(case.form)
-    form, X, y = case_inputs(case)
-    t0 = time.perf_counter()
-    r = fit(form, X, y, Objective(case.objective))
-    t_fr = time.perf_counter() - t0
     s = form.structure
     bounds = {c: (lo, hi) for c, lo, hi in zip(s.constants, s.lower, s.upper, strict=True)
               if c in case.bounds}  # fmt: skip
     box = {c: case.start_box.get(c, EXPONENT_BOX) for c in s.nonlinear}
     box.update({c: case.start_box[c] for c in s.linear if c in case.start_box})
     box.update({c: b for c, b in bounds.items()})
-    ref = multistart(expr, variables, list(s.constants), X, y, case.objective, bounds,
-                     n_starts=starts, seed=seed, start_box=box)  # fmt: skip
+    return {"expression": expr, "variables": variables, "constants": list(s.constants),
+            "kind": case.objective, "bounds": bounds, "start_box": box}  # fmt: skip
+
+
+def run_case(case: Case, starts: int, seed: int) -> dict:
+    form, X, y = case_inputs(case)
+    t0 = time.perf_counter()
+    r = fit(form, X, y, Objective(case.objective))
+    t_fr = time.perf_counter() - t0
+    ref = multistart(X=X, y=y, n_starts=starts, seed=seed, **reference_inputs(case, form))
     ratio = r.objective / ref.objective if ref.objective > 0 else np.nan
     ok = bool(r.objective <= ref.objective * (1 + TOL) or not np.isfinite(ref.objective))
     return {

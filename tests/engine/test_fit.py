@@ -387,3 +387,16 @@ def test_fit_memory_counts_the_diagnostics():
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak <= 1.5 * est, (peak, est)
+
+
+def test_levenberg_marquardt_drops_only_starts_that_cannot_reach_their_splits_best():
+    """A start is dropped when four times its recent pace cannot bring it to its split's best
+    start in the iterations left; a split's best start, a fast one, or one alone is kept."""
+    from fitrules.engine.fit.lm import _hopeless
+
+    groups = np.array([0, 0, 0, 1])
+    then = np.array([1.0, 3.0, 3.0, 5.0])
+    val = np.array([1.0, 2.99, 2.0, 4.99])  # row 1 crawls, row 2 gains fast, row 3 is alone
+    assert _hopeless(val, then, groups, left=100).tolist() == [False, True, False, False]
+    # with more iterations left even the crawling start could reach the best one
+    assert not _hopeless(val, then, groups, left=10_000).any()

@@ -213,7 +213,9 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
             # no exact projection for Huber, and over many cells a few Gauss-Newton steps
             # cost less than the ~20 rounds of the local grid: Levenberg-Marquardt on all
             # constants, from the grid's starts
-            x, val, converged = _lm(cf, X, y, masks[rows_a], objective, x, options)
+            x, val, converged = _lm(
+                cf, X, y, masks[rows_a], objective, x, options, groups=rows_a
+            )
             moving = ~converged
         elif q:
             k = len(thetas) ** (1 / q)
@@ -243,7 +245,9 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
         # Levenberg-Marquardt on all constants, from where the search stopped
         mv = np.flatnonzero(moving)
         start = x[mv].copy()
-        xt, vt, ct = _lm(cf, X, y, masks[rows_a[mv]], objective, x[mv], options)
+        xt, vt, ct = _lm(
+            cf, X, y, masks[rows_a[mv]], objective, x[mv], options, groups=rows_a[mv]
+        )
         gained = vt < val[mv] * (1 - 1e-9)
         x[mv[gained]], val[mv[gained]] = xt[gained], vt[gained]
         converged[mv] = ct & gained

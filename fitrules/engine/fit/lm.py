@@ -37,6 +37,7 @@ def _lm(
     opts: FitOptions,
     scaled: bool | None = None,
     tol: float = 1e-9,
+    groups: np.ndarray | None = None,
 ):
     """Levenberg-Marquardt on all constants, every row (a split and a start) at once.
 
@@ -47,7 +48,10 @@ def _lm(
     adapts on its own. A row is done when a kept step gains less than 1e-9 (relative), its
     steps vanish, or no damping finds a lower point.
     ``y`` is (n,) or one target vector per row (T, n). ``scaled`` (default: for log-Huber)
-    solves a Jacobi-scaled system.
+    solves a Jacobi-scaled system. ``groups`` (one integer a row, the rows of one split
+    sharing theirs): a row is dropped, not converged, when even :data:`PACE` times its pace
+    over the last :data:`WINDOW` iterations, kept up for every iteration left, would leave it
+    above its group's best row (:func:`_hopeless`).
     Returns the constants, the objective and which rows converged.
     """
     X, y, m = _gather(X, y, masks)
@@ -66,7 +70,12 @@ def _lm(
     lam = np.full(T, 1e-3)
     done = ~np.isfinite(val)
     converged = np.zeros(T, bool)
-    for _ in range(opts.huber_iterations if huber else opts.lm_iterations):
+    n_iter = opts.huber_iterations if huber else opts.lm_iterations
+    then = val.copy()
+    for it in range(n_iter):
+        if groups is not None and it >= WINDOW and it % WINDOW == 0:
+            done |= _hopeless(val, then, groups, n_iter - it)
+            then = val.copy()
         idx = np.flatnonzero(~done)
         if len(idx) == 0:
             break
@@ -89,6 +98,24 @@ def _lm(
         converged[idx[small | stuck]] = True
         done[idx[small | stuck]] = True
     return x, val, converged
+
+
+WINDOW = 20  # iterations over which a row's pace is measured
+PACE = 4.0  # a row is dropped when even this many times its pace cannot reach its group's best
+
+
+def _hopeless(val: np.ndarray, then: np.ndarray, groups: np.ndarray, left: int) -> np.ndarray:
+    """Rows that cannot reach their group's best row in the ``left`` iterations remaining,
+    even at :data:`PACE` times the pace they kept since ``then`` (their values
+    :data:`WINDOW` iterations ago). The best row of a group is never one of them. On
+    Chinchilla's 240 runs (log-Huber) 4 of 9 starts crawl at twice the optimum's objective,
+    gaining 5% in 200 iterations, and kept the fit running to the 800-iteration cap."""
+    best = np.full(int(groups.max(initial=0)) + 1, np.inf)
+    np.minimum.at(best, groups, val)
+    with np.errstate(all="ignore"):
+        pace = np.maximum(then - val, 0.0) / WINDOW
+        reach = val - PACE * pace * left
+        return np.isfinite(val) & (reach > best[groups] * (1 + 1e-9))
 
 
 @dataclass(frozen=True)
