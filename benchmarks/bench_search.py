@@ -831,7 +831,10 @@ def _picks(out: str) -> tuple[str, list[str], dict]:
     best = d["settings"]["best_budget"]
     pick = next((f["expression"] for f in d["front"] if f["max_constants"] == best), None)
     per = [f"{b['max_constants']}: {b['final_choice']}" for b in d["budgets"]]
-    return str(pick), per, d.get("dropped", {})
+    dropped = dict(d.get("dropped", {}))
+    if "hopeless" in d["settings"]:  # the share of the nested rows fitted (jobs.search.hopeless)
+        dropped["nested rows fitted"] = f"{d['settings']['hopeless']['rows_fitted']:.1%}"
+    return str(pick), per, dropped
 
 
 def section_cost(old: Path | None, repeats: int) -> dict:
