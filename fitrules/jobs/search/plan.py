@@ -42,7 +42,8 @@ class Plan:
     min_train : the fewest cells a nested mask fits.
     worker_memory : estimated bytes each worker process holds beside it (its copy of the
         candidates and masks, and its largest fit); see :func:`search_memory`.
-    nested : estimated CPU seconds of the nested fits were every row fitted.
+    nested : estimated CPU seconds of the linear forms' nested fits were every row fitted
+        (those pruning can shrink).
     share : the share of :attr:`nested` counted in :attr:`seconds` (rows whose training fit
         is not hopeless: an assumption before any fit, the measured share after a step).
     """
@@ -207,6 +208,7 @@ def plan_search(
     survivors_max = min(n_fit, (n_outer + 1) * keep * classes) if keep else n_fit
     n_screen = n_outer * min(SCREEN_SPLITS, inner_splits) + SCREEN_SPLITS if keep else 0
     full, screened, fitting, training = 0.0, 0.0, 0.0, 0.0
+    linear_full, linear_screened = 0.0, 0.0
     if n_generated <= MAX_SEARCH_CANDIDATES:  # beyond it the count alone refuses
         pilots = {} if pilots is None else pilots
         for q, c in sorted(by_q.items()):
@@ -227,9 +229,16 @@ def plan_search(
             # the nested fits, the two probe fits and the rank check (about one mask each)
             full += c * (fixed + per * (rows + 3))
             screened += c * (fixed + per * (n_screen + 3))
-            training += c * train_q if prunes(outer, objective) else 0.0
+            if prunes(outer, objective) and q == 0:  # only linear forms are pruned
+                training += c * train_q
+                linear_full += c * (fixed + per * (rows + 3))
+                linear_screened += c * (fixed + per * (n_screen + 3))
             fitting = max(fitting, memory_q)
-    nested = screened + full * survivors_max / max(n_fit, 1) if keep else full
+    def nested_of(sc: float, fu: float) -> float:
+        return sc + fu * survivors_max / max(n_fit, 1) if keep else fu
+
+    nested = nested_of(linear_screened, linear_full)  # what pruning can shrink
+    rest = nested_of(screened, full) - nested
     share = HOPELESS_SHARE if prunes(outer, objective) else 1.0
     memory = (
         n_generated * CANDIDATE_BYTES  # the candidates made
@@ -240,7 +249,8 @@ def plan_search(
     # a worker's copy of the state (the candidates to fit, the masks) and its largest fit
     worker = n_fit * CANDIDATE_BYTES + 2.0 * rows * n + fitting
     return Plan(
-        n_generated, n_fit, rows, n, by_q, training + share * nested, memory, min_train, keep,
+        n_generated, n_fit, rows, n, by_q, training + rest + share * nested, memory, min_train,
+        keep,
         n_screen + 3 if keep else 0, survivors_max, worker, step=only_constants, nested=nested,
         share=share,
     )  # fmt: skip

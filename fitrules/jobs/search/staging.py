@@ -100,7 +100,7 @@ def _training_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | Non
         if not structural_rank_ok(form, s["X"], rng):
             out.append((i, False, None))
             continue
-        if not s["prune"]:
+        if not s["prune"] or form.structure.nonlinear:  # exact for a linear form alone
             out.append((i, True, None))
             continue
         rms = training_rms(form, s["X"], s["y"], sets, s["objective"])
