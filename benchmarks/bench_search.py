@@ -11,6 +11,8 @@
     python benchmarks/bench_search.py --only outer-seeds --outer-default-only  # issues 28, 42
     python benchmarks/bench_search.py --only outer-seeds --outer-default-only --outer-weights equal
     python benchmarks/bench_search.py --only outer-holdouts --outer-grids 200  # issue 28
+    python benchmarks/bench_search.py --only cost --old DIR  # issue 63: beside a checkout DIR
+    python benchmarks/bench_search.py --only catalogue  # issue 62: each grid's default search
 
 speed: `fitrules search` with its defaults on the default grid (every form of the default
 grammar, 20 outer x 10 inner random splits, 230 fits per form) on ``--jobs`` processes, timed
@@ -64,6 +66,21 @@ ceiling: issue 41's Chinchilla-shaped grid (8 N x 5 D, 0.2% noise, the top 3 lev
 out) searched with the default grammar, with and without tied exponents; the pick against the
 true form refitted, and whether the output said the front was still falling at its largest
 budget. Target: within 1.5x.
+
+cost (issue 63): ``fitrules search`` with its defaults on the 50-cell MoE variant grid
+(../shared/external/variants/sldbench_moe_step249000.csv, ``N < 1e9``: 10 levels of E x 5 of
+N), run as a command by this checkout and, in the same run, by the checkout ``--old`` (318c40e
+for the issue), each ``--repeats`` times; the CPU seconds of the command and its workers
+(user + system, from getrusage of the children), the minimum over the repeats, their ratio
+(target: at most 1/5), and the wall seconds, which on a loaded machine are inflated by the
+others' work. Printed beside them: how many candidates the new search pruned as hopeless
+(its training fit) and the share of the nested rows it fitted.
+
+catalogue (issue 62): ``fitrules search --data GRID`` with no other option (but ``--metric``
+where the grid's metric is not a default one) on each grid of data/external/published.toml
+that is present, as a command: CPU seconds (command and
+workers) and wall seconds, the plan's estimate, the pick, or the refusal. Target: under 5
+minutes on 2 idle cores, never refused on the 50-cell, 2-variable grid.
 
 chinchilla: the real Chinchilla runs of ../shared/external (log_huber, over N and D, two
 power-law terms or logs); whether the search finds E + A/N**alpha + B/D**beta or a procedure
@@ -767,6 +784,118 @@ def _data_constrained(jobs: int, cluster: bool) -> None:
           f"the local run's: {same}", flush=True)  # fmt: skip
 
 
+# ------------------------------------------------------------------------------ cost
+MOE_VARIANT = ("variants", "sldbench_moe_step249000.csv")
+MOE_WHERE = "N < 1e9"  # the 50 cells of issue 62/63: 10 levels of E x the 5 smaller N
+
+
+def run_commands(jobs: list[tuple[Path, list[str]]]) -> list[tuple[float, float, str, str]]:
+    """(CPU seconds of the command and its workers, wall seconds, stdout, stderr) of each
+    ``python -m fitrules ARGS`` run from its checkout (its own fitrules on the path), all at
+    once (so that each sees the same load); the CPU seconds are each command's own
+    (``os.wait4``), user + system, its workers' included."""
+    import subprocess
+    import tempfile
+
+    procs = []
+    for tree, args in jobs:
+        env = dict(os.environ, PYTHONPATH=str(tree), OPENBLAS_NUM_THREADS="1")
+        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        p = subprocess.Popen([sys.executable, "-m", "fitrules", *args], cwd=tree, env=env,
+                             stdout=out, stderr=err, text=True)  # fmt: skip
+        procs.append((p, out, err, time.perf_counter()))
+    res: dict[int, tuple[float, float]] = {}
+    while len(res) < len(procs):
+        pid, _, ru = os.wait4(-1, 0)
+        for i, (p, _, _, t0) in enumerate(procs):
+            if p.pid == pid:
+                p.returncode = 0  # reaped here; Popen must not wait for it
+                res[i] = (ru.ru_utime + ru.ru_stime, time.perf_counter() - t0)
+    outs = []
+    for i, (_, out, err, _) in enumerate(procs):
+        out.seek(0)
+        err.seek(0)
+        outs.append((*res[i], out.read(), err.read()))
+    return outs
+
+
+def _picks(out: str) -> tuple[str, list[str], dict]:
+    """From a search's JSON: the pick (the front's best budget), each budget's choice from
+    all cells, and the dropped candidates' reasons with counts."""
+    import json
+
+    try:
+        d = json.loads(out)
+    except ValueError:
+        return "(no result)", [], {}
+    best = d["settings"]["best_budget"]
+    pick = next((f["expression"] for f in d["front"] if f["max_constants"] == best), None)
+    per = [f"{b['max_constants']}: {b['final_choice']}" for b in d["budgets"]]
+    dropped = dict(d.get("dropped", {}))
+    if "hopeless" in d["settings"]:  # the share of the nested rows fitted (jobs.search.hopeless)
+        dropped["nested rows fitted"] = f"{d['settings']['hopeless']['rows_fitted']:.1%}"
+    return str(pick), per, dropped
+
+
+def section_cost(old: Path | None, repeats: int) -> dict:
+    """Issue 63: the default search on the 50-cell MoE variant grid, this checkout against
+    ``old`` in the same run, CPU seconds (minimum over ``repeats``) and their ratio."""
+    path = _find_external(str(Path(*MOE_VARIANT)))
+    if path is None:
+        print("skipped: ../shared/external/variants/sldbench_moe_step249000.csv is not present")
+        return {}
+    # flag words: the command line each checkout runs
+    args = ["search", "--data", str(path), "--where", MOE_WHERE, "--yes", "--json", "-"]
+    print(f"## cost: fitrules search --where '{MOE_WHERE}' --yes on {path.name} (50 cells), "
+          f"{repeats} repeat(s), load average {os.getloadavg()[0]:.1f} at the start")  # fmt: skip
+    trees = {"new": ROOT, **({"old": old} if old else {})}
+    res: dict[str, list] = {k: [] for k in trees}
+    for _ in range(repeats):  # at once: both see the same load
+        for name, r in zip(trees, run_commands([(t, args) for t in trees.values()]),
+                           strict=True):  # fmt: skip
+            res[name].append(r)
+    out = {}
+    for name, runs in res.items():
+        cpu, wall = min(r[0] for r in runs), min(r[1] for r in runs)
+        out[name] = cpu
+        pick, per, dropped = _picks(runs[0][2])
+        print(f"- {name} ({trees[name].name}): {cpu:.1f} CPU s (min of {len(runs)}: "
+              f"{', '.join(f'{r[0]:.1f}' for r in runs)}), {wall:.1f} s wall (inflated by "
+              f"load); pick `{pick}`; choice from all cells by budget {per}; dropped before "
+              f"the nested fits {dropped}")  # fmt: skip
+    if "old" in out:
+        print(f"ratio new / old: {out['new'] / out['old']:.3f} (target at most 0.2)")
+    return out
+
+
+def section_catalogue(jobs: int | None) -> None:
+    """Issue 62: ``fitrules search --data GRID`` with no other option on each catalogue grid
+    present, as a command: CPU and wall seconds, the pick or the refusal."""
+    import tomllib
+
+    cat = tomllib.loads((ROOT / "data" / "external" / "published.toml").read_text())
+    print(f"## catalogue: fitrules search --data GRID, no other option, load average "
+          f"{os.getloadavg()[0]:.1f}; CPU seconds of the command and its workers, wall seconds "
+          "(inflated by load)")  # fmt: skip
+    print("| grid | cells file | CPU s | wall s | estimate | pick or refusal |")
+    print("|---|---|---:|---:|---|---|")
+    for name, entry in cat.items():
+        path = _find_external(entry["file"])
+        if path is None:
+            print(f"| {name} | {entry['file']} | - | - | - | not present |")
+            continue
+        # flag words: the command line; the metric named only where the default misses it
+        args = ["search", "--data", str(path)] + (["--jobs", str(jobs)] if jobs else [])
+        if entry["metric"] not in ("loss", "val_loss"):
+            args += ["--metric", entry["metric"]]  # flag words: as above
+        ((cpu, wall, out, err),) = run_commands([(ROOT, [*args, "--json", "-"])])
+        est = next((ln.split("estimated ")[1].split(";")[0] for ln in err.splitlines()
+                    if "estimated " in ln), "-")  # fmt: skip
+        refused = next((ln for ln in err.splitlines() if "error:" in ln), None)
+        print(f"| {name} | {path.name} | {cpu:.0f} | {wall:.0f} | {est} | "
+              f"{refused[:200] if refused else '`' + _picks(out)[0] + '`'} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -782,6 +911,8 @@ def main() -> None:
             "extrapolation",
             "staged",
             "ceiling",
+            "cost",
+            "catalogue",
         ],  # fmt: skip
         default=None,
     )
@@ -798,6 +929,9 @@ def main() -> None:
     ap.add_argument("--tie", choices=["no", "yes", "both"], default="both",
                     help="ceiling: the default grammar without tied exponents, with, or both")
     ap.add_argument("--sample", type=int, default=4, help="baseline forms per class")
+    ap.add_argument("--old", type=Path, default=None,
+                    help="cost: a checkout of the old code (e.g. a worktree at 318c40e)")
+    ap.add_argument("--repeats", type=int, default=1, help="cost: runs of each, the min kept")
     args = ap.parse_args()
     if args.only in (None, "speed"):
         section_speed(args.jobs, args.sample)
@@ -823,6 +957,10 @@ def main() -> None:
         section_staged(args.jobs, not args.no_cluster, not args.no_screen_effect)
     if args.only in (None, "ceiling"):
         section_ceiling(args.grids, args.jobs, tie=args.tie)
+    if args.only == "cost":  # runs commands for minutes: only when asked
+        section_cost(args.old, args.repeats)
+    if args.only == "catalogue":
+        section_catalogue(None)
 
 
 if __name__ == "__main__":

@@ -290,7 +290,9 @@ def test_a_staged_search_picks_in_each_outer_split_among_what_its_screen_kept():
     sc = staged.settings["screen"]
     assert full.settings["screen"] is None and sc["keep"] == 1
     assert sc["validated"] < sc["screened"] == len(staged.candidates)
-    assert "staged: 6 candidates screened on 2 inner splits" in str(staged)
+    # those whose training fit is hopeless everywhere are not screened (jobs.search.hopeless)
+    assert staged.pruned.get("its training fit is hopeless", 0) == 6 - sc["screened"]
+    assert f"staged: {sc['screened']} candidates screened on 2 inner splits" in str(staged)
     # each split picked a form that some screen kept; with one survivor a class, the
     # candidates fitted in full are few, and the rest have no outer error at all
     validated = staged.candidates["outer_valid"] > 0
@@ -362,11 +364,14 @@ def test_the_unconfirmed_time_limit_holds_for_every_step_the_budget_may_grow_to(
     """A search whose first step fits in the 15 minutes a search runs unconfirmed, and each
     further step too, but not all of them (the plan line announces them all) raises LimitError
     before any fit, naming the whole estimate and ``yes``; with yes=True it starts (issue 61).
-    Each pilot fit is made to cost 0.01 s a mask: about 8 min for the first step (3 constants)
-    and 12 min more for the steps to 5."""
+    Each pilot fit is made to cost 0.01 s a mask, and every nested fit counted (no training
+    fit hopeless): about 8 min for the first step (3 constants) and 12 min more for the steps
+    to 5."""
     from fitrules.jobs.search import plan as planning
 
     monkeypatch.setattr(planning, "_pilot_seconds", lambda *args, **kwargs: (0.0, 0.01))
+    monkeypatch.setattr(planning, "_training_seconds", lambda *args, **kwargs: 0.0)
+    monkeypatch.setattr(planning, "HOPELESS_SHARE", 1.0)
     plans = []
 
     def on_plan(plan, seconds):

@@ -24,9 +24,17 @@ wild by the guard (training fit and design only) count as failures: a candidate 
 in half the inner splits or more, or whose fit on the outer training cells fails, cannot
 be picked there.
 
+Before the nested fits, each candidate's least-squares training fit on each outer training
+set and on all cells is compared with the best of the candidates of no more constants there:
+more than :data:`~fitrules.jobs.search.hopeless.HOPELESS_RATIO` times its RMS, and the
+candidate's inner splits there (its final splits, for all cells) are not fitted, as if they
+had failed; a candidate hopeless everywhere is dropped. The decision reads each set's
+training cells alone, as a ranking inside it may.
+
 The package, one concept a module, each importing only those listed before it:
 ``protocol`` (the nested masks and their seeds), ``result`` (:class:`Search` and its views),
-``workers`` (where the fits run), ``scoring`` (one form on the nested masks), ``staging``
+``workers`` (where the fits run), ``scoring`` (one form on the nested masks), ``hopeless``
+(the training fits that prune), ``staging``
 (probes, screen, survivors), ``selection`` (the rule's picks and the front), ``plan`` (the
 cost and limits), ``inputs`` (what is searched), ``growth`` (a growing budget), ``tables``
 (the result's tables), ``pick_guard`` (the guard on the pick) and ``job``

@@ -97,5 +97,6 @@ def _merged(a: _Fitted, b: _Fitted, n_outer: int) -> _Fitted:
         note["screened"] = sum(n["screened"] for n in notes)
         note["validated"] = sum(n["validated"] for n in notes)
     return _Fitted(
-        a.kept + b.kept, a.results + b.results, a.dropped + b.dropped, outer, final, note
-    )
+        a.kept + b.kept, a.results + b.results, a.dropped + b.dropped, outer, final, note,
+        a.counted + b.counted, (a.rows[0] + b.rows[0], a.rows[1] + b.rows[1]),
+    )  # fmt: skip

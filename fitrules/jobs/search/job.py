@@ -18,6 +18,7 @@ from fitrules.engine.guard import TURN_STEP, GuardOptions
 from fitrules.engine.metrics import box_weights
 from fitrules.jobs.options import RULES, SEARCH
 from fitrules.jobs.search.growth import _growth_stop, _merged, _step_refusal, _step_row
+from fitrules.jobs.search.hopeless import HOPELESS_RATIO, prunes
 from fitrules.jobs.search.inputs import _checked_inputs, _SearchSpec
 from fitrules.jobs.search.pick_guard import guard_pick, pick_guard_warning
 from fitrules.jobs.search.plan import Plan, _shrink_options, check_plan, plan_search
@@ -166,6 +167,8 @@ def run_search(
             stop = _growth_stop(fitted, masks, rule, budget, grammar)
             if stop is None:
                 k = budget + 1
+                # checked again with the share of nested fits the steps so far needed
+                steps[k] = steps[k].with_share(fitted.share)
                 stop = _step_refusal(steps[k], k, spec, variables, jobs, yes, scheduler)
             if stop is not None:
                 break
@@ -177,7 +180,7 @@ def run_search(
             big = [c for c in new if c.n_constants >= masks.min_train]
             part = _fit_candidates(
                 ok, big, _worker_state(spec, ok, X, y, masks, held), screen, jobs,
-                on_progress, client, kept, allow_none=True, before=len(fitted.kept),
+                on_progress, client, kept, allow_none=True, before=fitted.counted,
             )  # fmt: skip
             fitted = _merged(fitted, part, masks.n_outer)
             growth.append(_step_row(k, len(new), part))
@@ -196,6 +199,7 @@ def run_search(
         else None
     )
     out.settings["ceiling"]["stopped"] = stop
+    out.settings["hopeless"] = dict(ratio=HOPELESS_RATIO, rows_fitted=fitted.share)
     out.pick_guard = guard_pick(out, cells, masks, objective, guard, list(at))
     if out.pick_guard["named"]:
         out.warnings.append(pick_guard_warning(out.pick_guard))
@@ -288,6 +292,7 @@ def _worker_state(
         heldout=spec.heldout,
         # shape sense (issue 41): fits that turn back past the levels the question extrapolates
         turn=_turn_column(spec.outer),
+        prune=prunes(spec.outer, spec.objective),  # hopeless training fits
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -15,6 +15,7 @@ from fitrules.base.limits import MAX_SEARCH_CANDIDATES, SEARCH_TIME_BUDGET_SECON
 from fitrules.engine.fit import FitOptions, Objective, fit_memory
 from fitrules.engine.grammar import Grammar, count_candidates, pilot_candidate
 from fitrules.engine.guard import GuardOptions
+from fitrules.jobs.search.hopeless import HOPELESS_SHARE, prunes, training_rms
 from fitrules.jobs.search.protocol import NestedMasks, _shape, asks_inside, nested_masks
 from fitrules.jobs.search.scoring import score_form
 from fitrules.jobs.search.staging import SCREEN_SPLITS, screen_size
@@ -34,11 +35,17 @@ class Plan:
     fits_per_candidate : nested masks each candidate is fitted on.
     n_cells : cells of the grid.
     by_nonlinear : fittable candidates by number of nonlinear constants.
-    seconds : estimated time of the fits in one process (from pilot fits on a few masks).
+    seconds : estimated CPU seconds of the fits in one process (from pilot fits on a few
+        masks, timed in CPU seconds, so that a loaded machine does not inflate them): the
+        training fits of every candidate, and :attr:`share` of its nested fits.
     memory : estimated bytes at the peak in this process.
     min_train : the fewest cells a nested mask fits.
     worker_memory : estimated bytes each worker process holds beside it (its copy of the
         candidates and masks, and its largest fit); see :func:`search_memory`.
+    nested : estimated CPU seconds of the linear forms' nested fits were every row fitted
+        (those pruning can shrink).
+    share : the share of :attr:`nested` counted in :attr:`seconds` (rows whose training fit
+        is not hopeless: an assumption before any fit, the measured share after a step).
     """
 
     n_generated: int
@@ -58,6 +65,15 @@ class Plan:
     growth: list[tuple[int, int, float]] = field(default_factory=list)
     step: int | None = None  # a growing budget's step: the constants of its candidates
     n_references: int = 0  # reference forms competing beside the grammar's (in n_candidates)
+    # the nested fits' seconds were every row fitted, and the share of them counted in seconds
+    # (rows whose training fit is not hopeless: jobs.search.hopeless)
+    nested: float = 0.0
+    share: float = 1.0
+
+    def with_share(self, share: float) -> Plan:
+        """This plan with ``share`` of its nested fits counted (one measured so far)."""
+        return replace(self, seconds=self.seconds + (share - self.share) * self.nested,
+                       share=share)  # fmt: skip
 
     @property
     def more_candidates(self) -> int:
@@ -107,24 +123,42 @@ def search_memory(plan: Plan, jobs: int, scheduler: str | None = None) -> tuple[
 # the peak of making them
 CANDIDATE_BYTES = 16_000
 PILOT_MASKS = (2, 8)  # pilot fits time each cost on this many masks: a fixed part and a slope
+# each pilot timed this many times, the least kept: on a loaded machine a process's CPU
+# seconds still vary with what shares its core (caches), never below what it needs
+PILOT_REPEATS = 2
 
 
 def _pilot_seconds(form, X, y, n_train, objective, options, guard) -> tuple[float, float]:
-    """(fixed, per mask) seconds of fitting ``form`` on masks of ``n_train`` cells: timed on
-    a few random masks (the pilots' results are not used)."""
+    """(fixed, per mask) CPU seconds of fitting ``form`` on masks of ``n_train`` cells:
+    timed on a few random masks (the pilots' results are not used)."""
     n = len(y)
     times = []
     for m in PILOT_MASKS:
         sp = RandomSplit(m, min(max(n_train / n, 1e-9), 1 - 1e-9), 0)
         train = sp.masks(n)
         pilot = NestedMasks(train, ~train, 0, 0, [])
-        t0 = time.perf_counter()
-        score_form(form, X, y, pilot, objective, options, guard)
-        times.append(time.perf_counter() - t0)
+        best = np.inf
+        for _ in range(PILOT_REPEATS):
+            t0 = time.process_time()  # CPU seconds: what others run beside it does not count
+            score_form(form, X, y, pilot, objective, options, guard)
+            best = min(best, time.process_time() - t0)
+        times.append(best)
     (m1, m2), (t1, t2) = PILOT_MASKS, times
     slope = max(t2 - t1, 0.0) / (m2 - m1)
     slope = max(slope, t2 / m2 / 4)  # noise cannot make the cost of a mask vanish
     return max(t1 - slope * m1, 0.0), slope
+
+
+def _training_seconds(form, X, y, n_sets: int, n_train: int, objective) -> float:
+    """CPU seconds of one candidate's training fits on ``n_sets`` sets (jobs.search.hopeless)."""
+    n, m = len(y), min(max(n_sets, 2), 64)  # timed on 64 sets at most, scaled to n_sets
+    sets = RandomSplit(m, min(max(n_train / n, 1e-9), 1 - 1e-9), 0).masks(n)
+    times = []
+    for _ in range(2):  # the first call compiles the form as well
+        t0 = time.process_time()
+        training_rms(form, X, y, sets, objective)
+        times.append(time.process_time() - t0)
+    return min(times) * max(n_sets, 2) / m
 
 
 def plan_search(
@@ -173,7 +207,8 @@ def plan_search(
     classes = len({k for (k, q) in counts if k < min_train})
     survivors_max = min(n_fit, (n_outer + 1) * keep * classes) if keep else n_fit
     n_screen = n_outer * min(SCREEN_SPLITS, inner_splits) + SCREEN_SPLITS if keep else 0
-    full, screened, fitting = 0.0, 0.0, 0.0
+    full, screened, fitting, training = 0.0, 0.0, 0.0, 0.0
+    linear_full, linear_screened = 0.0, 0.0
     if n_generated <= MAX_SEARCH_CANDIDATES:  # beyond it the count alone refuses
         pilots = {} if pilots is None else pilots
         for q, c in sorted(by_q.items()):
@@ -186,15 +221,25 @@ def plan_search(
                     pilots[q] = (
                         *_pilot_seconds(form, cols, y, inner_train, objective, options, guard),
                         fit_memory(form, n, rows, options, inner_train),
+                        _training_seconds(form, cols, y, n_outer + 1, min_train, objective),
                     )
             if pilots[q] is None:
                 continue
-            fixed, per, memory_q = pilots[q]
+            fixed, per, memory_q, train_q = pilots[q]
             # the nested fits, the two probe fits and the rank check (about one mask each)
             full += c * (fixed + per * (rows + 3))
             screened += c * (fixed + per * (n_screen + 3))
+            if prunes(outer, objective) and q == 0:  # only linear forms are pruned
+                training += c * train_q
+                linear_full += c * (fixed + per * (rows + 3))
+                linear_screened += c * (fixed + per * (n_screen + 3))
             fitting = max(fitting, memory_q)
-    seconds = screened + full * survivors_max / max(n_fit, 1) if keep else full
+    def nested_of(sc: float, fu: float) -> float:
+        return sc + fu * survivors_max / max(n_fit, 1) if keep else fu
+
+    nested = nested_of(linear_screened, linear_full)  # what pruning can shrink
+    rest = nested_of(screened, full) - nested
+    share = HOPELESS_SHARE if prunes(outer, objective) else 1.0
     memory = (
         n_generated * CANDIDATE_BYTES  # the candidates made
         + 2.0 * rows * n  # the nested masks (train and test)
@@ -204,8 +249,10 @@ def plan_search(
     # a worker's copy of the state (the candidates to fit, the masks) and its largest fit
     worker = n_fit * CANDIDATE_BYTES + 2.0 * rows * n + fitting
     return Plan(
-        n_generated, n_fit, rows, n, by_q, seconds, memory, min_train, keep,
-        n_screen + 3 if keep else 0, survivors_max, worker, step=only_constants,
+        n_generated, n_fit, rows, n, by_q, training + rest + share * nested, memory, min_train,
+        keep,
+        n_screen + 3 if keep else 0, survivors_max, worker, step=only_constants, nested=nested,
+        share=share,
     )  # fmt: skip
 
 

@@ -42,6 +42,7 @@ def score_form(
     y_test: np.ndarray | None = None,
     turn: str | None = None,
     weights: np.ndarray | None = None,
+    batch: np.ndarray | None = None,
 ) -> Scored:
     """Fit ``form`` on every training mask (or ``rows`` of them) and score its test cells.
 
@@ -49,7 +50,10 @@ def score_form(
     values fitted). ``turn``: the column a question extrapolates along; a fit that turns
     back past its training levels there (:func:`fitrules.engine.guard.turns_back`) fails,
     as a fit the guard names wild does. ``weights`` (cells,): each held-out cell's weight in
-    a split's error (:func:`fitrules.engine.metrics.box_weights`; default each once)."""
+    a split's error (:func:`fitrules.engine.metrics.box_weights`; default each once).
+    ``batch`` (rows,): the training set sizes of the rows a call without pruning would fit;
+    each size's fits are padded to as many rows (repeats, fitted once), so that a row's fit
+    gets the starts it would get there (:class:`fitrules.engine.fit.FitOptions`)."""
     t0 = time.perf_counter()
     train = masks.train if rows is None else masks.train[rows]
     test = masks.test if rows is None else masks.test[rows]
@@ -59,9 +63,12 @@ def score_form(
     fits: list = [None] * len(train)
     for size in np.unique(counts):
         rows_k = np.flatnonzero(counts == size)
-        for r, f in zip(
-            rows_k, fit_splits(form, X, y, train[rows_k], objective, options), strict=True
-        ):
+        fit_masks = train[rows_k]
+        extra = 0 if batch is None else int((batch == size).sum()) - len(rows_k)
+        if extra > 0:
+            fit_masks = np.vstack([fit_masks, np.repeat(fit_masks[:1], extra, axis=0)])
+        got = fit_splits(form, X, y, fit_masks, objective, options)[: len(rows_k)]
+        for r, f in zip(rows_k, got, strict=True):
             fits[r] = f
     guarded = check_fits(form, X, y, train, fits, objective, guard)
     cf = CompiledForm(form)
@@ -87,9 +94,17 @@ def score_form(
     )
 
 
-def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None = None) -> Scored:
+def _score(
+    form: Form,
+    s: dict,
+    stop: int | None = None,
+    only: np.ndarray | None = None,
+    alive: np.ndarray | None = None,
+) -> Scored:
     """Score ``form`` on every row of the nested masks (or the first ``stop``, or the rows
-    ``only`` marks; the others are NaN).
+    ``only`` marks; the others are NaN). ``alive`` (rows,): of those, the rows fitted (a row
+    whose training fit is hopeless, :mod:`~fitrules.jobs.search.hopeless`, is NaN), each
+    fitted as in the call without it (``batch`` of :func:`score_form`).
 
     Under the cells-and-seeds protocol (``s["seeds"]``) outer split o is fitted on the runs
     at every seed id but fold ``o mod folds``'s, and its test cells scored on that fold's
@@ -100,45 +115,44 @@ def _score(form: Form, s: dict, stop: int | None = None, only: np.ndarray | None
     outer split reads as many runs per cell as the choice from all cells does."""
     masks = s["masks"]
     args = (s["objective"], s["options"], s["guard"])
-    turn = s.get("turn")
     held = s.get("seeds")
-    kw = dict(turn=turn, weights=s.get("heldout"))
+    kw = dict(turn=s.get("turn"), weights=s.get("heldout"))
     n_all = len(masks.train)
     want = np.zeros(n_all, bool)
     want[: n_all if stop is None else stop] = True
     if only is not None:
         want &= only
-    if held is None:
-        if want.all():
-            return score_form(form, s["X"], s["y"], masks, *args, **kw)
-        rows = np.flatnonzero(want)
-        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rows, **kw)
-        err, valid, mse = np.full(n_all, np.nan), np.zeros(n_all, bool), np.full(n_all, np.nan)
-        err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
-        return Scored(err, valid, sc.seconds, mse)
-    n_out = masks.n_outer
-    err = np.full(n_all, np.nan)
-    valid = np.zeros(n_all, bool)
-    mse = np.full(n_all, np.nan)
+    fit = want if alive is None else want & alive
+    sizes = masks.train.sum(axis=1)
+    err, valid, mse = np.full(n_all, np.nan), np.zeros(n_all, bool), np.full(n_all, np.nan)
     seconds = 0.0
-    for k, fold in enumerate(held["folds"]):
-        rows = np.arange(k, n_out, len(held["folds"]))
-        rows = rows[want[rows]]
+
+    def run(base: np.ndarray, y, y_test=None) -> None:
+        nonlocal seconds
+        rows = base[fit[base]]
         if not len(rows):
-            continue
-        sc = score_form(form, s["X"], fold["y_fit"], masks, *args, rows=rows,
-                        y_test=fold["y_test"], **kw)  # fmt: skip
+            return
+        if alive is None and len(rows) == n_all:
+            sc = score_form(form, s["X"], y, masks, *args, **kw)
+        else:
+            sc = score_form(form, s["X"], y, masks, *args, rows=rows, y_test=y_test,
+                            batch=None if alive is None else sizes[base], **kw)  # fmt: skip
         err[rows], valid[rows], mse[rows] = sc.error, sc.valid, sc.mse
         seconds += sc.seconds
+
+    if held is None:
+        run(np.flatnonzero(want), s["y"])
+        return Scored(err, valid, seconds, mse)
+    n_out = masks.n_outer
+    for k, fold in enumerate(held["folds"]):
+        rows = np.arange(k, n_out, len(held["folds"]))
+        run(rows[want[rows]], fold["y_fit"], fold["y_test"])
     on = np.isfinite(mse[:n_out])
     if on.any():  # one factor: a split's few held-out cells are too noisy to correct alone
         err[:n_out] *= SeedHoldout.rescale(float(np.mean(mse[:n_out][on])), held["excess"])
     # inner rows read every id's runs, of outer training cells only (the held-out fold's effect
     # is there a common offset a form's linear constants absorb): ranking on 2 of 3 runs a
     # cell picked worse forms than the final choice does, and so quoted too high (issue 28)
-    rest = np.flatnonzero(want[n_out:]) + n_out
-    if len(rest):
-        sc = score_form(form, s["X"], s["y"], masks, *args, rows=rest, **kw)
-        err[rest], valid[rest] = sc.error, sc.valid
-        seconds += sc.seconds
+    run(np.flatnonzero(want[n_out:]) + n_out, s["y"])
+    mse[n_out:] = np.nan
     return Scored(err, valid, seconds, mse)

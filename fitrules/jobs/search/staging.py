@@ -12,6 +12,7 @@ import numpy as np
 from fitrules.base.errors import FitrulesError
 from fitrules.engine.fit import FitOptions, fit_splits
 from fitrules.engine.grammar import DUPLICATE_RTOL, Candidate, TwinIndex, structural_rank_ok
+from fitrules.jobs.search.hopeless import HOPELESS_RATIO, PRUNED, hopeless, training_rms
 from fitrules.jobs.search.protocol import _RANK, NestedMasks, _sub_seed
 from fitrules.jobs.search.scoring import Scored, _score
 from fitrules.jobs.search.workers import _STATE, _chunks, _run
@@ -39,6 +40,13 @@ class _Fitted:
     allowed_outer: np.ndarray | None = None
     allowed_final: np.ndarray | None = None
     screen_note: dict | None = None
+    counted: int = 0  # candidates screen="auto" counts: those kept and those pruned as hopeless
+    rows: tuple[int, int] = (0, 0)  # nested rows to fit (training fit not hopeless), and all
+
+    @property
+    def share(self) -> float:
+        """The share of the nested rows fitted (1 before any candidate)."""
+        return self.rows[0] / self.rows[1] if self.rows[1] else 1.0
 
 
 class _KeptPrints:
@@ -48,6 +56,8 @@ class _KeptPrints:
     def __init__(self) -> None:
         self.twins = TwinIndex(DUPLICATE_RTOL)
         self.names: list[str] = []
+        # constants -> the lowest training RMS on each outer training set and all cells
+        self.best_rms: dict[int, np.ndarray] = {}
 
 
 # the tasks run on the workers (module-level, so that they pickle): each reads the state the
@@ -55,24 +65,52 @@ class _KeptPrints:
 def _fingerprint_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | None]]:
     s = _STATE
     out: list[tuple[int, bool, np.ndarray | None]] = []
+    for i in indices:  # their structural rank was checked with their training fits
+        out.append((i, True, _probe_values(s["forms"][i], s["X"], s["probes"], s["objective"])))
+    return out
+
+
+def _alive(s: dict, i: int) -> np.ndarray | None:
+    alive = s.get("alive")
+    return None if alive is None else alive[i]
+
+
+def _nested_task(indices: list[int]) -> list[tuple[int, Scored]]:
+    s = _STATE
+    return [(i, _score(s["forms"][i], s, alive=_alive(s, i))) for i in indices]
+
+
+def _screen_task(indices: list[int]) -> list[tuple[int, Scored]]:
+    s = _STATE
+    return [(i, _score(s["forms"][i], s, only=s["screen_rows"], alive=_alive(s, i)))
+            for i in indices]  # fmt: skip
+
+
+def _training_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | None]]:
+    """Each form's structural rank check, and its training RMS on every outer training set
+    and on all cells (the outer fits' runs under the cells-and-seeds protocol; None when
+    nothing is pruned: :func:`fitrules.jobs.search.hopeless.prunes`)."""
+    s = _STATE
+    masks, held = s["masks"], s.get("seeds")
+    sets = np.vstack([masks.train[masks.outer], masks.train[masks.whole][None]])
+    out: list[tuple[int, bool, np.ndarray | None]] = []
     for i in indices:
         form = s["forms"][i]
         rng = np.random.default_rng(_sub_seed(s["seed"], _RANK, i))
         if not structural_rank_ok(form, s["X"], rng):
             out.append((i, False, None))
             continue
-        out.append((i, True, _probe_values(form, s["X"], s["probes"], s["objective"])))
+        if not s["prune"] or form.structure.nonlinear:  # exact for a linear form alone
+            out.append((i, True, None))
+            continue
+        rms = training_rms(form, s["X"], s["y"], sets, s["objective"])
+        for k, fold in enumerate(held["folds"] if held else []):
+            rows = np.arange(k, masks.n_outer, len(held["folds"]))
+            got = training_rms(form, s["X"], fold["y_fit"], sets[rows], s["objective"])
+            if rms is not None and got is not None:
+                rms[rows] = got
+        out.append((i, True, rms))
     return out
-
-
-def _nested_task(indices: list[int]) -> list[tuple[int, Scored]]:
-    s = _STATE
-    return [(i, _score(s["forms"][i], s)) for i in indices]
-
-
-def _screen_task(indices: list[int]) -> list[tuple[int, Scored]]:
-    s = _STATE
-    return [(i, _score(s["forms"][i], s, only=s["screen_rows"])) for i in indices]
 
 
 def _probe_values(form, X, probes, objective) -> np.ndarray:
@@ -106,13 +144,21 @@ def _fit_candidates(
     towards ``screen="auto"``'s threshold (a step of a large search is staged too)."""
     done = on_progress or (lambda k: None)
     forms = state["forms"]
+    kept = kept or _KeptPrints()
     size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
-    prints = _run(_chunks(range(len(forms)), size), _fingerprint_task, state, jobs, done, client)
-    dropped, keep_idx = _prune(prints, fits_ok, too_big, state, kept or _KeptPrints())
+    trained = _run(_chunks(range(len(forms)), size), _training_task, state, jobs,
+                   lambda k: None, client)  # fmt: skip
+    rms = {i: r for i, ok, r in trained if ok}
+    no_effect = [(fits_ok[i], NO_EFFECT) for i, ok, _ in trained if not ok]
+    live, gone = _hopeless_rows(rms, fits_ok, state, kept)
+    prints = _run(_chunks(live, size), _fingerprint_task, state, jobs, done, client)
+    dropped, keep_idx = _prune(prints, fits_ok, too_big, state, kept)
+    dropped += no_effect + gone
     todo = list(keep_idx)
+    done(len(forms) - len(live))  # the first pass: those pruned had no fingerprint
     done(len(forms) - len(todo))
     scored, allowed_outer, allowed_final, screen_note = _score_candidates(
-        todo, fits_ok, state, screen, size, jobs, done, client, before
+        todo, fits_ok, state, screen, size, jobs, done, client, before + len(gone)
     )
     if not keep_idx and not allow_none:
         counts = Counter(why.split(" as ")[0].split(" (")[0] for _, why in dropped)
@@ -128,10 +174,39 @@ def _fit_candidates(
         allowed_outer,
         allowed_final,
         screen_note,
+        len(keep_idx) + len(gone),
+        (int(state["alive"].sum()), int(state["alive"].size)),
     )
 
 
 TOO_BIG = "more constants than the fewest cells fitted"  # a dropped candidate's reason
+NO_EFFECT = "a constant has no effect on the grid's cells"  # another
+
+
+def _hopeless_rows(
+    rms: dict, fits_ok: list[Candidate], state: dict, kept: _KeptPrints
+) -> tuple[list[int], list[tuple[Candidate, str]]]:
+    """The candidates still to fingerprint (those whose training fit is not hopeless on
+    every outer training set and on all cells) and those dropped; sets ``state["alive"]``,
+    each candidate's nested rows to fit (:mod:`~fitrules.jobs.search.hopeless`)."""
+    masks = state["masks"]
+    have = [i for i in range(len(fits_ok)) if rms.get(i) is not None]  # none: nothing pruned
+    H = np.zeros((len(fits_ok), masks.n_outer + 1), bool)
+    if have:
+        k = np.array([fits_ok[i].n_constants for i in have])
+        H[have] = hopeless(np.array([rms[i] for i in have]), k, kept.best_rms)
+    # the user's own forms (references) compete in full: their worth is the question asked
+    H[[i for i, c in enumerate(fits_ok) if c.key.startswith("reference ")]] = False
+    alive = np.ones((len(fits_ok), len(masks.train)), bool)
+    alive[:, masks.outer] = ~H[:, :-1]
+    alive[:, masks.inner] = np.repeat(~H[:, :-1], masks.n_inner, axis=1)
+    alive[:, masks.final.start :] = ~H[:, -1:]
+    state["alive"] = alive
+    gone = [(fits_ok[i], f"{PRUNED} (its training RMS above {HOPELESS_RATIO:g}x that of a "
+             "form of no more constants on every outer training set and on all cells)")
+            for i in np.flatnonzero(H.all(axis=1))]  # fmt: skip
+    live = [i for i in range(len(fits_ok)) if i in rms and not H[i].all()]
+    return live, gone
 
 
 def _prune(
@@ -151,7 +226,7 @@ def _prune(
     for i, identifiable, values in prints:
         c = fits_ok[i]
         if not identifiable:
-            dropped.append((c, "a constant has no effect on the grid's cells"))
+            dropped.append((c, NO_EFFECT))
             continue
         if values is not None and np.isfinite(values).all():
             fp = values.ravel() / scale
