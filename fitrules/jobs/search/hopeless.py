@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from fitrules.engine.fit import FitOptions, Objective
+from fitrules.engine.fit.projection import _GridPieces, _profile
 from fitrules.engine.fit.search import _theta_grid
 from fitrules.jobs.search.protocol import asks_levels
 from fitrules.model.compiled import CompiledForm
@@ -31,8 +32,6 @@ from fitrules.model.forms import Form
 # same training cells: hopeless there (benchmarks/bench_search.py --cost prints what it saves
 # and that the picks of its extrapolation section are the same)
 HOPELESS_RATIO = 3.0
-# the nonlinear constants' grid the training fits are read on: the search's own starting grid
-HOPELESS_GRID = FitOptions(grid_points=(41, 17, 9))
 # the share of the nested fits a search's plan counts before any is made (each further step
 # of a growing budget is checked again with the share its earlier steps fitted):
 # benchmarks/bench_search.py --cost prints the shares measured on the catalogue's grids
@@ -47,46 +46,17 @@ def prunes(outer, objective: Objective) -> bool:
 
 def training_rms(form: Form, X: dict, y: np.ndarray, train: np.ndarray, objective: Objective):
     """Per row of ``train`` (sets, cells), the lowest root mean square training residual of
-    ``form`` over its nonlinear constants' grid (exact for a linear form); None under an
-    objective that is not least squares."""
+    ``form`` over its nonlinear constants' starting grid, its linear constants solved by the
+    fit's own variable projection (exact for a linear form, the only kind pruned); None
+    under an objective that is not least squares."""
     if objective.kind not in ("rel_ls", "abs_ls"):
         return None
     cf = CompiledForm(form)
-    thetas = _theta_grid(cf.s, HOPELESS_GRID)  # (G, q)
-    G, L = len(thetas), len(cf.lin_idx)
-    params = np.zeros((G, L + 1, cf.p))
-    params[:, :, cf.non_idx] = thetas[:, None, :]
-    for j, c in enumerate(cf.lin_idx):
-        params[:, j + 1, c] = 1.0
+    train = np.asarray(train, bool)
     with np.errstate(all="ignore"):
-        pred = cf.predict(X, params.reshape(G * (L + 1), cf.p)).reshape(G, L + 1, -1)
-        base = objective.residuals(pred[:, 0], y[None, :])  # (G, n): the offset alone
-        Z = (pred[:, 1:] - pred[:, :1]) * objective.dres_dpred(pred[:, 0], y[None, :])[:, None]
-        return _least_squares_rms(base, Z, np.asarray(train, bool))
-
-
-def _least_squares_rms(base: np.ndarray, Z: np.ndarray, train: np.ndarray) -> np.ndarray:
-    """min over g of the RMS of ``base[g] + c @ Z[g]`` on each row's cells, over c."""
-    ok = np.isfinite(base).all(axis=1) & np.isfinite(Z).all(axis=(1, 2))  # (G,)
-    base, Z = base[ok], Z[ok]
-    m = train.astype(float)  # (R, n)
-    count = np.maximum(m.sum(axis=1), 1.0)
-    if not len(base):
-        return np.full(len(train), np.inf)
-    total = np.einsum("rn,gn->gr", m, base**2)  # (G, R)
-    if Z.shape[1]:
-        scale = np.maximum(np.sqrt((Z**2).sum(axis=2)), 1e-300)  # columns of one size
-        Zs = Z / scale[:, :, None]
-        A = np.einsum("rn,gjn,gkn->grjk", m, Zs, Zs)
-        b = np.einsum("rn,gjn,gn->grj", m, Zs, base)
-        # columns of unit norm: a ridge of 1e-10 of the trace keeps a column without effect
-        # on a set (a level not fitted) from breaking the solve, and moves nothing else
-        ridge = 1e-10 * np.maximum(np.trace(A, axis1=2, axis2=3), 1e-300)
-        A = A + ridge[..., None, None] * np.eye(A.shape[-1])
-        c = np.linalg.solve(A, b[..., None])[..., 0]
-        total = total - np.einsum("grj,grj->gr", c, b)
-    sse = np.maximum(np.where(np.isfinite(total), total, np.inf), 0.0).min(axis=0)
-    return np.sqrt(sse / count)
+        pieces = _GridPieces(cf, X, y, objective, _theta_grid(cf.s, FitOptions()))
+        sse, _ = _profile(pieces, train)  # (grid points, sets)
+    return np.sqrt(sse.min(axis=0) / np.maximum(train.sum(axis=1), 1))
 
 
 def hopeless(rms: np.ndarray, n_constants: np.ndarray, best: dict[int, np.ndarray]):
