@@ -44,13 +44,16 @@ HERE = Path(__file__).resolve().parent.parent
 GOLDEN = HERE / "tests" / "golden"
 SUFFIXES = ("txt", "html.txt", "json")  # HTML kept as text: a reviewed diff, not a page
 # JSON floats this close are equal. A split's fit stops once a step gains less than 1e-9 of its
-# objective (engine/fit/lm.py), which leaves its constants and what is derived from them
-# uncertain to about sqrt(1e-9) = 3e-5 relative: REL is thirty times inside that, and ten
-# times the largest difference measured between OpenBLAS's core types (Haswell, Zen, Prescott,
-# Sandybridge, the detected one) at one and two threads (1.2e-7, a diagnostic of an
-# ill-conditioned split). ABS covers numbers that are zero up to rounding (a seed-offset sd of
-# 1.4e-13 moved by 4% between kernels).
-REL = 1e-6
+# objective (engine/fit/lm.py, engine/fit/search.py), which leaves its constants and what is
+# derived from them uncertain to about sqrt(1e-9) = 3e-5 relative; only the training objective
+# itself is promised to 1e-9. The guided split search takes a path that a last-bit difference in
+# an objective value can change, so OpenBLAS's core types (Haswell, Zen, Prescott, Sandybridge,
+# the detected one) reach points that differ within that uncertainty: measured up to 2.5e-5 (the
+# condition number of an ill-conditioned split), 6e-6 in a held-out error, 6e-10 in a training
+# objective. REL is three times the stop rule's uncertainty and four times the largest measured
+# difference. ABS covers numbers that are zero up to rounding (a seed-offset sd of 1.4e-13 moved
+# by 4% between kernels).
+REL = 1e-4
 ABS = 1e-12
 HEX_FLOAT = re.compile(r"-?0x[0-9a-f]\.?[0-9a-f]*p[+-]\d+|[-+]?(inf|nan)")
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}:\d{2}|Z)?")

@@ -69,6 +69,7 @@ FULL_STENCIL_MAX_Q = 3  # up to 3 nonlinear constants the local window is a full
 
 
 STEPS = np.linspace(-1, 1, 3)  # a full window's offsets along each axis, in steps
+LATTICE = 8  # the model's step is rounded to 1/LATTICE of the window's step
 
 
 def _stencil(q: int) -> tuple[np.ndarray, int]:
@@ -208,7 +209,11 @@ class _QuadraticModel:
         if ok.any():
             u[ok] = np.linalg.solve(H[ok], -g[ok][..., None])[..., 0]
         ok &= np.isfinite(u).all(axis=1) & (np.abs(u) <= 1).all(axis=1)
-        return u, ok
+        # rounded to an eighth of the step, the path stays on a dyadic lattice of its start, so
+        # a last-bit difference in a value (another BLAS kernel) moves it only when it falls on
+        # a rounding boundary, as the plain search's comparisons do; the next window (a quarter
+        # step either way) still holds the unrounded minimum
+        return np.round(u * LATTICE) / LATTICE, ok
 
 
 def _push_to_bounds(cf: CompiledForm, X, y, masks, objective, theta_start, x, val):
