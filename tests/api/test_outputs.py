@@ -9,20 +9,30 @@ import fitrules as fr
 from fitrules.base.errors import ReportError
 
 
-def _results(path):
-    g = fr.load_grid(str(path))
-    return {
-        "compare": fr.compare(g, forms=["composition"], splits=5),
-        "fit": fr.fit(g, "composition"),
-        "search": fr.search(
-            g, terms=1, max_constants=3, splits=3, inner_splits=2, references=[]
-        ),  # fmt: skip
-    }
+class _Results(dict):
+    """The results made from one table, each made when a test first asks for it (a test reads
+    one kind; making all three for each took 46 s of the suite)."""
+
+    def __init__(self, path) -> None:
+        super().__init__()
+        self.path = path
+
+    def __missing__(self, kind: str):
+        g = fr.load_grid(str(self.path))
+        make = {
+            "compare": lambda: fr.compare(g, forms=["composition"], splits=5),
+            "fit": lambda: fr.fit(g, "composition"),
+            "search": lambda: fr.search(
+                g, terms=1, max_constants=3, splits=3, inner_splits=2, references=[]
+            ),
+        }
+        self[kind] = make[kind]()
+        return self[kind]
 
 
 @pytest.fixture
 def results(table):
-    return _results(table)
+    return _Results(table)
 
 
 @pytest.mark.parametrize("kind", ["compare", "fit", "search"])

@@ -3,6 +3,8 @@ nested masks inside the outer training sets, the outer error of the pick."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,6 +20,16 @@ from fitrules.jobs.search.scoring import SEARCH_FIT_OPTIONS, score_form
 from fitrules.jobs.search.selection import front_flags, select
 from fitrules.model.forms import Form
 from fitrules.model.splits import LeaveOneLevelOut, RandomSplit, RollingOrigin
+
+
+_COMPOSITION = ("L0 + a*omega*(H/8)**b", (("L0", 2.15), ("a", 0.01), ("b", 0.3)))
+
+
+@functools.lru_cache(maxsize=4)
+def _small_search(formula: str, truth: tuple, seed: int):
+    """``fr.search(truth_runs(...), **SMALL, references=[])``, made once a test process: several
+    tests read the same search and none changes it."""
+    return fr.search(truth_runs(formula, dict(truth), seed=seed), **SMALL, references=[])
 
 
 def _table(levels=(1, 2, 4, 8, 16, 32), other=(0.0, 1.0)) -> pd.DataFrame:
@@ -118,7 +130,7 @@ def test_nested_masks_stay_inside_outer_training_sets():
 def test_the_pick_never_reads_the_outer_held_out_values():
     """Changing the outer held-out values changes the outer error but not the pick."""
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
-    s = fr.search(runs, **SMALL, references=[])
+    s = _small_search(*_COMPOSITION, 4)
     outer = RandomSplit(6, 0.8, 0).masks(20)
     cells = fr.load_grid(runs).cells(["H", "omega"], True).table
     held = ~outer[0]
@@ -143,7 +155,7 @@ def test_the_outer_error_holds_out_seed_ids_by_default():
     from fitrules.jobs.search.scoring import _score
 
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
-    s = fr.search(runs, **SMALL, references=[])
+    s = _small_search(*_COMPOSITION, 4)
     assert s.settings["outer_error"].startswith("cells and seeds: the seed ids in 3 folds")
     grid = fr.load_grid(runs)
     cells = grid.cells(["H", "omega"], True)

@@ -26,7 +26,7 @@ SCREEN_KEEP = 25
 SCREEN_ABOVE = 2_000
 # the probes that find duplicate forms compare fitted values to 1e-6: fitted to compare's
 # resolution (one fit per probe, so the cost is small)
-PROBE_FIT_OPTIONS = FitOptions(grid_points=(41, 17, 9), n_starts=1)
+PROBE_FIT_OPTIONS = FitOptions(grid_points=(41, 17, 9), n_starts=1, start_budget=8)
 
 
 @dataclass
