@@ -320,7 +320,9 @@ class HeldOut:
         shows none (:meth:`hidden_misfit_terms`) the interval takes the largest misfit the
         grid does not exclude rather than the edge's own few cells' estimate; taking a
         nuisance at its confidence bound (Berger and Boos, 1994) keeps the coverage at
-        least the level less that bound's error rate, whatever the true misfit."""
+        least the level less that bound's error rate, if the misfit beyond grows as the
+        form's own change does (a misfit that grows faster, as omega**0.8 one keep level
+        beyond an 8 x 3 grid, is not reached: benchmarks/README.md, issue 64)."""
         from scipy import stats
 
         if not self._single_id or self.dof < 1:
