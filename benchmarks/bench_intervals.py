@@ -78,7 +78,8 @@
 11. **What 3 seed ids allow** (``--only seed_info``): the interval over new seed ids at the
    interior points from the grid alone, with ``seed_sd`` given and with ``seed_pool`` over
    other slices (alike, and with seed sds 4x apart: refused or covering), its width against
-   the rms error, beside an oracle knowing the seed sd. Sections 9 to 11 run in
+   the rms error (with a bootstrap standard error over the grids), beside an oracle knowing
+   the seed sd. Sections 9 to 11 run in
    ``--workers`` processes (1 by default); section 9 also prints how often the F test kept
    the given form.
 
@@ -1235,6 +1236,17 @@ def _seed_info_grid(args) -> dict:
     return out
 
 
+def _ratio_se(rows: list, seed: int, draws: int = 1000) -> float:
+    """Bootstrap standard error over grids of median width / rms error (``rows``: (covers,
+    width, error) per grid): how far a row's ratio could move with other grids."""
+    if len(rows) < 2:
+        return math.nan
+    a = np.asarray([(w, e) for _, w, e in rows], float)
+    idx = np.random.default_rng([seed, 11, 1]).integers(0, len(a), (draws, len(a)))
+    w, e = a[idx, 0], a[idx, 1]
+    return float(np.std(np.median(w, axis=1) / np.sqrt(np.mean(e**2, axis=1)), ddof=1))
+
+
 def section_seed_info(grids: int, seed: int, resamples: int) -> dict:
     """3 seed ids, interior points, the right form: fitrules' interval for the configuration's
     mean over new seed ids from the grid alone, with the seed sd given (``seed_sd``) and with
@@ -1252,11 +1264,11 @@ def section_seed_info(grids: int, seed: int, resamples: int) -> dict:
         "and an "
         "oracle that knows the seed effect's sd (normal, 1.96 sd/sqrt(3) about the "
         "prediction); nominal 0.95; SE = binomial standard error; rms error over the grids "
-        "the row covers"
+        "the row covers; SE of width / rms: bootstrap over those grids (1000 draws)"
     )
     print("| point | interval | refused (grids) | coverage (grids) | SE | median full width % | "
-          "rms error % | width / rms |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          "rms error % | width / rms | SE of width / rms |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     t0 = time.perf_counter()
     jobs = [([seed, 11, i], resamples) for i in range(grids)]
     res = _map(_seed_info_grid, jobs)
@@ -1269,10 +1281,11 @@ def section_seed_info(grids: int, seed: int, resamples: int) -> dict:
         width = float(np.median([x[1] for x in given])) if n else math.nan
         rms = float(np.sqrt(np.mean(np.square([x[2] for x in given])))) if n else math.nan
         se = math.sqrt(p * (1 - p) / n) if n else math.nan
+        ratio_se = _ratio_se(given, seed)
         out[key] = {"coverage": p, "grids": n, "refused": refused, "width": width, "rms": rms,
-                    "se": se}  # fmt: skip
+                    "se": se, "ratio_se": ratio_se}  # fmt: skip
         print(f"| {key[0]} | {SEED_INFO_ROWS[key[1]]} | {refused} ({len(res)}) | {p:.3f} ({n}) "
-              f"| {se:.3f} | {width:.3f} | {rms:.3f} | {width / rms:.2f} |",
+              f"| {se:.3f} | {width:.3f} | {rms:.3f} | {width / rms:.2f} | {ratio_se:.2f} |",
               flush=True)  # fmt: skip
     print(f"<!-- {grids} grids, {time.perf_counter() - t0:.0f} s -->", flush=True)
     return out

@@ -1180,6 +1180,11 @@ def ledger_cases(draw) -> Case:
     argv += d.maybe("--tolerance", ["1", "5"], ["0", "-1", "inf", "nan"], 3, 2)
     argv += _form_options(d) if not saved or d.chance(8) else []
     argv += d.maybe("--runs", [1, 3], BAD_RUNS, 3, 2)
+    # issue 64: predict takes fit's outside information about the seed noise (refused
+    # beside --fit, whose saved fit records its own)
+    argv += d.maybe("--seed-sd", ["0.005", "0.02"], ["0", "-0.01", "nan", "x"], 6, 2)
+    argv += d.maybe("--seed-pool", ["lr == 1e-3", "lr == 3e-4"], ["lr ==", "", "nope > 1"],
+                    6, 2)  # fmt: skip
     return Case(argv, files, ["DIR"])
 
 

@@ -394,6 +394,8 @@ def _predict_probes() -> dict[str, Probe]:
         "bootstrap": Probe("residuals", also={"resamples": 30}),
         "seed": Probe(1, also={"bootstrap": "residuals", "resamples": 30}),
         "command": Probe("fitrules predict --form composition --at H=64,keep=0.25"),
+        "seed_sd": Probe(0.005),
+        "seed_pool": Probe("slice == 1", also={"grid": Lazy(_twin_slices)}),
     }
 
 

@@ -400,7 +400,11 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
             each variable outside the fitted cells' range, with how far (a ratio >= 1);
             ``misfit_shown_beyond``: those in which the point lies beyond an edge whose
             refit without it misses by more than noise (the form is wrong there, and the
-            interval takes its misfit to grow as a missed curvature would).
+            interval takes its misfit to grow as a missed curvature would);
+            ``misfit_hidden_beyond``: with one seed id in every cell, those beyond an edge
+            that shows no misfit, where the misfit cannot be told from the seed noise and
+            the interval takes the largest the held-out cells allow (their 95% upper
+            confidence bound), grown with the distance beyond.
 
         Raises
         ------
@@ -471,6 +475,7 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
             out["extrapolation_sd"] = h["extrapolation_sd"]
             out["extrapolation"] = h["extrapolation"]
             out["misfit_shown_beyond"] = h["misfit_shown_beyond"]
+            out["misfit_hidden_beyond"] = h["misfit_hidden_beyond"]
         if self.bootstrap is not None:
             out["constants_interval"] = self.bootstrap.predict_at(at)["interval"]
             out["constants_interval_kind"] = (

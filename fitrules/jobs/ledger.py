@@ -709,6 +709,8 @@ def prediction_record(fitted, grid: Grid, *, objective: str, level: float, resam
         "resamples": resamples,
         "bootstrap": fitted.bootstrap.kind if fitted.bootstrap else None,
         "tolerance_pct": tolerance,
+        # outside information about the seed noise the interval took, when given
+        **{k: v for k, v in (fitted.call or {}).items() if k in ("seed_sd", "seed_pool")},
         "setup": prediction_setup(
             grid, [*form.bound_variables, *pred["given"], *derived_inputs(grid)]
         ),

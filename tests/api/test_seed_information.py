@@ -132,3 +132,47 @@ def test_the_command_line_takes_both(tmp_path, capsys):
                  "composition", "--predict", "H=8,keep=0.25", "--resamples", "20",
                  "--seed-sd", "0.005"])  # fmt: skip
     assert code == 0 and "as the user gave it" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("options", [{"seed_sd": 0.005}, {"seed_pool": "slice == 1"}])
+def test_every_prediction_route_takes_the_seed_options_alike(tmp_path, options):
+    """fr.predict, with and without a ledger, gives the interval fr.fit(...).predict gives
+    with the same seed option (one code path), and the ledger records the option."""
+    g = _slices(tmp_path)
+    fitted = fr.fit(g, "composition", resamples=20, **options).predict(POINT)
+    plain = fr.fit(g, "composition", resamples=20).predict(POINT)
+    assert fitted["interval"] != pytest.approx(plain["interval"])  # the option matters here
+    bare = fr.predict(g, "composition", POINT, resamples=20, **options)
+    assert bare["interval"] == pytest.approx(fitted["interval"])
+    entry = fr.predict(g, "composition", POINT, resamples=20, ledger=tmp_path / "l.jsonl",
+                       **options)  # fmt: skip
+    assert entry.record["interval"] == pytest.approx(fitted["interval"])
+    (name, value), = options.items()
+    assert entry.record[name] == (value if name == "seed_sd" else [value])
+
+
+def test_a_seed_option_beside_a_saved_fit_is_refused(tmp_path):
+    """A saved fit records its own seed options: one given beside it would be ignored, so
+    fr.predict refuses it in words naming the flag."""
+    g = _slices(tmp_path)
+    path = tmp_path / "fit.json"
+    fr.fit(g, "composition").to_json(path)
+    with pytest.raises(FitrulesError, match="seed.sd would be ignored"):
+        fr.predict(g, None, POINT, saved_fit=path, seed_sd=0.005)
+
+
+def test_predict_on_the_command_line_takes_the_seed_options(tmp_path, capsys):
+    """fitrules predict --seed-sd prints the interval fr.fit(..., seed_sd=...) gives; a bad
+    sd is one line naming it, exit 2."""
+    from fitrules.cli import main
+
+    g = _slices(tmp_path)
+    argv = ["predict", "--data", str(g.source), "--where", "slice == 0", "--form",
+            "composition", "--at", "H=8,keep=0.25", "--resamples", "20"]  # fmt: skip
+    assert main([*argv, "--seed-sd", "0.005"]) == 0
+    out = capsys.readouterr().out
+    lo, hi = fr.fit(g, "composition", resamples=20, seed_sd=0.005).predict(POINT)["interval"]
+    assert f"{lo:.4f} to {hi:.4f}" in out
+    assert main([*argv, "--seed-sd", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed-sd" in err[0]

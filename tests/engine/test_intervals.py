@@ -427,6 +427,32 @@ def test_one_seed_id_beyond_an_edge_that_shows_a_misfit_the_misfit_grows_as_a_cu
     assert r.predict(H=128, keep=1 / 64)["misfit_shown_beyond"] == []
 
 
+def test_one_seed_id_beyond_an_edge_that_shows_no_misfit_takes_the_misfit_bound():
+    """Issue 64: with one seed id in every cell a misfit no edge shows cannot be told from
+    the seed noise; beyond such an edge the interval is at least as wide as the held-out
+    misfit variance's upper confidence bound grown with the steps beyond (a normal
+    quantile), and the text says so. With 3 seed ids the bound is not taken."""
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    rows = [{"H": H, "keep": 1 / (1 + om), "omega": om, "seed": 0,
+             "loss": (2.15 + 0.01 * om * (H / 16) ** 0.54) * (1 + 0.003 * rng.standard_normal())}
+            for H in (1, 2, 4, 8, 16, 32, 64, 128) for om in (0.0, 3.0, 15.0)]  # fmt: skip
+    f = fr.fit(fr.load_grid("r.csv", frame=pd.DataFrame(rows)), "composition")
+    p = f.predict(H=256, keep=0.25)
+    bound = f.prediction_heldout.hidden_misfit_bound
+    assert bound > 0 and p["misfit_shown_beyond"] == [] and p["misfit_hidden_beyond"] == ["H"]
+    assert "cannot be told from the seed noise" in str(p)
+    lo, hi = p["interval_grid_seeds"]
+    assert (hi - lo) / 2 >= stats.norm.ppf(0.975) * math.sqrt(bound) * p["prediction"]
+    inside = f.predict(H=8, keep=0.25)
+    assert inside["misfit_hidden_beyond"] == []
+    repeats = fr.fit(fr.load_grid(composition_grid()), "composition", intervals=True,
+                     resamples=20)  # fmt: skip
+    assert repeats.heldout.hidden_misfit_bound == 0.0
+    assert repeats.predict(H=256, keep=0.25)["misfit_hidden_beyond"] == []
+
+
 def test_beyond_an_edge_the_interval_adds_its_one_step_extrapolation_misfit():
     """Issue 42: one level beyond in keep under a wrong form (truth omega**0.8, composition
     fitted) the interval at the grid's seed ids covered 0.58 of the time. Each edge's cells

@@ -126,6 +126,38 @@ def beyond_edge_terms(
     return total, np.where(np.isfinite(df), df, 0.0)
 
 
+def hidden_misfit_terms(
+    pos: np.ndarray, cells: np.ndarray, variables, growth: dict, shown: dict, bound: float,
+) -> tuple[np.ndarray, list[list[str]]]:  # fmt: skip
+    """Variance at each point (design positions ``pos``) beyond the cells (``cells``) for a
+    misfit that no edge shows: per variable, on each side the point lies beyond and whose
+    edge does not show a misfit (``shown``: :func:`edge_misfit_shown`), the steps beyond
+    squared (or, where larger, that side's ``growth``: :func:`edge_growth`) times ``bound``,
+    the upper confidence bound of the misfit variance the held-out cells allow
+    (``HeldOut.hidden_misfit_bound``), summed; and, per point, the variables counted.
+
+    Where no edge shows a misfit, a wrong form's misfit cannot be told from the seed noise
+    (one seed id in every cell, no repeats) and an edge's own step variance, read from its
+    few cells (3 at an edge of H on an 8 x 3 grid) and cut at 0, says little: the largest
+    misfit the whole grid's held-out residuals allow, grown with the distance beyond as the
+    edge term grows, is the least the interval can take there."""
+    lo, hi = cells.min(axis=0), cells.max(axis=0)
+    total = np.zeros(len(pos))
+    which: list[list[str]] = [[] for _ in range(len(pos))]
+    if not bound > 0:
+        return total, which
+    for j, v in enumerate(variables):
+        steps = (np.maximum(lo[j] - pos[:, j], 0), np.maximum(pos[:, j] - hi[j], 0))
+        for side, d in enumerate(steps):
+            if shown.get(v, (False, False))[side]:
+                continue  # there the shown rule (beyond_edge_terms) holds, and is wider
+            factor = np.fmax(d**2, growth[v][side]) if v in growth else d**2
+            for i in np.flatnonzero(d > 0):
+                total[i] += factor[i] * bound
+                which[i].append(v)
+    return total, which
+
+
 def edge_growth(beyond: np.ndarray, edge: np.ndarray, scale_edge: np.ndarray,
                 scale_point: np.ndarray) -> np.ndarray:  # fmt: skip
     """How much more the form changes from its edge to each point than across its last

@@ -38,6 +38,27 @@ SAVED_FIT_FILE = Option(
 )
 
 
+# outside information about the seed noise, which fit and predict take alike (issue 64)
+SEED_INFORMATION = (
+    Option(
+        "seed_sd",
+        help="one seed id's shared effect as an sd relative to the loss (e.g. 0.005), "
+        "known from outside the grid: intervals over new seed ids take it as known "
+        "instead of estimating it from the grid's few seed ids",
+        check=lambda v, n: v is None or arg.real(v, n, 0.0),
+        cli=dict(type=float, metavar="SD"),
+    ),
+    repeatable(
+        "seed_pool",
+        "'lr == 1e-3'",
+        help="a filter naming another slice of the data file whose seed variance is "
+        "pooled with the grid's (repeatable); refused when the slices' seed noise "
+        "differs (F tests at 5%%)",
+        check=lambda v, n: arg.texts(v, n),
+    ),
+)
+
+
 def _interval_method(value, name: str) -> None:
     """``intervals``: False or True (the bootstrap), or a method's name."""
     if isinstance(value, bool) or type(value).__name__ == "bool_":
@@ -85,22 +106,7 @@ FIT = Command(
             ),
             RUNS,
             BOOTSTRAP,
-            Option(
-                "seed_sd",
-                help="one seed id's shared effect as an sd relative to the loss (e.g. 0.005), "
-                "known from outside the grid: intervals over new seed ids take it as known "
-                "instead of estimating it from the grid's few seed ids",
-                check=lambda v, n: v is None or arg.real(v, n, 0.0),
-                cli=dict(type=float, metavar="SD"),
-            ),
-            repeatable(
-                "seed_pool",
-                "'lr == 1e-3'",
-                help="a filter naming another slice of the data file whose seed variance is "
-                "pooled with the grid's (repeatable); refused when the slices' seed noise "
-                "differs (F tests at 5%%)",
-                check=lambda v, n: arg.texts(v, n),
-            ),
+            SEED_INFORMATION,
         ),
         in_group(
             "constraints",
@@ -253,7 +259,7 @@ PREDICT = Command(
             cli=dict(type=Path),
         ),
         FITTING,
-        in_group("interval", RUNS, BOOTSTRAP),
+        in_group("interval", RUNS, BOOTSTRAP, SEED_INFORMATION),
         Option("command", flag=None),
     ),
     description="Fit a form on all cells, predict one cell with an interval that "

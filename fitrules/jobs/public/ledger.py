@@ -87,7 +87,7 @@ def check(values: Mapping[str, Any]) -> None:
 
 # what a saved fit gives, which a prediction from it refuses beside it
 SAVED_FIT_GIVES = ("objective", "delta", "weights", "fix", "bounds", "by", "shared", "tune",
-                   "tune_seeds")  # fmt: skip
+                   "tune_seeds", "seed_sd", "seed_pool")  # fmt: skip
 
 
 def point_text(at):
@@ -109,6 +109,7 @@ def predict(
     bootstrap: str = PREDICT.bootstrap, resamples: int = PREDICT.resamples,
     seed: int = PREDICT.seed, level: float = PREDICT.level,
     tune: str | Sequence[str] | None = None, tune_seeds: Sequence[int] | str | None = None,
+    seed_sd: float | None = None, seed_pool: str | Sequence[str] | None = None,
     command: str | None = None,
 ):  # fmt: skip
     """Fit ``form`` on every cell and write its prediction at ``at`` to ``ledger`` before
@@ -158,6 +159,12 @@ def predict(
     {level}
     {tune}
     {tune_seeds}
+    seed_sd : float, optional
+        One seed id's shared effect as an sd relative to the value, known from outside the
+        grid, as :func:`fit` takes it (recorded in the ledger).
+    seed_pool : str or sequence of str, optional
+        Filters naming other slices of the grid's file whose seed variance is pooled with
+        the grid's, as :func:`fit` takes them (recorded in the ledger).
     command : str, optional
         What made the record, kept in it (default ``"fr.predict"``).
 
@@ -173,7 +180,10 @@ def predict(
     FitrulesError
         For a bad option (named), a ledger that was tampered with or cannot be written, a
         point that gives no value of a variable, or a ``saved_fit`` that :func:`load_fit`
-        would refuse (a ``SavedFitError`` naming the file, before anything is written).
+        would refuse (a ``SavedFitError`` naming the file, before anything is written);
+        ``seed_sd`` or ``seed_pool`` as :func:`fit` refuses them (a sd that is not a
+        positive number, no seed id shared across cells, a slice whose seed noise differs),
+        or given beside ``saved_fit`` (which records its own).
 
     Examples
     --------
@@ -208,7 +218,8 @@ def _recorded(grid, saved_fit, form, at: str, ledger_path: Path, runs, tolerance
 
 # the options of fr.fit a prediction passes on
 FIT_OPTIONS = ("objective", "delta", "weights", "fix", "bounds", "by", "shared", "bootstrap",
-               "resamples", "seed", "level", "tune", "tune_seeds")  # fmt: skip
+               "resamples", "seed", "level", "tune", "tune_seeds", "seed_sd",
+               "seed_pool")  # fmt: skip
 
 
 def _beside_ledger(g, ledger_path: Path):
