@@ -11,8 +11,16 @@ and learned position embeddings, pre-LayerNorm blocks of causal multi-head atten
 The M copies of the model live in one float32 array of shape (M, P), as in
 :mod:`fitrules.sim.model`: each named tensor is a view with a leading worker axis, the
 forward pass is batched over workers, and one AdamW over the array is M independent AdamWs
-whose state each worker keeps across rounds. Compression, attacks and aggregation are
-numpy's (:mod:`fitrules.sim.common`) on the same memory.
+whose state each worker keeps across rounds. With ``device = ""`` (the default, the committed
+grids') the array is numpy's and torch's on one memory, and compression, attacks and
+aggregation are numpy's (:mod:`fitrules.sim.common`); with ``device = "cpu"`` or ``"cuda"``
+all of it is torch tensors on that device (:mod:`fitrules.sim.tensors`), the same numbers on
+the CPU.
+
+The programme's settings are options whose defaults keep the behaviour before them: i.i.d.
+windows per worker (``sampling``), warm-up and cosine decay of the inner lr, weight decay on
+the weight matrices only (``decay_on``), tied embeddings and the two model sizes
+(:data:`PRESETS`). A corpus file (``corpus``) takes Tiny Shakespeare when the user has it.
 
 Random streams are keyed by the seed alone (initialisation, data order, masks, all numpy's),
 so runs pair by seed as the MLP's do. PyTorch is an optional extra, imported only here and
