@@ -1,6 +1,7 @@
 """The transformer backend of ``fitrules simulate`` (``model = "gpt"``) beside the numpy twin.
 
-    python benchmarks/bench_gpt.py            # the cell and the grid below; about a minute
+    python benchmarks/bench_gpt.py            # the cell, the grid and the presets below
+    python benchmarks/bench_gpt.py --only presets   # the programme's two models' step time
     python benchmarks/bench_gpt.py --quick    # tiny sizes: checks the script in seconds
     python benchmarks/bench_gpt.py --only cell --cell steps=256,batch=32 --gpt layers=4
     python benchmarks/bench_gpt.py --only grid --grid-H 1,4,16,64 --grid-seeds 0,1
@@ -45,6 +46,13 @@ time below.
    the two tables are identical (the same runs in the same order, the same losses, every
    column but the wall time equal).
 
+3. The presets (``preset = "413k"`` and ``"915k"``, the programme's two models): the step
+   time of one inner step of all M workers on the CPU, one thread (``--presets``: the
+   settings besides the preset, M=4, batch=16; ``--preset-steps`` timed steps, 10, after
+   ``--warmup``), with each preset's parameters on the corpus used (the shipped 37-character
+   slice unless ``--presets`` names a corpus) and on a 65-character alphabet (Tiny
+   Shakespeare's). ``--device`` (``""``) times the device path's step instead.
+
 ``--shape`` times inner steps of the GPT alone at the given settings (``--steps`` timed
 steps each; ``--only shapes``: the three sizes docs/tutorials/cluster.md quotes), and
 ``--run`` makes whole GPT runs (wall time and loss); given either, only they are done.
@@ -73,7 +81,7 @@ sys.path.insert(0, str(ROOT))
 from fitrules.base.errors import SimError  # noqa: E402
 from fitrules.sim.corpus import load_corpus  # noqa: E402
 from fitrules.sim.diloco import RunConfig  # noqa: E402
-from fitrules.sim.gpt import GPTConfig, require_torch  # noqa: E402
+from fitrules.sim.gpt import PRESETS, GPTConfig, require_torch  # noqa: E402
 from fitrules.sim.tasks import execute, one_blas_thread  # noqa: E402
 
 # the settings of the cell both backends share, the GPT's model, the MLP's (empty: its
@@ -86,11 +94,13 @@ SIZES = {
     "grid_H": "4,16",
     "grid_keep": "1.0,0.5",
     "grid_seeds": "0",
+    "presets": "M=4,batch=16",
 }
 QUICK = SIZES | {
     "cell": "M=2,H=4,keep=0.5,batch=4,steps=12",
     "gpt": "layers=1,width=16,heads=2,context=16",
     "grid": "M=2,batch=4,steps=8",
+    "presets": "M=1,batch=2",
 }
 # the sizes docs/tutorials/cluster.md quotes (layers=4, width=96: about 0.4M parameters)
 DEFAULT_SHAPES = [
@@ -168,22 +178,18 @@ def gpt_step_times(cfg: GPTConfig, warmup: int) -> np.ndarray:
     """Seconds of each inner step of ``cfg``'s run after ``warmup`` steps: the forward and
     backward pass of every worker's copy at once and the AdamW update, as gpt.train does."""
     torch = require_torch()
-    from fitrules.sim.gpt import _batches, init_params, losses
+    from fitrules.sim.gpt import _batches, _Workers, losses
 
     torch.set_num_threads(1)
     corpus = cfg.text()
     shape = cfg.shape(corpus.vocab_size)
-    workers = np.tile(init_params(shape, np.random.default_rng([cfg.seed, 0])), (cfg.M, 1))
-    params = torch.from_numpy(workers).requires_grad_()
-    opt = torch.optim.AdamW([params], lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8,
-                            weight_decay=cfg.weight_decay)  # fmt: skip
+    run = _Workers(cfg, shape)  # the run's parameters, AdamW and device, as gpt.train's
     times = []
     for t, (x, y) in enumerate(_batches(corpus, cfg)):
         t0 = time.perf_counter()
-        loss = losses(params, torch.from_numpy(x), torch.from_numpy(y), shape).sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        run.inner_step(t, losses(run.params, run.tensor(x), run.tensor(y), shape).sum())
+        if cfg.device == "cuda":
+            torch.cuda.synchronize()
         if t >= warmup:
             times.append(time.perf_counter() - t0)
     return np.array(times)
@@ -362,10 +368,29 @@ def bench_shapes(args) -> None:
               f"{row['n_params']:,} parameters, {row['tokens']:,} tokens")  # fmt: skip
 
 
+# ---- 3. the presets' step time on the CPU ---------------------------------------------------
+
+
+def bench_presets(args) -> None:
+    base = {**settings(args.presets), "steps": args.preset_steps + args.warmup}
+    if args.device:
+        base["device"] = args.device
+    print(f"\n3. the presets' inner step on one thread: {shown(base)}; the median and fastest "
+          f"of {args.preset_steps} steps after {args.warmup} of warm-up")  # fmt: skip
+    for name, sizes in PRESETS.items():
+        cfg = make(GPTConfig, {**base, **sizes, "preset": name})
+        times = gpt_step_times(cfg, args.warmup)
+        med = float(np.median(times))
+        print(f"   preset {name} ({shown(sizes)}): {cfg.shape().n_params:,} parameters here, "
+              f"{cfg.shape(65).n_params:,} on 65 characters; one inner step of {cfg.M} "
+              f"worker(s) {1e3 * med:.1f} ms median ({1e3 * times.min():.1f} fastest), "
+              f"{1e3 * med / cfg.M:.1f} ms per worker")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the script")
-    parts = ("cell", "grid", "shapes")
+    parts = ("cell", "grid", "shapes", "presets")
     parser.add_argument("--only", choices=parts, help="one part only (shapes: see --shape)")
     # --cell, --gpt, --mlp and --grid change only the settings they name
     parser.add_argument("--cell", help=f"settings both backends share ({SIZES['cell']})")
@@ -381,11 +406,14 @@ def main() -> None:
     parser.add_argument("--shape", action="append", help="GPT settings to time steps of")
     parser.add_argument("--steps", type=int, default=40, help="steps timed per --shape (40)")
     parser.add_argument("--run", action="append", default=[], help="GPT settings of a run")
+    parser.add_argument("--presets", help=f"the presets' other settings ({SIZES['presets']})")
+    parser.add_argument("--preset-steps", type=int, default=10, help="steps timed a preset (10)")
+    parser.add_argument("--device", default="", help='the presets\' device ("": numpy path)')
     args = parser.parse_args()
     for key, base in (QUICK if args.quick else SIZES).items():
         given = getattr(args, key)
         # settings given change the defaults' (a later key=value wins); levels replace them
-        merge = key in ("cell", "gpt", "mlp", "grid") and given is not None
+        merge = key in ("cell", "gpt", "mlp", "grid", "presets") and given is not None
         setattr(args, key, f"{base},{given}" if merge else base if given is None else given)
     sys.stdout.reconfigure(line_buffering=True)  # each line as it comes, into a file too
     try:
@@ -401,6 +429,8 @@ def main() -> None:
             bench_cell(args)
         if args.only in (None, "grid"):
             bench_grid(args)
+        if args.only in (None, "presets"):
+            bench_presets(args)
     except SimError as err:
         sys.exit(f"bench_gpt.py: {err}")
 

@@ -1553,6 +1553,10 @@ GOOD_CELLS += [
     f"{GTINY},compressor=topk,keep=0.5,aggregator=median,attackers=1,attack_mode=coordinated",
     f"{GTINY},algo=sync,weight_decay=0.1",
     f"{GTINY},lr=1000,outer_lr=10",  # diverges: recorded, not an error
+    # the programme's settings (issue 65)
+    f"{GTINY},sampling=iid,warmup=1,schedule=cosine,min_lr_fraction=0,H=2,keep=0.5",
+    f"{GTINY},decay_on=matrices,weight_decay=0.1,tied=true,device=cpu,compressor=topk,keep=0.5",
+    "model=gpt,preset=413k,batch=2,steps=2,eval_windows=4,M=2,H=2",
 ]
 BAD_CELLS = [
     ",,,",
@@ -1601,6 +1605,18 @@ BAD_CELLS = [
     f"{GTINY},corpus=latin1.txt",
     f"{GTINY},corpus=cut.txt",  # a character cut off at the end
     f"{GTINY},corpus=gone.txt",  # a link to nothing
+    f"{GTINY},sampling=random",
+    f"{GTINY},warmup=3",  # longer than the run's 2 steps
+    f"{GTINY},warmup=-1",
+    f"{GTINY},schedule=linear",
+    f"{GTINY},min_lr_fraction=1.5",
+    f"{GTINY},min_lr_fraction=nan",
+    f"{GTINY},decay_on=norms",
+    f"{GTINY},tied=maybe",
+    f"{GTINY},preset=1m",
+    f"{GTINY},preset=915k",  # the tiny cell's width 8 against the preset's 192
+    f"{GTINY},device=tpu",
+    f"{GTINY},device=cuda",  # refused where PyTorch sees no CUDA device; runs where it does
 ]
 GOOD_SPEC = (
     f"seeds = [0]\n[fixed]\n{TINY.replace(',', chr(10))}\n[[block]]\n[block.factors]\nH = [1, 2]\n"
@@ -1621,6 +1637,9 @@ BAD_SPECS = [
     b'model = "gpt"\n[fixed]\nwidth = 10\nheads = 4\n',
     b'model = "gpt"\n[fixed]\ncorpus = 5\n',
     b'model = "gpt"\n[fixed]\ncorpus = "none.txt"\n',
+    b'model = "gpt"\n[fixed]\npreset = "915k"\nwidth = 64\n',
+    b'model = "gpt"\n[fixed]\ntied = "yes"\n',
+    b'model = "gpt"\n[fixed]\nsampling = ["iid"]\n',
     b"model = 5\n",
     b'model = "quadratic"\n[fixed]\nmodel = "mlp"\n',
     b'model = "quadratic"\n[[block]]\n[block.factors]\nmodel = ["quadratic"]\n',

@@ -42,7 +42,8 @@ def check_settings(cfg, choices: dict[str, tuple[str, ...]]) -> None:
     for name, allowed in choices.items():
         if getattr(cfg, name) not in allowed:
             raise SimError(
-                f"{name}={getattr(cfg, name)!r} is unknown; allowed: " + ", ".join(allowed)
+                f"{name}={getattr(cfg, name)!r} is unknown; allowed: "
+                + ", ".join(a or "''" for a in allowed)
             )
     for f in fields(cfg):
         v = getattr(cfg, f.name)

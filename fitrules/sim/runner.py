@@ -62,6 +62,8 @@ def _row_config(row: dict) -> RunConfig | QuadConfig | GPTConfig:
     values = {}
     cls = _config_class(row)
     for f in fields(cls):
+        if f.name not in row and f.name in _added(cls):
+            continue  # a table from before the setting: its runs were made at its default
         v = row[f.name]
         kind = str(f.type)
         if kind == "bool":
@@ -70,6 +72,11 @@ def _row_config(row: dict) -> RunConfig | QuadConfig | GPTConfig:
             v = {"int": int, "float": float, "str": str}[kind](v)
         values[f.name] = v
     return cls(**values)
+
+
+def _added(cls: type) -> tuple[str, ...]:
+    """The settings of ``cls`` that a table may lack (:attr:`GPTConfig.ADDED_SETTINGS`)."""
+    return getattr(cls, "ADDED_SETTINGS", ())
 
 
 def _row_key(row: dict) -> str:
@@ -185,7 +192,8 @@ def _existing(out: Path, spec: GridSpec, corpora: dict[str, str]) -> dict[str, d
             f"{out}: exists and was not written by 'fitrules simulate'; choose another "
             f"{param('out')}"
         )
-    missing = [name for name in key_fields if name not in table.columns]
+    added = _added(_config_class(spec))
+    missing = [n for n in key_fields if n not in table.columns and n not in added]
     if missing:  # simulate's table of another backend (a gpt table for an MLP spec)
         raise SimError(
             f"{out}: holds runs without the setting {missing[0]!r} that the runs of spec "

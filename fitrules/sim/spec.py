@@ -33,7 +33,7 @@ from typing import Any
 from fitrules.base.errors import SimError, param
 from fitrules.base.limits import MAX_SEED, MAX_SIM_RUNS, check_memory
 from fitrules.sim.diloco import RunConfig
-from fitrules.sim.gpt import GPTConfig, require_torch
+from fitrules.sim.gpt import PRESET_SETTINGS, GPTConfig, require_torch
 from fitrules.sim.quadratic import QuadConfig
 
 CONFIG_FIELDS = {f.name: f.type for f in fields(RunConfig)}
@@ -93,6 +93,8 @@ def _config(values: dict, source: str, cls: type = RunConfig) -> Any:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise SimError(f"{source}: {key}={value!r} must be of type {kind.__name__}")
         coerced[key] = value
+    if cls is GPTConfig:  # a preset's model sizes, for those not given
+        coerced = GPTConfig.with_preset(coerced)
     try:
         return cls(**coerced).validate()
     except SimError as err:
@@ -320,10 +322,12 @@ def cell_spec(cell: str, base: GridSpec | None = None, seeds: str | None = None)
         if len(seed_list) > MAX_SIM_RUNS:
             raise SimError(f"{param('seeds')}: more than {MAX_SIM_RUNS:,} seeds")
     only_model = cls is not RunConfig and not cell.replace(",", "").strip()
-    values = base_values if only_model else parse_cell(cell, base_values, known=known)
+    named = {} if only_model else parse_cell(cell, known=known)
+    if "preset" in named:  # the preset's sizes replace the base's, unless the cell names them
+        base_values = {k: v for k, v in base_values.items() if k not in PRESET_SETTINGS}
+    values = {**base_values, **named}
     runs = tuple(_config({**values, "seed": s}, param("cell"), cls) for s in seed_list)
     check_runs(runs, param("cell"))
-    named = {} if only_model else parse_cell(cell, known=known)
     desc = ",".join(f"{k}={v}" for k, v in named.items())
     if cls is not RunConfig:
         desc = ",".join(filter(None, [f"model={runs[0].model}", desc]))
