@@ -428,19 +428,25 @@ def test_the_search_does_not_abstain_on_a_grid_that_can_decide():
     assert "abstains" not in str(s)
 
 
-def test_a_pick_at_the_largest_size_the_splits_can_rank_is_not_a_law():
-    """When the smallest nested split fits k + 1 cells, the pick has k constants and the grammar
-    holds larger forms, the pick's size is set by the split: the search abstains and says so."""
+def test_a_pick_whose_size_no_outer_error_chose_is_not_a_law():
+    """When the only size the nested splits can rank (they fit 3 cells: 2 constants) is the
+    pick's and the grammar holds larger forms, the pick's size is set by the split: the
+    search abstains and says so. With one more level the splits rank 2 and 3 constants, 3
+    beats 2 on the outer errors, and the search picks."""
     truth = Form("t", "L0 + a*(H/4)**-0.5", ("H",))
-    runs = runs_from_form(truth, {"L0": 2.0, "a": 0.5}, {"H": (1, 2, 4, 8, 16, 32)}, seeds=2,
-                          cv=0.003, seed=1)  # fmt: skip
-    s = fr.search(runs, **(SMALL | dict(max_constants=4)), jobs=1)
+
+    def runs(levels):
+        return runs_from_form(truth, {"L0": 2.0, "a": 0.5}, {"H": levels}, seeds=2, cv=0.003,
+                              seed=1)  # fmt: skip
+
+    s = fr.search(runs((1, 2, 4, 8, 16)), **SMALL, jobs=1)
     few = s.settings["too_few_cells"]
     assert few["set_aside"] > 0 and s.settings["best_budget"] == few["min_train"] - 1
     assert s.abstention["abstains"] and not s.abstention["unchecked"] and s.chosen is None
     assert "not a law: its size is set by the split" in str(s)
-    assert "Raise terms" not in str(s)  # the cells set the size, not the grammar's limits
-    t = fr.search(runs, **SMALL, jobs=1)  # the grammar stops at the size the splits can rank
+    t = fr.search(runs((1, 2, 4, 8, 16, 32)), **(SMALL | dict(max_constants=4)), jobs=1)
+    few = t.settings["too_few_cells"]
+    assert few["set_aside"] > 0 and t.settings["best_budget"] == few["min_train"] - 1
     assert not t.abstention["abstains"] and t.chosen is not None
 
 

@@ -23,7 +23,8 @@ lower median). ``best`` picks the lowest median outright. Fits that are degenera
 wild by the guard (training fit and design only) count as failures: a candidate that fails
 in half the inner splits or more, or whose fit on the outer training cells fails, cannot
 be picked there. When no split checks a variable the search reads, or the pick's size is the
-largest the nested splits can rank, the search abstains instead of picking
+largest the nested splits can rank and no outer error chose it, the search abstains instead
+of picking
 (:mod:`~fitrules.jobs.search.abstention`).
 
 Before the nested fits, each candidate's least-squares training fit on each outer training

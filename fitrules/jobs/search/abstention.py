@@ -17,9 +17,11 @@ value:
   it is not held out, and alone then, so any form with a constant of M fits it exactly.
 - **A size set by the split.** A form with as many constants as the fewest cells a nested
   split fits cannot be ranked and is set aside. When the pick's budget is the largest that
-  can be ranked, and the grammar holds larger forms that were set aside, nothing says the
-  larger forms would not predict better: the pick's size is set by how few cells the splits
-  fit, so it is not a law of the runs.
+  can be ranked, the grammar holds larger forms, and no outer error chose that size (one
+  outer split, so the front cannot be tested, or no smaller budget to compare it with), the
+  pick's size is set by how few cells the splits fit, not by the runs: it is not a law. (A
+  size that beat smaller ones on the outer errors was chosen by them, as far as it could go;
+  the output then says the front was still falling where the budget stopped.)
 
 Either makes the search abstain: :attr:`Search.chosen` is None, the budget table still shows
 what the procedure did. Forms the user gave (``--form``, ``references``) are then fitted on
@@ -80,15 +82,18 @@ def _values_text(v: str, x: np.ndarray) -> str:
 
 def size_set_by_split(s: Search, min_train: int) -> str | None:
     """Why the pick's size is set by the split (None when it is not): its budget is the
-    largest a nested split can rank, and the grammar holds larger forms."""
-    best = int(s.settings["best_budget"])
-    ceiling = int(s.grammar.max_constants)
-    if best < min_train - 1 or ceiling <= best:
+    largest a nested split can rank, the grammar holds larger forms, and no outer error chose
+    that size (one outer split, or no smaller budget to compare it with)."""
+    best, ceiling = int(s.settings["best_budget"]), int(s.grammar.max_constants)
+    b = s.budgets
+    smaller = b[(b["max_constants"] < best) & (b["outer_splits"] > 0)]
+    compared = bool(s.settings.get("front_testable", True)) and len(smaller) > 0
+    if best < min_train - 1 or ceiling <= best or compared:
         return None
     return (
         f"not a law: its size is set by the split ({best} constants, the most a form may have "
-        f"to be ranked on splits that fit {min_train} cells; the grammar holds forms of up to "
-        f"{ceiling})"
+        f"to be ranked on splits that fit {min_train} cells, and no smaller size it was "
+        f"compared with; the grammar holds forms of up to {ceiling})"
     )
 
 
