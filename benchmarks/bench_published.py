@@ -274,6 +274,12 @@ def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None
                       objective=entry["objective"], references=[], jobs=jobs, yes=True,
                       **{**(grammar or {}), **spec.get("grammar", {})})  # fmt: skip
         seconds += time.perf_counter() - t0
+        if s.chosen is None and s.abstention.get("abstains"):  # issue 62: no pick to score
+            unchecked = ", ".join(s.abstention["unchecked"])
+            why = f"the runs cannot inform {unchecked}" if unchecked else "a size set by the split"
+            picks.append(f"abstains ({why})")
+            outer.append(float("nan"))
+            continue
         picks.append(s.chosen.expression)
         outer.append(float(s.best["outer_median_pct"]))
         with np.errstate(all="ignore"):

@@ -64,3 +64,22 @@ def truth_runs(expr: str, constants: dict, seed: int, cv: float = 0.005) -> pd.D
     """Three runs a cell of ``expr`` over H x omega (the levels above), noise ``cv``."""
     form = Form("truth", expr, ("H", "omega"))
     return runs_from_form(form, constants, {"H": H, "omega": OMEGA}, seeds=3, cv=cv, seed=seed)
+
+
+# The over-training grid's defect (issue 62), made from a known truth: six levels of N at
+# M = 20 and one cell off that level, the smallest N at M = 320
+ONE_OFF = Form("mine", "E + A*(N/1e8)**-0.3*(M/20)**-0.1", ("N", "M"))
+ONE_OFF_TRUTH = {"E": 2.0, "A": 1.5}
+ONE_OFF_N = (1e7, 3e7, 1e8, 3e8, 1e9, 3e9)
+
+
+def one_off_runs(m_levels: Sequence[float] | None = None) -> pd.DataFrame:
+    """Two runs a cell of :data:`ONE_OFF`: over N x ``m_levels`` (a grid that can decide),
+    or by default the six N at M = 20 and one cell at (the smallest N, M = 320)."""
+    levels = {"N": ONE_OFF_N, "M": m_levels or (20,)}
+    runs = runs_from_form(ONE_OFF, ONE_OFF_TRUTH, levels, seeds=2, cv=0.003, seed=1)
+    if m_levels is not None:
+        return runs
+    off = runs_from_form(ONE_OFF, ONE_OFF_TRUTH, {"N": ONE_OFF_N[:1], "M": (320,)}, seeds=2,
+                         cv=0.003, seed=2)  # fmt: skip
+    return pd.concat([runs, off], ignore_index=True)

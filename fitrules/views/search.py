@@ -144,10 +144,78 @@ def _expected_error_sentence(s, k: int) -> str | None:
     )
 
 
+def _abstention_sentences(s, k: int) -> list[str]:
+    """Issue 62: why the search abstains, and the user's forms fitted on all cells."""
+    a, b = s.abstention, s.best
+    out = ["The search abstains: the runs cannot rank the forms this question needs, so it "
+           "picks none."]  # fmt: skip
+    if a["unchecked"]:
+        out.append(
+            f"The runs cannot inform {' or '.join(a['unchecked'])}: "
+            + "; ".join(f"for {v}, {text}" for v, text in a["unchecked"].items())
+            + ". A split checks a variable when it fits two or more of its values and scores a "
+            "cell at a value that at most half of its fitted cells share; without one, how "
+            "each candidate's predictions move with it (or that they do not) is fitted and "
+            "never scored."
+        )
+    if isinstance(b["final_choice"], str):
+        pick = f"{s.forms[b['final_choice']].expression!r} ({b['final_choice']})"
+        out.append(
+            f"The procedure's choice from all cells at {k} constants at most, {pick}, is "
+            + (a["size"] if a["size"] else "not a law of these runs")
+            + "."
+        )
+    out += [_recommended_sentence(r, a) for r in a["forms"]]
+    if not a["forms"]:
+        # flag words: advice shown on both faces
+        out.append("Give your own form (--form, or references in Python) to have it fitted "
+                   "on all cells and recommended.")  # fmt: skip
+    return out
+
+
+def _recommended_sentence(r: dict, a: dict) -> str:
+    """One of the user's forms fitted on all cells, recommended or not, with its outer error
+    where it could be computed."""
+    consts = ", ".join(
+        f"{c} = {v:.6g}" if math.isfinite(v) else f"{c} = n/a" for c, v in r["constants"].items()
+    )
+    head = (
+        f"Recommended: your form {r['form']} ({r['expression']})"
+        if r["form"] == a["recommended"]
+        else f"Your form {r['form']} ({r['expression']})"
+    )
+    fit = (
+        f", fitted on all cells: {consts}; it misses them by {_pct(r['train_mean_pct'])} on "
+        "average"
+    )
+    if r["reasons"]:
+        fit += (
+            f", but that fit is not well posed ({'; '.join(r['reasons'])}), so it is not "
+            "recommended"
+        )
+    outer = (
+        f"outer median {_pct(r['outer_median_pct'])} over the {r['outer_splits']} of "
+        f"{a['n_outer']} outer splits where its fit was valid"
+        if r["outer_splits"]
+        else "no outer split gave it a valid fit "
+        + (
+            f"(it has {len(r['constants'])} constants; the smallest outer training set fits "
+            f"{a['outer_train_cells']} cells)"
+            if len(r["constants"]) >= a["outer_train_cells"]
+            else "(degenerate or named wild in each)"
+        )
+        + ", so it has no outer error"
+    )
+    return f"{head}{fit}; {outer} (no selection: it was given, not chosen)."
+
+
 def _sentences(s) -> list[str]:
     b = s.best
     k = int(b["max_constants"])
-    if s.chosen is None:
+    abstains = bool(getattr(s, "abstention", {}).get("abstains"))
+    if abstains:
+        out = _abstention_sentences(s, k)
+    elif s.chosen is None:
         out = [
             f"No form could be picked from all cells at {k} constants at most: every "
             "candidate's fits failed (degenerate or named wild) in half the final splits or "
@@ -196,7 +264,7 @@ def _sentences(s) -> list[str]:
         out.append(small)
     if s.settings.get("growth"):
         out.append(_growth_sentence(s.settings["growth"]))
-    if s.settings.get("front_at_ceiling"):
+    if s.settings.get("front_at_ceiling") and not (abstains and s.abstention["size"]):
         out.append(_ceiling_sentence(s.settings["ceiling"]))
     if b["outer_splits"]:
         base = "; ".join(
@@ -224,8 +292,10 @@ def _sentences(s) -> list[str]:
     for r in s.references.to_dict("records"):
         out.append(
             f"Against {r['form']} ({r['n_constants']} constants, written by hand; outer median "
-            f"{_pct(r['outer_median_pct'])}): the search's pick at {k} constants at most was "
-            f"lower in {r['search_lower']} of {r['paired_splits']} outer splits (median ratio "
+            f"{_pct(r['outer_median_pct'])}): the "
+            + ("procedure's choice in each outer split" if abstains else "search's pick")
+            + f" at {k} constants at most was lower in {r['search_lower']} of "
+            f"{r['paired_splits']} outer splits (median ratio "
             f"{_ratio(r['median_ratio'])}; descriptive, not a test: run compare for a verdict)."
         )
     return out
@@ -355,6 +425,7 @@ def search_dict(s) -> dict:
             "choices": s.choices.to_dict("records"),
             "warnings": s.warnings,
             "pick_guard": getattr(s, "pick_guard", {}),
+            "abstention": getattr(s, "abstention", {}),
             "fitrules": __version__,
         }
     )
@@ -368,6 +439,9 @@ def forms_toml(s, prefix: str = "searched") -> str:
         "# They were chosen on these cells: a comparison on the same cells is not independent",
         "# of that choice, and `compare` says so.",
     ]
+    if getattr(s, "abstention", {}).get("abstains"):  # issue 62
+        lines.append("# The search abstained (the runs cannot rank the forms the question needs):")
+        lines.append("# these are the procedure's choices at each budget, not a pick.")
     # one entry per form: a form picked at several budgets is named after the smallest
     budgets: dict[str, list[dict]] = {}
     for r in s.front.to_dict("records"):

@@ -3,6 +3,7 @@ fit, refusals in one line."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -293,3 +294,41 @@ def test_tie_exponents_reaches_the_grammar_from_the_line_and_from_a_file(grid_cs
                       "overridden": (2, False)}  # fmt: skip
     toml.write_text('tie_exponents = "yes"\n')
     refused([*base, "--grammar", toml], capsys, tmp_path, "tie-exponents 'yes': must be true")
+
+
+# the small search of tests/truth.py's SMALL, in flags
+SMALL_FLAGS = ["--terms", "2", "--max-constants", "3", "--factors", "power,linear,log",
+               "--splits", "6", "--inner-splits", "5", "--jobs", "1"]  # fmt: skip
+
+
+def test_cli_form_is_a_candidate_and_is_picked_when_it_predicts_best(tmp_path, capsys):
+    """A --form the grammar cannot write, and the truth, competes with the grammar's forms on
+    the same outer errors and is picked; the search does not abstain on this grid."""
+    from truth import OMEGA, H, runs_from_form
+
+    from fitrules.model.forms import Form
+
+    truth = Form("mine", "L0 + a/(1 + omega)", ("omega",))
+    path = tmp_path / "runs.csv"
+    runs_from_form(truth, {"L0": 2.0, "a": 0.3}, {"H": H, "omega": OMEGA}, seeds=3, cv=0.002,
+                   seed=1).to_csv(path, index=False)  # fmt: skip
+    code, out, _ = run(["search", "--data", path, "--variables", "H,omega", *SMALL_FLAGS,
+                        "--form", "mine = L0 + a/(1 + omega)"], capsys)  # fmt: skip
+    assert code == 0
+    assert "the search picks 'L0 + a/(1 + omega)' (mine)" in out and "abstains" not in out
+
+
+def test_cli_search_abstains_and_recommends_the_form_given(tmp_path, capsys):
+    """On a grid with one cell off M's common level the command picks nothing, names M, and
+    recommends the --form given, fitted on all cells; its JSON says the same."""
+    from truth import ONE_OFF, one_off_runs
+
+    path, out_json = tmp_path / "runs.csv", tmp_path / "s.json"
+    one_off_runs().to_csv(path, index=False)
+    code, out, _ = run(["search", "--data", path, "--variables", "N,M", *SMALL_FLAGS, "--form",
+                        f"mine = {ONE_OFF.expression}", "--json", out_json], capsys)  # fmt: skip
+    assert code == 0
+    assert "The search abstains" in out and "cannot inform M" in out
+    assert "Recommended: your form mine" in out and "the search picks" not in out
+    a = json.loads(out_json.read_text())["abstention"]
+    assert a["abstains"] and a["recommended"] == "mine" and list(a["unchecked"]) == ["M"]

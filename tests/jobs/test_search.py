@@ -8,7 +8,16 @@ import functools
 import numpy as np
 import pandas as pd
 import pytest
-from truth import OMEGA, SMALL, H, runs_from_form, truth_runs
+from truth import (
+    OMEGA,
+    ONE_OFF,
+    ONE_OFF_TRUTH,
+    SMALL,
+    H,
+    one_off_runs,
+    runs_from_form,
+    truth_runs,
+)
 
 import fitrules as fr
 from fitrules.base.errors import FitrulesError
@@ -362,3 +371,102 @@ def test_a_step_of_a_large_search_is_staged_by_the_candidates_so_far(monkeypatch
     assert plans[0].screen_keep == 0 and plans[1].screen_keep == search_job.SCREEN_KEEP
     assert s.settings["growth"]["reached"] == 3
     assert s.settings["screen"]["screened"] == s.settings["growth"]["steps"][1]["kept"]
+
+
+@pytest.mark.parametrize(
+    "x, train, test, expected",
+    [
+        ([20, 20, 20, 20, 320], [1, 1, 1, 1, 0], [0, 0, 0, 0, 1], False),  # one value fitted
+        ([20, 20, 20, 20, 320], [1, 1, 1, 0, 1], [0, 0, 0, 1, 0], False),  # scored at the mode
+        ([20, 20, 20, 320, 320], [1, 1, 1, 0, 1], [0, 0, 0, 1, 0], True),  # scored off it
+        ([1, 2, 4, 8, 16], [1, 1, 1, 1, 0], [0, 0, 0, 0, 1], True),  # a new value scored
+        ([1, 1, 2, 2, 3], [1, 0, 1, 1, 1], [0, 1, 0, 0, 0], True),  # at a value half share
+    ],
+)
+def test_a_split_checks_a_variable_it_fits_at_two_values_and_scores_off_the_mode(
+    x, train, test, expected
+):
+    """A split checks a variable when it fits two or more of its values and scores a cell at a
+    value that at most half of its fitted cells share."""
+    from fitrules.jobs.search.abstention import checks
+
+    assert checks(np.array(x, float), np.array(train, bool), np.array(test, bool)) is expected
+
+
+def test_the_search_abstains_when_no_split_checks_a_variable_and_recommends_the_users_form():
+    """A variable with one cell off its common level (the over-training grid's M) is checked by
+    no split: the search picks nothing, names the variable, and fits the user's form on all
+    cells, recommending it with its constants near the truth's."""
+    s = fr.search(one_off_runs(), **SMALL, references=[ONE_OFF], jobs=1)
+    a = s.abstention
+    assert a["abstains"] and list(a["unchecked"]) == ["M"] and s.chosen is None
+    assert s.recommended is not None and s.recommended.name == "mine"
+    (mine,) = a["forms"]
+    assert mine["constants"] == pytest.approx(ONE_OFF_TRUTH, rel=0.01) and not mine["reasons"]
+    text = str(s)
+    assert "The search abstains" in text and "cannot inform M" in text
+    assert "Recommended: your form mine" in text and "the search picks" not in text
+    assert s.to_dict()["abstention"]["recommended"] == "mine"
+    assert "The search abstains" in s._repr_html_() and "abstains" in s.to_json()
+    assert "# The search abstained" in s.forms_toml()
+
+
+def test_an_abstaining_search_recommends_no_default_reference():
+    """Without forms of the user's the abstention recommends none (the built-in references are
+    not the user's theory) and says how to give one."""
+    s = fr.search(one_off_runs(), **SMALL, jobs=1)
+    assert s.abstention["abstains"] and s.abstention["forms"] == [] and s.recommended is None
+    assert "Give your own form" in str(s)
+
+
+def test_the_search_does_not_abstain_on_a_grid_that_can_decide():
+    """The same truth over N x three levels of M: every variable is checked, the size is not set
+    by the split, and the search picks."""
+    s = fr.search(one_off_runs((20, 80, 320)), **SMALL, references=[ONE_OFF], jobs=1)
+    assert not s.abstention["abstains"] and s.abstention["forms"] == []
+    assert s.chosen is not None and s.recommended is None
+    assert "abstains" not in str(s)
+
+
+def test_a_pick_whose_size_no_outer_error_chose_is_not_a_law():
+    """When the only size the nested splits can rank (they fit 3 cells: 2 constants) is the
+    pick's and the grammar holds larger forms, the pick's size is set by the split: the
+    search abstains and says so. With one more level the splits rank 2 and 3 constants, 3
+    beats 2 on the outer errors, and the search picks."""
+    truth = Form("t", "L0 + a*(H/4)**-0.5", ("H",))
+
+    def runs(levels):
+        return runs_from_form(truth, {"L0": 2.0, "a": 0.5}, {"H": levels}, seeds=2, cv=0.003,
+                              seed=1)  # fmt: skip
+
+    s = fr.search(runs((1, 2, 4, 8, 16)), **SMALL, jobs=1)
+    few = s.settings["too_few_cells"]
+    assert few["set_aside"] > 0 and s.settings["best_budget"] == few["min_train"] - 1
+    assert s.abstention["abstains"] and not s.abstention["unchecked"] and s.chosen is None
+    assert "not a law: its size is set by the split" in str(s)
+    t = fr.search(runs((1, 2, 4, 8, 16, 32)), **(SMALL | dict(max_constants=4)), jobs=1)
+    few = t.settings["too_few_cells"]
+    assert few["set_aside"] > 0 and t.settings["best_budget"] == few["min_train"] - 1
+    assert not t.abstention["abstains"] and t.chosen is not None
+
+
+def test_the_default_search_on_the_default_grid_checks_every_variable():
+    """``fitrules search`` with its defaults on the default grid: every outer and final split
+    design checks a variable, and the splits rank forms of the grammar's largest size, so
+    neither reason to abstain can hold (read from the design, no fit made)."""
+    from fitrules.engine.grammar import Grammar
+    from fitrules.engine.intervals import robust_cells
+    from fitrules.jobs.options import SEARCH
+    from fitrules.jobs.search import default_variables
+    from fitrules.jobs.search.abstention import unchecked_variables
+    from fitrules.model.grid_reading import DEFAULT_WHERE
+    from fitrules.model.splits import parse_protocol
+
+    g = fr.load_example("main", where=" and ".join(DEFAULT_WHERE))  # the command's default grid
+    variables = default_variables(g)
+    cells = robust_cells(g, variables)
+    outer = parse_protocol(SEARCH.split, int(SEARCH.splits), float(SEARCH.train_frac), 0)
+    masks = nested_masks(outer, cells.table, int(SEARCH.inner_splits),
+                         float(SEARCH.inner_train_frac), 0)  # fmt: skip
+    assert unchecked_variables(variables, cells.X, masks) == {}
+    assert masks.min_train > Grammar().max_constants

@@ -192,7 +192,8 @@ def search(
     gram = settings.pop("gram")
     with search_progress(_bar_shown(on_progress, progress), on_plan, on_progress) as (plan, step):
         result = run_search(g, gram, settings.pop("outer"), seed=seed, rule=rule, yes=yes,
-                            references=_search_references(references, gram, g), on_plan=plan,
+                            references=_search_references(references, gram, g),
+                            references_given=references is not None, on_plan=plan,
                             on_progress=step, heldout_weights=heldout_weights,
                             **settings)  # fmt: skip
     made_from(result, g, Path(grammar) if isinstance(grammar, str | Path) else None)

@@ -22,7 +22,10 @@ as good as the data can tell; the one with fewest constants among them is picked
 lower median). ``best`` picks the lowest median outright. Fits that are degenerate or named
 wild by the guard (training fit and design only) count as failures: a candidate that fails
 in half the inner splits or more, or whose fit on the outer training cells fails, cannot
-be picked there.
+be picked there. When no split checks a variable the search reads, or the pick's size is the
+largest the nested splits can rank and no outer error chose it, the search abstains instead
+of picking
+(:mod:`~fitrules.jobs.search.abstention`).
 
 Before the nested fits, each candidate's least-squares training fit on each outer training
 set and on all cells is compared with the best of the candidates of no more constants there:
@@ -37,7 +40,9 @@ The package, one concept a module, each importing only those listed before it:
 (the training fits that prune), ``staging``
 (probes, screen, survivors), ``selection`` (the rule's picks and the front), ``plan`` (the
 cost and limits), ``inputs`` (what is searched), ``growth`` (a growing budget), ``tables``
-(the result's tables), ``pick_guard`` (the guard on the pick) and ``job``
+(the result's tables), ``pick_guard`` (the guard on the pick), ``abstention`` (when the runs
+cannot rank the forms the question needs: no pick, and the user's forms fitted on all cells)
+and ``job``
 (:func:`run_search`, which ties them together).
 """
 

@@ -17,6 +17,7 @@ from fitrules.engine.grammar import Candidate, Grammar, count_candidates, genera
 from fitrules.engine.guard import TURN_STEP, GuardOptions
 from fitrules.engine.metrics import box_weights
 from fitrules.jobs.options import RULES, SEARCH
+from fitrules.jobs.search.abstention import abstention
 from fitrules.jobs.search.growth import _growth_stop, _merged, _step_refusal, _step_row
 from fitrules.jobs.search.hopeless import HOPELESS_RATIO, prunes
 from fitrules.jobs.search.inputs import _checked_inputs, _SearchSpec
@@ -64,6 +65,7 @@ def run_search(
     screen: int | str = SEARCH.screen,
     scheduler: str | None = None,
     heldout_weights: str = SEARCH.heldout_weights,
+    references_given: bool = True,
 ) -> Search:
     """Nested validation of every candidate of ``grammar`` on ``grid``; see the package.
 
@@ -81,6 +83,10 @@ def run_search(
     ``scheduler``: run the fits on a Dask cluster (an address, or ``local:N`` for a local
     cluster of N processes; see :func:`fitrules.sim.cluster.connect`) instead of ``jobs``
     local processes; the result is the same.
+
+    ``references_given``: whether ``references`` are the user's own forms (not a default
+    set): when the search abstains they are then fitted on all cells and recommended
+    (:mod:`fitrules.jobs.search.abstention`).
 
     ``at``: points (variable -> value, every variable of the search) where the pick will be
     used; its fit on all cells goes through the wild-extrapolation guard there. Its fits on
@@ -200,6 +206,10 @@ def run_search(
     )
     out.settings["ceiling"]["stopped"] = stop
     out.settings["hopeless"] = dict(ratio=HOPELESS_RATIO, rows_fitted=fitted.share)
+    out.reference_forms = {f.name: f for f in refs}
+    # issue 62: before the guard, which then has no pick to judge when the search abstains
+    out.abstention = abstention(out, variables, cols, y, masks, spec.objective,
+                                refs if references_given else ())  # fmt: skip
     out.pick_guard = guard_pick(out, cells, masks, objective, guard, list(at))
     if out.pick_guard["named"]:
         out.warnings.append(pick_guard_warning(out.pick_guard))

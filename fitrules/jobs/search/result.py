@@ -56,6 +56,14 @@ class Search(Result, text=view("search.render_search"), html=view("html.search_h
         One-line warnings about the search.
     pick_guard : dict
         The wild-extrapolation guard's verdict on the pick at the points of ``at``.
+    abstention : dict
+        Whether the search abstains (``abstains``: the runs cannot rank the forms the
+        question needs, :mod:`fitrules.jobs.search.abstention`), why (``unchecked``: each
+        variable no split checks, with its values; ``size``: a pick's size set by the
+        split), and the user's forms fitted on all cells (``forms``) with the one
+        recommended (``recommended``).
+    reference_forms : dict of str to Form
+        The reference forms (``references``, ``--form``), by name.
     """
 
     grid_label: str
@@ -72,6 +80,8 @@ class Search(Result, text=view("search.render_search"), html=view("html.search_h
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     pick_guard: dict = field(default_factory=dict)
+    abstention: dict = field(default_factory=dict)
+    reference_forms: dict[str, Form] = field(default_factory=dict)
 
     @property
     def front(self) -> pd.DataFrame:
@@ -86,10 +96,19 @@ class Search(Result, text=view("search.render_search"), html=view("html.search_h
     @property
     def chosen(self) -> Form | None:
         """The form the procedure picks from all cells at the best budget on the front (None
-        if every candidate failed there)."""
+        if every candidate failed there, or if the search abstains: :attr:`abstention`)."""
+        if self.abstention.get("abstains"):
+            return None
         name = self.best["final_choice"]
         # a budget without a final choice holds None (NaN once pandas mixes it with names)
         return self.forms[name] if isinstance(name, str) else None
+
+    @property
+    def recommended(self) -> Form | None:
+        """When the search abstains, the user's form it recommends (the first given whose fit
+        on all cells is well posed), else None."""
+        name = self.abstention.get("recommended")
+        return self.reference_forms[name] if name else None
 
     def forms_toml(self) -> str:
         """The front's forms as ``forms.toml`` entries ready for ``compare``."""
