@@ -393,7 +393,10 @@ SEARCH = Command(
                 "variables; 'none' for none)",
                 cli=dict(metavar="NAMES"),
             ),
-            INLINE_FORM.but(help="a reference form given inline (repeatable)"),
+            INLINE_FORM.but(
+                help="your form, given inline (repeatable): a candidate beside the grammar's, "
+                "and the one recommended, fitted on all runs, when the search abstains"
+            ),
             JOBS.but(
                 help="worker processes (default: the machine's cores; results do not depend on it)"
             ),
