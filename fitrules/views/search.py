@@ -86,8 +86,17 @@ def _growth_sentence(g: dict) -> str:
     )
 
 
-def _ceiling_sentence(c: dict) -> str:
-    """The front was still falling at the largest budget: say so, and what to raise."""
+def _ceiling_sentence(c: dict, few: dict | None = None) -> str:
+    """The front was still falling at the largest budget: say so, and what to raise (the
+    grammar's limits, or, where the nested splits' cells stopped it (``few``: the settings'
+    ``too_few_cells``), the runs)."""
+    if few and few.get("set_aside") and c["largest_budget"] >= few["min_train"] - 1:
+        return (
+            f"The front was still falling at its largest budget, {c['largest_budget']} "
+            f"constants, the most a form may have to be ranked on splits that fit "
+            f"{few['min_train']} cells: the cells, not the grammar, stopped it, and more runs "
+            "(more levels along the question's column) would let larger forms be ranked."
+        )
     if c.get("stopped") and c["largest_budget"] < c["max_constants"]:
         return (
             f"The front was still falling at its largest budget, {c['largest_budget']} "
@@ -265,7 +274,7 @@ def _sentences(s) -> list[str]:
     if s.settings.get("growth"):
         out.append(_growth_sentence(s.settings["growth"]))
     if s.settings.get("front_at_ceiling") and not (abstains and s.abstention["size"]):
-        out.append(_ceiling_sentence(s.settings["ceiling"]))
+        out.append(_ceiling_sentence(s.settings["ceiling"], s.settings.get("too_few_cells")))
     if b["outer_splits"]:
         base = "; ".join(
             f"{r['form']} alone, no selection: {_ratio(r['outer_over_inner'])}"

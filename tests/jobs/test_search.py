@@ -448,6 +448,10 @@ def test_a_pick_whose_size_no_outer_error_chose_is_not_a_law():
     few = t.settings["too_few_cells"]
     assert few["set_aside"] > 0 and t.settings["best_budget"] == few["min_train"] - 1
     assert not t.abstention["abstains"] and t.chosen is not None
+    # the front still falling at the largest size the splits rank: the cells stopped it, and
+    # the advice is more runs, not a larger grammar
+    assert t.settings["front_at_ceiling"]
+    assert "the cells, not the grammar, stopped it" in str(t) and "Raise" not in str(t)
 
 
 def test_the_default_search_on_the_default_grid_checks_every_variable():
