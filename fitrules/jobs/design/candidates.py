@@ -184,11 +184,14 @@ def cell_label(row, variables) -> str:
 def _run_fields(grid: Grid | None = None) -> dict:
     """The harness's settings and their types: those of the model a grid's ``model`` column
     names (``fitrules simulate`` writes one for the gpt and quadratic backends), else the
-    MLP's."""
+    MLP's. A setting added since the grid was written (``ADDED_SETTINGS``) that its table
+    lacks is left out: its runs were made at its default, which a spec leaving it out asks."""
     from fitrules.sim.spec import CONFIG_FIELDS, MODELS
 
     if grid is not None and "model" in grid.runs.columns:
         models = set(grid.runs["model"].astype(str))
         if len(models) == 1 and (model := models.pop()) in MODELS:
-            return dict(MODELS[model][1])
+            cls, fields = MODELS[model]
+            added = set(getattr(cls, "ADDED_SETTINGS", ())) - set(grid.runs.columns)
+            return {k: v for k, v in fields.items() if k not in added}
     return dict(CONFIG_FIELDS)
