@@ -401,10 +401,10 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
             ``misfit_shown_beyond``: those in which the point lies beyond an edge whose
             refit without it misses by more than noise (the form is wrong there, and the
             interval takes its misfit to grow as a missed curvature would);
-            ``misfit_hidden_beyond``: with one seed id in every cell, those beyond an edge
-            that shows no misfit, where the misfit cannot be told from the seed noise and
-            the interval takes the largest the held-out cells allow (their 95% upper
-            confidence bound), grown with the distance beyond.
+            ``misfit_power_shown``: with one seed id in every cell, the variables on which
+            the cells show the form misses a power (a score test on every cell), where the
+            interval takes at least the largest change the form refitted with a power they
+            allow (its 95% profile confidence set) makes at the point.
 
         Raises
         ------
@@ -475,7 +475,7 @@ class FittedForm(Result, text=view("text.render_fitted"), html=view("html.fitted
             out["extrapolation_sd"] = h["extrapolation_sd"]
             out["extrapolation"] = h["extrapolation"]
             out["misfit_shown_beyond"] = h["misfit_shown_beyond"]
-            out["misfit_hidden_beyond"] = h["misfit_hidden_beyond"]
+            out["misfit_power_shown"] = h["misfit_power_shown"]
         if self.bootstrap is not None:
             out["constants_interval"] = self.bootstrap.predict_at(at)["interval"]
             out["constants_interval_kind"] = (

@@ -149,12 +149,11 @@ def prediction_line(p: dict) -> str:
             "wrong there, and the interval takes its misfit to grow as a missed curvature "
             "would"
         )
-    if p.get("misfit_hidden_beyond"):
+    if p.get("misfit_power_shown"):
         line += (
-            f"; beyond the cells in {', '.join(p['misfit_hidden_beyond'])}, with one seed id "
-            "in every cell, the form's misfit cannot be told from the seed noise (no edge "
-            "shows it): the interval takes the largest misfit the held-out cells allow (its "
-            "upper confidence bound), grown with the distance beyond"
+            f"; the cells show the form misses a power of {', '.join(p['misfit_power_shown'])}"
+            ": the interval takes at least the largest change the form refitted with a power "
+            "they allow makes here"
         )
     return line + ")"
 

@@ -21,7 +21,8 @@ from fitrules.engine.intervals.extrapolation import (
     edge_misfit_shown,
     edge_step_variances,
     extrapolation_ratios,
-    hidden_misfit_terms,
+    missed_power_deviation,
+    missed_powers,
 )
 from fitrules.engine.intervals.misfit import (
     local_lean,
@@ -52,9 +53,10 @@ PREDICTION_METHOD = (
     "refits' spread at the point that their values at the neighbouring cells do not carry, "
     "or the growth of that spread beyond the cells, whichever is larger (the constants' "
     "uncertainty there); beyond the cells, each edge's one-step misfit from the form refitted"
-    " without it, grown with the distance beyond, or, with one seed id in every cell where "
-    "no edge shows a misfit, the held-out misfit variance's upper confidence bound grown "
-    "alike, whichever is wider; plus the seed noise of k new runs for their mean; a t quantile "
+    " without it, grown with the distance beyond; with one seed id in every cell where the "
+    "cells show the form misses a power of a variable, at least the largest change the form "
+    "refitted with a power they allow makes at the point; plus the seed noise of k new runs "
+    "for their mean; a t quantile "
     "with n - p degrees of freedom; for a mean over new seed ids, plus the grid's seed "
     "offset (the effect its seed ids share, which the fit absorbed and no held-out cell "
     "shows) with a t quantile on the seed degrees of freedom, the two half-widths added in "
@@ -305,56 +307,56 @@ class HeldOut:
     @property
     def _single_id(self) -> bool:
         """One seed id in every cell (its sd given or not): the design the edge test and the
-        hidden-misfit bound are for."""
+        missed-power test are for."""
         return self.one_id or (self.offset is not None and len(self.offset.seeds) == 1)
 
     @cached_property
-    def hidden_misfit_bound(self) -> float:
-        """On grids with one seed id in every cell (:attr:`_single_id`; else 0), the upper
-        confidence bound of the misfit variance the held-out cells allow: their mean square
-        raised to its one-sided upper bound at the intervals' level (a chi-square on the
-        n - p degrees of freedom of :attr:`dof`), less the cells' own seed noise and the
-        refitted constants' error, as :attr:`components` takes them off (never below 0).
+    def _missed_powers(self) -> dict:
+        """On grids with one seed id in every cell (:attr:`_single_id`; else none), per
+        variable with three or more levels, none negative, the score test of a missed power
+        on it (:func:`~fitrules.engine.intervals.extrapolation.missed_powers`) on the full
+        fit's residuals at every cell."""
+        if not self._single_id:
+            return {}
+        X = self._cells_X
+        tested = [v for v in self.form.bound_variables
+                  if len(np.unique(X[v])) >= 3 and np.all(X[v] >= 0)]  # fmt: skip
+        return missed_powers(self.form, X, self.y[self.ok], self.constants, tested,
+                             self.relative, self.level)  # fmt: skip
 
-        There the misfit cannot be told from the seed noise, so beyond an edge whose refit
-        shows none (:meth:`hidden_misfit_terms`) the interval takes the largest misfit the
-        grid does not exclude rather than the edge's own few cells' estimate; taking a
-        nuisance at its confidence bound (Berger and Boos, 1994) keeps the coverage at
-        least the level less that bound's error rate, if the misfit beyond grows as the
-        form's own change does (a misfit that grows faster, as omega**0.8 one keep level
-        beyond an 8 x 3 grid, is not reached: benchmarks/README.md, issue 64)."""
+    def missed_power_terms(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, list]:
+        """Variance at each point for the missed powers the cells show (the largest of
+        :func:`~fitrules.engine.intervals.extrapolation.missed_power_deviation` over the
+        variables whose test shows one, as a variance for a normal quantile), and per point
+        those variables."""
         from scipy import stats
 
-        if not self._single_id or self.dof < 1:
-            return 0.0
-        comp = self.components
-        upper = comp["heldout_mse"] * self.dof / float(stats.chi2.ppf(1 - self.level, self.dof))
-        return max(upper - comp["cells_seed_var"] - comp["jackknife_var_at_cells"], 0.0)
-
-    def hidden_misfit_terms(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, list]:
-        """Variance at each point beyond an edge that shows no misfit on a one-seed-id grid,
-        and per point the variables counted (see
-        :func:`~fitrules.engine.intervals.extrapolation.hidden_misfit_terms`)."""
-        return hidden_misfit_terms(
-            self._design_position(X), self._cell_positions, self.form.bound_variables,
-            self._edge_growth(X), self._edge_misfit_shown, self.hidden_misfit_bound,
-        )  # fmt: skip
+        n = len(next(iter(X.values())))
+        half, which = np.zeros(n), [[] for _ in range(n)]
+        shown = {v: t for v, t in self._missed_powers.items() if t[0]}
+        for v, t in shown.items():
+            h = missed_power_deviation(t, self.form, X, self.constants, v, self.relative)
+            half = np.fmax(half, np.where(np.isfinite(h), h, 0.0))
+            for i in range(n):
+                which[i].append(v)
+        return (half / stats.norm.ppf(0.5 + self.level / 2)) ** 2, which
 
     def beyond_part(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, list]:
-        """The part of each point's interval beyond the cells: (variance, degrees of freedom,
-        variables where the misfit the grid cannot exclude decides it). The edges' own term
-        (:meth:`edge_terms`, a t quantile on its few cells) or the hidden-misfit bound
-        (:meth:`hidden_misfit_terms`, a normal quantile: its uncertainty is in the bound),
-        whichever gives the wider half-width."""
+        """The part of each point's interval for the form's misfit beyond what its residuals
+        about the point carry: (variance, degrees of freedom, variables whose missed power
+        the cells show). The edges' own term (:meth:`edge_terms`, a t quantile on its few cells;
+        0 inside the cells) or the deviation of a missed power the cells show
+        (:meth:`missed_power_terms`, a normal quantile: its error is in it), whichever
+        gives the wider half-width."""
         from scipy import stats
 
         edge, df_edge = self.edge_terms(X)
-        hidden, which = self.hidden_misfit_terms(X)
+        power, which = self.missed_power_terms(X)
         q = stats.t.ppf(0.5 + self.level / 2, np.maximum(df_edge, 1))
-        wider = stats.norm.ppf(0.5 + self.level / 2) ** 2 * hidden > q**2 * edge
-        var = np.where(wider, hidden, edge)
+        wider = stats.norm.ppf(0.5 + self.level / 2) ** 2 * power > q**2 * edge
+        var = np.where(wider, power, edge)
         df = np.where(wider, GIVEN_DF, df_edge)
-        return var, df, [w if k else [] for w, k in zip(which, wider, strict=True)]
+        return var, df, [w if v > 0 else [] for w, v in zip(which, power, strict=True)]
 
     def _edge_growth(self, X: dict[str, np.ndarray]) -> dict:
         """Per factorial variable, (low side, high side) of :func:`edge_growth` at each
@@ -506,7 +508,7 @@ class HeldOut:
         misfit = float(self.misfit_var(X)[0])
         # the unexplained misfit, the lean's own noise and the constants' uncertainty there
         beyond = self.beyond_part(X)
-        edge, df_edge, hidden = float(beyond[0][0]), int(beyond[1][0]), beyond[2][0]
+        edge, df_edge, powers = float(beyond[0][0]), int(beyond[1][0]), beyond[2][0]
         base = misfit + lean_var + float(self.fit_var(X)[0])
         var_mean = base + edge
         q = float(stats.t.ppf(0.5 + self.level / 2, max(self.dof, 1)))
@@ -544,7 +546,7 @@ class HeldOut:
             else math.nan,
             "extrapolation": self.extrapolation(point),
             "misfit_shown_beyond": self.misfit_shown_beyond(X),
-            "misfit_hidden_beyond": hidden,
+            "misfit_power_shown": powers,
         }
         if runs is not None:
             v = np.array([value])
