@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 import fuzzing
@@ -9,10 +10,20 @@ import fuzzing
 
 def test_the_python_api_never_crashes():
     """Issue 20: every public function with arguments of every type (fuzzing.api_cases):
-    a documented fitrules.base.errors exception in one line, or a result of the documented type."""
+    a documented fitrules.base.errors exception in one line, or a result of the documented type
+    (25 cases; the slow run draws 50, benchmarks/fuzz_api.py as many as asked)."""
+    _fuzz(25)
 
+
+@pytest.mark.slow
+def test_the_python_api_never_crashes_on_50_cases():
+    """As :func:`test_the_python_api_never_crashes`, on 50 cases."""
+    _fuzz(50)
+
+
+def _fuzz(examples: int) -> None:
     @settings(
-        max_examples=50,  # the long run: benchmarks/fuzz_api.py
+        max_examples=examples,  # the long run: benchmarks/fuzz_api.py
         derandomize=True,
         deadline=None,
         database=None,

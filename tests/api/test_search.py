@@ -464,6 +464,7 @@ def test_the_budget_table_names_the_pick_and_the_outer_splits_favourite_apart():
                 f"({r['most_picked_share']:.0%})") in text  # fmt: skip
 
 
+@pytest.mark.slow  # a search, 9 s of CPU (a loaded machine): CI's slow step runs it
 def test_search_draws_a_progress_bar_counting_candidates_when_asked(capsys):
     """Issue 44, item 6: fr.search had no progress= (fr.compare had): a four-minute search
     showed nothing in a notebook. progress=True draws a bar in candidates on stderr (the

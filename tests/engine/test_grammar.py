@@ -132,6 +132,7 @@ def test_twin_index_finds_the_same_first_twin_as_a_full_scan():
     assert 0 < len(index) < len(prints)
 
 
+@pytest.mark.slow  # grammar expansions, 7 s of CPU (a loaded machine): CI's slow step runs it
 def test_the_count_is_what_the_grammar_makes():
     """The cost model counts candidates without making them; the count must be exact."""
     X = {"H": np.array([1.0, 4, 16, 64] * 5), "omega": np.repeat([0.0, 1, 3, 7, 15], 4)}

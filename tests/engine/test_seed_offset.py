@@ -42,6 +42,7 @@ def grid(rng, shared=0.00506, run=0.00323, fresh=False, groups=None, corrupt=Fal
     return load_grid("grid.csv", frame=df)
 
 
+@pytest.mark.slow  # a coverage simulation, 13 s of CPU (a loaded machine): CI's slow step runs it
 def test_the_interval_for_new_seed_ids_covers_the_configurations_mean():
     """With a shared seed effect the interval covers the mean over new seed ids in 85% of grids."""
     rng = np.random.default_rng(10)

@@ -283,6 +283,7 @@ def test_cells_verdict_says_when_it_cannot_test():
     assert v["p"] == pytest.approx(signflip_p(np.log(a) - np.log(b))[0])
 
 
+@pytest.mark.slow  # a simulation, 7 s of CPU (a loaded machine): CI's slow step runs it
 def test_score_bounds_the_seed_part_on_its_own_degrees_of_freedom():
     """Issue 28: with 10 cells x 3 shared seed ids and offsets of mixed sign, Satterthwaite's
     pooled degrees of freedom gave false positives 0.071 (1,000 draws); Banerjee's bound

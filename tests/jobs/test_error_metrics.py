@@ -60,6 +60,7 @@ def test_both_metrics_fit_the_same_splits_and_differ_only_in_scoring(by_metric):
     assert not np.allclose(rel["heldout_error"], ab["heldout_error"])
 
 
+@pytest.mark.slow  # every view of every metric, 8 s of CPU (a loaded machine): CI's slow step runs it
 def test_the_views_write_the_metrics_unit(by_metric, tmp_path):
     """Text, HTML and the report say nats where the errors are in nats, and % where in %."""
     ab, rel = by_metric["absolute"], by_metric["relative"]

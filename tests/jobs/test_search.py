@@ -271,6 +271,7 @@ def test_survivors_keep_the_best_of_each_number_of_constants_per_split():
     assert final.tolist() == [False, True, True, False]
 
 
+@pytest.mark.slow  # searches, 10 s of CPU (a loaded machine): CI's slow step runs it
 def test_a_front_still_falling_at_the_largest_budget_says_so_and_what_to_raise():
     """Issue 41: a truth of 3 constants beyond the first searched at 3 constants at most: the
     largest budget beats the one before, so the output says the front was still falling and
@@ -289,6 +290,7 @@ def test_a_front_still_falling_at_the_largest_budget_says_so_and_what_to_raise()
     assert "still falling" not in str(t)
 
 
+@pytest.mark.slow  # searches, 8 s of CPU (a loaded machine): CI's slow step runs it
 def test_the_budget_grows_while_the_front_falls_and_says_where_it_stopped():
     """Issue 41: started at 2 constants, a truth of 3 makes the budget grow to 3, where the
     ceiling stops it; the output says how far it grew, why it stopped, and that the front
@@ -344,6 +346,7 @@ def test_a_next_budget_beyond_the_limits_stops_the_growth_and_says_which_limit()
     assert _step_refusal(small, 6, spec, ["H"], 1, False, None) is None
 
 
+@pytest.mark.slow  # two searches, 6 s of CPU (a loaded machine): CI's slow step runs it
 def test_a_reference_form_competes_with_the_grammar_and_can_win():
     """Issue 41: a user's form the grammar cannot write, and the truth, is picked by the
     same outer errors as the grammar's forms; without it a grammar form is."""

@@ -28,6 +28,8 @@ import shutil
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 TO_REMOVE_AFTER_FACES = "to remove after the face restructuring (issue 45)"
@@ -197,6 +199,7 @@ def test_the_check_finds_an_unused_function_in_a_snippet(tmp_path):
     ]
 
 
+@pytest.mark.slow  # a copy of the package checked, 6 s of CPU (a loaded machine): CI's slow step runs it
 def test_the_check_finds_a_function_made_unused_in_a_copy(tmp_path):
     """In a copy of the package, a function added with no caller is found by name."""
     shutil.copytree(ROOT / "fitrules", tmp_path / "fitrules",
