@@ -448,7 +448,7 @@ def test_missed_powers_finds_the_power_a_form_misses(power, shown):
     g = fr.load_grid("w.csv", frame=pd.DataFrame(_one_seed_rows(power, 1e-5)))
     f = fr.fit(g, "composition")
     h = f.prediction_heldout
-    tests = missed_powers(h.form, h._cells_X, h.y[h.ok], f.constants, ["H", "omega"])
+    tests = missed_powers(h.form, h._cells_X, h.y[h.ok], f.constants, ["H", "omega"], 0.95)
     assert list(tests) == ["omega"] and tests["omega"][0] is shown
     lams, thetas = tests["omega"][1], tests["omega"][2]
     assert np.any(np.isclose(lams, power - 1, atol=0.013))

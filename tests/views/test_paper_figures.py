@@ -31,6 +31,10 @@ def chinchilla_grid(seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# its module fixtures are made once, on one test worker (addopts: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("paper_figures")
+
+
 @pytest.fixture(scope="module")
 def grid():
     return fr.load_grid(chinchilla_grid(), metric="loss", seed_col="seed")

@@ -227,7 +227,7 @@ def _refit(cf, X: dict[str, np.ndarray], y: np.ndarray, theta: np.ndarray,
 
 
 def missed_powers(form, X: dict[str, np.ndarray], y: np.ndarray, constants: dict,
-                  variables, relative: bool = True, level: float = 0.95,
+                  variables, level: float, relative: bool = True,
                   size: float = MISFIT_SHOWN) -> dict:  # fmt: skip
     """Per variable in ``variables``, whether the cells ``X`` (means ``y``) show that the
     form, fitted there (``constants``), misses a power on it, and the powers they allow.

@@ -322,7 +322,7 @@ class HeldOut:
         tested = [v for v in self.form.bound_variables
                   if len(np.unique(X[v])) >= 3 and np.all(X[v] >= 0)]  # fmt: skip
         return missed_powers(self.form, X, self.y[self.ok], self.constants, tested,
-                             self.relative, self.level)  # fmt: skip
+                             self.level, self.relative)  # fmt: skip
 
     def missed_power_terms(self, X: dict[str, np.ndarray]) -> tuple[np.ndarray, list]:
         """Variance at each point for the missed powers the cells show (the largest of
