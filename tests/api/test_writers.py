@@ -93,10 +93,6 @@ def _checksums(folder: Path) -> dict[str, str]:
     return out
 
 
-# its module fixtures are made once, on one test worker (addopts: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("writers")
-
-
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     """Each case's result, made once from a table in its own folder, with every file it read."""

@@ -27,10 +27,6 @@ SPLITS = ["--splits", "5"]
 REPORTS = ROOT / "reports"
 
 
-# its module fixtures are made once, on one test worker (addopts: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("cli_reports")
-
-
 @pytest.fixture(scope="module")
 def fresh_report(tmp_path_factory):
     """A report made now on a small synthetic grid."""

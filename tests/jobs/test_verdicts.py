@@ -18,10 +18,6 @@ from fitrules.model.splits import LeaveOneLevelOut, RandomSplit
 FIVE = ["composition", "additive", "free_omega", "omega_only", "log_additive"]
 
 
-# its module fixtures are made once, on one test worker (addopts: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("verdicts")
-
-
 @pytest.fixture(scope="module")
 def grid():
     path, where = default_grid()

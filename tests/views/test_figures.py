@@ -25,10 +25,6 @@ from fitrules.views.text import fmt_p
 from fitrules.views.tuning import chosen_levels_map, lr_curves
 
 
-# its module fixtures are made once, on one test worker (addopts: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("figures")
-
-
 @pytest.fixture(scope="module")
 def cmp():
     """The default grid (a harness table: units known) with every built-in form."""

@@ -31,10 +31,6 @@ def chinchilla_grid(seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# its module fixtures are made once, on one test worker (addopts: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("paper_figures")
-
-
 @pytest.fixture(scope="module")
 def grid():
     return fr.load_grid(chinchilla_grid(), metric="loss", seed_col="seed")
@@ -53,7 +49,7 @@ def fitted(grid):
 @pytest.fixture(scope="module")
 def search():
     g = fr.load_example("main", where="lr == 3e-4")
-    return fr.search(g, max_constants=3, splits=6, inner_splits=4, progress=False, jobs=1)
+    return fr.search(g, max_constants=3, splits=3, inner_splits=2, progress=False, jobs=1)
 
 
 @pytest.fixture(autouse=True)
