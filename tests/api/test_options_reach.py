@@ -43,6 +43,7 @@ def test_a_few_options_change_their_result(command, option, tmp_path, monkeypatc
     assert probed != base, f"{command}: {option}={value!r} left the result unchanged"
 
 
+@pytest.mark.slow  # the reach check run on a changed copy, 9 s of CPU (a loaded machine): CI's slow step runs it
 def test_a_dropped_option_is_caught(tmp_path):
     """In a copy of the package whose compare forgets heldout_weights, the reach check fails."""
     assert reach.dropped_option_fails(tmp_path)

@@ -107,6 +107,7 @@ def test_front_forms_go_to_compare_which_names_their_origin(small_search, tmp_pa
     assert "came from a search" in str(c)
 
 
+@pytest.mark.slow  # two searches, 6 s of CPU (a loaded machine): CI's slow step runs it
 def test_results_do_not_depend_on_jobs():
     """A search with jobs=1 and jobs=2 gives the same budgets and choices."""
     runs = truth_runs("L0 + a*omega + b*log(H/8)", {"L0": 2.1, "a": 0.01, "b": 0.02}, seed=9)
@@ -483,6 +484,7 @@ def test_search_draws_a_progress_bar_counting_candidates_when_asked(capsys):
         fr.search(g, **small, progress="yes")
 
 
+@pytest.mark.slow  # a staged search, 5 s of CPU (a loaded machine): CI's slow step runs it
 def test_a_staged_search_reports_its_survivors_and_its_bar_counts_fits_to_the_end(capsys):
     """Issue 44, item 6: a staged search's survivors' full fits reported no progress, so a
     bar in candidates reached its end early and its ETA said 35 s with 156 s to go. The

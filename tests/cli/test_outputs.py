@@ -110,6 +110,7 @@ def test_a_second_run_is_refused_at_once(grid_csv, tmp_path, capsys, during_buil
     assert (target / "report.md").exists()
 
 
+@pytest.mark.slow  # repeated runs, 6 s of CPU (a loaded machine): CI's slow step runs it
 @pytest.mark.timing
 def test_force_never_leaves_the_target_missing(
     grid_csv, tmp_path, capsys, monkeypatch, interruptible

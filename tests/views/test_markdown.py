@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import html
 
+import pytest
+
 import fitrules as fr
 
 SPLITS = 30  # the default grid and forms; few splits, to stay fast
 
 
+@pytest.mark.slow  # a notebook and a report, 7 s of CPU (a loaded machine): CI's slow step runs it
 def test_the_same_conclusion_in_the_notebook_and_the_report(tmp_path):
     """The HTML and the report open with the same conclusion; undrawn paired figures are counted."""
     # three forms: a report's figures are the slow part
