@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fitrules.engine.fit import FitOptions, Objective, fit_splits
+from fitrules.engine.fit import Objective, fit
 from fitrules.jobs.search.protocol import NestedMasks
 from fitrules.jobs.search.result import Search
 from fitrules.model.compiled import predict
@@ -103,19 +103,18 @@ def recommend(
     """Each of the user's forms fitted on all cells: its constants, its training error there,
     why its fit is not well posed (empty when it is), and its outer errors from the search's
     reference table (the splits where its fit was valid)."""
-    whole = np.ones((1, len(y)), bool)
     out = []
     for f in refs:
-        fit = fit_splits(f, X, y, whole, objective, FitOptions())[0]
+        r = fit(f, X, y, objective)
         row = s.references[s.references["form"] == f.name].iloc[0]
         with np.errstate(all="ignore"):
-            miss = np.abs(predict(f, X, fit.constants) - y) / np.abs(y)
+            miss = np.abs(predict(f, X, r.constants) - y) / np.abs(y)
         out.append(
             dict(
                 form=f.name,
                 expression=f.expression,
-                constants=dict(fit.constants),
-                reasons=list(fit.reasons),
+                constants=dict(r.constants),
+                reasons=list(r.reasons),
                 train_mean_pct=float(100 * np.mean(miss)),
                 outer_splits=int(row["outer_splits"]),
                 outer_median_pct=float(row["outer_median_pct"]),
