@@ -117,6 +117,7 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
     # first
     processes = list((getattr(pool, "_processes", None) or {}).values())
     results = getattr(pool, "_result_queue", None)
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for p in processes:
         try:
@@ -134,3 +135,9 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
     writer = getattr(results, "_writer", None)
     if writer is not None:
         writer.close()
+    # That thread then closes its wake-up pipe and ends. The interpreter's exit hook writes to
+    # the pipe unless it is closed already, unguarded (CPython 3.11): a close between its check
+    # and its write ended a stopped search with "OSError: [Errno 9] Bad file descriptor" after
+    # its one line. Waiting for the thread here leaves the hook nothing to race.
+    if manager is not None:
+        manager.join(REAP_SECONDS)

@@ -55,3 +55,26 @@ def test_workers_ignore_the_signals_their_parent_handles():
             os.kill(p.pid, signal.SIGINT)
         pids = {f.result(timeout=60) for f in futures}
     assert len(pids) == 2 and os.getpid() not in pids
+
+
+def test_a_killed_pool_leaves_no_thread_for_the_exit_hook_to_race(monkeypatch):
+    """When the block has been left, the pool's manager thread has ended: the interpreter's
+    exit hook (``concurrent.futures.process._python_exit``) writes to that thread's wake-up
+    pipe unless it is closed, and one that was being closed meanwhile made a search stopped
+    by SIGTERM end with ``OSError: [Errno 9] Bad file descriptor`` after its one line (CI,
+    2026-12-07). The manager thread is slowed here so that the race is certain."""
+    import concurrent.futures.process as cfp
+
+    slow_end = cfp._ExecutorManagerThread.terminate_broken
+
+    def terminate_broken(self, cause):
+        time.sleep(0.5)
+        return slow_end(self, cause)
+
+    monkeypatch.setattr(cfp._ExecutorManagerThread, "terminate_broken", terminate_broken)
+    with pytest.raises(KeyboardInterrupt), worker_pool(2) as pool:
+        futures = submit_all(pool, _nap, [60, 60])
+        _started(futures)
+        manager = pool._executor_manager_thread
+        raise KeyboardInterrupt
+    assert not manager.is_alive()
