@@ -118,13 +118,19 @@ def _too_few_cells_sentence(s) -> str | None:
     if not few.get("set_aside"):
         return None
     n_fit = few["min_train"]
+    best = s.settings.get("best_budget")
+    why = (
+        "The pick's size is set by how few cells the splits fit, not chosen by outer error"
+        if best is None or best >= n_fit - 1
+        else f"The outer errors chose {best} constants, below that ceiling, but the larger "
+        "forms were never tried"
+    )
     return (
         f"Only forms of fewer than {n_fit} constants could be ranked: the smallest nested "
         f"split fits {n_fit} cells, and {few['set_aside']:,} of the {s.n_generated:,} proposed "
-        "forms have more constants than that (set aside unfitted). The pick's size is set by "
-        "how few cells the splits fit, not chosen by outer error; a grid with more levels "
-        "along the question's column, or a protocol whose splits fit more cells, can rank "
-        "the larger forms."
+        f"forms have more constants than that (set aside unfitted). {why}; a grid with more "
+        "levels along the question's column, or a protocol whose splits fit more cells, can "
+        "rank the larger forms."
     )
 
 

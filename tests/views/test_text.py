@@ -29,3 +29,23 @@ def test_a_verdict_resting_on_few_splits_warns_and_says_why():
     row = {"a": "chin", "b": "noE", "n": 39, "splits": 300, "a_better": 39, "b_better": 0,
            "ties": 0, "median_diff": -0.7, "p": None}  # fmt: skip
     assert "Warning: 261 of 300 splits were set aside" in verdict_sentence(row)
+
+
+def test_the_too_few_cells_sentence_says_who_set_the_picks_size():
+    """The search's sentence on forms set aside for too few fitted cells says the pick's size
+    was set by the split only when the pick sits at the largest size the splits rank; when
+    the outer errors chose a smaller size, it says that instead (it said "set by how few
+    cells the splits fit" either way)."""
+    from types import SimpleNamespace
+
+    from fitrules.views.search import _too_few_cells_sentence
+
+    def sentence(best):
+        settings = {"too_few_cells": {"min_train": 5, "set_aside": 12}, "best_budget": best}
+        return _too_few_cells_sentence(SimpleNamespace(settings=settings, n_generated=40))
+
+    assert "set by how few cells the splits fit" in sentence(4)
+    low = sentence(2)
+    assert "The outer errors chose 2 constants, below that ceiling" in low
+    assert "set by how few cells" not in low
+    assert "12 of the 40 proposed forms" in low
