@@ -113,11 +113,13 @@ def print_compare(best: dict, splits: tuple[int, ...]) -> None:
         ratio = best[n] / base
         print(f"fitrules compare --splits {n:>5,}: {best[n]:6.2f} CPU s  ({ratio:.2f}x baseline)")
     lo, hi = min(splits), max(splits)
-    per = (best[hi] - best[lo]) / (hi - lo)
-    print(
-        f"per split: {1000 * per:.2f} ms CPU (the line through {lo:,} and {hi:,} splits); "
-        f"fixed: {best[lo] - lo * per:.2f} CPU s ({(best[lo] - lo * per) / base:.2f}x the baseline)"
-    )
+    if hi > lo:  # one split count (--splits 300) has no line through two
+        per = (best[hi] - best[lo]) / (hi - lo)
+        fixed = best[lo] - lo * per
+        print(
+            f"per split: {1000 * per:.2f} ms CPU (the line through {lo:,} and {hi:,} splits); "
+            f"fixed: {fixed:.2f} CPU s ({fixed / base:.2f}x the baseline)"
+        )
     if best.get("first_lines"):
         print("first lines at 300 splits:")
         for line in best["first_lines"]:

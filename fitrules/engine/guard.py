@@ -167,12 +167,19 @@ def check_fits(
         n_out = np.maximum((~masks).sum(axis=1), 1)
         excursion = np.where(~masks, beyond, 0.0).sum(axis=1) / n_out
         rel_se = _delta_rel_se(cf, X, y, masks, safe, pred, G, objective)
+    # per split at once: what the loop below reads of each
+    valid = (ok & np.isfinite(pred).all(axis=1)).tolist()
+    worsts = np.argmax(outside, axis=1).tolist()
+    has_se = np.isfinite(rel_se).any(axis=1)
+    with np.errstate(all="ignore"):
+        top_se = np.where(has_se, np.fmax.reduce(rel_se, axis=1), np.nan).tolist()
+    has_se = has_se.tolist()
     out = []
     for s in range(S):
-        if not ok[s] or not np.isfinite(pred[s]).all():
+        if not valid[s]:
             out.append(GuardResult(True, np.inf, np.inf, -1, np.nan, ("prediction not finite",)))
             continue
-        worst = int(np.argmax(outside[s]))
+        worst = worsts[s]
         where = labels[worst] if labels else f"cell {worst}"
         reasons = []
         if span[s] > options.max_span:
@@ -186,7 +193,7 @@ def check_fits(
                 f"level outside the training values on average (worst {pred[s, worst]:.4g} at "
                 f"{where})"
             )
-        if np.isfinite(rel_se[s]).any() and np.nanmax(rel_se[s]) > options.max_rel_se:
+        if has_se[s] and top_se[s] > options.max_rel_se:
             j = int(np.nanargmax(rel_se[s]))
             cell = labels[j] if labels else f"cell {j}"
             top = float(np.nanmax(rel_se[s]))
@@ -203,7 +210,7 @@ def check_fits(
                     f"predicts {pred[s, j]:.4g} at {cell}, outside the metric range "
                     f"[{lo:g}, {hi:g}]"
                 )
-        se_max = float(np.nanmax(rel_se[s])) if np.isfinite(rel_se[s]).any() else np.nan
+        se_max = top_se[s] if has_se[s] else np.nan
         out.append(
             GuardResult(
                 bool(reasons),

@@ -81,6 +81,69 @@ def heldout_errors(
         }
 
 
+def row_means(values: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """:func:`weighted_mean` of each row, the same to the bit as each row's own.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        One row a set of values (S, m).
+    weights : numpy.ndarray or None
+        Their weights (S, m); None weighs every value alike.
+
+    Returns
+    -------
+    numpy.ndarray
+        The (weighted) mean of each row (S,): each row's sum runs over its own contiguous
+        values, in the order :func:`weighted_mean`'s sum takes them.
+    """
+    if weights is None:
+        return values.mean(axis=1)
+    return (weights * values).sum(axis=1) / weights.sum(axis=1)
+
+
+def heldout_error_rows(
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    weights: np.ndarray | None = None,
+    metric: ErrorMetric = RELATIVE,
+) -> dict[str, np.ndarray]:
+    """:func:`heldout_errors` of every row of (S, m) arrays at once, each value the same to
+    the bit as the row's own.
+
+    Parameters
+    ----------
+    y_true : numpy.ndarray
+        The held-out cells' values, one row a split (S, m).
+    y_pred : numpy.ndarray
+        The predictions at the same cells (S, m).
+    weights : numpy.ndarray, optional
+        Each cell's weight in its row's means (S, m); None weighs every cell alike.
+    metric : ErrorMetric, optional
+        The per-cell error (default relative, in percent).
+
+    Returns
+    -------
+    dict
+        ``heldout_error``, ``worst_cell`` and ``rmse``, each an array (S,).
+    """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        residual = y_pred - y_true
+        per_cell = np.asarray(metric.per_cell(y_true, residual), float)
+        diff = np.abs(residual)
+        out = {
+            "heldout_error": metric.scale * row_means(per_cell, weights),
+            "worst_cell": metric.scale * per_cell.max(axis=1),
+            "rmse": np.sqrt(row_means(diff**2, weights)),
+        }
+    # squares that overflow though the differences do not: each such row on its own
+    for i in np.flatnonzero(~np.isfinite(out["rmse"]) & np.isfinite(diff).all(axis=1)):
+        one = heldout_errors(y_true[i], y_pred[i], None if weights is None else weights[i], metric)
+        for key, v in one.items():
+            out[key][i] = v
+    return out
+
+
 def trim_mean(e: np.ndarray, cut: float) -> float:
     """Mean after cutting ``int(cut * n)`` values from each end (as ``scipy.stats.trim_mean``,
     without importing scipy.stats, which costs a second at start-up)."""

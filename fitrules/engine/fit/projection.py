@@ -237,6 +237,21 @@ def _profile(g: _GridPieces, masks):
     return out, c
 
 
+def _sum_over_cells(b2: np.ndarray) -> np.ndarray:
+    """``b2.sum(axis=2, keepdims=True)`` of a C-ordered (T, L, n, k) array, the same to the
+    bit: with k >= 2 numpy adds the cells one after another (the reduced axis is not the
+    contiguous one), and so does this loop, a cell of every row at a time, without numpy's
+    slow walk over short rows of k values. With one linear constant the reduced axis is the
+    contiguous one, which numpy sums pairwise: that case stays numpy's."""
+    n, k = b2.shape[2], b2.shape[3]
+    if k < 2 or n < 2:
+        return b2.sum(axis=2, keepdims=True)
+    acc = b2[:, :, 0, :].copy()
+    for i in range(1, n):
+        acc += b2[:, :, i, :]
+    return acc[:, :, None, :]
+
+
 def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas, axes=None):
     """As :func:`_profile`, each row t with its own training mask and points ``thetas[t]``.
 
@@ -244,7 +259,7 @@ def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas, a
     objective (T, L), coefficients (T, L, k).
     """
     basis, offset, finite = _evaluate_pieces(cf, X, thetas, axes)  # (T, L, n, k), (T, L, n)
-    norm = np.sqrt((basis**2).sum(axis=2, keepdims=True))
+    norm = np.sqrt(_sum_over_cells(basis**2))
     norm = np.where(norm > 0, norm, 1.0)
     bs = basis / norm
     # every cell of every row (the local search gathers each row's training cells): the

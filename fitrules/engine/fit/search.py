@@ -298,6 +298,8 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
     step = span / max(2, round(len(thetas) ** (1 / thetas.shape[1])) - 1)
     # look further down the ranking when many starts are wanted (a single fit on all cells)
     depth = max(200, 40 * n_starts)
+    if n_starts == 2:
+        return _two_starts(orders, ranked, thetas, 2.5 * step, depth)
     out = []
     for order, ranked_values in zip(orders, ranked):
         order = order[np.isfinite(ranked_values)]  # non-finite values sort last
@@ -316,3 +318,21 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
             picked.append(int(candidates[np.argmax(far)]))
         out.append(picked)
     return out
+
+
+def _two_starts(orders, ranked, thetas, apart, depth: int) -> list[list[int]]:
+    """:func:`_starts` with two starts a split, every split at once: its best grid point,
+    and the first of the next ``depth - 1`` in rank order farther than ``apart`` from it in
+    some constant (the same picks as the greedy loop makes)."""
+    n_finite = np.isfinite(ranked).sum(axis=1)  # non-finite values sort last
+    cand = orders[:, 1:depth]
+    first = thetas[orders[:, 0]]
+    far = (np.abs(thetas[cand] - first[:, None, :]) > apart).any(axis=2)
+    far &= np.arange(1, cand.shape[1] + 1)[None, :] < n_finite[:, None]
+    second = cand[np.arange(len(cand)), np.argmax(far, axis=1)] if cand.shape[1] else None
+    has = far.any(axis=1).tolist()
+    firsts = orders[:, 0].tolist()
+    return [
+        [firsts[s], int(second[s])] if has[s] else [firsts[s]] if k else []
+        for s, k in enumerate(n_finite.tolist())
+    ]

@@ -17,7 +17,13 @@ from fitrules.base.limits import SEED_PROTOCOLS
 from fitrules.engine.fit import FitOptions, Objective, fit, fit_splits
 from fitrules.engine.guard import GuardOptions, check_fits
 from fitrules.engine.intervals import jacobian_uncertainty
-from fitrules.engine.metrics import RELATIVE, box_weights, heldout_errors, weighted_mean
+from fitrules.engine.metrics import (
+    RELATIVE,
+    box_weights,
+    heldout_error_rows,
+    row_means,
+    weighted_mean,
+)
 from fitrules.engine.stats import c4
 from fitrules.model.compiled import CompiledForm
 from fitrules.model.forms import Form
@@ -153,13 +159,7 @@ def _score_forms(
         first = len(rows)
         fits = _fit_descriptive(f, masks, held, fitting)
         guarded = check_fits(f, X, y, masks, fits, objective, fitting.guard, cell_labels)
-        for s, (mask, r, g, pred) in enumerate(
-            zip(masks, fits, guarded, predictions(f, X, fits), strict=True)
-        ):
-            y_s = y if held is None else held["folds"][s % len(held["folds"])]["y_test"]
-            rows.append(
-                _split_row(f, s, labels[s], floor[s], mask, r, g, y_s, held, at_cell, fitting, pred)
-            )
+        rows += _split_rows(f, masks, labels, floor, fits, guarded, held, at_cell[f.name], fitting)
         if held is not None:
             _rescale_rows(rows[first:], at_cell[f.name], held["excess"])
         # never worse on all cells than a split's fit there (the splits explore other basins)
@@ -211,35 +211,132 @@ def predictions(f: Form, X: dict, fits: list):
             yield from cf.predict(X, P)
 
 
-def _split_row(f, s, label, floor, mask, r, g, y_s, held, at_cell, fitting: _Fitting, pred) -> dict:
-    """One (split, form) row: held-out errors, the fit's diagnostics, the guard's verdict;
-    ``pred`` is the fit's prediction at every cell."""
-    X = fitting.X
-    test = ~mask
+def prediction_table(f: Form, X: dict, fits: list) -> np.ndarray:
+    """Every fit's predictions at every cell, one row a fit (S, n); see :func:`predictions`.
+
+    Parameters
+    ----------
+    f : Form
+        The bound form.
+    X : dict
+        The cells' values of its variables, each (n,).
+    fits : list
+        Its fits (each a ``FitResult``).
+
+    Returns
+    -------
+    numpy.ndarray
+        The predictions, NaN in the row of a fit with no finite objective.
+    """
+    n = len(next(iter(X.values())))
+    return np.array(list(predictions(f, X, fits)), float).reshape(len(fits), n)
+
+
+def _unfitted_table(f: Form, X, masks: np.ndarray) -> np.ndarray:
+    """Per split and cell (S, n): a held-out cell whose level of a per-level column has no
+    training cell (:func:`_unfitted_levels`)."""
+    out = np.zeros(masks.shape, bool)
+    if f.levels:
+        for s, mask in enumerate(masks):
+            out[s, ~mask] = _unfitted_levels(f, X, mask, ~mask)
+    return out
+
+
+def heldout_table(Y, P, masks, weights=None, metric: ErrorMetric = RELATIVE, mse=False) -> dict:
+    """Each split's held-out errors, the splits that hold out as many cells scored together.
+
+    Parameters
+    ----------
+    Y : numpy.ndarray
+        The values each split is scored against, at every cell (S, n) (or (n,), shared).
+    P : numpy.ndarray
+        Each split's predictions at every cell (S, n).
+    masks : numpy.ndarray
+        The splits' training cells (S, n); the others are held out.
+    weights : numpy.ndarray, optional
+        Each cell's weight in a held-out error (n,) (:func:`box_weights`).
+    metric : ErrorMetric, optional
+        The per-cell error.
+    mse : bool, optional
+        Also ``_mse``, the mean squared relative error (the cells-and-seeds protocol's).
+
+    Returns
+    -------
+    dict
+        ``heldout_error``, ``worst_cell``, ``rmse`` (and ``_mse``), each (S,): as
+        :func:`heldout_errors` gives them for the split's held-out cells, to the bit; NaN
+        for a split with a prediction there that is not finite.
+    """
+    test = ~masks
+    keys = ("heldout_error", "worst_cell", "rmse") + (("_mse",) if mse else ())
+    out = {k: np.full(len(masks), np.nan) for k in keys}
+    Y = np.broadcast_to(Y, masks.shape)
+    counts, finite = test.sum(axis=1), (np.isfinite(P) | masks).all(axis=1)
+    for m in np.unique(counts[finite]).tolist():
+        idx = np.flatnonzero(finite & (counts == m))
+        t = test[idx]
+        y, p = Y[idx][t].reshape(-1, m), P[idx][t].reshape(-1, m)
+        w = None if weights is None else np.broadcast_to(weights, t.shape)[t].reshape(-1, m)
+        e = heldout_error_rows(y, p, w, metric)
+        if mse:
+            with np.errstate(all="ignore"):
+                e["_mse"] = row_means(((p - y) / y) ** 2, w)
+        for k in keys:
+            out[k][idx] = e[k]
+    return out
+
+
+def _split_values(y: np.ndarray, held: dict | None, S: int) -> np.ndarray:
+    """The values each split is scored against: the cells' (n,), or under cells-and-seeds
+    its seed fold's (S, n)."""
+    if held is None:
+        return y
+    folds = held["folds"]
+    return np.array([folds[s % len(folds)]["y_test"] for s in range(S)], float)
+
+
+ERROR_KEYS = ("heldout_error", "worst_cell", "rmse")
+
+
+def _split_rows(f, masks, labels, floor, fits, guarded, held, at_cell, fitting: _Fitting):
+    """The (split, form) rows of one form: held-out errors, the fits' diagnostics, the
+    guard's verdicts; each used split's error at each cell it held out goes to ``at_cell``."""
+    X, metric = fitting.X, fitting.metric
+    Y = _split_values(fitting.y, held, len(masks))
+    unfitted = _unfitted_table(f, X, masks)
+    # a level with no training cell has no fitted constant: no prediction there
+    P = np.where(unfitted, np.nan, prediction_table(f, X, fits))
+    errs = heldout_table(Y, P, masks, fitting.heldout, metric, mse=held is not None)
+    ok = np.isfinite(np.stack([errs[k] for k in ERROR_KEYS])).all(axis=0)
+    used = ok & np.array([fitting.keep_degenerate or not r.reasons for r in fits], bool)
+    with np.errstate(all="ignore"):
+        cells = metric.cells(np.broadcast_to(Y, masks.shape)[used], P[used])
+    at_cell[used] = np.where(masks[used], np.nan, cells)
+    return [
+        _split_row(f, s, labels[s], floor[s], masks[s], r, g, held, errs, ok[s], unfitted[s])
+        for s, (r, g) in enumerate(zip(fits, guarded, strict=True))
+    ]
+
+
+def _split_row(f, s, label, floor, mask, r, g, held, errs, ok, unfitted) -> dict:
+    """One (split, form) row: held-out errors (from :func:`heldout_table`'s ``errs``, ``ok``
+    where every one is finite), the fit's diagnostics, the guard's verdict."""
     split_reasons = list(r.reasons)
-    pred = pred[test]
-    unfitted = _unfitted_levels(f, X, mask, test)
-    if unfitted.any():  # a level with no training cell has no fitted constant
-        pred = np.where(unfitted, np.nan, pred)
-    hw = None if fitting.heldout is None else fitting.heldout[test]
-    errs = heldout_errors(y_s[test], pred, hw, fitting.metric) if np.isfinite(pred).all() else None
-    if errs is None or not all(np.isfinite(v) for v in errs.values()):
+    if not ok:
         # a prediction that is not finite, or so large that its error overflows
         if not unfitted.any():  # else the split already names the unfitted level
             split_reasons.append("prediction is not finite on held-out cells")
-        errs = {"heldout_error": np.nan, "worst_cell": np.nan, "rmse": np.nan}
-    elif fitting.keep_degenerate or not split_reasons:
-        at_cell[f.name][s, test] = fitting.metric.cells(y_s[test], pred)
+    e = {k: float(errs[k][s]) if ok else np.nan for k in ERROR_KEYS}
     return {
         "split": s,
         "split_label": label,
         "form": f.name,
-        **errs,
+        **e,
         "noise_floor": floor,
         "train_objective": r.objective,
         "cond": r.cond,
         "n_train": int(mask.sum()),
-        "n_test": int(test.sum()),
+        "n_test": int((~mask).sum()),
         "train_cells": np.flatnonzero(mask).tolist(),
         "degenerate": bool(split_reasons),
         "reasons": split_reasons,
@@ -249,10 +346,8 @@ def _split_row(f, s, label, floor, mask, r, g, y_s, held, at_cell, fitting: _Fit
         "excursion_pct": g.excursion_pct,
         "guard_reasons": list(g.reasons),
         "constants": r.constants,
-        **({} if held is None else {"_mse": weighted_mean(
-            ((pred - y_s[test]) / y_s[test]) ** 2, hw) if errs["rmse"] == errs["rmse"]
-            else np.nan}),
-    }  # fmt: skip
+        **({} if held is None else {"_mse": float(errs["_mse"][s]) if ok else np.nan}),
+    }
 
 
 def _held_seeds(grid: Grid, cells: Cells, seeds: str, splitter) -> tuple[dict | None, str]:

@@ -95,18 +95,22 @@ def _cell_table(cells: Cells, at_cell: dict) -> pd.DataFrame:
     (robust to a runaway split) and mean."""
     rows = []
     source = cells.table["_source"] if "_source" in cells.table else None
+    labels = [
+        cells.label(i) + (f" ({source.iloc[i]} grid)" if source is not None else "")
+        for i in range(len(cells))
+    ]
+    values = np.asarray(cells.y, float).tolist()
     for f, errs in at_cell.items():
         cnt = np.isfinite(errs).sum(axis=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a cell never held out: NaN
             med, mean = np.nanmedian(errs, axis=0), np.nanmean(errs, axis=0)
         for i in range(len(cells)):
-            label = cells.label(i) + (f" ({source.iloc[i]} grid)" if source is not None else "")
             rows.append(
                 {
                     "cell_index": i,
-                    "cell": label,
-                    "value": float(cells.y[i]),
+                    "cell": labels[i],
+                    "value": values[i],
                     "form": f,
                     "splits": int(cnt[i]),
                     "median_error": float(med[i]),

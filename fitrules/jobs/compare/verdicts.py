@@ -11,9 +11,14 @@ import pandas as pd
 
 from fitrules.base.errors import FormError, SplitError, param
 from fitrules.engine.fit import fit_splits
-from fitrules.engine.metrics import RELATIVE, heldout_errors
+from fitrules.engine.metrics import RELATIVE
 from fitrules.engine.stats import cells_verdict, holm, paired_verdict, units_verdict
-from fitrules.jobs.compare.scoring import _Fitting, _unfitted_levels, predictions
+from fitrules.jobs.compare.scoring import (
+    _Fitting,
+    _unfitted_table,
+    heldout_table,
+    prediction_table,
+)
 from fitrules.model.forms import Form
 from fitrules.model.splits import RandomSplit
 from fitrules.views.text_compare import verdict_of
@@ -111,22 +116,17 @@ def _verdict_rows(
     """Held-out errors of one form on the verdict protocol's splits, in ``metric`` (cells
     weighted by ``heldout``, as the descriptive splits' are)."""
     fits = fit_splits(f, X, y, masks, objective, options, on_progress)
+    unfitted = _unfitted_table(f, X, masks).any(axis=1)
+    errs = heldout_table(y, prediction_table(f, X, fits), masks, heldout, metric)["heldout_error"]
     rows = []
-    for s, (mask, r, pred) in enumerate(zip(masks, fits, predictions(f, X, fits), strict=True)):
-        test = ~mask
+    for s, (mask, r) in enumerate(zip(masks, fits, strict=True)):
         reasons = list(r.reasons)
-        err = np.nan
-        unfitted = _unfitted_levels(f, X, mask, test)
-        if np.isfinite(r.objective) and not unfitted.any():
-            pred = pred[test]
-            if np.isfinite(pred).all():
-                hw = None if heldout is None else heldout[test]
-                err = heldout_errors(y[test], pred, hw, metric)["heldout_error"]
+        err = errs[s] if np.isfinite(r.objective) and not unfitted[s] else np.nan
         if not np.isfinite(err):
             # a level with no training cell has no fitted constant: the split names it
             reasons.append(
                 "a held-out cell's level has no training cell"
-                if unfitted.any()
+                if unfitted[s]
                 else "prediction is not finite on held-out cells"
             )
             err = np.nan
@@ -134,9 +134,9 @@ def _verdict_rows(
             {
                 "split": s,
                 "form": f.name,
-                "heldout_error": err,
+                "heldout_error": float(err),
                 "n_train": int(mask.sum()),
-                "n_test": int(test.sum()),
+                "n_test": int((~mask).sum()),
                 "used": bool(np.isfinite(err) and (keep_degenerate or not reasons)),
                 "reasons": reasons,
             }
@@ -195,6 +195,10 @@ def _paired(
     vok = verdict.pivot(index="split", columns="form", values="used")
     n_train = int(verdict["n_train"].min())
     n_test = int(verdict["n_test"].min())
+    by_form = {
+        f: (t["cell"].tolist(), t["median_error"].to_numpy(float))
+        for f, t in cell_errors.groupby("form", sort=False)
+    }
     rows = []
     for a, b in pairs:
         both = (ok[a] & ok[b]).to_numpy(bool)
@@ -217,7 +221,7 @@ def _paired(
                 "b": b,
                 **v,
                 "splits": int(len(both)),
-                "deciding_cells": _deciding(cell_errors, a, b),
+                "deciding_cells": _deciding(by_form, a, b),
             }
         )
     paired = pd.DataFrame(rows)
@@ -230,17 +234,14 @@ def _paired(
 TEST_KEYS = ("test", "t", "df", "p", "ratio", "ratio_ci", "diff_ci")
 
 
-def _deciding(cell_errors: pd.DataFrame, a: str, b: str, k: int = 3) -> list[dict]:
-    """The cells where the two forms' median held-out errors differ most."""
-    ea = cell_errors[cell_errors["form"] == a].set_index("cell_index")
-    eb = cell_errors[cell_errors["form"] == b].set_index("cell_index")
-    d = (ea["median_error"] - eb["median_error"]).dropna()
-    top = d.abs().sort_values(ascending=False, kind="stable").index[:k]
-    return [
-        {
-            "cell": ea.loc[i, "cell"],
-            "a": float(ea.loc[i, "median_error"]),
-            "b": float(eb.loc[i, "median_error"]),
-        }
-        for i in top
-    ]
+def _deciding(by_form: dict, a: str, b: str, k: int = 3) -> list[dict]:
+    """The cells where the two forms' median held-out errors differ most; ``by_form``: per
+    form, its cells' labels and median errors, every form's cells in the same order (as
+    :func:`~fitrules.jobs.compare.summaries._cell_table` lists them)."""
+    (cells, ea), (_, eb) = by_form[a], by_form[b]
+    with np.errstate(invalid="ignore"):
+        d = ea - eb
+    kept = np.flatnonzero(~np.isnan(d))
+    # the largest differences first, ties in the cells' order (a stable descending sort)
+    top = kept[np.argsort(-np.abs(d[kept]), kind="stable")[:k]]
+    return [{"cell": cells[i], "a": float(ea[i]), "b": float(eb[i])} for i in top.tolist()]
