@@ -3,39 +3,57 @@ link."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import fitrules as fr
 from fitrules.base.errors import ReportError
 
 
-class _Results(dict):
-    """The results made from one table, each made when a test first asks for it (a test reads
-    one kind; making all three for each took 46 s of the suite)."""
+KINDS = ("compare", "fit", "search")
 
-    def __init__(self, path) -> None:
-        super().__init__()
-        self.path = path
 
-    def __missing__(self, kind: str):
-        g = fr.load_grid(str(self.path))
-        make = {
-            "compare": lambda: fr.compare(g, forms=["composition"], splits=5),
-            "fit": lambda: fr.fit(g, "composition"),
-            "search": lambda: fr.search(
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """x.csv (the composition grid) in a folder of its own and the compare, fit and search
+    results made from it there, once for the module: no test here changes a result, and each
+    checks that the table is unchanged (made again for each test, the three took 30 s of the
+    suite)."""
+    from conftest import composition_grid
+
+    folder = tmp_path_factory.mktemp("table")
+    path = folder / "x.csv"
+    composition_grid().to_csv(path, index=False)
+    home = os.getcwd()
+    os.chdir(folder)
+    try:
+        g = fr.load_grid(str(path))
+        results = {
+            "compare": fr.compare(g, forms=["composition"], splits=5),
+            "fit": fr.fit(g, "composition"),
+            "search": fr.search(
                 g, terms=1, max_constants=3, splits=3, inner_splits=2, references=[]
             ),
         }
-        self[kind] = make[kind]()
-        return self[kind]
+    finally:
+        os.chdir(home)
+    return path, results
 
 
 @pytest.fixture
-def results(table):
-    return _Results(table)
+def table(made, tmp_path, monkeypatch):
+    """The module's table, the test run in a working directory of its own."""
+    monkeypatch.chdir(tmp_path)
+    return made[0]
 
 
-@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
+@pytest.fixture
+def results(made):
+    return made[1]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_to_json_refuses_the_table_it_came_from(table, results, kind):
     """to_json onto the table a result was made from is refused, and the table is unchanged.
 
@@ -46,7 +64,7 @@ def test_to_json_refuses_the_table_it_came_from(table, results, kind):
     assert table.read_bytes() == before
 
 
-@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_to_json_refuses_a_link_to_the_table(table, results, kind, tmp_path):
     """to_json onto a link to the input table is refused; the table and link stay."""
     link = tmp_path / "out.json"
@@ -57,7 +75,7 @@ def test_to_json_refuses_a_link_to_the_table(table, results, kind, tmp_path):
     assert table.read_bytes() == before and link.is_symlink()
 
 
-@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_to_json_never_writes_through_a_link(table, results, kind, tmp_path):
     """to_json onto a symbolic link to another file is refused; that file is unchanged."""
     outside = tmp_path / "elsewhere.txt"
@@ -69,7 +87,7 @@ def test_to_json_never_writes_through_a_link(table, results, kind, tmp_path):
     assert outside.read_text() == "keep me\n" and link.is_symlink()
 
 
-@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_to_json_refuses_forms_toml(table, results, kind, tmp_path):
     """to_json onto forms.toml is refused and the forms file is unchanged."""
     forms = tmp_path / "forms.toml"
@@ -79,12 +97,12 @@ def test_to_json_refuses_forms_toml(table, results, kind, tmp_path):
     assert forms.read_text() == 'mine = "L0 + a*omega"\n'
 
 
-@pytest.mark.parametrize("kind", ["compare", "fit", "search"])
-def test_report_refuses_a_folder_holding_the_table(table, results, kind, tmp_path):
+@pytest.mark.parametrize("kind", KINDS)
+def test_report_refuses_a_folder_holding_the_table(table, results, kind):
     """report into the folder holding the input table is refused, even with force."""
     before = table.read_bytes()
     with pytest.raises(ReportError, match="a file this result was made from"):
-        results[kind].report(str(tmp_path), force=True)
+        results[kind].report(str(table.parent), force=True)
     assert table.read_bytes() == before
 
 

@@ -3,7 +3,9 @@ ledger lines, intervals recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import re
 
@@ -16,15 +18,16 @@ from helpers import refused, run, write_file
 SMOKE = DATA / "smoke.csv"
 
 
-def _predict(ledger, at, capsys):
-    code, out, err = run(
-        ["predict", "--data", SMOKE, "--form", "composition", "--at", at,
-         "--ledger", ledger, "--resamples", "20"],
-        capsys,
-    )  # fmt: skip
-    assert code == 0, err
-    m = re.search(r"head (\d+):([0-9a-f]{64})", out)
-    assert m, out
+def _predict(ledger, at):
+    """Record composition's prediction at ``at`` over the smoke grid in ``ledger``; return
+    the head printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["predict", "--data", str(SMOKE), "--form", "composition", "--at", at,
+                     "--ledger", str(ledger), "--resamples", "20"])  # fmt: skip
+    assert code == 0, err.getvalue()
+    m = re.search(r"head (\d+):([0-9a-f]{64})", out.getvalue())
+    assert m, out.getvalue()
     return f"{m.group(1)}:{m.group(2)}"
 
 
@@ -45,10 +48,21 @@ def _rehash(lines: list[str], edit) -> list[str]:
     return out
 
 
+@pytest.fixture(scope="module")
+def made_ledger(tmp_path_factory):
+    """A ledger of two predictions and the head printed after each, made once for the module
+    (two predictions for each test took 12 s of the suite)."""
+    path = tmp_path_factory.mktemp("ledger") / "p.jsonl"
+    heads = [_predict(path, at) for at in ("H=8,keep=0.25", "H=2,keep=0.5")]
+    return path, heads
+
+
 @pytest.fixture
-def ledger(tmp_path, capsys):
+def ledger(made_ledger, tmp_path):
+    """A copy of the module's ledger in the test's own folder (tests cut and rewrite it)."""
+    made, heads = made_ledger
     path = tmp_path / "p.jsonl"
-    heads = [_predict(path, at, capsys) for at in ("H=8,keep=0.25", "H=2,keep=0.5")]
+    path.write_bytes(made.read_bytes())
     return path, heads
 
 

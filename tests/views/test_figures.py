@@ -42,8 +42,11 @@ def _close():
     plt.close("all")
 
 
-def _inside(ax, artist) -> bool:
-    ax.figure.canvas.draw()
+def _inside(ax, artist, draw: bool = True) -> bool:
+    """``artist`` lies inside the figure of ``ax`` after a layout of the figure (without
+    rendering pixels; ``draw=False`` when the figure is laid out already)."""
+    if draw:
+        ax.figure.draw_without_rendering()
     box, page = artist.get_window_extent(), ax.figure.bbox
     return (
         box.x0 >= page.x0 - 1
@@ -86,7 +89,7 @@ def _cmp(names=("a", "b"), n=200, runaway=1e6, degenerate=False, protocol="rando
 
 def _inside_figure(ax) -> bool:
     fig = ax.figure
-    fig.canvas.draw()
+    fig.draw_without_rendering()
     box, page = ax.title.get_window_extent(), fig.bbox
     return box.x0 >= page.x0 - 1 and box.x1 <= page.x1 + 1 and box.y1 <= page.y1 + 1
 
@@ -174,8 +177,9 @@ def test_the_design_figure_keeps_its_labels_inside(design):
     The chosen cell at the top of the plane had its label clipped."""
     ax = design_figure(design)
     assert len(ax.texts) >= 2
+    ax.figure.draw_without_rendering()  # once: checking a text changes no layout
     for t in [*ax.texts, ax.title]:
-        assert _inside(ax, t), t.get_text()
+        assert _inside(ax, t, draw=False), t.get_text()
         box = ax.get_window_extent()
         e = t.get_window_extent()
         if t is not ax.title and t not in figures.captions(ax):  # a caption is under the axes

@@ -52,30 +52,40 @@ def search():
     return fr.search(g, max_constants=3, splits=3, inner_splits=2, progress=False, jobs=1)
 
 
+@pytest.fixture(scope="module")
+def every_figure(cmp, fitted, search):
+    """(name, axes) of every figure a result draws (tuning's are left out: views/tuning.py
+    keeps its own two-line titles), drawn once for the tests that read them."""
+    made = [
+        ("heldout", cmp.plot_heldout()),
+        ("paired", cmp.plot_paired("chinchilla", "n_only")),
+        ("fit", cmp.plot_fit("chinchilla")),
+    ]
+    for x in ("N", "D"):
+        made += [
+            (f"residuals {x}", cmp.plot_residuals(x)),
+            (f"curves {x}", cmp.plot_curves("chinchilla", x)),
+            (f"fit curves {x} (interval band)", fitted.plot_curves(x)),
+        ]
+    full = cmp.full_fits["chinchilla"].constants
+    made += [
+        ("fit residuals", fitted.plot_residuals("D")),
+        ("errors by split", figures.errors_by_split(cmp)),
+        ("residual map", figures.residual_map(cmp.cells, cmp.form("chinchilla"), full, "N", "D")),
+        ("front", search.plot_front()),
+        ("ci", fr.ci().plot()),
+        ("design", fr.design(fr.load_example("main", where="lr == 3e-4"),
+                             forms=["composition", "additive"], budget=12).plot()),
+    ]  # fmt: skip
+    yield made
+    for _, ax in made:
+        plt.close(ax.figure)
+
+
 @pytest.fixture(autouse=True)
 def _close():
     yield
     plt.close("all")
-
-
-def _every_figure(cmp, fitted, search):
-    """Every figure a result draws (tuning's are left out: views/tuning.py keeps its own
-    two-line titles)."""
-    yield "heldout", cmp.plot_heldout()
-    yield "paired", cmp.plot_paired("chinchilla", "n_only")
-    yield "fit", cmp.plot_fit("chinchilla")
-    for x in ("N", "D"):
-        yield f"residuals {x}", cmp.plot_residuals(x)
-        yield f"curves {x}", cmp.plot_curves("chinchilla", x)
-        yield f"fit curves {x} (interval band)", fitted.plot_curves(x)
-    yield "fit residuals", fitted.plot_residuals("D")
-    yield "errors by split", figures.errors_by_split(cmp)
-    full = cmp.full_fits["chinchilla"].constants
-    yield "residual map", figures.residual_map(cmp.cells, cmp.form("chinchilla"), full, "N", "D")
-    yield "front", search.plot_front()
-    yield "ci", fr.ci().plot()
-    yield "design", fr.design(fr.load_example("main", where="lr == 3e-4"),
-                              forms=["composition", "additive"], budget=12).plot()  # fmt: skip
 
 
 def _visible_points(ax) -> np.ndarray:
@@ -111,31 +121,35 @@ def test_n_and_d_get_log_axes_ticked_at_their_levels(cmp, fitted):
     for x, levels in (("N", N_LEVELS), ("D", D_LEVELS)):
         text = expected[x]
         other = "D" if x == "N" else "N"
-        for ax in (cmp.plot_curves("chinchilla", x), cmp.plot_residuals(x), fitted.plot_curves(x)):
-            ax.figure.canvas.draw()
+        curves = cmp.plot_curves("chinchilla", x)
+        for ax in (curves, cmp.plot_residuals(x), fitted.plot_curves(x)):
+            ax.figure.draw_without_rendering()  # the tick labels are set at a draw
             assert ax.get_xscale() == "log", x
             assert list(ax.get_xticks()) == list(levels), x
             assert [t.get_text() for t in ax.get_xticklabels()] == text, x
             assert ax.xaxis.get_offset_text().get_text() == "", x
-        legend = [t.get_text() for t in cmp.plot_curves("chinchilla", x).get_legend().get_texts()]
+        legend = [t.get_text() for t in curves.get_legend().get_texts()]
         first = N_LEVELS[0] if other == "N" else D_LEVELS[0]
         assert f"{other} = {figures.level_text(first)}" in legend, legend
 
 
-def test_every_title_is_one_line_of_at_most_60_characters(cmp, fitted, search):
+def test_every_title_is_one_line_of_at_most_60_characters(every_figure):
     """No figure's title wraps or runs long: the verdict and the keys went elsewhere."""
-    for name, ax in _every_figure(cmp, fitted, search):
+    assert len(every_figure) == 15
+    for name, ax in every_figure:
         title = ax.get_title()
         assert title and "\n" not in title and len(title) <= 60, (name, title)
 
 
-def test_no_legend_covers_a_plotted_point(cmp, fitted, search):
-    """After a draw, no plotted point inside the axes lies within the legend's box."""
-    for name, ax in _every_figure(cmp, fitted, search):
+def test_no_legend_covers_a_plotted_point(every_figure):
+    """After a draw (the layout of one, without rendering pixels), no plotted point inside the
+    axes lies within the legend's box."""
+    assert len(every_figure) == 15
+    for name, ax in every_figure:
         legend = ax.get_legend()
         if legend is None:
             continue
-        ax.figure.canvas.draw()
+        ax.figure.draw_without_rendering()
         box = legend.get_window_extent()
         p = _visible_points(ax)
         assert len(p), name
