@@ -505,6 +505,8 @@ def _peer_runs(name: str, entry, test, units, feats, settings: dict) -> dict:
             pred = _gplearn_seed(entry, units, feats, seed, settings)
         seconds.append(time.perf_counter() - t0)
         values.append(_score(entry, test, pred))
+        if settings.get("progress"):  # a run stopped early still shows what it finished
+            print(f"  ({name} seed {seed}: {_fmt(values[-1])}, {seconds[-1]:.0f} s)", flush=True)
     out = {name: float(np.median(values)), f"{name}_seeds": values, f"{name}_s": seconds}
     if records:
         out.update(pyoperon_record=float(np.median(records)), pyoperon_record_seeds=records,
@@ -628,7 +630,8 @@ def main_search(names, catalogue, dirs, jobs: int, grammar: dict | None = None,
         r["as_published"] = _no_worse(kind, r["pick_heldout"], r["published_heldout"])
         r["as_peers"] = all(_no_worse(kind, r["pick_heldout"], r[p])
                             for p in ("pyoperon", "gplearn") if p in r)  # fmt: skip
-        peers = "; ".join(f"{p} {r[p]:.4f} ({r[p + '_s']:.0f} s)" for p in ("pyoperon", "gplearn")
+        peers = "; ".join(f"{p} {r[p]:.4f} (median; {np.mean(r[p + '_s']):.0f} s a seed)"
+                          for p in ("pyoperon", "gplearn")
                           if p in r)  # fmt: skip
         print(f"  beside it: {peers or 'no peer installed'}"
               + (f"; SLDBench's best {r['sldbench']}" if r.get("sldbench") else "")
@@ -676,6 +679,8 @@ def peers_entry(entry: dict, path: Path, settings: dict) -> dict | None:
     with np.errstate(all="ignore"):
         law = metric_value(kind, _heldout_fit(entry, entry["form"], train, test),
                            test[entry["metric"]].to_numpy(float), metric_by(entry, test))  # fmt: skip
+    if settings.get("progress"):
+        print(f"{entry['name']}: the published law refitted {_fmt(law)}", flush=True)
     t0 = time.process_time()
     out = peer_metrics(entry, spec, train, test, settings)
     return {**out, "law": law, "metric": kind or "mean abs rel error %",
@@ -684,6 +689,7 @@ def peers_entry(entry: dict, path: Path, settings: dict) -> dict | None:
 
 def main_peers(names, catalogue, dirs, settings: dict) -> int:
     """``--peers-only``: per grid the law's refit and the peers' lines, then one table."""
+    settings = {**settings, "progress": True}
     print("\n".join(settings_lines(settings)), flush=True)
     rows = []
     for name, entry, path in present(names, catalogue, dirs):
