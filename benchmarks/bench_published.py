@@ -14,6 +14,8 @@ metric of fitrules' fit beside the reference's and the published one.
     python benchmarks/bench_published.py --data-dir DIR  # grids kept in another folder
     python benchmarks/bench_published.py --search        # issue 29: the search on each grid
     python benchmarks/bench_published.py --reach 4       # what the grammar holds (not a pick)
+    python benchmarks/bench_published.py --peers-only    # the law and the peers, no search
+    python benchmarks/bench_published.py --peers-only --seeds 0 --evaluations 10000  # a quick look
 
 ``--search``: on each grid with a held-out split and search settings in the catalogue
 (``search``: variables, the outer split asking the held-out split's question, grammar
@@ -22,11 +24,23 @@ fitted on the training runs, predict the held-out runs. Printed per grid: the pi
 held-out metrics, their ratio (for R2, of 1 - R2), the search's quoted outer error, and
 whether the pick is within 1.5x of the published form. Both forms are fitted as the plain
 route fits the published law (:func:`plain_fit_options`: the same weights and bounds). Beside
-them: pyoperon (median of 3 seeds) and gplearn fitted on the same training rows (log of each
-positive variable), with their settings and seconds (``pip install -e ".[bench]"``; a peer
-not installed is left out), SLDBench's best where the catalogue has it, and issue 41's bar:
-the pick at least the published law's (R2 no more than 0.005 below, an error no more than
-1.1x) and at least each peer's.
+them: pyoperon and gplearn (``pip install -e ".[bench]"``; a peer not installed is left out),
+SLDBench's best where the catalogue has it, and issue 41's bar: the pick at least the
+published law's (R2 no more than 0.005 below, an error no more than 1.1x) and at least each
+peer's.
+
+The peers (issue 62) are fitted as the law is: once per group where the catalogue fits the law
+per group, on the search's variables (the log of each positive one), and scored with the
+catalogue's metric (the mean over ``published_metric_by`` where it is set). Each runs with
+seeds 0, 1, 2 (each seed printed, the median is the peer's value) and a fixed budget, not a
+wall-clock one: pyoperon 10^6 evaluations (its time cap a day, printed as never reached),
+gplearn its population and generations. Every setting is printed first. Beside pyoperon's
+default selection, a record labelled as such: the best held-out value of its final population,
+chosen on the held-out rows.
+
+``--peers-only``: the published law refitted and the peers, without the search (a peer fit is
+about 20 CPU seconds on these grids, so the SFT grid's 42 groups take about 80 CPU minutes for
+both peers and three seeds).
 
 ``--reach K``: every form of the default grammar with at most K constants, fitted on the
 training runs and scored on the held-out runs: per budget the best held-out metric, where that
@@ -237,7 +251,8 @@ def _heldout_fit(entry, form, train: pd.DataFrame, test: pd.DataFrame) -> np.nda
     return pred
 
 
-def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None) -> dict | None:
+def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None,
+                 settings: dict | None = None) -> dict | None:  # fmt: skip
     """Issue 29: the search on a published grid's training runs with the split's protocol
     (``search`` in the catalogue), its pick and the published form each fitted on the
     training runs and scored on the held-out ones. On a grid fitted per group the search
@@ -247,7 +262,7 @@ def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None
     each pick is fitted and scored on its target's groups; the metric is the published one
     (for the domain mixture the mean of R2 over the five domains, ``published_metric_by``).
     ``grammar`` (options such as ``factors``) applies to every grid alike; the entry's own
-    grammar options come after it."""
+    grammar options come after it. ``settings``: the peers' (:func:`peer_settings`)."""
     spec = entry.get("search")
     if not spec or not entry.get("test"):
         return None
@@ -291,7 +306,7 @@ def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None
                            metric_by(entry, test))  # fmt: skip
     # an error metric compared as a ratio; R2 as the ratio of what it leaves unexplained
     ratio = (1 - pick) / (1 - pub) if kind == "R2" else pick / pub
-    peers = peer_metrics(entry, spec, train, test)
+    peers = peer_metrics(entry, spec, train, test, settings)
     return {
         **peers, "sldbench": entry.get("sldbench_best"),
         "grid": entry["name"], "split": spec.get("split", "random"), "seconds": seconds,
@@ -304,68 +319,271 @@ def search_entry(entry: dict, path: Path, jobs: int, grammar: dict | None = None
 
 
 PEER_SEEDS = (0, 1, 2)
+# a fixed budget, not a wall-clock one (issue 62): 10^6 evaluations bind first (1,000 offspring
+# a generation, so the generation limit is set far beyond them); the time cap, a day, is there
+# to be reported as never reached
 PYOPERON = dict(allowed_symbols="add,sub,mul,div,exp,log,constant,variable", n_threads=1,
-                max_time=30, generations=1000, population_size=1000)  # fmt: skip
+                max_evaluations=10**6, generations=10**4, population_size=1000,
+                max_time=86400)  # fmt: skip
 GPLEARN = dict(population_size=1000, generations=20, function_set=("add", "sub", "mul", "div",
                "log", "sqrt"), metric="mse", n_jobs=1)  # fmt: skip
 
 
+def peer_settings(seeds=PEER_SEEDS, evaluations: int | None = None) -> dict:
+    """The peers' settings for one run of the benchmark.
+
+    Parameters
+    ----------
+    seeds : tuple of int
+        The random states each peer is fitted with (:data:`PEER_SEEDS` by default).
+    evaluations : int or None
+        pyoperon's evaluation budget; None keeps :data:`PYOPERON`'s 10^6.
+
+    Returns
+    -------
+    dict
+        ``seeds``, ``pyoperon`` and ``gplearn`` (each peer's keyword arguments).
+    """
+    operon = {**PYOPERON, **({"max_evaluations": evaluations} if evaluations else {})}
+    return {"seeds": tuple(seeds), "pyoperon": operon, "gplearn": dict(GPLEARN)}
+
+
+def _peer_units(entry: dict, train: pd.DataFrame, test: pd.DataFrame) -> list:
+    """(training mask, held-out mask) of each fit a peer makes: one per group where the
+    catalogue fits the law per group (``group``), else one on all the training rows."""
+    group = entry.get("group")
+    if not group:
+        return [(np.ones(len(train), bool), np.ones(len(test), bool))]
+    return [((train[group] == g).to_numpy(), (test[group] == g).to_numpy())
+            for g in sorted(test[group].unique().tolist())]  # fmt: skip
+
+
 def _peer_features(entry: dict, spec: dict, train: pd.DataFrame, test: pd.DataFrame):
-    """The search's variables (and a grouped grid's group column, as a number) as the peers
-    read them: the log of a variable positive on every row, else the variable."""
-    cols = list(spec["variables"]) + ([entry["group"]] if entry.get("group") else [])
+    """The search's variables as the peers read them: the log of a variable positive on every
+    row of the grid, else the variable; contiguous float64 (pyoperon's bindings take no
+    strided view). The group is not an input: each group is its own fit."""
     both = pd.concat([train, test])
     out = []
     for frame in (train, test):
         X = []
-        for c in dict.fromkeys(cols):
+        for c in dict.fromkeys(spec["variables"]):
             v = pd.to_numeric(frame[c], errors="coerce").to_numpy(float)
             positive = (pd.to_numeric(both[c], errors="coerce") > 0).all()
             X.append(np.log(v) if positive else v)
-        out.append(np.column_stack(X))
+        out.append(np.ascontiguousarray(np.column_stack(X), float))
     return out
 
 
-def peer_metrics(entry: dict, spec: dict, train: pd.DataFrame, test: pd.DataFrame) -> dict:
-    """Two symbolic-regression peers on the same training rows, scored on the same held-out
-    rows with the same metric: pyoperon (the median over :data:`PEER_SEEDS`, its default
-    model selection) and gplearn (seed 0), with the settings above and their seconds. Empty
-    where a peer is not installed (``pip install -e ".[bench]"``)."""
-    # contiguous float64: pyoperon's bindings take no strided view
-    Xtr, Xte = (np.ascontiguousarray(a, float) for a in _peer_features(entry, spec, train, test))
-    ytr = np.ascontiguousarray(train[entry["metric"]].to_numpy(float))
-    y = test[entry["metric"]].to_numpy(float)
-    kind = entry.get("published_metric_name", "")
-    out: dict = {}
-    try:
-        from pyoperon.sklearn import SymbolicRegressor as Operon
-    except ImportError:
-        Operon = None
-    if Operon is not None:
-        values, t0 = [], time.perf_counter()
+def _unit_loss(kind: str, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """What a group adds to the metric's loss, per candidate (rows of ``pred``): the squared
+    error for R2 (pooled or averaged over ``by`` values that hold whole groups), else the summed
+    relative error. Minimised per group it gives the best metric over all groups."""
+    err = (pred - y) ** 2 if kind == "R2" else np.abs(pred - y) / np.abs(y)
+    loss = err.sum(axis=-1)
+    return np.where(np.isfinite(loss), loss, np.inf)
+
+
+def _population_best(m, x32, ytr, t32, y: np.ndarray, kind: str, default: np.ndarray):
+    """A record, not a selection: of pyoperon's final population (``individuals_``, each
+    scaled on the training rows as pyoperon scales its pick) and its pick, the prediction
+    with the best held-out loss on this group's held-out rows ``y``."""
+    with np.errstate(all="ignore"):
+        trees = [ind.Genotype for ind in m.individuals_]
+        P = np.array([m.evaluate_model(t, x32) for t in trees], float)
+        Q = np.array([m.evaluate_model(t, t32) for t in trees], float)
+        mp, my = P.mean(axis=1, keepdims=True), ytr.mean()
+        var = ((P - mp) ** 2).sum(axis=1, keepdims=True)
+        slope = np.where(var > 0, ((P - mp) * (ytr - my)).sum(axis=1, keepdims=True) / var, 0)
+        pred = np.vstack([my + slope * (Q - mp), default[None, :]])
+    return pred[int(np.argmin(_unit_loss(kind, pred, y)))]
+
+
+def _operon_seed(entry, units, feats, seed: int, settings: dict):
+    """pyoperon with one seed, fitted once per unit of :func:`_peer_units`: its predictions at
+    the held-out rows (its default selection), the population record's, and per fit its
+    seconds, generations and evaluations."""
+    from pyoperon.sklearn import SymbolicRegressor as Operon
+
+    kind, n = entry.get("published_metric_name", ""), len(units[0][1])
+    pred, record, fits = np.full(n, np.nan), np.full(n, np.nan), []
+    for trm, at in units:
         # float32: pyoperon 0.6.2 mixes its own float32 predictions with float64 targets
         # (FitLeastSquares raises a TypeError) when given float64
-        x32, y32, t32 = (a.astype(np.float32) for a in (Xtr, ytr, Xte))
-        for seed in PEER_SEEDS:
-            m = Operon(random_state=seed, **PYOPERON).fit(x32, y32)
-            with np.errstate(all="ignore"):
-                v = metric_value(kind, m.predict(t32).astype(float), y, metric_by(entry, test))
-            # a seed whose model predicts a non-finite value counts as the worst, not as NaN
-            # (which made the median NaN)
-            values.append(v if np.isfinite(v) else (-np.inf if kind == "R2" else np.inf))
-        out["pyoperon"] = float(np.median(values))
-        out["pyoperon_s"] = (time.perf_counter() - t0) / len(PEER_SEEDS)
-    try:
-        from gplearn.genetic import SymbolicRegressor as GP
-    except ImportError:
-        GP = None
-    if GP is not None:
+        x32, t32 = (np.ascontiguousarray(feats[0][trm], np.float32),
+                    np.ascontiguousarray(feats[1][at], np.float32))  # fmt: skip
+        ytr = entry["_train_y"][trm]
         t0 = time.perf_counter()
-        m = GP(random_state=0, **GPLEARN).fit(Xtr, ytr)
+        m = Operon(random_state=seed, **settings["pyoperon"]).fit(x32, ytr.astype(np.float32))
+        fits.append((time.perf_counter() - t0, m.stats_["generations"],
+                     m.stats_["evaluation_count"]))  # fmt: skip
         with np.errstate(all="ignore"):
-            out["gplearn"] = float(metric_value(kind, m.predict(Xte), y, metric_by(entry, test)))
-        out["gplearn_s"] = time.perf_counter() - t0
+            pred[at] = m.predict(t32).astype(float)
+        y = entry["_test_y"][at]
+        record[at] = _population_best(m, x32, ytr, t32, y, kind, pred[at])
+    return pred, record, fits
+
+
+def _gplearn_seed(entry, units, feats, seed: int, settings: dict) -> np.ndarray:
+    """gplearn with one seed, fitted once per unit of :func:`_peer_units`: its predictions at
+    the held-out rows."""
+    from gplearn.genetic import SymbolicRegressor as GP
+
+    pred = np.full(len(units[0][1]), np.nan)
+    for trm, at in units:
+        m = GP(random_state=seed, **settings["gplearn"]).fit(feats[0][trm], entry["_train_y"][trm])
+        with np.errstate(all="ignore"):
+            pred[at] = m.predict(feats[1][at])
+    return pred
+
+
+def _score(entry: dict, test: pd.DataFrame, pred: np.ndarray) -> float:
+    """The catalogue's metric of ``pred`` at the held-out rows, as the law and the pick are
+    scored; a non-finite value counts as the worst (a NaN made the median NaN)."""
+    kind = entry.get("published_metric_name", "")
+    with np.errstate(all="ignore"):
+        v = metric_value(kind, pred, entry["_test_y"], metric_by(entry, test))
+    return v if np.isfinite(v) else (-np.inf if kind == "R2" else np.inf)
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def peer_metrics(entry: dict, spec: dict, train: pd.DataFrame, test: pd.DataFrame,
+                 settings: dict | None = None) -> dict:  # fmt: skip
+    """Two symbolic-regression peers fitted as the law is and scored as the law is.
+
+    Each peer is fitted once per group where the catalogue fits the law per group (else on
+    all the training rows), on the search's variables (:func:`_peer_features`), with each
+    seed of ``settings``; each seed's predictions over every group are scored with the
+    catalogue's metric (:func:`metric_value`, ``published_metric_by``).
+
+    Parameters
+    ----------
+    entry : dict
+        The grid's catalogue entry.
+    spec : dict
+        Its ``search`` settings (the variables).
+    train, test : pandas.DataFrame
+        The training and held-out rows.
+    settings : dict or None
+        :func:`peer_settings`' output; None for its defaults.
+
+    Returns
+    -------
+    dict
+        Per peer installed (``pip install -e ".[bench]"``): ``NAME`` (the median over the
+        seeds), ``NAME_seeds``, ``NAME_s`` (wall seconds per seed); for pyoperon also
+        ``pyoperon_record`` / ``_record_seeds`` (the final population's best held-out value,
+        a record chosen on the held-out rows) and ``pyoperon_fits`` (seconds, generations,
+        evaluations of each fit).
+    """
+    settings = settings or peer_settings()
+    entry = {**entry, "_test_y": test[entry["metric"]].to_numpy(float),
+             "_train_y": train[entry["metric"]].to_numpy(float)}  # fmt: skip
+    units = _peer_units(entry, train, test)
+    feats = _peer_features(entry, spec, train, test)
+    out: dict = {"fits_per_seed": len(units)}
+    for name, module in (("pyoperon", "pyoperon"), ("gplearn", "gplearn")):
+        if _installed(module):
+            out.update(_peer_runs(name, entry, test, units, feats, settings))
     return out
+
+
+def _peer_runs(name: str, entry, test, units, feats, settings: dict) -> dict:
+    """One peer over every seed of ``settings``: the keys :func:`peer_metrics` describes."""
+    values, records, fits, seconds = [], [], [], []
+    for seed in settings["seeds"]:
+        t0 = time.perf_counter()
+        if name == "pyoperon":
+            pred, record, f = _operon_seed(entry, units, feats, seed, settings)
+            records.append(_score(entry, test, record))
+            fits += f
+        else:
+            pred = _gplearn_seed(entry, units, feats, seed, settings)
+        seconds.append(time.perf_counter() - t0)
+        values.append(_score(entry, test, pred))
+        if settings.get("progress"):  # a run stopped early still shows what it finished
+            print(f"  ({name} seed {seed}: {_fmt(values[-1])}, {seconds[-1]:.0f} s)", flush=True)
+    out = {name: float(np.median(values)), f"{name}_seeds": values, f"{name}_s": seconds}
+    if records:
+        out.update(pyoperon_record=float(np.median(records)), pyoperon_record_seeds=records,
+                   pyoperon_fits=fits)  # fmt: skip
+    return out
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4f}"
+
+
+def peer_lines(r: dict, settings: dict) -> list[str]:
+    """The peers' printed lines for one grid: each seed's value, the median, seconds, and
+    whether pyoperon's time cap bound (it should never: the evaluation budget is the limit).
+
+    Parameters
+    ----------
+    r : dict
+        :func:`peer_metrics`' output.
+    settings : dict
+        :func:`peer_settings`' output.
+
+    Returns
+    -------
+    list of str
+        One line per peer installed, and pyoperon's record line.
+    """
+    lines = []
+    seeds = ", ".join(map(str, settings["seeds"]))
+    for p in ("pyoperon", "gplearn"):
+        if p in r:
+            label = " (its default selection)" if p == "pyoperon" else ""
+            lines.append(f"  {p}{label}, seeds {seeds}: "
+                         f"{', '.join(map(_fmt, r[p + '_seeds']))}; median {_fmt(r[p])}; "
+                         f"{r['fits_per_seed']} fit(s) a seed, "
+                         f"{np.mean(r[p + '_s']):.0f} s a seed")  # fmt: skip
+    if "pyoperon_fits" in r:
+        op = settings["pyoperon"]
+        s, gens, evals = (np.array(c) for c in zip(*r["pyoperon_fits"]))
+        lines.append(f"  pyoperon's stops: {int((evals >= op['max_evaluations']).sum())} of "
+                     f"{len(evals)} fits at the evaluation budget ({int(evals.min())} to "
+                     f"{int(evals.max())} evaluations, {int(gens.max())} generations at most); "
+                     f"time cap of {op['max_time']} s bound: "
+                     f"{'yes' if (s >= op['max_time']).any() else 'no'} (longest fit "
+                     f"{s.max():.0f} s)")  # fmt: skip
+        lines.append(f"  a record, not a selection: pyoperon's final population's best on the "
+                     f"held-out rows (chosen on them, per group), seeds {seeds}: "
+                     f"{', '.join(map(_fmt, r['pyoperon_record_seeds']))}; median "
+                     f"{_fmt(r['pyoperon_record'])}")  # fmt: skip
+    return lines
+
+
+def settings_lines(settings: dict) -> list[str]:
+    """The header of a run with peers: every setting they use.
+
+    Parameters
+    ----------
+    settings : dict
+        :func:`peer_settings`' output.
+
+    Returns
+    -------
+    list of str
+        The lines to print before the first grid.
+    """
+    return [
+        f"peers: pyoperon {settings['pyoperon']}; gplearn {settings['gplearn']}; seeds "
+        f"{settings['seeds']} for both (the median over them is the peer's value)",
+        "peers' inputs: the search's variables of the catalogue entry, the log of each one "
+        "positive on every row; one fit per group where the catalogue fits the law per group "
+        "(the group is no input); scored with the catalogue's metric (the mean over "
+        "published_metric_by where it is set), as the law and the pick are",
+        "pyoperon's default selection: its pick on the training rows (its default single "
+        "objective r2, so pareto_front_ holds that one model); its record: the best held-out "
+        "value of its final population (individuals_, scaled on the training rows), chosen "
+        "on the held-out rows, printed as a record",
+    ]
 
 
 def _no_worse(kind: str, a: float, b: float) -> bool:
@@ -375,13 +593,16 @@ def _no_worse(kind: str, a: float, b: float) -> bool:
     return bool(a >= b - 0.005) if kind == "R2" else bool(a <= 1.1 * b)
 
 
-def main_search(names, catalogue, dirs, jobs: int, grammar: dict | None = None) -> int:
+def main_search(names, catalogue, dirs, jobs: int, grammar: dict | None = None,
+                settings: dict | None = None) -> int:  # fmt: skip
     rows = []
+    settings = settings or peer_settings()
+    print("\n".join(settings_lines(settings)), flush=True)
     if grammar:
         print(f"grammar options for every grid: {grammar}", flush=True)
     for name, entry, path in present(names, catalogue, dirs):
         try:
-            r = search_entry(entry, path, jobs, grammar)
+            r = search_entry(entry, path, jobs, grammar, settings)
         except fr.FitrulesError as err:  # a refusal is a result: the search cannot ask this
             print(f"{name}: the search refused: {err}; the search did NOT match the published "
                   "form", flush=True)  # fmt: skip
@@ -409,21 +630,88 @@ def main_search(names, catalogue, dirs, jobs: int, grammar: dict | None = None) 
         r["as_published"] = _no_worse(kind, r["pick_heldout"], r["published_heldout"])
         r["as_peers"] = all(_no_worse(kind, r["pick_heldout"], r[p])
                             for p in ("pyoperon", "gplearn") if p in r)  # fmt: skip
-        peers = "; ".join(f"{p} {r[p]:.4f} ({r[p + '_s']:.0f} s)" for p in ("pyoperon", "gplearn")
+        peers = "; ".join(f"{p} {r[p]:.4f} (median; {np.mean(r[p + '_s']):.0f} s a seed)"
+                          for p in ("pyoperon", "gplearn")
                           if p in r)  # fmt: skip
         print(f"  beside it: {peers or 'no peer installed'}"
               + (f"; SLDBench's best {r['sldbench']}" if r.get("sldbench") else "")
               + f"; at least the published law's (issue 41's bar): "
               f"{'yes' if r['as_published'] else 'no'}; at least the peers': "
               f"{'yes' if r['as_peers'] else 'no'}", flush=True)  # fmt: skip
+        print("\n".join(peer_lines(r, settings)), flush=True)
     if rows:
         ok = sum(r["ratio"] <= 1.5 for r in rows)
         print(f"{len(rows)} grids searched; the pick within 1.5x of the published form on {ok}")
         bar = [r for r in rows if "as_published" in r]
         print(f"issue 41's bar: at least the published law's on "
               f"{sum(r['as_published'] for r in bar)} of {len(rows)}, at least the peers' on "
-              f"{sum(r['as_peers'] for r in bar)} of {len(rows)}; pyoperon {PYOPERON}, seeds "
-              f"{PEER_SEEDS}; gplearn {GPLEARN}, seed 0")  # fmt: skip
+              f"{sum(r['as_peers'] for r in bar)} of {len(rows)} (each peer the median over "
+              f"seeds {settings['seeds']})")  # fmt: skip
+    return 0
+
+
+def peers_entry(entry: dict, path: Path, settings: dict) -> dict | None:
+    """The published law refitted and the peers, on a grid's held-out split, without the
+    search (issue 62: the peers' table in minutes rather than the search's hour).
+
+    Parameters
+    ----------
+    entry : dict
+        The grid's catalogue entry.
+    path : pathlib.Path
+        Its CSV.
+    settings : dict
+        :func:`peer_settings`' output.
+
+    Returns
+    -------
+    dict or None
+        ``law`` (the law fitted as :func:`search_entry` fits it, scored with the catalogue's
+        metric), ``metric`` and :func:`peer_metrics`' keys; None without a held-out split
+        or search settings (the peers read the search's variables).
+    """
+    spec = entry.get("search")
+    if not spec or not entry.get("test"):
+        return None
+    table = _table(entry, path)
+    train, test = table.query(entry["train"]), table.query(entry["test"])
+    kind = entry.get("published_metric_name", "")
+    with np.errstate(all="ignore"):
+        law = metric_value(kind, _heldout_fit(entry, entry["form"], train, test),
+                           test[entry["metric"]].to_numpy(float), metric_by(entry, test))  # fmt: skip
+    if settings.get("progress"):
+        print(f"{entry['name']}: the published law refitted {_fmt(law)}", flush=True)
+    t0 = time.process_time()
+    out = peer_metrics(entry, spec, train, test, settings)
+    return {**out, "law": law, "metric": kind or "mean abs rel error %",
+            "cpu_s": time.process_time() - t0}  # fmt: skip
+
+
+def main_peers(names, catalogue, dirs, settings: dict) -> int:
+    """``--peers-only``: per grid the law's refit and the peers' lines, then one table."""
+    settings = {**settings, "progress": True}
+    print("\n".join(settings_lines(settings)), flush=True)
+    rows = []
+    for name, entry, path in present(names, catalogue, dirs):
+        r = peers_entry(entry, path, settings)
+        if r is None:
+            print(f"skipping {name}: no held-out split or no search settings in the catalogue")
+            continue
+        by = f" (the mean over {entry['published_metric_by']})" if entry.get("published_metric_by") else ""
+        print(f"{name}: held-out {r['metric']}{by}; the published law refitted "
+              f"{_fmt(r['law'])}; peers' CPU {r['cpu_s']:.0f} s", flush=True)  # fmt: skip
+        print("\n".join(peer_lines(r, settings)), flush=True)
+        rows.append((name, r))
+    seeds = ", ".join(map(str, settings["seeds"]))
+    print(f"| grid (metric) | fits a seed | published law | pyoperon, median of seeds {seeds} "
+          f"(each seed) | pyoperon's record (not a selection) | gplearn, median (each seed) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in rows:
+        cell = {p: (f"{_fmt(r[p])} ({', '.join(map(_fmt, r[p + '_seeds']))})" if p in r else "")
+                for p in ("pyoperon", "gplearn")}  # fmt: skip
+        record = _fmt(r["pyoperon_record"]) if "pyoperon_record" in r else ""
+        print(f"| {name} ({r['metric']}) | {r['fits_per_seed']} | {_fmt(r['law'])} | "
+              f"{cell['pyoperon']} | {record} | {cell['gplearn']} |", flush=True)
     return 0
 
 
@@ -510,6 +798,22 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--jobs", type=int, default=2, help="search processes (default 2)")
     ap.add_argument(
+        "--peers-only",
+        action="store_true",
+        help="instead: the published law refitted and the peers on each grid's held-out split, "
+        "without the search",
+    )
+    ap.add_argument(
+        "--seeds",
+        default=",".join(map(str, PEER_SEEDS)),
+        help="the peers' seeds, comma-separated (default 0,1,2)",
+    )
+    ap.add_argument(
+        "--evaluations",
+        type=int,
+        help="pyoperon's evaluation budget (default 10**6; a smaller one for a quick look)",
+    )
+    ap.add_argument(
         "--reach",
         type=int,
         metavar="K",
@@ -530,9 +834,12 @@ def main(argv=None) -> int:
     names = args.only.split(",") if args.only else list(catalogue)
     if args.reach is not None:
         return main_reach(names, catalogue, dirs, args.reach)
+    settings = peer_settings(tuple(int(x) for x in args.seeds.split(",")), args.evaluations)
+    if args.peers_only:
+        return main_peers(names, catalogue, dirs, settings)
     if args.search:
         grammar = {"factors": tuple(args.factors.split(","))} if args.factors else None
-        return main_search(names, catalogue, dirs, args.jobs, grammar)
+        return main_search(names, catalogue, dirs, args.jobs, grammar, settings)
     rows = []
     for name, entry, path in present(names, catalogue, dirs):
         with np.errstate(all="ignore"):
