@@ -83,11 +83,7 @@ def data_points(ax, step: float = 3.0) -> np.ndarray:
         xs, ys = STEP_LOOKUP_MAP[line.get_drawstyle()](xy[:, 0], xy[:, 1])
         pts = ax.transData.transform(np.column_stack([xs, ys]))
         if line.get_linestyle() not in ("None", "", " ") and len(pts) > 1:
-            a, b = pts[:-1], pts[1:]
-            ok = np.isfinite(a).all(1) & np.isfinite(b).all(1)
-            for p0, p1 in zip(a[ok], b[ok], strict=True):
-                k = int(min(np.hypot(*(p1 - p0)) // step, 2000)) + 2
-                parts.append(p0 + np.linspace(0, 1, k)[:, None] * (p1 - p0))
+            parts.append(_fill_segments(pts, step))
         parts.append(pts)
     for coll in ax.collections:
         offsets = np.asarray(coll.get_offsets(), float)
@@ -97,6 +93,26 @@ def data_points(ax, step: float = 3.0) -> np.ndarray:
         return np.empty((0, 2))
     pts = np.concatenate(parts)
     return pts[np.isfinite(pts).all(1)]
+
+
+def _fill_segments(pts: np.ndarray, step: float) -> np.ndarray:
+    """Points every ``step`` pixels along each finite segment of the polyline ``pts``, both
+    ends included (at least 2, at most 2002 a segment), segment after segment: for each, the
+    values of ``p0 + np.linspace(0, 1, k)[:, None] * (p1 - p0)``, bit for bit."""
+    a, b = pts[:-1], pts[1:]
+    ok = np.isfinite(a).all(1) & np.isfinite(b).all(1)
+    a, b = a[ok], b[ok]
+    if not len(a):
+        return np.empty((0, 2))
+    d = b - a
+    k = np.minimum(np.hypot(d[:, 0], d[:, 1]) // step, 2000).astype(int) + 2
+    seg = np.repeat(np.arange(len(k)), k)
+    ends = np.cumsum(k)
+    i = np.arange(ends[-1]) - np.repeat(ends - k, k)
+    # np.linspace(0, 1, k) is i * (1 / (k - 1)), its last point set to 1 exactly
+    t = i * np.repeat(1.0 / (k - 1), k)
+    t[ends - 1] = 1.0
+    return a[seg] + t[:, None] * d[seg]
 
 
 def legend_overlap(ax) -> int:
