@@ -418,6 +418,7 @@ def test_a_budget_without_a_final_choice_renders(grid_csv):
     s._repr_html_()
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_a_grid_too_small_to_rank_larger_forms_says_so():
     """Issue 41, a protocol for small grids: the over-training grid's 5 training runs, asked
     to extrapolate along N, leave nested splits of 3 cells, so only forms of 2 constants can

@@ -94,6 +94,7 @@ def test_vector_figures_beside_every_png(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_a_report_where_two_forms_tie_in_every_split(grid_csv, tmp_path, capsys):
     """Two forms that tie in every split get "no interval" for their ratio in the report."""
     code, out, err = run(

@@ -269,6 +269,7 @@ def test_a_pick_the_guard_names_is_shown_with_its_warning(tmp_path, capsys):
     assert code == 0, err and "warning: the pick" not in out
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_tie_exponents_reaches_the_grammar_from_the_line_and_from_a_file(grid_csv, tmp_path,
                                                                            capsys):  # fmt: skip
     """Issue 41: --tie-exponents adds the tied forms (free powers of H and omega, one term

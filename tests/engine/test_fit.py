@@ -323,6 +323,7 @@ def test_a_constant_held_at_its_bound_lets_the_others_move():
     objective=st.sampled_from(["rel_ls", "abs_ls", "log_huber"]),
 )
 @example(form="sat = L0 + a*omega*H/(H + s)", seed=23, noise=0.05, objective="log_huber")
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_fit_on_all_cells_is_never_worse_than_a_split_fit_there(form, seed, noise, objective):
     """Property (issue 27): in compare, the fit on all cells scores at most the best
     split fit evaluated on the same cells. The explicit example failed before the fit on

@@ -312,6 +312,7 @@ def test_bootstrap_memory_grows_with_resamples():
     assert a < 2**30 < 8 * 2**30 < b
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_bootstrap_intervals_cover_the_truth():
     """95% intervals of b cover the true b in roughly 95% of seeded repetitions."""
     truth = {"L0": 2.2, "a": 0.012, "b": 0.5}
@@ -349,6 +350,7 @@ def _scattered(n: int = 60, noise: float = 0.005, rng_seed: int = 0):
 SCATTER_FORM = "chin = E + A*(N/1e8)**(-alpha) + B*(D/1e10)**(-beta)"
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_one_level_beyond_counts_one_step_in_every_variable_and_design():
     """Issue 42, item 1: positions counted ranks of distinct values and extended the end
     step linearly, so H=256 after 64 lay 4 steps beyond, keep=1/32 after 1/16 two, and on a
@@ -377,6 +379,7 @@ def test_one_level_beyond_counts_one_step_in_every_variable_and_design():
     assert 0.8 < min(beyond) and max(beyond) < 1.5, beyond
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_without_repeats_the_run_noise_is_read_from_the_residuals_roughness():
     """Issue 42, item 2: with one run at each of 60 (N, D) the 0.5% run noise was read as
     misfit (misfit sd about 0.47% where the truth has none) and the interval for a

@@ -360,6 +360,7 @@ def test_a_reference_form_competes_with_the_grammar_and_can_win():
     assert t.chosen.name != "mine" and t.chosen.name.startswith("s")
 
 
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_a_step_of_a_large_search_is_staged_by_the_candidates_so_far(monkeypatch):
     """``screen="auto"`` counts the earlier steps' candidates: a step small on its own is
     staged once the search as a whole is past the threshold, as one search of every budget

@@ -157,6 +157,7 @@ def test_a_run_that_keeps_failing_is_named_and_the_rest_kept(tmp_path, distribut
 
 
 @pytest.mark.timing
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_a_worker_killed_mid_grid_loses_nothing(tmp_path, distributed):
     """A worker killed mid-grid loses no run and duplicates none: the table is the smoke grid."""
     out = tmp_path / "smoke.csv"
@@ -188,6 +189,7 @@ def test_a_worker_killed_mid_grid_loses_nothing(tmp_path, distributed):
 
 
 @pytest.mark.timing
+@pytest.mark.slow  # several seconds of CPU: CI's slow step runs it
 def test_an_interrupted_cluster_grid_resumes_to_the_same_table(tmp_path, distributed):
     """A cluster grid interrupted after 4 runs resumes with the other 8 to the committed table."""
     out = tmp_path / "smoke.csv"

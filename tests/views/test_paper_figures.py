@@ -133,6 +133,7 @@ def test_n_and_d_get_log_axes_ticked_at_their_levels(cmp, fitted):
         assert f"{other} = {figures.level_text(first)}" in legend, legend
 
 
+@pytest.mark.slow  # every paper figure drawn, a search among them: 20 s of CPU
 def test_every_title_is_one_line_of_at_most_60_characters(every_figure):
     """No figure's title wraps or runs long: the verdict and the keys went elsewhere."""
     assert len(every_figure) == 15
@@ -141,6 +142,7 @@ def test_every_title_is_one_line_of_at_most_60_characters(every_figure):
         assert title and "\n" not in title and len(title) <= 60, (name, title)
 
 
+@pytest.mark.slow  # every paper figure drawn, a search among them: 20 s of CPU
 def test_no_legend_covers_a_plotted_point(every_figure):
     """After a draw (the layout of one, without rendering pixels), no plotted point inside the
     axes lies within the legend's box."""
