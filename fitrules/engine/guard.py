@@ -196,7 +196,7 @@ def check_fits(
         if has_se[s] and top_se[s] > options.max_rel_se:
             j = int(np.nanargmax(rel_se[s]))
             cell = labels[j] if labels else f"cell {j}"
-            top = float(np.nanmax(rel_se[s]))
+            top = top_se[s]
             # a standard error that overflows is said so, never printed as 'inf'
             times = f"{top:.3g} times" if np.isfinite(top) else "beyond any multiple of"
             reasons.append(f"delta-method standard error {times} the prediction at {cell}")
@@ -210,7 +210,7 @@ def check_fits(
                     f"predicts {pred[s, j]:.4g} at {cell}, outside the metric range "
                     f"[{lo:g}, {hi:g}]"
                 )
-        se_max = top_se[s] if has_se[s] else np.nan
+        se_max = top_se[s]  # NaN where no standard error is finite
         out.append(
             GuardResult(
                 bool(reasons),
