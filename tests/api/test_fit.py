@@ -373,7 +373,8 @@ def test_one_seed_id_in_every_cell_is_said_so_not_called_unshared():
     assert "no seed id is shared across cells" not in text
     c = fr.compare(g, forms=["composition"], splits=5, seeds="cells-and-seeds")
     assert "every run has seed id 0" in c.settings["descriptive_protocol"]["held_out"]
-    s = fr.search(g, references=[], terms=1, max_constants=3, splits=3, inner_splits=2)
+    s = fr.search(g, references=[], terms=1, max_constants=3, factors="linear,log", splits=3,
+                  inner_splits=2)  # fmt: skip
     assert "every run has seed id 0" in s.settings["outer_error"]
 
 

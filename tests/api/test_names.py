@@ -34,7 +34,7 @@ def test_search_backticks_the_names_it_writes(tmp_path, name):
     "form 'candidate'" message: the grammar did not backtick the names it writes."""
     path = tmp_path / "odd.csv"
     composition_grid().drop(columns="keep").rename(columns={"H": name}).to_csv(path, index=False)
-    s = fr.search(str(path), variables=[name, "omega"], terms=1, max_constants=3, splits=3,
+    s = fr.search(str(path), variables=[name, "omega"], terms=1, max_constants=3, splits=2,
                   inner_splits=2, references=[])  # fmt: skip
     assert any(name in f.bound_variables for f in s.forms.values())
 

@@ -32,8 +32,10 @@ def made(tmp_path_factory):
         results = {
             "compare": fr.compare(g, forms=["composition"], splits=5),
             "fit": fr.fit(g, "composition"),
+            # linear and log factors only: no test here reads the candidates
             "search": fr.search(
-                g, terms=1, max_constants=3, splits=3, inner_splits=2, references=[]
+                g, terms=1, max_constants=3, factors="linear,log", splits=3, inner_splits=2,
+                references=[],
             ),
         }
     finally:

@@ -35,6 +35,13 @@ def small_search():
     return fr.search(None, **SMALL)
 
 
+@pytest.fixture(scope="module")
+def nd_search():
+    """The log-factor search of nd_runs (LOG_ONLY), made once a test process: the tests that
+    read it only render it."""
+    return fr.search(fr.load_grid(nd_runs(), metric="loss"), references=[], **LOG_ONLY)
+
+
 CHINCHILLA = EXTERNAL / "chinchilla_epoch_svg_extracted.csv"
 
 
@@ -223,10 +230,9 @@ def test_one_outer_split_says_the_front_cannot_be_tested():
         assert "A lower outer median at another budget" in text
 
 
-def test_front_text_never_calls_a_budget_lowest_when_another_is_lower():
+def test_front_text_never_calls_a_budget_lowest_when_another_is_lower(nd_search):
     """The text calls a budget lowest only if no other budget's outer median is lower."""
-    g = fr.load_grid(nd_runs(), metric="loss")
-    s = fr.search(g, references=[], **LOG_ONLY)
+    s = nd_search
     text = str(s)
     _lowest_claims(text, s.budgets)
     best = float(s.best["outer_median_pct"])
@@ -235,13 +241,12 @@ def test_front_text_never_calls_a_budget_lowest_when_another_is_lower():
         assert "A lower outer median at another budget" in text
 
 
-def test_every_form_named_is_printed_with_its_expression():
+def test_every_form_named_is_printed_with_its_expression(nd_search):
     """Each form a search names has its expression in the text, Markdown, JSON and HTML.
 
     Issue 29: a table line "(s0005, 100%)" named a form whose expression was printed
     nowhere."""
-    g = fr.load_grid(nd_runs(), metric="loss")
-    s = fr.search(g, references=[], **LOG_ONLY)
+    s = nd_search
     text, md, html = str(s), s_markdown(s), s._repr_html_()
     named = set(s.budgets["most_picked"].dropna()) | set(s.budgets["final_choice"].dropna())
     payload = json.loads(s.to_json())
@@ -404,8 +409,9 @@ def test_a_budget_without_a_final_choice_renders(grid_csv):
     Audit case: ``search --objective abs_ls`` on losses that change sign raised
     ``KeyError: nan`` in render_search (issue 31, major): a budget with no final choice next
     to one with a choice holds NaN once pandas mixes None with names."""
-    s = fr.search(str(grid_csv), terms=1, max_constants=3, splits=4, inner_splits=3,
-                  references=[])  # fmt: skip
+    # power and linear factors: two budgets (2 and 3 constants) at a third of the default's cost
+    s = fr.search(str(grid_csv), terms=1, max_constants=3, factors="power,linear", splits=3,
+                  inner_splits=2, references=[])  # fmt: skip
     budgets = s.budgets.to_dict("records")
     assert len(budgets) >= 2
     budgets[0]["final_choice"] = None
@@ -453,10 +459,10 @@ def test_a_search_asks_an_extrapolation_in_several_columns_inside_as_outside():
     assert set(s.chosen.variables) == {"N", "D"}  # asked beyond in both, it reads both
 
 
-def test_the_budget_table_names_the_pick_and_the_outer_splits_favourite_apart():
+def test_the_budget_table_names_the_pick_and_the_outer_splits_favourite_apart(nd_search):
     """Seen on the vocabulary grid: the row showed the pick from all cells beside another
     form's name and share, read as the pick's own."""
-    s = fr.search(fr.load_grid(nd_runs(), metric="loss"), references=[], **LOG_ONLY)
+    s = nd_search
     text = str(s)
     assert "picked from all cells; most picked in the outer splits (share)" in text
     for r in s.budgets.to_dict("records"):

@@ -42,7 +42,7 @@ def fresh_report(tmp_path_factory):
                 "--data",
                 str(csv),
                 "--splits",
-                "40",
+                "10",
                 "--report",
                 str(d / "out"),
                 "--forms",

@@ -117,8 +117,9 @@ def test_inner_splits_beyond_the_limit_name_their_option(grid_csv, tmp_path, cap
 def test_small_search_still_runs(grid_csv, capsys):
     """A small search within the limits runs and prints its estimate."""
     code, out, err = run(
-        ["search", "--data", grid_csv, "--terms", "1", "--max-constants", "3", "--splits", "4",
-         "--inner-splits", "3", "--jobs", "1", "--reference", "none"],
+        ["search", "--data", grid_csv, "--terms", "1", "--max-constants", "3", "--factors",
+         "linear,log", "--splits", "4", "--inner-splits", "3", "--jobs", "1", "--reference",
+         "none"],
         capsys,
     )  # fmt: skip
     assert code == 0, err
