@@ -148,6 +148,7 @@ def test_a_form_reading_a_third_variable_is_refused():
         Allocator(f, parse_cost("6*N*D", ("N", "D", "U"), "f"), WINDOW)
 
 
+@pytest.mark.slow  # 4,000 simulated constants, 4.5 s of CPU (a loaded machine): CI's slow step
 def test_the_delta_method_matches_the_spread_of_simulated_constants():
     """The delta-method standard error of log N* equals, to 5%, the sd of log N* over 4,000
     constants drawn from the same covariance (small enough for the linearisation to hold)."""

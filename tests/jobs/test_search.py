@@ -136,6 +136,7 @@ def test_nested_masks_stay_inside_outer_training_sets():
     assert (again.train == m.train).all()
 
 
+@pytest.mark.slow  # two searches, 9.5 s of CPU (a loaded machine): CI's slow step runs it
 def test_the_pick_never_reads_the_outer_held_out_values():
     """Changing the outer held-out values changes the outer error but not the pick."""
     runs = truth_runs("L0 + a*omega*(H/8)**b", {"L0": 2.15, "a": 0.01, "b": 0.3}, seed=4)
