@@ -307,6 +307,31 @@ def test_a_staged_search_picks_in_each_outer_split_among_what_its_screen_kept():
     assert staged.chosen.expression == full.chosen.expression
 
 
+def test_a_prescreen_fits_each_kinds_best_training_fits_alone(monkeypatch):
+    """A staged search that prunes prescreens: on each outer training set (and on all cells)
+    only the PRESCREEN_KEEP lowest training RMS of each kind (constants, exponents) get inner
+    fits there; a candidate outside them everywhere is dropped, with why. Asked about unseen
+    levels (no pruning), or searched in full (screen=0), nothing is prescreened."""
+    from fitrules.jobs.search import staging
+
+    monkeypatch.setattr(staging, "PRESCREEN_KEEP", 2)
+    g = fr.load_grid(nd_runs(), metric="loss")
+    grammar = dict(terms=2, max_constants=3, factors="log,power", splits=6, inner_splits=4)
+    staged = fr.search(g, references=[], screen=1, **grammar)
+    why = "not among the best training fits of its kind"
+    assert staged.pruned.get(why, 0) > 0
+    kinds = Counter((len(f.constants), len(f.structure.nonlinear))
+                    for f in staged.forms.values())  # fmt: skip
+    # every outer split picked among candidates its prescreen kept: at most 2 a kind
+    picked = staged.choices["form"].dropna()
+    assert len(picked) and set(picked) <= set(staged.candidates["name"])
+    assert max(kinds.values()) <= 2 * (staged.settings["n_outer"] + 1)
+    full = fr.search(g, references=[], screen=0, **grammar)
+    assert full.pruned.get(why, 0) == 0 and len(full.candidates) > len(staged.candidates)
+    levels = fr.search(g, references=[], screen=1, split="extrapolate:N", **grammar)
+    assert levels.pruned.get(why, 0) == 0
+
+
 def test_screen_is_checked(capsys, tmp_path):
     """screen must be a whole number >= 0; --jobs with --scheduler local:N is refused."""
     g = fr.load_grid(nd_runs(), metric="loss")

@@ -31,8 +31,11 @@ Before the nested fits, each candidate's least-squares training fit on each oute
 set and on all cells is compared with the best of the candidates of no more constants there:
 more than :data:`~fitrules.jobs.search.hopeless.HOPELESS_RATIO` times its RMS, and the
 candidate's inner splits there (its final splits, for all cells) are not fitted, as if they
-had failed; a candidate hopeless everywhere is dropped. The decision reads each set's
-training cells alone, as a ranking inside it may.
+had failed; a candidate hopeless everywhere is dropped. A staged search also prescreens:
+on each of those sets only the
+:data:`~fitrules.jobs.search.hopeless.PRESCREEN_KEEP` lowest training RMS of each kind of
+candidate (constants, exponents; read on the grid its fits start from) get the inner fits
+there. Each decision reads its set's training cells alone, as a ranking inside it may.
 
 The package, one concept a module, each importing only those listed before it:
 ``protocol`` (the nested masks and their seeds), ``result`` (:class:`Search` and its views),

@@ -37,6 +37,14 @@ HOPELESS_RATIO = 3.0
 # benchmarks/bench_search.py --cost prints the shares measured on the catalogue's grids
 HOPELESS_SHARE = 0.3
 PRUNED = "its training fit is hopeless"  # a dropped candidate's reason, and a skipped row's
+# a staged search (jobs.search.staging.screen_size) that prunes also prescreens: of each kind of
+# candidate (constants, nonlinear constants) only the PRESCREEN_KEEP with the lowest training
+# RMS on an outer training set (on all cells, for the final choice) get its inner fits there
+PRESCREEN_KEEP = 100
+# the candidates of a kind a prescreen keeps somewhere, in units of PRESCREEN_KEEP, that a
+# plan assumes before any fit (benchmarks/bench_search.py --cost prints the measured ones)
+PRESCREEN_UNION = 2.0
+PRESCREENED = "not among the best training fits of its kind"  # a dropped candidate's reason
 
 
 def prunes(outer, objective: Objective) -> bool:
@@ -44,17 +52,25 @@ def prunes(outer, objective: Objective) -> bool:
     return objective.kind in ("rel_ls", "abs_ls") and not asks_levels(outer)
 
 
-def training_rms(form: Form, X: dict, y: np.ndarray, train: np.ndarray, objective: Objective):
+def training_rms(
+    form: Form,
+    X: dict,
+    y: np.ndarray,
+    train: np.ndarray,
+    objective: Objective,
+    options: FitOptions | None = None,
+):
     """Per row of ``train`` (sets, cells), the lowest root mean square training residual of
-    ``form`` over its nonlinear constants' starting grid, its linear constants solved by the
-    fit's own variable projection (exact for a linear form, the only kind pruned); None
-    under an objective that is not least squares."""
+    ``form`` over its nonlinear constants' starting grid (that of ``options``, default
+    :class:`FitOptions`'), its linear constants solved by the fit's own variable projection
+    (exact for a linear form, the only kind judged hopeless; an upper bound of the fit's for
+    a form with exponents); None under an objective that is not least squares."""
     if objective.kind not in ("rel_ls", "abs_ls"):
         return None
     cf = CompiledForm(form)
     train = np.asarray(train, bool)
     with np.errstate(all="ignore"):
-        pieces = _GridPieces(cf, X, y, objective, _theta_grid(cf.s, FitOptions()))
+        pieces = _GridPieces(cf, X, y, objective, _theta_grid(cf.s, options or FitOptions()))
         sse, _ = _profile(pieces, train)  # (grid points, sets)
     return np.sqrt(sse.min(axis=0) / np.maximum(train.sum(axis=1), 1))
 
@@ -71,3 +87,22 @@ def hopeless(rms: np.ndarray, n_constants: np.ndarray, best: dict[int, np.ndarra
     ref = {k: np.min([best[j] for j in ks if j <= k], axis=0) for k in ks}
     floor = np.array([ref[int(k)] for k in n_constants]).reshape(rms.shape)
     return rms > HOPELESS_RATIO * floor
+
+
+def prescreened(rms: np.ndarray, kinds: np.ndarray, keep: int) -> np.ndarray:
+    """(C, R) whether each candidate falls outside the ``keep`` lowest training RMS (``rms``,
+    C x R; NaN counts as the worst) of its kind (``kinds``, C x 2: constants and nonlinear
+    constants) on each set: the rows a prescreen does not fit (ties broken by the
+    candidates' order, so that the result does not depend on where the fits ran)."""
+    out = np.zeros(rms.shape, bool)
+    if not len(rms):
+        return out
+    _, kind_of = np.unique(np.asarray(kinds).reshape(len(rms), 2), axis=0, return_inverse=True)
+    for k in np.unique(kind_of):
+        idx = np.flatnonzero(kind_of.ravel() == k)
+        if len(idx) <= keep:
+            continue
+        r = np.where(np.isnan(rms[idx]), np.inf, rms[idx])
+        rank = np.argsort(np.argsort(r, axis=0, kind="stable"), axis=0, kind="stable")
+        out[idx] = rank >= keep
+    return out

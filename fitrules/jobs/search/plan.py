@@ -15,7 +15,13 @@ from fitrules.base.limits import MAX_SEARCH_CANDIDATES, SEARCH_TIME_BUDGET_SECON
 from fitrules.engine.fit import FitOptions, Objective, fit_memory
 from fitrules.engine.grammar import Grammar, count_candidates, pilot_candidate
 from fitrules.engine.guard import GuardOptions
-from fitrules.jobs.search.hopeless import HOPELESS_SHARE, prunes, training_rms
+from fitrules.jobs.search.hopeless import (
+    HOPELESS_SHARE,
+    PRESCREEN_KEEP,
+    PRESCREEN_UNION,
+    prunes,
+    training_rms,
+)
 from fitrules.jobs.search.protocol import NestedMasks, _shape, asks_inside, nested_masks
 from fitrules.jobs.search.scoring import score_form
 from fitrules.jobs.search.staging import SCREEN_SPLITS, screen_size
@@ -149,14 +155,15 @@ def _pilot_seconds(form, X, y, n_train, objective, options, guard) -> tuple[floa
     return max(t1 - slope * m1, 0.0), slope
 
 
-def _training_seconds(form, X, y, n_sets: int, n_train: int, objective) -> float:
-    """CPU seconds of one candidate's training fits on ``n_sets`` sets (jobs.search.hopeless)."""
+def _training_seconds(form, X, y, n_sets: int, n_train: int, objective, options) -> float:
+    """CPU seconds of one candidate's training fits on ``n_sets`` sets (jobs.search.hopeless;
+    a form with exponents on the grid of ``options``, as a prescreen fits it)."""
     n, m = len(y), min(max(n_sets, 2), 64)  # timed on 64 sets at most, scaled to n_sets
     sets = RandomSplit(m, min(max(n_train / n, 1e-9), 1 - 1e-9), 0).masks(n)
     times = []
     for _ in range(2):  # the first call compiles the form as well
         t0 = time.process_time()
-        training_rms(form, X, y, sets, objective)
+        training_rms(form, X, y, sets, objective, options if form.structure.nonlinear else None)
         times.append(time.process_time() - t0)
     return min(times) * max(n_sets, 2) / m
 
@@ -207,11 +214,16 @@ def plan_search(
     classes = len({k for (k, q) in counts if k < min_train})
     survivors_max = min(n_fit, (n_outer + 1) * keep * classes) if keep else n_fit
     n_screen = n_outer * min(SCREEN_SPLITS, inner_splits) + SCREEN_SPLITS if keep else 0
+    # a staged search that prunes prescreens each kind (constants, exponents): it fits about
+    # PRESCREEN_UNION x PRESCREEN_KEEP of them (an assumption before any fit)
+    prescreen = bool(keep) and prunes(outer, objective)
     full, screened, fitting, training = 0.0, 0.0, 0.0, 0.0
-    linear_full, linear_screened = 0.0, 0.0
+    linear_full, linear_screened, n_fitted = 0.0, 0.0, 0.0
     if n_generated <= MAX_SEARCH_CANDIDATES:  # beyond it the count alone refuses
         pilots = {} if pilots is None else pilots
-        for q, c in sorted(by_q.items()):
+        for (k, q), c in sorted(counts.items()):
+            if k >= min_train:
+                continue
             if q not in pilots:
                 pilot = pilot_candidate(grammar, cols, q)
                 if pilot is None:
@@ -221,25 +233,30 @@ def plan_search(
                     pilots[q] = (
                         *_pilot_seconds(form, cols, y, inner_train, objective, options, guard),
                         fit_memory(form, n, rows, options, inner_train),
-                        _training_seconds(form, cols, y, n_outer + 1, min_train, objective),
+                        _training_seconds(form, cols, y, n_outer + 1, min_train, objective,
+                                          options),  # fmt: skip
                     )
             if pilots[q] is None:
                 continue
             fixed, per, memory_q, train_q = pilots[q]
+            fitted = min(c, PRESCREEN_UNION * PRESCREEN_KEEP) if prescreen else c
+            n_fitted += fitted
             # the nested fits, the two probe fits and the rank check (about one mask each)
-            full += c * (fixed + per * (rows + 3))
-            screened += c * (fixed + per * (n_screen + 3))
-            if prunes(outer, objective) and q == 0:  # only linear forms are pruned
+            full += fitted * (fixed + per * (rows + 3))
+            screened += fitted * (fixed + per * (n_screen + 3))
+            if prescreen or (prunes(outer, objective) and q == 0):
                 training += c * train_q
+            if prunes(outer, objective) and q == 0 and not prescreen:  # linear forms pruned
                 linear_full += c * (fixed + per * (rows + 3))
                 linear_screened += c * (fixed + per * (n_screen + 3))
             fitting = max(fitting, memory_q)
+
     def nested_of(sc: float, fu: float) -> float:
-        return sc + fu * survivors_max / max(n_fit, 1) if keep else fu
+        return sc + fu * min(survivors_max, n_fitted) / max(n_fitted, 1) if keep else fu
 
     nested = nested_of(linear_screened, linear_full)  # what pruning can shrink
     rest = nested_of(screened, full) - nested
-    share = HOPELESS_SHARE if prunes(outer, objective) else 1.0
+    share = HOPELESS_SHARE if prunes(outer, objective) and not prescreen else 1.0
     memory = (
         n_generated * CANDIDATE_BYTES  # the candidates made
         + 2.0 * rows * n  # the nested masks (train and test)

@@ -12,7 +12,15 @@ import numpy as np
 from fitrules.base.errors import FitrulesError
 from fitrules.engine.fit import FitOptions, fit_splits
 from fitrules.engine.grammar import DUPLICATE_RTOL, Candidate, TwinIndex, structural_rank_ok
-from fitrules.jobs.search.hopeless import HOPELESS_RATIO, PRUNED, hopeless, training_rms
+from fitrules.jobs.search.hopeless import (
+    HOPELESS_RATIO,
+    PRESCREEN_KEEP,
+    PRESCREENED,
+    PRUNED,
+    hopeless,
+    prescreened,
+    training_rms,
+)
 from fitrules.jobs.search.protocol import _RANK, NestedMasks, _sub_seed
 from fitrules.jobs.search.scoring import Scored, _score
 from fitrules.jobs.search.workers import _STATE, _chunks, _run
@@ -89,7 +97,8 @@ def _screen_task(indices: list[int]) -> list[tuple[int, Scored]]:
 def _training_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | None]]:
     """Each form's structural rank check, and its training RMS on every outer training set
     and on all cells (the outer fits' runs under the cells-and-seeds protocol; None when
-    nothing is pruned: :func:`fitrules.jobs.search.hopeless.prunes`)."""
+    nothing is pruned, :func:`fitrules.jobs.search.hopeless.prunes`, and for a form with
+    exponents unless the search prescreens, on the grid its fits start from)."""
     s = _STATE
     masks, held = s["masks"], s.get("seeds")
     sets = np.vstack([masks.train[masks.outer], masks.train[masks.whole][None]])
@@ -100,13 +109,15 @@ def _training_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | Non
         if not structural_rank_ok(form, s["X"], rng):
             out.append((i, False, None))
             continue
-        if not s["prune"] or form.structure.nonlinear:  # exact for a linear form alone
+        nonlinear = bool(form.structure.nonlinear)  # the RMS is exact for a linear form alone
+        if not s["prune"] or (nonlinear and not s.get("prescreen")):
             out.append((i, True, None))
             continue
-        rms = training_rms(form, s["X"], s["y"], sets, s["objective"])
+        opts = s["options"] if nonlinear else None
+        rms = training_rms(form, s["X"], s["y"], sets, s["objective"], opts)
         for k, fold in enumerate(held["folds"] if held else []):
             rows = np.arange(k, masks.n_outer, len(held["folds"]))
-            got = training_rms(form, s["X"], fold["y_fit"], sets[rows], s["objective"])
+            got = training_rms(form, s["X"], fold["y_fit"], sets[rows], s["objective"], opts)
             if rms is not None and got is not None:
                 rms[rows] = got
         out.append((i, True, rms))
@@ -146,6 +157,8 @@ def _fit_candidates(
     forms = state["forms"]
     kept = kept or _KeptPrints()
     size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
+    # a staged search that prunes prescreens too (each kind's best training fits on each set)
+    state["prescreen"] = bool(state["prune"] and screen_size(screen, before + len(forms)))
     trained = _run(_chunks(range(len(forms)), size), _training_task, state, jobs,
                    lambda k: None, client)  # fmt: skip
     rms = {i: r for i, ok, r in trained if ok}
@@ -187,25 +200,36 @@ def _hopeless_rows(
     rms: dict, fits_ok: list[Candidate], state: dict, kept: _KeptPrints
 ) -> tuple[list[int], list[tuple[Candidate, str]]]:
     """The candidates still to fingerprint (those whose training fit is not hopeless on
-    every outer training set and on all cells) and those dropped; sets ``state["alive"]``,
-    each candidate's nested rows to fit (:mod:`~fitrules.jobs.search.hopeless`)."""
+    every outer training set and on all cells, nor, when the search prescreens, outside the
+    best of its kind on every one of them) and those dropped; sets ``state["alive"]``, each
+    candidate's nested rows to fit (:mod:`~fitrules.jobs.search.hopeless`)."""
     masks = state["masks"]
     have = [i for i in range(len(fits_ok)) if rms.get(i) is not None]  # none: nothing pruned
+    linear = [i for i in have if not fits_ok[i].n_nonlinear]  # exact RMS: judged hopeless
     H = np.zeros((len(fits_ok), masks.n_outer + 1), bool)
-    if have:
-        k = np.array([fits_ok[i].n_constants for i in have])
-        H[have] = hopeless(np.array([rms[i] for i in have]), k, kept.best_rms)
+    if linear:
+        k = np.array([fits_ok[i].n_constants for i in linear])
+        H[linear] = hopeless(np.array([rms[i] for i in linear]), k, kept.best_rms)
+    P = np.zeros_like(H)
+    if state.get("prescreen") and have:
+        kinds = np.array([(fits_ok[i].n_constants, fits_ok[i].n_nonlinear) for i in have])
+        P[have] = prescreened(np.array([rms[i] for i in have]), kinds, PRESCREEN_KEEP)
     # the user's own forms (references) compete in full: their worth is the question asked
-    H[[i for i, c in enumerate(fits_ok) if c.key.startswith("reference ")]] = False
+    refs = [i for i, c in enumerate(fits_ok) if c.key.startswith("reference ")]
+    H[refs], P[refs] = False, False
+    out = H | P
     alive = np.ones((len(fits_ok), len(masks.train)), bool)
-    alive[:, masks.outer] = ~H[:, :-1]
-    alive[:, masks.inner] = np.repeat(~H[:, :-1], masks.n_inner, axis=1)
-    alive[:, masks.final.start :] = ~H[:, -1:]
+    alive[:, masks.outer] = ~out[:, :-1]
+    alive[:, masks.inner] = np.repeat(~out[:, :-1], masks.n_inner, axis=1)
+    alive[:, masks.final.start :] = ~out[:, -1:]
     state["alive"] = alive
     gone = [(fits_ok[i], f"{PRUNED} (its training RMS above {HOPELESS_RATIO:g}x that of a "
              "form of no more constants on every outer training set and on all cells)")
             for i in np.flatnonzero(H.all(axis=1))]  # fmt: skip
-    live = [i for i in range(len(fits_ok)) if i in rms and not H[i].all()]
+    gone += [(fits_ok[i], f"{PRESCREENED} (outside the {PRESCREEN_KEEP} lowest training RMS of "
+              "its constants and exponents on every outer training set and on all cells)")
+             for i in np.flatnonzero(out.all(axis=1) & ~H.all(axis=1))]  # fmt: skip
+    live = [i for i in range(len(fits_ok)) if i in rms and not out[i].all()]
     return live, gone
 
 
