@@ -17,6 +17,22 @@ from helpers import predicted_into, refused, run, snapshot
 FORMS = ["--forms", "composition", "--splits", "5"]
 
 
+@pytest.fixture(autouse=True)
+def figures_as_placeholders(monkeypatch):
+    """Each report figure written as a few placeholder bytes, not rendered: these tests check
+    which files and directories a run takes, keeps and leaves, never a figure's pixels (the
+    renders are checked in tests/views and tests/project/test_reports.py), and rendering
+    the figures was most of their CPU time."""
+    from fitrules.views import figures
+
+    def save(ax, path) -> None:
+        for fmt in figures._formats.get():
+            Path(path).with_suffix(f".{fmt}").write_bytes(b"placeholder")
+        figures.plt.close(ax.figure)
+
+    monkeypatch.setattr(figures, "save", save)
+
+
 @pytest.fixture
 def during_build(monkeypatch):
     """Run a callback the first time a report figure is saved, i.e. mid-build."""
