@@ -74,7 +74,8 @@ for the issue), each ``--repeats`` times; the CPU seconds of the command and its
 (user + system, from getrusage of the children), the minimum over the repeats, their ratio
 (target: at most 1/5), and the wall seconds, which on a loaded machine are inflated by the
 others' work. Printed beside them: how many candidates the new search pruned as hopeless
-(its training fit) and the share of the nested rows it fitted.
+(its training fit) or prescreened away (not among the best training fits of its kind) and the
+share of the nested rows it fitted.
 
 catalogue (issue 62): ``fitrules search --data GRID`` with no other option (but ``--metric``
 where the grid's metric is not a default one) on each grid of data/external/published.toml
