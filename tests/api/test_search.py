@@ -322,7 +322,7 @@ def test_a_prescreen_fits_each_kinds_best_training_fits_alone(monkeypatch):
     assert staged.pruned.get(why, 0) > 0
     kinds = Counter((len(f.constants), len(f.structure.nonlinear))
                     for f in staged.forms.values())  # fmt: skip
-    # every outer split picked among candidates its prescreen kept: at most 2 a kind
+    # the forms kept: at most 2 of a kind on each outer training set and on all cells
     picked = staged.choices["form"].dropna()
     assert len(picked) and set(picked) <= set(staged.candidates["name"])
     assert max(kinds.values()) <= 2 * (staged.settings["n_outer"] + 1)

@@ -479,3 +479,20 @@ def test_the_default_search_on_the_default_grid_checks_every_variable():
                          float(SEARCH.inner_train_frac), 0)  # fmt: skip
     assert unchecked_variables(variables, cells.X, masks) == {}
     assert masks.min_train > Grammar().max_constants
+
+
+def test_a_prescreen_keeps_each_kinds_lowest_training_rms_on_each_set():
+    """prescreened: per kind and per set, the ``keep`` lowest RMS stay (NaN counts as the
+    worst, ties go to the earlier candidate); a kind of at most ``keep`` candidates keeps all."""
+    from fitrules.jobs.search.hopeless import prescreened
+
+    rms = np.array(
+        [[3.0, 1.0], [1.0, np.nan], [2.0, 2.0], [2.0, 0.5], [9.0, 9.0]]
+    )  # 4 candidates of kind (4, 1), then 1 of kind (3, 0)
+    kinds = np.array([(4, 1), (4, 1), (4, 1), (4, 1), (3, 0)])
+    out = prescreened(rms, kinds, keep=2)
+    # set 0: 1.0 (row 1) and the first 2.0 (row 2) stay; set 1: 0.5 (row 3) and 1.0 (row 0)
+    assert out.tolist() == [[True, False], [False, True], [False, True], [True, False],
+                            [False, False]]  # fmt: skip
+    assert not prescreened(rms, kinds, keep=4).any()
+    assert prescreened(rms[:0], kinds[:0], keep=2).shape == (0, 2)

@@ -42,7 +42,8 @@ PRUNED = "its training fit is hopeless"  # a dropped candidate's reason, and a s
 # RMS on an outer training set (on all cells, for the final choice) get its inner fits there
 PRESCREEN_KEEP = 100
 # the candidates of a kind a prescreen keeps somewhere, in units of PRESCREEN_KEEP, that a
-# plan assumes before any fit (benchmarks/bench_search.py --cost prints the measured ones)
+# plan assumes before any fit (on the MoE variant grid 1.2 to 1.5 after twins were dropped:
+# bench_search.py --only cost prints the candidates each reason dropped)
 PRESCREEN_UNION = 2.0
 PRESCREENED = "not among the best training fits of its kind"  # a dropped candidate's reason
 
@@ -98,8 +99,9 @@ def prescreened(rms: np.ndarray, kinds: np.ndarray, keep: int) -> np.ndarray:
     if not len(rms):
         return out
     _, kind_of = np.unique(np.asarray(kinds).reshape(len(rms), 2), axis=0, return_inverse=True)
+    kind_of = kind_of.ravel()
     for k in np.unique(kind_of):
-        idx = np.flatnonzero(kind_of.ravel() == k)
+        idx = np.flatnonzero(kind_of == k)
         if len(idx) <= keep:
             continue
         r = np.where(np.isnan(rms[idx]), np.inf, rms[idx])

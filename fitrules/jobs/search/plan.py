@@ -216,7 +216,8 @@ def plan_search(
     n_screen = n_outer * min(SCREEN_SPLITS, inner_splits) + SCREEN_SPLITS if keep else 0
     # a staged search that prunes prescreens each kind (constants, exponents): it fits about
     # PRESCREEN_UNION x PRESCREEN_KEEP of them (an assumption before any fit)
-    prescreen = bool(keep) and prunes(outer, objective)
+    prune = prunes(outer, objective)
+    prescreen = bool(keep) and prune
     full, screened, fitting, training = 0.0, 0.0, 0.0, 0.0
     linear_full, linear_screened, n_fitted = 0.0, 0.0, 0.0
     if n_generated <= MAX_SEARCH_CANDIDATES:  # beyond it the count alone refuses
@@ -244,9 +245,9 @@ def plan_search(
             # the nested fits, the two probe fits and the rank check (about one mask each)
             full += fitted * (fixed + per * (rows + 3))
             screened += fitted * (fixed + per * (n_screen + 3))
-            if prescreen or (prunes(outer, objective) and q == 0):
+            if prescreen or (prune and q == 0):
                 training += c * train_q
-            if prunes(outer, objective) and q == 0 and not prescreen:  # linear forms pruned
+            if prune and q == 0 and not prescreen:  # linear forms pruned
                 linear_full += c * (fixed + per * (rows + 3))
                 linear_screened += c * (fixed + per * (n_screen + 3))
             fitting = max(fitting, memory_q)
@@ -256,7 +257,7 @@ def plan_search(
 
     nested = nested_of(linear_screened, linear_full)  # what pruning can shrink
     rest = nested_of(screened, full) - nested
-    share = HOPELESS_SHARE if prunes(outer, objective) and not prescreen else 1.0
+    share = HOPELESS_SHARE if prune and not prescreen else 1.0
     memory = (
         n_generated * CANDIDATE_BYTES  # the candidates made
         + 2.0 * rows * n  # the nested masks (train and test)

@@ -96,9 +96,10 @@ def _screen_task(indices: list[int]) -> list[tuple[int, Scored]]:
 
 def _training_task(indices: list[int]) -> list[tuple[int, bool, np.ndarray | None]]:
     """Each form's structural rank check, and its training RMS on every outer training set
-    and on all cells (the outer fits' runs under the cells-and-seeds protocol; None when
-    nothing is pruned, :func:`fitrules.jobs.search.hopeless.prunes`, and for a form with
-    exponents unless the search prescreens, on the grid its fits start from)."""
+    and on all cells (the outer fits' runs under the cells-and-seeds protocol). The RMS is
+    None when nothing is pruned (:func:`fitrules.jobs.search.hopeless.prunes`) and, unless
+    the search prescreens, for a form with exponents; a form with exponents is read on the
+    grid its fits start from."""
     s = _STATE
     masks, held = s["masks"], s.get("seeds")
     sets = np.vstack([masks.train[masks.outer], masks.train[masks.whole][None]])
@@ -157,7 +158,9 @@ def _fit_candidates(
     forms = state["forms"]
     kept = kept or _KeptPrints()
     size = max(1, min(25, len(forms) // max(1, 4 * jobs)))
-    # a staged search that prunes prescreens too (each kind's best training fits on each set)
+    # a staged search that prunes prescreens too (each kind's best training fits on each set),
+    # decided on the candidates proposed, as the plan counts them (staging itself is decided
+    # later on those not dropped as twins: the two differ only at a count near SCREEN_ABOVE)
     state["prescreen"] = bool(state["prune"] and screen_size(screen, before + len(forms)))
     trained = _run(_chunks(range(len(forms)), size), _training_task, state, jobs,
                    lambda k: None, client)  # fmt: skip
