@@ -2,6 +2,7 @@
 
     python benchmarks/bench_gpt.py            # the cell, the grid and the presets below
     python benchmarks/bench_gpt.py --only presets   # the programme's two models' step time
+    python benchmarks/bench_gpt.py --only programme # the full grid spec's estimated cost
     python benchmarks/bench_gpt.py --quick    # tiny sizes: checks the script in seconds
     python benchmarks/bench_gpt.py --only cell --cell steps=256,batch=32 --gpt layers=4
     python benchmarks/bench_gpt.py --only grid --grid-H 1,4,16,64 --grid-seeds 0,1
@@ -52,6 +53,12 @@ time below.
    ``--warmup``), with each preset's parameters on the corpus used (the shipped 37-character
    slice unless ``--presets`` names a corpus) and on a 65-character alphabet (Tiny
    Shakespeare's). ``--device`` (``""``) times the device path's step instead.
+
+4. The programme's full grid (``data/specs/gpt_programme.toml``, not run here): its runs
+   per preset, each preset's inner step timed on one thread (as in part 3, at the spec's M
+   and batch), and the estimated cost: CPU core-hours (the step time x steps, summed over
+   runs) and GPU-hours from the runs' training FLOPs at an assumed sustained rate
+   (``GPU_FLOPS``, a guess: this machine has no GPU, so that number is no measurement).
 
 ``--shape`` times inner steps of the GPT alone at the given settings (``--steps`` timed
 steps each; ``--only shapes``: the three sizes docs/tutorials/cluster.md quotes), and
@@ -387,10 +394,57 @@ def bench_presets(args) -> None:
               f"{1e3 * med / cfg.M:.1f} ms per worker")  # fmt: skip
 
 
+# ---- 4. the programme's full grid: its cost, estimated ----------------------------------------
+
+PROGRAMME = ROOT / "data" / "specs" / "gpt_programme.toml"
+GPU_FLOPS = 5e12  # an assumed sustained rate (no GPU measured here): a guess for small models
+
+
+def run_flops(cfg: GPTConfig, vocab: int = 65) -> float:
+    """Training FLOPs of one run: 6 per parameter per token (forward and backward), plus
+    attention's scores and mixing (2 x 2 x context^2 x width a sequence and layer, x3)."""
+    tokens = cfg.steps * cfg.M * cfg.batch * cfg.context
+    attention = 12 * cfg.layers * cfg.context * cfg.width * tokens
+    return 6.0 * cfg.shape(vocab).n_params * tokens + attention
+
+
+def bench_programme(args) -> None:
+    from fitrules.sim.spec import load_spec
+
+    spec = load_spec(PROGRAMME)
+    configs = list(spec.runs)  # GPTConfig each, validated by load_spec
+    print(f"\n4. the programme's full grid (data/specs/{PROGRAMME.name}): {len(configs)} runs; "
+          f"CPU from each preset's inner step timed here on one thread ({args.preset_steps} "
+          f"steps after {args.warmup}); GPU from FLOPs at an assumed {GPU_FLOPS / 1e12:g} "
+          "TFLOP/s sustained (not measured: no GPU here)")  # fmt: skip
+    total_cpu = total_gpu = 0.0
+    for name in PRESETS:
+        mine = [c for c in configs if c.preset == name]
+        steps = args.preset_steps + args.warmup
+        probe = make(GPTConfig, {**_probe_settings(mine[0]), "steps": steps})
+        step = float(np.median(gpt_step_times(probe, args.warmup)))
+        cpu = sum(step * c.steps * c.M / probe.M for c in mine)
+        gpu = sum(run_flops(c) for c in mine) / GPU_FLOPS
+        total_cpu, total_gpu = total_cpu + cpu, total_gpu + gpu
+        print(f"   preset {name}: {len(mine)} runs of {mine[0].steps:,} steps; inner step "
+              f"{1e3 * step:.0f} ms (M={probe.M}); CPU {cpu / 3600:,.1f} core-hours; "
+              f"{run_flops(mine[0]):.3g} FLOPs a run, GPU {gpu / 3600:,.2f} GPU-hours")  # fmt: skip
+    print(f"   in all: CPU {total_cpu / 3600:,.1f} core-hours ({total_cpu / 3600 / 2:,.1f} h on 2 "
+          f"cores); GPU {total_gpu / 3600:,.2f} GPU-hours at the assumed rate, a lower bound (a "
+          "model this small rarely keeps a GPU busy)")  # fmt: skip
+
+
+def _probe_settings(cfg: GPTConfig) -> dict:
+    """The settings of ``cfg`` a step's time depends on (its run length left out)."""
+    keep = ("M", "batch", "layers", "width", "heads", "context", "tied", "preset", "device",
+            "decay_on", "weight_decay", "sampling")  # fmt: skip
+    return {k: getattr(cfg, k) for k in keep}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the script")
-    parts = ("cell", "grid", "shapes", "presets")
+    parts = ("cell", "grid", "shapes", "presets", "programme")
     parser.add_argument("--only", choices=parts, help="one part only (shapes: see --shape)")
     # --cell, --gpt, --mlp and --grid change only the settings they name
     parser.add_argument("--cell", help=f"settings both backends share ({SIZES['cell']})")
@@ -431,6 +485,8 @@ def main() -> None:
             bench_grid(args)
         if args.only in (None, "presets"):
             bench_presets(args)
+        if args.only in (None, "programme"):
+            bench_programme(args)
     except SimError as err:
         sys.exit(f"bench_gpt.py: {err}")
 
