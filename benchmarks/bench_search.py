@@ -13,6 +13,8 @@
     python benchmarks/bench_search.py --only outer-holdouts --outer-grids 200  # issue 28
     python benchmarks/bench_search.py --only cost --old DIR  # issue 63: beside a checkout DIR
     python benchmarks/bench_search.py --only catalogue  # issue 62: each grid's default search
+    python benchmarks/bench_search.py --only selection  # issue 62: the budget picked, 4 truths
+    python benchmarks/bench_search.py --only selection --selection-grids 1 --quick  # its check
 
 speed: `fitrules search` with its defaults on the default grid (every form of the default
 grammar, 20 outer x 10 inner random splits, 230 fits per form) on ``--jobs`` processes, timed
@@ -82,6 +84,28 @@ where the grid's metric is not a default one) on each grid of data/external/publ
 that is present, as a command: CPU seconds (command and
 workers) and wall seconds, the plan's estimate, the pick, or the refusal. Target: under 5
 minutes on 2 idle cores, never refused on the 50-cell, 2-variable grid.
+
+selection (issue 62, item 1): how far the default search grows its budget and which size it
+picks, on ``--selection-grids`` grids (20) from each of four known truths
+(``--selection-truths``, default all): chinchilla, EXTRAP_TRUTH (5 constants) over 5 levels of
+N (1e7 to 1e10) x 4 of D (1e9 to 1e11); vocabulary, ``L0 + a1*(N/1e8)**(-e1) +
+a2*(V/1e4)**(-e2) + a3*(D/1e10)**(-e3)`` (7 constants, three variables, each term a few percent
+of the loss or more) over 5 N x 4 V x 4 D; saturating, ``L0 + a*omega/(omega + s) +
+b*log(H/16)`` (4 constants, the grammar's saturating factor) and composition, ``L0 +
+a*omega*(H/16)**b`` (3 constants: a larger budget must not win), both over the default grid's
+design. 3 runs a cell (2 for vocabulary) with 0.4% relative noise a run (0.5% on the default
+design). Each search is ``fr.search(runs, yes=True)``: the defaults, with the time estimate's
+refusal waived (it counts every step up to 7 constants). Printed per grid: the pick, its
+constants (or "abstained"), whether it is the truth's family (the canonical key, as in
+recovery; a built-in reference picked in place of its grammar twin takes the twin's key), the
+front's best budget, the outer median at each budget, how far the budget grew and why it
+stopped, the CPU seconds of the search and its workers; per truth, how often each size was
+picked, the shares with the true size and in the truth's family, the median CPU seconds.
+Target (issue 62): the true size in at least 80% of the grids of every truth. A search costs
+about 300 CPU seconds (chinchilla: its budget grows to 6 to stop at 5), 340 (vocabulary), 120
+to 240 (saturating) and 130 (composition): 20 grids of each, about 5 hours of CPU. ``--quick``
+runs a smaller search (2 terms, from 3 to at most 4 constants, factors power, linear and log,
+4 outer x 3 inner splits) to check the code in a minute: its counts measure nothing.
 
 chinchilla: the real Chinchilla runs of ../shared/external (log_huber, over N and D, two
 power-law terms or logs); whether the search finds E + A/N**alpha + B/D**beta or a procedure
@@ -698,6 +722,145 @@ def section_ceiling(grids: int, jobs: int, seed: int = 41, tie: str = "both") ->
     return out
 
 
+# ------------------------------------------------------------------ selection (issue 62)
+# the four simulated truths of issue 62, item 1: a grid design, a noise level and the truth's
+# family in the default grammar (its canonical key, as the recovery section compares them)
+SELECTION_TRUTHS: dict[str, dict] = {
+    "chinchilla": dict(
+        expr=EXTRAP_TRUTH[0], constants=EXTRAP_TRUTH[1],
+        levels={"N": tuple(np.geomspace(1e7, 1e10, 5)), "D": tuple(np.geomspace(1e9, 1e11, 4))},
+        seeds=3, cv=0.004, key="const + power(D) + power(N)",
+    ),
+    "vocabulary": dict(
+        expr="L0 + a1*(N/1e8)**(-e1) + a2*(V/1e4)**(-e2) + a3*(D/1e10)**(-e3)",
+        constants={"L0": 1.8, "a1": 0.5, "e1": 0.3, "a2": 0.15, "e2": 0.4, "a3": 0.4, "e3": 0.28},
+        levels={"N": tuple(np.geomspace(1e7, 1e9, 5)), "V": tuple(np.geomspace(4e3, 2.56e5, 4)),
+                "D": tuple(np.geomspace(1e9, 1e11, 4))},
+        seeds=2, cv=0.004, key="const + power(D) + power(N) + power(V)",
+    ),
+    "saturating": dict(
+        expr="L0 + a*omega/(omega + s) + b*log(H/16)",
+        constants={"L0": 2.15, "a": 0.15, "s": 2.0, "b": 0.02},
+        levels={"H": H, "omega": OMEGA}, seeds=3, cv=0.005,
+        key="const + log(H) + saturating(omega)",
+    ),
+    "composition": dict(
+        expr="L0 + a*omega*(H/16)**b", constants={"L0": 2.15, "a": 0.01, "b": 0.25},
+        levels={"H": H, "omega": OMEGA}, seeds=3, cv=0.005,
+        key="const + power(H)*linear(omega)",
+    ),
+}  # fmt: skip
+# --quick: a smaller search to check the section's code in a minute; NOT the default rule's
+# settings, so its counts measure nothing
+SELECTION_QUICK = dict(terms=2, first_constants=3, max_constants=4, factors="power,linear,log",
+                       splits=4, inner_splits=3)  # fmt: skip
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its finished (reaped) workers."""
+    import resource
+
+    a, b = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def _pick_key(s, name: str, X: dict) -> str:
+    """The grammar's canonical key of the candidate ``name``; a built-in reference, which
+    competes in its grammar twin's place (the twin is dropped as the same function on these
+    cells), takes its twin's key."""
+    key = str(s.candidates.set_index("name").loc[name, "key"])
+    if not key.startswith("reference "):
+        return key
+    ref = key.removeprefix("reference ")
+    twins = s.dropped[s.dropped["reason"] == f"the same function on these cells as {ref}"]
+    k = len(s.reference_forms[ref].constants)
+    by_expr = {c.expression: c.key for c in generate(s.grammar, X, only_constants=k)}
+    keys = {by_expr.get(e) for e in twins["expression"]} - {None}
+    return keys.pop() if len(keys) == 1 else key
+
+
+def section_selection(grids: int, jobs: int, truths: list[str], quick: bool = False,
+                      seed: int = 62) -> dict:  # fmt: skip
+    """Issue 62, item 1: how often the default search picks each budget on grids drawn from
+    known truths (the budget it grows to and the form it picks, measured, not changed)."""
+    options = SELECTION_QUICK if quick else {}
+    call = "".join(f", {k}={v!r}" for k, v in options.items())
+    print(f"## selection: the budget the default search picks, {grids} grid(s) per truth, "
+          f"{jobs} process(es); fr.search(runs, yes=True{call}) (yes: the time estimate's "
+          "refusal waived; every other setting the default, the seed of the splits 0)")  # fmt: skip
+    if quick:
+        print("**quick: a smaller search than the default; its counts measure nothing**")
+    print("| truth | constants | family (canonical key) | in the default grammar | grid | "
+          "runs a cell | noise a run |")  # fmt: skip
+    print("|---|---:|---|---|---|---:|---:|")
+    for name in truths:
+        t = SELECTION_TRUTHS[name]
+        form = Form("truth", t["expr"], tuple(t["levels"]))
+        cols = {v: np.array(lv, float) for v, lv in t["levels"].items()}
+        in_grammar = any(c.key == t["key"] for c in
+                         generate(Grammar(), cols, only_constants=len(form.constants)))  # fmt: skip
+        design = " x ".join(f"{v} {', '.join(f'{x:.3g}' for x in lv)}"
+                            for v, lv in t["levels"].items())  # fmt: skip
+        print(f"| {name}: `{t['expr']}` ({t['constants']}) | {len(form.constants)} | {t['key']} | "
+              f"{'yes' if in_grammar else 'no'} | {design} | {t['seeds']} | "
+              f"{100 * t['cv']:.2f}% |")  # fmt: skip
+    print("\n| truth | grid | pick | constants | family? | front's best budget | outer median % "
+          "by budget (* on the front) | grown to | why it stopped | CPU s |")  # fmt: skip
+    print("|---|---:|---|---:|---|---:|---|---:|---|---:|")
+    out: dict[str, dict] = {}
+    for name in truths:
+        t = SELECTION_TRUTHS[name]
+        i = list(SELECTION_TRUTHS).index(name)  # each truth's grids, whichever are run
+        form = Form("truth", t["expr"], tuple(t["levels"]))
+        k_true = len(form.constants)
+        picks: list[str] = []
+        family: list[bool] = []
+        cpus: list[float] = []
+        for g in range(grids):
+            runs = runs_from_form(form, t["constants"], t["levels"], seeds=t["seeds"],
+                                  cv=t["cv"], seed=1000 * seed + 100 * i + g)  # fmt: skip
+            c0 = _cpu_seconds()
+            s = fr.search(runs, jobs=jobs, yes=True, **options)
+            cpus.append(_cpu_seconds() - c0)
+            chosen = s.chosen
+            if s.abstention.get("abstains"):
+                size = "abstained"
+            elif chosen is None:
+                size = "none"
+            else:
+                size = str(int(s.candidates.set_index("name").loc[chosen.name, "n_constants"]))
+            X = {v: np.unique(runs[v].to_numpy(float)) for v in s.settings["variables"]}
+            ok = chosen is not None and size != "abstained" and (
+                _pick_key(s, chosen.name, X) == t["key"])  # fmt: skip
+            picks.append(size)
+            family.append(bool(ok))
+            b = s.budgets
+            meds = ", ".join(f"{int(r['max_constants'])}: {r['outer_median_pct']:.3f}"
+                             f"{'*' if r['on_front'] else ''}"
+                             for r in b.to_dict("records"))  # fmt: skip
+            growth = s.settings["growth"] or {}
+            print(f"| {name} | {g} | `{chosen.expression if chosen is not None else None}` | "
+                  f"{size} | {'yes' if ok else 'no'} | {s.settings['best_budget']} | {meds} | "
+                  f"{growth.get('reached', '-')} | {growth.get('stopped', '-')} | "
+                  f"{cpus[-1]:.0f} |", flush=True)  # fmt: skip
+        out[name] = dict(k=k_true, picks=picks, family=family, cpu=cpus)
+    sizes = [str(k) for k in range(1, Grammar().max_constants + 1)] + ["abstained", "none"]
+    print(f"\n| truth | true constants | grids | {' | '.join(f'picked {k}' for k in sizes)} | "
+          "true size | truth's family | median CPU s a search |")  # fmt: skip
+    print("|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---:|")
+    for name, r in out.items():
+        n = len(r["picks"])
+        counts = Counter(r["picks"])
+        true = counts[str(r["k"])]
+        print(f"| {name} | {r['k']} | {n} | {' | '.join(str(counts[k]) for k in sizes)} | "
+              f"{true / n:.0%} | {sum(r['family']) / n:.0%} | {np.median(r['cpu']):.0f} |")
+    for name, r in out.items():
+        n = len(r["picks"])
+        print(f"- {name}: true size picked in {Counter(r['picks'])[str(r['k'])]} of {n} grids "
+              f"(target 80%)")  # fmt: skip
+    return out
+
+
 def _find_external(name: str) -> Path | None:
     for d in (ROOT / "data" / "external", ROOT.parent / "shared" / "external"):
         if (d / name).exists():
@@ -912,6 +1075,7 @@ def main() -> None:
             "extrapolation",
             "staged",
             "ceiling",
+            "selection",
             "cost",
             "catalogue",
         ],  # fmt: skip
@@ -933,6 +1097,11 @@ def main() -> None:
     ap.add_argument("--old", type=Path, default=None,
                     help="cost: a checkout of the old code (e.g. a worktree at 318c40e)")
     ap.add_argument("--repeats", type=int, default=1, help="cost: runs of each, the min kept")
+    ap.add_argument("--selection-grids", type=int, default=20, help="selection: grids per truth")
+    ap.add_argument("--selection-truths", default=",".join(SELECTION_TRUTHS),
+                    help=f"selection: comma-separated, of {', '.join(SELECTION_TRUTHS)}")
+    ap.add_argument("--quick", action="store_true",
+                    help="selection: a smaller search than the default, to check the code")
     args = ap.parse_args()
     if args.only in (None, "speed"):
         section_speed(args.jobs, args.sample)
@@ -958,6 +1127,12 @@ def main() -> None:
         section_staged(args.jobs, not args.no_cluster, not args.no_screen_effect)
     if args.only in (None, "ceiling"):
         section_ceiling(args.grids, args.jobs, tie=args.tie)
+    if args.only == "selection":  # hours at 20 grids a truth: only when asked
+        truths = [t.strip() for t in args.selection_truths.split(",") if t.strip()]
+        unknown = [t for t in truths if t not in SELECTION_TRUTHS]
+        if unknown:
+            ap.error(f"unknown truth(s) {unknown}; known: {', '.join(SELECTION_TRUTHS)}")
+        section_selection(args.selection_grids, args.jobs, truths, quick=args.quick)
     if args.only == "cost":  # runs commands for minutes: only when asked
         section_cost(args.old, args.repeats)
     if args.only == "catalogue":
