@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +39,6 @@ LEVEL = 0.95
 N_SIM = 10_000  # simulated grids per coverage row
 TUNED = ("outer_lr", "outer_momentum")
 ERRATIC = 0.1  # nats between a step's tuning seeds beyond which the report names it
-SETTINGS = ("algo", "M", "H", "keep", "compressor", "masks", "aggregator", "lr", "outer_lr",
-            "outer_momentum", "nesterov", "layers", "width", "heads", "context", "batch", "steps",
-            "sampling", "warmup", "schedule", "weight_decay", "decay_on", "tied")  # fmt: skip
 
 
 # -- the outer step ------------------------------------------------------------------------
@@ -52,8 +49,11 @@ def tuning_choice(tuning: pd.DataFrame, grid: pd.DataFrame):
     DiLoCo runs (their seeds measure): its :class:`~fitrules.jobs.tune.Tuning` result."""
     from fitrules.api import load_grid, tune
 
+    from fitrules.sim.gpt import GPTConfig
+
     measured = grid[_keep_one(grid)]
-    cols = [c for c in SETTINGS if c in tuning.columns] + ["seed", "loss"]
+    settings = [f.name for f in fields(GPTConfig) if f.name in tuning.columns]
+    cols = [*settings, "loss"]  # the run's settings (its seed among them) and its loss
     runs = pd.concat([tuning[cols], measured[cols]], ignore_index=True)
     g = load_grid(runs, metric="loss")
     return tune(g, list(TUNED), tune_seeds=sorted(tuning["seed"].unique().tolist()))
@@ -142,15 +142,17 @@ def randk_line(grid: pd.DataFrame) -> dict:
 
 
 def paired(grid: pd.DataFrame, a: dict, b: dict) -> Interval:
-    """The t interval over seeds of loss(a) - loss(b), each a dict of column values."""
+    """loss(a) - loss(b) paired by seed, each a dict of column values: the t interval of
+    :func:`fitrules.api.ci` (``a`` the treatment, ``b`` the baseline), whose calibration
+    benchmarks/bench_calibration.py prints."""
+    from fitrules.api import ci
 
-    def pick(sel):
-        m = np.logical_and.reduce([grid[k] == v for k, v in sel.items()])
-        return grid[m].set_index("seed")["loss"]
+    def sel(d: dict) -> str:
+        return ",".join(f"{k}={v}" for k, v in d.items())
 
-    la, lb = pick(a), pick(b)
-    both = la.index.intersection(lb.index)
-    return Interval.of((la[both] - lb[both]).to_numpy())
+    row = ci(grid, baseline=sel(b), treatment=sel(a)).table.iloc[0]
+    low, high = row["t_interval"]
+    return Interval(float(row["mean_diff"]), float(low), float(high), int(row["n"]))
 
 
 def topk_against_randk(grid: pd.DataFrame) -> dict[tuple[float, float], Interval]:
@@ -168,9 +170,12 @@ def topk_against_randk(grid: pd.DataFrame) -> dict[tuple[float, float], Interval
 
 def coverage(x: np.ndarray, line: dict, rng: np.random.Generator, n_sim: int = N_SIM) -> list:
     """The slope's t interval's coverage over ``n_sim`` simulated grids of this line's design
-    (its keeps and seeds): the truth a line or a curve (the line bent by a factor rising from
-    0.5 to 1.5 along 1 + omega), the runs' noise independent (at the sd of this grid's
-    residuals) or with a per-seed slope shared by a seed's cells (sd half the slope)."""
+    (its keeps and seeds): the truth no slope (where a decided sign is a false positive), a
+    line at this grid's slope (where it is the power), or a curve (the line bent by a factor
+    rising from 0.5 to 1.5 along 1 + omega); the runs' noise independent (at the sd of this
+    grid's residuals) or with a per-seed slope shared by a seed's cells (sd half the slope).
+    Each row: the coverage of the truth's least-squares slope and the share of intervals
+    that exclude 0 ("decided")."""
     n = line["slope"].n
     resid = np.array([e - (s * x + i) for e, (s, i, _) in zip(line["excess"], line["per_seed"])])
     # an excess is two runs' difference: its residual variance is twice a run's
@@ -178,7 +183,8 @@ def coverage(x: np.ndarray, line: dict, rng: np.random.Generator, n_sim: int = N
     base = int(np.argmin(np.abs(x - 1)))  # keep 1, each seed's baseline
     slope = abs(line["mean_line"][0]) or 0.01
     u = (x - x.min()) / (x.max() - x.min())
-    truths = {"a line": slope * (x - 1), "a curve": slope * (x - 1) * (0.5 + u)}
+    truths = {"no slope": 0.0 * x, "a line": slope * (x - 1),
+              "a curve": slope * (x - 1) * (0.5 + u)}  # fmt: skip
     t = stats.t.ppf(0.5 + LEVEL / 2, n - 1)
     rows = []
     for name, mean in truths.items():
@@ -191,9 +197,11 @@ def coverage(x: np.ndarray, line: dict, rng: np.random.Generator, n_sim: int = N
             xc = x - x.mean()
             slopes = (e * xc).sum(-1) / (xc**2).sum()  # (n_sim, n) least-squares slopes
             half = t * slopes.std(axis=1, ddof=1) / math.sqrt(n)
-            hit = np.abs(slopes.mean(axis=1) - target) <= half
+            centre = slopes.mean(axis=1)
+            hit = np.abs(centre - target) <= half
+            decided = np.abs(centre) > half  # the interval excludes 0: a sign claimed
             rows.append({"truth": name, "noise": noise, "coverage": float(hit.mean()),
-                         "grids": n_sim})  # fmt: skip
+                         "decided": float(decided.mean()), "grids": n_sim})  # fmt: skip
     return rows
 
 
@@ -396,9 +404,13 @@ def _line_section(line: dict, cov: list[dict]) -> list[str]:
         f"The slope interval's coverage, {N_SIM:,} simulated grids a row with this grid's keeps, "
         "seeds and residual noise:",
         "",
-        "| truth | noise | coverage |",
-        "|---|---|---:|",
-        *[f"| {c['truth']} | {c['noise']} | {c['coverage']:.3f} |" for c in cov],
+        "| truth | noise | coverage | interval excludes 0 |",
+        "|---|---|---:|---:|",
+        *[f"| {c['truth']} | {c['noise']} | {c['coverage']:.3f} | {c['decided']:.3f} |"
+          for c in cov],
+        "",
+        "Excluding 0 where there is no slope is a false positive; at this grid's slope it is "
+        "the power to decide the sign.",
         "",
     ]
     return out

@@ -66,12 +66,15 @@ def test_a_linear_excess_has_its_slope_and_r2_one_on_every_seed():
 
 
 def test_the_slope_interval_covers_on_simulated_grids():
-    """The t interval over three seeds covers the true slope about 95% of the time, for a
-    line and for a curve (the curve's least-squares slope), noise independent or per seed."""
+    """The t interval over three seeds covers the true slope about 95% of the time, for no
+    slope, a line and a curve (the curve's least-squares slope), noise independent or per
+    seed; where there is no slope it excludes 0 (a false positive) about 5% of the time."""
     line = randk_line(_grid(lambda x: 0.003 * (x - 1), noise=0.004))
     rows = coverage(line["x"], line, np.random.default_rng(1), n_sim=4000)
-    assert len(rows) == 4 and all(r["grids"] == 4000 for r in rows)
+    assert len(rows) == 6 and all(r["grids"] == 4000 for r in rows)
     assert all(0.93 <= r["coverage"] <= 0.97 for r in rows), rows
+    null = [r for r in rows if r["truth"] == "no slope"]
+    assert len(null) == 2 and all(r["decided"] <= 0.07 for r in null), null  # false positives
 
 
 def test_paired_differences_and_the_claims_they_decide():
