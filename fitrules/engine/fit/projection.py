@@ -118,9 +118,12 @@ def _small_symmetric_solve(
     return np.stack([x[i] + dx[i] for i in range(k)], axis=-1)
 
 
-def _solve(A: np.ndarray, rhs: np.ndarray, refine: bool = True) -> np.ndarray:
-    """Batched symmetric solve with a tiny ridge and (``refine``) one step of iterative
-    refinement."""
+def _solve(A: np.ndarray, rhs: np.ndarray, rank_only: bool = False) -> np.ndarray:
+    """Batched symmetric solve with a tiny ridge and one step of iterative refinement.
+
+    ``rank_only``: the solutions only rank grid points (the starts are then fitted): no
+    refinement step, and a large stack of four or more constants by elimination.
+    """
     k = A.shape[-1]
     if k == 0:
         return np.zeros(rhs.shape)
@@ -133,15 +136,11 @@ def _solve(A: np.ndarray, rhs: np.ndarray, refine: bool = True) -> np.ndarray:
         ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1) + 1e-300
     if k <= 3:
         with np.errstate(all="ignore"):
-            return _small_symmetric_solve(A, ridge, rhs, refine)
+            return _small_symmetric_solve(A, ridge, rhs, refine=not rank_only)
     Ar = A + ridge[..., None, None] * np.eye(k)
-    if Ar[..., 0, 0].size >= ELIMINATION_BATCH:
+    if rank_only and Ar[..., 0, 0].size >= ELIMINATION_BATCH:
         with np.errstate(all="ignore"):
-            solve = _eliminate(Ar)
-            c = solve(rhs)
-            if not refine:
-                return c
-            return c + solve(rhs - (A @ c[..., None])[..., 0])
+            return _eliminate(Ar)(rhs)
     c = np.linalg.solve(Ar, rhs[..., None])
     c = c + np.linalg.solve(Ar, rhs[..., None] - A @ c)
     return c[..., 0]
@@ -259,7 +258,7 @@ def _grid_cells(cf: CompiledForm, X, n: int) -> np.ndarray | None:
     return np.union1d(take, ends)
 
 
-def _profile(g: _GridPieces, masks):
+def _profile(g: _GridPieces, masks, rank_only: bool = False):
     """Training objective at grid points shared by every split, linear constants solved.
 
     ``masks`` (S, n). Returns the objective (G, S) and the scaled coefficients (G, S, k).
@@ -267,7 +266,8 @@ def _profile(g: _GridPieces, masks):
     matrix product with the masks, and so is the residual sum of squares (expanded as
     t'Wt - 2c'r + c'Ac), accumulated over chunks of cells. The values are (relative) least
     squares for every objective; for log-Huber they are a ranking that
-    :func:`_huber_rescore` refines.
+    :func:`_huber_rescore` refines. ``rank_only``: the values only rank starting points (see
+    :func:`_solve`), to the last bits or so.
     """
     G, S, k = len(g.thetas), len(masks), g.norm.shape[-1]
     A = np.zeros((G, S, k, k))
@@ -291,11 +291,9 @@ def _profile(g: _GridPieces, masks):
     step = max(1, PROFILE_BLOCK // max(S * max(k, 1) ** 2, 1))
     for a in range(0, G, step):
         b = slice(a, a + step)
-        # a grid of nonlinear values ranks starting points, which are then fitted: no
-        # refinement step there (a form without them is solved here once and for all)
-        c[b] = _solve(A[b], rhs[b], refine=not g.cf.s.nonlinear)
+        c[b] = _solve(A[b], rhs[b], rank_only)
         out[b] = tt[b] - 2 * np.einsum("gsk,gsk->gs", c[b], rhs[b])
-        out[b] += _quadratic_form(c[b], A[b], fast=bool(g.cf.s.nonlinear))
+        out[b] += _quadratic_form(c[b], A[b], fast=rank_only)
     out = np.maximum(out, 0.0)
     out[bad | ~np.isfinite(out)] = np.inf
     return out, c
@@ -303,8 +301,7 @@ def _profile(g: _GridPieces, masks):
 
 def _quadratic_form(c: np.ndarray, A: np.ndarray, fast: bool) -> np.ndarray:
     """``c' A c`` of stacks (..., k) and symmetric (..., k, k): with ``fast`` and k <= 3
-    element-wise (the off-diagonal terms doubled, so the last bits differ), else by einsum
-    (a form without nonlinear constants quotes this objective: its bits are kept)."""
+    element-wise (the off-diagonal terms doubled, so the last bits differ), else by einsum."""
     k = c.shape[-1]
     if k > 3 or not fast:
         return np.einsum("...k,...kj,...j->...", c, A, c)
