@@ -66,14 +66,6 @@ def noise_floor(
     return out, int((~known).sum())
 
 
-def _unfitted_levels(form: Form, X, mask: np.ndarray, test: np.ndarray) -> np.ndarray:
-    """Per held-out cell: its level of a per-level column has no training cell."""
-    out = np.zeros(int(test.sum()), bool)
-    for col in form.levels or {}:
-        out |= ~np.isin(X[col][test], np.unique(X[col][mask]))
-    return out
-
-
 def _heldout_weights(cells: Cells, kind: str) -> np.ndarray:
     """Each cell's weight in a held-out error; under transfer, the box is the scored grid's."""
     X = {v: np.asarray(a) for v, a in cells.X.items()}
@@ -234,11 +226,14 @@ def prediction_table(f: Form, X: dict, fits: list) -> np.ndarray:
 
 def _unfitted_table(f: Form, X, masks: np.ndarray) -> np.ndarray:
     """Per split and cell (S, n): a held-out cell whose level of a per-level column has no
-    training cell (:func:`_unfitted_levels`)."""
+    training cell."""
     out = np.zeros(masks.shape, bool)
-    if f.levels:
-        for s, mask in enumerate(masks):
-            out[s, ~mask] = _unfitted_levels(f, X, mask, ~mask)
+    for col in f.levels or {}:
+        # per split, which of the column's values its training cells hold; a held-out
+        # cell is unfitted where its value is not among them (every split at once)
+        values, at = np.unique(X[col], return_inverse=True)
+        held = (masks.astype(float) @ (at[:, None] == np.arange(len(values)))) > 0
+        out |= ~held[:, at] & ~masks
     return out
 
 
