@@ -5,13 +5,16 @@
     python benchmarks/bench_engine.py --published     # ... and one fit of each published law
     python benchmarks/bench_engine.py --objectives now.csv [--against before.csv]
     python benchmarks/bench_engine.py --fair --trials 20 --seeds 1   # against a fair baseline
+    python benchmarks/bench_engine.py --splits 30,3000 --old DIR   # beside a checkout DIR
 
 Every time is CPU seconds of a child process (user + system, ``getrusage`` of the children),
 not wall time: the development machine is shared, and CPU is what load stretches least. Each
 command runs ``--repeat`` times, interleaved with the others, and the smallest time counts.
 Printed: the import baseline (``python -c "import numpy, scipy.optimize, pandas"``), the
 command at 30, 300 and 3,000 splits, its fixed cost and cost a split (the straight line through
-the 30- and 3,000-split times) and each time's ratio to the baseline.
+the 30- and 3,000-split times) and each time's ratio to the baseline. ``--old DIR``: the
+same commands run from another checkout DIR (an older commit), in the same rounds, printed
+after them: a change's effect measured under the same load.
 
 ``--why``: one 300-split run in a child, instrumented: the CPU of the whole command and of its
 fits (per form: calls, splits asked, distinct training sets among them), the calls of the
@@ -63,42 +66,51 @@ SPLITS = (30, 300, 3000)
 TOL = 1e-9
 
 
-def _env() -> dict:
+def _env(root: Path = ROOT) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
 
-def child_cpu(argv: list[str]) -> tuple[float, str]:
-    """CPU seconds (user + system) of one child process, and its stdout."""
+def child_cpu(argv: list[str], root: Path = ROOT) -> tuple[float, str]:
+    """CPU seconds (user + system) of one child process run from checkout ``root``, and its
+    stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(argv, env=_env(), cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        argv, env=_env(root), cwd=root, capture_output=True, text=True, check=True
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, out.stdout
 
 
-def compile_package() -> None:
+def compile_package(root: Path = ROOT) -> None:
     """Write the package's bytecode first, as an install or a first run does: a checkout run
     with PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module in every timed run,
     which the baseline's installed libraries never do."""
     import compileall
 
-    compileall.compile_dir(ROOT / "fitrules", quiet=1)
+    compileall.compile_dir(root / "fitrules", quiet=1)
 
 
-def compare_cpu(splits: tuple[int, ...], repeat: int) -> dict:
+def compare_cpu(splits: tuple[int, ...], repeat: int, old: Path | None = None) -> dict:
     """The smallest CPU of each command over ``repeat`` interleaved rounds (the package's
-    bytecode written first: see :func:`compile_package`)."""
+    bytecode written first: see :func:`compile_package`); with ``old`` (another checkout),
+    its commands too, in the same rounds, under keys ``("old", n)``."""
     compile_package()
-    cmds = {"baseline": [sys.executable, "-c", BASELINE]}
+    cmd = [sys.executable, "-m", "fitrules", "compare", "--no-progress", "--splits"]
+    cmds = {"baseline": ([sys.executable, "-c", BASELINE], ROOT)}
     for n in splits:
-        cmds[n] = [sys.executable, "-m", "fitrules", "compare", "--splits", str(n), "--no-progress"]
+        cmds[n] = ([*cmd, str(n)], ROOT)
+    if old is not None:
+        compile_package(old)
+        for n in splits:
+            cmds["old", n] = ([*cmd, str(n)], old)
     best: dict = {k: float("inf") for k in cmds}
     first_lines = None
     for _ in range(repeat):
-        for k, argv in cmds.items():
-            cpu, out = child_cpu(argv)
+        for k, (argv, root) in cmds.items():
+            cpu, out = child_cpu(argv, root)
             best[k] = min(best[k], cpu)
             if k == 300:
                 first_lines = out.splitlines()[:2]
@@ -109,17 +121,23 @@ def compare_cpu(splits: tuple[int, ...], repeat: int) -> dict:
 def print_compare(best: dict, splits: tuple[int, ...]) -> None:
     base = best["baseline"]
     print(f'import baseline (python -c "{BASELINE}"): {base:.2f} CPU s')
-    for n in splits:
-        ratio = best[n] / base
-        print(f"fitrules compare --splits {n:>5,}: {best[n]:6.2f} CPU s  ({ratio:.2f}x baseline)")
-    lo, hi = min(splits), max(splits)
-    if hi > lo:  # one split count (--splits 300) has no line through two
-        per = (best[hi] - best[lo]) / (hi - lo)
-        fixed = best[lo] - lo * per
-        print(
-            f"per split: {1000 * per:.2f} ms CPU (the line through {lo:,} and {hi:,} splits); "
-            f"fixed: {fixed:.2f} CPU s ({fixed / base:.2f}x the baseline)"
-        )
+    for label, key in [("", lambda n: n)] + [("--old ", lambda n: ("old", n))] * (
+        ("old", splits[0]) in best
+    ):
+        for n in splits:
+            ratio = best[key(n)] / base
+            print(
+                f"{label}fitrules compare --splits {n:>5,}: {best[key(n)]:6.2f} CPU s  "
+                f"({ratio:.2f}x baseline)"
+            )
+        lo, hi = min(splits), max(splits)
+        if hi > lo:  # one split count (--splits 300) has no line through two
+            per = (best[key(hi)] - best[key(lo)]) / (hi - lo)
+            fixed = best[key(lo)] - lo * per
+            print(
+                f"{label}per split: {1000 * per:.2f} ms CPU (the line through {lo:,} and "
+                f"{hi:,} splits); fixed: {fixed:.2f} CPU s ({fixed / base:.2f}x the baseline)"
+            )
     if best.get("first_lines"):
         print("first lines at 300 splits:")
         for line in best["first_lines"]:
@@ -549,6 +567,8 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=30,
                     help="--fair: single starts that measure a start's hit rate (30)")
     ap.add_argument("--no-lmfit", action="store_true", help="--fair: scipy only")
+    ap.add_argument("--old", metavar="DIR", type=Path,
+                    help="another checkout whose compare runs in the same rounds")
     ap.add_argument("--_why-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._why_child:
@@ -565,7 +585,7 @@ def main(argv=None) -> int:
     splits = tuple(int(s) for s in args.splits.split(","))
     print(f"python {sys.version.split()[0]}; load average at start {os.getloadavg()[0]:.1f}; "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")  # fmt: skip
-    print_compare(compare_cpu(splits, args.repeat), splits)
+    print_compare(compare_cpu(splits, args.repeat, args.old), splits)
     if args.why:
         print_why()
     if args.published:

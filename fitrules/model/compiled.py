@@ -93,8 +93,11 @@ class CompiledForm:
         env = self.env(X, params)
         shape = self._shape(X, params)
         with np.errstate(all="ignore"):
-            cols = [np.broadcast_to(g, shape) for g in self._code("jacobian")(env)]
-        return np.stack(cols, axis=-1).astype(float)
+            cols = self._code("jacobian")(env)
+        out = np.empty((*shape, len(cols)))
+        for j, g in enumerate(cols):  # each column written in place (numpy broadcasts it)
+            out[..., j] = g
+        return out
 
 
 def predict(form: Form, X: dict[str, np.ndarray], constants: dict[str, float]) -> np.ndarray:

@@ -28,8 +28,15 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
     # below then makes their sentences only where there is one
     one_value = _one_value(cf, X, masks)
     at_bound = np.any(_near_bounds(cf, params), axis=(0, 2))
+    # the splits with nothing to report (most of them), found for all at once
+    clean = ok & ~one_value & ~at_bound & np.asarray(converged, bool) & ~null.any(axis=1)
+    clean &= (cond <= COND_LIMIT) & (masks.sum(axis=1) >= cf.p + 1)
+    clean &= np.array([v is None for v in validity], bool) & _every_level_fitted(cf, X, masks)
     out = []
     for si in range(len(masks)):
+        if clean[si]:
+            out.append((float(cond[si]), []))
+            continue
         mask = masks[si]
         n = int(mask.sum())
         if not ok[si]:
@@ -59,6 +66,15 @@ def _diagnose(cf: CompiledForm, X, y, masks, params, objective, converged):
         if validity[si]:
             reasons.append(validity[si])
         out.append((float(cond_si), reasons))
+    return out
+
+
+def _every_level_fitted(cf: CompiledForm, X, masks: np.ndarray) -> np.ndarray:
+    """Per split, whether every level of each per-level column has a training cell."""
+    out = np.ones(len(masks), bool)
+    for col, lv in cf.levels.items():
+        at = X[col][:, None] == lv[None, :]  # (n, levels)
+        out &= ((masks.astype(float) @ at) > 0).all(axis=1)
     return out
 
 

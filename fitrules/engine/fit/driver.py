@@ -191,10 +191,13 @@ def _fit_chunk(cf: CompiledForm, X, y, masks, objective, options, thetas, pieces
     S = len(masks)
     n_asked = S if batch is None else batch
     on_grid = masks if pieces.sub is None else masks[:, pieces.sub]
-    values, c = _profile(pieces, on_grid)
+    # the many splits of a comparison: the grid only ranks their starts (a fit of few
+    # splits, whose constants are quoted, and a form with no nonlinear constant, which the
+    # grid fits outright, keep the refined solve)
+    q = len(cf.non_idx)
+    values, c = _profile(pieces, on_grid, rank_only=q > 0 and n_asked > POLISH_SPLITS)
     if objective.kind == "log_huber" and len(thetas) > 1:
         values = _huber_rescore(pieces, pieces.y, on_grid, objective, values, c)
-    q = len(cf.non_idx)
     rows, gidx = [], []
     n_train = int(masks.sum(axis=1).max(initial=1))
     extra = min(options.start_budget // max(n_asked, 1), options.start_cells // max(n_train, 1))

@@ -12,7 +12,8 @@ from fitrules.model.compiled import CompiledForm
 
 
 def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray, axes=None):
-    """Basis (..., n, k), offset (..., n) and finiteness at nonlinear values (..., q).
+    """Basis (..., n, k), offset (..., n) and finiteness at nonlinear values (..., q)
+    (``None`` when every value is finite; else where they are, the others set to 0).
 
     ``axes``: when ``thetas`` (T, L, q) is each row's full grid of m values per constant
     (L = m^q, the first constant's index varying slowest), those values, (T, m) per constant:
@@ -41,19 +42,25 @@ def _evaluate_pieces(cf: CompiledForm, X, thetas: np.ndarray, axes=None):
         finite = np.isfinite(offset)
         for b in values:
             finite = finite & np.isfinite(b)
-        cols = [np.broadcast_to(b, (*shape, n)) for b in values]
-        basis = np.stack(cols, axis=-1) if cols else np.zeros((*shape, n, 0))
-        offset = np.broadcast_to(offset, (*shape, n)).astype(float)
-        basis = basis.reshape((*lead, n, basis.shape[-1]))
-        offset = offset.reshape((*lead, n))
+        # each piece written into its column (numpy broadcasts it there)
+        basis = np.empty((*shape, n, len(values)))
+        for j, b in enumerate(values):
+            basis[..., j] = b
+        out = np.empty((*shape, n))
+        out[...] = offset
+        basis = basis.reshape((*lead, n, len(values)))
+        offset = out.reshape((*lead, n))
+    if np.all(finite):
+        return basis, offset, None
     finite = np.broadcast_to(finite, (*shape, n)).reshape((*lead, n))
-    if not finite.all():
-        basis = np.where(finite[..., None], basis, 0.0)
-        offset = np.where(finite, offset, 0.0)
+    basis = np.where(finite[..., None], basis, 0.0)
+    offset = np.where(finite, offset, 0.0)
     return basis, offset, finite
 
 
-def _small_symmetric_solve(A: np.ndarray, ridge: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+def _small_symmetric_solve(
+    A: np.ndarray, ridge: np.ndarray, rhs: np.ndarray, refine: bool = True
+) -> np.ndarray:
     """Solve stacks of symmetric 1x1, 2x2 or 3x3 systems ``A + ridge * I`` for ``rhs``
     (..., k) by cofactors, element-wise, with one step of iterative refinement against ``A``.
 
@@ -99,6 +106,8 @@ def _small_symmetric_solve(A: np.ndarray, ridge: np.ndarray, rhs: np.ndarray) ->
             )
 
     x = solve(*r)
+    if not refine:
+        return np.stack(x, axis=-1)
     resid = []
     for i in range(k):
         acc = A[..., i, 0] * x[0]
@@ -109,19 +118,70 @@ def _small_symmetric_solve(A: np.ndarray, ridge: np.ndarray, rhs: np.ndarray) ->
     return np.stack([x[i] + dx[i] for i in range(k)], axis=-1)
 
 
-def _solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Batched symmetric solve with a tiny ridge and one step of iterative refinement."""
+def _solve(A: np.ndarray, rhs: np.ndarray, rank_only: bool = False) -> np.ndarray:
+    """Batched symmetric solve with a tiny ridge and one step of iterative refinement.
+
+    ``rank_only``: the solutions only rank grid points (the starts are then fitted): no
+    refinement step, and a large stack of four or more constants by elimination.
+    """
     k = A.shape[-1]
     if k == 0:
         return np.zeros(rhs.shape)
-    ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1) + 1e-300
+    if k <= 3:  # the trace's sum element-wise, in its order (numpy's trace is slow here)
+        trace = A[..., 0, 0]
+        for i in range(1, k):
+            trace = trace + A[..., i, i]
+        ridge = 1e-13 * trace + 1e-300
+    else:
+        ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1) + 1e-300
     if k <= 3:
         with np.errstate(all="ignore"):
-            return _small_symmetric_solve(A, ridge, rhs)
+            return _small_symmetric_solve(A, ridge, rhs, refine=not rank_only)
     Ar = A + ridge[..., None, None] * np.eye(k)
+    if rank_only and Ar[..., 0, 0].size >= ELIMINATION_BATCH:
+        with np.errstate(all="ignore"):
+            return _eliminate(Ar)(rhs)
     c = np.linalg.solve(Ar, rhs[..., None])
     c = c + np.linalg.solve(Ar, rhs[..., None] - A @ c)
     return c[..., 0]
+
+
+ELIMINATION_BATCH = 256  # systems at least, above which a stack is solved by elimination
+
+
+def _eliminate(A: np.ndarray):
+    """Gaussian elimination of a stack of symmetric positive definite systems (..., k, k),
+    element-wise over the stack, without pivoting (as stable as Cholesky on such systems;
+    the ridge keeps them definite). Returns the solver of right-hand sides (..., k).
+
+    Batched LAPACK costs about a microsecond a system for these small ones (the 5 x 5
+    systems of a per-level form on 121 grid points x 300 splits); the elimination makes
+    k^3 / 3 passes over flat arrays of the stack's shape.
+    """
+    k = A.shape[-1]
+    U = [[A[..., i, j].copy() for j in range(k)] for i in range(k)]
+    factors = {}
+    for p in range(k):
+        for i in range(p + 1, k):
+            f = U[i][p] / U[p][p]
+            factors[i, p] = f
+            for j in range(p + 1, k):
+                U[i][j] = U[i][j] - f * U[p][j]
+
+    def solve(rhs: np.ndarray) -> np.ndarray:
+        b = [rhs[..., i].copy() for i in range(k)]
+        for p in range(k):
+            for i in range(p + 1, k):
+                b[i] = b[i] - factors[i, p] * b[p]
+        x = [None] * k
+        for i in range(k - 1, -1, -1):
+            acc = b[i]
+            for j in range(i + 1, k):
+                acc = acc - U[i][j] * x[j]
+            x[i] = acc / U[i][i]
+        return np.stack(x, axis=-1)
+
+    return solve
 
 
 PIECE_ELEMENTS = 1 << 21  # grid points x cells evaluated at once: bounds the grid's memory
@@ -167,7 +227,7 @@ class _GridPieces:
         return _evaluate_pieces(self.cf, X, self.thetas)
 
     def chunks(self):
-        """(cells, scaled basis (G, c, k), offset (G, c), finite (G, c)) per chunk."""
+        """(cells, scaled basis (G, c, k), offset (G, c), finite (G, c) or None) per chunk."""
         if self._kept is not None:
             yield (self.slices[0], *self._kept)
             return
@@ -198,7 +258,7 @@ def _grid_cells(cf: CompiledForm, X, n: int) -> np.ndarray | None:
     return np.union1d(take, ends)
 
 
-def _profile(g: _GridPieces, masks):
+def _profile(g: _GridPieces, masks, rank_only: bool = False):
     """Training objective at grid points shared by every split, linear constants solved.
 
     ``masks`` (S, n). Returns the objective (G, S) and the scaled coefficients (G, S, k).
@@ -206,7 +266,8 @@ def _profile(g: _GridPieces, masks):
     matrix product with the masks, and so is the residual sum of squares (expanded as
     t'Wt - 2c'r + c'Ac), accumulated over chunks of cells. The values are (relative) least
     squares for every objective; for log-Huber they are a ranking that
-    :func:`_huber_rescore` refines.
+    :func:`_huber_rescore` refines. ``rank_only``: the values only rank starting points (see
+    :func:`_solve`), to the last bits or so.
     """
     G, S, k = len(g.thetas), len(masks), g.norm.shape[-1]
     A = np.zeros((G, S, k, k))
@@ -221,7 +282,8 @@ def _profile(g: _GridPieces, masks):
         A += np.einsum("gnk,gnj,n,sn->gskj", bs, bs, w2, m, optimize=True)
         rhs += np.einsum("gnk,gn,sn->gsk", bs, wt, m, optimize=True)
         tt += (wt * target) @ m.T
-        bad |= (~finite).astype(float) @ m.T > 0
+        if finite is not None:
+            bad |= (~finite).astype(float) @ m.T > 0
     # solved a block of grid points at a time: the dozens of element-wise passes of the
     # small solves then stay in the processor's cache (each point's values are its own)
     c = np.empty((G, S, k))
@@ -229,12 +291,27 @@ def _profile(g: _GridPieces, masks):
     step = max(1, PROFILE_BLOCK // max(S * max(k, 1) ** 2, 1))
     for a in range(0, G, step):
         b = slice(a, a + step)
-        c[b] = _solve(A[b], rhs[b])
+        c[b] = _solve(A[b], rhs[b], rank_only)
         out[b] = tt[b] - 2 * np.einsum("gsk,gsk->gs", c[b], rhs[b])
-        out[b] += np.einsum("gsk,gskj,gsj->gs", c[b], A[b], c[b])
+        out[b] += _quadratic_form(c[b], A[b], fast=rank_only)
     out = np.maximum(out, 0.0)
     out[bad | ~np.isfinite(out)] = np.inf
     return out, c
+
+
+def _quadratic_form(c: np.ndarray, A: np.ndarray, fast: bool) -> np.ndarray:
+    """``c' A c`` of stacks (..., k) and symmetric (..., k, k): with ``fast`` and k <= 3
+    element-wise (the off-diagonal terms doubled, so the last bits differ), else by einsum."""
+    k = c.shape[-1]
+    if k > 3 or not fast:
+        return np.einsum("...k,...kj,...j->...", c, A, c)
+    out = np.zeros(c.shape[:-1])
+    for i in range(k):
+        row = A[..., i, i] * c[..., i]
+        for j in range(i + 1, k):
+            row = row + 2.0 * A[..., i, j] * c[..., j]
+        out += c[..., i] * row
+    return out
 
 
 def _sum_over_cells(b2: np.ndarray) -> np.ndarray:
@@ -281,6 +358,8 @@ def _profile_rows(cf: CompiledForm, X, y, masks, objective: Objective, thetas, a
         if not full:
             r = np.where(m[:, None, :] > 0, r, 0.0)
         out = objective.value(r, axis=2)
-    bad = ((~finite) if full else ((~finite) & (m[:, None, :] > 0))).any(axis=2)
-    out[bad | ~np.isfinite(out)] = np.inf
+    if finite is not None:
+        bad = ((~finite) if full else ((~finite) & (m[:, None, :] > 0))).any(axis=2)
+        out[bad] = np.inf
+    out[~np.isfinite(out)] = np.inf
     return out, c / norm[:, :, 0, :]

@@ -209,19 +209,41 @@ class _QuadraticModel:
         for i, j, pp, pm, mp, mm in self.cross:
             H[:, i, j] = H[:, j, i] = (vals[:, pp] - vals[:, pm] - vals[:, mp] + vals[:, mm]) / 4
         ok = allowed & np.isfinite(vals).all(axis=1)
-        # convex: every leading principal minor positive
-        for k in range(1, q + 1):
-            with np.errstate(all="ignore"):
-                ok &= np.linalg.det(np.where(ok[:, None, None], H, np.eye(q))[:, :k, :k]) > 0
-        u = np.zeros((len(vals), q))
-        if ok.any():
-            u[ok] = np.linalg.solve(H[ok], -g[ok][..., None])[..., 0]
+        if q <= 2:
+            ok, u = _small_newton(H, g, ok)
+        else:
+            # convex: every leading principal minor positive
+            for k in range(1, q + 1):
+                with np.errstate(all="ignore"):
+                    ok &= np.linalg.det(np.where(ok[:, None, None], H, np.eye(q))[:, :k, :k]) > 0
+            u = np.zeros((len(vals), q))
+            if ok.any():
+                u[ok] = np.linalg.solve(H[ok], -g[ok][..., None])[..., 0]
         ok &= np.isfinite(u).all(axis=1) & (np.abs(u) <= 1).all(axis=1)
         # rounded to an eighth of the step, the path stays on a dyadic lattice of its start, so
         # a last-bit difference in a value (another BLAS kernel) moves it only when it falls on
         # a rounding boundary, as the plain search's comparisons do; the next window (a quarter
         # step either way) still holds the unrounded minimum
         return np.round(u * LATTICE) / LATTICE, ok
+
+
+def _small_newton(H: np.ndarray, g: np.ndarray, ok: np.ndarray):
+    """:meth:`_QuadraticModel.step`'s convexity test and Newton step for one or two
+    constants, element-wise (LAPACK's batched calls cost more than these few formulas):
+    the rows still ``ok`` (every leading minor positive) and their steps (0 elsewhere)."""
+    with np.errstate(all="ignore"):
+        if H.shape[-1] == 1:
+            a = H[:, 0, 0]
+            ok = ok & (a > 0)
+            u = np.where(ok, -g[:, 0] / np.where(ok, a, 1.0), 0.0)[:, None]
+            return ok, u
+        a, b, d = H[:, 0, 0], H[:, 0, 1], H[:, 1, 1]
+        det = a * d - b * b
+        ok = ok & (a > 0) & (det > 0)
+        det = np.where(ok, det, 1.0)
+        u0 = (-d * g[:, 0] + b * g[:, 1]) / det
+        u1 = (b * g[:, 0] - a * g[:, 1]) / det
+        return ok, np.where(ok[:, None], np.stack([u0, u1], axis=-1), 0.0)
 
 
 def _push_to_bounds(cf: CompiledForm, X, y, masks, objective, theta_start, x, val):
@@ -276,8 +298,9 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
     G, S = values.shape
     if S == 0:
         return []
-    # one stable sort of every column: the same order as each column's own stable sort
-    orders = np.argsort(values, axis=0, kind="stable").T  # (S, G)
+    # look further down the ranking when many starts are wanted (a single fit on all cells)
+    depth = max(200, 40 * n_starts)
+    orders = _stable_top(values.T, depth)  # (S, depth at most)
     ranked = np.take_along_axis(values.T, orders, axis=1)
     if thetas.shape[1] == 0:
         return [[int(o[0])] if np.isfinite(r[0]) else [] for o, r in zip(orders, ranked)]
@@ -296,8 +319,6 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
             )
     span = np.maximum(hi_s - lo_s, 1e-12)
     step = span / max(2, round(len(thetas) ** (1 / thetas.shape[1])) - 1)
-    # look further down the ranking when many starts are wanted (a single fit on all cells)
-    depth = max(200, 40 * n_starts)
     if n_starts == 2:
         return _two_starts(orders, ranked, thetas, 2.5 * step, depth)
     out = []
@@ -317,6 +338,28 @@ def _starts(values: np.ndarray, thetas: np.ndarray, s: Structure, n_starts: int)
                 break
             picked.append(int(candidates[np.argmax(far)]))
         out.append(picked)
+    return out
+
+
+def _stable_top(V: np.ndarray, depth: int) -> np.ndarray:
+    """Per row of ``V`` (S, G), the indices of its ``depth`` smallest values in the order
+    of the row's stable sort (ties by index; non-finite values, all +inf here, last).
+
+    A partition finds them and only they are sorted; a row where values tie at the
+    boundary (so the partition's choice among them is arbitrary) is sorted whole.
+    """
+    S, G = V.shape
+    if depth * 4 >= G:
+        return np.argsort(V, axis=1, kind="stable")
+    part = np.argpartition(V, depth - 1, axis=1)[:, :depth]
+    vals = np.take_along_axis(V, part, axis=1)
+    kth = vals.max(axis=1)
+    exact = ((V <= kth[:, None]).sum(axis=1) == depth) & np.isfinite(kth)
+    # sorted by (value, index): the stable order of the chosen ones
+    inner = np.lexsort((part, vals), axis=1)
+    out = np.take_along_axis(part, inner, axis=1)
+    for s in np.flatnonzero(~exact):
+        out[s] = np.argsort(V[s], kind="stable")[:depth]
     return out
 
 

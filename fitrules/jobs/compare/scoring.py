@@ -66,14 +66,6 @@ def noise_floor(
     return out, int((~known).sum())
 
 
-def _unfitted_levels(form: Form, X, mask: np.ndarray, test: np.ndarray) -> np.ndarray:
-    """Per held-out cell: its level of a per-level column has no training cell."""
-    out = np.zeros(int(test.sum()), bool)
-    for col in form.levels or {}:
-        out |= ~np.isin(X[col][test], np.unique(X[col][mask]))
-    return out
-
-
 def _heldout_weights(cells: Cells, kind: str) -> np.ndarray:
     """Each cell's weight in a held-out error; under transfer, the box is the scored grid's."""
     X = {v: np.asarray(a) for v, a in cells.X.items()}
@@ -234,11 +226,14 @@ def prediction_table(f: Form, X: dict, fits: list) -> np.ndarray:
 
 def _unfitted_table(f: Form, X, masks: np.ndarray) -> np.ndarray:
     """Per split and cell (S, n): a held-out cell whose level of a per-level column has no
-    training cell (:func:`_unfitted_levels`)."""
+    training cell."""
     out = np.zeros(masks.shape, bool)
-    if f.levels:
-        for s, mask in enumerate(masks):
-            out[s, ~mask] = _unfitted_levels(f, X, mask, ~mask)
+    for col in f.levels or {}:
+        # per split, which of the column's values its training cells hold; a held-out
+        # cell is unfitted where its value is not among them (every split at once)
+        values, at = np.unique(X[col], return_inverse=True)
+        held = (masks.astype(float) @ (at[:, None] == np.arange(len(values)))) > 0
+        out |= ~held[:, at] & ~masks
     return out
 
 
@@ -312,21 +307,29 @@ def _split_rows(f, masks, labels, floor, fits, guarded, held, at_cell, fitting: 
     with np.errstate(all="ignore"):
         cells = metric.cells(np.broadcast_to(Y, masks.shape)[used], P[used])
     at_cell[used] = np.where(masks[used], np.nan, cells)
+    # per split, as Python values read once (the rows are 1,800 dicts at 300 splits)
+    per = {k: v.tolist() for k, v in errs.items()}
+    n_train = masks.sum(axis=1).tolist()
+    some_unfitted = unfitted.any(axis=1).tolist()
+    ok = ok.tolist()
     return [
-        _split_row(f, s, labels[s], floor[s], masks[s], r, g, held, errs, ok[s], unfitted[s])
+        _split_row(
+            f, s, labels[s], floor[s], masks, n_train[s], r, g, held, per, ok[s], some_unfitted[s]
+        )
         for s, (r, g) in enumerate(zip(fits, guarded, strict=True))
     ]
 
 
-def _split_row(f, s, label, floor, mask, r, g, held, errs, ok, unfitted) -> dict:
-    """One (split, form) row: held-out errors (from :func:`heldout_table`'s ``errs``, ``ok``
-    where every one is finite), the fit's diagnostics, the guard's verdict."""
+def _split_row(f, s, label, floor, masks, n_train, r, g, held, errs, ok, unfitted) -> dict:
+    """One (split, form) row: held-out errors (``errs``: :func:`heldout_table`'s as lists,
+    ``ok`` where every one is finite), the fit's diagnostics, the guard's verdict;
+    ``unfitted``: whether a held-out cell's level has no training cell."""
     split_reasons = list(r.reasons)
     if not ok:
         # a prediction that is not finite, or so large that its error overflows
-        if not unfitted.any():  # else the split already names the unfitted level
+        if not unfitted:  # else the split already names the unfitted level
             split_reasons.append("prediction is not finite on held-out cells")
-    e = {k: float(errs[k][s]) if ok else np.nan for k in ERROR_KEYS}
+    e = {k: errs[k][s] if ok else np.nan for k in ERROR_KEYS}
     return {
         "split": s,
         "split_label": label,
@@ -335,9 +338,9 @@ def _split_row(f, s, label, floor, mask, r, g, held, errs, ok, unfitted) -> dict
         "noise_floor": floor,
         "train_objective": r.objective,
         "cond": r.cond,
-        "n_train": int(mask.sum()),
-        "n_test": int((~mask).sum()),
-        "train_cells": np.flatnonzero(mask).tolist(),
+        "n_train": n_train,
+        "n_test": masks.shape[1] - n_train,
+        "train_cells": np.flatnonzero(masks[s]).tolist(),
         "degenerate": bool(split_reasons),
         "reasons": split_reasons,
         "wild": g.wild,
@@ -346,7 +349,7 @@ def _split_row(f, s, label, floor, mask, r, g, held, errs, ok, unfitted) -> dict
         "excursion_pct": g.excursion_pct,
         "guard_reasons": list(g.reasons),
         "constants": r.constants,
-        **({} if held is None else {"_mse": float(errs["_mse"][s]) if ok else np.nan}),
+        **({} if held is None else {"_mse": errs["_mse"][s] if ok else np.nan}),
     }
 
 
