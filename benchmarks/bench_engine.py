@@ -121,9 +121,10 @@ def compare_cpu(splits: tuple[int, ...], repeat: int, old: Path | None = None) -
 def print_compare(best: dict, splits: tuple[int, ...]) -> None:
     base = best["baseline"]
     print(f'import baseline (python -c "{BASELINE}"): {base:.2f} CPU s')
-    for label, key in [("", lambda n: n)] + [("--old ", lambda n: ("old", n))] * (
-        ("old", splits[0]) in best
-    ):
+    versions = [("", lambda n: n)]
+    if ("old", splits[0]) in best:
+        versions.append(("--old ", lambda n: ("old", n)))
+    for label, key in versions:
         for n in splits:
             ratio = best[key(n)] / base
             print(

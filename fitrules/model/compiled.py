@@ -14,6 +14,28 @@ from fitrules.model.forms import Form, Structure, level_of
 _CODE: dict[int, dict] = {}  # id of a structure -> its generated code, while it lives
 
 
+def trained_levels(x: np.ndarray, masks: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Which values of a column each split's training cells hold, every split at once.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The column's value at each cell (n,).
+    masks : numpy.ndarray
+        The splits' training cells (S, n).
+    values : numpy.ndarray
+        The values asked about (L,).
+
+    Returns
+    -------
+    numpy.ndarray
+        (S, L) booleans: split s has a training cell at value l (one product of the masks
+        with the values' indicators).
+    """
+    at = np.asarray(x)[:, None] == np.asarray(values)[None, :]  # (n, values)
+    return (np.asarray(masks, float) @ at) > 0
+
+
 class CompiledForm:
     """A bound form with its structure and the numeric pieces fitting evaluates.
 

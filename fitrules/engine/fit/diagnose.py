@@ -7,7 +7,7 @@ import numpy as np
 from fitrules.engine.fit.lm import _gather
 from fitrules.engine.fit.weights import _root_weights
 from fitrules.model import expr as ex
-from fitrules.model.compiled import CompiledForm
+from fitrules.model.compiled import CompiledForm, trained_levels
 from fitrules.model.forms import base_name, format_level
 
 RANK_TOL = 1e-9  # singular values below this fraction of the largest count as zero
@@ -73,8 +73,7 @@ def _every_level_fitted(cf: CompiledForm, X, masks: np.ndarray) -> np.ndarray:
     """Per split, whether every level of each per-level column has a training cell."""
     out = np.ones(len(masks), bool)
     for col, lv in cf.levels.items():
-        at = X[col][:, None] == lv[None, :]  # (n, levels)
-        out &= ((masks.astype(float) @ at) > 0).all(axis=1)
+        out &= trained_levels(X[col], masks, lv).all(axis=1)
     return out
 
 

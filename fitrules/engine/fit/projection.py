@@ -62,7 +62,8 @@ def _small_symmetric_solve(
     A: np.ndarray, ridge: np.ndarray, rhs: np.ndarray, refine: bool = True
 ) -> np.ndarray:
     """Solve stacks of symmetric 1x1, 2x2 or 3x3 systems ``A + ridge * I`` for ``rhs``
-    (..., k) by cofactors, element-wise, with one step of iterative refinement against ``A``.
+    (..., k) by cofactors, element-wise, with (``refine``) one step of iterative refinement
+    against ``A``.
 
     Batched LAPACK calls cost about a microsecond per tiny matrix; these formulas handle a
     grid x splits stack in a few passes over flat arrays. The cofactors are made once for
@@ -131,12 +132,9 @@ def _solve(A: np.ndarray, rhs: np.ndarray, rank_only: bool = False) -> np.ndarra
         trace = A[..., 0, 0]
         for i in range(1, k):
             trace = trace + A[..., i, i]
-        ridge = 1e-13 * trace + 1e-300
-    else:
-        ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1) + 1e-300
-    if k <= 3:
         with np.errstate(all="ignore"):
-            return _small_symmetric_solve(A, ridge, rhs, refine=not rank_only)
+            return _small_symmetric_solve(A, 1e-13 * trace + 1e-300, rhs, refine=not rank_only)
+    ridge = 1e-13 * np.trace(A, axis1=-2, axis2=-1) + 1e-300
     Ar = A + ridge[..., None, None] * np.eye(k)
     if rank_only and Ar[..., 0, 0].size >= ELIMINATION_BATCH:
         with np.errstate(all="ignore"):

@@ -25,7 +25,7 @@ from fitrules.engine.metrics import (
     weighted_mean,
 )
 from fitrules.engine.stats import c4
-from fitrules.model.compiled import CompiledForm
+from fitrules.model.compiled import CompiledForm, trained_levels
 from fitrules.model.forms import Form
 from fitrules.model.grids import Cells, Grid
 from fitrules.model.splits import RandomSplit
@@ -232,8 +232,7 @@ def _unfitted_table(f: Form, X, masks: np.ndarray) -> np.ndarray:
         # per split, which of the column's values its training cells hold; a held-out
         # cell is unfitted where its value is not among them (every split at once)
         values, at = np.unique(X[col], return_inverse=True)
-        held = (masks.astype(float) @ (at[:, None] == np.arange(len(values)))) > 0
-        out |= ~held[:, at] & ~masks
+        out |= ~trained_levels(X[col], masks, values)[:, at] & ~masks
     return out
 
 
